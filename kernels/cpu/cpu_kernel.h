@@ -1,0 +1,53 @@
+// The CPU kernel interface. Every op in ops.def has a CPU kernel (view ops excepted: they are
+// computed by compute_view). Kernels receive inputs as strided views (dense where ops.def marks
+// an input '!'), and dense outputs already shaped by infer_shapes.
+#pragma once
+
+#include <array>
+
+#include "kernels/attrs.h"
+#include "runtime/status.h"
+#include "runtime/tensor.h"
+#include "runtime/thread_pool.h"
+
+namespace vrun {
+
+struct KernelCall {
+  OpKind op;
+  const TensorView* in = nullptr;  // in[k].present() is false for an absent optional input
+  int n_in = 0;
+  TensorView* out = nullptr;  // dense, shaped; may alias in[0] only for slice_update
+  int n_out = 0;
+  const Attrs* attrs = nullptr;
+  ThreadPool* pool = nullptr;
+
+  const TensorView& input(int k) const { return in[k]; }
+  bool has_input(int k) const { return k < n_in && in[k].present(); }
+  const Attrs& attr() const { return *attrs; }
+};
+
+using CpuKernelFn = Status (*)(const KernelCall& call);
+
+class CpuKernelTable {
+ public:
+  void set(OpKind op, CpuKernelFn fn) { fns_[static_cast<int>(op)] = fn; }
+  CpuKernelFn get(OpKind op) const { return fns_[static_cast<int>(op)]; }
+
+ private:
+  std::array<CpuKernelFn, kNumOps> fns_{};
+};
+
+// The table with every family registered.
+const CpuKernelTable& cpu_kernels();
+
+// Per-family registration (kernels/cpu/<family>.cpp).
+void register_cpu_elementwise(CpuKernelTable& t);  // unary + binary
+void register_cpu_reduce(CpuKernelTable& t);
+void register_cpu_norm(CpuKernelTable& t);
+void register_cpu_linalg(CpuKernelTable& t);  // linear, bmm
+void register_cpu_attention(CpuKernelTable& t);  // sdpa, rope
+void register_cpu_conv(CpuKernelTable& t);
+void register_cpu_data(CpuKernelTable& t);  // copy, concat, pad, embedding, slice_update, glu
+void register_cpu_rnn(CpuKernelTable& t);
+
+}  // namespace vrun
