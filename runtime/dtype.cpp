@@ -7,8 +7,8 @@ namespace vrun {
 
 namespace {
 constexpr DTypeInfo kInfos[] = {
-#define VRUN_DTYPE(name, code, block_elems, block_bytes, kind) \
-  {#name, code, block_elems, block_bytes, DTypeKind::k##kind},
+#define VRUN_DTYPE(ident, name, code, block_elems, block_bytes, kind) \
+  {name, code, block_elems, block_bytes, DTypeKind::k##kind},
 #define kfloat kFloat
 #define kint kInt
 #define kbool kBool

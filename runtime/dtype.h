@@ -9,7 +9,7 @@
 namespace vrun {
 
 enum class DType : uint8_t {
-#define VRUN_DTYPE(name, code, block_elems, block_bytes, kind) name = code,
+#define VRUN_DTYPE(ident, name, code, block_elems, block_bytes, kind) ident = code,
 #include "runtime/dtypes.def"
 #undef VRUN_DTYPE
 };

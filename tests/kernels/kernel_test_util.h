@@ -1,0 +1,199 @@
+// Helpers for kernel tests: owning host tensors with random (never all-zero) data, strided and
+// broadcast views over them, float64 readback, and a runner that infers output shapes, allocates
+// and calls the CPU kernel exactly as the executor does.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/cpu_kernel.h"
+#include "kernels/shape_infer.h"
+#include "runtime/tensor.h"
+
+namespace vrun::test {
+
+// An owning buffer plus a view over it (dense unless reshaped by the helpers below).
+struct HostTensor {
+  std::shared_ptr<std::vector<uint8_t>> storage;
+  TensorView view;
+
+  int64_t numel() const { return view.numel(); }
+};
+
+inline HostTensor make_tensor(DType dtype, const Shape& shape) {
+  HostTensor t;
+  const int64_t bytes = std::max<int64_t>(dtype_bytes(dtype, shape.numel()), 1);
+  t.storage = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(bytes + 64));
+  t.view = TensorView::dense(t.storage->data(), dtype, shape);
+  return t;
+}
+
+inline void store_double(const TensorView& v, const int64_t* idx, double x) {
+  void* p = v.at(idx);
+  switch (v.dtype) {
+    case DType::f32: *static_cast<float*>(p) = static_cast<float>(x); break;
+    case DType::f16: *static_cast<uint16_t*>(p) = f32_to_f16(static_cast<float>(x)); break;
+    case DType::bf16: *static_cast<uint16_t*>(p) = f32_to_bf16(static_cast<float>(x)); break;
+    case DType::f64: *static_cast<double*>(p) = x; break;
+    case DType::i8: *static_cast<int8_t*>(p) = static_cast<int8_t>(x); break;
+    case DType::u8: *static_cast<uint8_t*>(p) = static_cast<uint8_t>(x); break;
+    case DType::bool_: *static_cast<uint8_t*>(p) = x != 0; break;
+    case DType::i32: *static_cast<int32_t*>(p) = static_cast<int32_t>(x); break;
+    case DType::i64: *static_cast<int64_t*>(p) = static_cast<int64_t>(x); break;
+    default: ADD_FAILURE() << "store_double: unsupported dtype " << dtype_name(v.dtype);
+  }
+}
+
+inline double load_double(const TensorView& v, const int64_t* idx) {
+  const void* p = v.at(idx);
+  switch (v.dtype) {
+    case DType::f32: return *static_cast<const float*>(p);
+    case DType::f16: return f16_to_f32(*static_cast<const uint16_t*>(p));
+    case DType::bf16: return bf16_to_f32(*static_cast<const uint16_t*>(p));
+    case DType::f64: return *static_cast<const double*>(p);
+    case DType::i8: return *static_cast<const int8_t*>(p);
+    case DType::u8: return *static_cast<const uint8_t*>(p);
+    case DType::bool_: return *static_cast<const uint8_t*>(p) != 0;
+    case DType::i32: return *static_cast<const int32_t*>(p);
+    case DType::i64: return static_cast<double>(*static_cast<const int64_t*>(p));
+    default: ADD_FAILURE() << "load_double: unsupported dtype " << dtype_name(v.dtype); return 0;
+  }
+}
+
+// Calls fn(index) for every index of shape in row-major order.
+template <typename Fn>
+void for_each_index(const Shape& shape, Fn&& fn) {
+  if (shape.numel() == 0) return;
+  int64_t idx[kMaxRank] = {};
+  while (true) {
+    fn(static_cast<const int64_t*>(idx));
+    int d = shape.rank - 1;
+    for (; d >= 0; --d) {
+      if (++idx[d] < shape[d]) break;
+      idx[d] = 0;
+    }
+    if (d < 0) return;
+  }
+}
+
+// Row-major float64 copy of any view (plain dtypes; block-quantised ones are dequantised).
+inline std::vector<double> to_doubles(const TensorView& v) {
+  std::vector<double> out;
+  out.reserve(static_cast<size_t>(v.numel()));
+  if (is_quantized(v.dtype)) {
+    std::vector<float> tmp(static_cast<size_t>(v.numel()));
+    dequantize_row(v.dtype, v.data, tmp.data(), v.numel());
+    for (float f : tmp) out.push_back(f);
+    return out;
+  }
+  for_each_index(v.shape, [&](const int64_t* i) { out.push_back(load_double(v, i)); });
+  return out;
+}
+
+// Uniform random values in [lo, hi), rounded to the dtype; integers for int dtypes.
+inline HostTensor random_tensor(DType dtype, const Shape& shape, std::mt19937& rng, double lo = -1, double hi = 1) {
+  HostTensor t = make_tensor(dtype, shape);
+  std::uniform_real_distribution<double> dist(lo, hi);
+  if (is_quantized(dtype)) {
+    std::vector<float> tmp(static_cast<size_t>(shape.numel()));
+    for (auto& x : tmp) x = static_cast<float>(dist(rng));
+    quantize_row(dtype, tmp.data(), t.view.data, shape.numel());
+    return t;
+  }
+  for_each_index(shape, [&](const int64_t* i) {
+    double x = dist(rng);
+    if (!is_float(dtype)) x = std::floor(x);
+    store_double(t.view, i, x);
+  });
+  return t;
+}
+
+// A view of `shape` whose memory layout is permuted by `perm` (the storage is dense in the
+// permuted order), with `offset` elements of padding before it: exercises strides and offsets.
+inline HostTensor random_strided(DType dtype, const Shape& shape, const std::vector<int>& perm, int64_t offset,
+                                 std::mt19937& rng) {
+  Shape phys;
+  phys.rank = shape.rank;
+  for (int i = 0; i < shape.rank; ++i) phys[i] = shape[perm[i]];
+  HostTensor base = make_tensor(dtype, Shape{phys.numel() + offset});
+  const Strides ps = contiguous_strides(phys);
+  TensorView v;
+  v.dtype = dtype;
+  v.shape = shape;
+  v.data = static_cast<uint8_t*>(base.storage->data()) + offset * dtype_elem_size(dtype);
+  for (int i = 0; i < shape.rank; ++i) v.strides[perm[i]] = ps[i];
+  base.view = v;
+  std::uniform_real_distribution<double> dist(-1, 1);
+  for_each_index(shape, [&](const int64_t* i) { store_double(v, i, dist(rng)); });
+  return base;
+}
+
+// A view broadcasting `small` (whose rank equals shape's) to `shape` with 0 strides.
+inline TensorView broadcast_view(const TensorView& small, const Shape& shape) {
+  TensorView v = small;
+  v.shape = shape;
+  v.strides = broadcast_strides(small.shape, small.strides, shape);
+  return v;
+}
+
+// Runs op on the CPU the way the executor does: infer shapes, allocate dense outputs, call.
+struct RunResult {
+  Status status;
+  std::vector<HostTensor> outputs;
+};
+
+inline RunResult run_cpu(OpKind op, const std::vector<TensorView>& inputs, const Attrs& attrs,
+                         ThreadPool* pool = nullptr) {
+  RunResult r;
+  std::vector<TensorDesc> in_desc(inputs.size());
+  std::vector<const TensorDesc*> in_ptrs;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    in_desc[k] = {inputs[k].dtype, inputs[k].shape};
+    in_ptrs.push_back(inputs[k].present() ? &in_desc[k] : nullptr);
+  }
+  std::vector<TensorDesc> out_desc;
+  r.status = infer_shapes(op, in_ptrs, attrs, &out_desc);
+  if (!r.status.is_ok()) return r;
+  std::vector<TensorView> outs;
+  for (const auto& d : out_desc) {
+    r.outputs.push_back(make_tensor(d.dtype, d.shape));
+    outs.push_back(r.outputs.back().view);
+  }
+  CpuKernelFn fn = cpu_kernels().get(op);
+  if (!fn) {
+    r.status = err(ErrorCode::kUnsupported, "no CPU kernel for ", op_name(op));
+    return r;
+  }
+  KernelCall call;
+  call.op = op;
+  call.in = inputs.data();
+  call.n_in = static_cast<int>(inputs.size());
+  call.out = outs.data();
+  call.n_out = static_cast<int>(outs.size());
+  call.attrs = &attrs;
+  call.pool = pool ? pool : &ThreadPool::global();
+  r.status = fn(call);
+  return r;
+}
+
+// Relative-or-absolute closeness: |a - b| <= atol + rtol * |b| for every element.
+inline void expect_close(const std::vector<double>& got, const std::vector<double>& want, double atol, double rtol,
+                         const char* what = "") {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  int bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const bool same_nonfinite = !std::isfinite(want[i]) && (got[i] == want[i] || (std::isnan(got[i]) && std::isnan(want[i])));
+    if (same_nonfinite) continue;
+    if (!(std::fabs(got[i] - want[i]) <= atol + rtol * std::fabs(want[i]))) {
+      if (++bad <= 5) ADD_FAILURE() << what << " element " << i << ": got " << got[i] << " want " << want[i];
+    }
+  }
+  EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << got.size() << " elements differ";
+}
+
+}  // namespace vrun::test
