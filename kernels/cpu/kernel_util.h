@@ -1,0 +1,38 @@
+// Small helpers shared by the elementwise, reduce, norm and data CPU kernels: argument checks
+// and error messages that name the op and the dtypes involved.
+#pragma once
+
+#include <string>
+
+#include "kernels/cpu/cpu_kernel.h"
+
+namespace vrun::cpu {
+
+// "add (a f16, b f32 -> y f16)": the dtypes a call brought, for kUnsupported messages.
+inline std::string describe_call(const KernelCall& c) {
+  const OpSchema& s = op_schema(c.op);
+  std::string d = s.name + " (";
+  for (int k = 0; k < c.n_in; ++k) {
+    const std::string& name = k < static_cast<int>(s.inputs.size()) ? s.inputs[k].name : s.inputs.back().name;
+    d += (k ? ", " : "") + name + " " + (c.in[k].present() ? dtype_name(c.in[k].dtype) : "absent");
+  }
+  d += " ->";
+  for (int k = 0; k < c.n_out; ++k) d += std::string(k ? ", " : " ") + dtype_name(c.out[k].dtype);
+  return d + ")";
+}
+
+inline Status unsupported_dtypes(const KernelCall& c) {
+  return err(ErrorCode::kUnsupported, "CPU kernel does not support the dtypes of ", describe_call(c));
+}
+
+// Checks the number of inputs/outputs the executor passed.
+inline Status check_arity(const KernelCall& c, int min_in, int max_in, int n_out) {
+  if (c.n_in < min_in || (max_in >= 0 && c.n_in > max_in) || c.n_out != n_out)
+    return err(ErrorCode::kInvalidArgument, op_name(c.op), ": expected ", min_in, "..", max_in, " inputs and ", n_out,
+               " outputs, got ", c.n_in, " and ", c.n_out);
+  for (int k = 0; k < min_in; ++k)
+    if (!c.in[k].present()) return err(ErrorCode::kInvalidArgument, op_name(c.op), ": input ", k, " is missing");
+  return Status::ok();
+}
+
+}  // namespace vrun::cpu
