@@ -1,0 +1,176 @@
+// sdpa (flash-style online softmax over key blocks, so memory does not grow with Lk^2) and
+// rope (angles as torch/HF compute them in float32: float(pos) * inv_freq, then cos/sin).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/cpu_kernel.h"
+#include "kernels/cpu/gemm.h"
+
+namespace vrun {
+
+namespace {
+
+constexpr int64_t kKeyBlock = 128;
+
+// A [L, D] slice of a rank-4 view at (b, h) as f32 rows: in place when it already is one,
+// packed otherwise.
+struct Rows {
+  const float* data;
+  int64_t ld;
+};
+
+Rows rows_of(const TensorView& t, int64_t b, int64_t h, std::vector<float>* scratch) {
+  const int64_t l = t.shape[2], d = t.shape[3];
+  const int64_t base = b * t.strides[0] + h * t.strides[1];
+  if (t.dtype == DType::f32 && (t.strides[3] == 1 || d == 1))
+    return {static_cast<const float*>(elem_ptr(t, base)), t.strides[2]};
+  scratch->resize(static_cast<size_t>(l * d));
+  for (int64_t i = 0; i < l; ++i)
+    load_row_f32(elem_ptr(t, base + i * t.strides[2]), t.dtype, t.strides[3], d, scratch->data() + i * d);
+  return {scratch->data(), d};
+}
+
+float mask_value(const TensorView& m, int64_t off) {
+  switch (m.dtype) {
+    case DType::bool_:
+      return static_cast<const uint8_t*>(m.data)[off] ? 0.f : -std::numeric_limits<float>::infinity();
+    case DType::f16: return f16_to_f32(static_cast<const uint16_t*>(m.data)[off]);
+    case DType::bf16: return bf16_to_f32(static_cast<const uint16_t*>(m.data)[off]);
+    default: return static_cast<const float*>(m.data)[off];
+  }
+}
+
+// Fully masked rows (every score -inf) output zeros: there is no distribution to average over,
+// and zeros keep NaN out of later layers (torch would give NaN).
+Status sdpa_kernel(const KernelCall& call) {
+  const TensorView& q = call.input(0);
+  const TensorView& k = call.input(1);
+  const TensorView& v = call.input(2);
+  const bool has_mask = call.has_input(3);
+  TensorView& y = call.out[0];
+  const int64_t nb = q.shape[0], hq = q.shape[1], lq = q.shape[2], d = q.shape[3];
+  const int64_t hkv = k.shape[1], lk = k.shape[2], dv = v.shape[3];
+  const int64_t group = hq / hkv;
+  const float scale = call.attr().f("scale") != 0 ? static_cast<float>(call.attr().f("scale"))
+                                                  : 1.f / std::sqrt(static_cast<float>(d));
+  const bool causal = call.attr().i("causal") != 0;
+  Strides ms{};
+  if (has_mask) {
+    const TensorView& m = call.input(3);
+    ms = broadcast_strides(m.shape, m.strides, Shape{nb, hq, lq, lk});
+  }
+  const int64_t ye = dtype_elem_size(y.dtype);
+  // Query blocks share one packing of k/v; small enough that (B, H) x blocks feed every thread.
+  const int64_t qblock = std::max<int64_t>(1, std::min<int64_t>(32, lq));
+  const int64_t nqb = (lq + qblock - 1) / qblock;
+  const int64_t tasks = nb * hq * nqb;
+  call.pool->parallel_for(tasks, 1, [&](int64_t t0, int64_t t1) {
+    std::vector<float> ks, vs, qrow(static_cast<size_t>(d)), acc(static_cast<size_t>(dv)), s(kKeyBlock);
+    int64_t packed_b = -1, packed_h = -1;
+    Rows kr{}, vr{};
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t qb = t % nqb, h = (t / nqb) % hq, b = t / (nqb * hq);
+      const int64_t hk = h / group;
+      if (b != packed_b || hk != packed_h) {
+        kr = rows_of(k, b, hk, &ks);
+        vr = rows_of(v, b, hk, &vs);
+        packed_b = b;
+        packed_h = hk;
+      }
+      for (int64_t i = qb * qblock; i < std::min(lq, (qb + 1) * qblock); ++i) {
+        load_row_f32(elem_ptr(q, b * q.strides[0] + h * q.strides[1] + i * q.strides[2]), q.dtype, q.strides[3], d,
+                     qrow.data());
+        const int64_t kend = causal ? lk - lq + i + 1 : lk;
+        const int64_t moff = b * ms[0] + h * ms[1] + i * ms[2];
+        float mx = -std::numeric_limits<float>::infinity(), sum = 0;
+        std::fill(acc.begin(), acc.end(), 0.f);
+        for (int64_t j0 = 0; j0 < kend; j0 += kKeyBlock) {
+          const int64_t j1 = std::min(kend, j0 + kKeyBlock);
+          float bmax = -std::numeric_limits<float>::infinity();
+          for (int64_t j = j0; j < j1; ++j) {
+            float sc = scale * dot_f32_any(qrow.data(), kr.data + j * kr.ld, DType::f32, d);
+            if (has_mask) sc += mask_value(call.input(3), moff + j * ms[3]);
+            s[j - j0] = sc;
+            bmax = std::max(bmax, sc);
+          }
+          if (bmax == -std::numeric_limits<float>::infinity()) continue;
+          if (bmax > mx) {
+            const float r = std::exp(mx - bmax);  // 0 on the first live block
+            sum *= r;
+            scale_f32(r, acc.data(), dv);
+            mx = bmax;
+          }
+          for (int64_t j = j0; j < j1; ++j) {
+            const float p = std::exp(s[j - j0] - mx);
+            if (p == 0) continue;
+            sum += p;
+            axpy_f32(p, vr.data + j * vr.ld, acc.data(), dv);
+          }
+        }
+        const float inv = sum > 0 ? 1.f / sum : 0.f;
+        scale_f32(inv, acc.data(), dv);
+        store_row_f32(acc.data(), static_cast<uint8_t*>(y.data) + (((b * hq + h) * lq + i) * dv) * ye, y.dtype, dv);
+      }
+    }
+  });
+  return Status::ok();
+}
+
+Status rope_kernel(const KernelCall& call) {
+  const TensorView& x = call.input(0);
+  const TensorView& f = call.input(1);
+  TensorView& y = call.out[0];
+  const Attrs& at = call.attr();
+  const int r = x.rank();
+  const int seq = normalize_axis(at.i("seq_axis"), r);
+  const int64_t d = x.shape[r - 1];
+  const int64_t rd = at.i("rotary_dim") == 0 ? d : at.i("rotary_dim");
+  const int64_t half = rd / 2;
+  const bool interleaved = at.s("mode") == "interleaved";
+  const int64_t pos = at.i("pos");
+  const int64_t slen = x.shape[seq];
+  std::vector<float> freq(static_cast<size_t>(half));
+  load_row_f32(f.data, DType::f32, f.strides[0], half, freq.data());
+  std::vector<float> cs(static_cast<size_t>(slen * half)), sn(cs.size());
+  for (int64_t s = 0; s < slen; ++s)
+    for (int64_t i = 0; i < half; ++i) {
+      const float ang = static_cast<float>(pos + s) * freq[i];
+      cs[s * half + i] = std::cos(ang);
+      sn[s * half + i] = std::sin(ang);
+    }
+  const auto offs = row_offsets(x);
+  // Row r's index along seq_axis: rows are row-major over all dims but the last.
+  int64_t inner = 1;
+  for (int a = seq + 1; a < r - 1; ++a) inner *= x.shape[a];
+  const int64_t rows = static_cast<int64_t>(offs.size());
+  const int64_t ye = dtype_elem_size(y.dtype);
+  call.pool->parallel_for(rows, 64, [&](int64_t r0, int64_t r1) {
+    std::vector<float> in(static_cast<size_t>(d)), out(static_cast<size_t>(d));
+    for (int64_t row = r0; row < r1; ++row) {
+      const int64_t s = (row / inner) % slen;
+      load_row_f32(elem_ptr(x, offs[row]), x.dtype, x.strides[r - 1], d, in.data());
+      const float* c = cs.data() + s * half;
+      const float* sv = sn.data() + s * half;
+      for (int64_t i = 0; i < half; ++i) {
+        const int64_t i0 = interleaved ? 2 * i : i, i1 = interleaved ? 2 * i + 1 : i + half;
+        out[i0] = in[i0] * c[i] - in[i1] * sv[i];
+        out[i1] = in[i1] * c[i] + in[i0] * sv[i];
+      }
+      for (int64_t i = rd; i < d; ++i) out[i] = in[i];
+      store_row_f32(out.data(), static_cast<uint8_t*>(y.data) + row * d * ye, y.dtype, d);
+    }
+  });
+  return Status::ok();
+}
+
+}  // namespace
+
+void register_cpu_attention(CpuKernelTable& t) {
+  t.set(OpKind::sdpa, sdpa_kernel);
+  t.set(OpKind::rope, rope_kernel);
+}
+
+}  // namespace vrun

@@ -1,0 +1,194 @@
+#include "kernels/cpu/gemm.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#ifdef VRUN_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
+namespace vrun {
+
+namespace {
+
+#define VRUN_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+const bool kHaveAvx2 = [] {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+}();
+
+VRUN_AVX2 float hsum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+template <DType T>
+VRUN_AVX2 inline __m256 load8(const void* p, int64_t i) {
+  if constexpr (T == DType::f32) {
+    return _mm256_loadu_ps(static_cast<const float*>(p) + i);
+  } else if constexpr (T == DType::f16) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(p) + i)));
+  } else {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(p) + i));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+}
+
+inline float load1(const void* p, DType t, int64_t i) {
+  switch (t) {
+    case DType::f16: return f16_to_f32(static_cast<const uint16_t*>(p)[i]);
+    case DType::bf16: return bf16_to_f32(static_cast<const uint16_t*>(p)[i]);
+    default: return static_cast<const float*>(p)[i];
+  }
+}
+
+template <DType T>
+VRUN_AVX2 float dot_avx2(const float* a, const void* b, int64_t n) {
+  __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps(), s2 = _mm256_setzero_ps(), s3 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load8<T>(b, i), s0);
+    s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), load8<T>(b, i + 8), s1);
+    s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), load8<T>(b, i + 16), s2);
+    s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), load8<T>(b, i + 24), s3);
+  }
+  for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load8<T>(b, i), s0);
+  float s = hsum8(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+  for (; i < n; ++i) s += a[i] * load1(b, T, i);
+  return s;
+}
+
+VRUN_AVX2 void axpy_avx2(float a, const float* x, float* y, int64_t n) {
+  const __m256 va = _mm256_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  for (; i < n; ++i) y[i] += a * x[i];
+}
+
+#ifndef VRUN_HAVE_OPENBLAS
+// Portable GEMM: rows of C in parallel; the B-transposed case is a dot per element, the other
+// an axpy of B's rows (both unit-stride inner loops the compiler vectorises).
+void sgemm_portable(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+                    bool b_trans, float* c, int64_t ldc, bool accumulate, ThreadPool* pool) {
+  pool->parallel_for(m, 1, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const float* ai = a + i * lda;
+      float* ci = c + i * ldc;
+      if (b_trans) {
+        for (int64_t j = 0; j < n; ++j) {
+          const float d = dot_f32_any(ai, b + j * ldb, DType::f32, k);
+          ci[j] = accumulate ? ci[j] + d : d;
+        }
+      } else {
+        if (!accumulate) std::fill(ci, ci + n, 0.f);
+        for (int64_t p = 0; p < k; ++p) {
+          const float s = ai[p];
+          const float* bp = b + p * ldb;
+          for (int64_t j = 0; j < n; ++j) ci[j] += s * bp[j];
+        }
+      }
+    }
+  });
+}
+#endif
+
+}  // namespace
+
+void sgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, bool b_trans,
+           float* c, int64_t ldc, bool accumulate, ThreadPool* pool) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    if (!accumulate)
+      for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.f);
+    return;
+  }
+#ifdef VRUN_HAVE_OPENBLAS
+  openblas_set_num_threads(pool ? pool->size() : 1);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, b_trans ? CblasTrans : CblasNoTrans, static_cast<int>(m),
+              static_cast<int>(n), static_cast<int>(k), 1.f, a, static_cast<int>(lda), b, static_cast<int>(ldb),
+              accumulate ? 1.f : 0.f, c, static_cast<int>(ldc));
+#else
+  sgemm_portable(m, n, k, a, lda, b, ldb, b_trans, c, ldc, accumulate, pool);
+#endif
+}
+
+float dot_f32_any(const float* a, const void* b, DType t, int64_t n) {
+  if (kHaveAvx2) {
+    switch (t) {
+      case DType::f16: return dot_avx2<DType::f16>(a, b, n);
+      case DType::bf16: return dot_avx2<DType::bf16>(a, b, n);
+      default: return dot_avx2<DType::f32>(a, b, n);
+    }
+  }
+  float s = 0;
+  for (int64_t i = 0; i < n; ++i) s += a[i] * load1(b, t, i);
+  return s;
+}
+
+void axpy_f32(float a, const float* x, float* y, int64_t n) {
+  if (kHaveAvx2) {
+    axpy_avx2(a, x, y, n);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+void scale_f32(float a, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] *= a;
+}
+
+void load_row_f32(const void* src, DType t, int64_t stride, int64_t n, float* dst) {
+  if (t == DType::f32 && stride == 1) {
+    std::memcpy(dst, src, static_cast<size_t>(n) * 4);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) dst[i] = load1(src, t, i * stride);
+}
+
+void store_row_f32(const float* src, void* dst, DType t, int64_t n) {
+  switch (t) {
+    case DType::f16:
+      for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = f32_to_f16(src[i]);
+      break;
+    case DType::bf16:
+      for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = f32_to_bf16(src[i]);
+      break;
+    default: std::memcpy(dst, src, static_cast<size_t>(n) * 4);
+  }
+}
+
+std::vector<int64_t> row_offsets(const TensorView& v) {
+  const int lead = std::max(0, v.rank() - 1);
+  int64_t rows = 1;
+  for (int d = 0; d < lead; ++d) rows *= v.shape[d];
+  std::vector<int64_t> out(static_cast<size_t>(std::max<int64_t>(rows, 0)));
+  int64_t idx[kMaxRank] = {};
+  int64_t off = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    out[static_cast<size_t>(r)] = off;
+    for (int d = lead - 1; d >= 0; --d) {
+      off += v.strides[d];
+      if (++idx[d] < v.shape[d]) break;
+      off -= v.strides[d] * v.shape[d];
+      idx[d] = 0;
+    }
+  }
+  return out;
+}
+
+std::vector<float> to_dense_f32(const TensorView& v) {
+  std::vector<float> out(static_cast<size_t>(v.numel()));
+  if (v.numel() == 0) return out;
+  const int64_t n = v.rank() ? v.shape[v.rank() - 1] : 1;
+  const int64_t st = v.rank() ? v.strides[v.rank() - 1] : 1;
+  const auto offs = row_offsets(v);
+  for (size_t r = 0; r < offs.size(); ++r) load_row_f32(elem_ptr(v, offs[r]), v.dtype, st, n, out.data() + r * n);
+  return out;
+}
+
+}  // namespace vrun

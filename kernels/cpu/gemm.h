@@ -1,0 +1,43 @@
+// Float GEMM/GEMV building blocks shared by linear, bmm, conv and lstm: OpenBLAS sgemm when
+// available (blocked portable code otherwise), AVX2 dot products over f32/f16/bf16 rows, and
+// row conversion helpers for strided views.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/tensor.h"
+#include "runtime/thread_pool.h"
+
+namespace vrun {
+
+// C[m, n] (rows ldc apart) = A[m, k] (rows lda apart) @ op(B), plus C when accumulate.
+// b_trans: B is [n, k] (rows ldb apart), else [k, n]. Threads: the pool's size.
+void sgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, bool b_trans,
+           float* c, int64_t ldc, bool accumulate, ThreadPool* pool);
+
+// sum_i a[i] * b[i] with b stored as f32, f16 or bf16 (dense).
+float dot_f32_any(const float* a, const void* b, DType b_type, int64_t n);
+
+// y[i] += a * x[i] (dense f32).
+void axpy_f32(float a, const float* x, float* y, int64_t n);
+// y[i] *= a (dense f32).
+void scale_f32(float a, float* y, int64_t n);
+
+// n elements of a f32/f16/bf16 row with element stride `stride` into dense f32.
+void load_row_f32(const void* src, DType t, int64_t stride, int64_t n, float* dst);
+// n dense f32 into a dense f32/f16/bf16 row.
+void store_row_f32(const float* src, void* dst, DType t, int64_t n);
+
+// Element offsets of every row (all dims but the last, row-major) of a view.
+std::vector<int64_t> row_offsets(const TensorView& v);
+
+// The address of element `offset` (in elements) of a plain-dtype view.
+inline const void* elem_ptr(const TensorView& v, int64_t offset) {
+  return static_cast<const uint8_t*>(v.data) + offset * dtype_elem_size(v.dtype);
+}
+
+// Dense f32 copy of a plain float view (any strides).
+std::vector<float> to_dense_f32(const TensorView& v);
+
+}  // namespace vrun

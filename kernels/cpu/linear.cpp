@@ -1,0 +1,138 @@
+// linear: y[..., N] = x[..., K] @ W[N, K]^T + bias. Quantised weights take the integer path of
+// quant_dot (activations quantised to 8 bits per 32, as llama.cpp does); float weights take
+// AVX2 dot products for few rows and sgemm for many.
+#include <algorithm>
+#include <vector>
+
+#include "kernels/cpu/cpu_kernel.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/quant_dot.h"
+
+namespace vrun {
+
+Status bmm_kernel(const KernelCall& call);  // kernels/cpu/bmm.cpp
+
+namespace {
+
+// Rows at or below this count use the dot-product path: it streams W once and the matrix is
+// read far more than it is reused, so GEMM blocking gains nothing.
+constexpr int64_t kGemvRows = 4;
+// Weight rows converted to f32 at a time before one sgemm (bounds the scratch for vocab-sized W).
+constexpr int64_t kWeightTileRows = 1024;
+
+// x rows as dense f32 (rows K apart); avoids a copy when x already is one.
+const float* dense_x(const TensorView& x, int64_t m, int64_t k, std::vector<float>* scratch) {
+  const int r = x.rank();
+  bool dense = x.dtype == DType::f32 && x.strides[r - 1] == 1;
+  int64_t expect = k;
+  for (int d = r - 2; d >= 0 && dense; --d) {
+    if (x.shape[d] != 1 && x.strides[d] != expect) dense = false;
+    expect *= x.shape[d];
+  }
+  if (dense) return x.ptr<float>();
+  scratch->resize(static_cast<size_t>(m * k));
+  const auto offs = row_offsets(x);
+  for (int64_t i = 0; i < m; ++i)
+    load_row_f32(elem_ptr(x, offs[i]), x.dtype, x.strides[r - 1], k, scratch->data() + i * k);
+  return scratch->data();
+}
+
+void linear_quant(const float* x, int64_t m, int64_t k, const TensorView& w, int64_t n, float* y, ThreadPool* pool) {
+  const int64_t nb = k / kQuantBlock;
+  const int64_t row_bytes = dtype_bytes(w.dtype, k);
+  std::vector<BlockQ8Act> xq(static_cast<size_t>(m * nb));
+  pool->parallel_for(m, 16, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) quantize_act_row(x + i * k, xq.data() + i * nb, k);
+  });
+  // Work items are (row block x column block) tiles: the activation block stays in L2 while
+  // a narrow strip of W streams through L1.
+  const int64_t mb = m <= kGemvRows ? m : 64;
+  const int64_t nbw = m <= kGemvRows ? 32 : 16;
+  const int64_t tiles_m = (m + mb - 1) / mb, tiles_n = (n + nbw - 1) / nbw;
+  pool->parallel_for(tiles_m * tiles_n, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t ti = t % tiles_m, tj = t / tiles_m;
+      const int64_t i0 = ti * mb, i1 = std::min(m, i0 + mb);
+      const int64_t j0 = tj * nbw, j1 = std::min(n, j0 + nbw);
+      for (int64_t i = i0; i < i1; i += kQuantTileX) {
+        const int nx = static_cast<int>(std::min<int64_t>(kQuantTileX, i1 - i));
+        for (int64_t j = j0; j < j1; j += kQuantTileW) {
+          const int nw = static_cast<int>(std::min<int64_t>(kQuantTileW, j1 - j));
+          quant_dot_tile(w.dtype, static_cast<const uint8_t*>(w.data) + j * row_bytes, row_bytes, nw,
+                         xq.data() + i * nb, nb, nx, nb, y + i * n + j, n);
+        }
+      }
+    }
+  });
+}
+
+void linear_float(const float* x, int64_t m, int64_t k, const TensorView& w, int64_t n, float* y, ThreadPool* pool) {
+  const int64_t wes = dtype_elem_size(w.dtype);
+  if (m <= kGemvRows) {
+    pool->parallel_for(n, 64, [&](int64_t j0, int64_t j1) {
+      for (int64_t j = j0; j < j1; ++j) {
+        const void* wr = static_cast<const uint8_t*>(w.data) + j * k * wes;
+        for (int64_t i = 0; i < m; ++i) y[i * n + j] = dot_f32_any(x + i * k, wr, w.dtype, k);
+      }
+    });
+    return;
+  }
+  if (w.dtype == DType::f32) {
+    sgemm(m, n, k, x, k, w.ptr<float>(), k, true, y, n, false, pool);
+    return;
+  }
+  std::vector<float> wt(static_cast<size_t>(std::min(n, kWeightTileRows) * k));
+  for (int64_t j0 = 0; j0 < n; j0 += kWeightTileRows) {
+    const int64_t rows = std::min(kWeightTileRows, n - j0);
+    pool->parallel_for(rows, 16, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r)
+        load_row_f32(static_cast<const uint8_t*>(w.data) + (j0 + r) * k * wes, w.dtype, 1, k, wt.data() + r * k);
+    });
+    sgemm(m, rows, k, x, k, wt.data(), k, true, y + j0, n, false, pool);
+  }
+}
+
+Status linear_kernel(const KernelCall& call) {
+  const TensorView& x = call.input(0);
+  const TensorView& w = call.input(1);
+  TensorView& y = call.out[0];
+  const int64_t k = w.shape[1], n = w.shape[0];
+  const int64_t m = k > 0 ? x.numel() / k : y.numel() / std::max<int64_t>(n, 1);
+  if (m == 0 || n == 0) return Status::ok();
+  if (!w.is_contiguous())
+    return err(ErrorCode::kInvalidArgument, "linear: weight must be dense, got strides for ", w.shape.str());
+  std::vector<float> xs;
+  const float* xf = dense_x(x, m, k, &xs);
+  std::vector<float> ys;
+  float* yf = y.dtype == DType::f32 ? y.ptr<float>() : (ys.resize(static_cast<size_t>(m * n)), ys.data());
+  if (k == 0) {
+    std::fill(yf, yf + m * n, 0.f);
+  } else if (is_quantized(w.dtype)) {
+    linear_quant(xf, m, k, w, n, yf, call.pool);
+  } else {
+    linear_float(xf, m, k, w, n, yf, call.pool);
+  }
+  if (call.has_input(2)) {
+    const TensorView& b = call.input(2);
+    std::vector<float> bias(static_cast<size_t>(n));
+    load_row_f32(b.data, b.dtype, b.strides[0], n, bias.data());
+    call.pool->parallel_for(m, 64, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i)
+        for (int64_t j = 0; j < n; ++j) yf[i * n + j] += bias[j];
+    });
+  }
+  if (y.dtype != DType::f32) {
+    for (int64_t i = 0; i < m; ++i)
+      store_row_f32(yf + i * n, static_cast<uint8_t*>(y.data) + i * n * dtype_elem_size(y.dtype), y.dtype, n);
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+void register_cpu_linalg(CpuKernelTable& t) {
+  t.set(OpKind::linear, linear_kernel);
+  t.set(OpKind::bmm, bmm_kernel);
+}
+
+}  // namespace vrun

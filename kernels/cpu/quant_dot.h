@@ -1,0 +1,40 @@
+// Integer dot products between GGUF block-quantised weight rows (q8_0, q4_0, q4_1) and
+// activations quantised on the fly to 8 bits per 32 (as llama.cpp's q8_1), the core of
+// quantised linear. Runtime dispatch picks AVX-512 VNNI, AVX2 or portable code; all compute
+// the same integer block sums, so they differ only in float summation order.
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/dtype.h"
+
+namespace vrun {
+
+// One activation block: x[j] ~= d * qs[j]; s = d * sum(qs) feeds the weight's offset term
+// (q4_1's m, q4_0's implicit -8) without a second pass over qs.
+struct BlockQ8Act {
+  float d;
+  float s;
+  int8_t qs[32];
+};
+static_assert(sizeof(BlockQ8Act) == 40);
+
+// Quantises k (multiple of 32) floats to k / 32 blocks, rounding to nearest (amax maps to 127).
+void quantize_act_row(const float* x, BlockQ8Act* dst, int64_t k);
+
+// A tile of the product: out[i * ldo + j] = dot(x row i, weight row j) for i < nx, j < nw,
+// over nblocks blocks. Weight rows are w_stride bytes apart, activation rows x_stride blocks.
+// wt is q8_0, q4_0 or q4_1.
+void quant_dot_tile(DType wt, const void* w, int64_t w_stride, int nw, const BlockQ8Act* x, int64_t x_stride,
+                    int nx, int64_t nblocks, float* out, int64_t ldo);
+
+// Largest tile quant_dot_tile handles in one call without splitting (callers may pass more).
+constexpr int kQuantTileX = 4;
+constexpr int kQuantTileW = 4;
+
+// Which implementation runs ("avx512vnni", "avx2", "scalar"); for benchmarks and tests.
+const char* quant_dot_isa();
+// Forces the portable implementation (tests compare it with the vector one).
+void quant_dot_force_scalar(bool on);
+
+}  // namespace vrun

@@ -1,0 +1,168 @@
+// Shape functions of the linalg (linear, bmm) and attention (sdpa, rope) families.
+#include "kernels/shape_infer.h"
+
+namespace vrun {
+
+namespace {
+
+const TensorDesc* input_at(const std::vector<const TensorDesc*>& in, size_t k) {
+  return k < in.size() ? in[k] : nullptr;
+}
+
+bool is_activation(DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; }
+
+Status need(const std::vector<const TensorDesc*>& in, size_t k, const char* op, const char* name,
+            const TensorDesc** out) {
+  *out = input_at(in, k);
+  if (!*out) return err(ErrorCode::kInvalidArgument, op, ": missing input ", name);
+  return Status::ok();
+}
+
+Status need_activation(const char* op, const char* name, const TensorDesc& t) {
+  if (!is_activation(t.dtype))
+    return err(ErrorCode::kInvalidArgument, op, ": ", name, " must be f32, f16 or bf16, got ", dtype_name(t.dtype));
+  return Status::ok();
+}
+
+Status infer_linear(const std::vector<const TensorDesc*>& in, std::vector<TensorDesc>* out) {
+  const TensorDesc *x, *w;
+  VRUN_RETURN_IF_ERROR(need(in, 0, "linear", "x", &x));
+  VRUN_RETURN_IF_ERROR(need(in, 1, "linear", "weight", &w));
+  VRUN_RETURN_IF_ERROR(need_activation("linear", "x", *x));
+  if (x->shape.rank < 1) return err(ErrorCode::kInvalidArgument, "linear: x must have rank >= 1, got a scalar");
+  if (w->shape.rank != 2)
+    return err(ErrorCode::kInvalidArgument, "linear: weight must be [N, K], got ", w->shape.str());
+  if (!is_activation(w->dtype) && !is_quantized(w->dtype))
+    return err(ErrorCode::kInvalidArgument, "linear: weight dtype must be f32/f16/bf16/q8_0/q4_0/q4_1, got ",
+               dtype_name(w->dtype));
+  const int64_t k = x->shape[x->shape.rank - 1];
+  const int64_t n = w->shape[0];
+  if (w->shape[1] != k)
+    return err(ErrorCode::kInvalidArgument, "linear: x ", x->shape.str(), " and weight ", w->shape.str(),
+               " disagree on K (", k, " vs ", w->shape[1], ")");
+  if (is_quantized(w->dtype) && k % kQuantBlock != 0)
+    return err(ErrorCode::kInvalidArgument, "linear: ", dtype_name(w->dtype), " weight needs K % 32 == 0, got K = ", k);
+  if (const TensorDesc* b = input_at(in, 2)) {
+    VRUN_RETURN_IF_ERROR(need_activation("linear", "bias", *b));
+    if (b->shape.rank != 1 || b->shape[0] != n)
+      return err(ErrorCode::kInvalidArgument, "linear: bias must be [", n, "], got ", b->shape.str());
+  }
+  TensorDesc y{x->dtype, x->shape};
+  y.shape[y.shape.rank - 1] = n;
+  out->push_back(y);
+  return Status::ok();
+}
+
+Status infer_bmm(const std::vector<const TensorDesc*>& in, std::vector<TensorDesc>* out) {
+  const TensorDesc *a, *b;
+  VRUN_RETURN_IF_ERROR(need(in, 0, "bmm", "a", &a));
+  VRUN_RETURN_IF_ERROR(need(in, 1, "bmm", "b", &b));
+  VRUN_RETURN_IF_ERROR(need_activation("bmm", "a", *a));
+  VRUN_RETURN_IF_ERROR(need_activation("bmm", "b", *b));
+  if (a->dtype != b->dtype)
+    return err(ErrorCode::kInvalidArgument, "bmm: a and b must share a dtype, got ", dtype_name(a->dtype), " and ",
+               dtype_name(b->dtype));
+  if (a->shape.rank < 2 || b->shape.rank < 2)
+    return err(ErrorCode::kInvalidArgument, "bmm: a and b need rank >= 2, got ", a->shape.str(), " and ",
+               b->shape.str());
+  const int ra = a->shape.rank, rb = b->shape.rank;
+  const int64_t m = a->shape[ra - 2], k = a->shape[ra - 1], n = b->shape[rb - 1];
+  if (b->shape[rb - 2] != k)
+    return err(ErrorCode::kInvalidArgument, "bmm: a ", a->shape.str(), " and b ", b->shape.str(),
+               " disagree on K (", k, " vs ", b->shape[rb - 2], ")");
+  Shape la, lb, lead;
+  la.rank = ra - 2;
+  lb.rank = rb - 2;
+  for (int i = 0; i < la.rank; ++i) la[i] = a->shape[i];
+  for (int i = 0; i < lb.rank; ++i) lb[i] = b->shape[i];
+  if (!broadcast_shapes(la, lb, &lead))
+    return err(ErrorCode::kInvalidArgument, "bmm: leading dims of a ", a->shape.str(), " and b ", b->shape.str(),
+               " do not broadcast");
+  if (lead.rank + 2 > kMaxRank) return err(ErrorCode::kInvalidArgument, "bmm: result rank exceeds ", kMaxRank);
+  TensorDesc y{a->dtype, lead};
+  y.shape.rank = lead.rank + 2;
+  y.shape[lead.rank] = m;
+  y.shape[lead.rank + 1] = n;
+  out->push_back(y);
+  return Status::ok();
+}
+
+Status infer_sdpa(const std::vector<const TensorDesc*>& in, const Attrs& attrs, std::vector<TensorDesc>* out) {
+  const TensorDesc *q, *k, *v;
+  VRUN_RETURN_IF_ERROR(need(in, 0, "sdpa", "q", &q));
+  VRUN_RETURN_IF_ERROR(need(in, 1, "sdpa", "k", &k));
+  VRUN_RETURN_IF_ERROR(need(in, 2, "sdpa", "v", &v));
+  const char* names[3] = {"q", "k", "v"};
+  const TensorDesc* qkv[3] = {q, k, v};
+  for (int i = 0; i < 3; ++i) {
+    VRUN_RETURN_IF_ERROR(need_activation("sdpa", names[i], *qkv[i]));
+    if (qkv[i]->shape.rank != 4)
+      return err(ErrorCode::kInvalidArgument, "sdpa: ", names[i], " must be rank 4 [B, H, L, D], got ",
+                 qkv[i]->shape.str());
+  }
+  const int64_t b = q->shape[0], hq = q->shape[1], lq = q->shape[2], d = q->shape[3];
+  const int64_t hkv = k->shape[1], lk = k->shape[2];
+  if (k->shape[0] != b || v->shape[0] != b)
+    return err(ErrorCode::kInvalidArgument, "sdpa: batch of q ", q->shape.str(), ", k ", k->shape.str(), ", v ",
+               v->shape.str(), " differ");
+  if (k->shape[3] != d)
+    return err(ErrorCode::kInvalidArgument, "sdpa: q ", q->shape.str(), " and k ", k->shape.str(),
+               " disagree on D (", d, " vs ", k->shape[3], ")");
+  if (v->shape[1] != hkv || v->shape[2] != lk)
+    return err(ErrorCode::kInvalidArgument, "sdpa: k ", k->shape.str(), " and v ", v->shape.str(),
+               " disagree on heads or length");
+  if (hkv <= 0 || hq % hkv != 0)
+    return err(ErrorCode::kInvalidArgument, "sdpa: q heads (", hq, ") must be a multiple of kv heads (", hkv, ")");
+  if (attrs.i("causal") != 0 && lq > lk)
+    return err(ErrorCode::kInvalidArgument, "sdpa: causal needs Lq <= Lk, got Lq = ", lq, ", Lk = ", lk);
+  if (const TensorDesc* m = input_at(in, 3)) {
+    if (!is_activation(m->dtype) && m->dtype != DType::bool_)
+      return err(ErrorCode::kInvalidArgument, "sdpa: mask must be float or bool, got ", dtype_name(m->dtype));
+    const Shape target{b, hq, lq, lk};
+    Shape bc;
+    if (m->shape.rank > 4 || !broadcast_shapes(m->shape, target, &bc) || bc != target)
+      return err(ErrorCode::kInvalidArgument, "sdpa: mask ", m->shape.str(), " does not broadcast to ", target.str());
+  }
+  out->push_back({q->dtype, Shape{b, hq, lq, v->shape[3]}});
+  return Status::ok();
+}
+
+Status infer_rope(const std::vector<const TensorDesc*>& in, const Attrs& attrs, std::vector<TensorDesc>* out) {
+  const TensorDesc *x, *f;
+  VRUN_RETURN_IF_ERROR(need(in, 0, "rope", "x", &x));
+  VRUN_RETURN_IF_ERROR(need(in, 1, "rope", "inv_freq", &f));
+  VRUN_RETURN_IF_ERROR(need_activation("rope", "x", *x));
+  if (x->shape.rank < 2) return err(ErrorCode::kInvalidArgument, "rope: x needs rank >= 2, got ", x->shape.str());
+  const int r = x->shape.rank;
+  const int seq = normalize_axis(attrs.i("seq_axis"), r);
+  if (seq < 0 || seq == r - 1)
+    return err(ErrorCode::kInvalidArgument, "rope: seq_axis ", attrs.i("seq_axis"), " is not a non-last axis of x ",
+               x->shape.str());
+  const std::string& mode = attrs.s("mode");
+  if (mode != "half" && mode != "interleaved")
+    return err(ErrorCode::kInvalidArgument, "rope: mode must be half or interleaved, got '", mode, "'");
+  const int64_t d = x->shape[r - 1];
+  const int64_t rd = attrs.i("rotary_dim") == 0 ? d : attrs.i("rotary_dim");
+  if (rd <= 0 || rd > d || rd % 2 != 0)
+    return err(ErrorCode::kInvalidArgument, "rope: rotary_dim must be even and in (0, ", d, "], got ", rd);
+  if (f->dtype != DType::f32 || f->shape.rank != 1 || f->shape[0] != rd / 2)
+    return err(ErrorCode::kInvalidArgument, "rope: inv_freq must be f32 [", rd / 2, "], got ", dtype_name(f->dtype),
+               " ", f->shape.str());
+  out->push_back(*x);
+  return Status::ok();
+}
+
+}  // namespace
+
+Status infer_shapes_linalg(OpKind op, const std::vector<const TensorDesc*>& in, const Attrs& attrs,
+                           std::vector<TensorDesc>* out) {
+  switch (op) {
+    case OpKind::linear: return infer_linear(in, out);
+    case OpKind::bmm: return infer_bmm(in, out);
+    case OpKind::sdpa: return infer_sdpa(in, attrs, out);
+    case OpKind::rope: return infer_rope(in, attrs, out);
+    default: return err(ErrorCode::kInternal, "infer_shapes_linalg: op ", op_name(op), " is not linalg/attention");
+  }
+}
+
+}  // namespace vrun
