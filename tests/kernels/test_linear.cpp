@@ -1,0 +1,180 @@
+// linear against a float64 reference that dequantises the GGUF block layouts itself.
+#include <cmath>
+#include <cstring>
+
+#include "kernel_test_util.h"
+#include "kernels/cpu/quant_dot.h"
+
+namespace vrun::test {
+namespace {
+
+// W [n, k] as doubles, read byte by byte from the GGUF layouts.
+std::vector<double> ref_dequant(const TensorView& w) {
+  const int64_t n = w.shape[0], k = w.shape[1];
+  if (!is_quantized(w.dtype)) return to_doubles(w);
+  std::vector<double> out(static_cast<size_t>(n * k));
+  const auto* p = static_cast<const uint8_t*>(w.data);
+  auto f16 = [](const uint8_t* b) {
+    uint16_t h;
+    std::memcpy(&h, b, 2);
+    return static_cast<double>(f16_to_f32(h));
+  };
+  for (int64_t e = 0; e < n * k; e += 32) {
+    double* o = out.data() + e;
+    if (w.dtype == DType::q8_0) {
+      const double d = f16(p);
+      for (int j = 0; j < 32; ++j) o[j] = d * static_cast<int8_t>(p[2 + j]);
+      p += 34;
+    } else if (w.dtype == DType::q4_0) {
+      const double d = f16(p);
+      for (int j = 0; j < 16; ++j) {
+        o[j] = d * ((p[2 + j] & 15) - 8);
+        o[j + 16] = d * ((p[2 + j] >> 4) - 8);
+      }
+      p += 18;
+    } else {
+      const double d = f16(p), m = f16(p + 2);
+      for (int j = 0; j < 16; ++j) {
+        o[j] = d * (p[4 + j] & 15) + m;
+        o[j + 16] = d * (p[4 + j] >> 4) + m;
+      }
+      p += 20;
+    }
+  }
+  return out;
+}
+
+struct Case {
+  DType wt;
+  int64_t m, k, n;
+  bool bias;
+};
+
+// Checks y against x @ W^T + b. For quantised weights the activation is rounded to 8 bits per
+// block of 32 (step amax / 127, error <= amax / 254 per element), so each output may be off by
+// sum_blocks (amax_b / 254) * sum_{k in b} |w_k|; the tolerance is that bound (+1e-4 for float
+// summation). Float weights: 1e-4 absolute + 1e-4 relative (f32 accumulation over K <= 200).
+void check_linear(const TensorView& x, const TensorView& w, const TensorView* b, ThreadPool* pool, const char* what) {
+  std::vector<TensorView> in{x, w};
+  if (b) in.push_back(*b);
+  RunResult r = run_cpu(OpKind::linear, in, Attrs(OpKind::linear), pool);
+  ASSERT_TRUE(r.status.is_ok()) << r.status.to_string();
+  const int64_t k = w.shape[1], n = w.shape[0], m = x.numel() / k;
+  const std::vector<double> xd = to_doubles(x), wd = ref_dequant(w);
+  const std::vector<double> bd = b ? to_doubles(*b) : std::vector<double>(static_cast<size_t>(n), 0.0);
+  const std::vector<double> got = to_doubles(r.outputs[0].view);
+  ASSERT_EQ(got.size(), static_cast<size_t>(m * n));
+  int bad = 0;
+  const double out_eps = x.dtype == DType::f32 ? 0 : (x.dtype == DType::f16 ? 1e-3 : 8e-3);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double want = bd[j], bound = 1e-4;
+      for (int64_t p = 0; p < k; ++p) want += xd[i * k + p] * wd[j * k + p];
+      if (is_quantized(w.dtype)) {
+        for (int64_t b0 = 0; b0 < k; b0 += 32) {
+          double amax = 0, wsum = 0;
+          for (int64_t p = b0; p < b0 + 32; ++p) {
+            amax = std::max(amax, std::fabs(xd[i * k + p]));
+            wsum += std::fabs(wd[j * k + p]);
+          }
+          bound += amax / 254.0 * wsum * 1.001;
+        }
+      } else {
+        bound += 1e-4 * std::fabs(want);
+      }
+      bound += out_eps * std::fabs(want);
+      const double g = got[i * n + j];
+      if (!(std::fabs(g - want) <= bound) && ++bad <= 5)
+        ADD_FAILURE() << what << " y[" << i << ", " << j << "] = " << g << ", want " << want << " +- " << bound;
+    }
+  EXPECT_EQ(bad, 0) << what;
+}
+
+TEST(Linear, EveryWeightDtypeAndRowCount) {
+  std::mt19937 rng(1);
+  ThreadPool pool2(2), pool1(1);
+  for (DType wt : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1}) {
+    for (int64_t m : {1, 5, 33, 130}) {
+      const int64_t k = 96, n = 7;
+      HostTensor x = random_tensor(DType::f32, Shape{m, k}, rng);
+      HostTensor w = random_tensor(wt, Shape{n, k}, rng);
+      HostTensor b = random_tensor(DType::f32, Shape{n}, rng);
+      const std::string what = std::string(dtype_name(wt)) + " M=" + std::to_string(m);
+      check_linear(x.view, w.view, &b.view, &pool2, what.c_str());
+      check_linear(x.view, w.view, nullptr, &pool1, (what + " no bias, 1 thread").c_str());
+    }
+  }
+}
+
+TEST(Linear, WideOutputUsesEveryTileShape) {
+  // N and M not multiples of the 4 x 4 tile, K long enough for several blocks per row.
+  std::mt19937 rng(2);
+  ThreadPool pool(2);
+  for (DType wt : {DType::q4_1, DType::q4_0, DType::q8_0}) {
+    HostTensor x = random_tensor(DType::f32, Shape{7, 320}, rng, -3, 3);
+    HostTensor w = random_tensor(wt, Shape{67, 320}, rng);
+    check_linear(x.view, w.view, nullptr, &pool, dtype_name(wt));
+  }
+}
+
+TEST(Linear, StridedOffsetAndHalfInputs) {
+  std::mt19937 rng(3);
+  ThreadPool pool(2);
+  // x [3, 4, K] stored K-major (strides non-unit along K) with an offset.
+  HostTensor xs = random_strided(DType::f32, Shape{3, 4, 64}, {2, 0, 1}, 5, rng);
+  HostTensor w = random_tensor(DType::q4_1, Shape{9, 64}, rng);
+  check_linear(xs.view, w.view, nullptr, &pool, "strided x");
+  HostTensor wf = random_tensor(DType::f16, Shape{9, 64}, rng);
+  check_linear(xs.view, wf.view, nullptr, &pool, "strided x, f16 W");
+  for (DType xt : {DType::f16, DType::bf16}) {
+    HostTensor xh = random_tensor(xt, Shape{2, 6, 64}, rng);
+    HostTensor b = random_tensor(xt, Shape{9}, rng);
+    check_linear(xh.view, w.view, &b.view, &pool, dtype_name(xt));
+    check_linear(xh.view, wf.view, &b.view, &pool, dtype_name(xt));
+  }
+  // A broadcast x (0 stride over rows) exercises the packing path.
+  HostTensor row = random_tensor(DType::f32, Shape{1, 64}, rng);
+  check_linear(broadcast_view(row.view, Shape{6, 64}), w.view, nullptr, &pool, "broadcast x");
+}
+
+TEST(Linear, ScalarAndVectorPathsAgree) {
+  std::mt19937 rng(4);
+  ThreadPool pool(1);
+  for (DType wt : {DType::q4_1, DType::q4_0, DType::q8_0}) {
+    HostTensor x = random_tensor(DType::f32, Shape{6, 256}, rng, -2, 2);
+    HostTensor w = random_tensor(wt, Shape{11, 256}, rng);
+    RunResult fast = run_cpu(OpKind::linear, {x.view, w.view}, Attrs(OpKind::linear), &pool);
+    quant_dot_force_scalar(true);
+    RunResult slow = run_cpu(OpKind::linear, {x.view, w.view}, Attrs(OpKind::linear), &pool);
+    quant_dot_force_scalar(false);
+    ASSERT_TRUE(fast.status.is_ok() && slow.status.is_ok());
+    // Same integer block sums; only the float summation order differs.
+    expect_close(to_doubles(fast.outputs[0].view), to_doubles(slow.outputs[0].view), 1e-4, 1e-5, dtype_name(wt));
+  }
+}
+
+TEST(Linear, RejectsBadShapes) {
+  std::mt19937 rng(5);
+  HostTensor x = random_tensor(DType::f32, Shape{2, 40}, rng);
+  HostTensor w = random_tensor(DType::f32, Shape{3, 48}, rng);
+  RunResult r = run_cpu(OpKind::linear, {x.view, w.view}, Attrs(OpKind::linear));
+  EXPECT_EQ(r.status.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(r.status.message().find("disagree on K (40 vs 48)"), std::string::npos) << r.status.message();
+
+  HostTensor wq = random_tensor(DType::f32, Shape{3, 40}, rng);
+  wq.view.dtype = DType::q4_0;  // shape check runs before any data is read
+  r = run_cpu(OpKind::linear, {x.view, wq.view}, Attrs(OpKind::linear));
+  EXPECT_NE(r.status.message().find("K % 32"), std::string::npos) << r.status.message();
+
+  HostTensor w40 = random_tensor(DType::f32, Shape{3, 40}, rng);
+  HostTensor b = random_tensor(DType::f32, Shape{4}, rng);
+  r = run_cpu(OpKind::linear, {x.view, w40.view, b.view}, Attrs(OpKind::linear));
+  EXPECT_NE(r.status.message().find("bias must be [3]"), std::string::npos) << r.status.message();
+
+  HostTensor w3 = random_tensor(DType::f32, Shape{3, 40, 1}, rng);
+  r = run_cpu(OpKind::linear, {x.view, w3.view}, Attrs(OpKind::linear));
+  EXPECT_NE(r.status.message().find("weight must be [N, K]"), std::string::npos) << r.status.message();
+}
+
+}  // namespace
+}  // namespace vrun::test
