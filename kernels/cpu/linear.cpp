@@ -19,6 +19,9 @@ namespace {
 constexpr int64_t kGemvRows = 4;
 // Weight rows converted to f32 at a time before one sgemm (bounds the scratch for vocab-sized W).
 constexpr int64_t kWeightTileRows = 1024;
+// From this many rows on, quantised weights are dequantised for sgemm (measured crossover on
+// AVX-512 VNNI: see bench/kernels/bench_linear.cpp).
+constexpr int64_t kQuantGemmRows = 16;
 
 // x rows as dense f32 (rows K apart); avoids a copy when x already is one.
 const float* dense_x(const TensorView& x, int64_t m, int64_t k, std::vector<float>* scratch) {
@@ -37,19 +40,29 @@ const float* dense_x(const TensorView& x, int64_t m, int64_t k, std::vector<floa
   return scratch->data();
 }
 
-void linear_quant(const float* x, int64_t m, int64_t k, const TensorView& w, int64_t n, float* y, ThreadPool* pool) {
+// Integer path: activations quantised per 32, one integer dot per block pair. The weight-offset
+// term (q4_1's m, q4_0's -8 d) is one small float dot per output over per-block sums.
+void linear_quant_int(const float* x, int64_t m, int64_t k, const TensorView& w, int64_t n, float* y,
+                      ThreadPool* pool) {
   const int64_t nb = k / kQuantBlock;
   const int64_t row_bytes = dtype_bytes(w.dtype, k);
+  const auto* wp = static_cast<const uint8_t*>(w.data);
   std::vector<BlockQ8Act> xq(static_cast<size_t>(m * nb));
+  std::vector<float> sx(static_cast<size_t>(m * nb));
   pool->parallel_for(m, 16, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) quantize_act_row(x + i * k, xq.data() + i * nb, k);
+    for (int64_t i = i0; i < i1; ++i) {
+      quantize_act_row(x + i * k, xq.data() + i * nb, k);
+      for (int64_t b = 0; b < nb; ++b) sx[i * nb + b] = xq[i * nb + b].s;
+    }
   });
+  const bool offsets = w.dtype != DType::q8_0;
   // Work items are (row block x column block) tiles: the activation block stays in L2 while
   // a narrow strip of W streams through L1.
   const int64_t mb = m <= kGemvRows ? m : 64;
   const int64_t nbw = m <= kGemvRows ? 32 : 16;
   const int64_t tiles_m = (m + mb - 1) / mb, tiles_n = (n + nbw - 1) / nbw;
   pool->parallel_for(tiles_m * tiles_n, 1, [&](int64_t t0, int64_t t1) {
+    std::vector<float> c(static_cast<size_t>(offsets ? nbw * nb : 0));
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t ti = t % tiles_m, tj = t / tiles_m;
       const int64_t i0 = ti * mb, i1 = std::min(m, i0 + mb);
@@ -58,12 +71,40 @@ void linear_quant(const float* x, int64_t m, int64_t k, const TensorView& w, int
         const int nx = static_cast<int>(std::min<int64_t>(kQuantTileX, i1 - i));
         for (int64_t j = j0; j < j1; j += kQuantTileW) {
           const int nw = static_cast<int>(std::min<int64_t>(kQuantTileW, j1 - j));
-          quant_dot_tile(w.dtype, static_cast<const uint8_t*>(w.data) + j * row_bytes, row_bytes, nw,
-                         xq.data() + i * nb, nb, nx, nb, y + i * n + j, n);
+          quant_dot_tile(w.dtype, wp + j * row_bytes, row_bytes, nw, xq.data() + i * nb, nb, nx, nb, y + i * n + j, n,
+                         false);
         }
       }
+      if (!offsets) continue;
+      for (int64_t j = j0; j < j1; ++j) quant_weight_offsets(w.dtype, wp + j * row_bytes, nb, c.data() + (j - j0) * nb);
+      for (int64_t i = i0; i < i1; ++i)
+        for (int64_t j = j0; j < j1; ++j)
+          y[i * n + j] += dot_f32_any(sx.data() + i * nb, c.data() + (j - j0) * nb, DType::f32, nb);
     }
   });
+}
+
+// Many rows: dequantising W to f32 once and running sgemm beats per-block integer dots (the
+// per-block scale handling dominates those), and skips the activation rounding.
+void linear_quant_gemm(const float* x, int64_t m, int64_t k, const TensorView& w, int64_t n, float* y,
+                       ThreadPool* pool) {
+  const int64_t row_bytes = dtype_bytes(w.dtype, k);
+  std::vector<float> wt(static_cast<size_t>(std::min(n, kWeightTileRows) * k));
+  for (int64_t j0 = 0; j0 < n; j0 += kWeightTileRows) {
+    const int64_t rows = std::min(kWeightTileRows, n - j0);
+    pool->parallel_for(rows, 16, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r)
+        dequantize_row(w.dtype, static_cast<const uint8_t*>(w.data) + (j0 + r) * row_bytes, wt.data() + r * k, k);
+    });
+    sgemm(m, rows, k, x, k, wt.data(), k, true, y + j0, n, false, pool);
+  }
+}
+
+void linear_quant(const float* x, int64_t m, int64_t k, const TensorView& w, int64_t n, float* y, ThreadPool* pool) {
+  if (m >= kQuantGemmRows)
+    linear_quant_gemm(x, m, k, w, n, y, pool);
+  else
+    linear_quant_int(x, m, k, w, n, y, pool);
 }
 
 void linear_float(const float* x, int64_t m, int64_t k, const TensorView& w, int64_t n, float* y, ThreadPool* pool) {

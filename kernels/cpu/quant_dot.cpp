@@ -55,7 +55,7 @@ const B* wrow(const void* w, int64_t stride, int j) {
 
 template <typename B>
 void tile_scalar(const void* w, int64_t ws, int nw, const BlockQ8Act* x, int64_t xs, int nx, int64_t nb, float* out,
-                 int64_t ldo) {
+                 int64_t ldo, bool with_offsets) {
   for (int j = 0; j < nw; ++j) {
     const B* wr = wrow<B>(w, ws, j);
     for (int i = 0; i < nx; ++i) {
@@ -63,8 +63,8 @@ void tile_scalar(const void* w, int64_t ws, int nw, const BlockQ8Act* x, int64_t
       float acc = 0;
       for (int64_t b = 0; b < nb; ++b) {
         const float dw = f16_to_f32(wr[b].d);
-        acc += dw * xr[b].d * static_cast<float>(block_isum(wr[b], xr[b].qs)) +
-               WeightFormat<B>::offset(wr[b], dw) * xr[b].s;
+        acc += dw * xr[b].d * static_cast<float>(block_isum(wr[b], xr[b].qs));
+        if (with_offsets) acc += WeightFormat<B>::offset(wr[b], dw) * xr[b].s;
       }
       out[i * ldo + j] = acc;
     }
@@ -170,11 +170,11 @@ VRUN_AVX2 void add_offsets(const void* w, int64_t ws, int nw, const BlockQ8Act* 
   }                                                                                             \
   for (int i = 0; i < NX; ++i)                                                                  \
     for (int j = 0; j < NW; ++j) out[i * ldo + j] = hsum(acc[i][j]);                            \
-  add_offsets<B>(w, ws, NW, x, xs, NX, nb, out, ldo);
+  if (with_offsets) add_offsets<B>(w, ws, NW, x, xs, NX, nb, out, ldo);
 
 template <typename B, int NX, int NW>
 VRUN_AVX2 void tile_avx2(const void* w, int64_t ws, const BlockQ8Act* x, int64_t xs, int64_t nb, float* out,
-                         int64_t ldo) {
+                         int64_t ldo, bool with_offsets) {
 #define DOT(u, s) _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), ones)
   VRUN_TILE_BODY
 #undef DOT
@@ -182,13 +182,13 @@ VRUN_AVX2 void tile_avx2(const void* w, int64_t ws, const BlockQ8Act* x, int64_t
 
 template <typename B, int NX, int NW>
 VRUN_VNNI void tile_vnni(const void* w, int64_t ws, const BlockQ8Act* x, int64_t xs, int64_t nb, float* out,
-                         int64_t ldo) {
+                         int64_t ldo, bool with_offsets) {
 #define DOT(u, s) _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s)
   VRUN_TILE_BODY
 #undef DOT
 }
 
-using TileFn = void (*)(const void*, int64_t, const BlockQ8Act*, int64_t, int64_t, float*, int64_t);
+using TileFn = void (*)(const void*, int64_t, const BlockQ8Act*, int64_t, int64_t, float*, int64_t, bool);
 
 // Tables of [NX - 1][NW - 1] instantiations.
 template <typename B, bool kVnni, int NX, int... NWs>
@@ -220,10 +220,10 @@ std::atomic<bool> g_force_scalar{false};
 
 template <typename B>
 void tile_dispatch(const void* w, int64_t ws, int nw, const BlockQ8Act* x, int64_t xs, int nx, int64_t nb, float* out,
-                   int64_t ldo) {
+                   int64_t ldo, bool with_offsets) {
   const Isa isa = g_force_scalar.load(std::memory_order_relaxed) ? Isa::kScalar : kIsa;
   if (isa == Isa::kScalar) {
-    tile_scalar<B>(w, ws, nw, x, xs, nx, nb, out, ldo);
+    tile_scalar<B>(w, ws, nw, x, xs, nx, nb, out, ldo, with_offsets);
     return;
   }
   static const auto avx2 = table_of<B, false>(std::make_integer_sequence<int, 4>{});
@@ -236,7 +236,8 @@ void tile_dispatch(const void* w, int64_t ws, int nw, const BlockQ8Act* x, int64
     const int tw = std::min(max_w, nw - j0);
     for (int i0 = 0; i0 < nx; i0 += 4) {
       const int tx = std::min(4, nx - i0);
-      tab[tx - 1][tw - 1](static_cast<const uint8_t*>(w) + ws * j0, ws, x + xs * i0, xs, nb, out + i0 * ldo + j0, ldo);
+      tab[tx - 1][tw - 1](static_cast<const uint8_t*>(w) + ws * j0, ws, x + xs * i0, xs, nb, out + i0 * ldo + j0, ldo,
+                               with_offsets);
     }
   }
 }
@@ -262,13 +263,49 @@ void quantize_act_row(const float* x, BlockQ8Act* dst, int64_t k) {
 }
 
 void quant_dot_tile(DType wt, const void* w, int64_t w_stride, int nw, const BlockQ8Act* x, int64_t x_stride, int nx,
-                    int64_t nblocks, float* out, int64_t ldo) {
+                    int64_t nblocks, float* out, int64_t ldo, bool with_offsets) {
   switch (wt) {
-    case DType::q4_1: tile_dispatch<BlockQ4_1>(w, w_stride, nw, x, x_stride, nx, nblocks, out, ldo); break;
-    case DType::q4_0: tile_dispatch<BlockQ4_0>(w, w_stride, nw, x, x_stride, nx, nblocks, out, ldo); break;
-    case DType::q8_0: tile_dispatch<BlockQ8_0>(w, w_stride, nw, x, x_stride, nx, nblocks, out, ldo); break;
+    case DType::q4_1: tile_dispatch<BlockQ4_1>(w, w_stride, nw, x, x_stride, nx, nblocks, out, ldo, with_offsets); break;
+    case DType::q4_0: tile_dispatch<BlockQ4_0>(w, w_stride, nw, x, x_stride, nx, nblocks, out, ldo, with_offsets); break;
+    case DType::q8_0: tile_dispatch<BlockQ8_0>(w, w_stride, nw, x, x_stride, nx, nblocks, out, ldo, with_offsets); break;
     default: break;
   }
+}
+
+namespace {
+
+template <typename B>
+VRUN_AVX2 void offsets_f16c(const B* b, int64_t nblocks, float* c) {
+  for (int64_t i = 0; i < nblocks; ++i) {
+    if constexpr (std::is_same_v<B, BlockQ4_1>)
+      c[i] = _cvtsh_ss(b[i].m);
+    else
+      c[i] = -8.f * _cvtsh_ss(b[i].d);
+  }
+}
+
+}  // namespace
+
+bool quant_weight_offsets(DType wt, const void* wrow, int64_t nblocks, float* c) {
+  if (wt != DType::q4_1 && wt != DType::q4_0) return false;
+  if (kIsa != Isa::kScalar) {
+    if (wt == DType::q4_1)
+      offsets_f16c(static_cast<const BlockQ4_1*>(wrow), nblocks, c);
+    else
+      offsets_f16c(static_cast<const BlockQ4_0*>(wrow), nblocks, c);
+    return true;
+  }
+  if (wt == DType::q4_1) {
+    const auto* b = static_cast<const BlockQ4_1*>(wrow);
+    for (int64_t i = 0; i < nblocks; ++i) c[i] = f16_to_f32(b[i].m);
+    return true;
+  }
+  if (wt == DType::q4_0) {
+    const auto* b = static_cast<const BlockQ4_0*>(wrow);
+    for (int64_t i = 0; i < nblocks; ++i) c[i] = -8.f * f16_to_f32(b[i].d);
+    return true;
+  }
+  return false;
 }
 
 const char* quant_dot_isa() {
