@@ -1,0 +1,257 @@
+#include "runtime/executor.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "kernels/cpu/cpu_kernel.h"
+#include "kernels/shape_infer.h"
+#include "kernels/views.h"
+
+namespace vrun {
+
+const char* backend_kind_name(BackendKind k) {
+  switch (k) {
+    case BackendKind::kCpu: return "cpu";
+    case BackendKind::kVulkan: return "vulkan";
+    case BackendKind::kAuto: return "auto";
+  }
+  return "?";
+}
+
+Result<BackendKind> parse_backend_kind(const std::string& s) {
+  if (s == "cpu") return BackendKind::kCpu;
+  if (s == "vulkan") return BackendKind::kVulkan;
+  if (s == "auto") return BackendKind::kAuto;
+  return err(ErrorCode::kInvalidArgument, "unknown backend '", s, "' (expected cpu, vulkan or auto)");
+}
+
+namespace {
+
+void free_aligned(uint8_t* p) { std::free(p); }
+
+uint8_t* alloc_aligned(size_t bytes, bool zero) {
+  const size_t n = (bytes + 63) / 64 * 64;
+  auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, n ? n : 64));
+  if (p && zero) std::memset(p, 0, n);
+  return p;
+}
+
+std::string human_bytes(int64_t b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(b);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f %s", v, units[u]);
+  return buf;
+}
+
+}  // namespace
+
+struct Executor::MethodPlan {
+  const MethodDef* method = nullptr;
+  std::unique_ptr<uint8_t, void (*)(uint8_t*)> arena{nullptr, free_aligned};
+  std::vector<TensorView> values;          // current views, rebuilt each run
+  std::vector<CpuKernelFn> kernels;        // per node (null for view ops)
+  std::vector<Attrs> static_attrs;         // per node, resolved when not symbolic
+  std::vector<std::vector<TensorView>> scratch_in, scratch_out;
+};
+
+Executor::~Executor() = default;
+
+Result<std::unique_ptr<Executor>> Executor::create(std::shared_ptr<const Program> program,
+                                                   const ExecutorOptions& options) {
+  if (!program) return err(ErrorCode::kInvalidArgument, "no program");
+  if (options.backend == BackendKind::kVulkan)
+    return err(ErrorCode::kUnsupported, "the Vulkan backend is not part of this build; use --backend cpu");
+  std::unique_ptr<Executor> ex(new Executor());
+  ex->program_ = std::move(program);
+  ex->pool_ = std::make_unique<ThreadPool>(options.threads);
+  const Program& p = *ex->program_;
+  for (const StateDef& s : p.states) {
+    const int64_t bytes = dtype_bytes(s.dtype, s.shape.numel());
+    uint8_t* mem = alloc_aligned(static_cast<size_t>(bytes), true);
+    if (!mem) return err(ErrorCode::kOutOfMemory, "state '", s.name, "' needs ", human_bytes(bytes), " which could not be allocated");
+    ex->state_storage_.emplace_back(mem, free_aligned);
+    ex->states_.push_back(TensorView::dense(mem, s.dtype, s.shape));
+  }
+  const CpuKernelTable& table = cpu_kernels();
+  for (const MethodDef& m : p.methods) {
+    auto plan = std::make_unique<MethodPlan>();
+    plan->method = &m;
+    plan->values.resize(m.values.size());
+    for (const NodeDef& n : m.nodes) {
+      const bool view = op_schema(n.op).is_view();
+      CpuKernelFn fn = view ? nullptr : table.get(n.op);
+      if (!view && !fn) return err(ErrorCode::kUnsupported, "method '", m.name, "': no CPU kernel for op ", op_name(n.op));
+      plan->kernels.push_back(fn);
+      plan->static_attrs.push_back(n.attrs.symbolic() ? n.attrs.values : n.attrs.resolve({}));
+      plan->scratch_in.emplace_back(n.inputs.size());
+      plan->scratch_out.emplace_back(n.outputs.size());
+    }
+    ex->plans_.push_back(std::move(plan));
+  }
+  return ex;
+}
+
+void Executor::reset_state() {
+  for (const TensorView& s : states_) std::memset(s.data, 0, static_cast<size_t>(s.dense_bytes()));
+}
+
+TensorView Executor::state(const std::string& name) const {
+  for (size_t i = 0; i < program_->states.size(); ++i)
+    if (program_->states[i].name == name) return states_[i];
+  return {};
+}
+
+std::vector<std::string> Executor::node_backends(const std::string& method) const {
+  const MethodDef* m = program_->method(method);
+  if (!m) return {};
+  return std::vector<std::string>(m->nodes.size(), "cpu");
+}
+
+Result<std::vector<TensorView>> Executor::run(const std::string& name, const std::vector<TensorView>& inputs,
+                                              const std::map<std::string, int64_t>& given) {
+  MethodPlan* plan = nullptr;
+  for (auto& p : plans_)
+    if (p->method->name == name) plan = p.get();
+  if (!plan) {
+    std::string known;
+    for (const auto& m : program_->methods) known += (known.empty() ? "" : ", ") + m.name;
+    return err(ErrorCode::kNotFound, "method '", name, "' not in program (it has: ", known, ")");
+  }
+  const MethodDef& m = *plan->method;
+  const std::string mw = "method '" + m.name + "'";
+  if (inputs.size() != m.inputs.size())
+    return err(ErrorCode::kInvalidArgument, mw, " takes ", m.inputs.size(), " inputs, got ", inputs.size());
+
+  // Bind symbols: given values first, then the inputs' shapes.
+  std::vector<int64_t> sym(m.symbols.size(), 0);
+  std::vector<bool> bound(m.symbols.size(), false);
+  for (const auto& [k, v] : given) {
+    const int s = m.symbol_index(k);
+    if (s < 0) return err(ErrorCode::kInvalidArgument, mw, " has no symbol '", k, "'");
+    sym[s] = v;
+    bound[s] = true;
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const ValueDef& def = m.values[m.inputs[i]];
+    const TensorView& t = inputs[i];
+    const std::string w = mw + " input " + std::to_string(i) + " '" + def.name + "'";
+    if (!t.present() && t.numel() != 0) return err(ErrorCode::kInvalidArgument, w, ": no data");
+    if (t.dtype != def.dtype) return err(ErrorCode::kInvalidArgument, w, ": dtype ", dtype_name(t.dtype), ", expected ", dtype_name(def.dtype));
+    if (t.rank() != static_cast<int>(def.dims.size()))
+      return err(ErrorCode::kInvalidArgument, w, ": rank ", t.rank(), ", expected ", def.dims.size());
+    for (int d = 0; d < t.rank(); ++d) {
+      const DimDef& dd = def.dims[d];
+      if (dd.is_static()) {
+        if (t.shape[d] != dd.size)
+          return err(ErrorCode::kInvalidArgument, w, ": dim ", d, " is ", t.shape[d], ", expected ", dd.size);
+        continue;
+      }
+      const int s = dd.expr->terms[0].first;
+      if (bound[s] && sym[s] != t.shape[d])
+        return err(ErrorCode::kInvalidArgument, w, ": dim ", d, " is ", t.shape[d], " but symbol ", m.symbols[s].name,
+                   " is already ", sym[s]);
+      sym[s] = t.shape[d];
+      bound[s] = true;
+    }
+  }
+  for (size_t s = 0; s < m.symbols.size(); ++s) {
+    if (!bound[s]) return err(ErrorCode::kInvalidArgument, mw, ": symbol ", m.symbols[s].name, " is not bound (pass its value)");
+    if (sym[s] < m.symbols[s].min || sym[s] > m.symbols[s].max)
+      return err(ErrorCode::kInvalidArgument, mw, ": ", m.symbols[s].name, " = ", sym[s], " is outside [",
+                 m.symbols[s].min, ", ", m.symbols[s].max, "]");
+  }
+
+  if (!plan->arena && m.arena_size > 0) {
+    plan->arena.reset(alloc_aligned(static_cast<size_t>(m.arena_size), false));
+    if (!plan->arena) return err(ErrorCode::kOutOfMemory, mw, ": scratch arena of ", human_bytes(m.arena_size), " could not be allocated");
+  }
+  for (size_t v = 0; v < m.values.size(); ++v) {
+    const ValueDef& def = m.values[v];
+    if (def.kind == ValueKind::kConstant) {
+      const ConstantDef& c = program_->constants[def.index];
+      plan->values[v] = TensorView::dense(const_cast<uint8_t*>(c.data), c.dtype, c.shape);
+    } else if (def.kind == ValueKind::kState) {
+      plan->values[v] = states_[def.index];
+    } else {
+      plan->values[v] = TensorView{};
+    }
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) plan->values[m.inputs[i]] = inputs[i];
+  for (size_t n = 0; n < m.nodes.size(); ++n) {
+    const Status s = run_node(*plan, n, sym);
+    if (!s.is_ok()) {
+      const NodeDef& node = m.nodes[n];
+      return s.with_context(mw + " node " + std::to_string(n) + " (" + op_name(node.op) +
+                            (node.name.empty() ? "" : " " + node.name) + ")");
+    }
+  }
+  std::vector<TensorView> outs;
+  for (int id : m.outputs) outs.push_back(plan->values[id]);
+  return outs;
+}
+
+Status Executor::run_node(MethodPlan& plan, size_t index, const std::vector<int64_t>& sym) {
+  const MethodDef& m = *plan.method;
+  const NodeDef& node = m.nodes[index];
+  const OpSchema& sch = op_schema(node.op);
+  Attrs resolved = node.attrs.symbolic() ? node.attrs.resolve(sym) : Attrs(node.op);
+  const Attrs& attrs = node.attrs.symbolic() ? resolved : plan.static_attrs[index];
+  auto& in = plan.scratch_in[index];
+  auto& out = plan.scratch_out[index];
+  for (size_t k = 0; k < node.inputs.size(); ++k) {
+    in[k] = node.inputs[k] >= 0 ? plan.values[node.inputs[k]] : TensorView{};
+    const InputSpec& spec = sch.inputs[std::min(k, sch.inputs.size() - 1)];
+    if (spec.contiguous && in[k].present() && !in[k].is_contiguous())
+      return err(ErrorCode::kInternal, "input '", spec.name, "' must be contiguous");
+  }
+  if (sch.is_view()) {
+    std::vector<TensorView> views;
+    VRUN_RETURN_IF_ERROR(compute_view(node.op, in[0], attrs, &views));
+    if (views.size() != node.outputs.size()) return err(ErrorCode::kInternal, "view produced ", views.size(), " outputs");
+    for (size_t o = 0; o < views.size(); ++o) plan.values[node.outputs[o]] = views[o];
+    return Status::ok();
+  }
+  std::vector<TensorDesc> descs(in.size());
+  std::vector<const TensorDesc*> ptrs(in.size(), nullptr);
+  for (size_t k = 0; k < in.size(); ++k)
+    if (node.inputs[k] >= 0) {
+      descs[k] = {in[k].dtype, in[k].shape};
+      ptrs[k] = &descs[k];
+    }
+  std::vector<TensorDesc> out_desc;
+  VRUN_RETURN_IF_ERROR(infer_shapes(node.op, ptrs, attrs, &out_desc));
+  if (out_desc.size() != node.outputs.size()) return err(ErrorCode::kInternal, "shape inference gave ", out_desc.size(), " outputs");
+  for (size_t o = 0; o < out_desc.size(); ++o) {
+    const ValueDef& def = m.values[node.outputs[o]];
+    if (node.op == OpKind::slice_update) {
+      out[o] = in[0];
+    } else {
+      const int64_t bytes = dtype_bytes(out_desc[o].dtype, out_desc[o].shape.numel());
+      if (out_desc[o].dtype != def.dtype)
+        return err(ErrorCode::kInvalidProgram, "output dtype ", dtype_name(out_desc[o].dtype), " differs from the program's ", dtype_name(def.dtype));
+      if (bytes > def.arena_size)
+        return err(ErrorCode::kInvalidArgument, "output ", out_desc[o].shape.str(), " needs ", bytes,
+                   " bytes but the program planned ", def.arena_size, " (symbol outside its bound?)");
+      out[o] = TensorView::dense(plan.arena.get() + def.arena_offset, out_desc[o].dtype, out_desc[o].shape);
+    }
+    plan.values[node.outputs[o]] = out[o];
+  }
+  KernelCall call;
+  call.op = node.op;
+  call.in = in.data();
+  call.n_in = static_cast<int>(in.size());
+  call.out = out.data();
+  call.n_out = static_cast<int>(out.size());
+  call.attrs = &attrs;
+  call.pool = pool_.get();
+  return plan.kernels[index](call);
+}
+
+}  // namespace vrun

@@ -1,0 +1,58 @@
+// Runs a program's methods. State buffers (KV caches, recurrent state) belong to the executor and
+// persist across calls; each method has one scratch arena sized by the planner. Symbols are
+// bound from the inputs' shapes and from values the caller passes (e.g. the cache position).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/program.h"
+#include "runtime/thread_pool.h"
+
+namespace vrun {
+
+enum class BackendKind { kCpu, kVulkan, kAuto };
+const char* backend_kind_name(BackendKind k);
+Result<BackendKind> parse_backend_kind(const std::string& s);
+
+struct ExecutorOptions {
+  BackendKind backend = BackendKind::kAuto;
+  int threads = 0;  // 0: VRUN_THREADS or one per hardware thread
+};
+
+class Executor {
+ public:
+  static Result<std::unique_ptr<Executor>> create(std::shared_ptr<const Program> program,
+                                                  const ExecutorOptions& options = {});
+  ~Executor();
+
+  // Runs `method`. inputs follow the method's input order and may be strided views. symbols
+  // gives values for symbols no input shape binds. The returned views stay valid until the next
+  // run of the same method (they point into its arena, an input, a constant or a state).
+  Result<std::vector<TensorView>> run(const std::string& method, const std::vector<TensorView>& inputs,
+                                      const std::map<std::string, int64_t>& symbols = {});
+
+  // Zeroes every state buffer (a new conversation, a new audio file).
+  void reset_state();
+  // A state buffer by name (invalid view when absent).
+  TensorView state(const std::string& name) const;
+  const Program& program() const { return *program_; }
+  // The backend each node of a method runs on ("cpu", "vulkan").
+  std::vector<std::string> node_backends(const std::string& method) const;
+  ThreadPool& pool() { return *pool_; }
+
+ private:
+  struct MethodPlan;
+  Executor() = default;
+  Status run_node(MethodPlan& plan, size_t index, const std::vector<int64_t>& symbols);
+
+  std::shared_ptr<const Program> program_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::vector<std::unique_ptr<uint8_t, void (*)(uint8_t*)>> state_storage_;
+  std::vector<TensorView> states_;
+  std::vector<std::unique_ptr<MethodPlan>> plans_;
+};
+
+}  // namespace vrun
