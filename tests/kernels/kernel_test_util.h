@@ -196,4 +196,59 @@ inline void expect_close(const std::vector<double>& got, const std::vector<doubl
   EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << got.size() << " elements differ";
 }
 
+// Refills every element of a view with uniform values in [lo, hi) (integers for int dtypes).
+inline void fill_uniform(const TensorView& v, std::mt19937& rng, double lo, double hi) {
+  std::uniform_real_distribution<double> dist(lo, hi);
+  for_each_index(v.shape, [&](const int64_t* i) {
+    double x = dist(rng);
+    if (!is_float(v.dtype)) x = std::floor(x);
+    store_double(v, i, x);
+  });
+}
+
+// Memory layouts an input view can have; kernels must read all of them.
+enum class Layout {
+  kDense,      // contiguous
+  kPermuted,   // dims stored in reverse order, with a storage offset
+  kBroadcast,  // every other dim (from the last) has stride 0
+};
+
+inline const char* layout_name(Layout l) {
+  return l == Layout::kDense ? "dense" : l == Layout::kPermuted ? "permuted+offset" : "broadcast";
+}
+
+// A random view of `shape` with the given layout, values uniform in [lo, hi).
+inline HostTensor random_layout(DType dtype, const Shape& shape, Layout layout, std::mt19937& rng, double lo = -1,
+                                double hi = 1) {
+  if (layout == Layout::kPermuted && shape.rank > 0) {
+    std::vector<int> perm(static_cast<size_t>(shape.rank));
+    for (int i = 0; i < shape.rank; ++i) perm[i] = shape.rank - 1 - i;
+    HostTensor t = random_strided(dtype, shape, perm, 5, rng);
+    fill_uniform(t.view, rng, lo, hi);
+    return t;
+  }
+  if (layout == Layout::kBroadcast && shape.rank > 0) {
+    Shape small = shape;
+    for (int d = shape.rank - 1; d >= 0; d -= 2) small[d] = 1;
+    HostTensor t = random_tensor(dtype, small, rng, lo, hi);
+    t.view = broadcast_view(t.view, shape);
+    return t;
+  }
+  return random_tensor(dtype, shape, rng, lo, hi);
+}
+
+// Tolerances for results stored in `dtype` from f32 computation: about a few ulp of the
+// storage type, relative, with an absolute floor for values near zero.
+struct Tolerance {
+  double atol, rtol;
+};
+inline Tolerance tolerance_for(DType dtype) {
+  switch (dtype) {
+    case DType::f16: return {1e-3, 2e-3};
+    case DType::bf16: return {8e-3, 1.6e-2};
+    case DType::f64: return {1e-12, 1e-12};
+    default: return {1e-5, 2e-5};
+  }
+}
+
 }  // namespace vrun::test
