@@ -1,0 +1,226 @@
+// sdpa and rope against float64 references.
+#include <cmath>
+#include <limits>
+
+#include "kernel_test_util.h"
+
+namespace vrun::test {
+namespace {
+
+// Softmax attention in float64; rows with no finite score give zeros (the kernel's contract).
+std::vector<double> ref_sdpa(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView* mask,
+                             double scale, bool causal) {
+  const int64_t nb = q.shape[0], hq = q.shape[1], lq = q.shape[2], d = q.shape[3];
+  const int64_t hkv = k.shape[1], lk = k.shape[2], dv = v.shape[3];
+  if (scale == 0) scale = 1 / std::sqrt(static_cast<double>(d));
+  TensorView m;
+  if (mask) m = broadcast_view(*mask, Shape{nb, hq, lq, lk});
+  std::vector<double> out;
+  for (int64_t b = 0; b < nb; ++b)
+    for (int64_t h = 0; h < hq; ++h)
+      for (int64_t i = 0; i < lq; ++i) {
+        const int64_t hk = h / (hq / hkv);
+        std::vector<double> s(static_cast<size_t>(lk));
+        double mx = -std::numeric_limits<double>::infinity();
+        for (int64_t j = 0; j < lk; ++j) {
+          double dot = 0;
+          for (int64_t p = 0; p < d; ++p) {
+            const int64_t iq[4] = {b, h, i, p}, ik[4] = {b, hk, j, p};
+            dot += load_double(q, iq) * load_double(k, ik);
+          }
+          s[j] = dot * scale;
+          if (mask) {
+            const int64_t im[4] = {b, h, i, j};
+            const double mv = load_double(m, im);
+            s[j] = m.dtype == DType::bool_ ? (mv != 0 ? s[j] : -INFINITY) : s[j] + mv;
+          }
+          if (causal && j > lk - lq + i) s[j] = -INFINITY;
+          mx = std::max(mx, s[j]);
+        }
+        for (int64_t c = 0; c < dv; ++c) {
+          double num = 0, den = 0;
+          if (std::isfinite(mx)) {
+            for (int64_t j = 0; j < lk; ++j) {
+              const double p = std::exp(s[j] - mx);
+              const int64_t iv[4] = {b, hk, j, c};
+              num += p * load_double(v, iv);
+              den += p;
+            }
+          }
+          out.push_back(den > 0 ? num / den : 0);
+        }
+      }
+  return out;
+}
+
+void check_sdpa(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView* mask, double scale,
+                bool causal, double tol, const char* what) {
+  Attrs at(OpKind::sdpa);
+  at.set_f("scale", scale).set_i("causal", causal);
+  std::vector<TensorView> in{q, k, v};
+  if (mask) in.push_back(*mask);
+  ThreadPool pool(2);
+  RunResult r = run_cpu(OpKind::sdpa, in, at, &pool);
+  ASSERT_TRUE(r.status.is_ok()) << what << ": " << r.status.to_string();
+  expect_close(to_doubles(r.outputs[0].view), ref_sdpa(q, k, v, mask, scale, causal), tol, tol, what);
+}
+
+// k/v as the first `len` positions of a [B, H, cap, D] cache: strided, non-contiguous views.
+TensorView cache_view(const HostTensor& cache, int64_t len) {
+  TensorView v = cache.view;
+  v.shape[2] = len;
+  return v;
+}
+
+TEST(Sdpa, GqaCausalOverCachePrefix) {
+  std::mt19937 rng(1);
+  HostTensor q = random_tensor(DType::f32, Shape{2, 6, 5, 16}, rng);
+  HostTensor kc = random_tensor(DType::f32, Shape{2, 2, 20, 16}, rng, -2, 2);
+  HostTensor vc = random_tensor(DType::f32, Shape{2, 2, 20, 12}, rng);
+  // Lq = 5 new tokens at cache positions 4..8: query i sees keys 0 .. 4 + i.
+  check_sdpa(q.view, cache_view(kc, 9), cache_view(vc, 9), nullptr, 0, true, 1e-5, "causal Lq < Lk");
+  check_sdpa(q.view, cache_view(kc, 9), cache_view(vc, 9), nullptr, 0.3, false, 1e-5, "non-causal, scale 0.3");
+  // [B, L, H, D] storage permuted to [B, H, L, D].
+  HostTensor kp = random_strided(DType::f32, Shape{2, 2, 7, 16}, {0, 2, 1, 3}, 3, rng);
+  HostTensor vp = random_strided(DType::f32, Shape{2, 2, 7, 12}, {0, 2, 1, 3}, 1, rng);
+  HostTensor q7 = random_strided(DType::f32, Shape{2, 6, 7, 16}, {0, 2, 1, 3}, 2, rng);
+  check_sdpa(q7.view, kp.view, vp.view, nullptr, 0, true, 1e-5, "permuted q/k/v");
+}
+
+TEST(Sdpa, DecodeOverManyKeyBlocks) {
+  std::mt19937 rng(2);
+  HostTensor q = random_tensor(DType::f32, Shape{1, 9, 1, 64}, rng, -3, 3);
+  HostTensor kc = random_tensor(DType::f32, Shape{1, 3, 400, 64}, rng);
+  HostTensor vc = random_tensor(DType::f32, Shape{1, 3, 400, 64}, rng);
+  check_sdpa(q.view, cache_view(kc, 333), cache_view(vc, 333), nullptr, 0, true, 1e-5, "Lq = 1, Lk = 333");
+}
+
+TEST(Sdpa, FloatAndBoolMasks) {
+  std::mt19937 rng(3);
+  HostTensor q = random_tensor(DType::f32, Shape{2, 4, 6, 8}, rng);
+  HostTensor k = random_tensor(DType::f32, Shape{2, 2, 10, 8}, rng);
+  HostTensor v = random_tensor(DType::f32, Shape{2, 2, 10, 8}, rng);
+  HostTensor fm = random_tensor(DType::f32, Shape{6, 10}, rng, -4, 1);
+  check_sdpa(q.view, k.view, v.view, &fm.view, 0, false, 1e-5, "float mask [Lq, Lk]");
+  HostTensor small = random_tensor(DType::f32, Shape{2, 1, 1, 10}, rng, -3, 0);
+  const TensorView fb = broadcast_view(small.view, Shape{2, 4, 6, 10});
+  check_sdpa(q.view, k.view, v.view, &fb, 0, true, 1e-5, "0-stride float mask, causal");
+  // Bool mask: padding keys masked per batch, one query row masked entirely (gives zeros).
+  HostTensor bm = make_tensor(DType::bool_, Shape{2, 1, 6, 10});
+  for_each_index(bm.view.shape, [&](const int64_t* i) {
+    const bool keep_it = i[3] < (i[0] == 0 ? 10 : 7) && !(i[0] == 1 && i[2] == 2);
+    store_double(bm.view, i, keep_it);
+  });
+  check_sdpa(q.view, k.view, v.view, &bm.view, 0, false, 1e-5, "bool mask with a fully masked row");
+  HostTensor hm = random_tensor(DType::f16, Shape{1, 4, 6, 10}, rng, -2, 0);
+  check_sdpa(q.view, k.view, v.view, &hm.view, 0, false, 1e-5, "f16 mask");
+}
+
+TEST(Sdpa, HalfInputs) {
+  std::mt19937 rng(4);
+  for (DType t : {DType::f16, DType::bf16}) {
+    HostTensor q = random_tensor(t, Shape{1, 4, 3, 32}, rng);
+    HostTensor k = random_tensor(t, Shape{1, 1, 5, 32}, rng);
+    HostTensor v = random_tensor(t, Shape{1, 1, 5, 16}, rng);
+    check_sdpa(q.view, k.view, v.view, nullptr, 0, true, t == DType::f16 ? 2e-3 : 1.6e-2, dtype_name(t));
+  }
+}
+
+TEST(Sdpa, RejectsBadShapes) {
+  std::mt19937 rng(5);
+  HostTensor q = random_tensor(DType::f32, Shape{1, 3, 4, 8}, rng);
+  HostTensor k = random_tensor(DType::f32, Shape{1, 2, 4, 8}, rng);
+  RunResult r = run_cpu(OpKind::sdpa, {q.view, k.view, k.view}, Attrs(OpKind::sdpa));
+  EXPECT_NE(r.status.message().find("multiple of kv heads"), std::string::npos) << r.status.message();
+  HostTensor k2 = random_tensor(DType::f32, Shape{1, 1, 4, 6}, rng);
+  r = run_cpu(OpKind::sdpa, {q.view, k2.view, k2.view}, Attrs(OpKind::sdpa));
+  EXPECT_NE(r.status.message().find("disagree on D"), std::string::npos) << r.status.message();
+  HostTensor k3 = random_tensor(DType::f32, Shape{1, 1, 2, 8}, rng);
+  Attrs causal(OpKind::sdpa);
+  causal.set_i("causal", 1);
+  r = run_cpu(OpKind::sdpa, {q.view, k3.view, k3.view}, causal);
+  EXPECT_NE(r.status.message().find("Lq <= Lk"), std::string::npos) << r.status.message();
+  HostTensor k4 = random_tensor(DType::f32, Shape{1, 1, 4, 8}, rng);
+  HostTensor m = random_tensor(DType::f32, Shape{3, 4, 5}, rng);
+  r = run_cpu(OpKind::sdpa, {q.view, k4.view, k4.view, m.view}, Attrs(OpKind::sdpa));
+  EXPECT_NE(r.status.message().find("does not broadcast"), std::string::npos) << r.status.message();
+}
+
+// rope in float64 with the angle rounded as the kernel's contract says: float(pos) * inv_freq
+// in f32, then exact cos/sin.
+std::vector<double> ref_rope(const TensorView& x, const std::vector<float>& f, int64_t pos, int seq, bool inter,
+                             int64_t rd) {
+  const int r = x.rank();
+  const int64_t d = x.shape[r - 1];
+  std::vector<double> out;
+  for_each_index(x.shape, [&](const int64_t* idx) {
+    const int64_t c = idx[r - 1];
+    int64_t j[kMaxRank];
+    std::copy(idx, idx + r, j);
+    double y = load_double(x, idx);
+    if (c < rd) {
+      const int64_t half = rd / 2;
+      const int64_t pair = inter ? c / 2 : c % half;
+      const bool first = inter ? c % 2 == 0 : c < half;
+      const int64_t other = inter ? (first ? c + 1 : c - 1) : (first ? c + half : c - half);
+      j[r - 1] = other;
+      const double xo = load_double(x, j);
+      const double ang = static_cast<float>(static_cast<float>(pos + idx[seq]) * f[pair]);
+      y = first ? y * std::cos(ang) - xo * std::sin(ang) : y * std::cos(ang) + xo * std::sin(ang);
+    }
+    (void)d;
+    out.push_back(y);
+  });
+  return out;
+}
+
+void check_rope(const TensorView& x, int64_t pos, int seq_axis, const char* mode, int64_t rotary_dim, double tol) {
+  const int64_t d = x.shape[x.rank() - 1], rd = rotary_dim ? rotary_dim : d;
+  HostTensor f = make_tensor(DType::f32, Shape{rd / 2});
+  std::vector<float> fv;
+  for (int64_t i = 0; i < rd / 2; ++i) fv.push_back(static_cast<float>(std::pow(10000.0, -2.0 * i / rd)));
+  std::copy(fv.begin(), fv.end(), f.view.ptr<float>());
+  Attrs at(OpKind::rope);
+  at.set_i("pos", pos).set_i("seq_axis", seq_axis).set_s("mode", mode).set_i("rotary_dim", rotary_dim);
+  RunResult r = run_cpu(OpKind::rope, {x, f.view}, at);
+  ASSERT_TRUE(r.status.is_ok()) << r.status.to_string();
+  const int seq = normalize_axis(seq_axis, x.rank());
+  expect_close(to_doubles(r.outputs[0].view), ref_rope(x, fv, pos, seq, std::string(mode) == "interleaved", rd), tol,
+               tol, mode);
+}
+
+TEST(Rope, HalfAndInterleavedModes) {
+  std::mt19937 rng(6);
+  HostTensor x = random_tensor(DType::f32, Shape{5, 3, 16}, rng);  // [S, H, D]
+  check_rope(x.view, 0, -3, "half", 0, 2e-6);
+  check_rope(x.view, 1000, -3, "interleaved", 0, 2e-6);
+  check_rope(x.view, 37, -3, "half", 8, 2e-6);  // dims 8.. pass through
+  check_rope(x.view, 37, -3, "interleaved", 6, 2e-6);
+  HostTensor xb = random_strided(DType::f32, Shape{2, 3, 4, 8}, {0, 2, 1, 3}, 3, rng);  // [B, H, S, D] view
+  check_rope(xb.view, 12, 2, "half", 0, 2e-6);
+  HostTensor xh = random_tensor(DType::f16, Shape{1, 4, 2, 32}, rng);
+  check_rope(xh.view, 5, 1, "half", 0, 1e-3);
+}
+
+TEST(Rope, RejectsBadAttributes) {
+  std::mt19937 rng(7);
+  HostTensor x = random_tensor(DType::f32, Shape{4, 2, 8}, rng);
+  HostTensor f = random_tensor(DType::f32, Shape{4}, rng);
+  Attrs odd(OpKind::rope);
+  odd.set_i("rotary_dim", 5);
+  EXPECT_NE(run_cpu(OpKind::rope, {x.view, f.view}, odd).status.message().find("rotary_dim must be even"),
+            std::string::npos);
+  HostTensor f3 = random_tensor(DType::f32, Shape{3}, rng);
+  EXPECT_NE(run_cpu(OpKind::rope, {x.view, f3.view}, Attrs(OpKind::rope)).status.message().find("inv_freq must be"),
+            std::string::npos);
+  Attrs mode(OpKind::rope);
+  mode.set_s("mode", "spiral");
+  EXPECT_NE(run_cpu(OpKind::rope, {x.view, f.view}, mode).status.message().find("half or interleaved"),
+            std::string::npos);
+  Attrs axis(OpKind::rope);
+  axis.set_i("seq_axis", -1);
+  EXPECT_NE(run_cpu(OpKind::rope, {x.view, f.view}, axis).status.message().find("seq_axis"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace vrun::test
