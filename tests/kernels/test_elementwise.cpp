@@ -466,3 +466,23 @@ TEST(Convert, ExpFastIsAccurate) {
 
 }  // namespace
 }  // namespace vrun::test
+
+namespace vrun::test {
+namespace {
+
+TEST(Registry, EveryOpOfTheseFamiliesHasACpuKernel) {
+  int n = 0;
+  for (int k = 0; k < kNumOps; ++k) {
+    const OpSchema& s = op_schema(static_cast<OpKind>(k));
+    const OpFamily f = s.family;
+    if (f != OpFamily::unary && f != OpFamily::binary && f != OpFamily::reduce && f != OpFamily::norm &&
+        f != OpFamily::data)
+      continue;
+    ++n;
+    EXPECT_NE(cpu_kernels().get(s.kind), nullptr) << s.name << " has no CPU kernel";
+  }
+  EXPECT_GT(n, 40);
+}
+
+}  // namespace
+}  // namespace vrun::test
