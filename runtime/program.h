@@ -137,7 +137,8 @@ Result<std::shared_ptr<Program>> load_program_from_memory(const uint8_t* data, s
 Status verify_program(const Program& p);
 // Serialises to a .vrp file (written to a temporary name, then renamed).
 Status write_program(const Program& p, const std::string& path);
-// The same into a byte vector.
-Result<std::vector<uint8_t>> serialize_program(const Program& p);
+// The same into a byte vector. verify = false writes whatever the structs hold: only for tests
+// that make corrupt programs on purpose.
+Result<std::vector<uint8_t>> serialize_program(const Program& p, bool verify = true);
 
 }  // namespace vrun

@@ -76,8 +76,8 @@ Offset<fb::Method> write_method(FlatBufferBuilder& b, const MethodDef& m) {
 
 }  // namespace
 
-Result<std::vector<uint8_t>> serialize_program(const Program& p) {
-  VRUN_RETURN_IF_ERROR(verify_program(p).with_context("refusing to write an invalid program"));
+Result<std::vector<uint8_t>> serialize_program(const Program& p, bool verify) {
+  if (verify) VRUN_RETURN_IF_ERROR(verify_program(p).with_context("refusing to write an invalid program"));
   FlatBufferBuilder b(1 << 16);
   std::vector<Offset<fb::Method>> methods;
   for (const auto& m : p.methods) methods.push_back(write_method(b, m));

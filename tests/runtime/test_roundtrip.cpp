@@ -1,0 +1,172 @@
+// Builds the tiny transformer, writes it, loads it back, runs prefill and 5 decode steps through
+// the KV cache and compares the logits with a naive float64 transformer written here.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+
+#include "runtime/executor.h"
+#include "tests/runtime/tiny_transformer.h"
+
+namespace vrun::test {
+namespace {
+
+// Full recomputation over the whole token prefix, no cache: logits of the last position.
+std::vector<double> reference_logits(const TinyWeights& w, const std::vector<int>& toks) {
+  const TinyConfig& c = w.cfg;
+  const int n = static_cast<int>(toks.size()), d = c.dim, hd = c.head_dim(), kvd = c.kv_heads * hd;
+  using Mat = std::vector<std::vector<double>>;
+  Mat x(n, std::vector<double>(d));
+  for (int t = 0; t < n; ++t)
+    for (int i = 0; i < d; ++i) x[t][i] = w.embed[static_cast<size_t>(toks[t]) * d + i];
+  auto rms = [&](const std::vector<double>& v, const std::vector<float>& g) {
+    double ss = 0;
+    for (double a : v) ss += a * a;
+    const double r = 1.0 / std::sqrt(ss / v.size() + c.eps);
+    std::vector<double> o(v.size());
+    for (size_t i = 0; i < v.size(); ++i) o[i] = v[i] * r * g[i];
+    return o;
+  };
+  auto matvec = [](const std::vector<float>& W, const std::vector<double>& v, int rows) {
+    std::vector<double> o(rows, 0.0);
+    const size_t cols = v.size();
+    for (int r = 0; r < rows; ++r)
+      for (size_t k = 0; k < cols; ++k) o[r] += W[r * cols + k] * v[k];
+    return o;
+  };
+  auto rope = [&](std::vector<double>& v, int heads, int p) {
+    for (int h = 0; h < heads; ++h)
+      for (int i = 0; i < hd / 2; ++i) {
+        const double f = std::pow(c.rope_theta, -2.0 * i / hd);
+        const double a = p * f, co = std::cos(a), si = std::sin(a);
+        double& x0 = v[h * hd + i];
+        double& x1 = v[h * hd + i + hd / 2];
+        const double y0 = x0 * co - x1 * si, y1 = x1 * co + x0 * si;
+        x0 = y0;
+        x1 = y1;
+      }
+  };
+  for (const TinyLayer& L : w.layers) {
+    Mat q(n), k(n), v(n);
+    for (int t = 0; t < n; ++t) {
+      auto h = rms(x[t], L.attn_norm);
+      q[t] = matvec(L.wq, h, d);
+      k[t] = matvec(L.wk, h, kvd);
+      v[t] = matvec(L.wv, h, kvd);
+      rope(q[t], c.heads, t);
+      rope(k[t], c.kv_heads, t);
+    }
+    for (int t = 0; t < n; ++t) {
+      std::vector<double> att(d, 0.0);
+      for (int h = 0; h < c.heads; ++h) {
+        const int kh = h / (c.heads / c.kv_heads);
+        std::vector<double> s(t + 1);
+        double mx = -1e300;
+        for (int j = 0; j <= t; ++j) {
+          double dot = 0;
+          for (int i = 0; i < hd; ++i) dot += q[t][h * hd + i] * k[j][kh * hd + i];
+          s[j] = dot / std::sqrt(static_cast<double>(hd));
+          mx = std::max(mx, s[j]);
+        }
+        double sum = 0;
+        for (auto& e : s) sum += (e = std::exp(e - mx));
+        for (int j = 0; j <= t; ++j)
+          for (int i = 0; i < hd; ++i) att[h * hd + i] += s[j] / sum * v[j][kh * hd + i];
+      }
+      const auto o = matvec(L.wo, att, d);
+      for (int i = 0; i < d; ++i) x[t][i] += o[i];
+      const auto h2 = rms(x[t], L.ffn_norm);
+      auto gt = matvec(L.wg, h2, c.ffn);
+      const auto up = matvec(L.wu, h2, c.ffn);
+      for (int i = 0; i < c.ffn; ++i) gt[i] = gt[i] / (1 + std::exp(-gt[i])) * up[i];
+      const auto dn = matvec(L.wd, gt, d);
+      for (int i = 0; i < d; ++i) x[t][i] += dn[i];
+    }
+  }
+  return matvec(w.out, rms(x[n - 1], w.final_norm), c.vocab);
+}
+
+void expect_logits(const TensorView& got, const std::vector<double>& want, const std::string& what) {
+  ASSERT_EQ(got.numel(), static_cast<int64_t>(want.size())) << what;
+  double scale = 0;
+  for (double v : want) scale = std::max(scale, std::fabs(v));
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_NEAR(got.ptr<float>()[i], want[i], 1e-4 * std::max(1.0, scale)) << what << " logit " << i;
+}
+
+TEST(RoundTrip, WriteLoadPrefillAndDecodeMatchNaiveReference) {
+  TinyConfig cfg;
+  const TinyWeights w = make_tiny_weights(cfg, 1234);
+  auto built = build_tiny_transformer(w);
+  ASSERT_TRUE(built.is_ok()) << built.status().to_string();
+  const std::string path = std::string(VRUN_BINARY_DIR) + "/roundtrip_test.vrp";
+  ASSERT_TRUE(write_program(**built, path).is_ok());
+  auto loaded = load_program(path);
+  ASSERT_TRUE(loaded.is_ok()) << loaded.status().to_string();
+  std::remove(path.c_str());
+
+  // The symbolic shapes survive the trip.
+  const MethodDef* m = (*loaded)->method("forward");
+  ASSERT_NE(m, nullptr);
+  ASSERT_EQ(m->symbols.size(), 2u);
+  const ValueDef& tok = m->values[m->inputs[0]];
+  ASSERT_TRUE(tok.dims[1].expr.has_value());
+  EXPECT_EQ(tok.dims[1].expr->str(m->symbol_names()), "seq");
+  EXPECT_GT(m->arena_size, 0);
+  EXPECT_EQ((*loaded)->meta("general.architecture")->s, "tiny-llama");
+
+  auto ex = Executor::create(*loaded, {BackendKind::kCpu, 2});
+  ASSERT_TRUE(ex.is_ok()) << ex.status().to_string();
+  std::vector<int> toks = {3, 17, 5, 29, 11, 0, 36};  // prompt
+  const std::vector<int> next = {7, 21, 2, 30, 14};   // fed one at a time
+  std::vector<int32_t> in(toks.begin(), toks.end());
+  auto out = (*ex)->run("forward", {TensorView::dense(in.data(), DType::i32, {1, static_cast<int64_t>(in.size())})},
+                        {{"pos", 0}});
+  ASSERT_TRUE(out.is_ok()) << out.status().to_string();
+  expect_logits((*out)[0], reference_logits(w, toks), "prefill");
+  for (size_t s = 0; s < next.size(); ++s) {
+    int32_t t = next[s];
+    out = (*ex)->run("forward", {TensorView::dense(&t, DType::i32, {1, 1})}, {{"pos", static_cast<int64_t>(toks.size())}});
+    ASSERT_TRUE(out.is_ok()) << out.status().to_string();
+    toks.push_back(next[s]);
+    expect_logits((*out)[0], reference_logits(w, toks), "decode step " + std::to_string(s));
+  }
+  // A reset cache gives the prefill result again, from the in-memory program this time.
+  auto ex2 = Executor::create(*built, {BackendKind::kCpu, 1});
+  ASSERT_TRUE(ex2.is_ok());
+  auto again = (*ex2)->run("forward", {TensorView::dense(in.data(), DType::i32, {1, static_cast<int64_t>(in.size())})},
+                           {{"pos", 0}});
+  ASSERT_TRUE(again.is_ok()) << again.status().to_string();
+  expect_logits((*again)[0], reference_logits(w, {3, 17, 5, 29, 11, 0, 36}), "in-memory program");
+}
+
+TEST(RoundTrip, BadCallsAreClearErrors) {
+  TinyConfig cfg;
+  auto built = build_tiny_transformer(make_tiny_weights(cfg, 7));
+  ASSERT_TRUE(built.is_ok()) << built.status().to_string();
+  auto ex = Executor::create(*built, {BackendKind::kCpu, 1});
+  ASSERT_TRUE(ex.is_ok());
+  int32_t toks[20] = {1, 2, 3};
+  // Sequence longer than the symbol's bound.
+  auto r = (*ex)->run("forward", {TensorView::dense(toks, DType::i32, {1, 20})}, {{"pos", 0}});
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("seq = 20"), std::string::npos) << r.status().message();
+  // Missing symbol value.
+  r = (*ex)->run("forward", {TensorView::dense(toks, DType::i32, {1, 3})});
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("pos"), std::string::npos);
+  // Wrong dtype, unknown method, out-of-range token id.
+  float f[3] = {1, 2, 3};
+  EXPECT_FALSE((*ex)->run("forward", {TensorView::dense(f, DType::f32, {1, 3})}, {{"pos", 0}}).is_ok());
+  EXPECT_EQ((*ex)->run("decode", {}).status().code(), ErrorCode::kNotFound);
+  int32_t bad[1] = {1000};
+  r = (*ex)->run("forward", {TensorView::dense(bad, DType::i32, {1, 1})}, {{"pos", 0}});
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("embedding"), std::string::npos) << r.status().message();
+  // Cache overflow: position + length past the cache.
+  r = (*ex)->run("forward", {TensorView::dense(toks, DType::i32, {1, 3})}, {{"pos", 22}});
+  EXPECT_FALSE(r.is_ok());
+}
+
+}  // namespace
+}  // namespace vrun::test
