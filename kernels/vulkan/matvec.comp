@@ -1,0 +1,62 @@
+#version 450
+// linear for few rows (decode): y[m, n] = sum_k x[m, k] * W[n, k] + bias[n], m < M <= 8. One
+// workgroup per output column n reads W's row once for all M rows; weights may be block-quantised.
+// Bindings: 0 y, 1 x, 2 weight, 3 bias.
+#include "common.glsl"
+
+layout(local_size_x = 128) in;
+layout(constant_id = 0) const uint DT_X = 0;
+layout(constant_id = 1) const uint DT_W = 0;
+layout(constant_id = 2) const uint DT_Y = 0;
+layout(constant_id = 3) const uint DT_BIAS = DT_NONE;
+
+layout(push_constant) uniform Push {
+  uint M, N, K;
+  uint x_sm, x_sk;
+  uint off_y, off_x, off_w, off_b;  // elements; off_w is in bytes for block-quantised weights
+} pc;
+
+const uint WG = 128;
+const uint MAXM = 8;
+shared float red[MAXM][WG];
+
+void main() {
+  uint n = flat_group();
+  if (n >= pc.N) return;
+  uint t = gl_LocalInvocationID.x;
+  float acc[MAXM];
+  for (uint m = 0; m < MAXM; ++m) acc[m] = 0.0;
+
+  if (is_quant(DT_W)) {
+    uint nblk = pc.K / 32u;
+    uint row_bytes = nblk * (DT_W == DT_Q8_0 ? 34u : DT_W == DT_Q4_0 ? 18u : 20u);
+    uint base = pc.off_w + n * row_bytes;
+    for (uint blk = t; blk < nblk; blk += WG) {
+      float w[32];
+      for (uint j = 0; j < 32u; ++j) w[j] = loadq2(DT_W, base, blk, j);
+      for (uint m = 0; m < pc.M; ++m) {
+        uint xo = pc.off_x + m * pc.x_sm + blk * 32u * pc.x_sk;
+        float s = 0.0;
+        for (uint j = 0; j < 32u; ++j) s += w[j] * load1(DT_X, xo + j * pc.x_sk);
+        acc[m] += s;
+      }
+    }
+  } else {
+    uint wrow = pc.off_w + n * pc.K;
+    for (uint k = t; k < pc.K; k += WG) {
+      float w = load2(DT_W, wrow + k);
+      for (uint m = 0; m < pc.M; ++m) acc[m] += w * load1(DT_X, pc.off_x + m * pc.x_sm + k * pc.x_sk);
+    }
+  }
+  for (uint m = 0; m < pc.M; ++m) red[m][t] = acc[m];
+  barrier();
+  for (uint s = WG / 2; s > 0; s >>= 1) {
+    if (t < s)
+      for (uint m = 0; m < pc.M; ++m) red[m][t] += red[m][t + s];
+    barrier();
+  }
+  if (t < pc.M) {
+    float b = DT_BIAS != DT_NONE ? load3(DT_BIAS, pc.off_b + n) : 0.0;
+    store0(DT_Y, pc.off_y + t * pc.N + n, red[t][0] + b);
+  }
+}

@@ -1,0 +1,44 @@
+#version 450
+// Rotary embedding on a dense x [..., S, ..., D]; one invocation per output element reads its
+// pair partner. Bindings: 0 y, 1 x, 2 inv_freq.
+#include "common.glsl"
+
+layout(local_size_x = 256) in;
+layout(constant_id = 0) const uint INTERLEAVED = 0;
+layout(constant_id = 1) const uint DT_X = 0;
+layout(constant_id = 2) const uint DT_F = 0;
+layout(constant_id = 3) const uint DT_Y = 0;
+
+layout(push_constant) uniform Push {
+  uint n, D, S, seq_inner, rd, pos;
+  uint off_y, off_x, off_f;
+} pc;
+
+void main() {
+  uint idx = flat_invocation();
+  if (idx >= pc.n) return;
+  uint d = idx % pc.D;
+  uint s = (idx / pc.seq_inner) % pc.S;
+  uint xo = pc.off_x + idx;
+  float x = load1(DT_X, xo);
+  float y = x;
+  if (d < pc.rd) {
+    uint half_ = pc.rd / 2u;
+    uint f;
+    float partner, sgn;
+    if (INTERLEAVED == 1) {
+      f = d / 2u;
+      bool even = (d & 1u) == 0u;
+      partner = load1(DT_X, even ? xo + 1u : xo - 1u);
+      sgn = even ? -1.0 : 1.0;
+    } else {
+      bool lo = d < half_;
+      f = lo ? d : d - half_;
+      partner = load1(DT_X, lo ? xo + half_ : xo - half_);
+      sgn = lo ? -1.0 : 1.0;
+    }
+    float ang = float(pc.pos + s) * load2(DT_F, pc.off_f + f);
+    y = x * cos(ang) + sgn * partner * sin(ang);
+  }
+  store0(DT_Y, pc.off_y + idx, y);
+}

@@ -1,0 +1,325 @@
+#include "runtime/backends/vulkan/context.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "runtime/backends/vulkan/coopmat_compat.h"
+#include "runtime/backends/vulkan/memory.h"
+#include "runtime/backends/vulkan/pipelines.h"
+
+namespace vrun::vulkan {
+
+const char* vk_result_name(VkResult r) {
+  switch (r) {
+#define C(x) \
+  case x: return #x;
+    C(VK_SUCCESS) C(VK_NOT_READY) C(VK_TIMEOUT) C(VK_INCOMPLETE) C(VK_ERROR_OUT_OF_HOST_MEMORY)
+    C(VK_ERROR_OUT_OF_DEVICE_MEMORY) C(VK_ERROR_INITIALIZATION_FAILED) C(VK_ERROR_DEVICE_LOST)
+    C(VK_ERROR_MEMORY_MAP_FAILED) C(VK_ERROR_LAYER_NOT_PRESENT) C(VK_ERROR_EXTENSION_NOT_PRESENT)
+    C(VK_ERROR_FEATURE_NOT_PRESENT) C(VK_ERROR_INCOMPATIBLE_DRIVER) C(VK_ERROR_TOO_MANY_OBJECTS)
+    C(VK_ERROR_FORMAT_NOT_SUPPORTED) C(VK_ERROR_FRAGMENTED_POOL) C(VK_ERROR_OUT_OF_POOL_MEMORY)
+#undef C
+    default: return "VK_ERROR_(other)";
+  }
+}
+
+Status vk_error(VkResult r, const std::string& what) {
+  const ErrorCode code = (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY)
+                             ? ErrorCode::kOutOfMemory
+                             : ErrorCode::kInternal;
+  return err(code, "vulkan: ", what, ": ", vk_result_name(r), " (", static_cast<int>(r), ")");
+}
+
+namespace {
+
+bool has_extension(const std::vector<VkExtensionProperties>& exts, const char* name) {
+  for (const auto& e : exts)
+    if (std::strcmp(e.extensionName, name) == 0) return true;
+  return false;
+}
+
+std::vector<VkExtensionProperties> device_extensions(VkPhysicalDevice pd) {
+  uint32_t n = 0;
+  vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, nullptr);
+  std::vector<VkExtensionProperties> exts(n);
+  vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, exts.data());
+  return exts;
+}
+
+const char* type_name(VkPhysicalDeviceType t) {
+  switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete";
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated";
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual";
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return "cpu";
+    default: return "other";
+  }
+}
+
+int type_rank(VkPhysicalDeviceType t) {
+  switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return 0;
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return 1;
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return 2;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return 3;
+    default: return 4;
+  }
+}
+
+DeviceInfo describe(VkPhysicalDevice pd, int index) {
+  DeviceInfo info;
+  info.index = index;
+  VkPhysicalDeviceSubgroupProperties subgroup{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+  VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &subgroup};
+  vkGetPhysicalDeviceProperties2(pd, &props);
+  info.name = props.properties.deviceName;
+  info.type = type_name(props.properties.deviceType);
+  info.api_version = props.properties.apiVersion;
+  info.subgroup_size = subgroup.subgroupSize;
+
+  VkPhysicalDeviceMemoryProperties mem;
+  vkGetPhysicalDeviceMemoryProperties(pd, &mem);
+  for (uint32_t h = 0; h < mem.memoryHeapCount; ++h)
+    if ((mem.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) && mem.memoryHeaps[h].size > info.device_local_bytes)
+      info.device_local_bytes = mem.memoryHeaps[h].size;
+
+  if (props.properties.apiVersion >= VK_API_VERSION_1_2) {
+    VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+    VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, &f12};
+    VkPhysicalDeviceFeatures2 f{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &f11};
+    vkGetPhysicalDeviceFeatures2(pd, &f);
+    info.storage16 = f11.storageBuffer16BitAccess;
+    info.storage8 = f12.storageBuffer8BitAccess;
+    info.fp16 = f12.shaderFloat16;
+    info.int8 = f12.shaderInt8;
+  }
+  const auto exts = device_extensions(pd);
+  info.coopmat_khr = has_extension(exts, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
+  info.coopmat_nv = has_extension(exts, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+  info.memory_budget = has_extension(exts, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
+  return info;
+}
+
+VkResult make_instance(bool validation, bool debug_utils, VkInstance* out) {
+  VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
+  app.pApplicationName = "vrun";
+  app.apiVersion = VK_API_VERSION_1_2;
+  std::vector<const char*> layers, exts;
+  if (validation) layers.push_back("VK_LAYER_KHRONOS_validation");
+  if (debug_utils) exts.push_back(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+  uint32_t n = 0;
+  vkEnumerateInstanceExtensionProperties(nullptr, &n, nullptr);
+  std::vector<VkExtensionProperties> avail(n);
+  vkEnumerateInstanceExtensionProperties(nullptr, &n, avail.data());
+  VkInstanceCreateInfo ci{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
+  // Portability drivers (MoltenVK) are only listed when the application opts in.
+  if (has_extension(avail, VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME)) {
+    exts.push_back(VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME);
+    ci.flags |= VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR;
+  }
+  ci.pApplicationInfo = &app;
+  ci.enabledLayerCount = static_cast<uint32_t>(layers.size());
+  ci.ppEnabledLayerNames = layers.data();
+  ci.enabledExtensionCount = static_cast<uint32_t>(exts.size());
+  ci.ppEnabledExtensionNames = exts.data();
+  return vkCreateInstance(&ci, nullptr, out);
+}
+
+bool layer_available(const char* name) {
+  uint32_t n = 0;
+  vkEnumerateInstanceLayerProperties(&n, nullptr);
+  std::vector<VkLayerProperties> layers(n);
+  vkEnumerateInstanceLayerProperties(&n, layers.data());
+  for (const auto& l : layers)
+    if (std::strcmp(l.layerName, name) == 0) return true;
+  return false;
+}
+
+std::vector<VkPhysicalDevice> physical_devices(VkInstance instance) {
+  uint32_t n = 0;
+  if (vkEnumeratePhysicalDevices(instance, &n, nullptr) != VK_SUCCESS) return {};
+  std::vector<VkPhysicalDevice> pds(n);
+  vkEnumeratePhysicalDevices(instance, &n, pds.data());
+  pds.resize(n);
+  return pds;
+}
+
+}  // namespace
+
+std::vector<DeviceInfo> Context::list_devices() {
+  VkInstance instance = VK_NULL_HANDLE;
+  if (make_instance(false, false, &instance) != VK_SUCCESS) return {};
+  std::vector<DeviceInfo> out;
+  const auto pds = physical_devices(instance);
+  for (size_t i = 0; i < pds.size(); ++i) out.push_back(describe(pds[i], static_cast<int>(i)));
+  vkDestroyInstance(instance, nullptr);
+  return out;
+}
+
+Result<std::unique_ptr<Context>> Context::create(const ContextOptions& options) {
+  std::unique_ptr<Context> ctx(new Context());
+  VRUN_RETURN_IF_ERROR(ctx->init(options));
+  return ctx;
+}
+
+VKAPI_ATTR VkBool32 VKAPI_CALL Context::on_debug_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
+                                                         VkDebugUtilsMessageTypeFlagsEXT,
+                                                         const VkDebugUtilsMessengerCallbackDataEXT* data, void* user) {
+  auto* self = static_cast<Context*>(user);
+  const bool error = severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
+  if (error)
+    self->validation_errors_++;
+  else
+    self->validation_warnings_++;
+  if (self->print_validation_)
+    std::fprintf(stderr, "vulkan validation %s: %s\n", error ? "error" : "warning", data->pMessage);
+  return VK_FALSE;
+}
+
+Status Context::init(const ContextOptions& options) {
+  print_validation_ = options.print_validation;
+  const bool validation = options.validation && layer_available("VK_LAYER_KHRONOS_validation");
+  if (options.validation && !validation)
+    return err(ErrorCode::kUnsupported,
+               "vulkan: validation requested but VK_LAYER_KHRONOS_validation is not installed "
+               "(Debian: vulkan-validationlayers)");
+  VkResult r = make_instance(validation, validation, &instance_);
+  if (r != VK_SUCCESS) return err(ErrorCode::kUnsupported, "vulkan: no usable Vulkan loader/driver (vkCreateInstance: ", vk_result_name(r), ")");
+
+  if (validation) {
+    auto create_messenger = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(
+        vkGetInstanceProcAddr(instance_, "vkCreateDebugUtilsMessengerEXT"));
+    VkDebugUtilsMessengerCreateInfoEXT mi{VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
+    mi.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT;
+    mi.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+                     VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
+    mi.pfnUserCallback = &Context::on_debug_message;
+    mi.pUserData = this;
+    if (create_messenger) VRUN_VK_CHECK(create_messenger(instance_, &mi, nullptr, &messenger_), "creating the validation messenger");
+  }
+
+  const auto pds = physical_devices(instance_);
+  if (pds.empty()) return err(ErrorCode::kUnsupported, "vulkan: no Vulkan device found");
+  int index = options.device_index;
+  if (index < 0) {
+    if (const char* env = std::getenv("VRUN_DEVICE"); env && *env) {
+      char* end = nullptr;
+      index = static_cast<int>(std::strtol(env, &end, 10));
+      if (*end != '\0') return err(ErrorCode::kInvalidArgument, "VRUN_DEVICE: expected a device index, got '", env, "'");
+    }
+  }
+  if (index >= static_cast<int>(pds.size()))
+    return err(ErrorCode::kInvalidArgument, "vulkan: device index ", index, " out of range (", pds.size(), " devices)");
+  if (index < 0) {
+    int best_rank = 99;
+    for (size_t i = 0; i < pds.size(); ++i) {
+      VkPhysicalDeviceProperties p;
+      vkGetPhysicalDeviceProperties(pds[i], &p);
+      if (p.apiVersion < VK_API_VERSION_1_2) continue;
+      if (type_rank(p.deviceType) < best_rank) {
+        best_rank = type_rank(p.deviceType);
+        index = static_cast<int>(i);
+      }
+    }
+    if (index < 0) return err(ErrorCode::kUnsupported, "vulkan: no device supports Vulkan 1.2");
+  }
+  physical_ = pds[index];
+  info_ = describe(physical_, index);
+  if (info_.api_version < VK_API_VERSION_1_2)
+    return err(ErrorCode::kUnsupported, "vulkan: device ", index, " (", info_.name, ") lacks Vulkan 1.2");
+  VkPhysicalDeviceProperties props;
+  vkGetPhysicalDeviceProperties(physical_, &props);
+  limits_ = props.limits;
+
+  uint32_t nq = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(physical_, &nq, nullptr);
+  std::vector<VkQueueFamilyProperties> qf(nq);
+  vkGetPhysicalDeviceQueueFamilyProperties(physical_, &nq, qf.data());
+  bool found = false;
+  for (uint32_t i = 0; i < nq && !found; ++i)
+    if (qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) {
+      queue_family_ = i;
+      found = true;
+    }
+  if (!found) return err(ErrorCode::kUnsupported, "vulkan: device ", info_.name, " has no compute queue");
+
+  const auto exts = device_extensions(physical_);
+  std::vector<const char*> enable;
+  if (info_.memory_budget) enable.push_back(VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
+
+  VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+  VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, &f12};
+  VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &f11};
+  f11.storageBuffer16BitAccess = info_.storage16;
+  f12.storageBuffer8BitAccess = info_.storage8;
+  f12.shaderFloat16 = info_.fp16;
+  f12.shaderInt8 = info_.int8;
+  VkPhysicalDeviceFeatures base{};
+  vkGetPhysicalDeviceFeatures(physical_, &base);
+  features.features.shaderInt16 = base.shaderInt16;
+  features.features.shaderInt64 = base.shaderInt64;
+
+  VkPhysicalDeviceCooperativeMatrixFeaturesKHR coop_khr{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR};
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV coop_nv{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+  void** tail = &f12.pNext;
+  if (info_.fp16 && info_.coopmat_khr) {
+    VkPhysicalDeviceFeatures2 q{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &coop_khr};
+    vkGetPhysicalDeviceFeatures2(physical_, &q);
+    if (coop_khr.cooperativeMatrix) {
+      coop_khr.pNext = nullptr;
+      coop_khr.cooperativeMatrixRobustBufferAccess = VK_FALSE;
+      *tail = &coop_khr;
+      tail = &coop_khr.pNext;
+      enable.push_back(VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
+      coopmat_ = CoopMat::kKhr;
+    }
+  }
+  if (coopmat_ == CoopMat::kNone && info_.fp16 && info_.coopmat_nv) {
+    VkPhysicalDeviceFeatures2 q{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &coop_nv};
+    vkGetPhysicalDeviceFeatures2(physical_, &q);
+    if (coop_nv.cooperativeMatrix) {
+      coop_nv.pNext = nullptr;
+      coop_nv.cooperativeMatrixRobustBufferAccess = VK_FALSE;
+      *tail = &coop_nv;
+      enable.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+      coopmat_ = CoopMat::kNv;
+    }
+  }
+  // VRUN_COOPMAT=0 keeps the portable kernels on a device that has tensor cores (for comparison).
+  if (const char* env = std::getenv("VRUN_COOPMAT"); env && std::strcmp(env, "0") == 0) coopmat_ = CoopMat::kNone;
+
+  const float priority = 1.0f;
+  VkDeviceQueueCreateInfo qi{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+  qi.queueFamilyIndex = queue_family_;
+  qi.queueCount = 1;
+  qi.pQueuePriorities = &priority;
+  VkDeviceCreateInfo di{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, &features};
+  di.queueCreateInfoCount = 1;
+  di.pQueueCreateInfos = &qi;
+  di.enabledExtensionCount = static_cast<uint32_t>(enable.size());
+  di.ppEnabledExtensionNames = enable.data();
+  VRUN_VK_CHECK(vkCreateDevice(physical_, &di, nullptr, &device_), "creating the device for " + info_.name);
+  vkGetDeviceQueue(device_, queue_family_, 0, &queue_);
+
+  allocator_ = std::make_unique<Allocator>(*this);
+  VRUN_RETURN_IF_ERROR(allocator_->init());
+  pipelines_ = std::make_unique<PipelineCache>(*this);
+  VRUN_RETURN_IF_ERROR(pipelines_->init());
+  return Status::ok();
+}
+
+Context::~Context() {
+  if (device_) vkDeviceWaitIdle(device_);
+  pipelines_.reset();
+  allocator_.reset();
+  if (device_) vkDestroyDevice(device_, nullptr);
+  if (messenger_) {
+    auto destroy = reinterpret_cast<PFN_vkDestroyDebugUtilsMessengerEXT>(
+        vkGetInstanceProcAddr(instance_, "vkDestroyDebugUtilsMessengerEXT"));
+    if (destroy) destroy(instance_, messenger_, nullptr);
+  }
+  if (instance_) vkDestroyInstance(instance_, nullptr);
+}
+
+}  // namespace vrun::vulkan

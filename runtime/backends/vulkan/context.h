@@ -1,0 +1,112 @@
+// Vulkan instance, physical-device choice and the logical device with its compute queue. One
+// Context serves every method of a program; memory, pipelines and recorders hang off it.
+#pragma once
+
+#include <vulkan/vulkan.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/status.h"
+
+namespace vrun::vulkan {
+
+struct DeviceInfo {
+  int index = 0;  // position in vkEnumeratePhysicalDevices order (what --device / VRUN_DEVICE take)
+  std::string name;
+  std::string type;  // discrete | integrated | virtual | cpu | other
+  uint32_t api_version = 0;
+  uint64_t device_local_bytes = 0;  // largest device-local heap
+  uint32_t subgroup_size = 0;
+  bool fp16 = false;         // shaderFloat16 arithmetic
+  bool int8 = false;         // shaderInt8 arithmetic
+  bool storage16 = false;    // 16-bit loads/stores from storage buffers
+  bool storage8 = false;     // 8-bit loads/stores from storage buffers
+  bool coopmat_khr = false;  // VK_KHR_cooperative_matrix
+  bool coopmat_nv = false;   // VK_NV_cooperative_matrix
+  bool memory_budget = false;
+};
+
+struct ContextOptions {
+  // -1: choose (VRUN_DEVICE when set, else discrete > integrated > virtual > cpu).
+  int device_index = -1;
+  // Loads VK_LAYER_KHRONOS_validation and counts its errors (validation_errors()).
+  bool validation = false;
+  // Prints validation messages to stderr as they arrive.
+  bool print_validation = true;
+};
+
+class Allocator;
+class PipelineCache;
+
+class Context {
+ public:
+  // Errors: no Vulkan loader/ICD (kUnsupported, so callers can fall back to the CPU), a device
+  // index out of range (kInvalidArgument), or device creation failing.
+  static Result<std::unique_ptr<Context>> create(const ContextOptions& options = {});
+  // Every physical device with its features; empty when Vulkan is unavailable.
+  static std::vector<DeviceInfo> list_devices();
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  const DeviceInfo& info() const { return info_; }
+  VkInstance instance() const { return instance_; }
+  VkPhysicalDevice physical_device() const { return physical_; }
+  VkDevice device() const { return device_; }
+  VkQueue queue() const { return queue_; }
+  uint32_t queue_family() const { return queue_family_; }
+  const VkPhysicalDeviceLimits& limits() const { return limits_; }
+  // True when the device has what the kernels need (16- and 8-bit storage); without it every
+  // op reports unsupported and runs on the CPU.
+  bool kernels_usable() const { return info_.storage16 && info_.storage8; }
+  // Which cooperative-matrix matmul the device can run (none on lavapipe).
+  enum class CoopMat { kNone, kKhr, kNv };
+  CoopMat coopmat() const { return coopmat_; }
+
+  Allocator& allocator() { return *allocator_; }
+  PipelineCache& pipelines() { return *pipelines_; }
+
+  uint64_t validation_errors() const { return validation_errors_.load(); }
+  uint64_t validation_warnings() const { return validation_warnings_.load(); }
+
+ private:
+  Context() = default;
+  Status init(const ContextOptions& options);
+
+  static VKAPI_ATTR VkBool32 VKAPI_CALL on_debug_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
+                                                         VkDebugUtilsMessageTypeFlagsEXT type,
+                                                         const VkDebugUtilsMessengerCallbackDataEXT* data,
+                                                         void* user);
+
+  VkInstance instance_ = VK_NULL_HANDLE;
+  VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
+  VkPhysicalDevice physical_ = VK_NULL_HANDLE;
+  VkDevice device_ = VK_NULL_HANDLE;
+  VkQueue queue_ = VK_NULL_HANDLE;
+  uint32_t queue_family_ = 0;
+  VkPhysicalDeviceLimits limits_{};
+  DeviceInfo info_;
+  CoopMat coopmat_ = CoopMat::kNone;
+  bool print_validation_ = true;
+  std::atomic<uint64_t> validation_errors_{0};
+  std::atomic<uint64_t> validation_warnings_{0};
+  std::unique_ptr<Allocator> allocator_;
+  std::unique_ptr<PipelineCache> pipelines_;
+};
+
+// "VkResult name" for messages.
+const char* vk_result_name(VkResult r);
+// err(...) for a failed Vulkan call: "vulkan: <what>: VK_ERROR_...".
+Status vk_error(VkResult r, const std::string& what);
+
+}  // namespace vrun::vulkan
+
+#define VRUN_VK_CHECK(call, what)                                         \
+  do {                                                                    \
+    VkResult vrun_vk_r_ = (call);                                         \
+    if (vrun_vk_r_ != VK_SUCCESS) return ::vrun::vulkan::vk_error(vrun_vk_r_, what); \
+  } while (0)

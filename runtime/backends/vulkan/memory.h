@@ -1,0 +1,105 @@
+// Device memory: a sub-allocator over large VkDeviceMemory blocks, each with one VkBuffer
+// spanning it, so a tensor is (block buffer, byte offset) and binding it needs no new Vulkan
+// object. Two pools: device-local memory for tensors, host-visible memory for staging.
+#pragma once
+
+#include <vulkan/vulkan.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "runtime/status.h"
+
+namespace vrun::vulkan {
+
+class Context;
+class Allocator;
+
+enum class MemoryKind { kDevice, kHost };
+
+// A non-owning reference to a range of device memory: what device views and descriptors carry.
+struct BufferRef {
+  VkBuffer buffer = VK_NULL_HANDLE;
+  uint64_t offset = 0;  // bytes from the start of `buffer`
+  uint64_t size = 0;
+  void* mapped = nullptr;  // host address of byte `offset` when the memory is host-visible
+  bool present() const { return buffer != VK_NULL_HANDLE; }
+};
+
+// An owned sub-allocation; returned to its block on destruction.
+class Buffer {
+ public:
+  Buffer() = default;
+  ~Buffer() { release(); }
+  Buffer(Buffer&& o) noexcept { *this = std::move(o); }
+  Buffer& operator=(Buffer&& o) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  bool valid() const { return allocator_ != nullptr; }
+  uint64_t size() const { return size_; }
+  BufferRef ref() const;
+  // Host address when the memory is host-visible (always for kHost; on unified-memory devices also
+  // for kDevice), else nullptr.
+  void* mapped() const;
+
+ private:
+  friend class Allocator;
+  void release();
+  Allocator* allocator_ = nullptr;
+  int block_ = -1;
+  uint64_t offset_ = 0;
+  uint64_t size_ = 0;
+};
+
+struct MemoryStats {
+  uint64_t heap_size = 0;    // device-local heap
+  uint64_t heap_budget = 0;  // what the driver says this process may use (VK_EXT_memory_budget), else heap size
+  uint64_t heap_usage = 0;   // what the process uses now (driver's view when the budget extension exists)
+  uint64_t reserved = 0;     // VkDeviceMemory this allocator holds
+  uint64_t allocated = 0;    // bytes handed out in Buffers
+};
+
+class Allocator {
+ public:
+  explicit Allocator(Context& ctx) : ctx_(ctx) {}
+  ~Allocator();
+  Status init();
+
+  // bytes > 0; the offset is aligned for any storage-buffer binding. Out of memory is a kOutOfMemory
+  // error naming the size asked, `what`, and the free memory.
+  Result<Buffer> allocate(uint64_t bytes, MemoryKind kind = MemoryKind::kDevice, const std::string& what = "tensor");
+  MemoryStats stats() const;
+  // Binding alignment every Buffer offset honours.
+  uint64_t alignment() const { return alignment_; }
+
+ private:
+  friend class Buffer;
+  struct Block {
+    VkDeviceMemory memory = VK_NULL_HANDLE;
+    VkBuffer buffer = VK_NULL_HANDLE;
+    uint64_t size = 0;
+    MemoryKind kind = MemoryKind::kDevice;
+    uint8_t* mapped = nullptr;
+    std::map<uint64_t, uint64_t> free;  // offset -> size, coalesced
+    bool dedicated = false;
+  };
+  Result<int> new_block(uint64_t size, MemoryKind kind, bool dedicated, const std::string& what, uint64_t asked);
+  void free_range(int block, uint64_t offset, uint64_t size);
+  Status out_of_memory(uint64_t asked, const std::string& what, MemoryKind kind) const;
+
+  Context& ctx_;
+  mutable std::mutex mu_;
+  std::vector<Block> blocks_;
+  uint32_t type_index_[2] = {0, 0};
+  uint32_t heap_index_[2] = {0, 0};
+  uint64_t block_size_[2] = {256ull << 20, 64ull << 20};
+  uint64_t alignment_ = 256;
+  uint64_t allocated_ = 0;
+};
+
+}  // namespace vrun::vulkan

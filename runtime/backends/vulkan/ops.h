@@ -1,0 +1,60 @@
+// Which ops the Vulkan kernels run, and the per-family recording functions behind
+// Recorder::record. Everything supports() refuses runs on the CPU backend with transfers.
+#pragma once
+
+#include <vector>
+
+#include "kernels/attrs.h"
+#include "runtime/backends/vulkan/recorder.h"
+#include "runtime/status.h"
+#include "runtime/tensor.h"
+
+namespace vrun::vulkan {
+
+class Context;
+
+// inputs[k] is nullptr for an absent optional input. Decided from dtypes, ranks and attributes
+// (not strides): a layout a kernel cannot read directly is copied to a dense scratch tensor
+// inside the recording.
+bool supports(const Context& ctx, OpKind op, const std::vector<const TensorDesc*>& inputs, const Attrs& attrs);
+
+// Per-family recorders (ops_<family>.cpp); inputs/outputs as Recorder::record takes them.
+using RecordFn = Status (*)(Recorder&, OpKind, const std::vector<DeviceView>&, const std::vector<DeviceView>&,
+                            const Attrs&);
+Status record_elementwise(Recorder&, OpKind, const std::vector<DeviceView>&, const std::vector<DeviceView>&, const Attrs&);
+Status record_data(Recorder&, OpKind, const std::vector<DeviceView>&, const std::vector<DeviceView>&, const Attrs&);
+Status record_linalg(Recorder&, OpKind, const std::vector<DeviceView>&, const std::vector<DeviceView>&, const Attrs&);
+Status record_attention(Recorder&, OpKind, const std::vector<DeviceView>&, const std::vector<DeviceView>&, const Attrs&);
+Status record_norm(Recorder&, OpKind, const std::vector<DeviceView>&, const std::vector<DeviceView>&, const Attrs&);
+Status record_conv(Recorder&, OpKind, const std::vector<DeviceView>&, const std::vector<DeviceView>&, const Attrs&);
+
+// Elementwise building block shared by copies, concat, slice_update and glu: y = f(a[, b[, c]])
+// where a, b, c are already broadcast to y's shape (0 strides) and y may be strided.
+Status record_eltwise(Recorder& rec, int opcode, const DeviceView& y, const DeviceView* a, const DeviceView* b,
+                      const DeviceView* c, float p0 = 0, float p1 = 0);
+constexpr int kOpCopy = 21;
+constexpr int kOpGlu = 40;
+
+// 32-bit words of a kernel's push constants, in declaration order.
+struct PushWords {
+  uint32_t w[32] = {};
+  uint32_t n = 0;
+  PushWords& u(uint64_t v) {
+    w[n++] = static_cast<uint32_t>(v);
+    return *this;
+  }
+  PushWords& f(float v) {
+    uint32_t b;
+    static_assert(sizeof b == sizeof v);
+    __builtin_memcpy(&b, &v, 4);
+    w[n++] = b;
+    return *this;
+  }
+  uint32_t bytes() const { return n * 4; }
+};
+
+// DType code as the kernels' specialisation constants take it; 255 = absent.
+inline int32_t dt_code(DType t) { return static_cast<int32_t>(t); }
+inline int32_t dt_code(const DeviceView& v) { return v.present() ? static_cast<int32_t>(v.dtype) : 255; }
+
+}  // namespace vrun::vulkan

@@ -1,0 +1,66 @@
+// conv1d / conv2d, grouped and depthwise, as one direct-convolution kernel (conv1d is H = 1).
+#include "runtime/backends/vulkan/ops.h"
+
+namespace vrun::vulkan {
+
+Status record_conv(Recorder& rec, OpKind op, const std::vector<DeviceView>& in, const std::vector<DeviceView>& out,
+                   const Attrs& attrs) {
+  const DeviceView& y = out[0];
+  DeviceView x = in[0];
+  VRUN_ASSIGN_OR_RETURN(DeviceView w, rec.dense_view(in[1]));
+  DeviceView b;
+  if (in.size() > 2 && in[2].present()) {
+    VRUN_ASSIGN_OR_RETURN(b, rec.dense_view(in[2]));
+  }
+  const bool is1d = op == OpKind::conv1d;
+  int64_t sh = 1, sw, dh = 1, dw, pt = 0, pl;
+  int64_t H = 1, Wd, Kh = 1, Kw, Ho = 1, Wo;
+  int64_t xsh = 0, xsw;
+  const auto& pad = attrs.ints("padding");
+  if (is1d) {
+    sw = attrs.i("stride");
+    dw = attrs.i("dilation");
+    pl = pad.empty() ? 0 : pad[0];
+    Wd = x.shape[2];
+    Kw = w.shape[2];
+    Wo = y.shape[2];
+    xsw = x.strides[2];
+  } else {
+    const auto& st = attrs.ints("stride");
+    const auto& dl = attrs.ints("dilation");
+    sh = st.at(0);
+    sw = st.size() > 1 ? st[1] : st[0];
+    dh = dl.at(0);
+    dw = dl.size() > 1 ? dl[1] : dl[0];
+    // [h, w] or [top, bottom, left, right]
+    pt = pad.empty() ? 0 : pad[0];
+    pl = pad.size() == 4 ? pad[2] : pad.size() > 1 ? pad[1] : pt;
+    H = x.shape[2];
+    Wd = x.shape[3];
+    Kh = w.shape[2];
+    Kw = w.shape[3];
+    Ho = y.shape[2];
+    Wo = y.shape[3];
+    xsh = x.strides[2];
+    xsw = x.strides[3];
+  }
+  const int64_t n = y.numel();
+  if (n == 0) return Status::ok();
+  const int64_t groups = attrs.i("groups");
+  if (groups <= 0 || x.shape[1] % groups || w.shape[0] % groups)
+    return err(ErrorCode::kInvalidArgument, "vulkan: ", op_name(op), " groups ", groups, " do not divide channels of x ",
+               x.shape.str(), " and weight ", w.shape.str());
+  std::vector<Binding> bindings = {{&y, true}, {&x, false}, {&w, false}, {&b, false}};
+  VRUN_ASSIGN_OR_RETURN(auto offs, rec.binding_offsets(bindings));
+  PushWords pw;
+  pw.u(n).u(x.shape[1]).u(H).u(Wd).u(w.shape[0]).u(Ho).u(Wo).u(Kh).u(Kw);
+  pw.u(sh).u(sw).u(pt).u(pl).u(dh).u(dw).u(groups);
+  pw.u(x.strides[0]).u(x.strides[1]).u(xsh).u(xsw);
+  pw.u(offs[0]).u(offs[1]).u(offs[2]).u(offs[3]);
+  uint32_t gx, gy;
+  rec.grid_1d((static_cast<uint64_t>(n) + 255) / 256, &gx, &gy);
+  return rec.dispatch("conv", {dt_code(x.dtype), dt_code(w.dtype), dt_code(b), dt_code(y.dtype)}, bindings, pw.w,
+                      pw.bytes(), gx, gy, 1);
+}
+
+}  // namespace vrun::vulkan

@@ -1,0 +1,77 @@
+// Data movement: copy, concat, slice_update and glu are strided elementwise passes over views of
+// their operands; embedding gathers rows (block-quantised tables included).
+#include "runtime/backends/vulkan/ops.h"
+
+namespace vrun::vulkan {
+
+namespace {
+
+// v restricted to [start, start + len) along axis.
+DeviceView narrow(const DeviceView& v, int axis, int64_t start, int64_t len) {
+  DeviceView r = v;
+  r.offset += static_cast<uint64_t>(start * v.strides[axis] * dtype_elem_size(v.dtype));
+  r.shape[axis] = len;
+  return r;
+}
+
+Status record_embedding(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y) {
+  const DeviceView& table = in[0];
+  VRUN_ASSIGN_OR_RETURN(DeviceView ids, rec.dense_view(in[1]));
+  const int64_t n = y.numel();
+  if (n == 0) return Status::ok();
+  std::vector<Binding> bindings = {{&y, true}, {&table, false}, {&ids, false}};
+  VRUN_ASSIGN_OR_RETURN(auto offs, rec.binding_offsets(bindings));
+  PushWords pw;
+  pw.u(n).u(table.shape[1]).u(table.shape[0]).u(offs[0]).u(offs[1]).u(offs[2]);
+  uint32_t gx, gy;
+  rec.grid_1d((static_cast<uint64_t>(n) + 255) / 256, &gx, &gy);
+  return rec.dispatch("embedding", {dt_code(table.dtype), dt_code(ids.dtype), dt_code(y.dtype)}, bindings, pw.w,
+                      pw.bytes(), gx, gy, 1);
+}
+
+}  // namespace
+
+Status record_data(Recorder& rec, OpKind op, const std::vector<DeviceView>& in, const std::vector<DeviceView>& out,
+                   const Attrs& attrs) {
+  const DeviceView& y = out[0];
+  switch (op) {
+    case OpKind::copy: return record_eltwise(rec, kOpCopy, y, &in[0], nullptr, nullptr);
+    case OpKind::concat: {
+      const int axis = normalize_axis(attrs.i("axis"), y.shape.rank);
+      if (axis < 0) return err(ErrorCode::kInvalidArgument, "vulkan: concat axis ", attrs.i("axis"), " out of range");
+      int64_t at = 0;
+      for (const auto& x : in) {
+        const DeviceView dst = narrow(y, axis, at, x.shape[axis]);
+        VRUN_RETURN_IF_ERROR(record_eltwise(rec, kOpCopy, dst, &x, nullptr, nullptr));
+        at += x.shape[axis];
+      }
+      return Status::ok();
+    }
+    case OpKind::slice_update: {
+      const DeviceView &state = in[0], &src = in[1];
+      const int axis = normalize_axis(attrs.i("axis"), state.shape.rank);
+      const int64_t start = attrs.i("start");
+      if (axis < 0 || start < 0 || start + src.shape[axis] > state.shape[axis])
+        return err(ErrorCode::kInvalidArgument, "vulkan: slice_update of ", src.shape.str(), " at ", start, " on axis ",
+                   attrs.i("axis"), " does not fit state ", state.shape.str());
+      const bool aliased = state.buffer.buffer == y.buffer.buffer &&
+                           state.buffer.offset + state.offset == y.buffer.offset + y.offset;
+      if (!aliased) VRUN_RETURN_IF_ERROR(record_eltwise(rec, kOpCopy, y, &state, nullptr, nullptr));
+      return record_eltwise(rec, kOpCopy, narrow(y, axis, start, src.shape[axis]), &src, nullptr, nullptr);
+    }
+    case OpKind::glu: {
+      const DeviceView& x = in[0];
+      const int axis = normalize_axis(attrs.i("axis"), x.shape.rank);
+      if (axis < 0 || x.shape[axis] % 2)
+        return err(ErrorCode::kInvalidArgument, "vulkan: glu needs an even dim on axis ", attrs.i("axis"), ", got ",
+                   x.shape.str());
+      const int64_t half = x.shape[axis] / 2;
+      const DeviceView a = narrow(x, axis, 0, half), b = narrow(x, axis, half, half);
+      return record_eltwise(rec, kOpGlu, y, &a, &b, nullptr);
+    }
+    case OpKind::embedding: return record_embedding(rec, in, y);
+    default: return err(ErrorCode::kUnsupported, "vulkan: no kernel for ", op_name(op));
+  }
+}
+
+}  // namespace vrun::vulkan

@@ -1,0 +1,150 @@
+// Unary and binary elementwise ops, and the strided elementwise building block behind copies.
+#include <algorithm>
+#include <limits>
+
+#include "runtime/backends/vulkan/ops.h"
+
+namespace vrun::vulkan {
+
+namespace {
+
+constexpr int kMaxEltRank = 5;
+
+int unary_code(OpKind op, const Attrs& attrs) {
+  switch (op) {
+    case OpKind::neg: return 0;
+    case OpKind::abs: return 1;
+    case OpKind::exp: return 2;
+    case OpKind::log: return 3;
+    case OpKind::sqrt: return 4;
+    case OpKind::rsqrt: return 5;
+    case OpKind::reciprocal: return 6;
+    case OpKind::square: return 7;
+    case OpKind::sin: return 8;
+    case OpKind::cos: return 9;
+    case OpKind::tanh: return 10;
+    case OpKind::erf: return 11;
+    case OpKind::sigmoid: return 12;
+    case OpKind::relu: return 13;
+    case OpKind::silu: return 14;
+    case OpKind::softplus: return 15;
+    case OpKind::gelu: return attrs.s("approximate") == "tanh" ? 17 : 16;
+    case OpKind::clamp: return 18;
+    case OpKind::scale: return 19;
+    case OpKind::pow_scalar: return 20;
+    case OpKind::cast: return kOpCopy;
+    default: return -1;
+  }
+}
+
+int binary_code(OpKind op) {
+  switch (op) {
+    case OpKind::add: return 30;
+    case OpKind::sub: return 31;
+    case OpKind::mul: return 32;
+    case OpKind::div: return 33;
+    case OpKind::maximum: return 34;
+    case OpKind::minimum: return 35;
+    case OpKind::pow: return 36;
+    case OpKind::equal: return 37;
+    case OpKind::less: return 38;
+    case OpKind::greater: return 39;
+    case OpKind::where: return 41;
+    default: return -1;
+  }
+}
+
+}  // namespace
+
+Status record_eltwise(Recorder& rec, int opcode, const DeviceView& y, const DeviceView* a, const DeviceView* b,
+                      const DeviceView* c, float p0, float p1) {
+  const int64_t n = y.numel();
+  if (n == 0) return Status::ok();
+  const DeviceView* views[4] = {&y, a, b, c};
+  // Collapse: drop size-1 dims, then merge neighbours that are contiguous in every operand.
+  std::vector<int64_t> shape;
+  std::vector<std::array<int64_t, 4>> strides;
+  for (int d = 0; d < y.shape.rank; ++d) {
+    if (y.shape[d] == 1) continue;
+    std::array<int64_t, 4> s{};
+    for (int k = 0; k < 4; ++k) s[k] = views[k] ? views[k]->strides[d] : 0;
+    if (!shape.empty()) {
+      bool merge = true;
+      for (int k = 0; k < 4; ++k)
+        if (strides.back()[k] != s[k] * y.shape[d]) merge = false;
+      if (merge) {
+        shape.back() *= y.shape[d];
+        strides.back() = s;
+        continue;
+      }
+    }
+    shape.push_back(y.shape[d]);
+    strides.push_back(s);
+  }
+  if (shape.empty()) {
+    shape.push_back(1);
+    strides.push_back({});
+  }
+  if (static_cast<int>(shape.size()) > kMaxEltRank)
+    return err(ErrorCode::kUnsupported, "vulkan: elementwise layout of ", y.shape.str(), " needs ", shape.size(),
+               " dims after collapsing; the kernel takes ", kMaxEltRank);
+  const int rank = static_cast<int>(shape.size());
+  for (const auto& s : strides)
+    for (int64_t v : s)
+      if (v < 0 || v > std::numeric_limits<int32_t>::max())
+        return err(ErrorCode::kUnsupported, "vulkan: elementwise stride ", v, " out of the kernel's range");
+
+  std::vector<Binding> bindings = {{&y, true}, {a, false}, {b, false}, {c, false}};
+  VRUN_ASSIGN_OR_RETURN(auto offs, rec.binding_offsets(bindings));
+  PushWords pw;
+  pw.u(static_cast<uint64_t>(n));
+  for (int d = 0; d < kMaxEltRank; ++d) pw.u(d < rank ? shape[d] : 1);
+  for (int k = 0; k < 4; ++k)
+    for (int d = 0; d < kMaxEltRank; ++d) pw.u(d < rank ? strides[d][k] : 0);
+  for (int k = 0; k < 4; ++k) pw.u(offs[k]);
+  pw.f(p0).f(p1);
+
+  int raw = 0;
+  if (opcode == kOpCopy && a && a->dtype == y.dtype) raw = dtype_elem_size(y.dtype);
+  const std::vector<int32_t> spec = {opcode,           a ? dt_code(*a) : 0, b ? dt_code(*b) : 0, c ? dt_code(*c) : 0,
+                                     dt_code(y.dtype), rank,                raw};
+  uint32_t gx, gy;
+  rec.grid_1d((static_cast<uint64_t>(n) + 255) / 256, &gx, &gy);
+  return rec.dispatch("eltwise", spec, bindings, pw.w, pw.bytes(), gx, gy, 1);
+}
+
+Status record_elementwise(Recorder& rec, OpKind op, const std::vector<DeviceView>& in,
+                          const std::vector<DeviceView>& out, const Attrs& attrs) {
+  const DeviceView& y = out[0];
+  if (op_schema(op).family == OpFamily::unary) {
+    const int code = unary_code(op, attrs);
+    if (code < 0) return err(ErrorCode::kUnsupported, "vulkan: no kernel for ", op_name(op));
+    float p0 = 0, p1 = 0;
+    if (op == OpKind::clamp) {
+      p0 = static_cast<float>(attrs.f("min"));
+      p1 = static_cast<float>(attrs.f("max"));
+    } else if (op == OpKind::scale) {
+      p0 = static_cast<float>(attrs.f("scale"));
+      p1 = static_cast<float>(attrs.f("bias"));
+    } else if (op == OpKind::pow_scalar) {
+      p0 = static_cast<float>(attrs.f("exponent"));
+    }
+    DeviceView a = in[0];
+    a.strides = broadcast_strides(a.shape, a.strides, y.shape);
+    a.shape = y.shape;
+    return record_eltwise(rec, code, y, &a, nullptr, nullptr, p0, p1);
+  }
+  const int code = binary_code(op);
+  if (code < 0) return err(ErrorCode::kUnsupported, "vulkan: no kernel for ", op_name(op));
+  std::vector<DeviceView> b(in.begin(), in.end());
+  for (auto& v : b) {
+    if (v.shape.rank > y.shape.rank)
+      return err(ErrorCode::kInvalidArgument, "vulkan: ", op_name(op), " input ", v.shape.str(), " has more dims than output ",
+                 y.shape.str());
+    v.strides = broadcast_strides(v.shape, v.strides, y.shape);
+    v.shape = y.shape;
+  }
+  return record_eltwise(rec, code, y, &b[0], &b[1], b.size() > 2 ? &b[2] : nullptr);
+}
+
+}  // namespace vrun::vulkan

@@ -1,0 +1,151 @@
+// linear (matvec for decode-sized M, tiled matmul otherwise, cooperative-matrix matmul where the
+// device has it) and strided, broadcast bmm.
+#include <algorithm>
+
+#include "runtime/backends/vulkan/context.h"
+#include "runtime/backends/vulkan/ops.h"
+#include "runtime/backends/vulkan/pipelines.h"
+
+namespace vrun::vulkan {
+
+namespace {
+
+constexpr int64_t kMatvecMaxRows = 8;
+
+// Stride between consecutive rows of a view whose last dim is dense and whose leading dims
+// collapse (what Recorder::rows_view guarantees).
+int64_t row_stride(const DeviceView& v) {
+  for (int i = v.shape.rank - 2; i >= 0; --i)
+    if (v.shape[i] != 1) return v.strides[i];
+  return v.shape.rank ? v.shape[v.shape.rank - 1] : 1;
+}
+
+Status record_linear(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y) {
+  VRUN_ASSIGN_OR_RETURN(DeviceView x, rec.rows_view(in[0], 1));
+  const DeviceView& w = in[1];
+  const DeviceView* bias = in.size() > 2 && in[2].present() ? &in[2] : nullptr;
+  DeviceView b;
+  if (bias) {
+    VRUN_ASSIGN_OR_RETURN(b, rec.dense_view(*bias));
+    bias = &b;
+  }
+  const int64_t K = x.shape[x.shape.rank - 1], N = w.shape[0];
+  const int64_t M = K ? x.numel() / K : 0;
+  if (M == 0 || N == 0) return Status::ok();
+  std::vector<Binding> bindings = {{&y, true}, {&x, false}, {&w, false}, {bias, false}};
+  VRUN_ASSIGN_OR_RETURN(auto offs, rec.binding_offsets(bindings));
+  const int32_t bias_dt = bias ? dt_code(*bias) : 255;
+  Context& ctx = rec.context();
+  if (M <= kMatvecMaxRows) {
+    PushWords pw;
+    pw.u(M).u(N).u(K).u(row_stride(x)).u(1).u(offs[0]).u(offs[1]).u(offs[2]).u(offs[3]);
+    uint32_t gx, gy;
+    rec.grid_1d(static_cast<uint64_t>(N), &gx, &gy);
+    return rec.dispatch("matvec", {dt_code(x.dtype), dt_code(w.dtype), dt_code(y.dtype), bias_dt}, bindings, pw.w,
+                        pw.bytes(), gx, gy, 1);
+  }
+  PushWords pw;
+  pw.u(M).u(N).u(K).u(row_stride(x)).u(1).u(0).u(0).u(1).u(1);
+  for (int i = 0; i < 6; ++i) pw.u(0);
+  pw.u(offs[0]).u(offs[1]).u(offs[2]).u(offs[3]);
+  const std::string coop = ctx.coopmat() == Context::CoopMat::kKhr  ? "matmul_coopmat_khr"
+                           : ctx.coopmat() == Context::CoopMat::kNv ? "matmul_coopmat_nv"
+                                                                     : "";
+  // Tensor cores take f16 operands; they pay only once a tile of rows exists.
+  if (!coop.empty() && PipelineCache::has_kernel(coop) && x.dtype == DType::f16 && w.dtype == DType::f16 && M >= 64 &&
+      K % 16 == 0) {
+    return rec.dispatch(coop, {dt_code(y.dtype), bias_dt}, bindings, pw.w, pw.bytes(),
+                        static_cast<uint32_t>((N + 63) / 64), static_cast<uint32_t>((M + 63) / 64), 1);
+  }
+  return rec.dispatch("matmul", {dt_code(x.dtype), dt_code(w.dtype), dt_code(y.dtype), bias_dt, 1}, bindings, pw.w,
+                      pw.bytes(), static_cast<uint32_t>((N + 63) / 64), static_cast<uint32_t>((M + 63) / 64), 1);
+}
+
+Status record_bmm(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y) {
+  DeviceView a = in[0], b = in[1];
+  const int yr = y.shape.rank;
+  const int64_t M = y.shape[yr - 2], N = y.shape[yr - 1], K = a.shape[a.shape.rank - 1];
+  if (y.numel() == 0) return Status::ok();
+  // Batch dims of y with a's and b's (broadcast) strides, collapsed where all three stay regular.
+  Shape batch;
+  batch.rank = yr - 2;
+  for (int i = 0; i < yr - 2; ++i) batch[i] = y.shape[i];
+  auto batch_strides = [&](const DeviceView& v) {
+    Shape vb;
+    vb.rank = v.shape.rank - 2;
+    Strides vs;
+    for (int i = 0; i < vb.rank; ++i) {
+      vb[i] = v.shape[i];
+      vs[i] = v.strides[i];
+    }
+    return broadcast_strides(vb, vs, batch);
+  };
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const Strides sa = batch_strides(a), sb = batch_strides(b);
+    std::vector<int64_t> dims, ya, yb;
+    for (int i = 0; i < batch.rank; ++i) {
+      if (batch[i] == 1) continue;
+      if (!dims.empty() && ya.back() == sa[i] * batch[i] && yb.back() == sb[i] * batch[i]) {
+        dims.back() *= batch[i];
+        ya.back() = sa[i];
+        yb.back() = sb[i];
+        continue;
+      }
+      dims.push_back(batch[i]);
+      ya.push_back(sa[i]);
+      yb.push_back(sb[i]);
+    }
+    if (dims.size() > 3) {
+      if (attempt == 1) return err(ErrorCode::kInternal, "vulkan: bmm batch dims did not collapse");
+      // Irregular batch layout: materialise both operands densely at the full batch shape.
+      auto expand = [&](DeviceView& v) -> Status {
+        DeviceView e = v;
+        e.shape = batch;
+        e.shape.rank = yr;
+        e.shape[yr - 2] = v.shape[v.shape.rank - 2];
+        e.shape[yr - 1] = v.shape[v.shape.rank - 1];
+        const Strides bs = batch_strides(v);
+        for (int i = 0; i < yr - 2; ++i) e.strides[i] = bs[i];
+        e.strides[yr - 2] = v.strides[v.shape.rank - 2];
+        e.strides[yr - 1] = v.strides[v.shape.rank - 1];
+        VRUN_ASSIGN_OR_RETURN(DeviceView d, rec.scratch(v.dtype, e.shape));
+        VRUN_RETURN_IF_ERROR(rec.record_copy(e, d));
+        v = d;
+        return Status::ok();
+      };
+      VRUN_RETURN_IF_ERROR(expand(a));
+      VRUN_RETURN_IF_ERROR(expand(b));
+      continue;
+    }
+    while (dims.size() < 3) {
+      dims.insert(dims.begin(), 1);
+      ya.insert(ya.begin(), 0);
+      yb.insert(yb.begin(), 0);
+    }
+    std::vector<Binding> bindings = {{&y, true}, {&a, false}, {&b, false}};
+    VRUN_ASSIGN_OR_RETURN(auto offs, rec.binding_offsets(bindings));
+    const int ar = a.shape.rank, br = b.shape.rank;
+    PushWords pw;
+    pw.u(M).u(N).u(K).u(a.strides[ar - 2]).u(a.strides[ar - 1]).u(b.strides[br - 2]).u(b.strides[br - 1]);
+    pw.u(dims[1]).u(dims[2]).u(ya[0]).u(ya[1]).u(ya[2]).u(yb[0]).u(yb[1]).u(yb[2]);
+    pw.u(offs[0]).u(offs[1]).u(offs[2]).u(0);
+    const uint64_t nb = static_cast<uint64_t>(dims[0] * dims[1] * dims[2]);
+    if (nb > rec.context().limits().maxComputeWorkGroupCount[2])
+      return err(ErrorCode::kUnsupported, "vulkan: bmm with ", nb, " batches exceeds the device's grid");
+    return rec.dispatch("matmul", {dt_code(a.dtype), dt_code(b.dtype), dt_code(y.dtype), 255, 0}, bindings, pw.w,
+                        pw.bytes(), static_cast<uint32_t>((N + 63) / 64), static_cast<uint32_t>((M + 63) / 64),
+                        static_cast<uint32_t>(nb));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status record_linalg(Recorder& rec, OpKind op, const std::vector<DeviceView>& in, const std::vector<DeviceView>& out,
+                     const Attrs&) {
+  if (op == OpKind::linear) return record_linear(rec, in, out[0]);
+  if (op == OpKind::bmm) return record_bmm(rec, in, out[0]);
+  return err(ErrorCode::kUnsupported, "vulkan: no kernel for ", op_name(op));
+}
+
+}  // namespace vrun::vulkan

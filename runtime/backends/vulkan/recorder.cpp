@@ -1,0 +1,356 @@
+#include "runtime/backends/vulkan/recorder.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "runtime/backends/vulkan/context.h"
+#include "runtime/backends/vulkan/pipelines.h"
+
+namespace vrun::vulkan {
+
+namespace {
+constexpr uint32_t kSetsPerPool = 256;
+constexpr uint64_t kStagingChunk = 32ull << 20;
+
+// Bytes the view's elements span from element 0 (0 for an empty view).
+uint64_t span_bytes(const DeviceView& v) {
+  if (v.numel() == 0) return 0;
+  if (is_quantized(v.dtype)) return static_cast<uint64_t>(dtype_bytes(v.dtype, v.numel()));
+  int64_t last = 0;
+  for (int i = 0; i < v.shape.rank; ++i) last += (v.shape[i] - 1) * v.strides[i];
+  return static_cast<uint64_t>(last + 1) * static_cast<uint64_t>(dtype_elem_size(v.dtype));
+}
+}  // namespace
+
+DeviceView DeviceView::dense(const BufferRef& buffer, DType dtype, const Shape& shape, uint64_t offset) {
+  DeviceView v;
+  v.buffer = buffer;
+  v.offset = offset;
+  v.dtype = dtype;
+  v.shape = shape;
+  v.strides = contiguous_strides(shape);
+  return v;
+}
+
+bool DeviceView::is_contiguous() const {
+  int64_t acc = 1;
+  for (int i = shape.rank - 1; i >= 0; --i) {
+    if (shape[i] != 1 && strides[i] != acc) return false;
+    acc *= shape[i];
+  }
+  return true;
+}
+
+Result<std::unique_ptr<Recorder>> Recorder::create(Context& ctx) {
+  std::unique_ptr<Recorder> r(new Recorder(ctx));
+  VRUN_RETURN_IF_ERROR(r->init());
+  return r;
+}
+
+Status Recorder::init() {
+  VkDevice dev = ctx_.device();
+  VkCommandPoolCreateInfo pi{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+  pi.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+  pi.queueFamilyIndex = ctx_.queue_family();
+  VRUN_VK_CHECK(vkCreateCommandPool(dev, &pi, nullptr, &pool_), "creating a command pool");
+  VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  ai.commandPool = pool_;
+  ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  ai.commandBufferCount = 1;
+  VRUN_VK_CHECK(vkAllocateCommandBuffers(dev, &ai, &cmd_), "allocating a command buffer");
+  VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+  VRUN_VK_CHECK(vkCreateFence(dev, &fi, nullptr, &fence_), "creating a fence");
+  // Unused bindings of a kernel still need a valid buffer.
+  VRUN_ASSIGN_OR_RETURN(dummy_, ctx_.allocator().allocate(256, MemoryKind::kDevice, "unused binding"));
+  return Status::ok();
+}
+
+Recorder::~Recorder() {
+  VkDevice dev = ctx_.device();
+  if (recording_) {
+    vkEndCommandBuffer(cmd_);
+  }
+  for (auto p : desc_pools_) vkDestroyDescriptorPool(dev, p, nullptr);
+  if (fence_) vkDestroyFence(dev, fence_, nullptr);
+  if (pool_) vkDestroyCommandPool(dev, pool_, nullptr);
+}
+
+Status Recorder::begin_if_needed() {
+  if (recording_) return Status::ok();
+  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  VRUN_VK_CHECK(vkBeginCommandBuffer(cmd_, &bi), "beginning a command buffer");
+  recording_ = true;
+  return Status::ok();
+}
+
+void Recorder::hazard(const std::vector<Range>& reads, const std::vector<Range>& writes) {
+  auto overlaps = [](const std::vector<Range>& a, const std::vector<Range>& b) {
+    for (const auto& x : a)
+      for (const auto& y : b)
+        if (x.buffer == y.buffer && x.begin < y.end && y.begin < x.end) return true;
+    return false;
+  };
+  // read-after-write, write-after-write and write-after-read on overlapping memory; independent
+  // commands (q, k and v projections of one layer) stay free to overlap.
+  if (overlaps(reads, pending_writes_) || overlaps(writes, pending_writes_) || overlaps(writes, pending_reads_)) {
+    VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+    mb.dstAccessMask =
+        VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+    const VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+    vkCmdPipelineBarrier(cmd_, stages, stages, 0, 1, &mb, 0, nullptr, 0, nullptr);
+    pending_writes_.clear();
+    pending_reads_.clear();
+    barriers_++;
+  }
+  pending_reads_.insert(pending_reads_.end(), reads.begin(), reads.end());
+  pending_writes_.insert(pending_writes_.end(), writes.begin(), writes.end());
+}
+
+Result<Recorder::Bound> Recorder::bind_range(const DeviceView& v) const {
+  const auto& lim = ctx_.limits();
+  const uint64_t align = std::max<uint64_t>(lim.minStorageBufferOffsetAlignment, 4);
+  const uint64_t abs = v.buffer.offset + v.offset;
+  Bound b;
+  b.buffer = v.buffer.buffer;
+  b.base = abs / align * align;
+  const uint64_t rem = abs - b.base;
+  const uint64_t end = v.buffer.offset + v.buffer.size;
+  b.range = std::min<uint64_t>(lim.maxStorageBufferRange / 4 * 4, end - b.base);
+  b.range = std::max<uint64_t>(b.range / 4 * 4, 4);
+  if (rem + span_bytes(v) > b.range)
+    return err(ErrorCode::kUnsupported, "vulkan: a ", dtype_name(v.dtype), " tensor ", v.shape.str(), " spans ",
+               span_bytes(v), " bytes, more than one storage binding reaches on ", ctx_.info().name, " (",
+               lim.maxStorageBufferRange, ")");
+  if (is_quantized(v.dtype)) {
+    b.elem_offset = static_cast<uint32_t>(rem);
+  } else {
+    const uint64_t es = static_cast<uint64_t>(dtype_elem_size(v.dtype));
+    if (rem % es)
+      return err(ErrorCode::kInvalidArgument, "vulkan: a ", dtype_name(v.dtype), " view at byte offset ", abs,
+                 " is not aligned to its element size");
+    b.elem_offset = static_cast<uint32_t>(rem / es);
+  }
+  return b;
+}
+
+Result<std::vector<uint32_t>> Recorder::binding_offsets(const std::vector<Binding>& bindings) const {
+  std::vector<uint32_t> out;
+  for (const auto& b : bindings) {
+    if (!b.view || !b.view->present()) {
+      out.push_back(0);
+      continue;
+    }
+    VRUN_ASSIGN_OR_RETURN(Bound bd, bind_range(*b.view));
+    out.push_back(bd.elem_offset);
+  }
+  return out;
+}
+
+Result<VkDescriptorSet> Recorder::new_set() {
+  if (desc_pools_.empty() || desc_pool_used_ == kSetsPerPool) {
+    VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kSetsPerPool * kNumBindings};
+    VkDescriptorPoolCreateInfo pi{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+    pi.maxSets = kSetsPerPool;
+    pi.poolSizeCount = 1;
+    pi.pPoolSizes = &size;
+    VkDescriptorPool p;
+    VRUN_VK_CHECK(vkCreateDescriptorPool(ctx_.device(), &pi, nullptr, &p), "creating a descriptor pool");
+    desc_pools_.push_back(p);
+    desc_pool_used_ = 0;
+  }
+  VkDescriptorSetLayout layout = ctx_.pipelines().set_layout();
+  VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+  ai.descriptorPool = desc_pools_.back();
+  ai.descriptorSetCount = 1;
+  ai.pSetLayouts = &layout;
+  VkDescriptorSet set;
+  VRUN_VK_CHECK(vkAllocateDescriptorSets(ctx_.device(), &ai, &set), "allocating a descriptor set");
+  desc_pool_used_++;
+  return set;
+}
+
+void Recorder::grid_1d(uint64_t groups, uint32_t* gx, uint32_t* gy) const {
+  const uint64_t maxx = ctx_.limits().maxComputeWorkGroupCount[0];
+  groups = std::max<uint64_t>(groups, 1);
+  *gx = static_cast<uint32_t>(std::min(groups, maxx));
+  *gy = static_cast<uint32_t>((groups + *gx - 1) / *gx);
+}
+
+Status Recorder::dispatch(const std::string& kernel, const std::vector<int32_t>& spec,
+                          const std::vector<Binding>& bindings, const void* push, uint32_t push_bytes, uint32_t gx,
+                          uint32_t gy, uint32_t gz, std::vector<uint32_t>* offsets) {
+  if (bindings.size() > static_cast<size_t>(kNumBindings))
+    return err(ErrorCode::kInternal, "vulkan: kernel ", kernel, " given ", bindings.size(), " bindings");
+  if (push_bytes > kPushConstantBytes)
+    return err(ErrorCode::kInternal, "vulkan: kernel ", kernel, " push constants of ", push_bytes, " bytes");
+  VRUN_ASSIGN_OR_RETURN(VkPipeline pipeline, ctx_.pipelines().get(kernel, spec));
+  VRUN_RETURN_IF_ERROR(begin_if_needed());
+  VRUN_ASSIGN_OR_RETURN(VkDescriptorSet set, new_set());
+
+  VkDescriptorBufferInfo infos[kNumBindings];
+  VkWriteDescriptorSet writes[kNumBindings];
+  std::vector<Range> touched, written;
+  const BufferRef dummy = dummy_.ref();
+  for (int i = 0; i < kNumBindings; ++i) {
+    const Binding* b = i < static_cast<int>(bindings.size()) ? &bindings[i] : nullptr;
+    if (b && b->view && b->view->present()) {
+      VRUN_ASSIGN_OR_RETURN(Bound bd, bind_range(*b->view));
+      infos[i] = {bd.buffer, bd.base, bd.range};
+      if (offsets) offsets->push_back(bd.elem_offset);
+      const uint64_t begin = b->view->buffer.offset + b->view->offset;
+      Range r{bd.buffer, begin, begin + std::max<uint64_t>(span_bytes(*b->view), 1)};
+      (b->written ? written : touched).push_back(r);
+    } else {
+      infos[i] = {dummy.buffer, dummy.offset, dummy.size};
+      if (offsets && b) offsets->push_back(0);
+    }
+    writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+    writes[i].dstSet = set;
+    writes[i].dstBinding = static_cast<uint32_t>(i);
+    writes[i].descriptorCount = 1;
+    writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    writes[i].pBufferInfo = &infos[i];
+  }
+  vkUpdateDescriptorSets(ctx_.device(), kNumBindings, writes, 0, nullptr);
+  hazard(touched, written);
+  vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
+  vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, ctx_.pipelines().layout(), 0, 1, &set, 0, nullptr);
+  if (push_bytes) vkCmdPushConstants(cmd_, ctx_.pipelines().layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes, push);
+  vkCmdDispatch(cmd_, gx, gy, gz);
+  dispatches_++;
+  return Status::ok();
+}
+
+Result<DeviceView> Recorder::scratch(DType dtype, const Shape& shape) {
+  VRUN_ASSIGN_OR_RETURN(Buffer b, ctx_.allocator().allocate(std::max<int64_t>(dtype_bytes(dtype, shape.numel()), 4),
+                                                           MemoryKind::kDevice, "scratch tensor"));
+  DeviceView v = DeviceView::dense(b.ref(), dtype, shape);
+  scratch_.push_back(std::move(b));
+  return v;
+}
+
+Result<DeviceView> Recorder::dense_view(const DeviceView& v) {
+  if (v.is_contiguous()) return v;
+  VRUN_ASSIGN_OR_RETURN(DeviceView d, scratch(v.dtype, v.shape));
+  VRUN_RETURN_IF_ERROR(record_copy(v, d));
+  return d;
+}
+
+Result<DeviceView> Recorder::rows_view(const DeviceView& v, int inner_dims) {
+  // Inner dims must be dense; outer dims must collapse into one row stride.
+  bool ok = true;
+  int64_t acc = 1;
+  const int r = v.shape.rank;
+  for (int i = r - 1; i >= r - inner_dims && i >= 0; --i) {
+    if (v.shape[i] != 1 && v.strides[i] != acc) ok = false;
+    acc *= v.shape[i];
+  }
+  int64_t row_stride = -1;
+  for (int i = r - inner_dims - 1; i >= 0 && ok; --i) {
+    if (v.shape[i] == 1) continue;
+    if (row_stride < 0) {
+      row_stride = v.strides[i];
+      acc = v.shape[i] * v.strides[i];
+      continue;
+    }
+    if (v.strides[i] != acc) ok = false;
+    acc *= v.shape[i];
+  }
+  if (ok) return v;
+  return dense_view(v);
+}
+
+Status Recorder::record_buffer_copy(const BufferRef& src, uint64_t src_offset, const BufferRef& dst,
+                                    uint64_t dst_offset, uint64_t bytes) {
+  if (bytes == 0) return Status::ok();
+  VRUN_RETURN_IF_ERROR(begin_if_needed());
+  Range rs{src.buffer, src.offset + src_offset, src.offset + src_offset + bytes};
+  Range rd{dst.buffer, dst.offset + dst_offset, dst.offset + dst_offset + bytes};
+  hazard({rs}, {rd});
+  VkBufferCopy region{src.offset + src_offset, dst.offset + dst_offset, bytes};
+  vkCmdCopyBuffer(cmd_, src.buffer, dst.buffer, 1, &region);
+  return Status::ok();
+}
+
+Status Recorder::record_upload(const void* src, const BufferRef& dst, uint64_t dst_offset, uint64_t bytes) {
+  if (bytes == 0) return Status::ok();
+  VRUN_ASSIGN_OR_RETURN(Buffer staging, ctx_.allocator().allocate(bytes, MemoryKind::kHost, "upload staging"));
+  std::memcpy(staging.mapped(), src, bytes);
+  VRUN_RETURN_IF_ERROR(record_buffer_copy(staging.ref(), 0, dst, dst_offset, bytes));
+  scratch_.push_back(std::move(staging));
+  return Status::ok();
+}
+
+Status Recorder::record_download(const BufferRef& src, uint64_t src_offset, void* dst, uint64_t bytes) {
+  if (bytes == 0) return Status::ok();
+  VRUN_ASSIGN_OR_RETURN(Buffer staging, ctx_.allocator().allocate(bytes, MemoryKind::kHost, "download staging"));
+  VRUN_RETURN_IF_ERROR(record_buffer_copy(src, src_offset, staging.ref(), 0, bytes));
+  downloads_.push_back({std::move(staging), dst, bytes});
+  return Status::ok();
+}
+
+Status Recorder::submit_and_wait() {
+  Status result = Status::ok();
+  if (recording_) {
+    // Make device writes visible to the host reads that follow the fence.
+    VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+    vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                         VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+    VRUN_VK_CHECK(vkEndCommandBuffer(cmd_), "ending a command buffer");
+    recording_ = false;
+    VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+    si.commandBufferCount = 1;
+    si.pCommandBuffers = &cmd_;
+    VkResult r = vkQueueSubmit(ctx_.queue(), 1, &si, fence_);
+    if (r == VK_SUCCESS) r = vkWaitForFences(ctx_.device(), 1, &fence_, VK_TRUE, UINT64_MAX);
+    if (r != VK_SUCCESS) result = vk_error(r, "running a recorded method");
+    vkResetFences(ctx_.device(), 1, &fence_);
+    vkResetCommandBuffer(cmd_, 0);
+  }
+  if (result.is_ok())
+    for (auto& d : downloads_) std::memcpy(d.dst, d.staging.mapped(), d.bytes);
+  downloads_.clear();
+  scratch_.clear();
+  pending_writes_.clear();
+  pending_reads_.clear();
+  barriers_ = 0;
+  for (auto p : desc_pools_) vkResetDescriptorPool(ctx_.device(), p, 0);
+  if (!desc_pools_.empty()) {
+    // Keep one pool for the next call; the rest were only needed for a long method.
+    for (size_t i = 1; i < desc_pools_.size(); ++i) vkDestroyDescriptorPool(ctx_.device(), desc_pools_[i], nullptr);
+    desc_pools_.resize(1);
+  }
+  desc_pool_used_ = 0;
+  dispatches_ = 0;
+  return result;
+}
+
+Status upload(Context& ctx, const BufferRef& dst, uint64_t dst_offset, const void* src, uint64_t bytes) {
+  if (dst.mapped) {
+    std::memcpy(static_cast<uint8_t*>(dst.mapped) + dst_offset, src, bytes);
+    return Status::ok();
+  }
+  VRUN_ASSIGN_OR_RETURN(auto rec, Recorder::create(ctx));
+  for (uint64_t done = 0; done < bytes; done += kStagingChunk) {
+    const uint64_t n = std::min(kStagingChunk, bytes - done);
+    VRUN_RETURN_IF_ERROR(rec->record_upload(static_cast<const uint8_t*>(src) + done, dst, dst_offset + done, n));
+    VRUN_RETURN_IF_ERROR(rec->submit_and_wait());
+  }
+  return Status::ok();
+}
+
+Status download(Context& ctx, const BufferRef& src, uint64_t src_offset, void* dst, uint64_t bytes) {
+  VRUN_ASSIGN_OR_RETURN(auto rec, Recorder::create(ctx));
+  for (uint64_t done = 0; done < bytes; done += kStagingChunk) {
+    const uint64_t n = std::min(kStagingChunk, bytes - done);
+    VRUN_RETURN_IF_ERROR(rec->record_download(src, src_offset + done, static_cast<uint8_t*>(dst) + done, n));
+    VRUN_RETURN_IF_ERROR(rec->submit_and_wait());
+  }
+  return Status::ok();
+}
+
+}  // namespace vrun::vulkan

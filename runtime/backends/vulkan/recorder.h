@@ -1,0 +1,138 @@
+// Recording: one command buffer per method call. Ops, copies and transfers are appended with
+// the barriers they need (a barrier is placed only when a command touches memory that an earlier,
+// unfenced command wrote); submit_and_wait() runs everything with no host round trip in between.
+#pragma once
+
+#include <vulkan/vulkan.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/attrs.h"
+#include "runtime/backends/vulkan/memory.h"
+#include "runtime/status.h"
+#include "runtime/tensor.h"
+
+namespace vrun::vulkan {
+
+class Context;
+
+// A strided view over device memory. `offset` counts bytes from buffer.offset to element 0;
+// strides count elements (block-quantised tensors are dense). An absent optional input has no
+// buffer.
+struct DeviceView {
+  BufferRef buffer;
+  uint64_t offset = 0;
+  DType dtype = DType::f32;
+  Shape shape;
+  Strides strides;
+
+  static DeviceView dense(const BufferRef& buffer, DType dtype, const Shape& shape, uint64_t offset = 0);
+  bool present() const { return buffer.present(); }
+  int64_t numel() const { return shape.numel(); }
+  bool is_contiguous() const;
+  // Bytes a dense tensor of this shape and dtype takes.
+  uint64_t dense_bytes() const { return static_cast<uint64_t>(dtype_bytes(dtype, shape.numel())); }
+};
+
+// One descriptor binding of a dispatch: where the tensor lives and whether the kernel writes it.
+struct Binding {
+  const DeviceView* view = nullptr;
+  bool written = false;
+};
+
+class Recorder {
+ public:
+  static Result<std::unique_ptr<Recorder>> create(Context& ctx);
+  ~Recorder();
+  Recorder(const Recorder&) = delete;
+  Recorder& operator=(const Recorder&) = delete;
+
+  // Appends op with dense `outputs` shaped as infer_shapes says (slice_update's output may alias
+  // its state input). Errors: kUnsupported when supports() would say no, or a layout the kernel
+  // cannot take; nothing is recorded then.
+  Status record(OpKind op, const std::vector<DeviceView>& inputs, const std::vector<DeviceView>& outputs,
+                const Attrs& attrs);
+  // dst = src elementwise for views of one shape (any strides, dtype conversion between float types).
+  Status record_copy(const DeviceView& src, const DeviceView& dst);
+  // Raw byte copy between buffers.
+  Status record_buffer_copy(const BufferRef& src, uint64_t src_offset, const BufferRef& dst, uint64_t dst_offset,
+                            uint64_t bytes);
+  // Host data is copied into staging now (the caller may reuse `src` at once); the device copy
+  // runs in order with the recorded work.
+  Status record_upload(const void* src, const BufferRef& dst, uint64_t dst_offset, uint64_t bytes);
+  // The device data lands in `dst` when submit_and_wait() returns.
+  Status record_download(const BufferRef& src, uint64_t src_offset, void* dst, uint64_t bytes);
+
+  // Submits, waits, completes downloads, and resets for the next method call.
+  Status submit_and_wait();
+  // Dispatches recorded since the last submit.
+  int dispatch_count() const { return dispatches_; }
+  int barrier_count() const { return barriers_; }
+
+  // For the per-family op files.
+  Context& context() { return ctx_; }
+  // A dense device tensor that lives until the next submit_and_wait() completes.
+  Result<DeviceView> scratch(DType dtype, const Shape& shape);
+  // v itself when its innermost `inner_dims` dims are dense and the rest collapse to one stride,
+  // else a dense scratch copy (recorded).
+  Result<DeviceView> rows_view(const DeviceView& v, int inner_dims);
+  // A dense version of v (v itself when it already is).
+  Result<DeviceView> dense_view(const DeviceView& v);
+  // Records a dispatch. `offsets` receives, per binding, the view's element offset within the
+  // bound range (bytes for block-quantised dtypes), which the kernel adds to its indices.
+  Status dispatch(const std::string& kernel, const std::vector<int32_t>& spec, const std::vector<Binding>& bindings,
+                  const void* push, uint32_t push_bytes, uint32_t gx, uint32_t gy, uint32_t gz,
+                  std::vector<uint32_t>* offsets = nullptr);
+  // Offsets (as dispatch() would compute them) without recording: kernels need them in their push
+  // constants before dispatching.
+  Result<std::vector<uint32_t>> binding_offsets(const std::vector<Binding>& bindings) const;
+  // Splits a 1-D grid of `groups` workgroups into x, y within the device's limits.
+  void grid_1d(uint64_t groups, uint32_t* gx, uint32_t* gy) const;
+
+ private:
+  explicit Recorder(Context& ctx) : ctx_(ctx) {}
+  Status init();
+  Status begin_if_needed();
+  struct Range {
+    VkBuffer buffer;
+    uint64_t begin, end;
+  };
+  void hazard(const std::vector<Range>& reads, const std::vector<Range>& writes);
+  struct Bound {
+    VkBuffer buffer;
+    uint64_t base, range;
+    uint32_t elem_offset;
+  };
+  Result<Bound> bind_range(const DeviceView& v) const;
+  Result<VkDescriptorSet> new_set();
+
+  Context& ctx_;
+  VkCommandPool pool_ = VK_NULL_HANDLE;
+  VkCommandBuffer cmd_ = VK_NULL_HANDLE;
+  VkFence fence_ = VK_NULL_HANDLE;
+  bool recording_ = false;
+  int dispatches_ = 0;
+  std::vector<VkDescriptorPool> desc_pools_;
+  size_t desc_pool_used_ = 0;  // sets taken from desc_pools_.back()
+  std::vector<Range> pending_writes_, pending_reads_;
+  int barriers_ = 0;
+  std::vector<Buffer> scratch_;
+  struct Download {
+    Buffer staging;
+    void* dst;
+    uint64_t bytes;
+  };
+  std::vector<Download> downloads_;
+  Buffer dummy_;
+};
+
+// Synchronous transfers for loading constants (e.g. from an mmapped program) and tests; large
+// copies go through a bounded staging buffer in chunks, so a multi-GB segment needs no
+// multi-GB staging.
+Status upload(Context& ctx, const BufferRef& dst, uint64_t dst_offset, const void* src, uint64_t bytes);
+Status download(Context& ctx, const BufferRef& src, uint64_t src_offset, void* dst, uint64_t bytes);
+
+}  // namespace vrun::vulkan
