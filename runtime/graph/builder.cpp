@@ -373,6 +373,7 @@ Result<std::shared_ptr<Program>> ProgramBuilder::finish(const BuildOptions& opti
     eliminate_view_copies(m);
     if (options.cse) eliminate_common_subexpressions(m);
     eliminate_dead_code(m);
+    refresh_views(m);
   }
   // Constants no method reads any more (e.g. folded batch-norm statistics) are dropped.
   std::vector<int> remap(s_->constants.size(), -1);

@@ -69,6 +69,8 @@ void eliminate_dead_code(BMethod& m);
 void eliminate_common_subexpressions(BMethod& m);
 void eliminate_view_copies(BMethod& m);
 void fold_batch_norms(BuilderState& p, BMethod& m);
+// After passes re-point views at new bases: recomputes their roots and sampled layouts.
+void refresh_views(BMethod& m);
 
 // Memory planning and emission (planner.cpp).
 Result<MethodDef> plan_method(const BuilderState& p, const BMethod& m);

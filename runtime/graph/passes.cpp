@@ -5,6 +5,7 @@
 #include <map>
 #include <sstream>
 
+#include "kernels/views.h"
 #include "runtime/graph/builder_ir.h"
 
 namespace vrun {
@@ -184,6 +185,26 @@ void fold_batch_norms(BuilderState& p, BMethod& m) {
     conv.def.inputs[2] = bid;
     replace_uses(m, bn.def.outputs[0], x);
     bn.dead = true;
+  }
+}
+
+void refresh_views(BMethod& m) {
+  for (BNode& n : m.nodes) {
+    if (n.dead) continue;
+    const bool view = op_schema(n.def.op).is_view();
+    if (!view && n.def.op != OpKind::slice_update) continue;
+    const BValue& x = m.values[n.def.inputs[0]];
+    for (int b = 0; b < m.num_bindings(); ++b) {
+      if (!m.binding_ok[b]) continue;
+      std::vector<TensorView> outs;
+      if (view) {
+        if (!compute_view(n.def.op, x.at[b], n.def.attrs.resolve(m.bindings[b]), &outs).is_ok()) continue;
+      } else {
+        outs.push_back(x.at[b]);
+      }
+      for (size_t o = 0; o < outs.size() && o < n.def.outputs.size(); ++o) m.values[n.def.outputs[o]].at[b] = outs[o];
+    }
+    for (int id : n.def.outputs) m.values[id].root = x.root;
   }
 }
 
