@@ -19,6 +19,7 @@
 #include "runtime/backends/vulkan/context.h"
 #include "runtime/backends/vulkan/memory.h"
 #include "runtime/backends/vulkan/ops.h"
+#include "runtime/backends/vulkan/pipelines.h"
 #include "runtime/backends/vulkan/recorder.h"
 #include "tests/kernels/kernel_test_util.h"
 

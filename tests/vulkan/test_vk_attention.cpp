@@ -1,0 +1,135 @@
+// sdpa (causal with a cache offset, float and bool masks, grouped-query heads, strided K/V read
+// in place, long key ranges) and rope (half and interleaved) against float64 math.
+#include <cmath>
+
+#include "tests/vulkan/vk_test_util.h"
+
+namespace vrun::test {
+namespace {
+
+class VkAttention : public VulkanTest {};
+
+// Reference attention over logical (already broadcast) index functions.
+std::vector<double> sdpa_ref(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView* mask,
+                             double scale, bool causal) {
+  const int64_t B = q.shape[0], Hq = q.shape[1], Lq = q.shape[2], D = q.shape[3];
+  const int64_t Hkv = k.shape[1], Lk = k.shape[2], Dv = v.shape[3];
+  std::vector<double> y;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < Hq; ++h)
+      for (int64_t i = 0; i < Lq; ++i) {
+        const int64_t hk = h / (Hq / Hkv);
+        std::vector<double> s(Lk);
+        double mx = -INFINITY;
+        for (int64_t j = 0; j < Lk; ++j) {
+          double d = 0;
+          for (int64_t c = 0; c < D; ++c) {
+            int64_t qi[4] = {b, h, i, c}, ki[4] = {b, hk, j, c};
+            d += load_double(q, qi) * load_double(k, ki);
+          }
+          d *= scale;
+          if (mask) {
+            int64_t mi[4] = {b, h, i, j};
+            const double m = load_double(*mask, mi);
+            if (mask->dtype == DType::bool_) d = m != 0 ? d : -INFINITY;
+            else d += m;
+          }
+          if (causal && j > Lk - Lq + i) d = -INFINITY;
+          s[j] = d;
+          mx = std::max(mx, d);
+        }
+        double sum = 0;
+        for (auto& x : s) sum += (x = std::exp(x - mx));
+        for (int64_t c = 0; c < Dv; ++c) {
+          double acc = 0;
+          for (int64_t j = 0; j < Lk; ++j) {
+            int64_t vi[4] = {b, hk, j, c};
+            acc += s[j] * load_double(v, vi);
+          }
+          y.push_back(acc / sum);
+        }
+      }
+  return y;
+}
+
+TEST_F(VkAttention, SdpaCausalGqaStridedCache) {
+  std::mt19937 rng(20);
+  for (DType dt : {DType::f32, DType::f16}) {
+    // Cache [B, Hkv, Lmax, D] of which the first Lk positions are live: a strided view in place.
+    const int64_t B = 2, Hq = 6, Hkv = 2, Lq = 7, Lk = 77, Lmax = 100, D = 40;
+    HostTensor q = random_strided(dt, Shape{B, Hq, Lq, D}, {0, 2, 1, 3}, 1, rng);  // [B, L, H, D] storage
+    HostTensor kc = random_tensor(dt, Shape{B, Hkv, Lmax, D}, rng);
+    HostTensor vc = random_tensor(dt, Shape{B, Hkv, Lmax, D}, rng);
+    HostTensor k = kc, v = vc;
+    k.view.shape = v.view.shape = Shape{B, Hkv, Lk, D};
+    Attrs a(OpKind::sdpa);
+    a.set_i("causal", 1);
+    auto out = run_gpu(OpKind::sdpa, {&q, &k, &v, nullptr}, a);
+    ASSERT_EQ(out[0].view.shape, (Shape{B, Hq, Lq, D}));
+    expect_close(to_doubles(out[0].view), sdpa_ref(q.view, k.view, v.view, nullptr, 1 / std::sqrt(40.0), true), 1e-5,
+                 rtol_for(dt) + 1e-5, (std::string("sdpa causal ") + dtype_name(dt)).c_str());
+  }
+}
+
+TEST_F(VkAttention, SdpaMasksAndLongKeys) {
+  std::mt19937 rng(21);
+  const int64_t B = 1, H = 2, Lq = 3, Lk = 4097, D = 16, Dv = 24;
+  HostTensor q = random_tensor(DType::f32, Shape{B, H, Lq, D}, rng);
+  HostTensor k = random_tensor(DType::f32, Shape{B, H, Lk, D}, rng);
+  HostTensor v = random_tensor(DType::f32, Shape{B, H, Lk, Dv}, rng);
+  // Float mask broadcast over heads ([Lq, Lk]), bool mask [B, 1, Lq, Lk] keeping most keys.
+  HostTensor fm = random_tensor(DType::f32, Shape{Lq, Lk}, rng, -4, 0);
+  HostTensor bm = random_tensor(DType::bool_, Shape{B, 1, Lq, Lk}, rng, 0, 1.3);
+  for (int64_t i = 0; i < Lq; ++i) store_double(bm.view, std::array<int64_t, 4>{0, 0, i, 0}.data(), 1);
+  Attrs a(OpKind::sdpa);
+  a.set_f("scale", 0.3);
+  {
+    auto out = run_gpu(OpKind::sdpa, {&q, &k, &v, &fm}, a);
+    HostTensor fm4 = fm;
+    fm4.view.shape = Shape{1, 1, Lq, Lk};
+    fm4.view.strides = contiguous_strides(fm4.view.shape);
+    const TensorView mv = broadcast_view(fm4.view, Shape{B, H, Lq, Lk});
+    expect_close(to_doubles(out[0].view), sdpa_ref(q.view, k.view, v.view, &mv, 0.3, false), 1e-5, 1e-4, "sdpa float mask");
+  }
+  {
+    auto out = run_gpu(OpKind::sdpa, {&q, &k, &v, &bm}, a);
+    const TensorView mv = broadcast_view(bm.view, Shape{B, H, Lq, Lk});
+    expect_close(to_doubles(out[0].view), sdpa_ref(q.view, k.view, v.view, &mv, 0.3, false), 1e-5, 1e-4, "sdpa bool mask");
+  }
+}
+
+TEST_F(VkAttention, RopeHalfAndInterleaved) {
+  std::mt19937 rng(22);
+  const int64_t B = 2, S = 7, H = 3, D = 24, rd = 16, pos = 37;
+  HostTensor f = make_tensor(DType::f32, Shape{rd / 2});
+  for (int64_t i = 0; i < rd / 2; ++i) f.view.ptr<float>()[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / rd));
+  for (DType dt : {DType::f32, DType::f16}) {
+    for (const char* mode : {"half", "interleaved"}) {
+      HostTensor x = random_strided(dt, Shape{B, S, H, D}, {0, 2, 1, 3}, 3, rng);
+      Attrs a(OpKind::rope);
+      a.set_i("pos", pos).set_s("mode", mode).set_i("rotary_dim", rd);
+      auto out = run_gpu(OpKind::rope, {&x, &f}, a);
+      const auto xv = to_doubles(x.view);
+      std::vector<double> want(xv.size());
+      const bool inter = std::string(mode) == "interleaved";
+      for (int64_t r = 0; r < B * S * H; ++r) {
+        const int64_t s = (r / H) % S;
+        const double* xr = &xv[r * D];
+        for (int64_t d = 0; d < D; ++d) {
+          double y = xr[d];
+          if (d < rd) {
+            const int64_t fi = inter ? d / 2 : d % (rd / 2);
+            const double ang = static_cast<double>(pos + s) * f.view.ptr<float>()[fi];
+            if (inter) y = d % 2 == 0 ? xr[d] * std::cos(ang) - xr[d + 1] * std::sin(ang) : xr[d] * std::cos(ang) + xr[d - 1] * std::sin(ang);
+            else y = d < rd / 2 ? xr[d] * std::cos(ang) - xr[d + rd / 2] * std::sin(ang) : xr[d] * std::cos(ang) + xr[d - rd / 2] * std::sin(ang);
+          }
+          want[r * D + d] = y;
+        }
+      }
+      expect_close(to_doubles(out[0].view), want, 2e-5, rtol_for(dt) + 1e-5, (std::string("rope ") + mode).c_str());
+    }
+  }
+}
+
+}  // namespace
+}  // namespace vrun::test

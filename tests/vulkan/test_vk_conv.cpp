@@ -1,0 +1,77 @@
+// conv1d / conv2d: plain, strided, padded, dilated, grouped and depthwise, against float64 math.
+#include "tests/vulkan/vk_test_util.h"
+
+namespace vrun::test {
+namespace {
+
+class VkConv : public VulkanTest {};
+
+// x [B, C, H, W], w [Co, C/g, Kh, Kw]: direct float64 convolution.
+std::vector<double> conv_ref(const TensorView& x, const TensorView& w, const TensorView* b, const Shape& y, int64_t sh,
+                             int64_t sw, int64_t pt, int64_t pl, int64_t dh, int64_t dw, int64_t g, bool is1d) {
+  std::vector<double> out;
+  const int64_t Cin = x.shape[1], H = is1d ? 1 : x.shape[2], W = is1d ? x.shape[2] : x.shape[3];
+  const int64_t Co = w.shape[0], Kh = is1d ? 1 : w.shape[2], Kw = is1d ? w.shape[2] : w.shape[3];
+  const int64_t Ho = is1d ? 1 : y[2], Wo = is1d ? y[2] : y[3];
+  const int64_t cig = Cin / g, cog = Co / g;
+  for (int64_t bb = 0; bb < x.shape[0]; ++bb)
+    for (int64_t co = 0; co < Co; ++co)
+      for (int64_t oh = 0; oh < Ho; ++oh)
+        for (int64_t ow = 0; ow < Wo; ++ow) {
+          double s = 0;
+          if (b) {
+            int64_t bi[1] = {co};
+            s = load_double(*b, bi);
+          }
+          for (int64_t ci = 0; ci < cig; ++ci)
+            for (int64_t kh = 0; kh < Kh; ++kh)
+              for (int64_t kw = 0; kw < Kw; ++kw) {
+                const int64_t ih = oh * sh + kh * dh - pt, iw = ow * sw + kw * dw - pl;
+                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                const int64_t c = (co / cog) * cig + ci;
+                if (is1d) {
+                  int64_t xi[3] = {bb, c, iw}, wi[3] = {co, ci, kw};
+                  s += load_double(x, xi) * load_double(w, wi);
+                } else {
+                  int64_t xi[4] = {bb, c, ih, iw}, wi[4] = {co, ci, kh, kw};
+                  s += load_double(x, xi) * load_double(w, wi);
+                }
+              }
+          out.push_back(s);
+        }
+  return out;
+}
+
+TEST_F(VkConv, Conv1dGroupedDepthwiseStrided) {
+  std::mt19937 rng(50);
+  struct Case {
+    int64_t cin, cout, groups, k, stride, pad, dil;
+  };
+  for (const Case c : {Case{4, 6, 1, 3, 1, 1, 1}, Case{6, 6, 6, 31, 1, 15, 1}, Case{8, 4, 2, 5, 2, 3, 2}}) {
+    for (DType dt : {DType::f32, DType::f16}) {
+      // x stored as [B, L, C] (channels-last, a transposed view).
+      HostTensor x = random_strided(dt, Shape{2, c.cin, 33}, {0, 2, 1}, 1, rng);
+      HostTensor w = random_tensor(dt, Shape{c.cout, c.cin / c.groups, c.k}, rng);
+      HostTensor b = random_tensor(dt, Shape{c.cout}, rng);
+      Attrs a(OpKind::conv1d);
+      a.set_i("stride", c.stride).set_ints("padding", {c.pad}).set_i("dilation", c.dil).set_i("groups", c.groups);
+      auto out = run_gpu(OpKind::conv1d, {&x, &w, &b}, a);
+      const auto want = conv_ref(x.view, w.view, &b.view, out[0].view.shape, 1, c.stride, 0, c.pad, 1, c.dil, c.groups, true);
+      expect_close(to_doubles(out[0].view), want, 1e-5 * c.k, rtol_for(dt) + 1e-5, "conv1d");
+    }
+  }
+}
+
+TEST_F(VkConv, Conv2dPaddedGrouped) {
+  std::mt19937 rng(51);
+  HostTensor x = random_tensor(DType::f32, Shape{1, 4, 9, 11}, rng);
+  HostTensor w = random_tensor(DType::f32, Shape{8, 2, 3, 3}, rng);
+  Attrs a(OpKind::conv2d);
+  a.set_ints("stride", {2, 1}).set_ints("padding", {1, 1, 2, 0}).set_ints("dilation", {1, 2}).set_i("groups", 2);
+  auto out = run_gpu(OpKind::conv2d, {&x, &w, nullptr}, a);
+  const auto want = conv_ref(x.view, w.view, nullptr, out[0].view.shape, 2, 1, 1, 2, 1, 2, 2, false);
+  expect_close(to_doubles(out[0].view), want, 1e-5, 1e-5, "conv2d");
+}
+
+}  // namespace
+}  // namespace vrun::test

@@ -1,0 +1,160 @@
+// Device selection, memory (sub-allocation, clear out-of-memory errors), pipeline caching,
+// barrier placement, transfers, and the CPU fallback inside a method.
+#include <cmath>
+
+#include "tests/vulkan/vk_test_util.h"
+
+namespace vrun::test {
+namespace {
+
+class VkDevice : public VulkanTest {};
+
+TEST_F(VkDevice, ListsDevicesWithFeatures) {
+  const auto devices = vulkan::Context::list_devices();
+  ASSERT_FALSE(devices.empty());
+  bool found = false;
+  for (const auto& d : devices) {
+    EXPECT_FALSE(d.name.empty());
+    EXPECT_GT(d.subgroup_size, 0u) << d.name;
+    if (d.name == ctx().info().name) found = true;
+  }
+  EXPECT_TRUE(found) << "the chosen device " << ctx().info().name << " is not listed";
+  EXPECT_TRUE(ctx().kernels_usable()) << "16/8-bit storage missing on " << ctx().info().name;
+}
+
+TEST_F(VkDevice, BadDeviceIndexIsAnError) {
+  vulkan::ContextOptions o;
+  o.device_index = 1000;
+  auto r = vulkan::Context::create(o);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("1000"), std::string::npos) << r.status().message();
+}
+
+TEST_F(VkDevice, OutOfMemoryNamesAskedAndFree) {
+  const uint64_t huge = 1ull << 50;
+  auto r = ctx().allocator().allocate(huge, vulkan::MemoryKind::kDevice, "weights of a test");
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::kOutOfMemory);
+  const std::string& m = r.status().message();
+  EXPECT_NE(m.find(std::to_string(huge)), std::string::npos) << m;
+  EXPECT_NE(m.find("free"), std::string::npos) << m;
+  EXPECT_NE(m.find("weights of a test"), std::string::npos) << m;
+  // The allocator still works afterwards.
+  auto ok = ctx().allocator().allocate(1024);
+  EXPECT_TRUE(ok.is_ok());
+}
+
+TEST_F(VkDevice, SubAllocatorReusesFreedRanges) {
+  const uint64_t before = ctx().allocator().stats().allocated;
+  std::vector<vulkan::Buffer> bufs;
+  for (int i = 0; i < 50; ++i) {
+    auto b = ctx().allocator().allocate(1000 + 37 * i);
+    ASSERT_TRUE(b.is_ok());
+    EXPECT_EQ(b->ref().offset % ctx().allocator().alignment(), 0u);
+    bufs.push_back(std::move(b).value());
+  }
+  const uint64_t reserved = ctx().allocator().stats().reserved;
+  for (size_t i = 0; i < bufs.size(); i += 2) bufs[i] = vulkan::Buffer();
+  bufs.clear();
+  EXPECT_EQ(ctx().allocator().stats().allocated, before);
+  for (int i = 0; i < 50; ++i) ASSERT_TRUE(ctx().allocator().allocate(2000).is_ok());
+  EXPECT_EQ(ctx().allocator().stats().reserved, reserved) << "freed ranges were not reused";
+}
+
+TEST_F(VkDevice, RecordedTransfersRoundTrip) {
+  std::vector<uint8_t> src(100003), dst(100003);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 31 + 7);
+  auto buf = ctx().allocator().allocate(src.size() + 16);
+  ASSERT_TRUE(buf.is_ok());
+  auto rec = vulkan::Recorder::create(ctx());
+  ASSERT_TRUE(rec.is_ok());
+  ASSERT_TRUE((*rec)->record_upload(src.data(), buf->ref(), 16, src.size()).is_ok());
+  ASSERT_TRUE((*rec)->record_download(buf->ref(), 16, dst.data(), dst.size()).is_ok());
+  ASSERT_TRUE((*rec)->submit_and_wait().is_ok());
+  EXPECT_EQ(src, dst);
+}
+
+TEST_F(VkDevice, BarriersOnlyBetweenDependentDispatchesAndPipelinesCached) {
+  std::mt19937 rng(60);
+  HostTensor x = random_tensor(DType::f32, Shape{1000}, rng);
+  auto dx = to_device(x);
+  auto b1 = ctx().allocator().allocate(4000), b2 = ctx().allocator().allocate(4000), b3 = ctx().allocator().allocate(4000);
+  const auto y1 = vulkan::DeviceView::dense(b1->ref(), DType::f32, Shape{1000});
+  const auto y2 = vulkan::DeviceView::dense(b2->ref(), DType::f32, Shape{1000});
+  const auto y3 = vulkan::DeviceView::dense(b3->ref(), DType::f32, Shape{1000});
+  auto rec = std::move(vulkan::Recorder::create(ctx())).value();
+  Attrs s(OpKind::scale);
+  s.set_f("scale", 2.0);
+  ASSERT_TRUE(rec->record(OpKind::scale, {dx.view}, {y1}, s).is_ok());
+  ASSERT_TRUE(rec->record(OpKind::exp, {dx.view}, {y2}, Attrs(OpKind::exp)).is_ok());
+  EXPECT_EQ(rec->barrier_count(), 0) << "two dispatches reading x and writing distinct outputs need no barrier";
+  ASSERT_TRUE(rec->record(OpKind::add, {y1, y2}, {y3}, Attrs(OpKind::add)).is_ok());
+  EXPECT_EQ(rec->barrier_count(), 1);
+  const size_t pipelines = ctx().pipelines().size();
+  ASSERT_TRUE(rec->record(OpKind::scale, {y3}, {y1}, s).is_ok());  // reads y3 (RAW) and overwrites y1 (WAR)
+  EXPECT_EQ(rec->barrier_count(), 2);
+  EXPECT_EQ(ctx().pipelines().size(), pipelines) << "a second scale must reuse its pipeline";
+  ASSERT_TRUE(rec->submit_and_wait().is_ok());
+  HostTensor got = to_host(y1);
+  std::vector<double> want;
+  for (double v : to_doubles(x.view)) want.push_back(2 * (2 * v + std::exp(v)));
+  expect_close(to_doubles(got.view), want, 1e-6, 1e-6, "scale(add(scale, exp))");
+}
+
+TEST_F(VkDevice, UnsupportedOpIsRefusedNotFatal) {
+  TensorDesc x{DType::f32, Shape{4, 8}};
+  EXPECT_FALSE(vulkan::supports(ctx(), OpKind::reduce_sum, {&x}, Attrs(OpKind::reduce_sum)));
+  EXPECT_FALSE(vulkan::supports(ctx(), OpKind::lstm, {&x}, Attrs(OpKind::lstm)));
+  TensorDesc xi{DType::i32, Shape{4, 8}};
+  EXPECT_FALSE(vulkan::supports(ctx(), OpKind::add, {&xi, &xi}, Attrs(OpKind::add)));
+  auto buf = ctx().allocator().allocate(256);
+  const auto v = vulkan::DeviceView::dense(buf->ref(), DType::f32, Shape{4, 8});
+  auto rec = std::move(vulkan::Recorder::create(ctx())).value();
+  Status s = rec->record(OpKind::reduce_sum, {v}, {v}, Attrs(OpKind::reduce_sum));
+  EXPECT_EQ(s.code(), ErrorCode::kUnsupported);
+  EXPECT_NE(s.message().find("reduce_sum"), std::string::npos) << s.message();
+  EXPECT_EQ(rec->dispatch_count(), 0);
+}
+
+// What the executor does for a node the GPU lacks: end the recording, run the node on the CPU
+// over downloaded inputs, upload its output, and continue on the GPU.
+TEST_F(VkDevice, CpuFallbackInsideAMethod) {
+  std::mt19937 rng(61);
+  HostTensor x = random_tensor(DType::f32, Shape{7, 33}, rng);
+  auto dx = to_device(x);
+  auto b1 = ctx().allocator().allocate(7 * 33 * 4), b2 = ctx().allocator().allocate(7 * 4), b3 = ctx().allocator().allocate(7 * 4);
+  const auto y1 = vulkan::DeviceView::dense(b1->ref(), DType::f32, Shape{7, 33});
+  const auto y2 = vulkan::DeviceView::dense(b2->ref(), DType::f32, Shape{7});
+  const auto y3 = vulkan::DeviceView::dense(b3->ref(), DType::f32, Shape{7});
+  auto rec = std::move(vulkan::Recorder::create(ctx())).value();
+  ASSERT_TRUE(rec->record(OpKind::silu, {dx.view}, {y1}, Attrs(OpKind::silu)).is_ok());
+  HostTensor h1 = make_tensor(DType::f32, Shape{7, 33});
+  ASSERT_TRUE(rec->record_download(y1.buffer, 0, h1.view.data, y1.dense_bytes()).is_ok());
+  ASSERT_TRUE(rec->submit_and_wait().is_ok());
+
+  Attrs rs(OpKind::reduce_sum);
+  rs.set_ints("axes", {1});
+  const TensorDesc d1{DType::f32, Shape{7, 33}};
+  ASSERT_FALSE(vulkan::supports(ctx(), OpKind::reduce_sum, {&d1}, rs));
+  RunResult cpu = run_cpu(OpKind::reduce_sum, {h1.view}, rs);
+  ASSERT_TRUE(cpu.status.is_ok()) << cpu.status.to_string();
+  ASSERT_TRUE(rec->record_upload(cpu.outputs[0].view.data, y2.buffer, 0, y2.dense_bytes()).is_ok());
+  Attrs sc(OpKind::scale);
+  sc.set_f("scale", 0.5).set_f("bias", 1.0);
+  ASSERT_TRUE(rec->record(OpKind::scale, {y2}, {y3}, sc).is_ok());
+  ASSERT_TRUE(rec->submit_and_wait().is_ok());
+
+  HostTensor got = to_host(y3);
+  const auto xv = to_doubles(x.view);
+  std::vector<double> want;
+  for (int r = 0; r < 7; ++r) {
+    double s = 0;
+    for (int c = 0; c < 33; ++c) s += xv[r * 33 + c] / (1 + std::exp(-xv[r * 33 + c]));
+    want.push_back(0.5 * s + 1.0);
+  }
+  expect_close(to_doubles(got.view), want, 1e-5, 1e-5, "gpu -> cpu reduce_sum -> gpu");
+}
+
+}  // namespace
+}  // namespace vrun::test
