@@ -74,6 +74,23 @@ TEST_F(VkLinalg, LinearStridedAndBatchedInput) {
   expect_close(to_doubles(out[0].view), linear_ref(xd, w, nullptr, 5, N, K), 1e-4, 2e-3, "linear row-strided x");
 }
 
+// f16 x f16 with M >= 64 and K % 16 == 0 takes the cooperative-matrix kernel where the device
+// has one (tensor cores); elsewhere the tiled kernel. Both must match.
+TEST_F(VkLinalg, LinearPrefillShapeF16) {
+  std::mt19937 rng(13);
+  std::printf("cooperative matrix: %s\n", ctx().coopmat() == vulkan::Context::CoopMat::kKhr  ? "KHR"
+                                          : ctx().coopmat() == vulkan::Context::CoopMat::kNv ? "NV"
+                                                                                            : "none");
+  for (DType ydt : {DType::f16, DType::f32}) {
+    const int64_t M = 130, N = 70, K = 96;
+    HostTensor x = random_tensor(ydt == DType::f16 ? DType::f16 : DType::f16, Shape{M, K}, rng);
+    HostTensor w = random_tensor(DType::f16, Shape{N, K}, rng);
+    HostTensor b = random_tensor(DType::f16, Shape{N}, rng);
+    auto out = run_gpu(OpKind::linear, {&x, &w, &b}, Attrs(OpKind::linear));
+    expect_close(to_doubles(out[0].view), linear_ref(x, w, &b, M, N, K), 1e-4, 2e-3, "linear f16 prefill");
+  }
+}
+
 TEST_F(VkLinalg, BmmStridedBroadcast) {
   std::mt19937 rng(12);
   for (DType dt : {DType::f32, DType::f16, DType::bf16}) {

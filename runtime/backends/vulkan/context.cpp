@@ -104,7 +104,10 @@ DeviceInfo describe(VkPhysicalDevice pd, int index) {
 VkResult make_instance(bool validation, bool debug_utils, VkInstance* out) {
   VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
   app.pApplicationName = "vrun";
-  app.apiVersion = VK_API_VERSION_1_2;
+  // 1.3 where the loader has it: the KHR cooperative-matrix kernels are SPIR-V 1.6.
+  uint32_t loader = VK_API_VERSION_1_0;
+  vkEnumerateInstanceVersion(&loader);
+  app.apiVersion = loader >= VK_API_VERSION_1_3 ? VK_API_VERSION_1_3 : VK_API_VERSION_1_2;
   std::vector<const char*> layers, exts;
   if (validation) layers.push_back("VK_LAYER_KHRONOS_validation");
   if (debug_utils) exts.push_back(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
@@ -143,6 +146,39 @@ std::vector<VkPhysicalDevice> physical_devices(VkInstance instance) {
   vkEnumeratePhysicalDevices(instance, &n, pds.data());
   pds.resize(n);
   return pds;
+}
+
+// The tensor-core kernels use 16x16x16 f16 x f16 -> f32 fragments in 32-wide subgroups.
+bool coopmat_khr_shape_ok(VkInstance instance, VkPhysicalDevice pd) {
+  auto fn = reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR>(
+      vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"));
+  if (!fn) return false;
+  uint32_t n = 0;
+  if (fn(pd, &n, nullptr) != VK_SUCCESS) return false;
+  std::vector<VkCooperativeMatrixPropertiesKHR> props(n, {VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR});
+  if (fn(pd, &n, props.data()) != VK_SUCCESS) return false;
+  for (const auto& p : props)
+    if (p.MSize == 16 && p.NSize == 16 && p.KSize == 16 && p.AType == VK_COMPONENT_TYPE_FLOAT16_KHR &&
+        p.BType == VK_COMPONENT_TYPE_FLOAT16_KHR && p.CType == VK_COMPONENT_TYPE_FLOAT32_KHR &&
+        p.ResultType == VK_COMPONENT_TYPE_FLOAT32_KHR && p.scope == VK_SCOPE_SUBGROUP_KHR)
+      return true;
+  return false;
+}
+
+bool coopmat_nv_shape_ok(VkInstance instance, VkPhysicalDevice pd) {
+  auto fn = reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV>(
+      vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV"));
+  if (!fn) return false;
+  uint32_t n = 0;
+  if (fn(pd, &n, nullptr) != VK_SUCCESS) return false;
+  std::vector<VkCooperativeMatrixPropertiesNV> props(n, {VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV});
+  if (fn(pd, &n, props.data()) != VK_SUCCESS) return false;
+  for (const auto& p : props)
+    if (p.MSize == 16 && p.NSize == 16 && p.KSize == 16 && p.AType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+        p.BType == VK_COMPONENT_TYPE_FLOAT16_NV && p.CType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+        p.DType == VK_COMPONENT_TYPE_FLOAT32_NV && p.scope == VK_SCOPE_SUBGROUP_NV)
+      return true;
+  return false;
 }
 
 }  // namespace
@@ -263,7 +299,9 @@ Status Context::init(const ContextOptions& options) {
   VkPhysicalDeviceCooperativeMatrixFeaturesKHR coop_khr{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR};
   VkPhysicalDeviceCooperativeMatrixFeaturesNV coop_nv{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
   void** tail = &f12.pNext;
-  if (info_.fp16 && info_.coopmat_khr) {
+  const bool coop_base = info_.fp16 && info_.subgroup_size == 32;
+  if (coop_base && info_.coopmat_khr && info_.api_version >= VK_API_VERSION_1_3 &&
+      coopmat_khr_shape_ok(instance_, physical_)) {
     VkPhysicalDeviceFeatures2 q{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &coop_khr};
     vkGetPhysicalDeviceFeatures2(physical_, &q);
     if (coop_khr.cooperativeMatrix) {
@@ -275,7 +313,7 @@ Status Context::init(const ContextOptions& options) {
       coopmat_ = CoopMat::kKhr;
     }
   }
-  if (coopmat_ == CoopMat::kNone && info_.fp16 && info_.coopmat_nv) {
+  if (coopmat_ == CoopMat::kNone && coop_base && info_.coopmat_nv && coopmat_nv_shape_ok(instance_, physical_)) {
     VkPhysicalDeviceFeatures2 q{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &coop_nv};
     vkGetPhysicalDeviceFeatures2(physical_, &q);
     if (coop_nv.cooperativeMatrix) {
