@@ -1,0 +1,203 @@
+// Vulkan kernel benchmark: the decode/prefill shapes of a 2048-wide model, measured against the
+// device's own rooflines taken in the same run (device-to-device copy bandwidth; f16 matmul rate
+// of the fastest linear kernel at 4096^3).
+//
+//   vrun_bench_vulkan [--small] [--reps N] [--device I]
+//
+// Each kernel is recorded N times in one command buffer (consecutive runs write the same output,
+// so a barrier separates them) after one warm-up submission; the time is wall clock per run.
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/shape_infer.h"
+#include "runtime/backends/vulkan/context.h"
+#include "runtime/backends/vulkan/memory.h"
+#include "runtime/backends/vulkan/ops.h"
+#include "runtime/backends/vulkan/recorder.h"
+
+using namespace vrun;
+using namespace vrun::vulkan;
+
+namespace {
+
+struct DevTensor {
+  Buffer buf;
+  DeviceView view;
+};
+
+std::mt19937 rng(1234);
+
+DevTensor make(Context& ctx, DType dt, const Shape& shape, bool fill = true) {
+  DevTensor t;
+  const uint64_t bytes = static_cast<uint64_t>(dtype_bytes(dt, shape.numel()));
+  auto b = ctx.allocator().allocate(bytes, MemoryKind::kDevice, "bench tensor");
+  if (!b.is_ok()) {
+    std::fprintf(stderr, "%s\n", b.status().to_string().c_str());
+    std::exit(1);
+  }
+  t.buf = std::move(b).value();
+  t.view = DeviceView::dense(t.buf.ref(), dt, shape);
+  if (fill) {
+    std::vector<float> f(static_cast<size_t>(shape.numel()));
+    std::uniform_real_distribution<float> d(-1, 1);
+    for (auto& x : f) x = d(rng);
+    std::vector<uint8_t> host(bytes);
+    if (is_quantized(dt)) {
+      quantize_row(dt, f.data(), host.data(), shape.numel());
+    } else {
+      for (size_t i = 0; i < f.size(); ++i) {
+        if (dt == DType::f32) std::memcpy(&host[i * 4], &f[i], 4);
+        else if (dt == DType::f16) { uint16_t h = f32_to_f16(f[i]); std::memcpy(&host[i * 2], &h, 2); }
+        else if (dt == DType::bf16) { uint16_t h = f32_to_bf16(f[i]); std::memcpy(&host[i * 2], &h, 2); }
+      }
+    }
+    Status s = upload(ctx, t.buf.ref(), 0, host.data(), bytes);
+    if (!s.is_ok()) std::fprintf(stderr, "%s\n", s.to_string().c_str());
+  }
+  return t;
+}
+
+// Seconds per run of `record_once`.
+template <typename F>
+double time_runs(Context& ctx, int reps, F&& record_once) {
+  auto rec = std::move(Recorder::create(ctx)).value();
+  for (int pass = 0; pass < 2; ++pass) {
+    const int n = pass == 0 ? 1 : reps;
+    for (int i = 0; i < n; ++i) {
+      Status s = record_once(*rec);
+      if (!s.is_ok()) {
+        std::fprintf(stderr, "%s\n", s.to_string().c_str());
+        std::exit(1);
+      }
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    Status s = rec->submit_and_wait();
+    const auto t1 = std::chrono::steady_clock::now();
+    if (!s.is_ok()) {
+      std::fprintf(stderr, "%s\n", s.to_string().c_str());
+      std::exit(1);
+    }
+    if (pass == 1) return std::chrono::duration<double>(t1 - t0).count() / reps;
+  }
+  return 0;
+}
+
+double run_op(Context& ctx, int reps, OpKind op, const std::vector<const DevTensor*>& in, const Attrs& attrs,
+              DevTensor* out_keep = nullptr) {
+  std::vector<TensorDesc> d(in.size());
+  std::vector<const TensorDesc*> p;
+  std::vector<DeviceView> views;
+  for (size_t k = 0; k < in.size(); ++k) {
+    if (!in[k]) {
+      p.push_back(nullptr);
+      views.emplace_back();
+      continue;
+    }
+    d[k] = {in[k]->view.dtype, in[k]->view.shape};
+    p.push_back(&d[k]);
+    views.push_back(in[k]->view);
+  }
+  std::vector<TensorDesc> od;
+  Status s = infer_shapes(op, p, attrs, &od);
+  if (!s.is_ok()) {
+    std::fprintf(stderr, "%s\n", s.to_string().c_str());
+    std::exit(1);
+  }
+  DevTensor out = make(ctx, od[0].dtype, od[0].shape, false);
+  const double t = time_runs(ctx, reps, [&](Recorder& r) { return r.record(op, views, {out.view}, attrs); });
+  if (out_keep) *out_keep = std::move(out);
+  return t;
+}
+
+void row(const char* name, const std::string& shape, double sec, double amount, const char* unit, double roof) {
+  const double rate = amount / sec;
+  std::printf("%-24s %-28s %10.3f ms %10.1f %-7s %6.1f%%\n", name, shape.c_str(), sec * 1e3, rate, unit,
+              roof > 0 ? 100 * rate / roof : 0.0);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool small = false;
+  int reps = 20;
+  ContextOptions opts;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--small")) small = true;
+    else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--device") && i + 1 < argc) opts.device_index = std::atoi(argv[++i]);
+  }
+  auto c = Context::create(opts);
+  if (!c.is_ok()) {
+    std::fprintf(stderr, "%s\n", c.status().to_string().c_str());
+    return 1;
+  }
+  Context& ctx = **c;
+  const auto& info = ctx.info();
+  std::printf("device: %s (%s), subgroup %u, fp16 %d, coopmat %s\n", info.name.c_str(), info.type.c_str(),
+              info.subgroup_size, info.fp16,
+              ctx.coopmat() == Context::CoopMat::kKhr ? "KHR" : ctx.coopmat() == Context::CoopMat::kNv ? "NV" : "none");
+  const int64_t S = small ? 8 : 1;  // --small divides the big dims (CPU implementations)
+
+  // Roofline 1: device-to-device copy bandwidth (read + write bytes).
+  const uint64_t copy_bytes = small ? (32ull << 20) : (1ull << 30);
+  DevTensor ca = make(ctx, DType::u8, Shape{static_cast<int64_t>(copy_bytes)}, false);
+  DevTensor cb = make(ctx, DType::u8, Shape{static_cast<int64_t>(copy_bytes)}, false);
+  const double tcopy = time_runs(ctx, reps, [&](Recorder& r) { return r.record_buffer_copy(ca.buf.ref(), 0, cb.buf.ref(), 0, copy_bytes); });
+  const double bw = 2.0 * copy_bytes / tcopy / 1e9;
+
+  // Roofline 2: f16 matmul rate of the best linear kernel at 4096^3.
+  const int64_t P = 4096 / S;
+  DevTensor px = make(ctx, DType::f16, Shape{P, P}), pw = make(ctx, DType::f16, Shape{P, P});
+  const double tpeak = run_op(ctx, std::max(2, reps / 4), OpKind::linear, {&px, &pw, nullptr}, Attrs(OpKind::linear));
+  const double peak = 2.0 * P * P * P / tpeak / 1e12;
+
+  std::printf("%-24s %-28s %13s %10s %-7s %7s\n", "kernel", "shape", "time", "rate", "unit", "roof");
+  row("copy (roofline)", std::to_string(copy_bytes >> 20) + " MiB", tcopy, 2.0 * copy_bytes / 1e9, "GB/s", bw);
+  row("matmul f16 (roofline)", std::to_string(P) + "^3", tpeak, 2.0 * P * P * P / 1e12, "TFLOP/s", peak);
+
+  const int64_t K = 2048, N = 8192 / S;
+  for (DType wdt : {DType::f16, DType::q4_0, DType::q8_0}) {
+    DevTensor x = make(ctx, DType::f16, Shape{1, K}), w = make(ctx, wdt, Shape{N, K});
+    const double t = run_op(ctx, reps, OpKind::linear, {&x, &w, nullptr}, Attrs(OpKind::linear));
+    const double bytes = static_cast<double>(dtype_bytes(wdt, N * K) + 2 * K + 2 * N);
+    row((std::string("linear decode ") + dtype_name(wdt)).c_str(), "1x" + std::to_string(K) + "x" + std::to_string(N), t,
+        bytes / 1e9, "GB/s", bw);
+  }
+  {
+    const int64_t M = 512 / S;
+    DevTensor x = make(ctx, DType::f16, Shape{M, K}), w = make(ctx, DType::f16, Shape{N, K});
+    const double t = run_op(ctx, reps, OpKind::linear, {&x, &w, nullptr}, Attrs(OpKind::linear));
+    row("linear prefill f16", std::to_string(M) + "x" + std::to_string(K) + "x" + std::to_string(N), t,
+        2.0 * M * N * K / 1e12, "TFLOP/s", peak);
+  }
+  {
+    const int64_t Hq = 32, Hkv = 8, D = 128, L = 4096 / S;
+    DevTensor q = make(ctx, DType::f16, Shape{1, Hq, 1, D});
+    DevTensor k = make(ctx, DType::f16, Shape{1, Hkv, L, D}), v = make(ctx, DType::f16, Shape{1, Hkv, L, D});
+    const double t = run_op(ctx, reps, OpKind::sdpa, {&q, &k, &v, nullptr}, Attrs(OpKind::sdpa));
+    row("sdpa decode f16", "Hq32 Hkv8 D128 Lk" + std::to_string(L), t, 2.0 * 2 * Hkv * L * D / 1e9, "GB/s", bw);
+  }
+  {
+    const int64_t Hq = 32, Hkv = 8, D = 128, L = 2048 / S;
+    DevTensor q = make(ctx, DType::f16, Shape{1, Hq, L, D});
+    DevTensor k = make(ctx, DType::f16, Shape{1, Hkv, L, D}), v = make(ctx, DType::f16, Shape{1, Hkv, L, D});
+    Attrs a(OpKind::sdpa);
+    a.set_i("causal", 1);
+    const double t = run_op(ctx, std::max(2, reps / 4), OpKind::sdpa, {&q, &k, &v, nullptr}, a);
+    row("sdpa prefill causal f16", "Hq32 Hkv8 D128 L" + std::to_string(L), t, 2.0 * Hq * L * L * D / 1e12, "TFLOP/s", peak);
+  }
+  {
+    const int64_t C = 1024, T = 4096 / S, Kc = 31;
+    DevTensor x = make(ctx, DType::f16, Shape{1, C, T}), w = make(ctx, DType::f16, Shape{C, 1, Kc});
+    Attrs a(OpKind::conv1d);
+    a.set_ints("padding", {Kc / 2}).set_i("groups", C);
+    const double t = run_op(ctx, reps, OpKind::conv1d, {&x, &w, nullptr}, a);
+    row("conv1d depthwise f16", "C1024 T" + std::to_string(T) + " K31", t, 2.0 * 2 * C * T / 1e9, "GB/s", bw);
+  }
+  return 0;
+}
