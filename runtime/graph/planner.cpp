@@ -172,8 +172,7 @@ Result<MethodDef> plan_method(const BuilderState& p, const BMethod& m) {
   for (int id : m.inputs) out.inputs.push_back(remap[id]);
   for (size_t k = 0; k < m.outputs.size(); ++k) {
     out.outputs.push_back(remap[m.outputs[k]]);
-    if (!m.output_names[k].empty() && out.values[remap[m.outputs[k]]].name.empty())
-      out.values[remap[m.outputs[k]]].name = m.output_names[k];
+    if (!m.output_names[k].empty()) out.values[remap[m.outputs[k]]].name = m.output_names[k];
   }
   for (int i : order) {
     NodeDef n = m.nodes[i].def;

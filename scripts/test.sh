@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The whole test suite from a fresh checkout: installs system dependencies, builds, runs ctest,
+# then builds and runs the suite again under AddressSanitizer + UndefinedBehaviorSanitizer.
+#
+#   scripts/test.sh            everything (what CI runs)
+#   scripts/test.sh --quick    skip the sanitizer pass
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+quick=0
+for arg in "$@"; do
+  case "$arg" in
+    --quick) quick=1 ;;
+    -h|--help) sed -n 2,7p "$0"; exit 0 ;;
+    *) echo "scripts/test.sh: unknown option $arg" >&2; exit 2 ;;
+  esac
+done
+
+bash scripts/setup.sh
+jobs=$(nproc)
+start=$(date +%s)
+
+echo "== build (Release, warnings as errors)"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DVRUN_WERROR=ON >/dev/null
+cmake --build build -j"$jobs"
+echo "== tests"
+ctest --test-dir build -j2 --output-on-failure
+
+if [ "$quick" = 0 ]; then
+  echo "== build (ASan + UBSan)"
+  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVRUN_SANITIZE=ON >/dev/null
+  cmake --build build-asan -j"$jobs"
+  echo "== tests under ASan + UBSan"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir build-asan -j2 --output-on-failure -LE no_sanitize
+fi
+echo "== all tests passed in $(( $(date +%s) - start )) s"
