@@ -139,6 +139,16 @@ bool layer_available(const char* name) {
   return false;
 }
 
+uint32_t validation_layer_version() {
+  uint32_t n = 0;
+  vkEnumerateInstanceLayerProperties(&n, nullptr);
+  std::vector<VkLayerProperties> layers(n);
+  vkEnumerateInstanceLayerProperties(&n, layers.data());
+  for (const auto& l : layers)
+    if (std::strcmp(l.layerName, "VK_LAYER_KHRONOS_validation") == 0) return l.specVersion;
+  return 0;
+}
+
 std::vector<VkPhysicalDevice> physical_devices(VkInstance instance) {
   uint32_t n = 0;
   if (vkEnumeratePhysicalDevices(instance, &n, nullptr) != VK_SUCCESS) return {};
@@ -291,6 +301,14 @@ Status Context::init(const ContextOptions& options) {
   f12.storageBuffer8BitAccess = info_.storage8;
   f12.shaderFloat16 = info_.fp16;
   f12.shaderInt8 = info_.int8;
+  {
+    // The cooperative-matrix kernels declare the Vulkan memory model.
+    VkPhysicalDeviceVulkan12Features q12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+    VkPhysicalDeviceFeatures2 q{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &q12};
+    vkGetPhysicalDeviceFeatures2(physical_, &q);
+    f12.vulkanMemoryModel = q12.vulkanMemoryModel;
+    f12.vulkanMemoryModelDeviceScope = q12.vulkanMemoryModelDeviceScope;
+  }
   VkPhysicalDeviceFeatures base{};
   vkGetPhysicalDeviceFeatures(physical_, &base);
   features.features.shaderInt16 = base.shaderInt16;
@@ -299,8 +317,14 @@ Status Context::init(const ContextOptions& options) {
   VkPhysicalDeviceCooperativeMatrixFeaturesKHR coop_khr{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR};
   VkPhysicalDeviceCooperativeMatrixFeaturesNV coop_nv{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
   void** tail = &f12.pNext;
-  const bool coop_base = info_.fp16 && info_.subgroup_size == 32;
-  if (coop_base && info_.coopmat_khr && info_.api_version >= VK_API_VERSION_1_3 &&
+  // VRUN_COOPMAT: 0 = portable kernels only, nv / khr = only that extension.
+  const char* coop_env = std::getenv("VRUN_COOPMAT");
+  const std::string coop_pref = coop_env ? coop_env : "";
+  // A validation layer older than the KHR extension (1.3.255) reports its use as errors; under
+  // such a layer the NV extension (which it knows) is preferred.
+  const bool khr_validatable = !validation || validation_layer_version() >= VK_MAKE_API_VERSION(0, 1, 3, 255);
+  const bool coop_base = info_.fp16 && info_.subgroup_size == 32 && f12.vulkanMemoryModel && coop_pref != "0";
+  if (coop_base && coop_pref != "nv" && (khr_validatable || coop_pref == "khr") && info_.coopmat_khr && info_.api_version >= VK_API_VERSION_1_3 &&
       coopmat_khr_shape_ok(instance_, physical_)) {
     VkPhysicalDeviceFeatures2 q{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &coop_khr};
     vkGetPhysicalDeviceFeatures2(physical_, &q);
@@ -313,7 +337,7 @@ Status Context::init(const ContextOptions& options) {
       coopmat_ = CoopMat::kKhr;
     }
   }
-  if (coopmat_ == CoopMat::kNone && coop_base && info_.coopmat_nv && coopmat_nv_shape_ok(instance_, physical_)) {
+  if (coopmat_ == CoopMat::kNone && coop_base && coop_pref != "khr" && info_.coopmat_nv && coopmat_nv_shape_ok(instance_, physical_)) {
     VkPhysicalDeviceFeatures2 q{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &coop_nv};
     vkGetPhysicalDeviceFeatures2(physical_, &q);
     if (coop_nv.cooperativeMatrix) {
@@ -324,8 +348,6 @@ Status Context::init(const ContextOptions& options) {
       coopmat_ = CoopMat::kNv;
     }
   }
-  // VRUN_COOPMAT=0 keeps the portable kernels on a device that has tensor cores (for comparison).
-  if (const char* env = std::getenv("VRUN_COOPMAT"); env && std::strcmp(env, "0") == 0) coopmat_ = CoopMat::kNone;
 
   const float priority = 1.0f;
   VkDeviceQueueCreateInfo qi{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
