@@ -22,8 +22,6 @@ uint64_t mix(uint64_t x) {
 // Words up to this many bytes merge with a flat rank array (cheap for the short words that make
 // up almost all text); longer ones use a heap so a huge whitespace run stays O(n log n).
 constexpr size_t kShortWord = 96;
-constexpr size_t kCacheLimit = 1 << 16;
-constexpr size_t kCacheableWord = 64;
 
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
 
@@ -51,13 +49,11 @@ Result<std::unique_ptr<BpeTokenizer>> BpeTokenizer::create(BpeVocabulary vocab) 
   }
   // Added tokens override plain entries with the same bytes only for matching in text, which
   // happens before BPE; the byte map keeps the first (ordinary) id, as the references do.
+  // A byte without a token (some vocabularies lack bytes that never occur in UTF-8 text, or rare
+  // lead bytes) is dropped from the output, as both references do when no token covers it.
   for (int b = 0; b < 256; ++b) {
     auto it = t->bytes_to_id_.find(std::string_view(reinterpret_cast<const char*>(&b), 1));
-    if (it == t->bytes_to_id_.end()) {
-      return err(ErrorCode::kInvalidProgram, source, ": vocabulary has no token for byte 0x", std::hex, b,
-                 " (a byte-level BPE vocabulary needs all 256)");
-    }
-    t->byte_ids_[b] = it->second;
+    t->byte_ids_[b] = it == t->bytes_to_id_.end() ? -1 : it->second;
   }
   size_t cap = 16;
   while (cap < v.merges.size() * 2) cap <<= 1;
@@ -91,6 +87,7 @@ Result<std::unique_ptr<BpeTokenizer>> BpeTokenizer::create(BpeVocabulary vocab) 
 }
 
 const BpeTokenizer::PairEntry* BpeTokenizer::find_pair(TokenId left, TokenId right) const {
+  if (left < 0 || right < 0) return nullptr;
   const uint64_t key = pair_key(left, right);
   for (uint64_t slot = mix(key) & pair_mask_;; slot = (slot + 1) & pair_mask_) {
     const PairEntry& e = pairs_[slot];
@@ -127,7 +124,9 @@ void BpeTokenizer::merge_short(std::string_view word, std::vector<TokenId>& out)
     if (best > 0) fill(best - 1);
     if (best + 1 < n) fill(best);
   }
-  out.insert(out.end(), sym, sym + n);
+  for (size_t i = 0; i < n; ++i) {
+    if (sym[i] >= 0) out.push_back(sym[i]);
+  }
 }
 
 void BpeTokenizer::merge_long(std::string_view word, std::vector<TokenId>& out) const {
@@ -163,7 +162,9 @@ void BpeTokenizer::merge_long(std::string_view word, std::vector<TokenId>& out) 
     push(prev[c.pos]);
     push(c.pos);
   }
-  for (int32_t i = 0; i >= 0; i = next[i]) out.push_back(sym[i]);
+  for (int32_t i = 0; i >= 0; i = next[i]) {
+    if (sym[i] >= 0) out.push_back(sym[i]);
+  }
 }
 
 void BpeTokenizer::encode_word(std::string_view word, std::vector<TokenId>& out) const {
@@ -174,11 +175,12 @@ void BpeTokenizer::encode_word(std::string_view word, std::vector<TokenId>& out)
       return;
     }
   }
-  const bool cacheable = word.size() <= kCacheableWord;
+  const bool cacheable = word.size() <= WordCache::kMaxWordBytes;
   if (cacheable) {
     std::lock_guard<std::mutex> lock(cache_mutex_);
-    if (auto it = cache_.find(word); it != cache_.end()) {
-      out.insert(out.end(), it->second.begin(), it->second.end());
+    uint32_t count = 0;
+    if (const TokenId* ids = cache_.find(word, count)) {
+      out.insert(out.end(), ids, ids + count);
       return;
     }
   }
@@ -190,8 +192,7 @@ void BpeTokenizer::encode_word(std::string_view word, std::vector<TokenId>& out)
   }
   if (cacheable) {
     std::lock_guard<std::mutex> lock(cache_mutex_);
-    if (cache_.size() >= kCacheLimit) cache_.clear();
-    cache_.emplace(std::string(word), std::vector<TokenId>(out.begin() + start, out.end()));
+    cache_.insert(word, out.data() + start, static_cast<uint32_t>(out.size() - start));
   }
 }
 

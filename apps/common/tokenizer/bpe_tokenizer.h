@@ -13,6 +13,7 @@
 #include "apps/common/tokenizer/pre_tokenizer.h"
 #include "apps/common/tokenizer/tokenizer.h"
 #include "apps/common/tokenizer/utf8.h"
+#include "apps/common/tokenizer/word_cache.h"
 
 namespace vrun::tok {
 
@@ -92,7 +93,7 @@ class BpeTokenizer final : public Tokenizer {
   std::array<bool, 256> added_first_byte_{};
 
   mutable std::mutex cache_mutex_;
-  mutable std::unordered_map<std::string, std::vector<TokenId>, StringHash, std::equal_to<>> cache_;
+  mutable WordCache cache_;
 };
 
 }  // namespace vrun::tok

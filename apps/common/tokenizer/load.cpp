@@ -1,6 +1,8 @@
 #include <cctype>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "apps/common/tokenizer/gguf_metadata.h"
 #include "apps/common/tokenizer/loaders.h"
 
@@ -72,8 +74,8 @@ Result<std::unique_ptr<Tokenizer>> load_tokenizer_file(const std::string& path) 
     return load_tokenizer(meta, path);
   }
   if (std::string_view(magic, 7) == "VRUNPRG") {
-    return err(ErrorCode::kUnsupported, path,
-               ": tokenizers are read from .vrp programs through the program loader, which this build lacks");
+    return err(ErrorCode::kInvalidArgument, path,
+               ": a .vrp program: load it with load_program and read it through ProgramMetadataView");
   }
   VRUN_ASSIGN_OR_RETURN(std::string bytes, read_file_bytes(path));
   const size_t first = bytes.find_first_not_of(" \t\r\n");
@@ -83,6 +85,28 @@ Result<std::unique_ptr<Tokenizer>> load_tokenizer_file(const std::string& path) 
   if (spm.is_ok()) return spm;
   return err(ErrorCode::kUnsupported, path,
              ": not a tokenizer this build reads (GGUF, tokenizer.json, SentencePiece or tiktoken tokenizer.model)");
+}
+
+std::optional<std::string> read_chat_template(const std::string& path) {
+  std::ifstream probe(path, std::ios::binary);
+  char magic[4] = {};
+  probe.read(magic, sizeof(magic));
+  if (std::string_view(magic, 4) == "GGUF") {
+    auto meta = read_gguf_metadata(path);
+    if (!meta.is_ok()) return std::nullopt;
+    auto t = meta->get_string(keys::kChatTemplate);
+    return t ? std::optional<std::string>(std::string(*t)) : std::nullopt;
+  }
+  // Hugging Face folders keep the template next to tokenizer.json.
+  const size_t slash = path.find_last_of('/');
+  const std::string config = (slash == std::string::npos ? std::string() : path.substr(0, slash + 1)) + "tokenizer_config.json";
+  auto bytes = read_file_bytes(config);
+  if (!bytes.is_ok()) return std::nullopt;
+  auto j = nlohmann::json::parse(*bytes, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("chat_template") || !j["chat_template"].is_string()) {
+    return std::nullopt;
+  }
+  return j["chat_template"].get<std::string>();
 }
 
 }  // namespace vrun::tok

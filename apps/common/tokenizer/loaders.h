@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -28,5 +29,9 @@ Result<std::unique_ptr<Tokenizer>> load_tokenizer(const MetadataView& meta, cons
 Result<std::unique_ptr<Tokenizer>> load_tokenizer_file(const std::string& path);
 
 Result<std::string> read_file_bytes(const std::string& path);
+
+// The Jinja chat template a model file carries (GGUF tokenizer.chat_template, or the
+// tokenizer_config.json beside a tokenizer.json), if any.
+std::optional<std::string> read_chat_template(const std::string& path);
 
 }  // namespace vrun::tok
