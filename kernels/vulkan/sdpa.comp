@@ -3,6 +3,10 @@
 // an online softmax (running max and sum), so the score matrix is never materialised and the KV
 // cache is read in place through its strides. Grouped-query heads map head h to kv head
 // h / (Hq / Hkv). Bindings: 0 y, 1 q, 2 k, 3 v, 4 mask.
+// Split-K (flash-decoding): with SPLIT = 1 the keys are cut into chunks of kchunk, one per
+// workgroup along z, and each writes its unnormalised partial (acc[Dv], max, sum) as f32 to
+// binding 0; sdpa_combine.comp merges them. Decode has a single query row per head, so without
+// splitting only Hq workgroups would stream the whole cache.
 #include "common.glsl"
 
 layout(local_size_x = 64) in;
@@ -12,6 +16,7 @@ layout(constant_id = 2) const uint DT_V = 0;
 layout(constant_id = 3) const uint DT_Y = 0;
 layout(constant_id = 4) const uint DT_MASK = DT_NONE;
 layout(constant_id = 5) const uint CAUSAL = 0;
+layout(constant_id = 6) const uint SPLIT = 0;
 
 layout(push_constant) uniform Push {
   uint Lq, Lk, D, Dv, Hq, Hkv;
@@ -21,6 +26,7 @@ layout(push_constant) uniform Push {
   uint v_sb, v_sh, v_sl;
   uint m_sb, m_sh, m_sl, m_sk;
   uint off_q, off_k, off_v, off_m, off_y;
+  uint nsplit, kchunk;
 } pc;
 
 const uint WG = 64;
@@ -31,7 +37,8 @@ shared float ps[WG];
 shared float red[WG];
 
 void main() {
-  uint i = gl_WorkGroupID.x, h = gl_WorkGroupID.y, b = gl_WorkGroupID.z;
+  uint i = gl_WorkGroupID.x, h = gl_WorkGroupID.y, b = gl_WorkGroupID.z / pc.nsplit;
+  uint split = gl_WorkGroupID.z % pc.nsplit;
   uint t = gl_LocalInvocationID.x;
   uint hk = h / (pc.Hq / pc.Hkv);
   uint qo = pc.off_q + b * pc.q_sb + h * pc.q_sh + i * pc.q_sl;
@@ -50,7 +57,9 @@ void main() {
   float acc[DPT];
   for (uint r = 0; r < DPT; ++r) acc[r] = 0.0;
 
-  for (uint j0 = 0; j0 < kend; j0 += WG) {
+  uint kbeg = split * pc.kchunk;
+  kend = min(kend, kbeg + pc.kchunk);
+  for (uint j0 = kbeg; j0 < kend; j0 += WG) {
     uint j = j0 + t;
     float s = -1.0 / 0.0;
     if (j < kend) {
@@ -94,6 +103,19 @@ void main() {
       acc[r] = a;
     }
     barrier();
+  }
+  if (SPLIT == 1) {
+    uint po = pc.off_y + ((((b * pc.Hq + h) * pc.Lq + i) * pc.nsplit) + split) * (pc.Dv + 2u);
+    for (uint r = 0; r < DPT; ++r) {
+      uint d = t + r * WG;
+      if (d >= pc.Dv) break;
+      b0_f32[po + d] = acc[r];
+    }
+    if (t == 0) {
+      b0_f32[po + pc.Dv] = run_max;
+      b0_f32[po + pc.Dv + 1u] = run_sum;
+    }
+    return;
   }
   uint yo = pc.off_y + ((b * pc.Hq + h) * pc.Lq + i) * pc.Dv;
   for (uint r = 0; r < DPT; ++r) {

@@ -71,6 +71,20 @@ TEST_F(VkAttention, SdpaCausalGqaStridedCache) {
   }
 }
 
+// Decode-like shapes (few query rows, long cache) take the split-K path with a combine pass.
+TEST_F(VkAttention, SdpaSplitKeysCausalDecode) {
+  std::mt19937 rng(23);
+  const int64_t B = 1, Hq = 4, Hkv = 1, Lq = 2, Lk = 1500, D = 64;
+  HostTensor q = random_tensor(DType::f16, Shape{B, Hq, Lq, D}, rng);
+  HostTensor k = random_tensor(DType::f16, Shape{B, Hkv, Lk, D}, rng);
+  HostTensor v = random_tensor(DType::f16, Shape{B, Hkv, Lk, D}, rng);
+  Attrs a(OpKind::sdpa);
+  a.set_i("causal", 1);
+  auto out = run_gpu(OpKind::sdpa, {&q, &k, &v, nullptr}, a);
+  expect_close(to_doubles(out[0].view), sdpa_ref(q.view, k.view, v.view, nullptr, 1 / std::sqrt(64.0), true), 1e-5, 2e-3,
+               "sdpa split causal decode");
+}
+
 TEST_F(VkAttention, SdpaMasksAndLongKeys) {
   std::mt19937 rng(21);
   const int64_t B = 1, H = 2, Lq = 3, Lk = 4097, D = 16, Dv = 24;

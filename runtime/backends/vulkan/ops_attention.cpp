@@ -1,4 +1,5 @@
 // sdpa (flash-style, KV cache read in place through its strides) and rope.
+#include <algorithm>
 #include <cmath>
 
 #include "runtime/backends/vulkan/context.h"
@@ -33,7 +34,21 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
   }
   double scale = attrs.f("scale");
   if (scale == 0) scale = 1.0 / std::sqrt(static_cast<double>(D));
-  std::vector<Binding> bindings = {{&y, true}, {&q, false}, {&k, false}, {&v, false}, {has_mask ? &mask : nullptr, false}};
+  // Few query rows (decode) leave most of the GPU idle: split the keys over workgroups.
+  const int64_t rows = B * Hq * Lq;
+  int64_t nsplit = 1, kchunk = Lk;
+  if (rows < 1024 && Lk >= 512) {
+    nsplit = std::min<int64_t>(64, (Lk + 255) / 256);
+    kchunk = ((Lk + nsplit - 1) / nsplit + 63) / 64 * 64;
+    nsplit = (Lk + kchunk - 1) / kchunk;
+    if (B * nsplit > 65535) nsplit = 1, kchunk = Lk;
+  }
+  DeviceView partial;
+  if (nsplit > 1) {
+    VRUN_ASSIGN_OR_RETURN(partial, rec.scratch(DType::f32, Shape{rows * nsplit * (Dv + 2)}));
+  }
+  const DeviceView& dst = nsplit > 1 ? partial : y;
+  std::vector<Binding> bindings = {{&dst, true}, {&q, false}, {&k, false}, {&v, false}, {has_mask ? &mask : nullptr, false}};
   VRUN_ASSIGN_OR_RETURN(auto offs, rec.binding_offsets(bindings));
   PushWords pw;
   pw.u(Lq).u(Lk).u(D).u(Dv).u(Hq).u(Hkv).f(static_cast<float>(scale));
@@ -43,10 +58,21 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
   pw.u(has_mask ? mask.strides[0] : 0).u(has_mask ? mask.strides[1] : 0).u(has_mask ? mask.strides[2] : 0);
   pw.u(has_mask ? mask.strides[3] : 0);
   pw.u(offs[1]).u(offs[2]).u(offs[3]).u(offs[4]).u(offs[0]);
-  const std::vector<int32_t> spec = {dt_code(q.dtype), dt_code(k.dtype), dt_code(v.dtype), dt_code(y.dtype),
-                                     has_mask ? dt_code(mask.dtype) : 255, attrs.i("causal") ? 1 : 0};
-  return rec.dispatch("sdpa", spec, bindings, pw.w, pw.bytes(), static_cast<uint32_t>(Lq), static_cast<uint32_t>(Hq),
-                      static_cast<uint32_t>(B));
+  pw.u(nsplit).u(kchunk);
+  const std::vector<int32_t> spec = {dt_code(q.dtype),     dt_code(k.dtype), dt_code(v.dtype), dt_code(y.dtype),
+                                     has_mask ? dt_code(mask.dtype) : 255, attrs.i("causal") ? 1 : 0,
+                                     nsplit > 1 ? 1 : 0};
+  VRUN_RETURN_IF_ERROR(rec.dispatch("sdpa", spec, bindings, pw.w, pw.bytes(), static_cast<uint32_t>(Lq),
+                                    static_cast<uint32_t>(Hq), static_cast<uint32_t>(B * nsplit)));
+  if (nsplit == 1) return Status::ok();
+  std::vector<Binding> cb = {{&y, true}, {&partial, false}};
+  VRUN_ASSIGN_OR_RETURN(auto coffs, rec.binding_offsets(cb));
+  PushWords cp;
+  const int64_t n = rows * Dv;
+  cp.u(n).u(Dv).u(nsplit).u(coffs[0]).u(coffs[1]);
+  uint32_t gx, gy;
+  rec.grid_1d((static_cast<uint64_t>(n) + 255) / 256, &gx, &gy);
+  return rec.dispatch("sdpa_combine", {dt_code(y.dtype)}, cb, cp.w, cp.bytes(), gx, gy, 1);
 }
 
 Status record_rope(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, const Attrs& attrs) {

@@ -1,0 +1,31 @@
+#version 450
+// Merges the split-K partials of sdpa.comp: y = sum_s acc_s e^(m_s - M) / sum_s l_s e^(m_s - M)
+// with M the largest partial max. Bindings: 0 y, 1 partials (f32, [rows, nsplit, Dv + 2]).
+#include "common.glsl"
+
+layout(local_size_x = 256) in;
+layout(constant_id = 0) const uint DT_Y = 0;
+
+layout(push_constant) uniform Push {
+  uint n, Dv, nsplit;
+  uint off_y, off_p;
+} pc;
+
+void main() {
+  uint idx = flat_invocation();
+  if (idx >= pc.n) return;
+  uint row = idx / pc.Dv, d = idx % pc.Dv;
+  uint base = pc.off_p + row * pc.nsplit * (pc.Dv + 2u);
+  float M = -1.0 / 0.0;
+  for (uint s = 0; s < pc.nsplit; ++s) M = max(M, b1_f32[base + s * (pc.Dv + 2u) + pc.Dv]);
+  float num = 0.0, den = 0.0;
+  for (uint s = 0; s < pc.nsplit; ++s) {
+    uint p = base + s * (pc.Dv + 2u);
+    float m = b1_f32[p + pc.Dv];
+    // An empty chunk (all keys causal-masked) has max -inf and contributes nothing.
+    float w = m == -1.0 / 0.0 ? 0.0 : exp(m - M);
+    num += b1_f32[p + d] * w;
+    den += b1_f32[p + pc.Dv + 1u] * w;
+  }
+  store0(DT_Y, pc.off_y + idx, num / den);
+}
