@@ -120,14 +120,25 @@ Result<AudioBuffer> decode(SNDFILE* sf, const SF_INFO& info, const std::string& 
   if (known_length && total < info.frames)
     return err(ErrorCode::kInvalidArgument, name, ": header declares ", info.frames, " frames but the data ends after ", total,
                " (truncated file?)");
-  if (total == 0) return err(ErrorCode::kInvalidArgument, name, ": contains no audio frames");
+  if (total == 0) return err(ErrorCode::kInvalidArgument, name, ": no audio frames could be decoded (empty, truncated or corrupt stream)");
   // libsndfile repairs a WAV whose data chunk claims more bytes than the file holds and only says
-  // so in its log; such a file was cut short, and silently decoding the rest would hide that.
-  char log[4096] = {0};
+  // so in its log ("data : 176400 (should be 88178)"); such a file was cut short, and silently
+  // decoding the rest would hide that. Streaming writers put 0 or 0xFFFFFFFF there on purpose.
+  char log[8192] = {0};
   sf_command(sf, SFC_GET_LOG_INFO, log, sizeof(log));
-  if (std::strstr(log, "should be") || std::strstr(log, "Unexpected EOF") || std::strstr(log, "truncated"))
-    return err(ErrorCode::kInvalidArgument, name, ": header and data disagree (truncated file?); libsndfile reports: ",
-               std::string(log).substr(0, 400));
+  std::string complaints;
+  for (const char* line = log; *line;) {
+    const char* end = std::strchr(line, '\n');
+    const std::string text(line, end ? static_cast<size_t>(end - line) : std::strlen(line));
+    unsigned long long claimed = 0, actual = 0;
+    if (std::sscanf(text.c_str(), "data : %llu (should be %llu)", &claimed, &actual) == 2 && claimed > actual &&
+        claimed < 0xFFFFFFF0ull)
+      complaints += (complaints.empty() ? "" : "; ") + text;
+    if (!end) break;
+    line = end + 1;
+  }
+  if (!complaints.empty())
+    return err(ErrorCode::kInvalidArgument, name, ": header and data disagree (truncated file?): ", complaints);
   if (resampler) VRUN_RETURN_IF_ERROR(resampler->flush(out.samples));
   return out;
 }
