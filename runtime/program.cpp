@@ -79,6 +79,13 @@ MetaValue MetaValue::string_list(std::vector<std::string> v) {
   return m;
 }
 
+MetaValue MetaValue::float_list(std::vector<double> v) {
+  MetaValue m;
+  m.type = MetaType::kFloats;
+  m.floats = std::move(v);
+  return m;
+}
+
 const MethodDef* Program::method(const std::string& name) const {
   for (const auto& m : methods)
     if (m.name == name) return &m;

@@ -97,7 +97,7 @@ struct StateDef {
   Shape shape;
 };
 
-enum class MetaType : uint8_t { kString = 0, kInt = 1, kFloat = 2, kBytes = 3, kInts = 4, kStrings = 5 };
+enum class MetaType : uint8_t { kString = 0, kInt = 1, kFloat = 2, kBytes = 3, kInts = 4, kStrings = 5, kFloats = 6 };
 
 struct MetaValue {
   MetaType type = MetaType::kString;
@@ -106,12 +106,14 @@ struct MetaValue {
   double f = 0;
   std::vector<int64_t> ints;
   std::vector<std::string> strings;
+  std::vector<double> floats;
   static MetaValue str(std::string v);
   static MetaValue integer(int64_t v);
   static MetaValue real(double v);
   static MetaValue bytes(std::string v);
   static MetaValue int_list(std::vector<int64_t> v);
   static MetaValue string_list(std::vector<std::string> v);
+  static MetaValue float_list(std::vector<double> v);
 };
 
 struct Program {

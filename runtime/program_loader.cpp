@@ -208,13 +208,14 @@ Result<std::shared_ptr<Program>> parse(std::shared_ptr<Mapping> map, const std::
     for (const fb::Meta* fm : *fp->metadata()) {
       MetaValue v;
       const int t = static_cast<int>(fm->type());
-      if (t < 0 || t > 5) return bad(name, "metadata '", fm->key()->str(), "' has unknown type ", t);
+      if (t < 0 || t > 6) return bad(name, "metadata '", fm->key()->str(), "' has unknown type ", t);
       v.type = static_cast<MetaType>(t);
       if (fm->s()) v.s = fm->s()->str();
       if (v.type == MetaType::kBytes && fm->bytes()) v.s.assign(reinterpret_cast<const char*>(fm->bytes()->data()), fm->bytes()->size());
       v.i = fm->i();
       v.f = fm->f();
       if (fm->ints()) v.ints.assign(fm->ints()->begin(), fm->ints()->end());
+      if (fm->floats()) v.floats.assign(fm->floats()->begin(), fm->floats()->end());
       if (fm->strings())
         for (const auto* s : *fm->strings()) v.strings.push_back(s->str());
       if (!p->metadata.emplace(fm->key()->str(), std::move(v)).second)

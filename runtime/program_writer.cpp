@@ -103,7 +103,9 @@ Result<std::vector<uint8_t>> serialize_program(const Program& p, bool verify) {
     Offset<flatbuffers::String> s = v.type == MetaType::kString ? b.CreateString(v.s) : 0;
     auto ints = v.type == MetaType::kInts ? b.CreateVector(v.ints) : 0;
     auto strings = v.type == MetaType::kStrings ? b.CreateVectorOfStrings(v.strings) : 0;
-    meta.push_back(fb::CreateMeta(b, b.CreateString(key), static_cast<fb::MetaType>(v.type), s, v.i, v.f, bytes, ints, strings));
+    auto floats = v.type == MetaType::kFloats ? b.CreateVector(v.floats) : 0;
+    meta.push_back(fb::CreateMeta(b, b.CreateString(key), static_cast<fb::MetaType>(v.type), s, v.i, v.f, bytes, ints,
+                                  strings, floats));
   }
   auto root = fb::CreateProgramDirect(b, kProgramFormatVersion, &methods, &constants, &states, &meta);
   b.Finish(root, fb::ProgramIdentifier());

@@ -47,6 +47,7 @@ std::string meta_str(const MetaValue& v) {
       return s + (v.ints.size() > 8 ? ", ... (" + std::to_string(v.ints.size()) + ")]" : "]");
     }
     case MetaType::kStrings: return "<" + std::to_string(v.strings.size()) + " strings>";
+    case MetaType::kFloats: return "<" + std::to_string(v.floats.size()) + " numbers>";
   }
   return "?";
 }

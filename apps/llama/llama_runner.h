@@ -1,0 +1,88 @@
+// Text generation with a Llama-family model: loads a .gguf or .vrp, keeps the KV cache across
+// calls (so a chat keeps its history), prefills in chunks, samples, streams text.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "apps/common/sampling/sampler.h"
+#include "apps/common/tokenizer/tokenizer.h"
+#include "models/llama/llama_model.h"
+#include "runtime/executor.h"
+
+namespace vrun::llama {
+
+struct LoadOptions {
+  BackendKind backend = BackendKind::kAuto;
+  int threads = 0;
+  int64_t context = 0;  // 0: the model's maximum, bounded by memory
+  int64_t chunk = 512;
+};
+
+struct GenerateOptions {
+  int max_tokens = 256;  // < 0: until EOS or the context is full
+  SamplingOptions sampling;
+  std::vector<std::string> stop;  // generation ends before any of these strings
+  bool ignore_eos = false;
+};
+
+struct GenerateStats {
+  int prompt_tokens = 0;
+  int generated_tokens = 0;
+  double time_to_first_token_s = 0, prefill_s = 0, decode_s = 0;
+  std::string stop_reason;  // "eos", "stop", "length", "context", "callback"
+  std::vector<int32_t> tokens;  // generated ids
+  double prefill_tok_s() const { return prefill_s > 0 ? prompt_tokens / prefill_s : 0; }
+  double decode_tok_s() const { return decode_s > 0 && generated_tokens > 1 ? (generated_tokens - 1) / decode_s : 0; }
+};
+
+struct PerplexityResult {
+  double perplexity = 0;
+  int chunks = 0;
+  int64_t scored_tokens = 0;
+  int64_t top1_matches = 0;  // argmax == next token
+};
+
+class LlamaRunner {
+ public:
+  static Result<std::unique_ptr<LlamaRunner>> load(const std::string& path, const LoadOptions& options);
+
+  const tok::Tokenizer& tokenizer() const { return *tokenizer_; }
+  const LlamaConfig& config() const { return config_; }
+  const Program& program() const { return *program_; }
+  int64_t context() const { return context_; }
+  int64_t n_past() const { return n_past_; }
+  // Whether the model's metadata asks for BOS before a prompt.
+  bool add_bos() const { return add_bos_; }
+  std::optional<std::string> chat_template() const;
+
+  // Forgets the conversation (cache position back to 0).
+  void reset();
+  // Appends tokens to the cache; returns the logits after the last one (vocab floats).
+  Result<std::vector<float>> feed(std::span<const int32_t> tokens);
+  // Feeds the prompt, then samples up to max_tokens. on_text receives text as it completes
+  // (never a split UTF-8 character); returning false stops generation.
+  Result<GenerateStats> generate(std::span<const int32_t> prompt, const GenerateOptions& options,
+                                 const std::function<bool(const std::string&)>& on_text);
+  // Perplexity over full chunks of `ctx` tokens (see `vrun perplexity --help`); progress gets
+  // (chunk index, chunks, running perplexity).
+  Result<PerplexityResult> perplexity(std::span<const int32_t> tokens, int64_t ctx,
+                                      const std::function<void(int, int, double)>& progress);
+
+ private:
+  LlamaRunner() = default;
+  std::shared_ptr<Program> program_;
+  std::unique_ptr<Executor> executor_;
+  std::unique_ptr<tok::Tokenizer> tokenizer_;
+  LlamaConfig config_;
+  int64_t context_ = 0, chunk_ = 0, n_past_ = 0;
+  bool add_bos_ = false;
+};
+
+// Peak resident memory of this process in bytes.
+int64_t peak_rss_bytes();
+
+}  // namespace vrun::llama

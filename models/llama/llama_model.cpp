@@ -1,0 +1,153 @@
+#include "models/llama/llama_model.h"
+
+#include <cmath>
+
+#include "runtime/graph/builder.h"
+
+namespace vrun::llama {
+
+Status LlamaConfig::validate() const {
+  if (vocab <= 0 || dim <= 0 || layers <= 0 || heads <= 0 || kv_heads <= 0 || ffn <= 0 || head_dim <= 0)
+    return err(ErrorCode::kInvalidArgument, "llama config: sizes must be positive (vocab ", vocab, ", dim ", dim,
+               ", layers ", layers, ", heads ", heads, ", kv_heads ", kv_heads, ", ffn ", ffn, ", head_dim ", head_dim, ")");
+  if (heads % kv_heads) return err(ErrorCode::kInvalidArgument, "llama config: ", heads, " heads do not divide into ", kv_heads, " kv heads");
+  if (head_dim % 2) return err(ErrorCode::kInvalidArgument, "llama config: head dim ", head_dim, " is odd");
+  if (!rope_freq_factors.empty() && static_cast<int64_t>(rope_freq_factors.size()) != head_dim / 2)
+    return err(ErrorCode::kInvalidArgument, "llama config: ", rope_freq_factors.size(), " rope frequency factors for head dim ", head_dim);
+  return Status::ok();
+}
+
+namespace {
+
+const char* rope_mode_name(RopeMode m) { return m == RopeMode::kHalf ? "half" : "interleaved"; }
+
+}  // namespace
+
+Result<std::shared_ptr<Program>> build_llama_program(const LlamaConfig& c, const WeightSource& weights,
+                                                     const BuildSettings& settings,
+                                                     const std::map<std::string, MetaValue>& extra) {
+  VRUN_RETURN_IF_ERROR(c.validate());
+  const int64_t ctx = settings.context > 0 ? settings.context : c.max_context;
+  const int64_t chunk = std::min(settings.chunk, ctx);
+  if (ctx <= 0 || chunk <= 0) return err(ErrorCode::kInvalidArgument, "context ", ctx, " and chunk ", chunk, " must be positive");
+  const int64_t hd = c.head_dim;
+  ProgramBuilder pb;
+  Status missing;
+  auto weight = [&](const std::string& name, bool required) -> int {
+    auto w = weights(name);
+    if (!w) {
+      if (required && missing.is_ok()) missing = err(ErrorCode::kNotFound, "checkpoint has no tensor '", name, "'");
+      return -1;
+    }
+    return pb.add_constant(name, w->dtype, w->shape, w->data, w->keep);
+  };
+  const int embed = weight("token_embd.weight", true);
+  const int out_norm = weight("output_norm.weight", true);
+  int out_w = weight("output.weight", false);
+  if (out_w < 0) out_w = embed;  // tied embeddings
+  std::vector<float> inv_freq(static_cast<size_t>(hd / 2));
+  for (int64_t i = 0; i < hd / 2; ++i) {
+    double f = std::pow(c.rope_theta, -2.0 * static_cast<double>(i) / static_cast<double>(hd));
+    if (!c.rope_freq_factors.empty()) f /= c.rope_freq_factors[i];
+    inv_freq[i] = static_cast<float>(f);
+  }
+  const int freq = pb.add_constant_copy("rope.inv_freq", DType::f32, {hd / 2}, inv_freq.data());
+  struct LayerW {
+    int attn_norm, q, k, v, o, qb, kb, vb, ffn_norm, gate, up, down;
+  };
+  std::vector<LayerW> L;
+  std::vector<int> k_cache, v_cache;
+  for (int64_t l = 0; l < c.layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    L.push_back({weight(p + "attn_norm.weight", true), weight(p + "attn_q.weight", true), weight(p + "attn_k.weight", true),
+                 weight(p + "attn_v.weight", true), weight(p + "attn_output.weight", true), weight(p + "attn_q.bias", false),
+                 weight(p + "attn_k.bias", false), weight(p + "attn_v.bias", false), weight(p + "ffn_norm.weight", true),
+                 weight(p + "ffn_gate.weight", true), weight(p + "ffn_up.weight", true), weight(p + "ffn_down.weight", true)});
+    k_cache.push_back(pb.add_state("cache.k." + std::to_string(l), settings.cache_dtype, {1, c.kv_heads, ctx, hd}));
+    v_cache.push_back(pb.add_state("cache.v." + std::to_string(l), settings.cache_dtype, {1, c.kv_heads, ctx, hd}));
+  }
+  VRUN_RETURN_IF_ERROR(missing);
+
+  for (const char* method : {"forward", "score"}) {
+    const bool all_positions = std::string(method) == "score";
+    MethodBuilder g = pb.method(method);
+    const SymExpr seq = g.symbol("seq", 1, chunk);
+    const SymExpr pos = g.symbol("pos", 0, ctx - 1);
+    Val tokens = g.input("tokens", DType::i32, {1, seq});
+    Val inv = g.constant(freq);
+    auto opt = [&](int id) { return id >= 0 ? g.constant(id) : Val::none(); };
+    auto linear = [&](Val x, int w, int b, const std::string& name) {
+      return g.op(OpKind::linear, {x, g.constant(w), opt(b)}, {}, name);
+    };
+    const std::vector<NamedAttr> to_heads = {{"perm", {0, 2, 1, 3}}};
+    Val x = g.op(OpKind::embedding, {g.constant(embed), tokens}, {}, "token_embd");
+    for (int64_t l = 0; l < c.layers; ++l) {
+      const LayerW& w = L[l];
+      const std::string p = "blk." + std::to_string(l) + ".";
+      Val h = g.op(OpKind::rms_norm, {x, g.constant(w.attn_norm)}, {{"eps", c.rms_eps}}, p + "attn_norm");
+      Val q = g.op(OpKind::reshape, {linear(h, w.q, w.qb, p + "attn_q")}, {{"shape", {1, -1, c.heads, hd}}});
+      Val k = g.op(OpKind::reshape, {linear(h, w.k, w.kb, p + "attn_k")}, {{"shape", {1, -1, c.kv_heads, hd}}});
+      Val v = g.op(OpKind::reshape, {linear(h, w.v, w.vb, p + "attn_v")}, {{"shape", {1, -1, c.kv_heads, hd}}});
+      q = g.op(OpKind::rope, {q, inv}, {{"pos", pos}, {"mode", rope_mode_name(c.rope_mode)}}, p + "rope_q");
+      k = g.op(OpKind::rope, {k, inv}, {{"pos", pos}, {"mode", rope_mode_name(c.rope_mode)}}, p + "rope_k");
+      Val kc = g.op(OpKind::slice_update, {g.state(k_cache[l]), g.op(OpKind::permute, {k}, to_heads)},
+                    {{"axis", 2}, {"start", pos}}, p + "cache_k");
+      Val vc = g.op(OpKind::slice_update, {g.state(v_cache[l]), g.op(OpKind::permute, {v}, to_heads)},
+                    {{"axis", 2}, {"start", pos}}, p + "cache_v");
+      Val keys = g.op(OpKind::slice, {kc}, {{"axis", 2}, {"start", 0}, {"end", pos + seq}});
+      Val vals = g.op(OpKind::slice, {vc}, {{"axis", 2}, {"start", 0}, {"end", pos + seq}});
+      Val att = g.op(OpKind::sdpa, {g.op(OpKind::permute, {q}, to_heads), keys, vals}, {{"causal", 1}}, p + "attn");
+      att = g.op(OpKind::reshape, {g.op(OpKind::permute, {att}, to_heads)}, {{"shape", {1, -1, c.heads * hd}}});
+      x = g.op(OpKind::add, {x, linear(att, w.o, -1, p + "attn_output")});
+      Val h2 = g.op(OpKind::rms_norm, {x, g.constant(w.ffn_norm)}, {{"eps", c.rms_eps}}, p + "ffn_norm");
+      Val gate = g.op(OpKind::silu, {linear(h2, w.gate, -1, p + "ffn_gate")});
+      Val up = linear(h2, w.up, -1, p + "ffn_up");
+      x = g.op(OpKind::add, {x, linear(g.op(OpKind::mul, {gate, up}), w.down, -1, p + "ffn_down")});
+    }
+    if (!all_positions) x = g.op(OpKind::slice, {x}, {{"axis", 1}, {"start", seq - 1}, {"end", seq}});
+    x = g.op(OpKind::rms_norm, {x, g.constant(out_norm)}, {{"eps", c.rms_eps}}, "output_norm");
+    g.output(g.op(OpKind::linear, {x, g.constant(out_w)}, {}, "output"), "logits");
+  }
+  pb.set_meta("general.architecture", MetaValue::str(c.arch));
+  pb.set_meta("vrun.runner", MetaValue::str("llama"));
+  pb.set_meta("llama.vocab_size", MetaValue::integer(c.vocab));
+  pb.set_meta("llama.embedding_length", MetaValue::integer(c.dim));
+  pb.set_meta("llama.block_count", MetaValue::integer(c.layers));
+  pb.set_meta("llama.attention.head_count", MetaValue::integer(c.heads));
+  pb.set_meta("llama.attention.head_count_kv", MetaValue::integer(c.kv_heads));
+  pb.set_meta("llama.feed_forward_length", MetaValue::integer(c.ffn));
+  pb.set_meta("llama.head_dim", MetaValue::integer(c.head_dim));
+  pb.set_meta("llama.context_length", MetaValue::integer(c.max_context));
+  pb.set_meta("llama.rope.freq_base", MetaValue::real(c.rope_theta));
+  pb.set_meta("llama.rope.mode", MetaValue::str(rope_mode_name(c.rope_mode)));
+  pb.set_meta("llama.attention.layer_norm_rms_epsilon", MetaValue::real(c.rms_eps));
+  pb.set_meta("vrun.context", MetaValue::integer(ctx));
+  pb.set_meta("vrun.chunk", MetaValue::integer(chunk));
+  for (const auto& [k, v] : extra) pb.set_meta(k, v);
+  return pb.finish();
+}
+
+Result<LlamaConfig> config_from_program(const Program& p) {
+  LlamaConfig c;
+  auto i = [&](const char* key, int64_t* out) -> Status {
+    const MetaValue* v = p.meta(key);
+    if (!v || v->type != MetaType::kInt) return err(ErrorCode::kInvalidProgram, p.source, ": metadata ", key, " is missing");
+    *out = v->i;
+    return Status::ok();
+  };
+  VRUN_RETURN_IF_ERROR(i("llama.vocab_size", &c.vocab));
+  VRUN_RETURN_IF_ERROR(i("llama.embedding_length", &c.dim));
+  VRUN_RETURN_IF_ERROR(i("llama.block_count", &c.layers));
+  VRUN_RETURN_IF_ERROR(i("llama.attention.head_count", &c.heads));
+  VRUN_RETURN_IF_ERROR(i("llama.attention.head_count_kv", &c.kv_heads));
+  VRUN_RETURN_IF_ERROR(i("llama.feed_forward_length", &c.ffn));
+  VRUN_RETURN_IF_ERROR(i("llama.head_dim", &c.head_dim));
+  VRUN_RETURN_IF_ERROR(i("llama.context_length", &c.max_context));
+  if (const MetaValue* a = p.meta("general.architecture")) c.arch = a->s;
+  if (const MetaValue* t = p.meta("llama.rope.freq_base")) c.rope_theta = t->f;
+  if (const MetaValue* e = p.meta("llama.attention.layer_norm_rms_epsilon")) c.rms_eps = e->f;
+  if (const MetaValue* m = p.meta("llama.rope.mode")) c.rope_mode = m->s == "half" ? RopeMode::kHalf : RopeMode::kInterleaved;
+  return c;
+}
+
+}  // namespace vrun::llama
