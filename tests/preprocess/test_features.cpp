@@ -5,6 +5,7 @@
 #include <cmath>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "preprocess/audio_loader.h"
 #include "preprocess/features.h"
@@ -195,6 +196,24 @@ TEST(NemoMelConfig, RejectsWhatItDoesNotCompute) {
   }
   EXPECT_FALSE(NemoMelConfig::parse("preprocessor: [", "broken.yaml").is_ok());
   EXPECT_FALSE(NemoMelConfig::parse("{not json", "broken.json").is_ok());
+}
+
+TEST(StftMel, ThreadsShareOnePlanAndAgree) {
+  const std::vector<float> audio = load_clip("speech_0930");
+  const NpyArray ref = golden("speech_0930_nemo_parakeet128.npy");
+  auto mel = NemoMelSpectrogram::create(NemoMelConfig::parakeet(128));
+  ASSERT_TRUE(mel.is_ok());
+  std::vector<float> worst(4, 1.0f);
+  std::vector<std::thread> threads;
+  for (size_t k = 0; k < worst.size(); ++k)
+    threads.emplace_back([&, k] {
+      for (int rep = 0; rep < 5; ++rep) {
+        const Features f = mel->compute(audio);
+        worst[k] = max_error(f, ref, ref.shape[1]);
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (float w : worst) EXPECT_LE(w, kTolerance);
 }
 
 TEST(WhisperMel, RejectsOtherMelCounts) {
