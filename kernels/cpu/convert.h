@@ -35,26 +35,26 @@ inline float half_to_float(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t em = static_cast<uint32_t>(h & 0x7fffu);
   // Scaling by 2^112 rebiases the exponent and normalises subnormals exactly.
-  uint32_t bits = float_to_bits(bits_to_float(em << 13) * 0x1p112f);
-  if (em >= 0x7c00u) bits = 0x7f800000u | (em << 13);  // inf / nan keep their payload
-  return bits_to_float(bits | sign);
+  const uint32_t scaled = float_to_bits(bits_to_float(em << 13) * 0x1p112f);
+  const uint32_t special = 0x7f800000u | (em << 13);  // inf / nan keep their payload
+  const uint32_t is_special = 0u - static_cast<uint32_t>(em >= 0x7c00u);
+  return bits_to_float((special & is_special) | (scaled & ~is_special) | sign);
 }
 
 inline uint16_t float_to_half(float f) {
-  uint32_t x = float_to_bits(f);
+  const uint32_t x = float_to_bits(f);
   const uint32_t sign = (x >> 16) & 0x8000u;
-  x &= 0x7fffffffu;
-  uint32_t o;
-  if (x >= 0x47800000u) {  // overflow, inf or nan
-    o = x > 0x7f800000u ? 0x7e00u : 0x7c00u;
-  } else if (x < 0x38800000u) {  // half subnormal or zero: let the FPU round at the right bit
-    constexpr uint32_t kMagic = ((127 - 15) + (23 - 10) + 1) << 23;
-    o = float_to_bits(bits_to_float(x) + bits_to_float(kMagic)) - kMagic;
-  } else {
-    const uint32_t odd = (x >> 13) & 1u;
-    x += (static_cast<uint32_t>(15 - 127) << 23) + 0xfffu + odd;
-    o = x >> 13;
-  }
+  const uint32_t a = x & 0x7fffffffu;
+  // All three candidates are computed and one is picked with integer selects, so that loops
+  // converting rows if-convert and vectorise.
+  const uint32_t normal = (a + (static_cast<uint32_t>(15 - 127) << 23) + 0xfffu + ((a >> 13) & 1u)) >> 13;
+  // Half subnormals: adding 0.5 lets the FPU round at the right bit.
+  constexpr uint32_t kMagic = ((127 - 15) + (23 - 10) + 1) << 23;
+  const uint32_t sub = float_to_bits(bits_to_float(a) + bits_to_float(kMagic)) - kMagic;
+  const uint32_t special = 0x7c00u | (static_cast<uint32_t>(a > 0x7f800000u) << 9);  // nan, or overflow to inf
+  const uint32_t is_special = 0u - static_cast<uint32_t>(a >= 0x47800000u);
+  const uint32_t is_sub = 0u - static_cast<uint32_t>(a < 0x38800000u);
+  const uint32_t o = (special & is_special) | (~is_special & ((sub & is_sub) | (normal & ~is_sub)));
   return static_cast<uint16_t>(o | sign);
 }
 

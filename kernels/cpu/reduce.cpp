@@ -36,8 +36,8 @@ struct SumAcc {
 };
 
 // max/min that propagate nan, as torch.max/min do.
-inline float pick_max(float acc, float v) { return (v > acc || v != v) ? v : acc; }
-inline float pick_min(float acc, float v) { return (v < acc || v != v) ? v : acc; }
+inline float pick_max(float acc, float v) { return select((v > acc) | (v != v), v, acc); }
+inline float pick_min(float acc, float v) { return select((v < acc) | (v != v), v, acc); }
 
 template <bool kMax>
 struct ExtremeAcc {

@@ -9,12 +9,19 @@
 
 namespace vrun::cpu {
 
+// c ? a : b as a bit blend. A plain ?: whose arm holds float arithmetic is kept as a branch
+// under -ftrapping-math (the default), which stops the loop from vectorising.
+inline float select(bool c, float a, float b) {
+  const uint32_t m = 0u - static_cast<uint32_t>(c);
+  return bits_to_float((float_to_bits(a) & m) | (float_to_bits(b) & ~m));
+}
+
 // exp(x) by Cody-Waite reduction x = n ln2 + r and the Cephes minimax polynomial on r; the
 // scale 2^n is applied in two halves so results down to the subnormal range stay exact.
 inline float exp_fast(float x) {
   constexpr float kHi = 88.72283935546875f;  // ln(FLT_MAX)
   constexpr float kLo = -103.972076416015625f;  // below this exp rounds to 0
-  const float xc = x < kLo ? kLo : (x > kHi ? kHi : x);
+  const float xc = select(x < kLo, kLo, select(x > kHi, kHi, x));
   constexpr float kRound = 12582912.f;  // 1.5 * 2^23: adding it rounds to an integer
   const float t = xc * 1.44269504088896341f + kRound;
   const float fn = t - kRound;
@@ -33,9 +40,9 @@ inline float exp_fast(float x) {
   const float s1 = bits_to_float(static_cast<uint32_t>(n1 + 127) << 23);
   const float s2 = bits_to_float(static_cast<uint32_t>(n2 + 127) << 23);
   float res = (p * s1) * s2;
-  res = x > kHi ? std::numeric_limits<float>::infinity() : res;
-  res = x < kLo ? 0.f : res;
-  return x != x ? x : res;
+  res = select(x > kHi, std::numeric_limits<float>::infinity(), res);
+  res = select(x < kLo, 0.f, res);
+  return select(x != x, x, res);
 }
 
 inline float sigmoid_fast(float x) { return 1.f / (1.f + exp_fast(-x)); }
@@ -43,9 +50,10 @@ inline float sigmoid_fast(float x) { return 1.f / (1.f + exp_fast(-x)); }
 // tanh through exp; absolute error ~1e-7 (relative error grows near 0, so the tanh op itself
 // uses std::tanh; gelu only needs the absolute accuracy).
 inline float tanh_fast(float x) {
-  const float e = exp_fast(-2.f * (x < 0 ? -x : x));
+  const uint32_t sign = float_to_bits(x) & 0x80000000u;
+  const float e = exp_fast(-2.f * bits_to_float(float_to_bits(x) & 0x7fffffffu));
   const float t = (1.f - e) / (1.f + e);
-  return x < 0 ? -t : t;
+  return bits_to_float(float_to_bits(t) | sign);
 }
 
 }  // namespace vrun::cpu
