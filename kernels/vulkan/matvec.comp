@@ -9,6 +9,10 @@ layout(constant_id = 0) const uint DT_X = 0;
 layout(constant_id = 1) const uint DT_W = 0;
 layout(constant_id = 2) const uint DT_Y = 0;
 layout(constant_id = 3) const uint DT_BIAS = DT_NONE;
+// 1: f16 weight rows start 16-byte aligned (K % 8 == 0), read 8 halves per 16-byte load; scalar
+// 2-byte loads leave most of the memory bandwidth unused.
+layout(constant_id = 4) const uint VEC8 = 0;
+layout(set = 0, binding = 2, std430) buffer BufW4 { uvec4 w4[]; };
 
 layout(push_constant) uniform Push {
   uint M, N, K;
@@ -38,6 +42,23 @@ void main() {
         uint xo = pc.off_x + m * pc.x_sm + blk * 32u * pc.x_sk;
         float s = 0.0;
         for (uint j = 0; j < 32u; ++j) s += w[j] * load1(DT_X, xo + j * pc.x_sk);
+        acc[m] += s;
+      }
+    }
+  } else if (VEC8 == 1) {
+    uint wrow8 = (pc.off_w + n * pc.K) / 8u;
+    for (uint k8 = t; k8 < pc.K / 8u; k8 += WG) {
+      uvec4 p = w4[wrow8 + k8];
+      float w[8];
+      vec2 h;
+      h = unpackHalf2x16(p.x); w[0] = h.x; w[1] = h.y;
+      h = unpackHalf2x16(p.y); w[2] = h.x; w[3] = h.y;
+      h = unpackHalf2x16(p.z); w[4] = h.x; w[5] = h.y;
+      h = unpackHalf2x16(p.w); w[6] = h.x; w[7] = h.y;
+      for (uint m = 0; m < pc.M; ++m) {
+        uint xo = pc.off_x + m * pc.x_sm + k8 * 8u * pc.x_sk;
+        float s = 0.0;
+        for (uint j = 0; j < 8u; ++j) s += w[j] * load1(DT_X, xo + j * pc.x_sk);
         acc[m] += s;
       }
     }

@@ -317,13 +317,14 @@ Status Context::init(const ContextOptions& options) {
   VkPhysicalDeviceCooperativeMatrixFeaturesKHR coop_khr{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR};
   VkPhysicalDeviceCooperativeMatrixFeaturesNV coop_nv{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
   void** tail = &f12.pNext;
-  // VRUN_COOPMAT: 0 = portable kernels only, nv / khr = only that extension.
+  // VRUN_COOPMAT: 0 = portable kernels only (for comparison), nv / khr = only that extension.
   const char* coop_env = std::getenv("VRUN_COOPMAT");
   const std::string coop_pref = coop_env ? coop_env : "";
   // A validation layer older than the KHR extension (1.3.255) reports its use as errors; under
   // such a layer the NV extension (which it knows) is preferred.
   const bool khr_validatable = !validation || validation_layer_version() >= VK_MAKE_API_VERSION(0, 1, 3, 255);
-  const bool coop_base = info_.fp16 && info_.subgroup_size == 32 && f12.vulkanMemoryModel && coop_pref != "0";
+  const bool coop_wanted = coop_pref != "0";
+  const bool coop_base = coop_wanted && info_.fp16 && info_.subgroup_size == 32 && f12.vulkanMemoryModel;
   if (coop_base && coop_pref != "nv" && (khr_validatable || coop_pref == "khr") && info_.coopmat_khr && info_.api_version >= VK_API_VERSION_1_3 &&
       coopmat_khr_shape_ok(instance_, physical_)) {
     VkPhysicalDeviceFeatures2 q{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &coop_khr};

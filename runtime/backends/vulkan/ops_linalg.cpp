@@ -41,8 +41,9 @@ Status record_linear(Recorder& rec, const std::vector<DeviceView>& in, const Dev
     pw.u(M).u(N).u(K).u(row_stride(x)).u(1).u(offs[0]).u(offs[1]).u(offs[2]).u(offs[3]);
     uint32_t gx, gy;
     rec.grid_1d(static_cast<uint64_t>(N), &gx, &gy);
-    return rec.dispatch("matvec", {dt_code(x.dtype), dt_code(w.dtype), dt_code(y.dtype), bias_dt}, bindings, pw.w,
-                        pw.bytes(), gx, gy, 1);
+    const int32_t vec8 = w.dtype == DType::f16 && K % 8 == 0 && offs[2] % 8 == 0 ? 1 : 0;
+    return rec.dispatch("matvec", {dt_code(x.dtype), dt_code(w.dtype), dt_code(y.dtype), bias_dt, vec8}, bindings,
+                        pw.w, pw.bytes(), gx, gy, 1);
   }
   PushWords pw;
   pw.u(M).u(N).u(K).u(row_stride(x)).u(1).u(0).u(0).u(1).u(1);
@@ -51,11 +52,14 @@ Status record_linear(Recorder& rec, const std::vector<DeviceView>& in, const Dev
   const std::string coop = ctx.coopmat() == Context::CoopMat::kKhr  ? "matmul_coopmat_khr"
                            : ctx.coopmat() == Context::CoopMat::kNv ? "matmul_coopmat_nv"
                                                                      : "";
-  // Tensor cores take f16 operands; they pay only once a tile of rows exists.
-  if (!coop.empty() && PipelineCache::has_kernel(coop) && x.dtype == DType::f16 && w.dtype == DType::f16 && M >= 64 &&
-      K % 16 == 0) {
+  // Tensor cores take f16 operands, read 16 bytes at a time (rows 8-half aligned); they pay only
+  // once a tile of rows exists.
+  const bool coop_ok = !coop.empty() && PipelineCache::has_kernel(coop) && x.dtype == DType::f16 &&
+                       w.dtype == DType::f16 && M >= 64 && K % 8 == 0 && row_stride(x) % 8 == 0 && offs[1] % 8 == 0 &&
+                       offs[2] % 8 == 0;
+  if (coop_ok) {
     return rec.dispatch(coop, {dt_code(y.dtype), bias_dt}, bindings, pw.w, pw.bytes(),
-                        static_cast<uint32_t>((N + 63) / 64), static_cast<uint32_t>((M + 63) / 64), 1);
+                        static_cast<uint32_t>((N + 127) / 128), static_cast<uint32_t>((M + 127) / 128), 1);
   }
   return rec.dispatch("matmul", {dt_code(x.dtype), dt_code(w.dtype), dt_code(y.dtype), bias_dt, 1}, bindings, pw.w,
                       pw.bytes(), static_cast<uint32_t>((N + 63) / 64), static_cast<uint32_t>((M + 63) / 64), 1);
