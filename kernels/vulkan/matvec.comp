@@ -32,12 +32,33 @@ void main() {
   for (uint m = 0; m < MAXM; ++m) acc[m] = 0.0;
 
   if (is_quant(DT_W)) {
+    // One block per invocation per step, read as 16-bit words (blocks are 2-byte aligned);
+    // byte loads would cost twice the instructions for the same bytes.
     uint nblk = pc.K / 32u;
-    uint row_bytes = nblk * (DT_W == DT_Q8_0 ? 34u : DT_W == DT_Q4_0 ? 18u : 20u);
-    uint base = pc.off_w + n * row_bytes;
+    uint bb = DT_W == DT_Q8_0 ? 34u : DT_W == DT_Q4_0 ? 18u : 20u;
+    uint base = pc.off_w + n * nblk * bb;
     for (uint blk = t; blk < nblk; blk += WG) {
+      uint h = (base + blk * bb) >> 1;
+      float d = unpackHalf2x16(uint(b2_u16[h])).x;
       float w[32];
-      for (uint j = 0; j < 32u; ++j) w[j] = loadq2(DT_W, base, blk, j);
+      if (DT_W == DT_Q8_0) {
+        for (uint j = 0; j < 16u; ++j) {
+          uint v = uint(b2_u16[h + 1u + j]);
+          w[2u * j] = d * float(int(v << 24) >> 24);
+          w[2u * j + 1u] = d * float(int(v << 16) >> 24);
+        }
+      } else {
+        // q4_0: (q - 8) d; q4_1: q d + m. Byte i holds element i (low nibble) and i + 16 (high).
+        float mn = DT_W == DT_Q4_1 ? unpackHalf2x16(uint(b2_u16[h + 1u])).x : -8.0 * d;
+        uint q0 = DT_W == DT_Q4_1 ? 2u : 1u;
+        for (uint j = 0; j < 8u; ++j) {
+          uint v = uint(b2_u16[h + q0 + j]);
+          w[2u * j] = float(v & 15u) * d + mn;
+          w[2u * j + 16u] = float((v >> 4) & 15u) * d + mn;
+          w[2u * j + 1u] = float((v >> 8) & 15u) * d + mn;
+          w[2u * j + 17u] = float((v >> 12) & 15u) * d + mn;
+        }
+      }
       for (uint m = 0; m < pc.M; ++m) {
         uint xo = pc.off_x + m * pc.x_sm + blk * 32u * pc.x_sk;
         float s = 0.0;
