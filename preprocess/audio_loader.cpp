@@ -3,6 +3,7 @@
 #include <sndfile.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -108,6 +109,12 @@ Result<AudioBuffer> decode(SNDFILE* sf, const SF_INFO& info, const std::string& 
       }
       chunk = std::span<const float>(mono.data(), static_cast<size_t>(got));
     }
+    // Float files can hold NaN or infinity; one would spread through the resampler and every
+    // feature frame near it, so it is reported rather than passed on.
+    for (size_t i = 0; i < chunk.size(); ++i)
+      if (!std::isfinite(chunk[i]))
+        return err(ErrorCode::kInvalidArgument, name, ": sample ", total - got + static_cast<sf_count_t>(i),
+                   " is not a finite number (corrupt float data)");
     if (resampler) {
       VRUN_RETURN_IF_ERROR(resampler->process(chunk, out.samples));
     } else {

@@ -2,10 +2,12 @@
 // libsndfile's encoders from an analytic signal and checked against that signal after the down-mix
 // and the resampling to 16 kHz; then files that are broken in each way a user meets.
 #include <gtest/gtest.h>
+#include <sndfile.h>
 
 #include <cmath>
 #include <cstring>
 #include <numbers>
+#include <random>
 
 #include "preprocess/audio_loader.h"
 #include "preprocess/resampler.h"
@@ -204,6 +206,20 @@ TEST(LoaderErrors, HeadersThatLie) {
   EXPECT_NE(load_audio(no_rate).status().message().find(no_rate), std::string::npos);
 
   // A streaming writer's placeholder size is not a lie: the data simply runs to the end.
+  // A float WAV holding a NaN.
+  SF_INFO info{};
+  info.samplerate = 16000;
+  info.channels = 1;
+  info.format = SF_FORMAT_WAV | SF_FORMAT_FLOAT;
+  const std::string nan_path = testing::temp_path("nan.wav");
+  SNDFILE* sf = sf_open(nan_path.c_str(), SFM_WRITE, &info);
+  ASSERT_NE(sf, nullptr);
+  std::vector<float> data(1600, 0.25f);
+  data[777] = std::nanf("");
+  sf_writef_float(sf, data.data(), static_cast<sf_count_t>(data.size()));
+  sf_close(sf);
+  expect_error(load_audio(nan_path), nan_path, "sample 777 is not a finite number");
+
   const std::string streamed = testing::temp_path("streamed.wav");
   testing::write_bytes(streamed, wav_bytes(1, 16000, 0xFFFFFFFFu, 32000));
   auto s = load_audio(streamed);
@@ -220,6 +236,37 @@ TEST(LoaderErrors, BadRawFormats) {
   opts.raw = RawFormat{16000, 0, RawEncoding::kS16, false};
   expect_error(load_audio(path, opts), path, "channel");
   EXPECT_FALSE(parse_raw_encoding("s12").is_ok());
+}
+
+// Corrupted files of every format (bytes overwritten in the header and the body, or cut at a random
+// length) end in a clear result either way: an error naming the input, or finite samples.
+TEST(LoaderErrors, CorruptedBytesNeverCrash) {
+  std::mt19937 rng(20240607);
+  for (const Encoding& e : testing::all_encodings()) {
+    const std::string path = testing::temp_path("fuzz_seed_" + e.name + "." + e.extension);
+    ASSERT_EQ(testing::write_test_signal(path, e, 22050, 2, 0.3), "");
+    const std::vector<uint8_t> original = testing::read_bytes(path);
+    int errors = 0;
+    for (int trial = 0; trial < 60; ++trial) {
+      std::vector<uint8_t> bytes = original;
+      const int flips = 1 + static_cast<int>(rng() % 8);
+      for (int f = 0; f < flips; ++f) {
+        // Mostly the first 128 bytes, where the headers are.
+        const size_t limit = (rng() % 4 == 0) ? bytes.size() : std::min<size_t>(128, bytes.size());
+        bytes[rng() % limit] = static_cast<uint8_t>(rng());
+      }
+      if (trial % 5 == 0) bytes.resize(rng() % bytes.size());
+      const std::string name = e.name + " trial " + std::to_string(trial);
+      auto r = load_audio_memory(bytes, name);
+      if (!r.is_ok()) {
+        ++errors;
+        EXPECT_NE(r.status().message().find(name), std::string::npos) << r.status().message();
+        continue;
+      }
+      for (float v : r->samples) ASSERT_TRUE(std::isfinite(v)) << name;
+    }
+    EXPECT_GT(errors, 0) << e.name << ": no corruption was detected at all";
+  }
 }
 
 }  // namespace
