@@ -9,6 +9,10 @@
 
 #include "runtime/dtype.h"
 
+// Hot per-element helpers must inline into the row loops to vectorise; GCC's heuristics stop
+// inlining them in large translation units with many instantiations.
+#define VRUN_ALWAYS_INLINE inline __attribute__((always_inline))
+
 namespace vrun::cpu {
 
 // Storage tags for the two 16-bit float formats (both are uint16_t bits in memory).
@@ -20,18 +24,18 @@ struct bf16_t {
 };
 static_assert(sizeof(f16_t) == 2 && sizeof(bf16_t) == 2);
 
-inline float bits_to_float(uint32_t u) {
+VRUN_ALWAYS_INLINE float bits_to_float(uint32_t u) {
   float f;
   std::memcpy(&f, &u, 4);
   return f;
 }
-inline uint32_t float_to_bits(float f) {
+VRUN_ALWAYS_INLINE uint32_t float_to_bits(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
   return u;
 }
 
-inline float half_to_float(uint16_t h) {
+VRUN_ALWAYS_INLINE float half_to_float(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t em = static_cast<uint32_t>(h & 0x7fffu);
   // Scaling by 2^112 rebiases the exponent and normalises subnormals exactly.
@@ -41,7 +45,7 @@ inline float half_to_float(uint16_t h) {
   return bits_to_float((special & is_special) | (scaled & ~is_special) | sign);
 }
 
-inline uint16_t float_to_half(float f) {
+VRUN_ALWAYS_INLINE uint16_t float_to_half(float f) {
   const uint32_t x = float_to_bits(f);
   const uint32_t sign = (x >> 16) & 0x8000u;
   const uint32_t a = x & 0x7fffffffu;
@@ -58,22 +62,22 @@ inline uint16_t float_to_half(float f) {
   return static_cast<uint16_t>(o | sign);
 }
 
-inline float bf16_to_float(uint16_t b) { return bits_to_float(static_cast<uint32_t>(b) << 16); }
+VRUN_ALWAYS_INLINE float bf16_to_float(uint16_t b) { return bits_to_float(static_cast<uint32_t>(b) << 16); }
 
-inline uint16_t float_to_bf16(float f) {
+VRUN_ALWAYS_INLINE uint16_t float_to_bf16(float f) {
   const uint32_t x = float_to_bits(f);
   const uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
   return static_cast<uint16_t>((x & 0x7fffffffu) > 0x7f800000u ? ((x >> 16) | 0x40u) : rounded);
 }
 
 // to_float / from_float over every storage type a float kernel is instantiated for.
-inline float to_float(float v) { return v; }
-inline float to_float(double v) { return static_cast<float>(v); }
-inline float to_float(f16_t v) { return half_to_float(v.bits); }
-inline float to_float(bf16_t v) { return bf16_to_float(v.bits); }
+VRUN_ALWAYS_INLINE float to_float(float v) { return v; }
+VRUN_ALWAYS_INLINE float to_float(double v) { return static_cast<float>(v); }
+VRUN_ALWAYS_INLINE float to_float(f16_t v) { return half_to_float(v.bits); }
+VRUN_ALWAYS_INLINE float to_float(bf16_t v) { return bf16_to_float(v.bits); }
 
 template <typename T>
-inline T from_float(float v) {
+VRUN_ALWAYS_INLINE T from_float(float v) {
   if constexpr (std::is_same_v<T, f16_t>) {
     return f16_t{float_to_half(v)};
   } else if constexpr (std::is_same_v<T, bf16_t>) {

@@ -11,14 +11,14 @@ namespace vrun::cpu {
 
 // c ? a : b as a bit blend. A plain ?: whose arm holds float arithmetic is kept as a branch
 // under -ftrapping-math (the default), which stops the loop from vectorising.
-inline float select(bool c, float a, float b) {
+VRUN_ALWAYS_INLINE float select(bool c, float a, float b) {
   const uint32_t m = 0u - static_cast<uint32_t>(c);
   return bits_to_float((float_to_bits(a) & m) | (float_to_bits(b) & ~m));
 }
 
 // exp(x) by Cody-Waite reduction x = n ln2 + r and the Cephes minimax polynomial on r; the
 // scale 2^n is applied in two halves so results down to the subnormal range stay exact.
-inline float exp_fast(float x) {
+VRUN_ALWAYS_INLINE float exp_fast(float x) {
   constexpr float kHi = 88.72283935546875f;  // ln(FLT_MAX)
   constexpr float kLo = -103.972076416015625f;  // below this exp rounds to 0
   const float xc = select(x < kLo, kLo, select(x > kHi, kHi, x));
@@ -45,11 +45,11 @@ inline float exp_fast(float x) {
   return select(x != x, x, res);
 }
 
-inline float sigmoid_fast(float x) { return 1.f / (1.f + exp_fast(-x)); }
+VRUN_ALWAYS_INLINE float sigmoid_fast(float x) { return 1.f / (1.f + exp_fast(-x)); }
 
 // tanh through exp; absolute error ~1e-7 (relative error grows near 0, so the tanh op itself
 // uses std::tanh; gelu only needs the absolute accuracy).
-inline float tanh_fast(float x) {
+VRUN_ALWAYS_INLINE float tanh_fast(float x) {
   const uint32_t sign = float_to_bits(x) & 0x80000000u;
   const float e = exp_fast(-2.f * bits_to_float(float_to_bits(x) & 0x7fffffffu));
   const float t = (1.f - e) / (1.f + e);
