@@ -85,6 +85,34 @@ TEST_F(VkAttention, SdpaSplitKeysCausalDecode) {
                "sdpa split causal decode");
 }
 
+// Prefill shapes (16+ query rows) take the tiled kernel: causal with a cache offset, GQA, a float
+// mask, odd row counts.
+TEST_F(VkAttention, SdpaTiledPrefill) {
+  std::mt19937 rng(24);
+  // Each (dtype, mask, causal) variant is a pipeline that takes lavapipe seconds to compile: the
+  // f16 pass checks causal, the f32 pass the float mask.
+  for (DType dt : {DType::f16, DType::f32}) {
+    const int64_t B = 2, Hq = 4, Hkv = 2, Lq = 37, Lk = 50, D = 72;
+    HostTensor q = random_strided(dt, Shape{B, Hq, Lq, D}, {0, 2, 1, 3}, 0, rng);
+    HostTensor k = random_tensor(dt, Shape{B, Hkv, Lk, D}, rng);
+    HostTensor v = random_tensor(dt, Shape{B, Hkv, Lk, D}, rng);
+    if (dt == DType::f16) {
+      Attrs a(OpKind::sdpa);
+      a.set_i("causal", 1);
+      auto out = run_gpu(OpKind::sdpa, {&q, &k, &v, nullptr}, a);
+      expect_close(to_doubles(out[0].view), sdpa_ref(q.view, k.view, v.view, nullptr, 1 / std::sqrt(72.0), true), 1e-5,
+                   rtol_for(dt) + 1e-5, "sdpa tiled causal f16");
+      continue;
+    }
+    HostTensor m = random_tensor(DType::f32, Shape{B, 1, Lq, Lk}, rng, -3, 0);
+    Attrs a2(OpKind::sdpa);
+    auto out2 = run_gpu(OpKind::sdpa, {&q, &k, &v, &m}, a2);
+    const TensorView mv = broadcast_view(m.view, Shape{B, Hq, Lq, Lk});
+    expect_close(to_doubles(out2[0].view), sdpa_ref(q.view, k.view, v.view, &mv, 1 / std::sqrt(72.0), false), 1e-5,
+                 rtol_for(dt) + 1e-5, (std::string("sdpa tiled mask ") + dtype_name(dt)).c_str());
+  }
+}
+
 TEST_F(VkAttention, SdpaMasksAndLongKeys) {
   std::mt19937 rng(21);
   const int64_t B = 1, H = 2, Lq = 3, Lk = 4097, D = 16, Dv = 24;

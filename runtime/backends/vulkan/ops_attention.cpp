@@ -62,6 +62,12 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
   const std::vector<int32_t> spec = {dt_code(q.dtype),     dt_code(k.dtype), dt_code(v.dtype), dt_code(y.dtype),
                                      has_mask ? dt_code(mask.dtype) : 255, attrs.i("causal") ? 1 : 0,
                                      nsplit > 1 ? 1 : 0};
+  // Many query rows: 16 per workgroup share each K/V tile through shared memory.
+  if (nsplit == 1 && Lq >= 16 && D <= 128 && Dv <= 128) {
+    const std::vector<int32_t> tspec(spec.begin(), spec.end() - 1);
+    return rec.dispatch("sdpa_tile", tspec, bindings, pw.w, pw.bytes(), static_cast<uint32_t>((Lq + 15) / 16),
+                        static_cast<uint32_t>(Hq), static_cast<uint32_t>(B));
+  }
   VRUN_RETURN_IF_ERROR(rec.dispatch("sdpa", spec, bindings, pw.w, pw.bytes(), static_cast<uint32_t>(Lq),
                                     static_cast<uint32_t>(Hq), static_cast<uint32_t>(B * nsplit)));
   if (nsplit == 1) return Status::ok();
