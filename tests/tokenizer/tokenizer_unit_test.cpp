@@ -7,6 +7,8 @@
 #include "apps/common/tokenizer/gguf_metadata.h"
 #include "apps/common/tokenizer/loaders.h"
 #include "apps/common/tokenizer/program_metadata.h"
+#include "apps/common/tokenizer/utf8.h"
+#include "runtime/program_file.h"
 #include "golden_data.h"
 
 namespace vrun::tok {
