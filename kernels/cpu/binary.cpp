@@ -64,7 +64,7 @@ void map_binary(const KernelCall& c, int64_t cost, F f) {
   const StridedIter<3> it(y.shape, {y.strides, broadcast_strides(a.shape, a.strides, y.shape),
                                     broadcast_strides(b.shape, b.strides, y.shape)});
   const int64_t as = it.inner_stride(1), bs = it.inner_stride(2);
-  auto out = [](auto v) {
+  auto out = [](auto v) VRUN_ALWAYS_INLINE_LAMBDA {
     if constexpr (std::is_same_v<Y, T>) return store<T>(v);
     else return static_cast<Y>(v);
   };
@@ -93,22 +93,22 @@ template <typename T>
 Status run_binary(const KernelCall& c) {
   using C = compute_t<T>;
   switch (c.op) {
-    case OpKind::add: map_binary<T, T>(c, 1, [](C x, C y) { return wrap_add(x, y); }); break;
-    case OpKind::sub: map_binary<T, T>(c, 1, [](C x, C y) { return wrap_sub(x, y); }); break;
-    case OpKind::mul: map_binary<T, T>(c, 1, [](C x, C y) { return wrap_mul(x, y); }); break;
-    case OpKind::maximum: map_binary<T, T>(c, 1, [](C x, C y) { return max_nan(x, y); }); break;
-    case OpKind::minimum: map_binary<T, T>(c, 1, [](C x, C y) { return min_nan(x, y); }); break;
-    case OpKind::equal: map_binary<T, uint8_t>(c, 1, [](C x, C y) { return x == y; }); break;
-    case OpKind::less: map_binary<T, uint8_t>(c, 1, [](C x, C y) { return x < y; }); break;
-    case OpKind::greater: map_binary<T, uint8_t>(c, 1, [](C x, C y) { return x > y; }); break;
+    case OpKind::add: map_binary<T, T>(c, 1, [](C x, C y) VRUN_ALWAYS_INLINE_LAMBDA { return wrap_add(x, y); }); break;
+    case OpKind::sub: map_binary<T, T>(c, 1, [](C x, C y) VRUN_ALWAYS_INLINE_LAMBDA { return wrap_sub(x, y); }); break;
+    case OpKind::mul: map_binary<T, T>(c, 1, [](C x, C y) VRUN_ALWAYS_INLINE_LAMBDA { return wrap_mul(x, y); }); break;
+    case OpKind::maximum: map_binary<T, T>(c, 1, [](C x, C y) VRUN_ALWAYS_INLINE_LAMBDA { return max_nan(x, y); }); break;
+    case OpKind::minimum: map_binary<T, T>(c, 1, [](C x, C y) VRUN_ALWAYS_INLINE_LAMBDA { return min_nan(x, y); }); break;
+    case OpKind::equal: map_binary<T, uint8_t>(c, 1, [](C x, C y) VRUN_ALWAYS_INLINE_LAMBDA { return x == y; }); break;
+    case OpKind::less: map_binary<T, uint8_t>(c, 1, [](C x, C y) VRUN_ALWAYS_INLINE_LAMBDA { return x < y; }); break;
+    case OpKind::greater: map_binary<T, uint8_t>(c, 1, [](C x, C y) VRUN_ALWAYS_INLINE_LAMBDA { return x > y; }); break;
     case OpKind::div:
     case OpKind::pow:
       if constexpr (std::is_integral_v<T>) {
         return unsupported_dtypes(c);
       } else if (c.op == OpKind::div) {
-        map_binary<T, T>(c, 2, [](C x, C y) { return x / y; });
+        map_binary<T, T>(c, 2, [](C x, C y) VRUN_ALWAYS_INLINE_LAMBDA { return x / y; });
       } else {
-        map_binary<T, T>(c, 8, [](C x, C y) { return std::pow(x, y); });
+        map_binary<T, T>(c, 8, [](C x, C y) VRUN_ALWAYS_INLINE_LAMBDA { return std::pow(x, y); });
       }
       break;
     default: return err(ErrorCode::kInternal, "binary kernel called for ", op_name(c.op));

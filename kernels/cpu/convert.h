@@ -12,6 +12,7 @@
 // Hot per-element helpers must inline into the row loops to vectorise; GCC's heuristics stop
 // inlining them in large translation units with many instantiations.
 #define VRUN_ALWAYS_INLINE inline __attribute__((always_inline))
+#define VRUN_ALWAYS_INLINE_LAMBDA __attribute__((always_inline))
 
 namespace vrun::cpu {
 

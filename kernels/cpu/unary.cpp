@@ -42,38 +42,38 @@ template <typename T>
 Status run_float_unary(const KernelCall& c) {
   const Attrs& a = c.attr();
   switch (c.op) {
-    case OpKind::neg: map_unary<T>(c, 1, [](float v) { return -v; }); break;
-    case OpKind::abs: map_unary<T>(c, 1, [](float v) { return std::fabs(v); }); break;
-    case OpKind::exp: map_unary<T>(c, 4, [](float v) { return exp_fast(v); }); break;
-    case OpKind::log: map_unary<T>(c, 8, [](float v) { return std::log(v); }); break;
-    case OpKind::sqrt: map_unary<T>(c, 2, [](float v) { return std::sqrt(v); }); break;
-    case OpKind::rsqrt: map_unary<T>(c, 2, [](float v) { return 1.f / std::sqrt(v); }); break;
-    case OpKind::reciprocal: map_unary<T>(c, 2, [](float v) { return 1.f / v; }); break;
-    case OpKind::square: map_unary<T>(c, 1, [](float v) { return v * v; }); break;
-    case OpKind::sin: map_unary<T>(c, 8, [](float v) { return std::sin(v); }); break;
-    case OpKind::cos: map_unary<T>(c, 8, [](float v) { return std::cos(v); }); break;
-    case OpKind::tanh: map_unary<T>(c, 8, [](float v) { return std::tanh(v); }); break;
-    case OpKind::erf: map_unary<T>(c, 8, [](float v) { return std::erf(v); }); break;
-    case OpKind::sigmoid: map_unary<T>(c, 4, [](float v) { return sigmoid_fast(v); }); break;
-    case OpKind::relu: map_unary<T>(c, 1, [](float v) { return v > 0.f ? v : (v != v ? v : 0.f); }); break;
-    case OpKind::silu: map_unary<T>(c, 4, [](float v) { return v * sigmoid_fast(v); }); break;
+    case OpKind::neg: map_unary<T>(c, 1, [](float v) VRUN_ALWAYS_INLINE_LAMBDA { return -v; }); break;
+    case OpKind::abs: map_unary<T>(c, 1, [](float v) VRUN_ALWAYS_INLINE_LAMBDA { return std::fabs(v); }); break;
+    case OpKind::exp: map_unary<T>(c, 4, [](float v) VRUN_ALWAYS_INLINE_LAMBDA { return exp_fast(v); }); break;
+    case OpKind::log: map_unary<T>(c, 8, [](float v) VRUN_ALWAYS_INLINE_LAMBDA { return std::log(v); }); break;
+    case OpKind::sqrt: map_unary<T>(c, 2, [](float v) VRUN_ALWAYS_INLINE_LAMBDA { return std::sqrt(v); }); break;
+    case OpKind::rsqrt: map_unary<T>(c, 2, [](float v) VRUN_ALWAYS_INLINE_LAMBDA { return 1.f / std::sqrt(v); }); break;
+    case OpKind::reciprocal: map_unary<T>(c, 2, [](float v) VRUN_ALWAYS_INLINE_LAMBDA { return 1.f / v; }); break;
+    case OpKind::square: map_unary<T>(c, 1, [](float v) VRUN_ALWAYS_INLINE_LAMBDA { return v * v; }); break;
+    case OpKind::sin: map_unary<T>(c, 8, [](float v) VRUN_ALWAYS_INLINE_LAMBDA { return std::sin(v); }); break;
+    case OpKind::cos: map_unary<T>(c, 8, [](float v) VRUN_ALWAYS_INLINE_LAMBDA { return std::cos(v); }); break;
+    case OpKind::tanh: map_unary<T>(c, 8, [](float v) VRUN_ALWAYS_INLINE_LAMBDA { return std::tanh(v); }); break;
+    case OpKind::erf: map_unary<T>(c, 8, [](float v) VRUN_ALWAYS_INLINE_LAMBDA { return std::erf(v); }); break;
+    case OpKind::sigmoid: map_unary<T>(c, 4, [](float v) VRUN_ALWAYS_INLINE_LAMBDA { return sigmoid_fast(v); }); break;
+    case OpKind::relu: map_unary<T>(c, 1, [](float v) VRUN_ALWAYS_INLINE_LAMBDA { return v > 0.f ? v : (v != v ? v : 0.f); }); break;
+    case OpKind::silu: map_unary<T>(c, 4, [](float v) VRUN_ALWAYS_INLINE_LAMBDA { return v * sigmoid_fast(v); }); break;
     case OpKind::softplus:
       // torch's default threshold: above 20 softplus(x) == x in float.
-      map_unary<T>(c, 8, [](float v) { return v > 20.f ? v : std::log1p(std::exp(v)); });
+      map_unary<T>(c, 8, [](float v) VRUN_ALWAYS_INLINE_LAMBDA { return v > 20.f ? v : std::log1p(std::exp(v)); });
       break;
     case OpKind::gelu:
       if (a.s("approximate") == "tanh") {
-        map_unary<T>(c, 6, [](float v) {
+        map_unary<T>(c, 6, [](float v) VRUN_ALWAYS_INLINE_LAMBDA {
           return 0.5f * v * (1.f + tanh_fast(kSqrt2OverPi * (v + 0.044715f * v * v * v)));
         });
       } else {
-        map_unary<T>(c, 8, [](float v) { return 0.5f * v * (1.f + std::erf(v * kSqrtHalf)); });
+        map_unary<T>(c, 8, [](float v) VRUN_ALWAYS_INLINE_LAMBDA { return 0.5f * v * (1.f + std::erf(v * kSqrtHalf)); });
       }
       break;
     case OpKind::clamp: {
       const float lo = static_cast<float>(a.f("min")), hi = static_cast<float>(a.f("max"));
       // torch.clamp: min first, then max (so max wins when min > max); nan passes through.
-      map_unary<T>(c, 1, [lo, hi](float v) {
+      map_unary<T>(c, 1, [lo, hi](float v) VRUN_ALWAYS_INLINE_LAMBDA {
         const float t = v < lo ? lo : v;
         return t > hi ? hi : t;
       });
@@ -81,20 +81,20 @@ Status run_float_unary(const KernelCall& c) {
     }
     case OpKind::scale: {
       const float s = static_cast<float>(a.f("scale")), b = static_cast<float>(a.f("bias"));
-      map_unary<T>(c, 1, [s, b](float v) { return v * s + b; });
+      map_unary<T>(c, 1, [s, b](float v) VRUN_ALWAYS_INLINE_LAMBDA { return v * s + b; });
       break;
     }
     case OpKind::pow_scalar: {
       const double e = a.f("exponent");
       if (e == 2.0) {
-        map_unary<T>(c, 1, [](float v) { return v * v; });
+        map_unary<T>(c, 1, [](float v) VRUN_ALWAYS_INLINE_LAMBDA { return v * v; });
       } else if (e == 0.5) {
-        map_unary<T>(c, 2, [](float v) { return std::sqrt(v); });
+        map_unary<T>(c, 2, [](float v) VRUN_ALWAYS_INLINE_LAMBDA { return std::sqrt(v); });
       } else if (e == 1.0) {
-        map_unary<T>(c, 1, [](float v) { return v; });
+        map_unary<T>(c, 1, [](float v) VRUN_ALWAYS_INLINE_LAMBDA { return v; });
       } else {
         const float ef = static_cast<float>(e);
-        map_unary<T>(c, 8, [ef](float v) { return std::pow(v, ef); });
+        map_unary<T>(c, 8, [ef](float v) VRUN_ALWAYS_INLINE_LAMBDA { return std::pow(v, ef); });
       }
       break;
     }
