@@ -17,6 +17,10 @@ layout(constant_id = 3) const uint DT_Y = 0;
 layout(constant_id = 4) const uint DT_MASK = DT_NONE;
 layout(constant_id = 5) const uint CAUSAL = 0;
 layout(constant_id = 6) const uint SPLIT = 0;
+// 1: f16 keys with 16-byte aligned rows (D % 8 == 0): each key row is read 8 halves per load.
+// Every invocation reads its own key row, so scalar 2-byte loads would touch a cache line each.
+layout(constant_id = 7) const uint KVEC8 = 0;
+layout(set = 0, binding = 2, std430) buffer BufK4 { uvec4 k4[]; };
 
 layout(push_constant) uniform Push {
   uint Lq, Lk, D, Dv, Hq, Hkv;
@@ -65,7 +69,17 @@ void main() {
     if (j < kend) {
       float dot_ = 0.0;
       uint kr = ko + j * pc.k_sl;
-      for (uint d = 0; d < pc.D; ++d) dot_ += qs[d] * load2(DT_K, kr + d);
+      if (KVEC8 == 1) {
+        for (uint d8 = 0; d8 < pc.D / 8u; ++d8) {
+          uvec4 p = k4[kr / 8u + d8];
+          uint d = d8 * 8u;
+          vec2 h0 = unpackHalf2x16(p.x), h1 = unpackHalf2x16(p.y), h2 = unpackHalf2x16(p.z), h3 = unpackHalf2x16(p.w);
+          dot_ += qs[d] * h0.x + qs[d + 1u] * h0.y + qs[d + 2u] * h1.x + qs[d + 3u] * h1.y + qs[d + 4u] * h2.x +
+                  qs[d + 5u] * h2.y + qs[d + 6u] * h3.x + qs[d + 7u] * h3.y;
+        }
+      } else {
+        for (uint d = 0; d < pc.D; ++d) dot_ += qs[d] * load2(DT_K, kr + d);
+      }
       s = dot_;
       if (DT_MASK != DT_NONE) {
         float mv = load4(DT_MASK, mo + j * pc.m_sk);

@@ -59,12 +59,14 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
   pw.u(has_mask ? mask.strides[3] : 0);
   pw.u(offs[1]).u(offs[2]).u(offs[3]).u(offs[4]).u(offs[0]);
   pw.u(nsplit).u(kchunk);
+  const bool kvec8 = k.dtype == DType::f16 && D % 8 == 0 && k.strides[0] % 8 == 0 && k.strides[1] % 8 == 0 &&
+                     k.strides[2] % 8 == 0 && offs[2] % 8 == 0;
   const std::vector<int32_t> spec = {dt_code(q.dtype),     dt_code(k.dtype), dt_code(v.dtype), dt_code(y.dtype),
                                      has_mask ? dt_code(mask.dtype) : 255, attrs.i("causal") ? 1 : 0,
-                                     nsplit > 1 ? 1 : 0};
+                                     nsplit > 1 ? 1 : 0, kvec8};
   // Many query rows: 16 per workgroup share each K/V tile through shared memory.
   if (nsplit == 1 && Lq >= 16 && D <= 128 && Dv <= 128) {
-    const std::vector<int32_t> tspec(spec.begin(), spec.end() - 1);
+    const std::vector<int32_t> tspec(spec.begin(), spec.end() - 2);
     return rec.dispatch("sdpa_tile", tspec, bindings, pw.w, pw.bytes(), static_cast<uint32_t>((Lq + 15) / 16),
                         static_cast<uint32_t>(Hq), static_cast<uint32_t>(B));
   }
