@@ -81,6 +81,10 @@ NemoMelConfig NemoMelConfig::parakeet(int features) {
   return c;
 }
 
+namespace {
+Result<NemoMelConfig> parse_object(const json& p, const std::string& source);
+}
+
 Result<NemoMelConfig> NemoMelConfig::parse(const std::string& text, const std::string& source) {
   json p;
   const std::string t = trim(text);
@@ -95,6 +99,17 @@ Result<NemoMelConfig> NemoMelConfig::parse(const std::string& text, const std::s
   } else {
     VRUN_ASSIGN_OR_RETURN(p, yaml_preprocessor(text, source));
   }
+  // A key of the wrong type (a string where a number belongs) makes nlohmann throw; it is
+  // reported as an error value like every other bad key.
+  try {
+    return parse_object(p, source);
+  } catch (const json::exception& e) {
+    return err(ErrorCode::kInvalidArgument, source, ": a preprocessor key has the wrong type: ", e.what());
+  }
+}
+
+namespace {
+Result<NemoMelConfig> parse_object(const json& p, const std::string& source) {
   if (p.contains("_target_") && p["_target_"].is_string() &&
       p["_target_"].get<std::string>().find("AudioToMelSpectrogramPreprocessor") == std::string::npos)
     return err(ErrorCode::kUnsupported, source, ": preprocessor is ", p["_target_"].get<std::string>(),
@@ -150,16 +165,16 @@ Result<NemoMelConfig> NemoMelConfig::parse(const std::string& text, const std::s
   }
   if (p.contains("normalize")) {
     const json& n = p["normalize"];
-    if (n.is_null() || (n.is_boolean() && !n.get<bool>())) c.normalize = Normalize::kNone;
-    else if (n.is_string() && n.get<std::string>() == "per_feature") c.normalize = Normalize::kPerFeature;
-    else if (n.is_string() && n.get<std::string>() == "all_features") c.normalize = Normalize::kAllFeatures;
+    if (n.is_null() || (n.is_boolean() && !n.get<bool>())) c.normalize = NemoMelConfig::Normalize::kNone;
+    else if (n.is_string() && n.get<std::string>() == "per_feature") c.normalize = NemoMelConfig::Normalize::kPerFeature;
+    else if (n.is_string() && n.get<std::string>() == "all_features") c.normalize = NemoMelConfig::Normalize::kAllFeatures;
     else return err(ErrorCode::kUnsupported, source, ": preprocessor.normalize ", n.dump(), " is not per_feature, all_features or null");
   }
   if (has("log")) c.log = p["log"].get<bool>();
   if (has("log_zero_guard_type")) {
     const std::string g = p["log_zero_guard_type"].get<std::string>();
-    if (g == "add") c.log_guard_type = LogGuard::kAdd;
-    else if (g == "clamp") c.log_guard_type = LogGuard::kClamp;
+    if (g == "add") c.log_guard_type = NemoMelConfig::LogGuard::kAdd;
+    else if (g == "clamp") c.log_guard_type = NemoMelConfig::LogGuard::kClamp;
     else return err(ErrorCode::kInvalidArgument, source, ": preprocessor.log_zero_guard_type '", g, "' is not add or clamp");
   }
   if (has("log_zero_guard_value")) {
@@ -188,6 +203,7 @@ Result<NemoMelConfig> NemoMelConfig::parse(const std::string& text, const std::s
   if (c.features < 1) return err(ErrorCode::kInvalidArgument, source, ": preprocessor.features must be >= 1, got ", c.features);
   return c;
 }
+}  // namespace
 
 Result<NemoMelSpectrogram> NemoMelSpectrogram::create(const NemoMelConfig& config) {
   StftConfig stft;

@@ -31,6 +31,7 @@ int run_mel(const MelOptions& o) {
     if (!enc) return fail("mel", enc.status().message());
     load.raw = RawFormat{o.raw_rate, o.raw_channels, *enc, false};
   }
+  if (o.kind == "whisper" && !o.nemo_config.empty()) return fail("mel", "--config applies to --kind nemo only");
   std::optional<NemoMelConfig> nemo;
   if (o.kind == "nemo") {
     if (!o.nemo_config.empty()) {

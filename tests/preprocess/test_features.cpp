@@ -189,7 +189,8 @@ TEST(NemoMelConfig, ParsesModelConfigYaml) {
 
 TEST(NemoMelConfig, RejectsWhatItDoesNotCompute) {
   for (const char* bad : {R"({"frame_splicing": 3})", R"({"exact_pad": true})", R"({"pad_to": "max"})",
-                          R"({"normalize": "bogus"})", R"({"window_size": 0.0})", R"({"log_zero_guard_type": "mul"})"}) {
+                          R"({"normalize": "bogus"})", R"({"window_size": 0.0})", R"({"log_zero_guard_type": "mul"})",
+                          R"({"n_window_size": "four hundred"})", R"({"log": "yes"})", R"({"window": 3})"}) {
     auto c = NemoMelConfig::parse(bad, "cfg.json");
     ASSERT_FALSE(c.is_ok()) << bad;
     EXPECT_NE(c.status().message().find("cfg.json"), std::string::npos) << c.status().message();
