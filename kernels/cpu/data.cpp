@@ -13,9 +13,52 @@ namespace vrun::cpu {
 
 namespace {
 
+// Transposing copies (the source is unit-stride along the second-to-last merged dim, not the
+// last) go through 32x32 tiles so that both sides stay in cache.
+template <typename E>
+bool copy_tiled(const TensorView& dst, const TensorView& src, const StridedIter<2>& it, ThreadPool* pool) {
+  const int r = it.rank();
+  if (r < 2 || it.inner_stride(1) == 1 || it.stride(1, r - 2) != 1) return false;
+  const int64_t rows = it.dim(r - 2), cols = it.dim(r - 1);
+  const int64_t d_row = it.stride(0, r - 2), d_col = it.stride(0, r - 1), s_col = it.stride(1, r - 1);
+  Shape outer;
+  Strides od, os;
+  outer.rank = r - 2;
+  for (int d = 0; d < r - 2; ++d) {
+    outer[d] = it.dim(d);
+    od[d] = it.stride(0, d);
+    os[d] = it.stride(1, d);
+  }
+  const StridedIter<2> oit(outer, {od, os});
+  constexpr int64_t kTile = 32;
+  const int64_t row_tiles = (rows + kTile - 1) / kTile;
+  E* dp = static_cast<E*>(dst.data);
+  const E* sp = static_cast<const E*>(src.data);
+  parallel_range(pool, oit.numel() * row_tiles, kTile * cols, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      int64_t base[2] = {0, 0};
+      oit.for_range(t / row_tiles, t / row_tiles + 1, [&](const int64_t* off, int64_t) {
+        base[0] = off[0];
+        base[1] = off[1];
+      });
+      const int64_t r0 = t % row_tiles * kTile, r1 = std::min(rows, r0 + kTile);
+      for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
+        const int64_t c1 = std::min(cols, c0 + kTile);
+        for (int64_t i = r0; i < r1; ++i) {
+          E* drow = dp + base[0] + i * d_row;
+          const E* srow = sp + base[1] + i;
+          for (int64_t j = c0; j < c1; ++j) drow[j * d_col] = srow[j * s_col];
+        }
+      }
+    }
+  });
+  return true;
+}
+
 template <typename E>
 void copy_elems(const TensorView& dst, const TensorView& src, ThreadPool* pool) {
   const StridedIter<2> it(src.shape, {dst.strides, src.strides});
+  if (copy_tiled<E>(dst, src, it, pool)) return;
   const int64_t ds = it.inner_stride(0), ss = it.inner_stride(1);
   it.parallel(pool, [&](const int64_t* off, int64_t n) {
     E* d = static_cast<E*>(dst.data) + off[0];

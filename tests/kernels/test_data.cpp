@@ -61,6 +61,19 @@ TEST(Copy, EveryDtypeAndLayout) {
         ASSERT_TRUE(r.outputs[0].view.is_contiguous());
         expect_close(to_doubles(r.outputs[0].view), to_doubles(x.view), 0, 0, "copy");
       }
+  // Transposed inner dims (the tiled path), with outer dims, an offset and odd sizes.
+  for (DType dt : {DType::f32, DType::bf16, DType::i64, DType::u8})
+    for (const auto& [shape, perm] : {std::pair<Shape, std::vector<int>>{Shape{3, 45, 70}, {0, 2, 1}},
+                                      {Shape{2, 33, 5, 40}, {0, 1, 3, 2}},
+                                      {Shape{301, 257}, {1, 0}},
+                                      {Shape{4, 31, 2}, {2, 0, 1}}}) {
+      SCOPED_TRACE(std::string("transposed ") + dtype_name(dt) + " " + shape.str());
+      HostTensor x = random_strided(dt, shape, perm, 7, rng);
+      fill_uniform(x.view, rng, dt == DType::u8 ? 0 : -100, 100);
+      RunResult r = run_cpu(OpKind::copy, {x.view}, Attrs(OpKind::copy), &pool);
+      ASSERT_TRUE(r.status.is_ok()) << r.status.to_string();
+      expect_close(to_doubles(r.outputs[0].view), to_doubles(x.view), 0, 0, "transposed copy");
+    }
   HostTensor q = random_tensor(DType::q4_1, Shape{3, 64}, rng);
   RunResult r = run_cpu(OpKind::copy, {q.view}, Attrs(OpKind::copy));
   ASSERT_TRUE(r.status.is_ok()) << r.status.to_string();
