@@ -11,7 +11,7 @@ packages=(
   # tests and benchmarks
   googletest libgtest-dev libgmock-dev libbenchmark-dev libclang-rt-14-dev
   # tokenizers
-  libsentencepiece-dev sentencepiece libpcre2-dev
+  libsentencepiece-dev sentencepiece libpcre2-dev zlib1g-dev
   # audio
   libsndfile1-dev libfftw3-dev libsoxr-dev
   # Vulkan: headers, loader, shader compiler, CPU implementation (lavapipe), validation layer
