@@ -17,7 +17,6 @@ Outputs (ids: one line per corpus case, space separated, gzip):
 import gzip
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -30,20 +29,25 @@ OUT = os.path.join(HERE, "..", "data", "tokenizer")
 VENV = os.environ.get("VENV", "/tmp/vrun-tok-venv")
 GGUF = os.path.join(VENV, "models", "smollm2.gguf")
 WHISPER_JSON = os.path.join(VENV, "models", "whisper-tokenizer.json")
+QWEN2_PATTERN = (r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"
+                 r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
                   r"\s*[\r\n]+|\s+(?!\S)|\s+")
 
 
 def write_ids(name, rows):
-    with gzip.open(os.path.join(OUT, name + ".ids.gz"), "wt", encoding="ascii", compresslevel=9) as f:
-        for ids in rows:
-            f.write(" ".join(map(str, ids)) + "\n")
+    text = "".join(" ".join(map(str, ids)) + "\n" for ids in rows)
+    write_gzip(name + ".ids.gz", text.encode("ascii"))
+
+
+def write_gzip(name, data):
+    # mtime=0 so regenerating unchanged goldens leaves the files byte-identical.
+    with open(os.path.join(OUT, name), "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=9, mtime=0) as f:
+        f.write(data)
 
 
 def write_texts(name, texts):
-    with gzip.open(os.path.join(OUT, name), "wt", encoding="utf-8", compresslevel=9) as f:
-        for t in texts:
-            f.write(escape(t.encode("utf-8")) + "\n")
+    write_gzip(name, "".join(escape(t.encode("utf-8")) + "\n" for t in texts).encode("utf-8"))
 
 
 def as_text(case):
@@ -57,8 +61,22 @@ def whisper(cases):
     write_ids("whisper", [tok.encode(as_text(c), add_special_tokens=False).ids for c in cases])
     tok.encode_special_tokens = True
     write_ids("whisper.nospecial", [tok.encode(as_text(c), add_special_tokens=False).ids for c in cases])
-    with open(WHISPER_JSON, "rb") as src, gzip.open(os.path.join(OUT, "whisper-tiny.en.tokenizer.json.gz"), "wb", 9) as dst:
-        shutil.copyfileobj(src, dst)
+    with open(WHISPER_JSON, "rb") as src:
+        write_gzip("whisper-tiny.en.tokenizer.json.gz", src.read())
+    # The configuration Llama-3 and Qwen2 tokenizer.json files use: Split(regex) then ByteLevel without
+    # its own regex, and ignore_merges; same vocabulary (tokenizer_parity_test.cpp makes the same edit).
+    with open(WHISPER_JSON, encoding="utf-8") as f:
+        j = json.load(f)
+    j["pre_tokenizer"] = qwen2_style_pre_tokenizer()
+    j["model"]["ignore_merges"] = True
+    tok = Tokenizer.from_str(json.dumps(j))
+    write_ids("whisper_split_qwen2", [tok.encode(as_text(c), add_special_tokens=False).ids for c in cases])
+
+
+def qwen2_style_pre_tokenizer():
+    return {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": QWEN2_PATTERN}, "behavior": "Isolated", "invert": False},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}]}
 
 
 def tiktoken_ranks(cases):
@@ -107,8 +125,8 @@ def write_gguf_fixture():
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.close()
-    with open(tmp, "rb") as src, gzip.open(os.path.join(OUT, "smollm2-tokenizer.gguf.gz"), "wb", 9) as dst:
-        shutil.copyfileobj(src, dst)
+    with open(tmp, "rb") as src:
+        write_gzip("smollm2-tokenizer.gguf.gz", src.read())
 
 
 def sentencepiece_models(cases):

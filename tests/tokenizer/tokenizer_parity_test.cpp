@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "apps/common/tokenizer/gguf_metadata.h"
 #include "apps/common/tokenizer/loaders.h"
+#include "apps/common/tokenizer/pre_tokenizer.h"
 #include "apps/common/tokenizer/utf8.h"
 #include "golden_data.h"
 
@@ -83,6 +85,21 @@ TEST(WhisperTokenizerJson, SpecialTokensAsTextMatchEncodeSpecialTokens) {
 }
 
 TEST(WhisperTokenizerJson, LosslessAndStreaming) { expect_lossless_and_streaming(*whisper(), true); }
+
+// Llama-3 / Qwen2 style tokenizer.json: Sequence[Split(Qwen2 regex), ByteLevel(use_regex=false)]
+// with ignore_merges, on the Whisper vocabulary; the same edit the golden script makes.
+TEST(WhisperTokenizerJson, SplitSequenceAndIgnoreMergesMatchHuggingFace) {
+  auto j = nlohmann::json::parse(read_data("whisper-tiny.en.tokenizer.json.gz"));
+  nlohmann::json split = {{"type", "Split"}, {"behavior", "Isolated"}, {"invert", false}};
+  split["pattern"]["Regex"] = kQwen2Pattern;
+  nlohmann::json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}};
+  j["pre_tokenizer"] = {{"type", "Sequence"}};
+  j["pre_tokenizer"]["pretokenizers"] = nlohmann::json::array({split, byte_level});
+  j["model"]["ignore_merges"] = true;
+  auto tok = must(load_hf_tokenizer_json(j.dump(), "whisper-split-qwen2.json"));
+  ASSERT_NE(tok, nullptr);
+  expect_parity(*tok, "whisper_split_qwen2.ids.gz", true);
+}
 
 TEST(WhisperTokenizerJson, SpecialIds) {
   auto tok = whisper();
