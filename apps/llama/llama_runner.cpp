@@ -9,7 +9,7 @@
 
 #include "apps/common/tokenizer/loaders.h"
 #include "apps/common/tokenizer/program_metadata.h"
-#include "models/llama/gguf_llama.h"
+#include "models/llama/hf_llama.h"
 
 namespace vrun::llama {
 
@@ -52,7 +52,8 @@ Result<std::unique_ptr<LlamaRunner>> LlamaRunner::load(const std::string& path, 
                      path.c_str(), static_cast<long long>(ctx->i), static_cast<long long>(options.context));
     }
   } else {
-    VRUN_ASSIGN_OR_RETURN(ImportedModel m, import_gguf(path));
+    // A folder is a Hugging Face checkpoint; any other file is read as GGUF.
+    VRUN_ASSIGN_OR_RETURN(ImportedModel m, import_llama_checkpoint(path));
     for (const auto& note : m.notes) std::fprintf(stderr, "vrun: %s\n", note.c_str());
     BuildSettings s;
     s.context = options.context > 0 ? options.context : std::min(m.config.max_context, context_that_fits(m.config));

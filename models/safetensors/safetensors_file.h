@@ -1,0 +1,52 @@
+// Hugging Face safetensors files: an 8-byte little-endian header length, a JSON header
+// (name -> dtype, shape, data_offsets) and the tensor bytes, memory-mapped. Every offset and size
+// in the header is checked against the file and against dtype x shape before anything is read.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/dtype.h"
+#include "runtime/status.h"
+
+namespace vrun::safetensors {
+
+struct TensorInfo {
+  std::string name;
+  std::string dtype_name;      // as written in the header: F32, F16, BF16, I64, ...
+  std::optional<DType> dtype;  // set for the float types vrun runs (F32, F16, BF16)
+  std::vector<int64_t> shape;
+  uint64_t begin = 0, end = 0;  // byte range, from the start of the data section
+  const uint8_t* data = nullptr;
+  int64_t numel() const;
+};
+
+class File {
+ public:
+  static Result<std::shared_ptr<File>> open(const std::string& path);
+  // The same checks on bytes in memory (copied); `name` is used in messages.
+  static Result<std::shared_ptr<File>> from_bytes(const std::string& bytes, const std::string& name);
+
+  const std::string& path() const { return path_; }
+  const std::vector<TensorInfo>& tensors() const { return tensors_; }
+  const TensorInfo* tensor(const std::string& name) const;
+  // The header's free-form "__metadata__" string map.
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  // Keeps the mapping alive for borrowed tensor bytes.
+  std::shared_ptr<const void> keep_alive() const { return storage_; }
+
+ private:
+  static Result<std::shared_ptr<File>> parse(std::shared_ptr<const void> storage, const uint8_t* d, size_t size,
+                                             const std::string& path);
+  std::string path_;
+  std::vector<TensorInfo> tensors_;
+  std::map<std::string, size_t> index_;
+  std::map<std::string, std::string> metadata_;
+  std::shared_ptr<const void> storage_;
+};
+
+}  // namespace vrun::safetensors
