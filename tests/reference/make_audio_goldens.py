@@ -8,7 +8,8 @@ openai-whisper's log_mel_spectrogram and NeMo's AudioToMelSpectrogramPreprocesso
 Inputs: two LibriVox clips from Debian's pocketsphinx-testdata (copied as speech_*.wav) and a
 synthetic signal written here (synth.wav, float32, a length that is not a multiple of the hop).
 Every input is read with soundfile (libsndfile), as the C++ side reads it, so both start from
-the same float32 samples.
+the same float32 samples. Rerunning reproduces every file; synth.wav differs only in the time stamp
+libsndfile puts in its PEAK chunk.
 
 Whisper goldens keep the content frames plus 16 padding frames ([n_mels, content + 16]): every
 later frame of the 30-s padding equals the last stored one, which this script checks.
