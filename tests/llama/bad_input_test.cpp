@@ -1,0 +1,132 @@
+// Checkpoints that are not what they claim: each load fails with a message naming the problem.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "apps/llama/llama_runner.h"
+#include "models/llama/hf_llama.h"
+
+namespace vrun::llama {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string load_error(const std::string& path) {
+  LoadOptions o;
+  o.backend = BackendKind::kCpu;
+  o.context = 32;
+  auto r = LlamaRunner::load(path, o);
+  return r.is_ok() ? std::string("<loaded>") : r.status().to_string();
+}
+
+void write(const std::string& path, const std::string& bytes) {
+  std::ofstream f(path, std::ios::binary);
+  f << bytes;
+}
+
+// A copy of the tiny Llama folder to break.
+std::string copy_tiny(const std::string& name) {
+  const std::string dir = ::testing::TempDir() + "/" + name;
+  fs::remove_all(dir);
+  fs::copy(std::string(VRUN_TEST_DATA) + "/llama/tiny_llama", dir);
+  return dir;
+}
+
+TEST(BadInput, TextFileNamedGguf) {
+  const std::string path = ::testing::TempDir() + "/not_a_model.gguf";
+  write(path, "this is a text file, not a GGUF model; it is long enough to pass a size check.\n");
+  const std::string e = load_error(path);
+  EXPECT_NE(e.find("not a GGUF file"), std::string::npos) << e;
+  EXPECT_NE(e.find(path), std::string::npos) << e;
+}
+
+TEST(BadInput, TruncatedGguf) {
+  // Magic, version 3, one tensor and two metadata entries promised, then the file ends inside the
+  // first key.
+  std::string bytes = "GGUF";
+  auto u32 = [&](uint32_t v) { bytes.append(reinterpret_cast<const char*>(&v), 4); };
+  auto u64 = [&](uint64_t v) { bytes.append(reinterpret_cast<const char*>(&v), 8); };
+  u32(3);
+  u64(1);
+  u64(2);
+  u64(20);
+  bytes += "general.arch";
+  const std::string path = ::testing::TempDir() + "/truncated.gguf";
+  write(path, bytes);
+  const std::string e = load_error(path);
+  EXPECT_NE(e.find(path), std::string::npos) << e;
+  EXPECT_EQ(e.find("<loaded>"), std::string::npos);
+}
+
+TEST(BadInput, UnknownArchitecture) {
+  const std::string dir = copy_tiny("tiny_gpt2");
+  std::ifstream in(dir + "/config.json");
+  std::string config((std::istreambuf_iterator<char>(in)), {});
+  in.close();
+  const size_t at = config.find("\"llama\"");
+  ASSERT_NE(at, std::string::npos);
+  config.replace(at, 7, "\"gpt2\"");
+  write(dir + "/config.json", config);
+  const std::string e = load_error(dir);
+  EXPECT_NE(e.find("model_type 'gpt2'"), std::string::npos) << e;
+  EXPECT_NE(e.find("not a Llama-family model"), std::string::npos) << e;
+  fs::remove_all(dir);
+}
+
+TEST(BadInput, SafetensorsHeaderLyingAboutOffsets) {
+  const std::string dir = copy_tiny("tiny_lying");
+  // Rewrite the header in place with one end offset moved far past the data (same header length).
+  std::fstream f(dir + "/model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+  uint64_t n = 0;
+  f.read(reinterpret_cast<char*>(&n), 8);
+  std::string header(n, '\0');
+  f.read(header.data(), static_cast<std::streamsize>(n));
+  const size_t key = header.find("\"model.norm.weight\"");
+  ASSERT_NE(key, std::string::npos);
+  const size_t open = header.find("\"data_offsets\":[", key) + 16;
+  const size_t comma = header.find(',', open);
+  const size_t close = header.find(']', comma);
+  std::string end = header.substr(comma + 1, close - comma - 1);
+  std::string lie = "9" + std::string(end.size() - 1, '9');
+  header.replace(comma + 1, end.size(), lie);
+  f.seekp(8);
+  f.write(header.data(), static_cast<std::streamsize>(header.size()));
+  f.close();
+  const std::string e = load_error(dir);
+  EXPECT_NE(e.find("model.norm.weight"), std::string::npos) << e;
+  EXPECT_NE(e.find("data_offsets"), std::string::npos) << e;
+  fs::remove_all(dir);
+}
+
+TEST(BadInput, MissingWeightAndWrongShapeNameTheTensor) {
+  const std::string dir = copy_tiny("tiny_wrong_shape");
+  std::ifstream in(dir + "/config.json");
+  std::string config((std::istreambuf_iterator<char>(in)), {});
+  in.close();
+  const size_t at = config.find("\"intermediate_size\": 128");
+  ASSERT_NE(at, std::string::npos) << config;
+  config.replace(at, 24, "\"intermediate_size\": 96");
+  write(dir + "/config.json", config);
+  const std::string e = load_error(dir);
+  EXPECT_NE(e.find("mlp."), std::string::npos) << e;
+  EXPECT_NE(e.find("config.json implies"), std::string::npos) << e;
+  fs::remove_all(dir);
+}
+
+TEST(BadInput, EmptyPromptIsAnError) {
+  LoadOptions o;
+  o.backend = BackendKind::kCpu;
+  o.context = 32;
+  auto r = LlamaRunner::load(std::string(VRUN_TEST_DATA) + "/llama/tiny_llama", o);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  auto g = (*r)->generate({}, GenerateOptions{}, [](const std::string&) { return true; });
+  ASSERT_FALSE(g.is_ok());
+  EXPECT_NE(g.status().message().find("empty"), std::string::npos);
+  auto f = (*r)->feed(std::vector<int32_t>{5, 400});
+  ASSERT_FALSE(f.is_ok());
+  EXPECT_NE(f.status().message().find("token id 400"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace vrun::llama
