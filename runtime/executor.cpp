@@ -59,6 +59,9 @@ struct Executor::MethodPlan {
   std::vector<CpuKernelFn> kernels;        // per node (null for view ops)
   std::vector<Attrs> static_attrs;         // per node, resolved when not symbolic
   std::vector<std::vector<TensorView>> scratch_in, scratch_out;
+  std::vector<int> root;                         // storage root of each value
+  std::vector<GpuExecutor::Storage> storage;     // host storage of each root (GPU runs)
+  std::vector<std::vector<uint8_t>> dense_inputs;  // dense copies of strided inputs (GPU runs)
 };
 
 Executor::~Executor() = default;
@@ -66,10 +69,18 @@ Executor::~Executor() = default;
 Result<std::unique_ptr<Executor>> Executor::create(std::shared_ptr<const Program> program,
                                                    const ExecutorOptions& options) {
   if (!program) return err(ErrorCode::kInvalidArgument, "no program");
-  if (options.backend == BackendKind::kVulkan)
-    return err(ErrorCode::kUnsupported, "the Vulkan backend is not part of this build; use --backend cpu");
   std::unique_ptr<Executor> ex(new Executor());
   ex->program_ = std::move(program);
+  if (options.backend != BackendKind::kCpu) {
+    GpuOptions go;
+    go.device = options.device;
+    go.validation = options.validation;
+    ex->gpu_ = GpuExecutor::create(*ex->program_, go, options.backend == BackendKind::kAuto, &ex->gpu_why_not_);
+    if (!ex->gpu_ && options.backend == BackendKind::kVulkan)
+      return err(ErrorCode::kUnsupported, "--backend vulkan: ", ex->gpu_why_not_);
+  } else {
+    ex->gpu_why_not_ = "--backend cpu";
+  }
   ex->pool_ = std::make_unique<ThreadPool>(options.threads);
   const Program& p = *ex->program_;
   for (const StateDef& s : p.states) {
@@ -84,6 +95,10 @@ Result<std::unique_ptr<Executor>> Executor::create(std::shared_ptr<const Program
     auto plan = std::make_unique<MethodPlan>();
     plan->method = &m;
     plan->values.resize(m.values.size());
+    plan->storage.resize(m.values.size());
+    plan->dense_inputs.resize(m.inputs.size());
+    for (size_t v = 0; v < m.values.size(); ++v)
+      plan->root.push_back(m.values[v].view_base >= 0 ? m.values[v].view_base : static_cast<int>(v));
     for (const NodeDef& n : m.nodes) {
       const bool view = op_schema(n.op).is_view();
       CpuKernelFn fn = view ? nullptr : table.get(n.op);
@@ -100,6 +115,7 @@ Result<std::unique_ptr<Executor>> Executor::create(std::shared_ptr<const Program
 
 void Executor::reset_state() {
   for (const TensorView& s : states_) std::memset(s.data, 0, static_cast<size_t>(s.dense_bytes()));
+  if (gpu_) gpu_->states_reset();
 }
 
 TensorView Executor::state(const std::string& name) const {
@@ -111,7 +127,16 @@ TensorView Executor::state(const std::string& name) const {
 std::vector<std::string> Executor::node_backends(const std::string& method) const {
   const MethodDef* m = program_->method(method);
   if (!m) return {};
-  return std::vector<std::string>(m->nodes.size(), "cpu");
+  std::vector<std::string> b(m->nodes.size(), "cpu");
+  for (size_t n = 0; gpu_ && n < b.size(); ++n)
+    if (gpu_->runs_on_gpu(*m, n)) b[n] = "vulkan";
+  return b;
+}
+
+uint64_t Executor::gpu_validation_errors() const { return gpu_ ? gpu_->validation_errors() : 0; }
+
+std::string Executor::device_description() const {
+  return gpu_ ? "vulkan: " + gpu_->device_name() : "cpu (no GPU: " + gpu_why_not_ + ")";
 }
 
 Result<std::vector<TensorView>> Executor::run(const std::string& name, const std::vector<TensorView>& inputs,
@@ -184,6 +209,32 @@ Result<std::vector<TensorView>> Executor::run(const std::string& name, const std
     }
   }
   for (size_t i = 0; i < inputs.size(); ++i) plan->values[m.inputs[i]] = inputs[i];
+  if (gpu_) {
+    // The device holds dense copies: strided inputs are made dense here first.
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      TensorView& v = plan->values[m.inputs[i]];
+      if (v.is_contiguous() || is_quantized(v.dtype)) continue;
+      plan->dense_inputs[i].resize(static_cast<size_t>(v.dense_bytes()));
+      TensorView d = TensorView::dense(plan->dense_inputs[i].data(), v.dtype, v.shape);
+      Attrs none(OpKind::copy);
+      KernelCall call;
+      call.op = OpKind::copy;
+      call.in = &v;
+      call.n_in = 1;
+      call.out = &d;
+      call.n_out = 1;
+      call.attrs = &none;
+      call.pool = pool_.get();
+      VRUN_RETURN_IF_ERROR(cpu_kernels().get(OpKind::copy)(call).with_context(mw + " input " + std::to_string(i)));
+      v = d;
+    }
+    for (size_t v = 0; v < m.values.size(); ++v) {
+      const ValueDef& def = m.values[v];
+      if (def.kind == ValueKind::kIntermediate) continue;
+      plan->storage[v] = {static_cast<uint8_t*>(plan->values[v].data), plan->values[v].dense_bytes()};
+    }
+    VRUN_RETURN_IF_ERROR(gpu_->begin(m, plan->arena.get()));
+  }
   for (size_t n = 0; n < m.nodes.size(); ++n) {
     const Status s = run_node(*plan, n, sym);
     if (!s.is_ok()) {
@@ -191,6 +242,11 @@ Result<std::vector<TensorView>> Executor::run(const std::string& name, const std
       return s.with_context(mw + " node " + std::to_string(n) + " (" + op_name(node.op) +
                             (node.name.empty() ? "" : " " + node.name) + ")");
     }
+  }
+  if (gpu_) {
+    std::vector<int> roots;
+    for (int id : m.outputs) roots.push_back(plan->root[id]);
+    VRUN_RETURN_IF_ERROR(gpu_->finish(m, roots, plan->storage).with_context(mw));
   }
   std::vector<TensorView> outs;
   for (int id : m.outputs) outs.push_back(plan->values[id]);
@@ -243,6 +299,19 @@ Status Executor::run_node(MethodPlan& plan, size_t index, const std::vector<int6
     }
     plan.values[node.outputs[o]] = out[o];
   }
+  std::vector<int> in_roots, out_roots;
+  if (gpu_) {
+    for (size_t k = 0; k < in.size(); ++k) in_roots.push_back(node.inputs[k] >= 0 ? plan.root[node.inputs[k]] : -1);
+    for (size_t o = 0; o < out.size(); ++o) {
+      const int r = plan.root[node.outputs[o]];
+      out_roots.push_back(r);
+      if (node.op != OpKind::slice_update) plan.storage[r] = {static_cast<uint8_t*>(out[o].data), out[o].dense_bytes()};
+    }
+    if (gpu_->runs_on_gpu(m, index)) return gpu_->gpu_node(m, index, in, in_roots, out, out_roots, attrs, plan.storage);
+    VRUN_RETURN_IF_ERROR(gpu_->sync_to_host(m, in_roots, plan.storage));
+    // slice_update writes into the state in place: the rest of the state must be current too.
+    if (node.op == OpKind::slice_update) VRUN_RETURN_IF_ERROR(gpu_->sync_to_host(m, out_roots, plan.storage));
+  }
   KernelCall call;
   call.op = node.op;
   call.in = in.data();
@@ -251,7 +320,9 @@ Status Executor::run_node(MethodPlan& plan, size_t index, const std::vector<int6
   call.n_out = static_cast<int>(out.size());
   call.attrs = &attrs;
   call.pool = pool_.get();
-  return plan.kernels[index](call);
+  VRUN_RETURN_IF_ERROR(plan.kernels[index](call));
+  if (gpu_) gpu_->host_written(m, out_roots);
+  return Status::ok();
 }
 
 }  // namespace vrun

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runtime/program.h"
+#include "runtime/executor_gpu.h"
 #include "runtime/thread_pool.h"
 
 namespace vrun {
@@ -18,8 +19,12 @@ const char* backend_kind_name(BackendKind k);
 Result<BackendKind> parse_backend_kind(const std::string& s);
 
 struct ExecutorOptions {
+  // cpu: every node on the CPU. vulkan: nodes the GPU kernels cover on the Vulkan device (any,
+  // CPU implementations included), the rest on the CPU. auto: vulkan when a real GPU is there.
   BackendKind backend = BackendKind::kAuto;
-  int threads = 0;  // 0: VRUN_THREADS or one per hardware thread
+  int threads = 0;   // 0: VRUN_THREADS or one per hardware thread
+  int device = -1;   // Vulkan device index; -1: VRUN_DEVICE or the best one
+  bool validation = false;  // Vulkan validation layer (tests)
 };
 
 class Executor {
@@ -42,6 +47,10 @@ class Executor {
   // The backend each node of a method runs on ("cpu", "vulkan").
   std::vector<std::string> node_backends(const std::string& method) const;
   ThreadPool& pool() { return *pool_; }
+  // "cpu", or the Vulkan device in use; and why the GPU is not used when it is not.
+  std::string device_description() const;
+  bool uses_gpu() const { return gpu_ != nullptr; }
+  uint64_t gpu_validation_errors() const;
 
  private:
   struct MethodPlan;
@@ -53,6 +62,8 @@ class Executor {
   std::vector<std::unique_ptr<uint8_t, void (*)(uint8_t*)>> state_storage_;
   std::vector<TensorView> states_;
   std::vector<std::unique_ptr<MethodPlan>> plans_;
+  std::unique_ptr<class GpuExecutor> gpu_;
+  std::string gpu_why_not_;
 };
 
 }  // namespace vrun

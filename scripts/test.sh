@@ -31,7 +31,8 @@ if [ "$quick" = 0 ]; then
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVRUN_SANITIZE=ON >/dev/null
   cmake --build build-asan -j"$jobs"
   echo "== tests under ASan + UBSan"
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp \
+    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan -j2 --output-on-failure -LE no_sanitize
 fi
 echo "== all tests passed in $(( $(date +%s) - start )) s"

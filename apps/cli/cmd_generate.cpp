@@ -136,14 +136,9 @@ int run_generate(GenerateArgs a) {
     if (!st.is_ok()) return fail("generate", st.status().to_string());
     std::printf("\n");
     history.push_back({"assistant", reply});
-    // The end-of-turn token the model emitted is not in the cache: re-render so the next turn
-    // starts from the template's own text for this exchange.
-    rendered_so_far = tok::render_chat(format, history, false);
-    std::vector<int32_t> closing = encode_prompt(rendered_so_far.substr(full.size() + reply.size() <= rendered_so_far.size() ? full.size() + reply.size() : rendered_so_far.size()), false);
-    if (!closing.empty() && r.n_past() + static_cast<int64_t>(closing.size()) < r.context()) {
-      auto fed = r.feed(closing);
-      if (!fed.is_ok()) return fail("generate", fed.status().to_string());
-    }
+    // The cache now holds the rendered prompt and the reply's tokens; the template's end-of-turn
+    // text is the start of the next turn's delta.
+    rendered_so_far = full + reply;
     if (!a.quiet) print_stats(*st);
   }
   return 0;

@@ -167,10 +167,7 @@ Result<GenerateStats> LlamaRunner::generate(std::span<const int32_t> prompt, con
       st.stop_reason = "context";
       break;
     }
-    if (o.max_tokens >= 0 && st.generated_tokens >= o.max_tokens) {
-      st.stop_reason = "length";
-      break;
-    }
+    // Every emitted token enters the cache, so a chat can continue from exactly this text.
     VRUN_ASSIGN_OR_RETURN(logits, feed(std::span<const int32_t>(&next, 1)));
   }
   if (st.stop_reason != "stop" && st.stop_reason != "callback") {

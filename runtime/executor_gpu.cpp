@@ -1,0 +1,246 @@
+#include "runtime/executor_gpu.h"
+
+#ifdef VRUN_HAVE_VULKAN
+
+#include <map>
+
+#include "runtime/backends/vulkan/context.h"
+#include "runtime/backends/vulkan/memory.h"
+#include "runtime/backends/vulkan/ops.h"
+#include "runtime/backends/vulkan/recorder.h"
+
+namespace vrun {
+
+namespace {
+
+constexpr uint8_t kHost = 1, kDevice = 2;
+
+class VulkanExecutor final : public GpuExecutor {
+ public:
+  std::string device_name() const override { return ctx_->info().name + " (" + ctx_->info().type + ")"; }
+  bool runs_on_gpu(const MethodDef& m, size_t n) const override {
+    auto it = on_gpu_.find(&m);
+    return it != on_gpu_.end() && it->second[n];
+  }
+
+  Status init(const Program& p, const GpuOptions& o, bool require_gpu, std::string* why) {
+    program_ = &p;
+    vulkan::ContextOptions co;
+    co.device_index = o.device;
+    co.validation = o.validation;
+    auto ctx = vulkan::Context::create(co);
+    if (!ctx.is_ok()) {
+      *why = ctx.status().message();
+      return ctx.status();
+    }
+    ctx_ = std::move(*ctx);
+    if (require_gpu && (ctx_->info().type == "cpu" || ctx_->info().type == "other")) {
+      *why = "the only Vulkan device is " + ctx_->info().name + ", a CPU implementation (slower than the CPU backend)";
+      return err(ErrorCode::kUnsupported, *why);
+    }
+    if (!ctx_->kernels_usable()) {
+      *why = ctx_->info().name + " lacks 8/16-bit storage buffers";
+      return err(ErrorCode::kUnsupported, *why);
+    }
+    VRUN_ASSIGN_OR_RETURN(rec_, vulkan::Recorder::create(*ctx_));
+    // Which nodes run here: decided once, from dtypes, max shapes and attributes.
+    std::vector<bool> const_used(p.constants.size(), false);
+    for (const MethodDef& m : p.methods) {
+      std::vector<bool>& flags = on_gpu_[&m];
+      flags.assign(m.nodes.size(), false);
+      for (size_t n = 0; n < m.nodes.size(); ++n) {
+        const NodeDef& node = m.nodes[n];
+        if (op_schema(node.op).is_view()) continue;
+        std::vector<TensorDesc> descs(node.inputs.size());
+        std::vector<const TensorDesc*> ptrs(node.inputs.size(), nullptr);
+        for (size_t k = 0; k < node.inputs.size(); ++k) {
+          if (node.inputs[k] < 0) continue;
+          descs[k] = {m.values[node.inputs[k]].dtype, m.values[node.inputs[k]].max_shape()};
+          ptrs[k] = &descs[k];
+        }
+        flags[n] = vulkan::supports(*ctx_, node.op, ptrs, node.attrs.values);
+        if (!flags[n]) continue;
+        for (int id : node.inputs) {
+          if (id < 0) continue;
+          const int root = m.values[id].view_base >= 0 ? m.values[id].view_base : id;
+          if (m.values[root].kind == ValueKind::kConstant) const_used[m.values[root].index] = true;
+        }
+      }
+    }
+    // Constants the GPU reads go up once, straight from the (mapped) program.
+    constants_.resize(p.constants.size());
+    for (size_t c = 0; c < p.constants.size(); ++c) {
+      if (!const_used[c] || p.constants[c].size == 0) continue;
+      VRUN_ASSIGN_OR_RETURN(constants_[c], ctx_->allocator().allocate(p.constants[c].size, vulkan::MemoryKind::kDevice,
+                                                                      "constant " + p.constants[c].name));
+      VRUN_RETURN_IF_ERROR(rec_->record_upload(p.constants[c].data, constants_[c].ref(), 0, p.constants[c].size));
+    }
+    for (const StateDef& s : p.states) {
+      const uint64_t bytes = std::max<uint64_t>(dtype_bytes(s.dtype, s.shape.numel()), 4);
+      VRUN_ASSIGN_OR_RETURN(auto buf, ctx_->allocator().allocate(bytes, vulkan::MemoryKind::kDevice, "state " + s.name));
+      states_.push_back(std::move(buf));
+    }
+    state_fresh_.assign(p.states.size(), kHost);
+    return rec_->submit_and_wait();
+  }
+
+  Status begin(const MethodDef& m, uint8_t* host_arena) override {
+    MethodState& ms = methods_[&m];
+    if (!ms.arena.valid() && m.arena_size > 0) {
+      VRUN_ASSIGN_OR_RETURN(ms.arena, ctx_->allocator().allocate(static_cast<uint64_t>(m.arena_size), vulkan::MemoryKind::kDevice,
+                                                                 "scratch arena of method " + m.name));
+    }
+    ms.inputs.resize(m.values.size());
+    ms.fresh.assign(m.values.size(), 0);
+    for (size_t v = 0; v < m.values.size(); ++v) {
+      const ValueDef& d = m.values[v];
+      if (d.kind == ValueKind::kInput) ms.fresh[v] = kHost;
+      if (d.kind == ValueKind::kConstant) ms.fresh[v] = kHost | (constants_[d.index].valid() ? kDevice : 0);
+    }
+    host_arena_ = host_arena;
+    return Status::ok();
+  }
+
+  Status gpu_node(const MethodDef& m, size_t n, const std::vector<TensorView>& in, const std::vector<int>& in_roots,
+                  const std::vector<TensorView>& out, const std::vector<int>& out_roots, const Attrs& attrs,
+                  const std::vector<Storage>& storage) override {
+    MethodState& ms = methods_[&m];
+    std::vector<vulkan::DeviceView> din(in.size()), dout(out.size());
+    for (size_t k = 0; k < in.size(); ++k) {
+      if (!in[k].present() || in_roots[k] < 0) continue;
+      VRUN_RETURN_IF_ERROR(to_device(m, ms, in_roots[k], storage));
+      VRUN_ASSIGN_OR_RETURN(din[k], device_view(m, ms, in[k], in_roots[k], storage));
+    }
+    for (size_t k = 0; k < out.size(); ++k) {
+      VRUN_ASSIGN_OR_RETURN(dout[k], device_view(m, ms, out[k], out_roots[k], storage));
+    }
+    VRUN_RETURN_IF_ERROR(rec_->record(m.nodes[n].op, din, dout, attrs));
+    for (int r : out_roots) set_fresh(m, ms, r, kDevice);
+    return Status::ok();
+  }
+
+  Status sync_to_host(const MethodDef& m, const std::vector<int>& roots, const std::vector<Storage>& storage) override {
+    MethodState& ms = methods_[&m];
+    bool any = false;
+    for (int r : roots) {
+      if (r < 0 || (fresh(m, ms, r) & kHost) || !(fresh(m, ms, r) & kDevice)) continue;
+      VRUN_ASSIGN_OR_RETURN(vulkan::BufferRef ref, device_ref(m, ms, r, storage));
+      VRUN_RETURN_IF_ERROR(rec_->record_download(ref, 0, storage[r].host, static_cast<uint64_t>(storage[r].bytes)));
+      set_fresh(m, ms, r, kHost | kDevice);
+      any = true;
+    }
+    if (any || rec_->dispatch_count() > 0) VRUN_RETURN_IF_ERROR(rec_->submit_and_wait());
+    return Status::ok();
+  }
+
+  void host_written(const MethodDef& m, const std::vector<int>& roots) override {
+    MethodState& ms = methods_[&m];
+    for (int r : roots)
+      if (r >= 0) set_fresh(m, ms, r, kHost);
+  }
+
+  Status finish(const MethodDef& m, const std::vector<int>& output_roots, const std::vector<Storage>& storage) override {
+    return sync_to_host(m, output_roots, storage);
+  }
+
+  void states_reset() override { state_fresh_.assign(state_fresh_.size(), kHost); }
+  uint64_t validation_errors() const override { return ctx_->validation_errors(); }
+
+ private:
+  struct MethodState {
+    vulkan::Buffer arena;
+    std::vector<vulkan::Buffer> inputs;  // per value id (inputs only)
+    std::vector<uint8_t> fresh;          // per value id (states live in state_fresh_)
+  };
+
+  uint8_t fresh(const MethodDef& m, const MethodState& ms, int r) const {
+    const ValueDef& d = m.values[r];
+    return d.kind == ValueKind::kState ? state_fresh_[d.index] : ms.fresh[r];
+  }
+  void set_fresh(const MethodDef& m, MethodState& ms, int r, uint8_t f) {
+    const ValueDef& d = m.values[r];
+    if (d.kind == ValueKind::kState) state_fresh_[d.index] = f;
+    else ms.fresh[r] = f;
+  }
+
+  Result<vulkan::BufferRef> device_ref(const MethodDef& m, MethodState& ms, int r, const std::vector<Storage>& storage) {
+    const ValueDef& d = m.values[r];
+    switch (d.kind) {
+      case ValueKind::kConstant: return constants_[d.index].ref();
+      case ValueKind::kState: return states_[d.index].ref();
+      case ValueKind::kInput: {
+        const uint64_t bytes = std::max<uint64_t>(static_cast<uint64_t>(storage[r].bytes), 4);
+        if (!ms.inputs[r].valid() || ms.inputs[r].size() < bytes) {
+          VRUN_ASSIGN_OR_RETURN(ms.inputs[r], ctx_->allocator().allocate(bytes, vulkan::MemoryKind::kDevice, "input " + d.name));
+        }
+        return ms.inputs[r].ref();
+      }
+      case ValueKind::kIntermediate: {
+        vulkan::BufferRef ref = ms.arena.ref();
+        ref.offset += static_cast<uint64_t>(d.arena_offset);
+        ref.size = static_cast<uint64_t>(d.arena_size);
+        if (ref.mapped) ref.mapped = static_cast<uint8_t*>(ref.mapped) + d.arena_offset;
+        return ref;
+      }
+    }
+    return err(ErrorCode::kInternal, "value ", r, " has no device storage");
+  }
+
+  Status to_device(const MethodDef& m, MethodState& ms, int r, const std::vector<Storage>& storage) {
+    const uint8_t f = fresh(m, ms, r);
+    if (f & kDevice) return Status::ok();
+    VRUN_ASSIGN_OR_RETURN(vulkan::BufferRef ref, device_ref(m, ms, r, storage));
+    if (storage[r].bytes > 0) VRUN_RETURN_IF_ERROR(rec_->record_upload(storage[r].host, ref, 0, static_cast<uint64_t>(storage[r].bytes)));
+    set_fresh(m, ms, r, f | kDevice);
+    return Status::ok();
+  }
+
+  Result<vulkan::DeviceView> device_view(const MethodDef& m, MethodState& ms, const TensorView& v, int r,
+                                         const std::vector<Storage>& storage) {
+    VRUN_ASSIGN_OR_RETURN(vulkan::BufferRef ref, device_ref(m, ms, r, storage));
+    const int64_t off = static_cast<const uint8_t*>(v.data) - storage[r].host;
+    if (off < 0) return err(ErrorCode::kInternal, "view lies before its storage");
+    vulkan::DeviceView d;
+    d.buffer = ref;
+    d.offset = static_cast<uint64_t>(off);
+    d.dtype = v.dtype;
+    d.shape = v.shape;
+    d.strides = v.strides;
+    return d;
+  }
+
+  const Program* program_ = nullptr;
+  std::unique_ptr<vulkan::Context> ctx_;
+  std::unique_ptr<vulkan::Recorder> rec_;
+  std::vector<vulkan::Buffer> constants_, states_;
+  std::vector<uint8_t> state_fresh_;
+  std::map<const MethodDef*, std::vector<bool>> on_gpu_;
+  std::map<const MethodDef*, MethodState> methods_;
+  uint8_t* host_arena_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<GpuExecutor> GpuExecutor::create(const Program& program, const GpuOptions& options, bool require_gpu,
+                                                 std::string* why) {
+  auto ex = std::make_unique<VulkanExecutor>();
+  const Status s = ex->init(program, options, require_gpu, why);
+  if (!s.is_ok()) {
+    if (why->empty()) *why = s.message();
+    return nullptr;
+  }
+  return ex;
+}
+
+}  // namespace vrun
+
+#else
+
+namespace vrun {
+std::unique_ptr<GpuExecutor> GpuExecutor::create(const Program&, const GpuOptions&, bool, std::string* why) {
+  *why = "this vrun was built without the Vulkan backend (-DVRUN_VULKAN=OFF)";
+  return nullptr;
+}
+}  // namespace vrun
+
+#endif

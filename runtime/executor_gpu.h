@@ -1,0 +1,51 @@
+// The executor's Vulkan side: device copies of constants, states and each method's arena, and
+// the recording of GPU nodes. Data moves between host and device only where a node on the other
+// side reads it (per storage root, tracked as host-fresh / device-fresh), so a method that runs
+// wholly on the GPU makes no host round trip until its outputs are read back.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/attrs.h"
+#include "runtime/program.h"
+
+namespace vrun {
+
+struct GpuOptions {
+  int device = -1;  // -1: VRUN_DEVICE or the best device
+  bool validation = false;
+};
+
+class GpuExecutor {
+ public:
+  // nullptr with a reason in *why when Vulkan is unavailable (no loader/device) or not built.
+  static std::unique_ptr<GpuExecutor> create(const Program& program, const GpuOptions& options, bool require_gpu_device,
+                                             std::string* why);
+  virtual ~GpuExecutor() = default;
+  virtual std::string device_name() const = 0;
+  // Whether node n of method m runs on the GPU.
+  virtual bool runs_on_gpu(const MethodDef& m, size_t n) const = 0;
+
+  // One method call: begin, then for each node either gpu_node or (sync_to_host of its inputs,
+  // the CPU kernel, host_written of its outputs), then finish.
+  struct Storage {
+    uint8_t* host = nullptr;  // base of the root's host storage
+    int64_t bytes = 0;        // bytes currently in use
+  };
+  virtual Status begin(const MethodDef& m, uint8_t* host_arena) = 0;
+  // roots: the storage root value id of each input/output view, and the value's host storage.
+  virtual Status gpu_node(const MethodDef& m, size_t n, const std::vector<TensorView>& in, const std::vector<int>& in_roots,
+                          const std::vector<TensorView>& out, const std::vector<int>& out_roots, const Attrs& attrs,
+                          const std::vector<Storage>& storage) = 0;
+  virtual Status sync_to_host(const MethodDef& m, const std::vector<int>& roots, const std::vector<Storage>& storage) = 0;
+  virtual void host_written(const MethodDef& m, const std::vector<int>& roots) = 0;
+  virtual Status finish(const MethodDef& m, const std::vector<int>& output_roots, const std::vector<Storage>& storage) = 0;
+  // After the host zeroed the states.
+  virtual void states_reset() = 0;
+  // Errors the Vulkan validation layer reported (0 when it is off).
+  virtual uint64_t validation_errors() const = 0;
+};
+
+}  // namespace vrun
