@@ -113,7 +113,14 @@ Status read_config(const json& j, const std::string& path, LlamaConfig* c, std::
   c->kv_heads = int_or("num_key_value_heads", c->heads);
   c->head_dim = int_or("head_dim", c->heads > 0 ? c->dim / c->heads : 0);
   c->max_context = int_or("max_position_embeddings", 2048);
-  c->rope_theta = num_or("rope_theta", 10000.0);
+  // transformers 5 writes rope_theta and the scaling together under rope_parameters; older
+  // configs have rope_theta and rope_scaling at the top level.
+  const json rope = j.contains("rope_parameters") && j["rope_parameters"].is_object() ? j["rope_parameters"]
+                    : j.contains("rope_scaling") && j["rope_scaling"].is_object()       ? j["rope_scaling"]
+                                                                                        : json();
+  c->rope_theta = num_or("rope_theta", rope.is_object() && rope.contains("rope_theta") && rope["rope_theta"].is_number()
+                                           ? rope["rope_theta"].get<double>()
+                                           : 10000.0);
   c->rms_eps = num_or("rms_norm_eps", 1e-6);
   // transformers' LlamaConfig, MistralConfig and Qwen2Config all default to untied embeddings.
   c->tied_embeddings = j.contains("tie_word_embeddings") && j["tie_word_embeddings"].is_boolean() && j["tie_word_embeddings"].get<bool>();
@@ -126,8 +133,8 @@ Status read_config(const json& j, const std::string& path, LlamaConfig* c, std::
       c->max_context = w;
     }
   }
-  if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) {
-    const json& rs = j["rope_scaling"];
+  if (rope.is_object()) {
+    const json& rs = rope;
     const std::string type = rs.value("rope_type", rs.value("type", ""));
     const double factor = rs.contains("factor") && rs["factor"].is_number() ? rs["factor"].get<double>() : 1.0;
     if (type == "llama3") {
