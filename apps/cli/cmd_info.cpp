@@ -5,6 +5,9 @@
 #include "apps/cli/command.h"
 #include "runtime/executor.h"
 #include "runtime/program.h"
+#ifdef VRUN_VULKAN
+#include "runtime/backends/vulkan/context.h"
+#endif
 
 namespace vrun::cli {
 namespace {
@@ -52,7 +55,23 @@ std::string meta_str(const MetaValue& v) {
   return "?";
 }
 
-int run_info(const std::string& path, bool nodes, const std::string& backend) {
+void print_devices() {
+#ifdef VRUN_VULKAN
+  const auto devices = vulkan::Context::list_devices();
+  if (devices.empty()) std::printf("vulkan devices: none (the CPU backend runs everything)\n");
+  for (const auto& d : devices)
+    std::printf("vulkan device %d: %s (%s), %s, subgroup %u, fp16 %s, int8 %s, cooperative matrix %s\n", d.index,
+                d.name.c_str(), d.type.c_str(), human_bytes(d.device_local_bytes).c_str(), d.subgroup_size,
+                d.fp16 ? "yes" : "no", d.int8 ? "yes" : "no",
+                d.coopmat_khr ? "KHR" : (d.coopmat_nv ? "NV" : "no"));
+#else
+  std::printf("vulkan: not built (-DVRUN_VULKAN=OFF)\n");
+#endif
+}
+
+int run_info(const std::string& path, bool nodes, const std::string& backend, int device) {
+  print_devices();
+  if (path.empty()) return 0;
   auto prog = load_program(path);
   if (!prog.is_ok()) return fail("info", prog.status().to_string());
   const Program& p = **prog;
@@ -61,6 +80,7 @@ int run_info(const std::string& path, bool nodes, const std::string& backend) {
   ExecutorOptions opts;
   opts.backend = *kind;
   opts.threads = 1;
+  opts.device = device;
   auto ex = Executor::create(*prog, opts);
   if (!ex.is_ok()) return fail("info", ex.status().to_string());
 
@@ -73,6 +93,7 @@ int run_info(const std::string& path, bool nodes, const std::string& backend) {
     std::printf("metadata:\n");
     for (const auto& [k, v] : p.metadata) std::printf("  %s = %s\n", k.c_str(), meta_str(v).c_str());
   }
+  std::printf("backend: %s\n", (*ex)->device_description().c_str());
   for (const auto& s : p.states) std::printf("state %s: %s %s\n", s.name.c_str(), dtype_name(s.dtype), s.shape.str().c_str());
   for (const MethodDef& m : p.methods) {
     std::printf("method %s: %zu nodes, scratch arena %s\n", m.name.c_str(), m.nodes.size(), human_bytes(m.arena_size).c_str());
@@ -111,11 +132,13 @@ CommandRegistrar reg("info", "Show what a program (.vrp) holds: methods, symbols
                        auto path = std::make_shared<std::string>();
                        auto nodes = std::make_shared<bool>(false);
                        auto backend = std::make_shared<std::string>("auto");
-                       sub.add_option("-m,--model", *path, "Program file (.vrp)")->required();
+                       auto device = std::make_shared<int>(-1);
+                       sub.add_option("-m,--model", *path, "Program file (.vrp); without it only the devices are listed");
+                       sub.add_option("--device", *device, "Vulkan device index (see the list; VRUN_DEVICE also works)");
                        sub.add_flag("--nodes", *nodes, "List every node with its output shapes and backend");
                        sub.add_option("--backend", *backend, "Backend to plan for: cpu, vulkan or auto")
                            ->capture_default_str();
-                       return [=] { return run_info(*path, *nodes, *backend); };
+                       return [=] { return run_info(*path, *nodes, *backend, *device); };
                      });
 
 }  // namespace
