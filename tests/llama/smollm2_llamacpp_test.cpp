@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "apps/llama/llama_runner.h"
@@ -70,7 +71,14 @@ TEST_F(SmolLM2, GreedyTokensMatchLlamaCppWhileItsGapIsClear) {
   auto runner = load(64);
   ASSERT_NE(runner, nullptr);
   int compared = 0;
+  // Where the float64 numpy reference (same dequantised weights) disagrees with llama.cpp's top-1,
+  // llama.cpp's own rounding (q8_0 activations, f16 KV cache) decided the token: there we follow
+  // the float64 verdict, and the paths part.
+  std::map<size_t, int32_t> f64_top1;
+  for (size_t s = 0; s < golden_["numpy_f64"]["steps"].size(); ++s)
+    f64_top1[s] = golden_["numpy_f64"]["steps"][s]["numpy_top1"].get<int32_t>();
   for (const auto& p : golden_["prompts"]) {
+    const bool has_f64 = p["text"] == golden_["numpy_f64"]["prompt"];
     const auto prompt = p["prompt_tokens"].get<std::vector<int32_t>>();
     const auto want = p["tokens"].get<std::vector<int32_t>>();
     const auto gaps = p["gaps"].get<std::vector<double>>();
@@ -86,6 +94,11 @@ TEST_F(SmolLM2, GreedyTokensMatchLlamaCppWhileItsGapIsClear) {
       std::snprintf(line, sizeof line, " %d/%d(%.2f|%.2f)", top, want[s], gap, gaps[s]);
       report += line;
       if (gaps[s] < kClearGap) break;  // a near-tie in llama.cpp: no verdict from here on
+      if (has_f64 && f64_top1.count(s) && f64_top1[s] != want[s]) {
+        EXPECT_EQ(top, f64_top1[s]) << p["text"] << " step " << s << ": float64 reference's token";
+        report += " (float64 decides)";
+        break;
+      }
       EXPECT_EQ(top, want[s]) << p["text"] << " step " << s << " (llama.cpp gap " << gaps[s] << ", ours " << gap << ")";
       ++compared;
       logits = runner->feed(std::span<const int32_t>(&want[s], 1));
