@@ -1,0 +1,16 @@
+// Transcript files: txt, srt, vtt, json (openai-whisper's writers' layouts).
+#pragma once
+
+#include <string>
+
+#include "apps/whisper/whisper_runner.h"
+
+namespace vrun::whisper {
+
+// "HH:MM:SS.mmm" (sep '.') or "HH:MM:SS,mmm" (sep ',').
+std::string format_timestamp(double seconds, char sep = '.');
+
+// format: txt | srt | vtt | json. audio names the source in json.
+Result<std::string> render_transcript(const Transcript& t, const std::string& format, const std::string& audio);
+
+}  // namespace vrun::whisper

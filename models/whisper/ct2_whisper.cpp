@@ -1,0 +1,125 @@
+#include "models/whisper/ct2_whisper.h"
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "models/ct2/ct2_file.h"
+
+namespace vrun::whisper {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+Result<std::string> read_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) return err(ErrorCode::kNotFound, p.string(), ": cannot open");
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+Result<std::vector<int64_t>> int_list(const nlohmann::json& j, const char* key, const std::string& source) {
+  std::vector<int64_t> out;
+  if (!j.contains(key)) return out;
+  const auto& v = j[key];
+  if (!v.is_array()) return err(ErrorCode::kInvalidProgram, source, ": '", key, "' is not a list");
+  for (const auto& x : v) {
+    if (x.is_number_integer()) {
+      out.push_back(x.get<int64_t>());
+    } else if (x.is_array()) {  // alignment_heads: [[layer, head], ...]
+      for (const auto& y : x) {
+        if (!y.is_number_integer()) return err(ErrorCode::kInvalidProgram, source, ": '", key, "' holds a non-integer");
+        out.push_back(y.get<int64_t>());
+      }
+    } else {
+      return err(ErrorCode::kInvalidProgram, source, ": '", key, "' holds a non-integer");
+    }
+  }
+  return out;
+}
+
+int64_t count_layers(const ct2::File& f, const std::string& prefix) {
+  int64_t n = 0;
+  while (f.find(prefix + "/layer_" + std::to_string(n) + "/ffn/linear_0/weight")) ++n;
+  return n;
+}
+
+}  // namespace
+
+bool is_ct2_folder(const std::string& path) {
+  std::error_code ec;
+  return fs::is_directory(path, ec) ? fs::exists(fs::path(path) / "model.bin", ec)
+                                    : fs::path(path).filename() == "model.bin";
+}
+
+Result<ImportedWhisper> import_ct2_whisper(const std::string& path) {
+  std::error_code ec;
+  const fs::path dir = fs::is_directory(path, ec) ? fs::path(path) : fs::path(path).parent_path();
+  const fs::path bin = dir / "model.bin";
+  VRUN_ASSIGN_OR_RETURN(std::shared_ptr<ct2::File> f, ct2::File::open(bin.string()));
+  if (f->spec() != "WhisperSpec")
+    return err(ErrorCode::kUnsupported, bin.string(), ": spec '", f->spec(), "' is not WhisperSpec");
+  ImportedWhisper m;
+  WhisperConfig& c = m.config;
+  const ct2::Variable* conv1 = f->find("encoder/conv1/weight");
+  const ct2::Variable* enc_pos = f->find("encoder/position_encodings/encodings");
+  const ct2::Variable* dec_pos = f->find("decoder/position_encodings/encodings");
+  const ct2::Variable* embed = f->find("decoder/embeddings/weight");
+  if (!conv1 || !enc_pos || !dec_pos || !embed)
+    return err(ErrorCode::kNotFound, bin.string(), ": missing one of encoder/conv1/weight, encoder/position_encodings/encodings, "
+               "decoder/position_encodings/encodings, decoder/embeddings/weight");
+  if (conv1->shape.size() != 3 || enc_pos->shape.size() != 2 || dec_pos->shape.size() != 2 || embed->shape.size() != 2)
+    return err(ErrorCode::kInvalidProgram, bin.string(), ": conv1 / position / embedding tensors have the wrong rank");
+  c.n_mels = conv1->shape[1];
+  c.n_audio_state = conv1->shape[0];
+  c.n_audio_ctx = enc_pos->shape[0];
+  c.n_text_ctx = dec_pos->shape[0];
+  c.n_vocab = embed->shape[0];
+  c.n_text_state = embed->shape[1];
+  VRUN_ASSIGN_OR_RETURN(c.n_audio_head, f->scalar_int("encoder/num_heads"));
+  VRUN_ASSIGN_OR_RETURN(c.n_text_head, f->scalar_int("decoder/num_heads"));
+  c.n_audio_layer = count_layers(*f, "encoder");
+  c.n_text_layer = count_layers(*f, "decoder");
+  VRUN_RETURN_IF_ERROR(c.validate().with_context(bin.string()));
+
+  std::map<std::string, int> converted;
+  for (const auto& v : f->variables())
+    if ((v.dtype == ct2::Ct2DType::kInt8 || v.dtype == ct2::Ct2DType::kInt16) && f->find(v.name + "_scale"))
+      ++converted[ct2::ct2_dtype_name(v.dtype)];  // quantised weights (int scalars are settings)
+  for (const auto& [dt, n] : converted)
+    m.notes.push_back(bin.string() + ": " + std::to_string(n) + " " + dt + " weights dequantised to " +
+                      (dt == std::string("int8") ? "f16" : "f32") + " (with their per-row scales)");
+  m.weights = [f](const std::string& name) -> std::optional<Weight> {
+    if (!f->find(name)) return std::nullopt;
+    auto t = ct2::load_tensor(*f, name);
+    if (!t) return std::nullopt;
+    return Weight{t->dtype, t->shape, t->data, t->keep};
+  };
+
+  const fs::path cfg = dir / "config.json";
+  if (fs::exists(cfg, ec)) {
+    VRUN_ASSIGN_OR_RETURN(std::string text, read_text(cfg));
+    nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) return err(ErrorCode::kInvalidProgram, cfg.string(), ": not a JSON object");
+    VRUN_ASSIGN_OR_RETURN(m.extras.suppress_tokens, int_list(j, "suppress_ids", cfg.string()));
+    VRUN_ASSIGN_OR_RETURN(m.extras.suppress_begin, int_list(j, "suppress_ids_begin", cfg.string()));
+    VRUN_ASSIGN_OR_RETURN(m.extras.alignment_heads, int_list(j, "alignment_heads", cfg.string()));
+    if (m.extras.alignment_heads.size() % 2)
+      return err(ErrorCode::kInvalidProgram, cfg.string(), ": alignment_heads must be [layer, head] pairs");
+    for (int64_t t : m.extras.suppress_tokens)
+      if (t < -1 || t >= c.n_vocab)
+        return err(ErrorCode::kInvalidProgram, cfg.string(), ": suppress_ids entry ", t, " outside the vocabulary of ", c.n_vocab);
+  }
+  const fs::path tok = dir / "tokenizer.json";
+  if (!fs::exists(tok, ec))
+    return err(ErrorCode::kNotFound, dir.string(), ": no tokenizer.json beside model.bin (the Hugging Face tokenizer of this Whisper model is needed)");
+  VRUN_ASSIGN_OR_RETURN(m.extras.tokenizer_json, read_text(tok));
+  return m;
+}
+
+}  // namespace vrun::whisper

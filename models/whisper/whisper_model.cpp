@@ -1,0 +1,269 @@
+#include "models/whisper/whisper_model.h"
+
+#include <cstring>
+
+#include "runtime/graph/builder.h"
+
+namespace vrun::whisper {
+
+Status WhisperConfig::validate() const {
+  for (int64_t v : {n_mels, n_audio_ctx, n_audio_state, n_audio_head, n_audio_layer, n_vocab, n_text_ctx, n_text_state,
+                    n_text_head, n_text_layer})
+    if (v <= 0)
+      return err(ErrorCode::kInvalidArgument, "whisper config: sizes must be positive (mels ", n_mels, ", audio ctx ",
+                 n_audio_ctx, ", audio state ", n_audio_state, ", audio heads ", n_audio_head, ", audio layers ",
+                 n_audio_layer, ", vocab ", n_vocab, ", text ctx ", n_text_ctx, ", text state ", n_text_state,
+                 ", text heads ", n_text_head, ", text layers ", n_text_layer, ")");
+  if (n_audio_state % n_audio_head || n_text_state % n_text_head)
+    return err(ErrorCode::kInvalidArgument, "whisper config: state ", n_audio_state, "/", n_text_state,
+               " does not divide into ", n_audio_head, "/", n_text_head, " heads");
+  if (n_audio_state != n_text_state)
+    return err(ErrorCode::kInvalidArgument, "whisper config: encoder width ", n_audio_state, " differs from decoder width ", n_text_state);
+  return Status::ok();
+}
+
+namespace {
+
+// Small tensors (biases, norms, position tables) become owned f32 so elementwise ops see one dtype.
+std::vector<float> to_f32(const Weight& w) {
+  int64_t n = 1;
+  for (int64_t d : w.shape) n *= d;
+  std::vector<float> out(static_cast<size_t>(n));
+  const auto* p = static_cast<const uint8_t*>(w.data);
+  for (int64_t i = 0; i < n; ++i) {
+    if (w.dtype == DType::f32) {
+      std::memcpy(&out[static_cast<size_t>(i)], p + 4 * i, 4);
+    } else {
+      uint16_t h;
+      std::memcpy(&h, p + 2 * i, 2);
+      out[static_cast<size_t>(i)] = w.dtype == DType::f16 ? f16_to_f32(h) : bf16_to_f32(h);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<Program>> build_whisper_program(const WhisperConfig& c, const WeightSource& weights,
+                                                       const WhisperExtras& extras) {
+  VRUN_RETURN_IF_ERROR(c.validate());
+  const int64_t d = c.n_text_state, hd_a = c.n_audio_state / c.n_audio_head, hd_t = c.n_text_state / c.n_text_head;
+  const int64_t frames = 2 * c.n_audio_ctx;
+  ProgramBuilder pb;
+  Status bad;
+  // Adds a weight after checking its shape; small = convert to f32.
+  auto weight = [&](const std::string& name, const std::vector<int64_t>& shape, bool small = false) -> int {
+    if (!bad.is_ok()) return -1;
+    auto w = weights(name);
+    if (!w) {
+      bad = err(ErrorCode::kNotFound, "whisper checkpoint has no tensor '", name, "'");
+      return -1;
+    }
+    if (w->shape != shape) {
+      bad = err(ErrorCode::kInvalidProgram, "whisper tensor '", name, "' has shape ", Shape::of(w->shape).str(),
+                "; the config needs ", Shape::of(shape).str());
+      return -1;
+    }
+    if (!is_float(w->dtype) && !is_quantized(w->dtype)) {
+      bad = err(ErrorCode::kUnsupported, "whisper tensor '", name, "' has dtype ", dtype_name(w->dtype));
+      return -1;
+    }
+    if (small || w->dtype == DType::f64) {
+      if (is_quantized(w->dtype) || w->dtype == DType::f64) {
+        bad = err(ErrorCode::kUnsupported, "whisper tensor '", name, "' must be f32/f16/bf16, is ", dtype_name(w->dtype));
+        return -1;
+      }
+      std::vector<float> f = to_f32(*w);
+      return pb.add_constant_copy(name, DType::f32, Shape::of(shape), f.data());
+    }
+    return pb.add_constant(name, w->dtype, Shape::of(shape), w->data, w->keep);
+  };
+  struct Lin {
+    int w = -1, b = -1;
+  };
+  auto lin = [&](const std::string& p, int64_t out, int64_t in, bool bias = true) {
+    return Lin{weight(p + "/weight", {out, in}), bias ? weight(p + "/bias", {out}, true) : -1};
+  };
+  struct Norm {
+    int g = -1, b = -1;
+  };
+  auto norm = [&](const std::string& p, int64_t n) { return Norm{weight(p + "/gamma", {n}, true), weight(p + "/beta", {n}, true)}; };
+
+  const int conv1_w = weight("encoder/conv1/weight", {d, c.n_mels, 3}), conv1_b = weight("encoder/conv1/bias", {d}, true);
+  const int conv2_w = weight("encoder/conv2/weight", {d, d, 3}), conv2_b = weight("encoder/conv2/bias", {d}, true);
+  const int enc_pos = weight("encoder/position_encodings/encodings", {c.n_audio_ctx, d}, true);
+  struct EncLayer {
+    Norm ln1, ln2;
+    Lin qkv, out, fc1, fc2;
+  };
+  std::vector<EncLayer> E;
+  for (int64_t l = 0; l < c.n_audio_layer; ++l) {
+    const std::string p = "encoder/layer_" + std::to_string(l);
+    E.push_back({norm(p + "/self_attention/layer_norm", d), norm(p + "/ffn/layer_norm", d),
+                 lin(p + "/self_attention/linear_0", 3 * d, d), lin(p + "/self_attention/linear_1", d, d),
+                 lin(p + "/ffn/linear_0", 4 * d, d), lin(p + "/ffn/linear_1", d, 4 * d)});
+  }
+  const Norm enc_ln = norm("encoder/layer_norm", d);
+  const int embed = weight("decoder/embeddings/weight", {c.n_vocab, d});
+  const int dec_pos = weight("decoder/position_encodings/encodings", {c.n_text_ctx, d}, true);
+  struct DecLayer {
+    Norm ln1, ln2, ln3;
+    Lin qkv, out, cq, ckv, cout, fc1, fc2;
+    int k_cache, v_cache, k_cross, v_cross;
+  };
+  std::vector<DecLayer> D;
+  for (int64_t l = 0; l < c.n_text_layer; ++l) {
+    const std::string p = "decoder/layer_" + std::to_string(l), n = std::to_string(l);
+    D.push_back({norm(p + "/self_attention/layer_norm", d), norm(p + "/attention/layer_norm", d),
+                 norm(p + "/ffn/layer_norm", d), lin(p + "/self_attention/linear_0", 3 * d, d),
+                 lin(p + "/self_attention/linear_1", d, d), lin(p + "/attention/linear_0", d, d),
+                 lin(p + "/attention/linear_1", 2 * d, d), lin(p + "/attention/linear_2", d, d),
+                 lin(p + "/ffn/linear_0", 4 * d, d), lin(p + "/ffn/linear_1", d, 4 * d),
+                 pb.add_state("cache.k." + n, DType::f32, {1, c.n_text_head, c.n_text_ctx, hd_t}),
+                 pb.add_state("cache.v." + n, DType::f32, {1, c.n_text_head, c.n_text_ctx, hd_t}),
+                 pb.add_state("cross.k." + n, DType::f32, {1, c.n_text_head, c.n_audio_ctx, hd_t}),
+                 pb.add_state("cross.v." + n, DType::f32, {1, c.n_text_head, c.n_audio_ctx, hd_t})});
+  }
+  const Norm dec_ln = norm("decoder/layer_norm", d);
+  VRUN_RETURN_IF_ERROR(bad);
+
+  const std::vector<NamedAttr> to_heads = {{"perm", {0, 2, 1, 3}}};
+  // ---- encode
+  {
+    MethodBuilder g = pb.method("encode");
+    auto L = [&](Val x, Lin w, const std::string& name) {
+      return g.op(OpKind::linear, {x, g.constant(w.w), w.b >= 0 ? g.constant(w.b) : Val::none()}, {}, name);
+    };
+    auto LN = [&](Val x, Norm n, const std::string& name) {
+      return g.op(OpKind::layer_norm, {x, g.constant(n.g), g.constant(n.b)}, {{"eps", 1e-5}}, name);
+    };
+    Val mel = g.input("mel", DType::f32, {1, c.n_mels, frames});
+    Val x = g.op(OpKind::conv1d, {mel, g.constant(conv1_w), g.constant(conv1_b)}, {{"padding", {1}}}, "conv1");
+    x = g.op(OpKind::gelu, {x});
+    x = g.op(OpKind::conv1d, {x, g.constant(conv2_w), g.constant(conv2_b)}, {{"stride", 2}, {"padding", {1}}}, "conv2");
+    x = g.op(OpKind::gelu, {x});
+    x = g.op(OpKind::permute, {x}, {{"perm", {0, 2, 1}}});
+    x = g.op(OpKind::add, {x, g.constant(enc_pos)}, {}, "enc_pos");
+    auto heads = [&](Val t, int64_t h, int64_t hd) {
+      return g.op(OpKind::permute, {g.op(OpKind::reshape, {t}, {{"shape", {1, -1, h, hd}}})}, to_heads);
+    };
+    auto merge = [&](Val t) {
+      return g.op(OpKind::reshape, {g.op(OpKind::permute, {t}, to_heads)}, {{"shape", {1, -1, d}}});
+    };
+    for (int64_t l = 0; l < c.n_audio_layer; ++l) {
+      const EncLayer& w = E[l];
+      const std::string p = "enc." + std::to_string(l) + ".";
+      Val h = LN(x, w.ln1, p + "attn_ln");
+      std::vector<Val> qkv = g.op_n(OpKind::split, {L(h, w.qkv, p + "qkv")}, {{"axis", -1}, {"sizes", {d, d, d}}});
+      if (qkv.size() != 3) return pb.finish();  // reports the builder's error
+      Val att = g.op(OpKind::sdpa, {heads(qkv[0], c.n_audio_head, hd_a), heads(qkv[1], c.n_audio_head, hd_a),
+                                    heads(qkv[2], c.n_audio_head, hd_a)}, {}, p + "attn");
+      x = g.op(OpKind::add, {x, L(merge(att), w.out, p + "attn_out")});
+      h = LN(x, w.ln2, p + "ffn_ln");
+      x = g.op(OpKind::add, {x, L(g.op(OpKind::gelu, {L(h, w.fc1, p + "fc1")}), w.fc2, p + "fc2")});
+    }
+    Val enc = LN(x, enc_ln, "enc_ln");
+    for (int64_t l = 0; l < c.n_text_layer; ++l) {
+      const DecLayer& w = D[l];
+      const std::string p = "dec." + std::to_string(l) + ".";
+      std::vector<Val> kv = g.op_n(OpKind::split, {L(enc, w.ckv, p + "cross_kv")}, {{"axis", -1}, {"sizes", {d, d}}});
+      if (kv.size() != 2) return pb.finish();
+      g.op(OpKind::slice_update, {g.state(w.k_cross), heads(kv[0], c.n_text_head, hd_t)}, {{"axis", 2}, {"start", 0}}, p + "cross_k");
+      g.op(OpKind::slice_update, {g.state(w.v_cross), heads(kv[1], c.n_text_head, hd_t)}, {{"axis", 2}, {"start", 0}}, p + "cross_v");
+    }
+    g.output(enc, "encoder_out");
+  }
+  // ---- decode
+  {
+    MethodBuilder g = pb.method("decode");
+    auto L = [&](Val x, Lin w, const std::string& name) {
+      return g.op(OpKind::linear, {x, g.constant(w.w), w.b >= 0 ? g.constant(w.b) : Val::none()}, {}, name);
+    };
+    auto LN = [&](Val x, Norm n, const std::string& name) {
+      return g.op(OpKind::layer_norm, {x, g.constant(n.g), g.constant(n.b)}, {{"eps", 1e-5}}, name);
+    };
+    const SymExpr seq = g.symbol("seq", 1, c.n_text_ctx);
+    const SymExpr pos = g.symbol("pos", 0, c.n_text_ctx - 1);
+    Val tokens = g.input("tokens", DType::i32, {1, seq});
+    auto heads = [&](Val t) {
+      return g.op(OpKind::permute, {g.op(OpKind::reshape, {t}, {{"shape", {1, -1, c.n_text_head, hd_t}}})}, to_heads);
+    };
+    auto merge = [&](Val t) {
+      return g.op(OpKind::reshape, {g.op(OpKind::permute, {t}, to_heads)}, {{"shape", {1, -1, d}}});
+    };
+    Val x = g.op(OpKind::embedding, {g.constant(embed), tokens}, {}, "tok_embed");
+    // Position rows are looked up by index: a slice [pos, pos + seq) of the table would make the
+    // builder's shape samples disagree at the symbols' bounds.
+    Val positions = g.input("positions", DType::i32, {1, seq});
+    x = g.op(OpKind::add, {x, g.op(OpKind::embedding, {g.constant(dec_pos), positions}, {}, "pos_embed")}, {}, "dec_pos");
+    for (int64_t l = 0; l < c.n_text_layer; ++l) {
+      const DecLayer& w = D[l];
+      const std::string p = "dec." + std::to_string(l) + ".";
+      Val h = LN(x, w.ln1, p + "attn_ln");
+      std::vector<Val> qkv = g.op_n(OpKind::split, {L(h, w.qkv, p + "qkv")}, {{"axis", -1}, {"sizes", {d, d, d}}});
+      if (qkv.size() != 3) return pb.finish();
+      Val kc = g.op(OpKind::slice_update, {g.state(w.k_cache), heads(qkv[1])}, {{"axis", 2}, {"start", pos}}, p + "cache_k");
+      Val vc = g.op(OpKind::slice_update, {g.state(w.v_cache), heads(qkv[2])}, {{"axis", 2}, {"start", pos}}, p + "cache_v");
+      Val keys = g.op(OpKind::slice, {kc}, {{"axis", 2}, {"start", 0}, {"end", pos + seq}});
+      Val vals = g.op(OpKind::slice, {vc}, {{"axis", 2}, {"start", 0}, {"end", pos + seq}});
+      Val att = g.op(OpKind::sdpa, {heads(qkv[0]), keys, vals}, {{"causal", 1}}, p + "attn");
+      x = g.op(OpKind::add, {x, L(merge(att), w.out, p + "attn_out")});
+      h = LN(x, w.ln2, p + "cross_ln");
+      Val cross = g.op(OpKind::sdpa, {heads(L(h, w.cq, p + "cross_q")), g.state(w.k_cross), g.state(w.v_cross)}, {}, p + "cross");
+      x = g.op(OpKind::add, {x, L(merge(cross), w.cout, p + "cross_out")});
+      h = LN(x, w.ln3, p + "ffn_ln");
+      x = g.op(OpKind::add, {x, L(g.op(OpKind::gelu, {L(h, w.fc1, p + "fc1")}), w.fc2, p + "fc2")});
+    }
+    x = g.op(OpKind::slice, {x}, {{"axis", 1}, {"start", seq - 1}, {"end", seq}});
+    x = LN(x, dec_ln, "dec_ln");
+    g.output(g.op(OpKind::linear, {x, g.constant(embed)}, {}, "logits"), "logits");
+  }
+  pb.set_meta("general.architecture", MetaValue::str("whisper"));
+  pb.set_meta("vrun.runner", MetaValue::str("whisper"));
+  const std::pair<const char*, int64_t> ints[] = {
+      {"whisper.n_mels", c.n_mels},           {"whisper.n_audio_ctx", c.n_audio_ctx},
+      {"whisper.n_audio_state", c.n_audio_state}, {"whisper.n_audio_head", c.n_audio_head},
+      {"whisper.n_audio_layer", c.n_audio_layer}, {"whisper.n_vocab", c.n_vocab},
+      {"whisper.n_text_ctx", c.n_text_ctx},   {"whisper.n_text_state", c.n_text_state},
+      {"whisper.n_text_head", c.n_text_head}, {"whisper.n_text_layer", c.n_text_layer}};
+  for (const auto& [k, v] : ints) pb.set_meta(k, MetaValue::integer(v));
+  pb.set_meta("whisper.suppress_tokens", MetaValue::int_list(extras.suppress_tokens));
+  pb.set_meta("whisper.suppress_begin", MetaValue::int_list(extras.suppress_begin));
+  pb.set_meta("whisper.alignment_heads", MetaValue::int_list(extras.alignment_heads));
+  if (!extras.tokenizer_json.empty()) {
+    pb.set_meta("tokenizer.kind", MetaValue::str("hf_json"));
+    pb.set_meta("tokenizer.json", MetaValue::bytes(extras.tokenizer_json));
+  }
+  return pb.finish();
+}
+
+Result<WhisperConfig> config_from_program(const Program& p) {
+  WhisperConfig c;
+  const std::pair<const char*, int64_t*> ints[] = {
+      {"whisper.n_mels", &c.n_mels},           {"whisper.n_audio_ctx", &c.n_audio_ctx},
+      {"whisper.n_audio_state", &c.n_audio_state}, {"whisper.n_audio_head", &c.n_audio_head},
+      {"whisper.n_audio_layer", &c.n_audio_layer}, {"whisper.n_vocab", &c.n_vocab},
+      {"whisper.n_text_ctx", &c.n_text_ctx},   {"whisper.n_text_state", &c.n_text_state},
+      {"whisper.n_text_head", &c.n_text_head}, {"whisper.n_text_layer", &c.n_text_layer}};
+  for (const auto& [k, out] : ints) {
+    const MetaValue* v = p.meta(k);
+    if (!v || v->type != MetaType::kInt) return err(ErrorCode::kInvalidProgram, p.source, ": metadata ", k, " is missing");
+    *out = v->i;
+  }
+  VRUN_RETURN_IF_ERROR(c.validate());
+  return c;
+}
+
+WhisperExtras extras_from_program(const Program& p) {
+  WhisperExtras e;
+  auto ints = [&](const char* key) {
+    const MetaValue* v = p.meta(key);
+    return v && v->type == MetaType::kInts ? v->ints : std::vector<int64_t>{};
+  };
+  e.suppress_tokens = ints("whisper.suppress_tokens");
+  e.suppress_begin = ints("whisper.suppress_begin");
+  e.alignment_heads = ints("whisper.alignment_heads");
+  return e;
+}
+
+}  // namespace vrun::whisper

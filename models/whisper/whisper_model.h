@@ -1,0 +1,56 @@
+// Whisper encoder-decoder: hyper-parameters, where the weights come from, and the graph. One
+// program with two methods sharing state:
+//   encode(mel [1, n_mels, 3000]) -> encoder output [1, 1500, d]; also writes every decoder
+//     layer's cross-attention K/V into the states cross.k.N / cross.v.N (once per 30-s window);
+//   decode(tokens [1, seq], positions [1, seq] = pos .. pos + seq - 1, symbol pos) -> logits [1, 1, vocab] of the last token; the
+//     self-attention KV cache (cache.k.N / cache.v.N, n_text_ctx rows) is updated in place.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/program.h"
+
+namespace vrun::whisper {
+
+struct WhisperConfig {
+  int64_t n_mels = 80, n_audio_ctx = 1500, n_audio_state = 0, n_audio_head = 0, n_audio_layer = 0;
+  int64_t n_vocab = 0, n_text_ctx = 448, n_text_state = 0, n_text_head = 0, n_text_layer = 0;
+  bool multilingual() const { return n_vocab >= 51865; }
+  Status validate() const;
+};
+
+// A weight: dtype, torch-order shape, borrowed bytes.
+struct Weight {
+  DType dtype = DType::f32;
+  std::vector<int64_t> shape;
+  const void* data = nullptr;
+  std::shared_ptr<const void> keep;
+};
+
+// Canonical names are CTranslate2's WhisperSpec names, e.g. encoder/conv1/weight,
+// encoder/position_encodings/encodings, encoder/layer_N/self_attention/linear_0/weight (q, k, v
+// fused along rows), decoder/layer_N/attention/linear_1/weight (cross-attention k, v fused),
+// decoder/embeddings/weight, decoder/layer_norm/gamma. nullopt: absent.
+using WeightSource = std::function<std::optional<Weight>(const std::string& name)>;
+
+// Everything a runner needs besides the graph, stored as program metadata.
+struct WhisperExtras {
+  std::vector<int64_t> suppress_tokens;        // always suppressed
+  std::vector<int64_t> suppress_begin;         // suppressed at the first sampled position
+  std::vector<int64_t> alignment_heads;        // flat (layer, head) pairs
+  std::string tokenizer_json;                  // Hugging Face tokenizer.json bytes
+};
+
+Result<std::shared_ptr<Program>> build_whisper_program(const WhisperConfig& config, const WeightSource& weights,
+                                                       const WhisperExtras& extras);
+
+// Reads the config and extras back from a program's metadata.
+Result<WhisperConfig> config_from_program(const Program& p);
+WhisperExtras extras_from_program(const Program& p);
+
+}  // namespace vrun::whisper
