@@ -53,7 +53,10 @@ Result<std::unique_ptr<WhisperRunner>> WhisperRunner::load(const std::string& pa
   } else if (is_ct2_folder(path)) {
     VRUN_ASSIGN_OR_RETURN(ImportedWhisper m, import_ct2_whisper(path));
     r->notes_ = m.notes;
-    VRUN_ASSIGN_OR_RETURN(r->program_, build_whisper_program(m.config, m.weights, m.extras));
+    BuildSettings bs;
+    // Up to whisper-small (768 wide), f32 weights cost at most ~1 GB and run faster on the CPU.
+    bs.widen_f16_weights = options.backend != BackendKind::kVulkan && m.config.n_text_state <= 768;
+    VRUN_ASSIGN_OR_RETURN(r->program_, build_whisper_program(m.config, m.weights, m.extras, bs));
   } else {
     return err(ErrorCode::kUnsupported, path,
                ": not a Whisper model vrun reads (a faster-whisper / CTranslate2 folder with model.bin, or a .vrp)");

@@ -1,5 +1,6 @@
 #include "models/whisper/whisper_model.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "runtime/graph/builder.h"
@@ -45,8 +46,9 @@ std::vector<float> to_f32(const Weight& w) {
 }  // namespace
 
 Result<std::shared_ptr<Program>> build_whisper_program(const WhisperConfig& c, const WeightSource& weights,
-                                                       const WhisperExtras& extras) {
+                                                       const WhisperExtras& extras, const BuildSettings& settings) {
   VRUN_RETURN_IF_ERROR(c.validate());
+  const bool widen = settings.widen_f16_weights;
   const int64_t d = c.n_text_state, hd_a = c.n_audio_state / c.n_audio_head, hd_t = c.n_text_state / c.n_text_head;
   const int64_t frames = 2 * c.n_audio_ctx;
   ProgramBuilder pb;
@@ -68,13 +70,13 @@ Result<std::shared_ptr<Program>> build_whisper_program(const WhisperConfig& c, c
       bad = err(ErrorCode::kUnsupported, "whisper tensor '", name, "' has dtype ", dtype_name(w->dtype));
       return -1;
     }
-    if (small || w->dtype == DType::f64) {
+    if (small || w->dtype == DType::f64 || (widen && (w->dtype == DType::f16 || w->dtype == DType::bf16))) {
       if (is_quantized(w->dtype) || w->dtype == DType::f64) {
         bad = err(ErrorCode::kUnsupported, "whisper tensor '", name, "' must be f32/f16/bf16, is ", dtype_name(w->dtype));
         return -1;
       }
       std::vector<float> f = to_f32(*w);
-      return pb.add_constant_copy(name, DType::f32, Shape::of(shape), f.data());
+      return pb.add_constant_copy(name, DType::f32, Shape::of(w->shape), f.data());
     }
     return pb.add_constant(name, w->dtype, Shape::of(shape), w->data, w->keep);
   };
@@ -156,8 +158,12 @@ Result<std::shared_ptr<Program>> build_whisper_program(const WhisperConfig& c, c
       Val h = LN(x, w.ln1, p + "attn_ln");
       std::vector<Val> qkv = g.op_n(OpKind::split, {L(h, w.qkv, p + "qkv")}, {{"axis", -1}, {"sizes", {d, d, d}}});
       if (qkv.size() != 3) return pb.finish();  // reports the builder's error
-      Val att = g.op(OpKind::sdpa, {heads(qkv[0], c.n_audio_head, hd_a), heads(qkv[1], c.n_audio_head, hd_a),
-                                    heads(qkv[2], c.n_audio_head, hd_a)}, {}, p + "attn");
+      // Encoder attention is one fixed 1500 x 1500 product per head: two batched matmuls (GEMM
+      // kernels) beat the streaming sdpa kernel there; the scores take heads x 9 MB.
+      Val q = heads(qkv[0], c.n_audio_head, hd_a), k = heads(qkv[1], c.n_audio_head, hd_a);
+      Val sc = g.op(OpKind::bmm, {q, g.op(OpKind::permute, {k}, {{"perm", {0, 1, 3, 2}}})}, {}, p + "scores");
+      sc = g.op(OpKind::softmax, {g.op(OpKind::scale, {sc}, {{"scale", 1.0 / std::sqrt(static_cast<double>(hd_a))}})});
+      Val att = g.op(OpKind::bmm, {sc, heads(qkv[2], c.n_audio_head, hd_a)}, {}, p + "attn");
       x = g.op(OpKind::add, {x, L(merge(att), w.out, p + "attn_out")});
       h = LN(x, w.ln2, p + "ffn_ln");
       x = g.op(OpKind::add, {x, L(g.op(OpKind::gelu, {L(h, w.fc1, p + "fc1")}), w.fc2, p + "fc2")});

@@ -46,8 +46,14 @@ struct WhisperExtras {
   std::string tokenizer_json;                  // Hugging Face tokenizer.json bytes
 };
 
+struct BuildSettings {
+  // f16/bf16 matrices become f32 constants: twice the memory, faster CPU GEMMs (what the runner
+  // picks for models up to whisper-small).
+  bool widen_f16_weights = false;
+};
+
 Result<std::shared_ptr<Program>> build_whisper_program(const WhisperConfig& config, const WeightSource& weights,
-                                                       const WhisperExtras& extras);
+                                                       const WhisperExtras& extras, const BuildSettings& settings = {});
 
 // Reads the config and extras back from a program's metadata.
 Result<WhisperConfig> config_from_program(const Program& p);
