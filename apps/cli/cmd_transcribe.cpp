@@ -19,7 +19,8 @@ namespace vrun::cli {
 namespace {
 
 struct TranscribeArgs {
-  std::string model, backend = "auto", formats, output_dir = ".";
+  std::string model, backend = "auto", formats, output_dir = ".", raw_encoding = "s16";
+  int raw_rate = 0, raw_channels = 1;
   std::vector<std::string> audio;
   bool no_timestamps = false;
   int threads = 0;
@@ -53,10 +54,16 @@ int run_transcribe(const TranscribeArgs& a) {
                std::chrono::duration<double>(Clock::now() - t_load).count(), (*runner)->device_description().c_str());
   whisper::TranscribeOptions opts;
   opts.timestamps = !a.no_timestamps;
+  preprocess::LoadOptions load;
+  if (a.raw_rate > 0) {
+    auto enc = preprocess::parse_raw_encoding(a.raw_encoding);
+    if (!enc) return fail("transcribe", enc.status().message());
+    load.raw = preprocess::RawFormat{a.raw_rate, a.raw_channels, *enc, false};
+  }
   int failures = 0;
   for (const auto& path : a.audio) {
     const auto t0 = Clock::now();
-    auto audio = preprocess::load_audio(path, {});
+    auto audio = preprocess::load_audio(path, load);
     if (!audio.is_ok()) {
       std::fprintf(stderr, "vrun transcribe: %s\n", audio.status().message().c_str());
       ++failures;
@@ -105,6 +112,11 @@ const CommandRegistrar kRegistrar("transcribe", "Transcribe speech with a Whispe
   sub.add_flag("--no-timestamps", a->no_timestamps, "Decode without timestamp tokens and print text only");
   sub.add_option("-o,--output-format", a->formats, "Comma-separated transcript files to write: txt, srt, vtt, json");
   sub.add_option("--output-dir", a->output_dir, "Where -o writes (default: the current directory)");
+  sub.add_option("--rate", a->raw_rate, "Read every AUDIO as headerless PCM at this sample rate (Hz)");
+  sub.add_option("--channels", a->raw_channels, "Headerless PCM: interleaved channel count")->capture_default_str();
+  sub.add_option("--encoding", a->raw_encoding, "Headerless PCM sample type, little-endian")
+      ->check(CLI::IsMember({"s16", "s24", "s32", "u8", "f32", "f64"}))
+      ->capture_default_str();
   sub.add_option("--backend", a->backend, "cpu, vulkan or auto")->capture_default_str();
   sub.add_option("-t,--threads", a->threads, "CPU threads (default: VRUN_THREADS or all)");
   return [a] { return run_transcribe(*a); };

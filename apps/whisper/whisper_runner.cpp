@@ -189,22 +189,17 @@ Result<WindowResult> WhisperRunner::decode_window(const TranscribeOptions& o) {
     VRUN_ASSIGN_OR_RETURN(logits, step(no_timestamps_, pos++));
   }
   const int max_tokens = std::max(1, std::min<int>(o.max_window_tokens, static_cast<int>(config_.n_text_ctx - pos)));
-  bool ended = false;
   for (int i = 0; i < max_tokens; ++i) {
     filter_logits(logits, w.tokens, o.timestamps, o);
     const auto best = std::max_element(logits.begin(), logits.end());
     const int32_t token = static_cast<int32_t>(best - logits.begin());
     const std::vector<double> lp = log_softmax(logits);
     w.sum_logprob += lp[static_cast<size_t>(token)];
-    if (token == eot_) {
-      ended = true;
-      break;
-    }
+    if (token == eot_) break;
     w.tokens.push_back(token);
     if (i + 1 == max_tokens || pos >= config_.n_text_ctx) break;
     VRUN_ASSIGN_OR_RETURN(logits, step(token, pos++));
   }
-  (void)ended;
   w.avg_logprob = w.sum_logprob / static_cast<double>(w.tokens.size() + 1);
   return w;
 }

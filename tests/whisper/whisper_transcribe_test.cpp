@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -92,6 +93,32 @@ TEST(WhisperRunner, EmptyAudioGivesNoSegments) {
   ASSERT_TRUE(t.is_ok()) << t.status().message();
   EXPECT_EQ(t->segments.size(), 0u);
   EXPECT_EQ(t->stats.windows, 0);
+}
+
+TEST(WhisperRunner, TruncatedModelIsAClearError) {
+  const std::string dir = testing::tiny_en_model_dir();
+  if (dir.empty()) GTEST_SKIP() << "Whisper tiny.en not found: run tests/reference/fetch_whisper_tiny_en.sh or set VRUN_WHISPER_MODEL";
+  const std::filesystem::path cut = std::filesystem::temp_directory_path() / "vrun_whisper_truncated";
+  std::filesystem::create_directories(cut);
+  for (const char* f : {"config.json", "tokenizer.json"})
+    std::filesystem::copy_file(std::filesystem::path(dir) / f, cut / f, std::filesystem::copy_options::overwrite_existing);
+  {
+    std::ifstream in(std::filesystem::path(dir) / "model.bin", std::ios::binary);
+    std::string head(1 << 20, '\0');
+    in.read(head.data(), static_cast<std::streamsize>(head.size()));
+    std::ofstream(cut / "model.bin", std::ios::binary) << head;
+  }
+  auto r = WhisperRunner::load(cut.string(), RunnerOptions{BackendKind::kCpu, 1});
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("model.bin: truncated"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("decoder/embeddings/weight"), std::string::npos) << r.status().message();
+  std::filesystem::remove_all(cut);
+}
+
+TEST(WhisperRunner, NotAModelIsAClearError) {
+  auto r = WhisperRunner::load(std::string(VRUN_TEST_DATA) + "/whisper/espeak_fast.wav", RunnerOptions{});
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("not a Whisper model"), std::string::npos) << r.status().message();
 }
 
 }  // namespace
