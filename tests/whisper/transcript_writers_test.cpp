@@ -1,0 +1,48 @@
+// Transcript file layouts: SRT (SubRip: 1-based cue numbers, HH:MM:SS,mmm) and WebVTT (header,
+// HH:MM:SS.mmm cues), txt one segment a line, json parseable with the segment fields.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "apps/whisper/transcript_writers.h"
+
+namespace vrun::whisper {
+namespace {
+
+Transcript sample() {
+  Transcript t;
+  t.segments.push_back({0.0, 4.5, " Go forward ten meters.", {50363, 1514, 50588}, -0.25, 0.01});
+  t.segments.push_back({3661.5, 3662.02, " Done.", {50363, 1514, 50389}, -0.5, 0.02});
+  return t;
+}
+
+TEST(TranscriptWriters, Timestamps) {
+  EXPECT_EQ(format_timestamp(0.0), "00:00:00.000");
+  EXPECT_EQ(format_timestamp(3661.5), "01:01:01.500");
+  EXPECT_EQ(format_timestamp(59.9996, ','), "00:01:00,000");
+  EXPECT_EQ(format_timestamp(-1.0), "00:00:00.000");
+}
+
+TEST(TranscriptWriters, Formats) {
+  const Transcript t = sample();
+  auto srt = render_transcript(t, "srt", "a.wav");
+  ASSERT_TRUE(srt.is_ok());
+  EXPECT_EQ(*srt, "1\n00:00:00,000 --> 00:00:04,500\nGo forward ten meters.\n\n2\n01:01:01,500 --> 01:01:02,020\nDone.\n\n");
+  auto vtt = render_transcript(t, "vtt", "a.wav");
+  ASSERT_TRUE(vtt.is_ok());
+  EXPECT_EQ(*vtt, "WEBVTT\n\n00:00:00.000 --> 00:00:04.500\nGo forward ten meters.\n\n01:01:01.500 --> 01:01:02.020\nDone.\n\n");
+  auto txt = render_transcript(t, "txt", "a.wav");
+  ASSERT_TRUE(txt.is_ok());
+  EXPECT_EQ(*txt, "Go forward ten meters.\nDone.\n");
+  auto json = render_transcript(t, "json", "a.wav");
+  ASSERT_TRUE(json.is_ok());
+  const auto j = nlohmann::json::parse(*json);
+  EXPECT_EQ(j["text"], "Go forward ten meters. Done.");
+  ASSERT_EQ(j["segments"].size(), 2u);
+  EXPECT_EQ(j["segments"][1]["start"].get<double>(), 3661.5);
+  EXPECT_EQ(j["segments"][0]["tokens"][1].get<int>(), 1514);
+  EXPECT_FALSE(render_transcript(t, "docx", "a.wav").is_ok());
+}
+
+}  // namespace
+}  // namespace vrun::whisper
