@@ -33,6 +33,6 @@ if [ "$quick" = 0 ]; then
   echo "== tests under ASan + UBSan"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir build-asan -j2 --output-on-failure -LE no_sanitize
+    ctest --test-dir build-asan -j2 --output-on-failure -LE real_model
 fi
 echo "== all tests passed in $(( $(date +%s) - start )) s"

@@ -82,7 +82,7 @@ class Cursor {
     return Status::ok();
   }
   Status read_string(std::string* s, const char* what) {
-    uint64_t len;
+    uint64_t len = 0;
     VRUN_RETURN_IF_ERROR(read(&len, what));
     if (len > n_ - pos_) return err(ErrorCode::kInvalidProgram, path_, ": ", what, " claims ", len, " bytes at offset ", pos_, " but the file ends first (truncated?)");
     s->assign(reinterpret_cast<const char*>(d_ + pos_), len);
@@ -107,7 +107,7 @@ Status read_scalar(Cursor& c, uint32_t type, Value* out, const std::string& key,
   switch (type) {
 #define VRUN_GGUF_INT(code, T)                      \
   case code: {                                      \
-    T v;                                            \
+    T v{};                                          \
     VRUN_RETURN_IF_ERROR(c.read(&v, key.c_str()));  \
     *out = static_cast<int64_t>(v);                 \
     return Status::ok();                            \
@@ -122,19 +122,19 @@ Status read_scalar(Cursor& c, uint32_t type, Value* out, const std::string& key,
     VRUN_GGUF_INT(kI64, int64_t)
 #undef VRUN_GGUF_INT
     case kF32: {
-      float v;
+      float v = 0;
       VRUN_RETURN_IF_ERROR(c.read(&v, key.c_str()));
       *out = static_cast<double>(v);
       return Status::ok();
     }
     case kF64: {
-      double v;
+      double v = 0;
       VRUN_RETURN_IF_ERROR(c.read(&v, key.c_str()));
       *out = v;
       return Status::ok();
     }
     case kBool: {
-      uint8_t v;
+      uint8_t v = 0;
       VRUN_RETURN_IF_ERROR(c.read(&v, key.c_str()));
       *out = v != 0;
       return Status::ok();
@@ -151,11 +151,11 @@ Status read_scalar(Cursor& c, uint32_t type, Value* out, const std::string& key,
 }
 
 Status read_value(Cursor& c, Value* out, const std::string& key, const std::string& path) {
-  uint32_t type;
+  uint32_t type = 0;
   VRUN_RETURN_IF_ERROR(c.read(&type, key.c_str()));
   if (type != kArray) return read_scalar(c, type, out, key, path);
-  uint32_t et;
-  uint64_t n;
+  uint32_t et = 0;
+  uint64_t n = 0;
   VRUN_RETURN_IF_ERROR(c.read(&et, key.c_str()));
   VRUN_RETURN_IF_ERROR(c.read(&n, key.c_str()));
   // Each element takes at least one byte: a count beyond the remaining bytes is a lie.
@@ -221,7 +221,7 @@ Result<std::shared_ptr<File>> File::open(const std::string& path) {
   VRUN_RETURN_IF_ERROR(c.read(&f->version_, "version"));
   if (f->version_ != 2 && f->version_ != 3)
     return err(ErrorCode::kUnsupported, path, ": GGUF version ", f->version_, " (this reader handles 2 and 3)");
-  uint64_t n_tensors, n_kv;
+  uint64_t n_tensors = 0, n_kv = 0;
   VRUN_RETURN_IF_ERROR(c.read(&n_tensors, "tensor count"));
   VRUN_RETURN_IF_ERROR(c.read(&n_kv, "metadata count"));
   if (n_kv > c.left() || n_tensors > c.left())
@@ -236,11 +236,11 @@ Result<std::shared_ptr<File>> File::open(const std::string& path) {
   for (uint64_t i = 0; i < n_tensors; ++i) {
     TensorInfo t;
     VRUN_RETURN_IF_ERROR(c.read_string(&t.name, "tensor name"));
-    uint32_t nd;
+    uint32_t nd = 0;
     VRUN_RETURN_IF_ERROR(c.read(&nd, "tensor rank"));
     if (nd > 8) return err(ErrorCode::kInvalidProgram, path, ": tensor '", t.name, "' has rank ", nd);
     for (uint32_t k = 0; k < nd; ++k) {
-      uint64_t ne;
+      uint64_t ne = 0;
       VRUN_RETURN_IF_ERROR(c.read(&ne, "tensor dims"));
       if (ne > (uint64_t{1} << 40)) return err(ErrorCode::kInvalidProgram, path, ": tensor '", t.name, "' dim ", k, " is ", ne);
       t.ne.push_back(static_cast<int64_t>(ne));

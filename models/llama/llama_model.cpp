@@ -42,6 +42,9 @@ Result<std::shared_ptr<Program>> build_llama_program(const LlamaConfig& c, const
     return pb.add_constant(name, w->dtype, w->shape, w->data, w->keep);
   };
   const int embed = weight("token_embd.weight", true);
+  const std::optional<Weight> embed_w = weights("token_embd.weight");
+  const DType cache_dtype =
+      settings.cache_dtype.value_or(embed_w && embed_w->dtype == DType::f32 ? DType::f32 : DType::f16);
   const int out_norm = weight("output_norm.weight", true);
   int out_w = weight("output.weight", false);
   if (out_w < 0) out_w = embed;  // tied embeddings
@@ -63,8 +66,8 @@ Result<std::shared_ptr<Program>> build_llama_program(const LlamaConfig& c, const
                  weight(p + "attn_v.weight", true), weight(p + "attn_output.weight", true), weight(p + "attn_q.bias", false),
                  weight(p + "attn_k.bias", false), weight(p + "attn_v.bias", false), weight(p + "ffn_norm.weight", true),
                  weight(p + "ffn_gate.weight", true), weight(p + "ffn_up.weight", true), weight(p + "ffn_down.weight", true)});
-    k_cache.push_back(pb.add_state("cache.k." + std::to_string(l), settings.cache_dtype, {1, c.kv_heads, ctx, hd}));
-    v_cache.push_back(pb.add_state("cache.v." + std::to_string(l), settings.cache_dtype, {1, c.kv_heads, ctx, hd}));
+    k_cache.push_back(pb.add_state("cache.k." + std::to_string(l), cache_dtype, {1, c.kv_heads, ctx, hd}));
+    v_cache.push_back(pb.add_state("cache.v." + std::to_string(l), cache_dtype, {1, c.kv_heads, ctx, hd}));
   }
   VRUN_RETURN_IF_ERROR(missing);
 
@@ -90,10 +93,12 @@ Result<std::shared_ptr<Program>> build_llama_program(const LlamaConfig& c, const
       Val v = g.op(OpKind::reshape, {linear(h, w.v, w.vb, p + "attn_v")}, {{"shape", {1, -1, c.kv_heads, hd}}});
       q = g.op(OpKind::rope, {q, inv}, {{"pos", pos}, {"mode", rope_mode_name(c.rope_mode)}}, p + "rope_q");
       k = g.op(OpKind::rope, {k, inv}, {{"pos", pos}, {"mode", rope_mode_name(c.rope_mode)}}, p + "rope_k");
-      Val kc = g.op(OpKind::slice_update, {g.state(k_cache[l]), g.op(OpKind::permute, {k}, to_heads)},
-                    {{"axis", 2}, {"start", pos}}, p + "cache_k");
-      Val vc = g.op(OpKind::slice_update, {g.state(v_cache[l]), g.op(OpKind::permute, {v}, to_heads)},
-                    {{"axis", 2}, {"start", pos}}, p + "cache_v");
+      auto to_cache = [&](Val x) {
+        x = g.op(OpKind::permute, {x}, to_heads);
+        return cache_dtype == DType::f32 ? x : g.op(OpKind::cast, {x}, {{"dtype", dtype_name(cache_dtype)}});
+      };
+      Val kc = g.op(OpKind::slice_update, {g.state(k_cache[l]), to_cache(k)}, {{"axis", 2}, {"start", pos}}, p + "cache_k");
+      Val vc = g.op(OpKind::slice_update, {g.state(v_cache[l]), to_cache(v)}, {{"axis", 2}, {"start", pos}}, p + "cache_v");
       Val keys = g.op(OpKind::slice, {kc}, {{"axis", 2}, {"start", 0}, {"end", pos + seq}});
       Val vals = g.op(OpKind::slice, {vc}, {{"axis", 2}, {"start", 0}, {"end", pos + seq}});
       Val att = g.op(OpKind::sdpa, {g.op(OpKind::permute, {q}, to_heads), keys, vals}, {{"causal", 1}}, p + "attn");
@@ -123,6 +128,7 @@ Result<std::shared_ptr<Program>> build_llama_program(const LlamaConfig& c, const
   pb.set_meta("llama.attention.layer_norm_rms_epsilon", MetaValue::real(c.rms_eps));
   pb.set_meta("vrun.context", MetaValue::integer(ctx));
   pb.set_meta("vrun.chunk", MetaValue::integer(chunk));
+  pb.set_meta("vrun.kv_cache_dtype", MetaValue::str(dtype_name(cache_dtype)));
   for (const auto& [k, v] : extra) pb.set_meta(k, v);
   return pb.finish();
 }

@@ -43,7 +43,8 @@ using WeightSource = std::function<std::optional<Weight>(const std::string& name
 struct BuildSettings {
   int64_t context = 0;    // KV-cache rows; 0: the model's max_context
   int64_t chunk = 512;    // most tokens per call (prefill chunk)
-  DType cache_dtype = DType::f32;
+  // KV-cache dtype; unset: f32 for f32 checkpoints, else f16 (as llama.cpp keeps it).
+  std::optional<DType> cache_dtype;
 };
 
 // Builds the program; metadata gets the config under llama.* keys so runners can read it back.

@@ -1,0 +1,191 @@
+// Prefill and decode speed of a random-weight Llama-shaped model, and decode as a fraction of
+// the memory-bandwidth roofline: weight bytes x tokens/s over the copy bandwidth measured in the
+// same run (memcpy on the CPU; a device-to-device copy on Vulkan).
+//
+//   bench_llama_roofline [--shape llama-1b|smollm2] [--dtype f16|q8_0|q4_0|q4_1] [--backend cpu|vulkan]
+//                        [--threads N] [--prompt 512] [--decode 64]
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "models/llama/llama_model.h"
+#include "runtime/executor.h"
+#ifdef VRUN_BENCH_VULKAN
+#include "runtime/backends/vulkan/context.h"
+#include "runtime/backends/vulkan/memory.h"
+#include "runtime/backends/vulkan/recorder.h"
+#endif
+
+using namespace vrun;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double secs(Clock::time_point a) { return std::chrono::duration<double>(Clock::now() - a).count(); }
+
+struct Rng {
+  uint64_t s = 0x9E3779B97F4A7C15ull;
+  float next() {  // uniform in [-1, 1)
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    return static_cast<float>(static_cast<int64_t>(s >> 11) - (int64_t{1} << 52)) / static_cast<float>(int64_t{1} << 52);
+  }
+};
+
+double cpu_copy_gbs() {
+  const size_t n = size_t{1} << 29;
+  std::vector<uint8_t> a(n, 1), b(n, 0);
+  double best = 1e9;
+  for (int r = 0; r < 3; ++r) {
+    const auto t = Clock::now();
+    std::memcpy(b.data(), a.data(), n);
+    best = std::min(best, secs(t));
+  }
+  return 2.0 * n / best / 1e9;  // bytes read + written
+}
+
+#ifdef VRUN_BENCH_VULKAN
+double vulkan_copy_gbs() {
+  auto ctx = vulkan::Context::create({});
+  if (!ctx.is_ok()) return 0;
+  const uint64_t n = uint64_t{1} << 30;
+  auto a = (*ctx)->allocator().allocate(n);
+  auto b = (*ctx)->allocator().allocate(n);
+  auto rec = vulkan::Recorder::create(**ctx);
+  if (!a.is_ok() || !b.is_ok() || !rec.is_ok()) return 0;
+  const vulkan::DeviceView src = vulkan::DeviceView::dense(a->ref(), DType::f32, {static_cast<int64_t>(n / 4)});
+  const vulkan::DeviceView dst = vulkan::DeviceView::dense(b->ref(), DType::f32, {static_cast<int64_t>(n / 4)});
+  double best = 1e9;
+  for (int r = 0; r < 4; ++r) {
+    const auto t = Clock::now();
+    if (!(*rec)->record_copy(src, dst).is_ok() || !(*rec)->submit_and_wait().is_ok()) return 0;
+    if (r) best = std::min(best, secs(t));
+  }
+  return 2.0 * static_cast<double>(n) / best / 1e9;
+}
+#endif
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string shape = "llama-1b", dtype_name_s = "f16", backend = "cpu";
+  int threads = 0, prompt = 512, decode = 64;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string k = argv[i], v = argv[i + 1];
+    if (k == "--shape") shape = v;
+    else if (k == "--dtype") dtype_name_s = v;
+    else if (k == "--backend") backend = v;
+    else if (k == "--threads") threads = std::stoi(v);
+    else if (k == "--prompt") prompt = std::stoi(v);
+    else if (k == "--decode") decode = std::stoi(v);
+    else {
+      std::fprintf(stderr, "unknown option %s\n", k.c_str());
+      return 2;
+    }
+  }
+  llama::LlamaConfig c;
+  if (shape == "llama-1b") {
+    c.vocab = 128256, c.dim = 2048, c.layers = 16, c.heads = 32, c.kv_heads = 8, c.ffn = 8192, c.head_dim = 64;
+    c.rope_theta = 500000;
+  } else {
+    c.vocab = 49152, c.dim = 576, c.layers = 30, c.heads = 9, c.kv_heads = 3, c.ffn = 1536, c.head_dim = 64;
+    c.rope_theta = 100000;
+  }
+  c.max_context = 2048;
+  c.tied_embeddings = true;
+  const auto wdt = dtype_from_name(dtype_name_s);
+  if (!wdt) return std::fprintf(stderr, "unknown dtype %s\n", dtype_name_s.c_str()), 2;
+  // Random weights, made once per (rows, cols): all layers share the same bytes (the reads are
+  // what is measured, not the values).
+  std::map<std::pair<int64_t, int64_t>, std::shared_ptr<std::vector<uint8_t>>> cache;
+  uint64_t weight_bytes = 0;
+  Rng rng;
+  auto make = [&](int64_t rows, int64_t cols, DType dt) {
+    auto& slot = cache[{rows * 16 + static_cast<int64_t>(dt), cols}];
+    if (!slot) {
+      std::vector<float> row(static_cast<size_t>(cols));
+      slot = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(dtype_bytes(dt, rows * cols)));
+      const int64_t rb = dtype_bytes(dt, cols);
+      for (int64_t r = 0; r < rows; ++r) {
+        for (auto& x : row) x = rng.next() * 0.05f;
+        uint8_t* dst = slot->data() + r * rb;
+        if (dt == DType::f32) std::memcpy(dst, row.data(), static_cast<size_t>(rb));
+        else if (dt == DType::f16)
+          for (int64_t j = 0; j < cols; ++j) reinterpret_cast<uint16_t*>(dst)[j] = f32_to_f16(row[j]);
+        else quantize_row(dt, row.data(), dst, cols);
+      }
+    }
+    return slot;
+  };
+  auto source = [&](const std::string& name) -> std::optional<llama::Weight> {
+    llama::Weight w;
+    int64_t rows = 0, cols = 0;
+    DType dt = *wdt;
+    auto is = [&](const char* s) { return name.find(s) != std::string::npos; };
+    if (name == "token_embd.weight") rows = c.vocab, cols = c.dim;
+    else if (name == "output.weight" || is(".bias")) return std::nullopt;
+    else if (is("norm")) rows = 1, cols = c.dim, dt = DType::f32;
+    else if (is("attn_q") || is("attn_output")) rows = c.dim, cols = c.dim;
+    else if (is("attn_k") || is("attn_v")) rows = c.kv_heads * c.head_dim, cols = c.dim;
+    else if (is("ffn_gate") || is("ffn_up")) rows = c.ffn, cols = c.dim;
+    else if (is("ffn_down")) rows = c.dim, cols = c.ffn;
+    else return std::nullopt;
+    auto bytes = make(rows, cols, dt);
+    w.dtype = dt;
+    w.shape = rows == 1 ? Shape{cols} : Shape{rows, cols};
+    w.data = bytes->data();
+    w.keep = bytes;
+    weight_bytes += static_cast<uint64_t>(dtype_bytes(dt, rows * cols));
+    return w;
+  };
+  llama::BuildSettings s;
+  s.context = std::max(1024, prompt + decode + 8);
+  s.chunk = prompt;
+  const auto t_build = Clock::now();
+  auto prog = llama::build_llama_program(c, source, s, {});
+  if (!prog.is_ok()) return std::fprintf(stderr, "%s\n", prog.status().to_string().c_str()), 1;
+  ExecutorOptions eo;
+  auto bk = parse_backend_kind(backend);
+  if (!bk.is_ok()) return std::fprintf(stderr, "%s\n", bk.status().message().c_str()), 2;
+  eo.backend = *bk;
+  eo.threads = threads;
+  auto ex = Executor::create(*prog, eo);
+  if (!ex.is_ok()) return std::fprintf(stderr, "%s\n", ex.status().to_string().c_str()), 1;
+  std::fprintf(stderr, "built %s %s in %.1f s on %s\n", shape.c_str(), dtype_name_s.c_str(), secs(t_build),
+               (*ex)->device_description().c_str());
+  std::vector<int32_t> toks(static_cast<size_t>(prompt));
+  for (int i = 0; i < prompt; ++i) toks[i] = (i * 7919) % static_cast<int>(c.vocab);
+  double prefill_best = 1e9;
+  for (int rep = 0; rep < 3; ++rep) {
+    (*ex)->reset_state();
+    const auto t = Clock::now();
+    auto r = (*ex)->run("forward", {TensorView::dense(toks.data(), DType::i32, {1, prompt})}, {{"pos", 0}});
+    if (!r.is_ok()) return std::fprintf(stderr, "%s\n", r.status().to_string().c_str()), 1;
+    if (rep) prefill_best = std::min(prefill_best, secs(t));
+  }
+  int32_t tok = 1;
+  auto warm = (*ex)->run("forward", {TensorView::dense(&tok, DType::i32, {1, 1})}, {{"pos", prompt}});
+  if (!warm.is_ok()) return std::fprintf(stderr, "%s\n", warm.status().to_string().c_str()), 1;
+  const auto t = Clock::now();
+  for (int i = 1; i < decode; ++i) {
+    auto r = (*ex)->run("forward", {TensorView::dense(&tok, DType::i32, {1, 1})}, {{"pos", prompt + i}});
+    if (!r.is_ok()) return std::fprintf(stderr, "%s\n", r.status().to_string().c_str()), 1;
+  }
+  const double decode_tps = (decode - 1) / secs(t);
+  double bw = 0;
+#ifdef VRUN_BENCH_VULKAN
+  if ((*ex)->uses_gpu()) bw = vulkan_copy_gbs();
+#endif
+  if (!(*ex)->uses_gpu()) bw = cpu_copy_gbs();
+  // Decode reads every weight once per token (the tied embedding once, as the output projection).
+  const double read_gbs = static_cast<double>(weight_bytes) * decode_tps / 1e9;
+  std::printf("%s %s %s: prefill %d tokens %.1f tok/s | decode %.1f tok/s | weights %.2f GB | %.1f GB/s of %.1f GB/s copy = %.1f%% of roofline\n",
+              shape.c_str(), dtype_name_s.c_str(), (*ex)->device_description().c_str(), prompt, prompt / prefill_best,
+              decode_tps, static_cast<double>(weight_bytes) / 1e9, read_gbs, bw, bw > 0 ? 100 * read_gbs / bw : 0);
+  return 0;
+}
