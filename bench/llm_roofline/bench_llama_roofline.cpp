@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -104,6 +105,7 @@ int main(int argc, char** argv) {
   // what is measured, not the values).
   std::map<std::pair<int64_t, int64_t>, std::shared_ptr<std::vector<uint8_t>>> cache;
   uint64_t weight_bytes = 0;
+  std::set<std::string> counted;  // the builder may ask for a weight more than once
   Rng rng;
   auto make = [&](int64_t rows, int64_t cols, DType dt) {
     auto& slot = cache[{rows * 16 + static_cast<int64_t>(dt), cols}];
@@ -140,7 +142,7 @@ int main(int argc, char** argv) {
     w.shape = rows == 1 ? Shape{cols} : Shape{rows, cols};
     w.data = bytes->data();
     w.keep = bytes;
-    weight_bytes += static_cast<uint64_t>(dtype_bytes(dt, rows * cols));
+    if (counted.insert(name).second) weight_bytes += static_cast<uint64_t>(dtype_bytes(dt, rows * cols));
     return w;
   };
   llama::BuildSettings s;
