@@ -150,7 +150,9 @@ TEST(CorruptProgram, LyingTablesAreRefused) {
     ASSERT_TRUE(bytes.is_ok()) << what;
     auto loaded = load_program_from_memory(bytes->data(), bytes->size(), "lie");
     EXPECT_FALSE(loaded.is_ok()) << what << " was accepted";
-    if (!loaded.is_ok()) EXPECT_EQ(loaded.status().code(), ErrorCode::kInvalidProgram) << what << ": " << loaded.status().to_string();
+    if (!loaded.is_ok()) {
+      EXPECT_EQ(loaded.status().code(), ErrorCode::kInvalidProgram) << what << ": " << loaded.status().to_string();
+    }
   }
 }
 
