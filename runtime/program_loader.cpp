@@ -1,13 +1,9 @@
 // .vrp bytes -> Program: header checks, the flatbuffers verifier, conversion with every code and
 // reference checked, then verify_program. Nothing is trusted before it is checked.
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstring>
 
+#include "runtime/mapped_file.h"
 #include "runtime/program.h"
 #include "runtime/program_file.h"
 #include "runtime/schema/program_generated.h"
@@ -20,15 +16,6 @@ Status bad(const std::string& where, const auto&... parts) {
   return err(ErrorCode::kInvalidProgram, where, ": ", parts...);
 }
 
-struct Mapping {
-  void* addr = nullptr;
-  size_t size = 0;
-  std::vector<uint8_t> owned;
-  ~Mapping() {
-    if (addr) munmap(addr, size);
-  }
-  const uint8_t* data() const { return addr ? static_cast<const uint8_t*>(addr) : owned.data(); }
-};
 
 Result<DType> read_dtype(const std::string& where, uint8_t code) {
   const DTypeInfo* info = dtype_info_from_code(code);
@@ -144,9 +131,9 @@ Status read_method(const fb::Method* fm, MethodDef* m) {
   return Status::ok();
 }
 
-Result<std::shared_ptr<Program>> parse(std::shared_ptr<Mapping> map, const std::string& name) {
-  const uint8_t* data = map->data();
-  const uint64_t size = map->size;
+// keep owns the bytes [data, data + size).
+Result<std::shared_ptr<Program>> parse(std::shared_ptr<const void> map, const uint8_t* data, uint64_t size,
+                                       const std::string& name) {
   if (size < sizeof(ProgramFileHeader)) return bad(name, "file is ", size, " bytes, too short for a vrun program");
   ProgramFileHeader h;
   std::memcpy(&h, data, sizeof(h));
@@ -236,34 +223,14 @@ Result<std::shared_ptr<Program>> parse(std::shared_ptr<Mapping> map, const std::
 }  // namespace
 
 Result<std::shared_ptr<Program>> load_program(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return err(errno == ENOENT ? ErrorCode::kNotFound : ErrorCode::kIo, path, ": ", std::strerror(errno));
-  struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return err(ErrorCode::kIo, path, ": not a regular file");
-  }
-  auto map = std::make_shared<Mapping>();
-  map->size = static_cast<size_t>(st.st_size);
-  if (map->size > 0) {
-    void* addr = mmap(nullptr, map->size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (addr == MAP_FAILED) {
-      ::close(fd);
-      return err(ErrorCode::kIo, path, ": mmap failed: ", std::strerror(errno));
-    }
-    map->addr = addr;
-  }
-  ::close(fd);
-  return parse(map, path);
+  VRUN_ASSIGN_OR_RETURN(auto map, MappedFile::open(path));
+  return parse(map, map->data(), map->size(), path);
 }
 
 Result<std::shared_ptr<Program>> load_program_from_memory(const uint8_t* data, size_t size, const std::string& name) {
-  auto map = std::make_shared<Mapping>();
   // A private copy: the caller's buffer need not outlive the program.
-  map->owned.reserve(size + kSegmentAlignment);
-  map->owned.assign(data, data + size);
-  map->size = size;
-  return parse(map, name);
+  auto copy = std::make_shared<std::vector<uint8_t>>(data, data + size);
+  return parse(copy, copy->data(), copy->size(), name);
 }
 
 }  // namespace vrun

@@ -1,9 +1,6 @@
 #include "models/ct2/ct2_file.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include "runtime/mapped_file.h"
 
 #include <cerrno>
 #include <cstring>
@@ -11,14 +8,6 @@
 namespace vrun::ct2 {
 
 namespace {
-
-struct Mapping {
-  void* addr = nullptr;
-  size_t size = 0;
-  ~Mapping() {
-    if (addr) munmap(addr, size);
-  }
-};
 
 // Bounds-checked little-endian reads; the first failure names what was being read and where.
 class Reader {
@@ -90,23 +79,9 @@ int64_t Variable::numel() const {
 }
 
 Result<std::shared_ptr<File>> File::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return err(ErrorCode::kNotFound, path, ": cannot open: ", std::strerror(errno));
-  struct stat st {};
-  if (fstat(fd, &st) != 0 || st.st_size <= 0) {
-    ::close(fd);
-    return err(ErrorCode::kInvalidProgram, path, ": empty or unreadable file");
-  }
-  auto map = std::make_shared<Mapping>();
-  map->size = static_cast<size_t>(st.st_size);
-  map->addr = mmap(nullptr, map->size, PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
-  if (map->addr == MAP_FAILED) {
-    map->addr = nullptr;
-    return err(ErrorCode::kIo, path, ": mmap failed: ", std::strerror(errno));
-  }
-  const auto* d = static_cast<const uint8_t*>(map->addr);
-  return parse(map, d, map->size, path);
+  VRUN_ASSIGN_OR_RETURN(auto map, MappedFile::open(path));
+  if (map->size() == 0) return err(ErrorCode::kInvalidProgram, path, ": empty file");
+  return parse(map, map->data(), map->size(), path);
 }
 
 Result<std::shared_ptr<File>> File::from_bytes(const std::string& bytes, const std::string& name) {

@@ -1,9 +1,6 @@
 #include "models/gguf/gguf_file.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include "runtime/mapped_file.h"
 
 #include <cerrno>
 #include <cstring>
@@ -62,14 +59,6 @@ int64_t TensorInfo::numel() const {
 }
 
 namespace {
-
-struct Mapping {
-  void* addr = nullptr;
-  size_t size = 0;
-  ~Mapping() {
-    if (addr) munmap(addr, size);
-  }
-};
 
 class Cursor {
  public:
@@ -193,31 +182,15 @@ Status read_value(Cursor& c, Value* out, const std::string& key, const std::stri
 }  // namespace
 
 Result<std::shared_ptr<File>> File::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return err(errno == ENOENT ? ErrorCode::kNotFound : ErrorCode::kIo, path, ": ", std::strerror(errno));
-  struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return err(ErrorCode::kIo, path, ": not a regular file");
-  }
-  auto map = std::make_shared<Mapping>();
-  map->size = static_cast<size_t>(st.st_size);
-  if (map->size < 24) {
-    ::close(fd);
-    return err(ErrorCode::kInvalidProgram, path, ": ", map->size, " bytes is too short for a GGUF file");
-  }
-  map->addr = mmap(nullptr, map->size, PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
-  if (map->addr == MAP_FAILED) {
-    map->addr = nullptr;
-    return err(ErrorCode::kIo, path, ": mmap failed: ", std::strerror(errno));
-  }
-  const auto* d = static_cast<const uint8_t*>(map->addr);
+  VRUN_ASSIGN_OR_RETURN(auto map, MappedFile::open(path));
+  if (map->size() < 24)
+    return err(ErrorCode::kInvalidProgram, path, ": ", map->size(), " bytes is too short for a GGUF file");
+  const uint8_t* d = map->data();
   if (std::memcmp(d, "GGUF", 4) != 0) return err(ErrorCode::kInvalidProgram, path, ": not a GGUF file (bad magic)");
   auto f = std::shared_ptr<File>(new File());
   f->path_ = path;
   f->mapping_ = map;
-  Cursor c(d + 4, map->size - 4, path);
+  Cursor c(d + 4, map->size() - 4, path);
   VRUN_RETURN_IF_ERROR(c.read(&f->version_, "version"));
   if (f->version_ != 2 && f->version_ != 3)
     return err(ErrorCode::kUnsupported, path, ": GGUF version ", f->version_, " (this reader handles 2 and 3)");
@@ -255,8 +228,8 @@ Result<std::shared_ptr<File>> File::open(const std::string& path) {
     align = static_cast<uint64_t>(*a);
   }
   const uint64_t data_start = (4 + c.pos() + align - 1) / align * align;
-  if (data_start > map->size) return err(ErrorCode::kInvalidProgram, path, ": tensor data would start past the end of the file (truncated?)");
-  const uint64_t data_size = map->size - data_start;
+  if (data_start > map->size()) return err(ErrorCode::kInvalidProgram, path, ": tensor data would start past the end of the file (truncated?)");
+  const uint64_t data_size = map->size() - data_start;
   for (TensorInfo& t : f->tensors_) {
     int64_t be, bb;
     if (!ggml_type_layout(t.type, &be, &bb))

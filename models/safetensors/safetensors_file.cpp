@@ -1,26 +1,15 @@
 #include "models/safetensors/safetensors_file.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "runtime/mapped_file.h"
+
 namespace vrun::safetensors {
 
 namespace {
-
-struct Mapping {
-  void* addr = nullptr;
-  size_t size = 0;
-  ~Mapping() {
-    if (addr) munmap(addr, size);
-  }
-};
 
 // The safetensors library refuses headers over 100 MB; so do we, before parsing.
 constexpr uint64_t kMaxHeader = 100u << 20;
@@ -55,28 +44,10 @@ const TensorInfo* File::tensor(const std::string& name) const {
 }
 
 Result<std::shared_ptr<File>> File::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return err(errno == ENOENT ? ErrorCode::kNotFound : ErrorCode::kIo, path, ": ", std::strerror(errno));
-  struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return err(ErrorCode::kIo, path, ": not a regular file");
-  }
-  auto map = std::make_shared<Mapping>();
-  map->size = static_cast<size_t>(st.st_size);
-  if (map->size < 8) {
-    ::close(fd);
-    return err(ErrorCode::kInvalidProgram, path, ": ", map->size, " bytes is too short for a safetensors file");
-  }
-  map->addr = mmap(nullptr, map->size, PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
-  if (map->addr == MAP_FAILED) {
-    map->addr = nullptr;
-    return err(ErrorCode::kIo, path, ": mmap failed: ", std::strerror(errno));
-  }
-  const auto* d = static_cast<const uint8_t*>(map->addr);
-  const size_t size = map->size;
-  return parse(std::move(map), d, size, path);
+  VRUN_ASSIGN_OR_RETURN(auto map, MappedFile::open(path));
+  if (map->size() < 8)
+    return err(ErrorCode::kInvalidProgram, path, ": ", map->size(), " bytes is too short for a safetensors file");
+  return parse(map, map->data(), map->size(), path);
 }
 
 Result<std::shared_ptr<File>> File::from_bytes(const std::string& bytes, const std::string& name) {
