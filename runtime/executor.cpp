@@ -37,18 +37,6 @@ uint8_t* alloc_aligned(size_t bytes, bool zero) {
   return p;
 }
 
-std::string human_bytes(int64_t b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(b);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.1f %s", v, units[u]);
-  return buf;
-}
 
 }  // namespace
 

@@ -1,5 +1,7 @@
 #include "runtime/status.h"
 
+#include <cstdio>
+
 namespace vrun {
 
 const char* error_code_name(ErrorCode code) {
@@ -14,6 +16,19 @@ const char* error_code_name(ErrorCode code) {
     case ErrorCode::kInternal: return "internal error";
   }
   return "unknown error";
+}
+
+std::string human_bytes(uint64_t b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(b);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), u ? "%.1f %s" : "%.0f %s", v, units[u]);
+  return buf;
 }
 
 std::string Status::to_string() const {

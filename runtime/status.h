@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cassert>
+#include <cstdint>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -23,6 +24,8 @@ enum class ErrorCode {
 };
 
 const char* error_code_name(ErrorCode code);
+// "1.5 GiB", "312 B": sizes in messages and reports.
+std::string human_bytes(uint64_t bytes);
 
 class [[nodiscard]] Status {
  public:

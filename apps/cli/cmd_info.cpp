@@ -12,18 +12,6 @@
 namespace vrun::cli {
 namespace {
 
-std::string human_bytes(uint64_t b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(b);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), u ? "%.1f %s" : "%.0f %s", v, units[u]);
-  return buf;
-}
 
 std::string dims_str(const MethodDef& m, const ValueDef& v) {
   std::string s = "[";
