@@ -95,6 +95,9 @@ Status verify_method(const Program& p, const MethodDef& m) {
         if (val.view_base < 0) {
           int64_t bytes = 0;
           checked_bytes(val.dtype, val.max_shape(), &bytes);
+          // Kernels read and write aligned elements: the planner places every slot on 64 bytes.
+          if (val.arena_offset % 64 != 0)
+            return bad(w, "arena offset ", val.arena_offset, " is not 64-byte aligned");
           if (val.arena_offset < 0 || val.arena_size < bytes || val.arena_offset > m.arena_size ||
               val.arena_size > m.arena_size - val.arena_offset)
             return bad(w, "arena slot [", val.arena_offset, ", +", val.arena_size, ") does not hold its ", bytes,
