@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <optional>
 
 #include "kernels/cpu/cpu_kernel.h"
 #include "kernels/shape_infer.h"
@@ -245,8 +246,10 @@ Status Executor::run_node(MethodPlan& plan, size_t index, const std::vector<int6
   const MethodDef& m = *plan.method;
   const NodeDef& node = m.nodes[index];
   const OpSchema& sch = op_schema(node.op);
-  Attrs resolved = node.attrs.symbolic() ? node.attrs.resolve(sym) : Attrs(node.op);
-  const Attrs& attrs = node.attrs.symbolic() ? resolved : plan.static_attrs[index];
+  // Only symbolic attributes are resolved per call; the rest were resolved once in create().
+  std::optional<Attrs> resolved;
+  if (node.attrs.symbolic()) resolved = node.attrs.resolve(sym);
+  const Attrs& attrs = resolved ? *resolved : plan.static_attrs[index];
   auto& in = plan.scratch_in[index];
   auto& out = plan.scratch_out[index];
   for (size_t k = 0; k < node.inputs.size(); ++k) {
