@@ -11,7 +11,7 @@
 #include "apps/cli/command.h"
 
 #if VRUN_WHISPER && VRUN_PREPROCESS
-#include "apps/whisper/transcript_writers.h"
+#include "apps/common/transcript/writers.h"
 #include "apps/whisper/whisper_runner.h"
 #include "preprocess/audio_loader.h"
 
@@ -72,7 +72,7 @@ int run_transcribe(const TranscribeArgs& a) {
     if (a.audio.size() > 1) std::printf("# %s\n", path.c_str());
     auto transcript = (*runner)->transcribe(audio->samples, opts, [&](const whisper::Segment& s) {
       if (opts.timestamps)
-        std::printf("[%s --> %s] %s\n", whisper::format_timestamp(s.start).c_str(), whisper::format_timestamp(s.end).c_str(),
+        std::printf("[%s --> %s] %s\n", transcript::format_timestamp(s.start).c_str(), transcript::format_timestamp(s.end).c_str(),
                     s.text.c_str());
       else
         std::printf("%s\n", s.text.c_str());
@@ -86,11 +86,11 @@ int run_transcribe(const TranscribeArgs& a) {
     const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
     const auto& st = transcript->stats;
     std::fprintf(stderr, "vrun: %s: audio %.2f s, wall %.2f s, RTFx %.1f (mel %.2f s, encode %.2f s, decode %.2f s; %d windows, %d tokens)\n",
-                 path.c_str(), st.audio_s, wall, wall > 0 ? st.audio_s / wall : 0.0, st.mel_s, st.encode_s, st.decode_s,
+                 path.c_str(), st.audio_s, wall, wall > 0 ? st.audio_s / wall : 0.0, st.features_s, st.encode_s, st.decode_s,
                  st.windows, st.tokens);
     const std::string stem = path == "-" ? "stdin" : std::filesystem::path(path).stem().string();
     for (const auto& f : formats) {
-      auto text = whisper::render_transcript(*transcript, f, path);
+      auto text = transcript::render_transcript(*transcript, f, path);
       if (!text.is_ok()) return fail("transcribe", text.status().message());
       std::error_code ec;
       std::filesystem::create_directories(a.output_dir, ec);

@@ -38,14 +38,6 @@ std::vector<double> log_softmax(const std::vector<float>& x) {
 
 }  // namespace
 
-std::string Transcript::text() const {
-  std::string t;
-  for (const auto& s : segments) t += s.text;
-  const size_t b = t.find_first_not_of(' ');
-  if (b == std::string::npos) return "";
-  return t.substr(b, t.find_last_not_of(' ') - b + 1);
-}
-
 Result<std::unique_ptr<WhisperRunner>> WhisperRunner::load(const std::string& path, const RunnerOptions& options) {
   std::unique_ptr<WhisperRunner> r(new WhisperRunner());
   if (ends_with(path, ".vrp")) {
@@ -213,7 +205,7 @@ Result<Transcript> WhisperRunner::transcribe(std::span<const float> samples, con
   auto t0 = Clock::now();
   VRUN_ASSIGN_OR_RETURN(WhisperMelSpectrogram mel, WhisperMelSpectrogram::create({static_cast<int>(config_.n_mels)}));
   const WhisperMelSpectrogram::Stream stream = mel.stream(samples);
-  out.stats.mel_s += seconds_since(t0);
+  out.stats.features_s += seconds_since(t0);
   const int64_t window = 2 * config_.n_audio_ctx;
   const int64_t content = stream.content_frames();
   const double frame_s = static_cast<double>(WhisperMelConfig::kHop) / WhisperMelConfig::kSampleRate;
@@ -225,7 +217,7 @@ Result<Transcript> WhisperRunner::transcribe(std::span<const float> samples, con
     // on audio padded with 30 s of zeros), then is zero-filled to 3000 frames.
     t0 = Clock::now();
     const preprocess::Features feats = stream.frames(seek, size).slice_frames(0, window, 0.0f);
-    out.stats.mel_s += seconds_since(t0);
+    out.stats.features_s += seconds_since(t0);
     t0 = Clock::now();
     VRUN_RETURN_IF_ERROR(encode(feats.data));
     out.stats.encode_s += seconds_since(t0);

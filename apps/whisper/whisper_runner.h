@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "apps/common/tokenizer/tokenizer.h"
+#include "apps/common/transcript/transcript.h"
 #include "models/whisper/whisper_model.h"
 #include "runtime/executor.h"
 
@@ -31,23 +32,9 @@ struct TranscribeOptions {
   double logprob_threshold = -1.0;
 };
 
-struct Segment {
-  double start = 0, end = 0;  // seconds
-  std::string text;
-  std::vector<int32_t> tokens;  // text and timestamp tokens of this segment
-  double avg_logprob = 0, no_speech_prob = 0;
-};
-
-struct TranscribeStats {
-  double audio_s = 0, mel_s = 0, encode_s = 0, decode_s = 0;
-  int windows = 0, tokens = 0;
-};
-
-struct Transcript {
-  std::vector<Segment> segments;
-  TranscribeStats stats;
-  std::string text() const;  // segment texts joined, outer spaces trimmed
-};
+using transcript::Segment;
+using transcript::Transcript;
+using TranscribeStats = transcript::Stats;
 
 // One window's greedy decode.
 struct WindowResult {

@@ -4,15 +4,26 @@
 
 #include <nlohmann/json.hpp>
 
-#include "apps/whisper/transcript_writers.h"
+#include "apps/common/transcript/writers.h"
 
-namespace vrun::whisper {
+namespace vrun::transcript {
 namespace {
+
+Segment segment(double start, double end, std::string text, std::vector<int32_t> tokens, double lp, double ns) {
+  Segment s;
+  s.start = start;
+  s.end = end;
+  s.text = std::move(text);
+  s.tokens = std::move(tokens);
+  s.avg_logprob = lp;
+  s.no_speech_prob = ns;
+  return s;
+}
 
 Transcript sample() {
   Transcript t;
-  t.segments.push_back({0.0, 4.5, " Go forward ten meters.", {50363, 1514, 50588}, -0.25, 0.01});
-  t.segments.push_back({3661.5, 3662.02, " Done.", {50363, 1514, 50389}, -0.5, 0.02});
+  t.segments.push_back(segment(0.0, 4.5, " Go forward ten meters.", {50363, 1514, 50588}, -0.25, 0.01));
+  t.segments.push_back(segment(3661.5, 3662.02, " Done.", {50363, 1514, 50389}, -0.5, 0.02));
   return t;
 }
 
@@ -45,4 +56,4 @@ TEST(TranscriptWriters, Formats) {
 }
 
 }  // namespace
-}  // namespace vrun::whisper
+}  // namespace vrun::transcript

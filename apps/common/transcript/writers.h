@@ -3,9 +3,10 @@
 
 #include <string>
 
-#include "apps/whisper/whisper_runner.h"
+#include "apps/common/transcript/transcript.h"
+#include "runtime/status.h"
 
-namespace vrun::whisper {
+namespace vrun::transcript {
 
 // "HH:MM:SS.mmm" (sep '.') or "HH:MM:SS,mmm" (sep ',').
 std::string format_timestamp(double seconds, char sep = '.');
@@ -13,4 +14,4 @@ std::string format_timestamp(double seconds, char sep = '.');
 // format: txt | srt | vtt | json. audio names the source in json.
 Result<std::string> render_transcript(const Transcript& t, const std::string& format, const std::string& audio);
 
-}  // namespace vrun::whisper
+}  // namespace vrun::transcript

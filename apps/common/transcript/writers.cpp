@@ -1,10 +1,10 @@
-#include "apps/whisper/transcript_writers.h"
+#include "apps/common/transcript/writers.h"
 
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-namespace vrun::whisper {
+namespace vrun::transcript {
 
 namespace {
 
@@ -14,6 +14,12 @@ std::string trim(const std::string& s) {
 }
 
 }  // namespace
+
+std::string Transcript::text() const {
+  std::string t;
+  for (const auto& s : segments) t += s.text;
+  return trim(t);
+}
 
 std::string format_timestamp(double seconds, char sep) {
   const int64_t ms = std::max<int64_t>(0, std::llround(seconds * 1000.0));
@@ -40,7 +46,7 @@ Result<std::string> render_transcript(const Transcript& t, const std::string& fo
   } else if (format == "json") {
     nlohmann::json j;
     j["audio"] = audio;
-    j["language"] = "en";
+    j["language"] = t.language;
     j["text"] = t.text();
     j["segments"] = nlohmann::json::array();
     int id = 0;
@@ -54,4 +60,4 @@ Result<std::string> render_transcript(const Transcript& t, const std::string& fo
   return out;
 }
 
-}  // namespace vrun::whisper
+}  // namespace vrun::transcript
