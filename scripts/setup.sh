@@ -12,6 +12,8 @@ packages=(
   googletest libgtest-dev libgmock-dev libbenchmark-dev libclang-rt-14-dev
   # tokenizers
   libsentencepiece-dev sentencepiece libpcre2-dev zlib1g-dev
+  # NeMo checkpoints: model_config.yaml
+  libyaml-dev
   # audio
   libsndfile1-dev libfftw3-dev libsoxr-dev
   # Vulkan: headers, loader, shader compiler, CPU implementation (lavapipe), validation layer
