@@ -131,12 +131,20 @@ def spec_augment_config():
 DURATIONS = [0, 1, 2, 3, 4]
 
 
+def dataset_configs():
+    """Empty dataset sections as released checkpoints carry them (transcribe() reads validation_ds)."""
+    ds = {"manifest_filepath": None, "sample_rate": 16000, "batch_size": 16, "shuffle": False,
+          "use_start_end_token": False, "num_workers": 0, "pin_memory": False}
+    return {"train_ds": dict(ds, shuffle=True), "validation_ds": ds, "test_ds": dict(ds)}
+
+
 def tdt_config(tok_dir, s):
     return {
         "sample_rate": 16000,
         "model_defaults": {"enc_hidden": s["d_model"], "pred_hidden": s["pred_hidden"],
                            "joint_hidden": s["joint_hidden"], "tdt_durations": DURATIONS,
                            "num_tdt_durations": len(DURATIONS)},
+        **dataset_configs(),
         "tokenizer": {"dir": tok_dir, "type": "bpe"},
         "preprocessor": preprocessor_config(s["feat_in"]),
         "spec_augment": spec_augment_config(),
@@ -159,6 +167,7 @@ def tdt_config(tok_dir, s):
 def ctc_config(tok_dir, s):
     return {
         "sample_rate": 16000,
+        **dataset_configs(),
         "tokenizer": {"dir": tok_dir, "type": "bpe"},
         "preprocessor": preprocessor_config(s["feat_in"]),
         "spec_augment": spec_augment_config(),
