@@ -1,5 +1,9 @@
 // `vrun transcribe`: speech to text with a Whisper model. Several audio files share one model
-// load; segments are printed as they are decoded; -o writes transcript files.
+// load; segments are printed as they are decoded; -o writes transcript files; a progress line
+// on stderr for audio longer than one window; stats at the end.
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -24,6 +28,12 @@ struct TranscribeArgs {
   std::vector<std::string> audio;
   bool no_timestamps = false;
   int threads = 0;
+  std::string language = "auto", task = "transcribe", prompt;
+  int beam_size = 1, best_of = 5;
+  double patience = 1.0, length_penalty = 1.0, temperature = 0.0, temperature_increment = 0.2;
+  double compression_ratio_threshold = 2.4, logprob_threshold = -1.0, no_speech_threshold = 0.6;
+  uint64_t seed = 0;
+  bool no_fallback = false, no_condition = false, word_timestamps = false, progress = false;
 };
 
 std::vector<std::string> split_list(const std::string& s) {
@@ -41,19 +51,42 @@ int run_transcribe(const TranscribeArgs& a) {
   if (!backend.is_ok()) return fail("transcribe", backend.status().message());
   const std::vector<std::string> formats = split_list(a.formats);
   for (const auto& f : formats)
-    if (f != "txt" && f != "srt" && f != "vtt" && f != "json")
-      return fail("transcribe", "-o: unknown format '" + f + "' (txt, srt, vtt, json)");
+    if (f != "txt" && f != "srt" && f != "vtt" && f != "tsv" && f != "json")
+      return fail("transcribe", "-o: unknown format '" + f + "' (txt, srt, vtt, tsv, json)");
+  if (a.beam_size < 1 || a.best_of < 1) return fail("transcribe", "--beam-size and --best-of must be at least 1");
+  if (a.temperature < 0 || a.temperature > 1 || a.temperature_increment <= 0)
+    return fail("transcribe", "--temperature must be in [0, 1] and --temperature-increment positive");
+  whisper::TranscribeOptions opts;
+  opts.timestamps = !a.no_timestamps;
+  opts.language = a.language;
+  opts.task = a.task;
+  opts.beam_size = a.beam_size;
+  opts.best_of = a.best_of;
+  opts.patience = a.patience;
+  opts.length_penalty = a.length_penalty;
+  opts.seed = a.seed;
+  opts.temperatures = {a.temperature};
+  // openai-whisper's CLI: the start temperature, then steps of the increment up to 1.0.
+  if (!a.no_fallback)
+    for (double t = a.temperature + a.temperature_increment; t <= 1.0 + 1e-6; t += a.temperature_increment) opts.temperatures.push_back(t);
+  opts.compression_ratio_threshold = a.compression_ratio_threshold;
+  opts.logprob_threshold = a.logprob_threshold;
+  opts.no_speech_threshold = a.no_speech_threshold;
+  opts.condition_on_previous_text = !a.no_condition;
+  opts.initial_prompt = a.prompt;
+  opts.word_timestamps = a.word_timestamps;
+  bool sampling = false;
+  for (double t : opts.temperatures) sampling = sampling || t > 0;
   const auto t_load = Clock::now();
   whisper::RunnerOptions ro;
   ro.backend = *backend;
   ro.threads = a.threads;
+  ro.decode_batch = std::max(a.beam_size, sampling ? a.best_of : 1);
   auto runner = whisper::WhisperRunner::load(a.model, ro);
   if (!runner.is_ok()) return fail("transcribe", runner.status().message());
   for (const auto& note : (*runner)->notes()) std::fprintf(stderr, "vrun: %s\n", note.c_str());
   std::fprintf(stderr, "vrun: loaded %s in %.2f s on %s\n", a.model.c_str(),
                std::chrono::duration<double>(Clock::now() - t_load).count(), (*runner)->device_description().c_str());
-  whisper::TranscribeOptions opts;
-  opts.timestamps = !a.no_timestamps;
   preprocess::LoadOptions load;
   if (a.raw_rate > 0) {
     auto enc = preprocess::parse_raw_encoding(a.raw_encoding);
@@ -70,6 +103,17 @@ int run_transcribe(const TranscribeArgs& a) {
       continue;
     }
     if (a.audio.size() > 1) std::printf("# %s\n", path.c_str());
+    const double audio_s = static_cast<double>(audio->samples.size()) / 16000.0;
+    const bool show_progress = (a.progress || isatty(STDERR_FILENO)) && audio_s > 30.0;
+    bool progress_shown = false;
+    auto progress = [&](double done_s) {
+      if (!show_progress) return;
+      const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+      std::fprintf(stderr, "\rvrun: %5.1f%% of %.1f s, RTFx %.1f ", 100.0 * std::min(1.0, done_s / audio_s), audio_s,
+                   wall > 0 ? done_s / wall : 0.0);
+      std::fflush(stderr);
+      progress_shown = true;
+    };
     auto transcript = (*runner)->transcribe(audio->samples, opts, [&](const whisper::Segment& s) {
       if (opts.timestamps)
         std::printf("[%s --> %s] %s\n", transcript::format_timestamp(s.start).c_str(), transcript::format_timestamp(s.end).c_str(),
@@ -77,7 +121,8 @@ int run_transcribe(const TranscribeArgs& a) {
       else
         std::printf("%s\n", s.text.c_str());
       std::fflush(stdout);
-    });
+    }, progress);
+    if (progress_shown) std::fputc('\n', stderr);
     if (!transcript.is_ok()) {
       std::fprintf(stderr, "vrun transcribe: %s: %s\n", path.c_str(), transcript.status().message().c_str());
       ++failures;
@@ -85,9 +130,13 @@ int run_transcribe(const TranscribeArgs& a) {
     }
     const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
     const auto& st = transcript->stats;
-    std::fprintf(stderr, "vrun: %s: audio %.2f s, wall %.2f s, RTFx %.1f (mel %.2f s, encode %.2f s, decode %.2f s; %d windows, %d tokens)\n",
+    if (transcript->language_probability < 1.0)
+      std::fprintf(stderr, "vrun: %s: detected language %s (p = %.2f)\n", path.c_str(), transcript->language.c_str(),
+                   transcript->language_probability);
+    std::fprintf(stderr,
+                 "vrun: %s: audio %.2f s, wall %.2f s, RTFx %.1f (mel %.2f s, encode %.2f s, decode %.2f s, words %.2f s; %d windows, %d tokens)\n",
                  path.c_str(), st.audio_s, wall, wall > 0 ? st.audio_s / wall : 0.0, st.features_s, st.encode_s, st.decode_s,
-                 st.windows, st.tokens);
+                 st.align_s, st.windows, st.tokens);
     const std::string stem = path == "-" ? "stdin" : std::filesystem::path(path).stem().string();
     for (const auto& f : formats) {
       auto text = transcript::render_transcript(*transcript, f, path);
@@ -105,13 +154,55 @@ int run_transcribe(const TranscribeArgs& a) {
 
 const CommandRegistrar kRegistrar("transcribe", "Transcribe speech with a Whisper model", [](CLI::App& sub) {
   auto a = std::make_shared<TranscribeArgs>();
+  sub.footer(
+      "Decoding follows openai-whisper's transcribe() as faster-whisper runs it: 30-s windows, greedy at\n"
+      "temperature 0 (--beam-size N for beam search), and when a window's text is too repetitive\n"
+      "(--compression-ratio-threshold) or too improbable (--logprob-threshold) it is decoded again by\n"
+      "sampling --best-of candidates at the next temperature (0.2, 0.4, ... 1.0; --no-fallback: never).\n"
+      "Windows with a high no-speech probability and a low log-probability are skipped as silence.\n"
+      "Each window is conditioned on the text before it (--no-condition: each window alone), the\n"
+      "first on --prompt. The default is greedy (faster-whisper's own default is --beam-size 5).\n"
+      "Examples:\n"
+      "  vrun transcribe -m ~/.cache/vrun/models/whisper-tiny.en talk.wav\n"
+      "  vrun transcribe -m MODEL -o srt,json --output-dir out --word-timestamps a.wav b.flac\n"
+      "  vrun transcribe -m MODEL --beam-size 5 -l de --task translate interview.mp3\n"
+      "  ffmpeg -i video.mkv -f s16le -ar 16000 -ac 1 - | vrun transcribe -m MODEL --rate 16000 -");
   sub.add_option("-m,--model", a->model, "Whisper model: a faster-whisper / CTranslate2 folder (model.bin, config.json, tokenizer.json) or a .vrp")
       ->required();
   sub.add_option("audio", a->audio, "Audio files (WAV, FLAC, OGG, MP3; any rate and channel count), '-' for standard input")
       ->required();
-  sub.add_flag("--no-timestamps", a->no_timestamps, "Decode without timestamp tokens and print text only");
-  sub.add_option("-o,--output-format", a->formats, "Comma-separated transcript files to write: txt, srt, vtt, json");
+  sub.add_option("-l,--language", a->language,
+                 "Spoken language code (en, de, fr, ...); auto: detected from the first 30 s (multilingual models). English-only "
+                 "(.en) models accept only en")
+      ->capture_default_str();
+  sub.add_option("--task", a->task, "transcribe, or translate (into English; multilingual models)")
+      ->check(CLI::IsMember({"transcribe", "translate"}))
+      ->capture_default_str();
+  sub.add_flag("--no-timestamps", a->no_timestamps, "Decode without timestamp tokens and print text only (one segment per window)");
+  sub.add_flag("--word-timestamps", a->word_timestamps,
+               "Times for every word (cross-attention alignment); also tightens segment bounds; json gets a words list");
+  sub.add_option("--beam-size", a->beam_size, "Beam search width at temperature 0; 1 = greedy")->capture_default_str();
+  sub.add_option("--best-of", a->best_of, "Candidates sampled at each fallback temperature; the most probable wins")->capture_default_str();
+  sub.add_option("--patience", a->patience, "Beam search stops after beam-size x patience finished hypotheses")->capture_default_str();
+  sub.add_option("--length-penalty", a->length_penalty, "Hypotheses are ranked by log-probability / length^this")->capture_default_str();
+  sub.add_option("--temperature", a->temperature, "First decoding temperature (0 = greedy or beam search)")->capture_default_str();
+  sub.add_option("--temperature-increment", a->temperature_increment, "Step between fallback temperatures, up to 1.0")
+      ->capture_default_str();
+  sub.add_flag("--no-fallback", a->no_fallback, "Decode each window once, at --temperature");
+  sub.add_option("--seed", a->seed, "Random seed of sampling (temperature > 0)")->capture_default_str();
+  sub.add_option("--compression-ratio-threshold", a->compression_ratio_threshold,
+                 "Fall back when the text's zlib compression ratio is above this (repetition); <= 0: never")
+      ->capture_default_str();
+  sub.add_option("--logprob-threshold", a->logprob_threshold, "Fall back when the average token log-probability is below this")
+      ->capture_default_str();
+  sub.add_option("--no-speech-threshold", a->no_speech_threshold,
+                 "Skip a window as silence when its no-speech probability is above this and the log-probability is low; < 0: never")
+      ->capture_default_str();
+  sub.add_flag("--no-condition", a->no_condition, "Do not feed the previous window's text to the next one (less drift, less consistency)");
+  sub.add_option("--prompt", a->prompt, "Text the first window is conditioned on (spellings, names, style)");
+  sub.add_option("-o,--output-format", a->formats, "Comma-separated transcript files to write: txt, srt, vtt, tsv, json");
   sub.add_option("--output-dir", a->output_dir, "Where -o writes (default: the current directory)");
+  sub.add_flag("--progress", a->progress, "Show the progress line even when stderr is not a terminal (audio over 30 s)");
   sub.add_option("--rate", a->raw_rate, "Read every AUDIO as headerless PCM at this sample rate (Hz)");
   sub.add_option("--channels", a->raw_channels, "Headerless PCM: interleaved channel count")->capture_default_str();
   sub.add_option("--encoding", a->raw_encoding, "Headerless PCM sample type, little-endian")

@@ -4,9 +4,13 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <numeric>
+
+#include <zlib.h>
 
 #include "apps/common/tokenizer/loaders.h"
 #include "apps/common/tokenizer/program_metadata.h"
+#include "apps/whisper/word_timing.h"
 #include "models/whisper/ct2_whisper.h"
 #include "preprocess/whisper_mel.h"
 
@@ -25,16 +29,13 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr double kTimePrecision = 0.02;  // seconds per timestamp token
 constexpr int kInputStride = 2;          // mel frames per encoder position
 
-std::vector<double> log_softmax(const std::vector<float>& x) {
-  double m = kNegInf;
-  for (float v : x) m = std::max<double>(m, v);
-  double s = 0;
-  for (float v : x) s += std::exp(static_cast<double>(v) - m);
-  const double lse = m + std::log(s);
-  std::vector<double> out(x.size());
-  for (size_t i = 0; i < x.size(); ++i) out[i] = static_cast<double>(x[i]) - lse;
-  return out;
-}
+// openai-whisper's tokenizer.LANGUAGES order: language token i is <|startoftranscript|> + 1 + i.
+constexpr const char* kLanguages[] = {
+    "en", "zh", "de", "es", "ru", "ko", "fr", "ja", "pt", "tr", "pl", "ca", "nl", "ar", "sv", "it", "id", "hi", "fi", "vi",
+    "he", "uk", "el", "ms", "cs", "ro", "da", "hu", "ta", "no", "th", "ur", "hr", "bg", "lt", "la", "mi", "ml", "cy", "sk",
+    "te", "fa", "lv", "bn", "sr", "az", "sl", "kn", "et", "mk", "br", "eu", "is", "hy", "ne", "mn", "bs", "kk", "sq", "sw",
+    "gl", "mr", "pa", "si", "km", "sn", "yo", "so", "af", "oc", "ka", "be", "tg", "sd", "gu", "am", "yi", "lo", "uz", "fo",
+    "ht", "ps", "tk", "nn", "mt", "sa", "lb", "my", "bo", "tl", "mg", "as", "tt", "haw", "ln", "ha", "ba", "jw", "su", "yue"};
 
 }  // namespace
 
@@ -48,6 +49,7 @@ Result<std::unique_ptr<WhisperRunner>> WhisperRunner::load(const std::string& pa
     BuildSettings bs;
     // Up to whisper-small (768 wide), f32 weights cost at most ~1 GB and run faster on the CPU.
     bs.widen_f16_weights = options.backend != BackendKind::kVulkan && m.config.n_text_state <= 768;
+    bs.decode_batch = options.decode_batch;
     VRUN_ASSIGN_OR_RETURN(r->program_, build_whisper_program(m.config, m.weights, m.extras, bs));
   } else {
     return err(ErrorCode::kUnsupported, path,
@@ -71,12 +73,22 @@ Result<std::unique_ptr<WhisperRunner>> WhisperRunner::load(const std::string& pa
   if (r->eot_ < 0 || r->sot_ < 0 || r->no_timestamps_ < 0)
     return err(ErrorCode::kInvalidProgram, path, ": the tokenizer lacks <|endoftext|>, <|startoftranscript|> or <|notimestamps|>");
   r->timestamp_begin_ = r->no_timestamps_ + 1;
+  r->sot_prev_ = id("<|startofprev|>");
+  r->transcribe_ = id("<|transcribe|>");
+  r->translate_ = id("<|translate|>");
   if (r->timestamp_begin_ + 1501 > r->config_.n_vocab)
     return err(ErrorCode::kInvalidProgram, path, ": vocabulary of ", r->config_.n_vocab, " has no room for 1501 timestamp tokens after id ",
                r->no_timestamps_);
-  if (r->config_.multilingual())
-    return err(ErrorCode::kUnsupported, path, ": multilingual Whisper models (vocabulary ", r->config_.n_vocab,
-               ") need language and task tokens; this runner decodes English-only models");
+  if (r->config_.multilingual()) {
+    // Old vocabularies have 99 language tokens, large-v3's 100 (with <|yue|>), in this order.
+    for (const char* code : kLanguages)
+      if (id((std::string("<|") + code + "|>").c_str()) >= 0) r->languages_.emplace_back(code, id((std::string("<|") + code + "|>").c_str()));
+    if (r->languages_.empty() || r->transcribe_ < 0 || r->translate_ < 0)
+      return err(ErrorCode::kInvalidProgram, path, ": a multilingual vocabulary (", r->config_.n_vocab,
+                 " tokens) without language tokens or <|transcribe|> / <|translate|>");
+  }
+  if (r->sot_prev_ < 0)
+    return err(ErrorCode::kInvalidProgram, path, ": the tokenizer lacks <|startofprev|>");
   for (int64_t t : r->extras_.suppress_tokens)
     if (t >= 0 && t < r->config_.n_vocab) r->suppress_.push_back(static_cast<int32_t>(t));
   // The special tokens openai-whisper always adds to the suppressed set.
@@ -92,6 +104,10 @@ Result<std::unique_ptr<WhisperRunner>> WhisperRunner::load(const std::string& pa
     r->suppress_begin_.insert(r->suppress_begin_.end(), space.begin(), space.end());
     r->suppress_begin_.push_back(r->eot_);
   }
+  if (const MetaValue* b = r->program_->meta("whisper.decode_batch"); b && b->type == MetaType::kInt && b->i > 1 &&
+      r->program_->method("decode_batch"))
+    r->decode_batch_ = static_cast<int>(b->i);
+  r->rng_.seed(0);
   ExecutorOptions eo;
   eo.backend = options.backend;
   eo.threads = options.threads;
@@ -107,99 +123,64 @@ Status WhisperRunner::encode(std::span<const float> mel) {
   return out.is_ok() ? Status::ok() : out.status();
 }
 
-Result<std::vector<float>> WhisperRunner::step(int32_t token, int64_t pos) {
-  if (pos >= config_.n_text_ctx)
-    return err(ErrorCode::kInvalidArgument, "whisper decode: position ", pos, " past the ", config_.n_text_ctx, "-token context");
-  int32_t t = token, p_ = static_cast<int32_t>(pos);
-  VRUN_ASSIGN_OR_RETURN(auto outs, executor_->run("decode", {TensorView::dense(&t, DType::i32, {1, 1}), TensorView::dense(&p_, DType::i32, {1, 1})},
-                                                  {{"pos", pos}}));
-  const float* p = outs[0].ptr<float>();
-  return std::vector<float>(p, p + config_.n_vocab);
+Result<std::pair<std::string, double>> WhisperRunner::detect_language() {
+  if (!multilingual()) return std::pair<std::string, double>{"en", 1.0};
+  const int32_t t = sot_;
+  VRUN_ASSIGN_OR_RETURN(std::vector<float> logits, forward(std::span<const int32_t>(&t, 1), 0));
+  // Softmax over the language tokens only (openai-whisper's detect_language()).
+  double m = kNegInf;
+  for (const auto& l : languages_) m = std::max<double>(m, logits[static_cast<size_t>(l.second)]);
+  double s = 0;
+  size_t best = 0;
+  for (size_t i = 0; i < languages_.size(); ++i) {
+    s += std::exp(logits[static_cast<size_t>(languages_[i].second)] - m);
+    if (logits[static_cast<size_t>(languages_[i].second)] > logits[static_cast<size_t>(languages_[best].second)]) best = i;
+  }
+  return std::pair<std::string, double>{languages_[best].first, std::exp(logits[static_cast<size_t>(languages_[best].second)] - m) / s};
 }
 
-// Suppression and the timestamp rules, as CTranslate2's Whisper generate() applies them for
-// faster-whisper (the same rules as openai-whisper's SuppressBlank, SuppressTokens and
-// ApplyTimestampRules).
-void WhisperRunner::filter_logits(std::vector<float>& logits, const std::vector<int32_t>& seq, bool timestamps,
-                                  const TranscribeOptions& o) const {
-  const int32_t n = static_cast<int32_t>(logits.size());
-  auto disable = [&](int32_t from, int32_t to) {  // [from, to)
-    for (int32_t i = std::max(from, 0); i < std::min(to, n); ++i) logits[static_cast<size_t>(i)] = kNegInf;
-  };
-  for (int32_t t : suppress_) disable(t, t + 1);
-  if (seq.empty() && o.suppress_blank)
-    for (int32_t t : suppress_begin_) disable(t, t + 1);
-  if (!timestamps) return;
-  disable(no_timestamps_, no_timestamps_ + 1);
-  bool check_prob = false;
-  if (seq.empty()) {
-    disable(0, timestamp_begin_);
-    const int32_t last_allowed = timestamp_begin_ + static_cast<int32_t>(std::lround(o.max_initial_timestamp / kTimePrecision));
-    disable(last_allowed + 1, n);
-  } else {
-    const int32_t last = seq.back();
-    if (last >= timestamp_begin_) {
-      const int32_t penultimate = seq.size() >= 2 ? seq[seq.size() - 2] : last;
-      if (penultimate >= timestamp_begin_) {
-        disable(timestamp_begin_, n);  // a pair just closed: text or the end must follow
-      } else {
-        disable(0, eot_);  // an opened pair: a timestamp (not an earlier one) or the end
-        disable(timestamp_begin_, last);
-        check_prob = true;
-      }
-    } else {
-      check_prob = true;
-      for (auto it = seq.rbegin(); it != seq.rend(); ++it)
-        if (*it >= timestamp_begin_) {  // timestamps never go back
-          disable(timestamp_begin_, *it + 1);
-          break;
-        }
-    }
-  }
-  if (check_prob) {
-    const std::vector<double> lp = log_softmax(logits);
-    double max_text = -std::numeric_limits<double>::infinity(), m = max_text;
-    for (int32_t i = 0; i < timestamp_begin_; ++i) max_text = std::max(max_text, lp[static_cast<size_t>(i)]);
-    for (int32_t i = timestamp_begin_; i < n; ++i) m = std::max(m, lp[static_cast<size_t>(i)]);
-    double s = 0;
-    if (std::isfinite(m))
-      for (int32_t i = timestamp_begin_; i < n; ++i) s += std::exp(lp[static_cast<size_t>(i)] - m);
-    const double ts = std::isfinite(m) ? m + std::log(s) : m;
-    if (ts > max_text) disable(0, timestamp_begin_);
-  }
-}
-
-Result<WindowResult> WhisperRunner::decode_window(const TranscribeOptions& o) {
-  WindowResult w;
-  int64_t pos = 0;
-  VRUN_ASSIGN_OR_RETURN(std::vector<float> logits, step(sot_, pos++));
-  if (no_speech_ >= 0) {
-    const std::vector<double> lp = log_softmax(logits);
-    w.no_speech_prob = std::exp(lp[static_cast<size_t>(no_speech_)]);
-  }
-  if (!o.timestamps) {
-    VRUN_ASSIGN_OR_RETURN(logits, step(no_timestamps_, pos++));
-  }
-  const int max_tokens = std::max(1, std::min<int>(o.max_window_tokens, static_cast<int>(config_.n_text_ctx - pos)));
-  for (int i = 0; i < max_tokens; ++i) {
-    filter_logits(logits, w.tokens, o.timestamps, o);
-    const auto best = std::max_element(logits.begin(), logits.end());
-    const int32_t token = static_cast<int32_t>(best - logits.begin());
-    const std::vector<double> lp = log_softmax(logits);
-    w.sum_logprob += lp[static_cast<size_t>(token)];
-    if (token == eot_) break;
-    w.tokens.push_back(token);
-    if (i + 1 == max_tokens || pos >= config_.n_text_ctx) break;
-    VRUN_ASSIGN_OR_RETURN(logits, step(token, pos++));
-  }
-  w.avg_logprob = w.sum_logprob / static_cast<double>(w.tokens.size() + 1);
-  return w;
+double WhisperRunner::compression_ratio(const std::vector<int32_t>& tokens) const {
+  std::vector<int32_t> text;
+  for (int32_t t : tokens)
+    if (t < eot_) text.push_back(t);
+  std::string s = tokenizer_->decode(text);
+  const size_t b = s.find_first_not_of(" \t\n\r\f\v");
+  s = b == std::string::npos ? "" : s.substr(b, s.find_last_not_of(" \t\n\r\f\v") - b + 1);
+  if (s.empty()) return 0.0;
+  uLongf n = compressBound(static_cast<uLong>(s.size()));
+  std::vector<Bytef> out(n);
+  if (compress2(out.data(), &n, reinterpret_cast<const Bytef*>(s.data()), static_cast<uLong>(s.size()), Z_DEFAULT_COMPRESSION) != Z_OK)
+    return 0.0;
+  return static_cast<double>(s.size()) / static_cast<double>(n);
 }
 
 Result<Transcript> WhisperRunner::transcribe(std::span<const float> samples, const TranscribeOptions& o,
-                                             const std::function<void(const Segment&)>& on_segment) {
+                                             const std::function<void(const Segment&)>& on_segment,
+                                             const std::function<void(double)>& on_progress) {
   using preprocess::WhisperMelConfig;
   using preprocess::WhisperMelSpectrogram;
+  if (o.task != "transcribe" && o.task != "translate")
+    return err(ErrorCode::kInvalidArgument, "task '", o.task, "' (expected transcribe or translate)");
+  if (o.beam_size < 1 || o.best_of < 1)
+    return err(ErrorCode::kInvalidArgument, "beam size ", o.beam_size, " and best-of ", o.best_of, " must be at least 1");
+  if (o.beam_size > 1 && o.beam_size > decode_batch_)
+    return err(ErrorCode::kInvalidArgument, "beam size ", o.beam_size, " exceeds the ", decode_batch_,
+               " rows of this model's batched decoder (a checkpoint loads with as many rows as RunnerOptions::decode_batch asks)");
+  for (double t : o.temperatures)
+    if (!(t >= 0) || !std::isfinite(t)) return err(ErrorCode::kInvalidArgument, "temperature ", t, " (expected >= 0)");
+  std::string language = o.language == "auto" ? "" : o.language;
+  if (!multilingual()) {
+    if (!language.empty() && language != "en")
+      return err(ErrorCode::kInvalidArgument, "language '", language, "': this is an English-only model (use -l en or a multilingual model)");
+    if (o.task == "translate")
+      return err(ErrorCode::kInvalidArgument, "task translate: this is an English-only model");
+    language = "en";
+  } else if (!language.empty()) {
+    bool known = false;
+    for (const auto& l : languages_) known = known || l.first == language;
+    if (!known) return err(ErrorCode::kInvalidArgument, "language '", language, "' is not one of this model's ", languages_.size(), " languages");
+  }
+  rng_.seed(o.seed);
   Transcript out;
   out.stats.audio_s = static_cast<double>(samples.size()) / WhisperMelConfig::kSampleRate;
   auto t0 = Clock::now();
@@ -209,6 +190,15 @@ Result<Transcript> WhisperRunner::transcribe(std::span<const float> samples, con
   const int64_t window = 2 * config_.n_audio_ctx;
   const int64_t content = stream.content_frames();
   const double frame_s = static_cast<double>(WhisperMelConfig::kHop) / WhisperMelConfig::kSampleRate;
+  std::vector<int32_t> all_tokens;
+  size_t prompt_reset_since = 0;
+  if (!o.initial_prompt.empty()) {
+    std::string text = o.initial_prompt;
+    const size_t b = text.find_first_not_of(" \t\n\r");
+    text = b == std::string::npos ? "" : text.substr(b, text.find_last_not_of(" \t\n\r") - b + 1);
+    all_tokens = tokenizer_->encode(" " + text, tok::EncodeOptions{false, false});
+  }
+  double last_speech_timestamp = 0;
   int64_t seek = 0;
   while (seek < content) {
     const int64_t size = std::min(window, content - seek);
@@ -222,12 +212,20 @@ Result<Transcript> WhisperRunner::transcribe(std::span<const float> samples, con
     VRUN_RETURN_IF_ERROR(encode(feats.data));
     out.stats.encode_s += seconds_since(t0);
     t0 = Clock::now();
-    VRUN_ASSIGN_OR_RETURN(WindowResult w, decode_window(o));
+    if (language.empty()) {
+      VRUN_ASSIGN_OR_RETURN(auto detected, detect_language());
+      language = detected.first;
+      out.language_probability = detected.second;
+    }
+    const std::span<const int32_t> previous(all_tokens.data() + prompt_reset_since, all_tokens.size() - prompt_reset_since);
+    VRUN_ASSIGN_OR_RETURN(Prompt prompt, make_prompt(o, language, previous));
+    VRUN_ASSIGN_OR_RETURN(WindowResult w, decode_with_fallback(o, prompt));
     out.stats.decode_s += seconds_since(t0);
     ++out.stats.windows;
     out.stats.tokens += static_cast<int>(w.tokens.size());
     if (o.no_speech_threshold >= 0 && w.no_speech_prob > o.no_speech_threshold && !(w.avg_logprob > o.logprob_threshold)) {
       seek += size;  // a silent window
+      if (on_progress) on_progress(static_cast<double>(std::min(seek, content)) * frame_s);
       continue;
     }
     std::vector<Segment> segs;
@@ -235,13 +233,11 @@ Result<Transcript> WhisperRunner::transcribe(std::span<const float> samples, con
       Segment s;
       s.start = start;
       s.end = end;
-      std::vector<int32_t> text;
-      for (int32_t t : toks)
-        if (t < eot_) text.push_back(t);
-      s.text = tokenizer_->decode(text);
       s.tokens = std::move(toks);
       s.avg_logprob = w.avg_logprob;
       s.no_speech_prob = w.no_speech_prob;
+      s.temperature = w.temperature;
+      s.compression_ratio = w.compression_ratio;
       segs.push_back(std::move(s));
     };
     const auto& tk = w.tokens;
@@ -273,14 +269,135 @@ Result<Transcript> WhisperRunner::transcribe(std::span<const float> samples, con
       add(tk, time_offset, time_offset + duration);
       seek += size;
     }
+    std::vector<std::vector<int32_t>> text_tokens;
+    for (auto& s : segs) {
+      std::vector<int32_t> text;
+      for (int32_t t : s.tokens)
+        if (t < eot_) text.push_back(t);
+      s.text = tokenizer_->decode(text);
+      text_tokens.push_back(std::move(text));
+    }
+    if (o.word_timestamps) {
+      t0 = Clock::now();
+      VRUN_ASSIGN_OR_RETURN(Prompt sot, make_prompt(o, language, {}));
+      std::vector<int32_t> sot_sequence = sot.before_sot;
+      for (int32_t t : sot.after_sot)
+        if (t != no_timestamps_) sot_sequence.push_back(t);
+      VRUN_RETURN_IF_ERROR(add_word_timestamps(segs, text_tokens, sot_sequence, size, time_offset, language, last_speech_timestamp, o));
+      // faster-whisper's get_end(): the last word's end, else the last segment's.
+      double last_end = segs.empty() ? -1.0 : segs.back().end;
+      for (auto it = segs.rbegin(); it != segs.rend(); ++it)
+        if (!it->words.empty()) {
+          last_end = it->words.back().end;
+          break;
+        }
+      // It seeks to the last word's end unless the window closed on its own.
+      if (!single_ending && !segs.empty() && last_end > time_offset) seek = static_cast<int64_t>(std::nearbyint(last_end / frame_s));
+      if (!segs.empty()) last_speech_timestamp = last_end;
+      out.stats.align_s += seconds_since(t0);
+    }
     for (auto& s : segs) {
       // Instantaneous or textless segments carry nothing (both references drop or blank them).
       if (s.start == s.end || s.text.find_first_not_of(" \t\n") == std::string::npos) continue;
+      all_tokens.insert(all_tokens.end(), s.tokens.begin(), s.tokens.end());
       if (on_segment) on_segment(s);
       out.segments.push_back(std::move(s));
     }
+    if (!o.condition_on_previous_text || w.temperature > o.prompt_reset_on_temperature) prompt_reset_since = all_tokens.size();
+    if (on_progress) on_progress(static_cast<double>(std::min(seek, content)) * frame_s);
   }
+  out.language = language.empty() ? "en" : language;
   return out;
+}
+
+// faster-whisper's add_word_timestamps() for the segments of one window.
+Status WhisperRunner::add_word_timestamps(std::vector<Segment>& segs, const std::vector<std::vector<int32_t>>& text_tokens,
+                                          const std::vector<int32_t>& sot_sequence, int64_t num_frames, double time_offset,
+                                          const std::string& language, double& last_speech_timestamp,
+                                          const TranscribeOptions& o) {
+  std::vector<int32_t> text;
+  for (const auto& t : text_tokens) text.insert(text.end(), t.begin(), t.end());
+  const int64_t frames = num_frames / 2;  // encoder positions
+  if (text.empty() || frames == 0 || extras_.alignment_heads.size() < 2) return Status::ok();
+  std::vector<int32_t> tokens = sot_sequence;
+  tokens.push_back(no_timestamps_);
+  tokens.insert(tokens.end(), text.begin(), text.end());
+  tokens.push_back(eot_);
+  const auto seq = static_cast<int64_t>(tokens.size());
+  if (seq > config_.n_text_ctx) return err(ErrorCode::kInvalidArgument, "word timestamps: ", seq, " tokens exceed the text context");
+  std::vector<int32_t> positions(static_cast<size_t>(seq));
+  std::iota(positions.begin(), positions.end(), 0);
+  VRUN_ASSIGN_OR_RETURN(auto outs, executor_->run("align", {TensorView::dense(tokens.data(), DType::i32, {1, seq}),
+                                                             TensorView::dense(positions.data(), DType::i32, {1, seq})}));
+  if (outs.size() < 2) return err(ErrorCode::kInvalidProgram, "word timestamps: the align method returns no alignment scores");
+  const int64_t heads = outs[1].shape[1], ctx = outs[1].shape[3];
+  const std::vector<float> scores(outs[1].ptr<float>(), outs[1].ptr<float>() + heads * seq * ctx);
+  const auto sot_len = static_cast<int64_t>(sot_sequence.size());
+  const auto n_text = static_cast<int64_t>(text.size());
+  // Each text token's probability among the text tokens, from the position before it.
+  std::vector<double> probs;
+  const float* logits = outs[0].ptr<float>();
+  for (int64_t t = 0; t < n_text; ++t) {
+    const float* row = logits + (sot_len + t) * config_.n_vocab;
+    const float m = *std::max_element(row, row + eot_);
+    double s = 0;
+    for (int32_t v = 0; v < eot_; ++v) s += std::exp(static_cast<double>(row[v]) - m);
+    probs.push_back(std::exp(static_cast<double>(row[text[static_cast<size_t>(t)]]) - m) / s);
+  }
+  const std::vector<float> matrix = alignment_matrix(scores, heads, seq, ctx, std::min(frames, ctx), sot_len, n_text + 1);
+  const auto path = negative_dtw(matrix, n_text + 1, std::min(frames, ctx));
+  std::vector<int32_t> with_eot = text;
+  with_eot.push_back(eot_);
+  std::vector<std::string> words;
+  std::vector<std::vector<int32_t>> word_tokens;
+  static const std::vector<std::string> no_spaces = {"zh", "ja", "th", "lo", "my", "yue"};
+  const bool split_on_spaces = std::find(no_spaces.begin(), no_spaces.end(), language) == no_spaces.end();
+  split_to_word_tokens(with_eot, eot_, split_on_spaces,
+                       [&](int32_t id) {
+                         std::string b;
+                         tokenizer_->append_token_bytes(id, false, false, b);
+                         return b;
+                       },
+                       words, word_tokens);
+  std::vector<WordTiming> alignment = words_from_alignment(words, word_tokens, path, probs);
+  const auto [median_duration, max_duration] = clamp_sentence_end_words(alignment);
+  merge_punctuations(alignment, o.prepend_punctuations, o.append_punctuations);
+  auto round2 = [](double v) { return std::nearbyint(v * 100.0) / 100.0; };
+  double last_speech = last_speech_timestamp;
+  size_t word_index = 0;
+  for (size_t si = 0; si < segs.size(); ++si) {
+    Segment& seg = segs[si];
+    size_t saved_tokens = 0;
+    std::vector<transcript::Word> ws;
+    while (word_index < alignment.size() && saved_tokens < text_tokens[si].size()) {
+      const WordTiming& t = alignment[word_index];
+      if (!t.word.empty()) ws.push_back({round2(time_offset + t.start), round2(time_offset + t.end), t.word, t.probability});
+      saved_tokens += t.tokens.size();
+      ++word_index;
+    }
+    if (!ws.empty()) {
+      // Long first words after a pause and words past the segment's own bounds are trimmed.
+      if (ws[0].end - last_speech > median_duration * 4 &&
+          (ws[0].end - ws[0].start > max_duration || (ws.size() > 1 && ws[1].end - ws[0].start > max_duration * 2))) {
+        if (ws.size() > 1 && ws[1].end - ws[1].start > max_duration) {
+          const double boundary = std::max(ws[1].end / 2, ws[1].end - max_duration);
+          ws[0].end = ws[1].start = boundary;
+        }
+        ws[0].start = std::max(0.0, ws[0].end - max_duration);
+      }
+      if (seg.start < ws[0].end && seg.start - 0.5 > ws[0].start)
+        ws[0].start = std::max(0.0, std::min(ws[0].end - median_duration, seg.start));
+      else
+        seg.start = ws[0].start;
+      if (seg.end > ws.back().start && seg.end + 0.5 < ws.back().end)
+        ws.back().end = std::max(ws.back().start + median_duration, seg.end);
+      else
+        seg.end = ws.back().end;
+      last_speech = seg.end;
+    }
+    seg.words = std::move(ws);
+  }
+  return Status::ok();
 }
 
 }  // namespace vrun::whisper

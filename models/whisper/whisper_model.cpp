@@ -1,5 +1,6 @@
 #include "models/whisper/whisper_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -112,6 +113,7 @@ Result<std::shared_ptr<Program>> build_whisper_program(const WhisperConfig& c, c
     Norm ln1, ln2, ln3;
     Lin qkv, out, cq, ckv, cout, fc1, fc2;
     int k_cache, v_cache, k_cross, v_cross;
+    int k_batch = -1, v_batch = -1;
   };
   std::vector<DecLayer> D;
   for (int64_t l = 0; l < c.n_text_layer; ++l) {
@@ -125,6 +127,10 @@ Result<std::shared_ptr<Program>> build_whisper_program(const WhisperConfig& c, c
                  pb.add_state("cache.v." + n, DType::f32, {1, c.n_text_head, c.n_text_ctx, hd_t}),
                  pb.add_state("cross.k." + n, DType::f32, {1, c.n_text_head, c.n_audio_ctx, hd_t}),
                  pb.add_state("cross.v." + n, DType::f32, {1, c.n_text_head, c.n_audio_ctx, hd_t})});
+    if (settings.decode_batch > 1) {
+      D.back().k_batch = pb.add_state("batch.k." + n, DType::f32, {settings.decode_batch, c.n_text_head, c.n_text_ctx, hd_t});
+      D.back().v_batch = pb.add_state("batch.v." + n, DType::f32, {settings.decode_batch, c.n_text_head, c.n_text_ctx, hd_t});
+    }
   }
   const Norm dec_ln = norm("decoder/layer_norm", d);
   VRUN_RETURN_IF_ERROR(bad);
@@ -179,50 +185,108 @@ Result<std::shared_ptr<Program>> build_whisper_program(const WhisperConfig& c, c
     }
     g.output(enc, "encoder_out");
   }
-  // ---- decode
-  {
-    MethodBuilder g = pb.method("decode");
+  // ---- decoder methods: one block stack, three ways to run it
+  // rows: batch rows; cache: the per-layer self-attention states (-1: none, attend within the
+  // input only); align: collect the alignment heads' raw cross-attention scores.
+  struct DecodeVariant {
+    const char* name;
+    int64_t rows;
+    bool batched_cache, align;
+  };
+  std::vector<DecodeVariant> variants = {{"decode", 1, false, false}, {"align", 1, false, true}};
+  if (settings.decode_batch > 1) variants.push_back({"decode_batch", settings.decode_batch, true, false});
+  std::vector<std::vector<int64_t>> heads_of_layer(static_cast<size_t>(c.n_text_layer));
+  for (size_t i = 0; i + 1 < extras.alignment_heads.size(); i += 2) {
+    const int64_t l = extras.alignment_heads[i], h = extras.alignment_heads[i + 1];
+    if (l < 0 || l >= c.n_text_layer || h < 0 || h >= c.n_text_head)
+      return err(ErrorCode::kInvalidProgram, "whisper alignment head (", l, ", ", h, ") outside ", c.n_text_layer, " layers x ",
+                 c.n_text_head, " heads");
+    heads_of_layer[static_cast<size_t>(l)].push_back(h);
+  }
+  for (const DecodeVariant& var : variants) {
+    MethodBuilder g = pb.method(var.name);
     auto L = [&](Val x, Lin w, const std::string& name) {
       return g.op(OpKind::linear, {x, g.constant(w.w), w.b >= 0 ? g.constant(w.b) : Val::none()}, {}, name);
     };
     auto LN = [&](Val x, Norm n, const std::string& name) {
       return g.op(OpKind::layer_norm, {x, g.constant(n.g), g.constant(n.b)}, {{"eps", 1e-5}}, name);
     };
+    const int64_t B = var.rows;
     const SymExpr seq = g.symbol("seq", 1, c.n_text_ctx);
-    const SymExpr pos = g.symbol("pos", 0, c.n_text_ctx - 1);
-    Val tokens = g.input("tokens", DType::i32, {1, seq});
+    const SymExpr pos = var.align ? SymExpr(0) : g.symbol("pos", 0, c.n_text_ctx - 1);
+    Val tokens = g.input("tokens", DType::i32, {B, seq});
     auto heads = [&](Val t) {
-      return g.op(OpKind::permute, {g.op(OpKind::reshape, {t}, {{"shape", {1, -1, c.n_text_head, hd_t}}})}, to_heads);
+      return g.op(OpKind::permute, {g.op(OpKind::reshape, {t}, {{"shape", {B, -1, c.n_text_head, hd_t}}})}, to_heads);
     };
     auto merge = [&](Val t) {
-      return g.op(OpKind::reshape, {g.op(OpKind::permute, {t}, to_heads)}, {{"shape", {1, -1, d}}});
+      return g.op(OpKind::reshape, {g.op(OpKind::permute, {t}, to_heads)}, {{"shape", {B, -1, d}}});
     };
     Val x = g.op(OpKind::embedding, {g.constant(embed), tokens}, {}, "tok_embed");
     // Position rows are looked up by index: a slice [pos, pos + seq) of the table would make the
     // builder's shape samples disagree at the symbols' bounds.
     Val positions = g.input("positions", DType::i32, {1, seq});
     x = g.op(OpKind::add, {x, g.op(OpKind::embedding, {g.constant(dec_pos), positions}, {}, "pos_embed")}, {}, "dec_pos");
+    std::vector<Val> scores;
     for (int64_t l = 0; l < c.n_text_layer; ++l) {
       const DecLayer& w = D[l];
       const std::string p = "dec." + std::to_string(l) + ".";
       Val h = LN(x, w.ln1, p + "attn_ln");
       std::vector<Val> qkv = g.op_n(OpKind::split, {L(h, w.qkv, p + "qkv")}, {{"axis", -1}, {"sizes", {d, d, d}}});
       if (qkv.size() != 3) return pb.finish();
-      Val kc = g.op(OpKind::slice_update, {g.state(w.k_cache), heads(qkv[1])}, {{"axis", 2}, {"start", pos}}, p + "cache_k");
-      Val vc = g.op(OpKind::slice_update, {g.state(w.v_cache), heads(qkv[2])}, {{"axis", 2}, {"start", pos}}, p + "cache_v");
-      Val keys = g.op(OpKind::slice, {kc}, {{"axis", 2}, {"start", 0}, {"end", pos + seq}});
-      Val vals = g.op(OpKind::slice, {vc}, {{"axis", 2}, {"start", 0}, {"end", pos + seq}});
+      Val keys = heads(qkv[1]), vals = heads(qkv[2]);
+      if (!var.align) {
+        const int ks = var.batched_cache ? w.k_batch : w.k_cache, vs = var.batched_cache ? w.v_batch : w.v_cache;
+        Val kc = g.op(OpKind::slice_update, {g.state(ks), keys}, {{"axis", 2}, {"start", pos}}, p + "cache_k");
+        Val vc = g.op(OpKind::slice_update, {g.state(vs), vals}, {{"axis", 2}, {"start", pos}}, p + "cache_v");
+        keys = g.op(OpKind::slice, {kc}, {{"axis", 2}, {"start", 0}, {"end", pos + seq}});
+        vals = g.op(OpKind::slice, {vc}, {{"axis", 2}, {"start", 0}, {"end", pos + seq}});
+      }
       Val att = g.op(OpKind::sdpa, {heads(qkv[0]), keys, vals}, {{"causal", 1}}, p + "attn");
       x = g.op(OpKind::add, {x, L(merge(att), w.out, p + "attn_out")});
       h = LN(x, w.ln2, p + "cross_ln");
-      Val cross = g.op(OpKind::sdpa, {heads(L(h, w.cq, p + "cross_q")), g.state(w.k_cross), g.state(w.v_cross)}, {}, p + "cross");
+      Val q = heads(L(h, w.cq, p + "cross_q"));
+      Val ck = g.state(w.k_cross), cv = g.state(w.v_cross);
+      if (B > 1) {  // one encoder window serves every row: a broadcast view, no copy
+        ck = g.op(OpKind::expand, {ck}, {{"shape", {B, -1, -1, -1}}});
+        cv = g.op(OpKind::expand, {cv}, {{"shape", {B, -1, -1, -1}}});
+      }
+      Val cross;
+      const auto& ah = heads_of_layer[static_cast<size_t>(l)];
+      if (var.align && !ah.empty()) {
+        // Explicit softmax(q k^T / sqrt(d)) v so the alignment heads' scores can be returned.
+        Val sc = g.op(OpKind::bmm, {q, g.op(OpKind::permute, {ck}, {{"perm", {0, 1, 3, 2}}})}, {}, p + "cross_scores");
+        sc = g.op(OpKind::scale, {sc}, {{"scale", 1.0 / std::sqrt(static_cast<double>(hd_t))}});
+        for (int64_t head : ah) scores.push_back(g.op(OpKind::slice, {sc}, {{"axis", 1}, {"start", head}, {"end", head + 1}}));
+        cross = g.op(OpKind::bmm, {g.op(OpKind::softmax, {sc}), cv}, {}, p + "cross");
+      } else {
+        cross = g.op(OpKind::sdpa, {q, ck, cv}, {}, p + "cross");
+      }
       x = g.op(OpKind::add, {x, L(merge(cross), w.cout, p + "cross_out")});
       h = LN(x, w.ln3, p + "ffn_ln");
       x = g.op(OpKind::add, {x, L(g.op(OpKind::gelu, {L(h, w.fc1, p + "fc1")}), w.fc2, p + "fc2")});
     }
-    x = g.op(OpKind::slice, {x}, {{"axis", 1}, {"start", seq - 1}, {"end", seq}});
+    // align: logits of every position (token probabilities); decoding: of the last one only.
+    if (!var.align) x = g.op(OpKind::slice, {x}, {{"axis", 1}, {"start", seq - 1}, {"end", seq}});
     x = LN(x, dec_ln, "dec_ln");
     g.output(g.op(OpKind::linear, {x, g.constant(embed)}, {}, "logits"), "logits");
+    if (var.align && !scores.empty())
+      g.output(scores.size() == 1 ? scores[0] : g.op(OpKind::concat, scores, {{"axis", 1}}), "alignment_scores");
+  }
+  // ---- reorder_batch(rows [B]): batch cache row r takes the first `len` positions of row
+  // rows[r] (beam search keeping the hypotheses it selected).
+  if (settings.decode_batch > 1) {
+    MethodBuilder g = pb.method("reorder_batch");
+    const int64_t B = settings.decode_batch;
+    const SymExpr len = g.symbol("len", 1, c.n_text_ctx);
+    Val rows = g.input("rows", DType::i32, {B});
+    for (int64_t l = 0; l < c.n_text_layer; ++l)
+      for (int s : {D[l].k_batch, D[l].v_batch}) {
+        Val filled = g.op(OpKind::copy, {g.op(OpKind::slice, {g.state(s)}, {{"axis", 2}, {"start", 0}, {"end", len}})});
+        Val flat = g.op(OpKind::reshape, {filled}, {{"shape", {B, -1}}});
+        Val picked = g.op(OpKind::embedding, {flat, rows});
+        picked = g.op(OpKind::reshape, {picked}, {{"shape", {B, c.n_text_head, -1, hd_t}}});
+        g.op(OpKind::slice_update, {g.state(s), picked}, {{"axis", 2}, {"start", 0}}, "reorder." + std::to_string(l));
+      }
   }
   pb.set_meta("general.architecture", MetaValue::str("whisper"));
   pb.set_meta("vrun.runner", MetaValue::str("whisper"));
@@ -233,6 +297,7 @@ Result<std::shared_ptr<Program>> build_whisper_program(const WhisperConfig& c, c
       {"whisper.n_text_ctx", c.n_text_ctx},   {"whisper.n_text_state", c.n_text_state},
       {"whisper.n_text_head", c.n_text_head}, {"whisper.n_text_layer", c.n_text_layer}};
   for (const auto& [k, v] : ints) pb.set_meta(k, MetaValue::integer(v));
+  pb.set_meta("whisper.decode_batch", MetaValue::integer(std::max<int64_t>(1, settings.decode_batch)));
   pb.set_meta("whisper.suppress_tokens", MetaValue::int_list(extras.suppress_tokens));
   pb.set_meta("whisper.suppress_begin", MetaValue::int_list(extras.suppress_begin));
   pb.set_meta("whisper.alignment_heads", MetaValue::int_list(extras.alignment_heads));

@@ -3,7 +3,14 @@
 //   encode(mel [1, n_mels, 3000]) -> encoder output [1, 1500, d]; also writes every decoder
 //     layer's cross-attention K/V into the states cross.k.N / cross.v.N (once per 30-s window);
 //   decode(tokens [1, seq], positions [1, seq] = pos .. pos + seq - 1, symbol pos) -> logits [1, 1, vocab] of the last token; the
-//     self-attention KV cache (cache.k.N / cache.v.N, n_text_ctx rows) is updated in place.
+//     self-attention KV cache (cache.k.N / cache.v.N, n_text_ctx rows) is updated in place;
+//   decode_batch(tokens [B, seq], positions [1, seq], symbol pos) -> logits [B, 1, vocab]: the same for B
+//     rows (beam search, best-of sampling) with its own caches batch.k.N / batch.v.N (B = the
+//     whisper.decode_batch metadata; absent when it is 1);
+//   reorder_batch(rows [B], symbol len): batch cache row r takes row rows[r]'s first len positions;
+//   align(tokens [1, seq], positions [1, seq]) -> logits [1, seq, vocab] of every position and
+//     alignment_scores [1, heads, seq, n_audio_ctx]: the scaled cross-attention scores (before the
+//     softmax) of the alignment heads in whisper.alignment_heads order (word timestamps).
 #pragma once
 
 #include <functional>
@@ -50,6 +57,8 @@ struct BuildSettings {
   // f16/bf16 matrices become f32 constants: twice the memory, faster CPU GEMMs (what the runner
   // picks for models up to whisper-small).
   bool widen_f16_weights = false;
+  // Rows of decode_batch (beam size / best-of candidates it can run); <= 1: no batch methods.
+  int64_t decode_batch = 5;
 };
 
 Result<std::shared_ptr<Program>> build_whisper_program(const WhisperConfig& config, const WeightSource& weights,

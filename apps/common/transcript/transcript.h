@@ -24,6 +24,7 @@ struct Segment {
 
 struct Stats {
   double audio_s = 0, features_s = 0, encode_s = 0, decode_s = 0;
+  double align_s = 0;  // word timestamps (cross-attention alignment), when asked for
   int windows = 0, tokens = 0;  // windows: 30-s Whisper windows or encoder chunks
 };
 
@@ -31,6 +32,7 @@ struct Transcript {
   std::vector<Segment> segments;
   Stats stats;
   std::string language = "en";
+  double language_probability = 1.0;  // of a detected language; 1 when given or English-only
   std::string text() const;  // segment texts joined, outer spaces trimmed
 };
 

@@ -43,19 +43,43 @@ Result<std::string> render_transcript(const Transcript& t, const std::string& fo
     out = "WEBVTT\n\n";
     for (const auto& s : t.segments)
       out += format_timestamp(s.start) + " --> " + format_timestamp(s.end) + "\n" + trim(s.text) + "\n\n";
+  } else if (format == "tsv") {
+    // openai-whisper's WriteTSV: integer milliseconds, tabs in the text become spaces.
+    out = "start\tend\ttext\n";
+    for (const auto& s : t.segments) {
+      std::string text = trim(s.text);
+      for (char& c : text)
+        if (c == '\t') c = ' ';
+      out += std::to_string(std::llround(1000.0 * s.start)) + "\t" + std::to_string(std::llround(1000.0 * s.end)) + "\t" + text + "\n";
+    }
   } else if (format == "json") {
     nlohmann::json j;
     j["audio"] = audio;
     j["language"] = t.language;
+    j["language_probability"] = t.language_probability;
     j["text"] = t.text();
     j["segments"] = nlohmann::json::array();
     int id = 0;
-    for (const auto& s : t.segments)
-      j["segments"].push_back({{"id", id++}, {"start", s.start}, {"end", s.end}, {"text", s.text}, {"tokens", s.tokens},
-                               {"avg_logprob", s.avg_logprob}, {"no_speech_prob", s.no_speech_prob}});
+    for (const auto& s : t.segments) {
+      nlohmann::json seg = {{"id", id++},
+                            {"start", s.start},
+                            {"end", s.end},
+                            {"text", s.text},
+                            {"tokens", s.tokens},
+                            {"avg_logprob", s.avg_logprob},
+                            {"no_speech_prob", s.no_speech_prob},
+                            {"temperature", s.temperature},
+                            {"compression_ratio", s.compression_ratio}};
+      if (!s.words.empty()) {
+        seg["words"] = nlohmann::json::array();
+        for (const auto& w : s.words)
+          seg["words"].push_back({{"start", w.start}, {"end", w.end}, {"word", w.text}, {"probability", w.probability}});
+      }
+      j["segments"].push_back(std::move(seg));
+    }
     out = j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   } else {
-    return err(ErrorCode::kInvalidArgument, "output format '", format, "' (expected txt, srt, vtt or json)");
+    return err(ErrorCode::kInvalidArgument, "output format '", format, "' (expected txt, srt, vtt, tsv or json)");
   }
   return out;
 }

@@ -1,4 +1,4 @@
-// Transcript files: txt, srt, vtt, json (openai-whisper's writers' layouts).
+// Transcript files: txt, srt, vtt, tsv, json (openai-whisper's writers' layouts).
 #pragma once
 
 #include <string>
@@ -11,7 +11,7 @@ namespace vrun::transcript {
 // "HH:MM:SS.mmm" (sep '.') or "HH:MM:SS,mmm" (sep ',').
 std::string format_timestamp(double seconds, char sep = '.');
 
-// format: txt | srt | vtt | json. audio names the source in json.
+// format: txt | srt | vtt | tsv | json. audio names the source in json.
 Result<std::string> render_transcript(const Transcript& t, const std::string& format, const std::string& audio);
 
 }  // namespace vrun::transcript
