@@ -29,6 +29,20 @@ const char* ggml_type_name(uint32_t t) {
     case GgmlType::I64: return "i64";
     case GgmlType::F64: return "f64";
     case GgmlType::BF16: return "bf16";
+    case GgmlType::IQ2_XXS: return "iq2_xxs";
+    case GgmlType::IQ2_XS: return "iq2_xs";
+    case GgmlType::IQ3_XXS: return "iq3_xxs";
+    case GgmlType::IQ1_S: return "iq1_s";
+    case GgmlType::IQ4_NL: return "iq4_nl";
+    case GgmlType::IQ3_S: return "iq3_s";
+    case GgmlType::IQ2_S: return "iq2_s";
+    case GgmlType::IQ4_XS: return "iq4_xs";
+    case GgmlType::IQ1_M: return "iq1_m";
+    case GgmlType::TQ1_0: return "tq1_0";
+    case GgmlType::TQ2_0: return "tq2_0";
+    case GgmlType::MXFP4: return "mxfp4";
+    case GgmlType::NVFP4: return "nvfp4";
+    case GgmlType::Q1_0: return "q1_0";
   }
   return "unknown";
 }
@@ -41,7 +55,9 @@ bool ggml_type_layout(uint32_t t, int64_t* be, int64_t* bb) {
   static constexpr L kLayouts[] = {
       {0, 1, 4},     {1, 1, 2},     {2, 32, 18},   {3, 32, 20},   {6, 32, 22},   {7, 32, 24},  {8, 32, 34},
       {9, 32, 36},   {10, 256, 84}, {11, 256, 110}, {12, 256, 144}, {13, 256, 176}, {14, 256, 210}, {15, 256, 292},
-      {24, 1, 1},    {25, 1, 2},    {26, 1, 4},    {27, 1, 8},    {28, 1, 8},    {30, 1, 2},
+      {16, 256, 66}, {17, 256, 74}, {18, 256, 98}, {19, 256, 50},  {20, 32, 18},   {21, 256, 110}, {22, 256, 82},
+      {23, 256, 136}, {24, 1, 1},   {25, 1, 2},    {26, 1, 4},    {27, 1, 8},    {28, 1, 8},    {29, 256, 56},
+      {30, 1, 2},    {34, 256, 54}, {35, 256, 66}, {39, 32, 17},  {40, 64, 36},   {41, 128, 18},
   };
   for (const L& l : kLayouts)
     if (l.t == t) {

@@ -2,22 +2,20 @@
 
 #include <map>
 
+#include "models/gguf/ggml_dequant.h"
+
 namespace vrun::llama {
 
 namespace {
 
 using gguf::GgmlType;
 
-// GGUF types kept as they are.
-std::optional<DType> direct_dtype(uint32_t t) {
+// The GGUF types vrun runs as they are.
+bool runs_directly(uint32_t t) {
   switch (static_cast<GgmlType>(t)) {
-    case GgmlType::F32: return DType::f32;
-    case GgmlType::F16: return DType::f16;
-    case GgmlType::BF16: return DType::bf16;
-    case GgmlType::Q8_0: return DType::q8_0;
-    case GgmlType::Q4_0: return DType::q4_0;
-    case GgmlType::Q4_1: return DType::q4_1;
-    default: return std::nullopt;
+    case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16: case GgmlType::Q8_0: case GgmlType::Q4_0:
+    case GgmlType::Q4_1: return true;
+    default: return false;
   }
 }
 
@@ -74,24 +72,46 @@ Result<ImportedModel> import_gguf(const std::string& path) {
   }
   VRUN_RETURN_IF_ERROR(c.validate().with_context(path));
 
-  std::map<uint32_t, int> unsupported;
-  for (const auto& t : f->tensors())
-    if (!direct_dtype(t.type)) unsupported[t.type]++;
+  // Types vrun does not run become the nearest one it does, one note per source type.
+  std::map<uint32_t, int> converted, unsupported;
+  for (const auto& t : f->tensors()) {
+    const auto to = gguf::ggml_import_dtype(t.type);
+    if (!to)
+      unsupported[t.type]++;
+    else if (!runs_directly(t.type))
+      converted[t.type]++;
+  }
   if (!unsupported.empty()) {
     std::string list;
     for (const auto& [t, n] : unsupported) list += std::string(list.empty() ? "" : ", ") + gguf::ggml_type_name(t) + " (" + std::to_string(n) + " tensors)";
     return err(ErrorCode::kUnsupported, path, ": tensor types ", list,
-               " cannot be converted by this version; vrun runs f32, f16, bf16, q8_0, q4_0 and q4_1 GGUF files");
+               " have no conversion in vrun (their grid code books are not implemented); re-quantise the model to "
+               "q4_0, q4_1, q8_0, a K-quant or f16 with llama.cpp's llama-quantize");
   }
+  for (const auto& [t, n] : converted)
+    m.notes.push_back(std::to_string(n) + " " + gguf::ggml_type_name(t) + " tensors converted to " +
+                      dtype_name(*gguf::ggml_import_dtype(t)) +
+                      (t == static_cast<uint32_t>(GgmlType::Q4_K) ? " (exact: same 4-bit quants, per-32 scales)" : ""));
   m.weights = [f](const std::string& name) -> std::optional<Weight> {
     const gguf::TensorInfo* t = f->tensor(name);
     if (!t) return std::nullopt;
     Weight w;
-    w.dtype = *direct_dtype(t->type);
     w.shape.rank = static_cast<int>(t->ne.size());
     for (int i = 0; i < w.shape.rank; ++i) w.shape[i] = t->ne[w.shape.rank - 1 - i];
-    w.data = t->data;
-    w.keep = f->keep_alive();
+    if (runs_directly(t->type)) {
+      w.dtype = *gguf::ggml_import_dtype(t->type);
+      w.data = t->data;
+      w.keep = f->keep_alive();
+      return w;
+    }
+    // The reader checked that rows are whole blocks, and every converted type's block is a
+    // multiple of 32, so the conversion cannot fail.
+    const int64_t cols = t->ne[0];
+    auto c = gguf::convert_ggml_tensor(t->type, t->data, t->numel() / cols, cols);
+    if (!c.is_ok()) return std::nullopt;
+    w.dtype = c->dtype;
+    w.data = c->data.get();
+    w.keep = c->data;
     return w;
   };
   for (const auto& [key, v] : f->metadata())

