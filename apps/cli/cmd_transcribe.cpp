@@ -133,10 +133,11 @@ int run_transcribe(const TranscribeArgs& a) {
     if (transcript->language_probability < 1.0)
       std::fprintf(stderr, "vrun: %s: detected language %s (p = %.2f)\n", path.c_str(), transcript->language.c_str(),
                    transcript->language_probability);
-    std::fprintf(stderr,
-                 "vrun: %s: audio %.2f s, wall %.2f s, RTFx %.1f (mel %.2f s, encode %.2f s, decode %.2f s, words %.2f s; %d windows, %d tokens)\n",
-                 path.c_str(), st.audio_s, wall, wall > 0 ? st.audio_s / wall : 0.0, st.features_s, st.encode_s, st.decode_s,
-                 st.align_s, st.windows, st.tokens);
+    char words[48] = "";
+    if (opts.word_timestamps) std::snprintf(words, sizeof words, ", words %.2f s", st.align_s);
+    std::fprintf(stderr, "vrun: %s: audio %.2f s, wall %.2f s, RTFx %.1f (mel %.2f s, encode %.2f s, decode %.2f s%s; %d windows, %d tokens)\n",
+                 path.c_str(), st.audio_s, wall, wall > 0 ? st.audio_s / wall : 0.0, st.features_s, st.encode_s, st.decode_s, words,
+                 st.windows, st.tokens);
     const std::string stem = path == "-" ? "stdin" : std::filesystem::path(path).stem().string();
     for (const auto& f : formats) {
       auto text = transcript::render_transcript(*transcript, f, path);
