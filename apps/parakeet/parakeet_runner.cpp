@@ -1,0 +1,269 @@
+#include "apps/parakeet/parakeet_runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+
+namespace vrun::parakeet {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+bool ends_with(const std::string& s, const std::string& t) {
+  return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
+}
+
+// NeMo's encoded length: each stride-2 stage maps n frames to floor((n + 2 - 3) / 2) + 1.
+int64_t encoded_length(int64_t frames, int64_t stages) {
+  for (int64_t s = 0; s < stages; ++s) frames = frames <= 0 ? 0 : (frames - 1) / 2 + 1;
+  return frames;
+}
+
+int64_t argmax(const float* p, int64_t n) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < n; ++i)
+    if (p[i] > p[best]) best = i;
+  return best;
+}
+
+Result<std::shared_ptr<Program>> load_or_build(const std::string& path, const BuildSettings& settings) {
+  if (ends_with(path, ".vrp")) return load_program(path);
+  ImportedParakeet m;
+  if (is_hf_parakeet_folder(path)) {
+    VRUN_ASSIGN_OR_RETURN(m, import_hf_parakeet(path));
+  } else if (is_nemo_archive(path)) {
+    VRUN_ASSIGN_OR_RETURN(m, import_nemo(path));
+  } else {
+    return err(ErrorCode::kUnsupported, path, ": not a Parakeet model vrun reads (a .nemo archive, a Hugging Face ParakeetForTDT / ParakeetForCTC folder, or a .vrp)");
+  }
+  return build_parakeet_program(m, settings);
+}
+
+}  // namespace
+
+bool is_parakeet_checkpoint(const std::string& path) {
+  if (ends_with(path, ".vrp")) {
+    auto p = load_program(path);
+    if (!p.is_ok()) return false;
+    const MetaValue* r = (*p)->meta("vrun.runner");
+    return r && r->s == "parakeet";
+  }
+  return is_hf_parakeet_folder(path) || (ends_with(path, ".nemo") && is_nemo_archive(path));
+}
+
+Result<std::shared_ptr<Program>> export_parakeet(const std::string& path, const BuildSettings& settings) {
+  return load_or_build(path, settings);
+}
+
+Result<std::unique_ptr<ParakeetRunner>> ParakeetRunner::load(const std::string& path, const RunnerOptions& options) {
+  std::unique_ptr<ParakeetRunner> r(new ParakeetRunner());
+  VRUN_ASSIGN_OR_RETURN(r->program_, load_or_build(path, options.build));
+  const MetaValue* runner = r->program_->meta("vrun.runner");
+  if (!runner || runner->s != "parakeet")
+    return err(ErrorCode::kInvalidProgram, path, ": not a Parakeet program (vrun.runner is '", runner ? runner->s : "", "')");
+  VRUN_ASSIGN_OR_RETURN(r->info_, info_from_program(*r->program_));
+  VRUN_ASSIGN_OR_RETURN(auto mel_cfg, preprocess::NemoMelConfig::parse(r->info_.preprocessor_json, path + ": preprocessor"));
+  if (mel_cfg.features != r->info_.config.feat_in)
+    return err(ErrorCode::kInvalidProgram, path, ": the preprocessor makes ", mel_cfg.features, " features, the encoder takes ", r->info_.config.feat_in);
+  if (mel_cfg.sample_rate != 16000)
+    return err(ErrorCode::kUnsupported, path, ": preprocessor sample rate ", mel_cfg.sample_rate, " (16000 Hz audio is fed)");
+  VRUN_ASSIGN_OR_RETURN(auto mel, preprocess::NemoMelSpectrogram::create(mel_cfg));
+  r->mel_ = std::make_unique<preprocess::NemoMelSpectrogram>(std::move(mel));
+  r->builder_ = std::make_unique<TranscriptBuilder>(r->info_.vocab, r->info_.config.window_stride, r->info_.config.subsampling_factor);
+  ExecutorOptions eo;
+  eo.backend = options.backend;
+  eo.threads = options.threads;
+  VRUN_ASSIGN_OR_RETURN(r->executor_, Executor::create(r->program_, eo));
+  return r;
+}
+
+Result<preprocess::Features> ParakeetRunner::features(std::span<const float> samples) const { return mel_->compute(samples); }
+
+// Encodes feature frames [first, first + count), all of them valid: NeMo's subsampling masks the
+// frames past the valid length before every convolution, which is the same as leaving them out.
+// Appends rows [keep_from, keep_from + keep_count) of the head's output (TDT: the joint's
+// encoder projection, CTC: logits) to *out.
+Status ParakeetRunner::encode_range(const preprocess::NemoMelSpectrogram::Stream& stream, int64_t first, int64_t count,
+                                    int64_t keep_from, int64_t keep_count, std::vector<float>* out) {
+  const ParakeetConfig& c = info_.config;
+  const int64_t valid = std::max<int64_t>(0, std::min(count, stream.valid_frames() - first));
+  const int64_t enc_len = encoded_length(valid, c.subsampling_stages());
+  if (enc_len < keep_from + keep_count)
+    return err(ErrorCode::kInternal, "parakeet encode: ", enc_len, " encoder frames, rows up to ", keep_from + keep_count, " wanted");
+  preprocess::Features f = stream.frames(first, count);
+  auto outs = executor_->run("encode", {TensorView::dense(f.data.data(), DType::f32, {1, c.feat_in, count})}, {{"enc_len", enc_len}});
+  if (!outs.is_ok()) return outs.status();
+  const TensorView& head = (*outs)[1];
+  const int64_t width = head.shape[2];
+  const float* p = head.ptr<float>();
+  out->insert(out->end(), p + keep_from * width, p + (keep_from + keep_count) * width);
+  return Status::ok();
+}
+
+Result<std::vector<float>> ParakeetRunner::encoder_output(const preprocess::Features& feats, int64_t valid_frames) {
+  const ParakeetConfig& c = info_.config;
+  const int64_t frames = std::min<int64_t>(valid_frames, feats.frames);
+  const int64_t enc_len = encoded_length(frames, c.subsampling_stages());
+  if (enc_len < 1) return err(ErrorCode::kInvalidArgument, "parakeet encode: ", valid_frames, " feature frames make no encoder frame");
+  if (enc_len > info_.max_encoder_frames)
+    return err(ErrorCode::kInvalidArgument, "parakeet encode: ", enc_len, " encoder frames exceed one call's ", info_.max_encoder_frames);
+  std::vector<float> in = feats.slice_frames(0, frames).data;
+  VRUN_ASSIGN_OR_RETURN(auto outs, executor_->run("encode", {TensorView::dense(in.data(), DType::f32, {1, c.feat_in, frames})}, {{"enc_len", enc_len}}));
+  const float* p = outs[0].ptr<float>();
+  return std::vector<float>(p, p + enc_len * c.d_model);
+}
+
+Result<Decoded> ParakeetRunner::decode(std::span<const float> samples, const TranscribeOptions& o, Transcript* out) {
+  const ParakeetConfig& c = info_.config;
+  const int64_t factor = c.subsampling_factor;
+  auto t0 = Clock::now();
+  const preprocess::NemoMelSpectrogram::Stream stream = mel_->stream(samples);
+  out->stats.features_s += seconds_since(t0);
+  const int64_t valid = stream.valid_frames();
+  const int64_t E = encoded_length(valid, c.subsampling_stages());
+  if (E < 1)
+    return err(ErrorCode::kInvalidArgument, "parakeet: ", samples.size(), " samples is shorter than one feature frame (",
+               mel_->config().hop_length, " samples)");
+  Decoded d;
+  d.frames = E;
+  // Chunks of encoder frames [a, b): full attention when the whole file fits, else centres of
+  // `centre` frames with `ctx` frames of context on each side, the context rows dropped.
+  const int64_t M = info_.max_encoder_frames;
+  int64_t ctx = std::max<int64_t>(0, o.context_frames);
+  int64_t centre = o.chunk_frames > 0 ? o.chunk_frames : M - 2 * ctx;
+  if (centre < 1 || centre + 2 * ctx > M) {
+    ctx = M / 8;
+    centre = M - 2 * ctx;
+  }
+  const int64_t width = c.head == HeadKind::kTdt ? c.joint_hidden : c.vocab_size + 1;
+  std::vector<float> rows;  // rows of frames [a, b)
+  int64_t a = 0, b = 0;
+  auto load_chunk = [&](int64_t from) -> Status {
+    auto t1 = Clock::now();
+    rows.clear();
+    a = from;
+    if (E <= M) {
+      b = E;
+      VRUN_RETURN_IF_ERROR(encode_range(stream, 0, valid, 0, E, &rows));
+    } else {
+      b = std::min(E, a + centre);
+      const int64_t s = std::max<int64_t>(0, a - ctx), e = std::min(E, b + ctx);
+      const int64_t f0 = s * factor, f1 = std::min(valid, e * factor);
+      VRUN_RETURN_IF_ERROR(encode_range(stream, f0, f1 - f0, a - s, b - a, &rows));
+    }
+    ++out->stats.windows;
+    out->stats.encode_s += seconds_since(t1);
+    if (o.on_progress) o.on_progress(a, E);
+    return Status::ok();
+  };
+  auto frame = [&](int64_t t) -> Result<float*> {
+    while (t >= b) VRUN_RETURN_IF_ERROR(load_chunk(b));
+    return rows.data() + (t - a) * width;
+  };
+  VRUN_RETURN_IF_ERROR(load_chunk(0));
+  auto t2 = Clock::now();
+  double encode_before = out->stats.encode_s;
+  const int64_t V = c.vocab_size, blank = c.blank_id();
+  if (c.head == HeadKind::kCtc) {
+    int64_t prev = -1, run_start = 0;
+    for (int64_t t = 0; t < E; ++t) {
+      VRUN_ASSIGN_OR_RETURN(float* row, frame(t));
+      const int64_t k = argmax(row, V + 1);
+      if (k != prev) {
+        if (prev >= 0 && prev != blank) d.tokens.push_back({static_cast<int32_t>(prev), run_start, t});
+        prev = k;
+        run_start = t;
+      }
+    }
+    if (prev >= 0 && prev != blank) d.tokens.push_back({static_cast<int32_t>(prev), run_start, E});
+  } else {
+    executor_->reset_state();
+    const int64_t J = c.joint_hidden, D = static_cast<int64_t>(c.durations.size());
+    auto predict = [&](int32_t token) -> Status {
+      auto r = executor_->run("predict", {TensorView::dense(&token, DType::i32, {1, 1})});
+      return r.is_ok() ? Status::ok() : r.status();
+    };
+    std::vector<float> logits(static_cast<size_t>(c.joint_outputs()));
+    auto keep = [&](const Result<std::vector<TensorView>>& r) -> Status {
+      if (!r.is_ok()) return r.status();
+      std::memcpy(logits.data(), (*r)[0].ptr<float>(), logits.size() * sizeof(float));
+      return Status::ok();
+    };
+    VRUN_RETURN_IF_ERROR(predict(static_cast<int32_t>(blank)));
+    bool fresh = false;  // logits already hold the joint at (state, t)
+    int64_t t = 0;
+    while (t < E) {
+      int64_t symbols = 0;
+      bool need = true;
+      while (need && symbols < c.max_symbols) {
+        if (!fresh) {
+          VRUN_ASSIGN_OR_RETURN(float* row, frame(t));
+          VRUN_RETURN_IF_ERROR(keep(executor_->run("joint", {TensorView::dense(row, DType::f32, {1, J})})));
+        }
+        fresh = false;
+        const int64_t k = argmax(logits.data(), V + 1);
+        const int64_t skip = D > 0 ? c.durations[static_cast<size_t>(argmax(logits.data() + V + 1, D))] : (k == blank ? 1 : 0);
+        if (k != blank) {
+          d.tokens.push_back({static_cast<int32_t>(k), t, t + skip});
+          d.durations.push_back(skip);
+          // The next joint is at t + skip with the new state, unless the frame loop moves on.
+          if (symbols + 1 < c.max_symbols && t + skip < E) {
+            VRUN_ASSIGN_OR_RETURN(float* row, frame(t + skip));
+            int32_t token = static_cast<int32_t>(k);
+            VRUN_RETURN_IF_ERROR(keep(executor_->run("step", {TensorView::dense(&token, DType::i32, {1, 1}), TensorView::dense(row, DType::f32, {1, J})})));
+            fresh = true;
+          } else {
+            VRUN_RETURN_IF_ERROR(predict(static_cast<int32_t>(k)));
+          }
+        }
+        ++symbols;
+        t += skip;
+        need = skip == 0;
+        if (D == 0 && k == blank) need = false;  // RNN-T: a blank moves on one frame
+      }
+      if (symbols == c.max_symbols) {
+        ++t;
+        fresh = false;
+      }
+    }
+  }
+  out->stats.decode_s += seconds_since(t2) - (out->stats.encode_s - encode_before);
+  out->stats.tokens += static_cast<int>(d.tokens.size());
+  return d;
+}
+
+Result<Transcript> ParakeetRunner::transcribe(std::span<const float> samples, const TranscribeOptions& o,
+                                              const std::function<void(const Segment&)>& on_segment) {
+  Transcript out;
+  out.stats.audio_s = static_cast<double>(samples.size()) / 16000.0;
+  VRUN_ASSIGN_OR_RETURN(Decoded d, decode(samples, o, &out));
+  std::vector<EmittedToken> tokens = d.tokens;
+  if (info_.config.head == HeadKind::kTdt) {
+    builder_->refine_tdt(tokens);
+  } else {
+    // NeMo's CTC refinement: a punctuation mark ends where it starts.
+    for (size_t i = 1; i < tokens.size(); ++i) {
+      const int32_t id = tokens[i].id;
+      const std::string text = info_.vocab.decode(std::span<const int32_t>(&id, 1));
+      if (!text.empty() && builder_->punctuation().count(text.substr(0, 1))) tokens[i].end = tokens[i].start;
+    }
+  }
+  out.segments = builder_->segments(tokens, o.word_timestamps);
+  for (const auto& s : out.segments)
+    if (on_segment) on_segment(s);
+  return out;
+}
+
+Result<std::vector<Transcript>> ParakeetRunner::transcribe_batch(const std::vector<std::span<const float>>& files, const TranscribeOptions& o) {
+  std::vector<Transcript> out;
+  for (const auto& f : files) {
+    VRUN_ASSIGN_OR_RETURN(Transcript t, transcribe(f, o));
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+}  // namespace vrun::parakeet

@@ -1,0 +1,88 @@
+// Speech to text with a NeMo Parakeet model (TDT, RNN-T or CTC head), decoding as NeMo's greedy
+// decoders do (FORMATS.md): NeMo features for the whole file, the FastConformer encoder over all
+// of it when it fits max_encoder_frames (full attention), otherwise over overlapping chunks whose
+// edges are dropped, and greedy TDT / CTC over the encoder frames with the prediction-network
+// state carried across chunks. Text, words and segments as NeMo's timestamp code makes them.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "apps/common/transcript/transcript.h"
+#include "apps/parakeet/timestamps.h"
+#include "models/parakeet/parakeet_model.h"
+#include "preprocess/nemo_mel.h"
+#include "runtime/executor.h"
+
+namespace vrun::parakeet {
+
+struct RunnerOptions {
+  BackendKind backend = BackendKind::kAuto;
+  int threads = 0;
+  BuildSettings build;  // for checkpoints built on load
+};
+
+struct TranscribeOptions {
+  bool word_timestamps = true;
+  // Long audio: encoder frames per chunk kept (centre) and seen on each side (context). 0 = the
+  // program's max_encoder_frames less twice the context.
+  int64_t chunk_frames = 0;
+  int64_t context_frames = 250;  // 20 s on each side
+  // Progress: encoder frames decoded so far and in total.
+  std::function<void(int64_t done, int64_t total)> on_progress;
+};
+
+using transcript::Segment;
+using transcript::Transcript;
+
+// The raw decode: tokens with their frames (TDT: emission frame and duration; CTC: the run).
+struct Decoded {
+  std::vector<EmittedToken> tokens;
+  std::vector<int64_t> durations;  // TDT: predicted duration of each token
+  int64_t frames = 0;              // encoder frames of the audio
+};
+
+// A .nemo archive, a Hugging Face Parakeet folder, or a .vrp exported from either.
+bool is_parakeet_checkpoint(const std::string& path);
+// `vrun export`: the program for a checkpoint (a .vrp is returned as loaded).
+Result<std::shared_ptr<Program>> export_parakeet(const std::string& path, const BuildSettings& settings = {});
+
+class ParakeetRunner {
+ public:
+  static Result<std::unique_ptr<ParakeetRunner>> load(const std::string& path, const RunnerOptions& options = {});
+
+  const ParakeetConfig& config() const { return info_.config; }
+  const Vocabulary& vocabulary() const { return info_.vocab; }
+  const preprocess::NemoMelConfig& mel_config() const { return mel_->config(); }
+  const Program& program() const { return *program_; }
+  std::string device_description() const { return executor_->device_description(); }
+
+  // 16-kHz mono samples. on_segment sees each segment when the transcript is complete.
+  Result<Transcript> transcribe(std::span<const float> samples, const TranscribeOptions& options = {},
+                                const std::function<void(const Segment&)>& on_segment = {});
+  // Several files: one transcript each (in order).
+  Result<std::vector<Transcript>> transcribe_batch(const std::vector<std::span<const float>>& files, const TranscribeOptions& options = {});
+
+  // The pieces, for tests and tools.
+  Result<preprocess::Features> features(std::span<const float> samples) const;
+  // Encoder output [enc_len, d_model] of features [n_mels, frames] (one call, full attention).
+  Result<std::vector<float>> encoder_output(const preprocess::Features& feats, int64_t valid_frames);
+  Result<Decoded> decode(std::span<const float> samples, const TranscribeOptions& options, Transcript* stats);
+
+ private:
+  ParakeetRunner() = default;
+  struct Chunk;
+  Status encode_range(const preprocess::NemoMelSpectrogram::Stream& stream, int64_t first, int64_t count, int64_t keep_from,
+                      int64_t keep_count, std::vector<float>* out);
+
+  std::shared_ptr<Program> program_;
+  std::unique_ptr<Executor> executor_;
+  std::unique_ptr<preprocess::NemoMelSpectrogram> mel_;
+  std::unique_ptr<TranscriptBuilder> builder_;
+  ProgramInfo info_;
+};
+
+}  // namespace vrun::parakeet

@@ -1,0 +1,379 @@
+#include "models/parakeet/parakeet_model.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "runtime/graph/builder.h"
+
+namespace vrun::parakeet {
+
+namespace {
+
+std::vector<float> to_f32(const Weight& w) {
+  int64_t n = 1;
+  for (int64_t d : w.shape) n *= d;
+  std::vector<float> out(static_cast<size_t>(n));
+  const auto* p = static_cast<const uint8_t*>(w.data);
+  for (int64_t i = 0; i < n; ++i) {
+    if (w.dtype == DType::f32) {
+      std::memcpy(&out[static_cast<size_t>(i)], p + 4 * i, 4);
+    } else if (w.dtype == DType::f64) {
+      double v;
+      std::memcpy(&v, p + 8 * i, 8);
+      out[static_cast<size_t>(i)] = static_cast<float>(v);
+    } else {
+      uint16_t h;
+      std::memcpy(&h, p + 2 * i, 2);
+      out[static_cast<size_t>(i)] = w.dtype == DType::f16 ? f16_to_f32(h) : bf16_to_f32(h);
+    }
+  }
+  return out;
+}
+
+// NeMo's RelPositionalEncoding table for relative positions (n-1) .. -(n-1), in float32 as
+// torch computes it: div = exp(arange(0, d, 2) * -(ln 10000 / d)); pe[:, 2i] = sin(pos * div),
+// pe[:, 2i+1] = cos(pos * div).
+std::vector<float> relative_positions(int64_t n, int64_t d) {
+  std::vector<float> pe(static_cast<size_t>((2 * n - 1) * d));
+  const float k = static_cast<float>(-(std::log(10000.0) / static_cast<double>(d)));
+  for (int64_t r = 0; r < 2 * n - 1; ++r) {
+    const float pos = static_cast<float>(n - 1 - r);
+    for (int64_t i = 0; i < d; i += 2) {
+      const float div = std::exp(static_cast<float>(i) * k);
+      const float a = pos * div;
+      pe[static_cast<size_t>(r * d + i)] = static_cast<float>(std::sin(static_cast<double>(a)));
+      if (i + 1 < d) pe[static_cast<size_t>(r * d + i + 1)] = static_cast<float>(std::cos(static_cast<double>(a)));
+    }
+  }
+  return pe;
+}
+
+std::string layer(int64_t l) { return "encoder.layers." + std::to_string(l) + "."; }
+
+}  // namespace
+
+Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& model, const BuildSettings& settings) {
+  const ParakeetConfig& c = model.config;
+  VRUN_RETURN_IF_ERROR(c.validate());
+  const int64_t M = settings.max_encoder_frames;
+  if (M < 1 || M > 100000) return err(ErrorCode::kInvalidArgument, "parakeet build: max_encoder_frames ", M);
+  const WeightSource weights = model.source();
+  const int64_t d = c.d_model, H = c.n_heads, dk = d / H, C = c.subsampling_channels, K = c.conv_kernel;
+  const bool tdt = c.head == HeadKind::kTdt;
+  ProgramBuilder pb;
+  Status bad;
+  // Checks a weight's shape; f32 = convert to an owned f32 constant (what convolutions, norms,
+  // biases and the LSTM need); `as` gives the constant another shape of the same element count.
+  auto weight = [&](const std::string& name, const std::vector<int64_t>& shape, bool f32 = false,
+                    std::vector<int64_t> as = {}) -> int {
+    if (!bad.is_ok()) return -1;
+    auto w = weights(name);
+    if (!w) {
+      bad = err(ErrorCode::kNotFound, "parakeet checkpoint has no tensor '", name, "'");
+      return -1;
+    }
+    if (w->shape != shape) {
+      bad = err(ErrorCode::kInvalidProgram, "parakeet tensor '", name, "' has shape ", Shape::of(w->shape).str(), "; the config needs ",
+                Shape::of(shape).str());
+      return -1;
+    }
+    if (w->dtype != DType::f32 && w->dtype != DType::f16 && w->dtype != DType::bf16 && w->dtype != DType::f64) {
+      bad = err(ErrorCode::kUnsupported, "parakeet tensor '", name, "' has dtype ", dtype_name(w->dtype));
+      return -1;
+    }
+    const Shape s = Shape::of(as.empty() ? shape : as);
+    if (f32 || w->dtype == DType::f64) {
+      std::vector<float> v = to_f32(*w);
+      return pb.add_constant_copy(name, DType::f32, s, v.data());
+    }
+    return pb.add_constant(name, w->dtype, s, w->data, w->keep);
+  };
+  auto optional_bias = [&](const std::string& name, int64_t n) { return c.use_bias ? weight(name, {n}, true) : -1; };
+
+  // ---- weights
+  const int64_t stages = c.subsampling_stages();
+  struct Conv2 {
+    int w = -1, b = -1, groups = 1, stride = 1, pad = 0;
+  };
+  std::vector<std::vector<Conv2>> sub;  // per stage: one conv (first) or depthwise + pointwise
+  sub.push_back({{weight("encoder.pre_encode.conv.0.weight", {C, 1, 3, 3}, true), weight("encoder.pre_encode.conv.0.bias", {C}, true), 1, 2, 1}});
+  for (int64_t s = 1; s < stages; ++s) {
+    const std::string dw = "encoder.pre_encode.conv." + std::to_string(3 * s - 1), pw = "encoder.pre_encode.conv." + std::to_string(3 * s);
+    sub.push_back({{weight(dw + ".weight", {C, 1, 3, 3}, true), weight(dw + ".bias", {C}, true), static_cast<int>(C), 2, 1},
+                   {weight(pw + ".weight", {C, C, 1, 1}, true), weight(pw + ".bias", {C}, true), 1, 1, 0}});
+  }
+  const int64_t sub_in = C * c.subsampled_features();
+  const int sub_out_w = weight("encoder.pre_encode.out.weight", {d, sub_in}), sub_out_b = weight("encoder.pre_encode.out.bias", {d}, true);
+  std::vector<float> pe = relative_positions(M, d);
+  const int pos_table = pb.add_constant_copy("encoder.relative_positions", DType::f32, Shape{1, 2 * M - 1, d}, pe.data());
+  struct Lin {
+    int w = -1, b = -1;
+  };
+  struct Norm {
+    int g = -1, b = -1;
+  };
+  auto lin = [&](const std::string& p, int64_t out, int64_t in, bool bias) {
+    return Lin{weight(p + ".weight", {out, in}), bias ? optional_bias(p + ".bias", out) : -1};
+  };
+  auto norm = [&](const std::string& p) { return Norm{weight(p + ".weight", {d}, true), weight(p + ".bias", {d}, true)}; };
+  struct Layer {
+    Norm ff1_norm, att_norm, conv_norm, ff2_norm, out_norm;
+    Lin ff1_a, ff1_b, ff2_a, ff2_b, q, k, v, o, pos, pw1, pw2;
+    int bias_u = -1, bias_v = -1, dw_w = -1, dw_b = -1, bn_mean = -1, bn_var = -1, bn_w = -1, bn_b = -1;
+  };
+  std::vector<Layer> L;
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    const std::string p = layer(l);
+    Layer y;
+    y.ff1_norm = norm(p + "norm_feed_forward1");
+    y.att_norm = norm(p + "norm_self_att");
+    y.conv_norm = norm(p + "norm_conv");
+    y.ff2_norm = norm(p + "norm_feed_forward2");
+    y.out_norm = norm(p + "norm_out");
+    y.ff1_a = lin(p + "feed_forward1.linear1", c.ff_dim, d, true);
+    y.ff1_b = lin(p + "feed_forward1.linear2", d, c.ff_dim, true);
+    y.ff2_a = lin(p + "feed_forward2.linear1", c.ff_dim, d, true);
+    y.ff2_b = lin(p + "feed_forward2.linear2", d, c.ff_dim, true);
+    y.q = lin(p + "self_attn.linear_q", d, d, true);
+    y.k = lin(p + "self_attn.linear_k", d, d, true);
+    y.v = lin(p + "self_attn.linear_v", d, d, true);
+    y.o = lin(p + "self_attn.linear_out", d, d, true);
+    y.pos = lin(p + "self_attn.linear_pos", d, d, false);
+    y.bias_u = weight(p + "self_attn.pos_bias_u", {H, dk}, true, {1, H, 1, dk});
+    y.bias_v = weight(p + "self_attn.pos_bias_v", {H, dk}, true, {1, H, 1, dk});
+    y.pw1 = Lin{weight(p + "conv.pointwise_conv1.weight", {2 * d, d, 1}, false, {2 * d, d}), optional_bias(p + "conv.pointwise_conv1.bias", 2 * d)};
+    y.dw_w = weight(p + "conv.depthwise_conv.weight", {d, 1, K}, true);
+    y.dw_b = optional_bias(p + "conv.depthwise_conv.bias", d);
+    y.bn_mean = weight(p + "conv.batch_norm.running_mean", {d}, true);
+    y.bn_var = weight(p + "conv.batch_norm.running_var", {d}, true);
+    y.bn_w = weight(p + "conv.batch_norm.weight", {d}, true);
+    y.bn_b = weight(p + "conv.batch_norm.bias", {d}, true);
+    y.pw2 = Lin{weight(p + "conv.pointwise_conv2.weight", {d, d, 1}, false, {d, d}), optional_bias(p + "conv.pointwise_conv2.bias", d)};
+    L.push_back(y);
+  }
+  Lin ctc, enc_proj, pred_proj, joint_out;
+  int embed = -1;
+  struct Rnn {
+    int w_ih = -1, w_hh = -1, b_ih = -1, b_hh = -1, h = -1, c = -1;
+  };
+  std::vector<Rnn> rnn;
+  int pred_state = -1;
+  const int64_t V1 = c.vocab_size + 1, P = c.pred_hidden, J = c.joint_hidden;
+  if (!tdt) {
+    ctc = Lin{weight("decoder.decoder_layers.0.weight", {V1, d, 1}, false, {V1, d}), weight("decoder.decoder_layers.0.bias", {V1}, true)};
+  } else {
+    // The blank row is NeMo's start-of-sequence input, which is zeros whatever the table holds.
+    if (bad.is_ok()) {
+      auto e = weights("decoder.prediction.embed.weight");
+      if (!e) bad = err(ErrorCode::kNotFound, "parakeet checkpoint has no tensor 'decoder.prediction.embed.weight'");
+      else if (e->shape != std::vector<int64_t>{V1, P})
+        bad = err(ErrorCode::kInvalidProgram, "parakeet tensor 'decoder.prediction.embed.weight' has shape ", Shape::of(e->shape).str(),
+                  "; the config needs [", V1, ", ", P, "]");
+      else if (e->dtype != DType::f32 && e->dtype != DType::f16 && e->dtype != DType::bf16 && e->dtype != DType::f64)
+        bad = err(ErrorCode::kUnsupported, "parakeet tensor 'decoder.prediction.embed.weight' has dtype ", dtype_name(e->dtype));
+      else {
+        std::vector<float> table = to_f32(*e);
+        std::fill(table.begin() + (V1 - 1) * P, table.end(), 0.0f);
+        embed = pb.add_constant_copy("decoder.prediction.embed.weight", DType::f32, Shape{V1, P}, table.data());
+      }
+    }
+    for (int64_t l = 0; l < c.pred_layers; ++l) {
+      const std::string p = "decoder.prediction.dec_rnn.lstm.", n = std::to_string(l);
+      Rnn r;
+      r.w_ih = weight(p + "weight_ih_l" + n, {4 * P, P}, true);
+      r.w_hh = weight(p + "weight_hh_l" + n, {4 * P, P}, true);
+      r.b_ih = weight(p + "bias_ih_l" + n, {4 * P}, true);
+      r.b_hh = weight(p + "bias_hh_l" + n, {4 * P}, true);
+      r.h = pb.add_state("lstm.h." + n, DType::f32, {1, P});
+      r.c = pb.add_state("lstm.c." + n, DType::f32, {1, P});
+      rnn.push_back(r);
+    }
+    enc_proj = Lin{weight("joint.enc.weight", {J, d}), weight("joint.enc.bias", {J}, true)};
+    pred_proj = Lin{weight("joint.pred.weight", {J, P}), weight("joint.pred.bias", {J}, true)};
+    joint_out = Lin{weight("joint.joint_net.2.weight", {c.joint_outputs(), J}), weight("joint.joint_net.2.bias", {c.joint_outputs()}, true)};
+    pred_state = pb.add_state("pred_proj", DType::f32, {1, J});
+  }
+  VRUN_RETURN_IF_ERROR(bad);
+
+  auto C_ = [](MethodBuilder& g, int id) { return id >= 0 ? g.constant(id) : Val::none(); };
+  auto linear = [&](MethodBuilder& g, Val x, Lin w, const std::string& name) {
+    return g.op(OpKind::linear, {x, g.constant(w.w), C_(g, w.b)}, {}, name);
+  };
+  auto layer_norm = [&](MethodBuilder& g, Val x, Norm n, const std::string& name) {
+    return g.op(OpKind::layer_norm, {x, g.constant(n.g), g.constant(n.b)}, {{"eps", 1e-5}}, name);
+  };
+
+  // ---- encode
+  {
+    MethodBuilder g = pb.method("encode");
+    const SymExpr frames = g.symbol("frames", 1, M * c.subsampling_factor + c.subsampling_factor);
+    const SymExpr T = g.symbol("enc_len", 1, M);
+    Val feats = g.input("features", DType::f32, {1, c.feat_in, frames});
+    Val x = g.op(OpKind::reshape, {g.op(OpKind::permute, {feats}, {{"perm", {0, 2, 1}}})}, {{"shape", {1, 1, -1, c.feat_in}}});
+    for (size_t s = 0; s < sub.size(); ++s) {
+      for (size_t k = 0; k < sub[s].size(); ++k) {
+        const Conv2& cv = sub[s][k];
+        x = g.op(OpKind::conv2d, {x, g.constant(cv.w), g.constant(cv.b)},
+                 {{"stride", {cv.stride, cv.stride}}, {"padding", {cv.pad, cv.pad}}, {"groups", cv.groups}},
+                 "subsampling." + std::to_string(s) + "." + std::to_string(k));
+      }
+      x = g.op(OpKind::relu, {x});
+    }
+    // [1, C, T', F'] -> [1, T', C * F'] as NeMo's transpose(1, 2).reshape(b, t, -1).
+    x = g.op(OpKind::reshape, {g.op(OpKind::permute, {x}, {{"perm", {0, 2, 1, 3}}})}, {{"shape", {1, -1, sub_in}}});
+    x = g.op(OpKind::linear, {x, g.constant(sub_out_w), g.constant(sub_out_b)}, {}, "subsampling.out");
+    x = g.op(OpKind::slice, {x}, {{"axis", 1}, {"start", 0}, {"end", T}});
+    if (c.xscaling) x = g.op(OpKind::scale, {x}, {{"scale", std::sqrt(static_cast<double>(d))}}, "xscale");
+    // Relative positions T-1 .. -(T-1): the middle 2T-1 rows of the table.
+    Val pos = g.op(OpKind::slice, {g.constant(pos_table)}, {{"axis", 1}, {"start", SymExpr(M) - T}, {"end", SymExpr(M - 1) + T}});
+    auto heads = [&](Val t) { return g.op(OpKind::permute, {g.op(OpKind::reshape, {t}, {{"shape", {1, -1, H, dk}}})}, {{"perm", {0, 2, 1, 3}}}); };
+    auto ffn = [&](Val h, Lin a, Lin b, const std::string& p) {
+      return linear(g, g.op(OpKind::silu, {linear(g, h, a, p + ".linear1")}), b, p + ".linear2");
+    };
+    for (int64_t l = 0; l < c.n_layers; ++l) {
+      const Layer& w = L[static_cast<size_t>(l)];
+      const std::string p = "layer" + std::to_string(l) + ".";
+      Val h = ffn(layer_norm(g, x, w.ff1_norm, p + "norm_ff1"), w.ff1_a, w.ff1_b, p + "ff1");
+      x = g.op(OpKind::add, {x, g.op(OpKind::scale, {h}, {{"scale", 0.5}})});
+      // Relative-position attention: (q + u) k^T + rel_shift((q + v) p^T), over sqrt(dk).
+      h = layer_norm(g, x, w.att_norm, p + "norm_att");
+      Val q = heads(linear(g, h, w.q, p + "q"));
+      Val k = heads(linear(g, h, w.k, p + "k"));
+      Val v = heads(linear(g, h, w.v, p + "v"));
+      Val pp = heads(linear(g, pos, w.pos, p + "pos"));
+      Val ac = g.op(OpKind::bmm, {g.op(OpKind::add, {q, g.constant(w.bias_u)}), g.op(OpKind::permute, {k}, {{"perm", {0, 1, 3, 2}}})}, {}, p + "ac");
+      Val bd = g.op(OpKind::bmm, {g.op(OpKind::add, {q, g.constant(w.bias_v)}), g.op(OpKind::permute, {pp}, {{"perm", {0, 1, 3, 2}}})}, {}, p + "bd");
+      Val scores = g.op(OpKind::add, {ac, g.op(OpKind::rel_shift, {bd})});
+      scores = g.op(OpKind::softmax, {g.op(OpKind::scale, {scores}, {{"scale", 1.0 / std::sqrt(static_cast<double>(dk))}})}, {{"axis", -1}});
+      Val att = g.op(OpKind::bmm, {scores, v}, {}, p + "attn");
+      att = g.op(OpKind::reshape, {g.op(OpKind::permute, {att}, {{"perm", {0, 2, 1, 3}}})}, {{"shape", {1, -1, d}}});
+      x = g.op(OpKind::add, {x, linear(g, att, w.o, p + "attn_out")});
+      // Convolution module.
+      h = layer_norm(g, x, w.conv_norm, p + "norm_conv");
+      h = g.op(OpKind::glu, {linear(g, h, w.pw1, p + "pointwise1")}, {{"axis", -1}});
+      h = g.op(OpKind::permute, {h}, {{"perm", {0, 2, 1}}});
+      h = g.op(OpKind::conv1d, {h, g.constant(w.dw_w), C_(g, w.dw_b)}, {{"padding", {(K - 1) / 2}}, {"groups", d}}, p + "depthwise");
+      h = g.op(OpKind::batch_norm, {h, g.constant(w.bn_mean), g.constant(w.bn_var), g.constant(w.bn_w), g.constant(w.bn_b)},
+               {{"eps", 1e-5}, {"axis", 1}}, p + "batch_norm");
+      h = g.op(OpKind::permute, {g.op(OpKind::silu, {h})}, {{"perm", {0, 2, 1}}});
+      x = g.op(OpKind::add, {x, linear(g, h, w.pw2, p + "pointwise2")});
+      h = ffn(layer_norm(g, x, w.ff2_norm, p + "norm_ff2"), w.ff2_a, w.ff2_b, p + "ff2");
+      x = g.op(OpKind::add, {x, g.op(OpKind::scale, {h}, {{"scale", 0.5}})});
+      x = layer_norm(g, x, w.out_norm, p + "norm_out");
+    }
+    g.output(x, "encoder_out");
+    if (tdt) g.output(linear(g, x, enc_proj, "joint.enc"), "enc_proj");
+    else g.output(linear(g, x, ctc, "ctc"), "logits");
+  }
+  if (tdt) {
+    auto predict = [&](MethodBuilder& g, Val token) {
+      Val y = g.op(OpKind::embedding, {g.constant(embed), token}, {}, "embed");
+      for (size_t l = 0; l < rnn.size(); ++l) {
+        const Rnn& r = rnn[l];
+        std::vector<Val> o = g.op_n(OpKind::lstm, {y, g.state(r.h), g.state(r.c), g.constant(r.w_ih), g.constant(r.w_hh), g.constant(r.b_ih), g.constant(r.b_hh)},
+                                    {}, "lstm" + std::to_string(l));
+        if (o.size() != 3) return Val::none();
+        g.op(OpKind::slice_update, {g.state(r.h), o[1]}, {{"axis", 0}, {"start", 0}}, "lstm_h" + std::to_string(l));
+        g.op(OpKind::slice_update, {g.state(r.c), o[2]}, {{"axis", 0}, {"start", 0}}, "lstm_c" + std::to_string(l));
+        y = o[0];
+      }
+      Val proj = g.op(OpKind::reshape, {linear(g, y, pred_proj, "joint.pred")}, {{"shape", {1, J}}});
+      return g.op(OpKind::slice_update, {g.state(pred_state), proj}, {{"axis", 0}, {"start", 0}}, "pred_proj");
+    };
+    auto joint = [&](MethodBuilder& g, Val frame, Val pred) {
+      Val h = g.op(OpKind::relu, {g.op(OpKind::add, {frame, pred})});
+      return linear(g, h, joint_out, "joint.out");
+    };
+    {
+      MethodBuilder g = pb.method("predict");
+      Val token = g.input("token", DType::i32, {1, 1});
+      g.output(predict(g, token), "pred_proj");
+    }
+    {
+      MethodBuilder g = pb.method("joint");
+      Val frame = g.input("enc_frame", DType::f32, {1, J});
+      g.output(joint(g, frame, g.state(pred_state)), "logits");
+    }
+    {
+      MethodBuilder g = pb.method("step");
+      Val token = g.input("token", DType::i32, {1, 1});
+      Val frame = g.input("enc_frame", DType::f32, {1, J});
+      g.output(joint(g, frame, predict(g, token)), "logits");
+    }
+  }
+
+  pb.set_meta("general.architecture", MetaValue::str("parakeet"));
+  pb.set_meta("vrun.runner", MetaValue::str("parakeet"));
+  pb.set_meta("parakeet.head", MetaValue::str(tdt ? "tdt" : "ctc"));
+  const std::pair<const char*, int64_t> ints[] = {
+      {"parakeet.feat_in", c.feat_in},     {"parakeet.d_model", c.d_model},
+      {"parakeet.n_layers", c.n_layers},   {"parakeet.n_heads", c.n_heads},
+      {"parakeet.ff_dim", c.ff_dim},       {"parakeet.conv_kernel", c.conv_kernel},
+      {"parakeet.subsampling_factor", c.subsampling_factor}, {"parakeet.subsampling_channels", c.subsampling_channels},
+      {"parakeet.pos_emb_max_len", c.pos_emb_max_len}, {"parakeet.xscaling", c.xscaling},
+      {"parakeet.use_bias", c.use_bias},   {"parakeet.vocab_size", c.vocab_size},
+      {"parakeet.pred_hidden", c.pred_hidden}, {"parakeet.pred_layers", c.pred_layers},
+      {"parakeet.joint_hidden", c.joint_hidden}, {"parakeet.max_symbols", c.max_symbols},
+      {"parakeet.max_encoder_frames", M}};
+  for (const auto& [k, v] : ints) pb.set_meta(k, MetaValue::integer(v));
+  pb.set_meta("parakeet.durations", MetaValue::int_list(c.durations));
+  pb.set_meta("parakeet.window_stride", MetaValue::real(c.window_stride));
+  pb.set_meta("parakeet.preprocessor", MetaValue::str(model.preprocessor_json));
+  pb.set_meta("parakeet.pieces", MetaValue::string_list(model.vocab.pieces));
+  std::vector<int64_t> kinds;
+  for (PieceKind k : model.vocab.kinds) kinds.push_back(static_cast<int64_t>(k));
+  pb.set_meta("parakeet.piece_kinds", MetaValue::int_list(kinds));
+  if (!model.spm_model.empty()) {
+    pb.set_meta("tokenizer.kind", MetaValue::str("sentencepiece"));
+    pb.set_meta("tokenizer.spm_model", MetaValue::bytes(model.spm_model));
+  }
+  return pb.finish();
+}
+
+Result<ProgramInfo> info_from_program(const Program& p) {
+  ProgramInfo info;
+  ParakeetConfig& c = info.config;
+  const MetaValue* head = p.meta("parakeet.head");
+  if (!head || (head->s != "tdt" && head->s != "ctc")) return err(ErrorCode::kInvalidProgram, p.source, ": metadata parakeet.head is missing");
+  c.head = head->s == "tdt" ? HeadKind::kTdt : HeadKind::kCtc;
+  int64_t xscaling = 1, use_bias = 1;
+  const std::pair<const char*, int64_t*> ints[] = {
+      {"parakeet.feat_in", &c.feat_in},     {"parakeet.d_model", &c.d_model},
+      {"parakeet.n_layers", &c.n_layers},   {"parakeet.n_heads", &c.n_heads},
+      {"parakeet.ff_dim", &c.ff_dim},       {"parakeet.conv_kernel", &c.conv_kernel},
+      {"parakeet.subsampling_factor", &c.subsampling_factor}, {"parakeet.subsampling_channels", &c.subsampling_channels},
+      {"parakeet.pos_emb_max_len", &c.pos_emb_max_len}, {"parakeet.xscaling", &xscaling},
+      {"parakeet.use_bias", &use_bias},     {"parakeet.vocab_size", &c.vocab_size},
+      {"parakeet.pred_hidden", &c.pred_hidden}, {"parakeet.pred_layers", &c.pred_layers},
+      {"parakeet.joint_hidden", &c.joint_hidden}, {"parakeet.max_symbols", &c.max_symbols},
+      {"parakeet.max_encoder_frames", &info.max_encoder_frames}};
+  for (const auto& [k, out] : ints) {
+    const MetaValue* v = p.meta(k);
+    if (!v || v->type != MetaType::kInt) return err(ErrorCode::kInvalidProgram, p.source, ": metadata ", k, " is missing");
+    *out = v->i;
+  }
+  c.xscaling = xscaling != 0;
+  c.use_bias = use_bias != 0;
+  const MetaValue* durations = p.meta("parakeet.durations");
+  const MetaValue* stride = p.meta("parakeet.window_stride");
+  const MetaValue* pre = p.meta("parakeet.preprocessor");
+  const MetaValue* pieces = p.meta("parakeet.pieces");
+  const MetaValue* kinds = p.meta("parakeet.piece_kinds");
+  if (!durations || !stride || !pre || !pieces || !kinds || pieces->type != MetaType::kStrings || kinds->type != MetaType::kInts ||
+      pieces->strings.size() != kinds->ints.size())
+    return err(ErrorCode::kInvalidProgram, p.source, ": parakeet metadata (durations, window stride, preprocessor, vocabulary) is incomplete");
+  c.durations = durations->ints;
+  c.window_stride = stride->f;
+  info.preprocessor_json = pre->s;
+  info.vocab.pieces = pieces->strings;
+  for (int64_t k : kinds->ints) {
+    if (k < 0 || k > 3) return err(ErrorCode::kInvalidProgram, p.source, ": piece kind ", k);
+    info.vocab.kinds.push_back(static_cast<PieceKind>(k));
+  }
+  VRUN_RETURN_IF_ERROR(c.validate().with_context(p.source));
+  if (static_cast<int64_t>(info.vocab.size()) != c.vocab_size)
+    return err(ErrorCode::kInvalidProgram, p.source, ": ", info.vocab.size(), " vocabulary pieces for a ", c.vocab_size, "-token model");
+  return info;
+}
+
+}  // namespace vrun::parakeet

@@ -1,0 +1,40 @@
+// The Parakeet graph: one program whose methods share the prediction-network state.
+//   encode(features [1, n_mels, frames], symbol enc_len) -> encoder_out [1, enc_len, d_model] and
+//     TDT: enc_proj [1, enc_len, joint_hidden] (the joint's encoder projection of every frame);
+//     CTC: logits [1, enc_len, vocab + 1].
+//     features holds the valid frames only (NeMo masks the rest before every subsampling
+//     convolution); enc_len is NeMo's encoded length of them.
+//   TDT only:
+//   predict(token [1, 1] i32): embeds the token (the blank id embeds to zeros, NeMo's start state),
+//     runs the LSTM layers from state lstm.h.N / lstm.c.N, writes the new state back and the
+//     joint's projection of the output into state pred_proj.
+//   joint(enc_frame [1, joint_hidden]) -> logits [1, vocab + 1 + durations] against pred_proj.
+//   step(token, enc_frame) -> logits: predict then joint, one call per emitted token.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "models/parakeet/parakeet_import.h"
+#include "runtime/program.h"
+
+namespace vrun::parakeet {
+
+struct BuildSettings {
+  // Encoder frames one encode call takes (80 ms each): the bound of full attention; longer audio
+  // is encoded in overlapping chunks by the runner.
+  int64_t max_encoder_frames = 2000;
+};
+
+Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& model, const BuildSettings& settings = {});
+
+// What a runner reads back from a program's metadata.
+struct ProgramInfo {
+  ParakeetConfig config;
+  Vocabulary vocab;
+  std::string preprocessor_json;
+  int64_t max_encoder_frames = 0;
+};
+Result<ProgramInfo> info_from_program(const Program& p);
+
+}  // namespace vrun::parakeet
