@@ -86,7 +86,8 @@ def load_clip(name):
 def train_tokenizer(out_dir, vocab_size):
     """SentencePiece unigram with byte fallback (all 256 <0xNN> pieces are in the vocabulary),
     <unk> = 0, <pad> = 1 (transformers' TDT conversion looks the pad id up in the labels), no
-    bos/eos. Writes the three files NeMo's 'bpe' tokenizer directory holds."""
+    bos/eos. Writes the three files NeMo's 'bpe' tokenizer directory holds. Vocabularies larger
+    than TEXT can fill also learn from the tokenizer tests' corpus."""
     import sentencepiece as spm
     os.makedirs(out_dir, exist_ok=True)
     txt = os.path.join(out_dir, "text.txt")
@@ -94,11 +95,15 @@ def train_tokenizer(out_dir, vocab_size):
         # Repeated so that the trainer sees enough sentences to fill the vocabulary.
         for _ in range(4):
             f.write(TEXT)
+        if vocab_size > 384:
+            with open(os.path.join(TESTDATA, "tokenizer", "corpus.txt"), encoding="utf-8") as c:
+                f.write(c.read())
     spm.SentencePieceTrainer.train(
         input=txt, model_prefix=os.path.join(out_dir, "tokenizer"), vocab_size=vocab_size, model_type="unigram",
         byte_fallback=True, character_coverage=0.98, unk_id=0, pad_id=1, bos_id=-1, eos_id=-1,
         hard_vocab_limit=False, num_threads=1, minloglevel=2)
     sp = spm.SentencePieceProcessor(model_file=os.path.join(out_dir, "tokenizer.model"))
+    assert sp.get_piece_size() == vocab_size, f"tokenizer has {sp.get_piece_size()} pieces, wanted {vocab_size}"
     with open(os.path.join(out_dir, "vocab.txt"), "w", encoding="utf-8") as f:
         for i in range(sp.get_piece_size()):
             f.write(sp.id_to_piece(i) + "\n")

@@ -34,9 +34,16 @@ def versions():
     return {"nemo_toolkit": nemo.__version__, "transformers": transformers.__version__, "torch": torch.__version__}
 
 
+@torch.no_grad()
 def feature_golden(model, name, audio):
-    feats, flen = pc.features(model, audio)
-    x = feats[0].numpy()  # (mels, frames)
+    """NeMo's featurizer run in float64 (the same code after .double()): in float32, FFT rounding
+    alone moves features of bands that hold only window leakage by up to 4e-4 (the synthetic clip;
+    see make_audio_goldens.py). The float32 run the models saw is compared alongside."""
+    import copy
+    f32, _ = pc.features(model, audio)
+    featurizer = copy.deepcopy(model.preprocessor.featurizer).double()
+    feats, flen = featurizer(torch.from_numpy(audio.astype(np.float64))[None], torch.tensor([len(audio)]))
+    x = feats[0].numpy()  # (mels, frames), float64
     n = int(flen[0])
     v = x[:, :n].astype(np.float64)
     out = {"shape": list(x.shape), "valid_frames": n,
@@ -44,7 +51,8 @@ def feature_golden(model, name, audio):
            "last_valid_frame": x[:, n - 1].tolist(),
            "mean_per_mel": v.mean(1).tolist(), "abs_sum": float(np.abs(v).sum()),
            "min": float(v.min()), "max": float(v.max()),
-           "padding_is_zero": bool((x[:, n:] == 0).all())}
+           "padding_is_zero": bool((x[:, n:] == 0).all()),
+           "float32_max_abs_diff": float(np.abs(f32[0].double().numpy() - x).max())}
     if name in FULL_FEATURES:
         fn = f"features_{name}.npy"
         np.save(os.path.join(pc.DATA, fn), x.astype(np.float32))

@@ -152,10 +152,10 @@ def apply_delta(layer, dw, db, start):
         layer.bias[rows] += torch.from_numpy(db).to(layer.bias.dtype)
 
 
-def tdt_search(tok_dir, clips, seeds):
+def tdt_search(tok_dir, clips, seeds, shape=SMALL):
     best = None
     for seed in seeds:
-        model = build_tdt(tok_dir, SMALL, seed)
+        model = build_tdt(tok_dir, shape, seed)
         encs = [pc.encode(model, a)[2:] for a in clips.values()]
         calibrate_tdt(model, encs, seed)
         stats, tok_rows, dur_rows, hidden = pc.tdt_decision_stats(model, encs)
@@ -207,10 +207,14 @@ def main():
 
     with tempfile.TemporaryDirectory() as tmp:
         if args.big:
+            # Calibrated and gap-widened on the golden clips like the small model, so that runs
+            # on different devices can be compared token for token on those clips.
             tok_dir = pc.train_tokenizer(os.path.join(tmp, "tok"), BIG["vocab"])
-            model = build_tdt(tok_dir, BIG, 1000)
-            calibrate_tdt(model, [pc.encode(model, pc.load_clip("synth"))[2:]], 1000)
-            save_nemo(model, args.big)
+            clips = {name: pc.load_clip(name) for name in pc.CLIPS}
+            best = tdt_search(tok_dir, clips, [1000], BIG)
+            if best is None:
+                sys.exit("0.6B-shaped model: seed 1000 was rejected")
+            save_nemo(best[2], args.big)
             return
 
         os.makedirs(args.out, exist_ok=True)
@@ -220,8 +224,8 @@ def main():
         tdt = tdt_search(tok_dir, clips, range(1, 1 + args.seeds))
         ctc = ctc_search(tok_dir, clips, range(101, 101 + args.seeds))
         for name, best in (("tdt", tdt), ("ctc", ctc)):
-            if best[0] < MIN_GAP:
-                sys.exit(f"{name}: no seed reached a top-2 gap of {MIN_GAP} (best {best[0]})")
+            if best is None or best[0] < MIN_GAP:
+                sys.exit(f"{name}: no seed reached a top-2 gap of {MIN_GAP} ({best and best[0]})")
 
         save_nemo(tdt[2], os.path.join(args.out, "tdt_small.nemo"))
         save_nemo(ctc[2], os.path.join(args.out, "ctc_small.nemo"))
