@@ -11,7 +11,7 @@
 #include "apps/common/tokenizer/loaders.h"
 #include "apps/common/tokenizer/program_metadata.h"
 #include "apps/whisper/word_timing.h"
-#include "models/whisper/ct2_whisper.h"
+#include "models/whisper/whisper_import.h"
 #include "preprocess/whisper_mel.h"
 
 namespace vrun::whisper {
@@ -43,8 +43,8 @@ Result<std::unique_ptr<WhisperRunner>> WhisperRunner::load(const std::string& pa
   std::unique_ptr<WhisperRunner> r(new WhisperRunner());
   if (ends_with(path, ".vrp")) {
     VRUN_ASSIGN_OR_RETURN(r->program_, load_program(path));
-  } else if (is_ct2_folder(path)) {
-    VRUN_ASSIGN_OR_RETURN(ImportedWhisper m, import_ct2_whisper(path));
+  } else if (is_whisper_checkpoint(path)) {
+    VRUN_ASSIGN_OR_RETURN(ImportedWhisper m, import_whisper(path));
     r->notes_ = m.notes;
     BuildSettings bs;
     // Up to whisper-small (768 wide), f32 weights cost at most ~1 GB and run faster on the CPU.
@@ -53,7 +53,7 @@ Result<std::unique_ptr<WhisperRunner>> WhisperRunner::load(const std::string& pa
     VRUN_ASSIGN_OR_RETURN(r->program_, build_whisper_program(m.config, m.weights, m.extras, bs));
   } else {
     return err(ErrorCode::kUnsupported, path,
-               ": not a Whisper model vrun reads (a faster-whisper / CTranslate2 folder with model.bin, or a .vrp)");
+               ": not a Whisper model vrun reads (a faster-whisper / CTranslate2 folder, a Hugging Face Whisper folder, a whisper.cpp ggml file, or a .vrp)");
   }
   const MetaValue* runner = r->program_->meta("vrun.runner");
   if (!runner || runner->s != "whisper")
