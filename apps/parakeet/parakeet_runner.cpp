@@ -244,12 +244,7 @@ Result<Transcript> ParakeetRunner::transcribe(std::span<const float> samples, co
   if (info_.config.head == HeadKind::kTdt) {
     builder_->refine_tdt(tokens);
   } else {
-    // NeMo's CTC refinement: a punctuation mark ends where it starts.
-    for (size_t i = 1; i < tokens.size(); ++i) {
-      const int32_t id = tokens[i].id;
-      const std::string text = info_.vocab.decode(std::span<const int32_t>(&id, 1));
-      if (!text.empty() && builder_->punctuation().count(text.substr(0, 1))) tokens[i].end = tokens[i].start;
-    }
+    builder_->ctc_offsets(tokens);
   }
   out.segments = builder_->segments(tokens, o.word_timestamps);
   for (const auto& s : out.segments)

@@ -71,6 +71,8 @@ class ParakeetRunner {
   // Encoder output [enc_len, d_model] of features [n_mels, frames] (one call, full attention).
   Result<std::vector<float>> encoder_output(const preprocess::Features& feats, int64_t valid_frames);
   Result<Decoded> decode(std::span<const float> samples, const TranscribeOptions& options, Transcript* stats);
+  // NeMo's hypothesis text of decoded tokens (the space before punctuation removed).
+  std::string text(const Decoded& d) const { return builder_->text(d.tokens); }
 
  private:
   ParakeetRunner() = default;

@@ -1,5 +1,6 @@
 #include "apps/parakeet/timestamps.h"
 
+#include <algorithm>
 #include <string_view>
 
 namespace vrun::parakeet {
@@ -80,6 +81,21 @@ void TranscriptBuilder::refine_tdt(std::vector<EmittedToken>& tokens) const {
     // NeMo compares the first character of the token's text.
     const auto chars = characters(t);
     if (!chars.empty() && punctuation_.count(std::string(chars[0]))) tokens[i].start = tokens[i].end = tokens[i - 1].end;
+  }
+}
+
+void TranscriptBuilder::ctc_offsets(std::vector<EmittedToken>& tokens) const {
+  int64_t previous = tokens.empty() ? 0 : std::max<int64_t>(0, tokens[0].start - 1);
+  for (auto& t : tokens) {
+    const int64_t first = t.start;
+    t.start = previous;
+    t.end = first;
+    previous = first;
+  }
+  if (punctuation_.empty()) return;
+  for (size_t i = 1; i < tokens.size(); ++i) {
+    const auto chars = characters(token_text(tokens[i].id));
+    if (!chars.empty() && punctuation_.count(std::string(chars[0]))) tokens[i].end = tokens[i].start;
   }
 }
 

@@ -32,6 +32,10 @@ class TranscriptBuilder {
   std::string text(const std::vector<EmittedToken>& tokens) const;
   // TDT token offsets: punctuation takes the previous token's end as start and end.
   void refine_tdt(std::vector<EmittedToken>& tokens) const;
+  // CTC token offsets from the first frame of each token's run (tokens[i].start), as NeMo's CTC
+  // decoding makes them: token i spans from token i-1's first frame (the first token: one frame
+  // before its own, at least 0) to its own first frame; punctuation then ends where it starts.
+  void ctc_offsets(std::vector<EmittedToken>& tokens) const;
   std::vector<transcript::Word> words(const std::vector<EmittedToken>& tokens, std::vector<std::vector<int32_t>>* word_tokens) const;
   std::vector<transcript::Segment> segments(const std::vector<EmittedToken>& tokens, bool with_words) const;
 

@@ -93,9 +93,19 @@ bool Vocabulary::starts_word(int32_t id) const {
 
 std::string Vocabulary::decode(std::span<const int32_t> ids) const {
   std::string bytes;
-  for (int32_t id : ids) bytes += token_bytes(id);
+  bool first = true, strip = false;
+  for (int32_t id : ids) {
+    const std::string b = token_bytes(id);
+    // SentencePiece drops the dummy-prefix space of the first piece only (not the space of
+    // " ⁇ " or of a byte piece).
+    if (first && !b.empty()) {
+      strip = starts_word(id);
+      first = false;
+    }
+    bytes += b;
+  }
   std::string text = repair_utf8(bytes);
-  if (!text.empty() && text[0] == ' ') text.erase(0, 1);
+  if (strip && !text.empty() && text[0] == ' ') text.erase(0, 1);
   return text;
 }
 

@@ -1,0 +1,218 @@
+// Parakeet against NVIDIA NeMo itself (tests/data/parakeet/goldens.json, made by
+// tests/reference/make_parakeet_goldens.py): features, encoder output, greedy TDT tokens / frames /
+// durations and CTC tokens on every clip, from the .nemo archive, the Hugging Face folder and an
+// exported .vrp, on the CPU and on Vulkan; NeMo's text, words and segments.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "apps/parakeet/parakeet_runner.h"
+#include "preprocess/audio_loader.h"
+
+namespace vrun::parakeet {
+namespace {
+
+using nlohmann::json;
+const std::string kTestData = VRUN_TEST_DATA;
+const std::string kData = kTestData + "/parakeet";
+
+const json& goldens() {
+  static const json g = [] {
+    std::ifstream in(kData + "/goldens.json");
+    return json::parse(in);
+  }();
+  return g;
+}
+
+const std::vector<float>& clip(const std::string& name) {
+  static std::map<std::string, std::vector<float>> cache;
+  auto it = cache.find(name);
+  if (it != cache.end()) return it->second;
+  auto a = preprocess::load_audio(kTestData + "/" + goldens()["clips"][name]["path"].get<std::string>());
+  EXPECT_TRUE(a.is_ok()) << name;
+  return cache[name] = a.is_ok() ? a->samples : std::vector<float>{};
+}
+
+std::vector<std::string> clip_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, _] : goldens()["clips"].items()) names.push_back(name);
+  return names;
+}
+
+std::unique_ptr<ParakeetRunner> load(const std::string& path, BackendKind backend = BackendKind::kCpu, BuildSettings bs = {}) {
+  auto r = ParakeetRunner::load(path, {backend, 2, bs});
+  EXPECT_TRUE(r.is_ok()) << path << ": " << r.status().message();
+  return r.is_ok() ? std::move(*r) : nullptr;
+}
+
+TEST(ParakeetFeatures, MatchNemoPreprocessor) {
+  auto r = load(kData + "/tdt_small.nemo");
+  ASSERT_TRUE(r);
+  for (const std::string& name : clip_names()) {
+    SCOPED_TRACE(name);
+    const json& g = goldens()["features"]["clips"][name];
+    auto f = r->features(clip(name));
+    ASSERT_TRUE(f.is_ok()) << f.status().message();
+    ASSERT_EQ(f->n_mels, g["shape"][0].get<int64_t>());
+    ASSERT_EQ(f->frames, g["shape"][1].get<int64_t>());
+    const int64_t valid = g["valid_frames"];
+    double worst = 0;
+    for (int64_t t = 0; t < 8; ++t)
+      for (int64_t m = 0; m < f->n_mels; ++m) worst = std::max(worst, std::abs(f->at(m, t) - g["first_frames"][t][m].get<double>()));
+    for (int64_t m = 0; m < f->n_mels; ++m) {
+      worst = std::max(worst, std::abs(f->at(m, valid - 1) - g["last_valid_frame"][m].get<double>()));
+      double mean = 0;
+      for (int64_t t = 0; t < valid; ++t) mean += f->at(m, t);
+      EXPECT_NEAR(mean / static_cast<double>(valid), g["mean_per_mel"][m].get<double>(), 1e-5);
+      for (int64_t t = valid; t < f->frames; ++t) ASSERT_EQ(f->at(m, t), 0.0f);
+    }
+    EXPECT_LT(worst, 1e-4);
+    if (g.contains("npy")) {
+      auto npy = preprocess::read_npy(kData + "/" + g["npy"].get<std::string>());
+      ASSERT_TRUE(npy.is_ok());
+      ASSERT_EQ(npy->data.size(), f->data.size());
+      double w = 0;
+      for (size_t i = 0; i < f->data.size(); ++i) w = std::max(w, static_cast<double>(std::abs(f->data[i] - npy->data[i])));
+      EXPECT_LT(w, 1e-4);
+    }
+  }
+}
+
+TEST(ParakeetEncoder, MatchesNemoOnLibrivox0880) {
+  for (const char* kind : {"tdt", "ctc"}) {
+    SCOPED_TRACE(kind);
+    auto r = load(kData + "/" + kind + "_small.nemo");
+    ASSERT_TRUE(r);
+    const json& g = goldens()[kind]["clips"]["librivox_0880"];
+    const auto& samples = clip("librivox_0880");
+    auto f = r->features(samples);
+    ASSERT_TRUE(f.is_ok());
+    auto enc = r->encoder_output(*f, static_cast<int64_t>(samples.size()) / 160);
+    ASSERT_TRUE(enc.is_ok()) << enc.status().message();
+    const json& ref = g["encoder_output"];
+    const int64_t d = r->config().d_model;
+    ASSERT_EQ(static_cast<int64_t>(enc->size()), static_cast<int64_t>(ref.size()) * d);
+    double worst = 0, scale = 0;
+    for (size_t t = 0; t < ref.size(); ++t)
+      for (int64_t c = 0; c < d; ++c) {
+        const double want = ref[t][c].get<double>();
+        worst = std::max(worst, std::abs((*enc)[t * static_cast<size_t>(d) + static_cast<size_t>(c)] - want));
+        scale = std::max(scale, std::abs(want));
+      }
+    EXPECT_LT(worst, 1e-4 * std::max(1.0, scale)) << "largest |value| " << scale;
+  }
+}
+
+void expect_tdt_goldens(ParakeetRunner& r, const std::string& label, std::vector<std::string> clips = clip_names()) {
+  for (const std::string& name : clips) {
+    SCOPED_TRACE(label + " " + name);
+    const json& g = goldens()["tdt"]["clips"][name];
+    Transcript stats;
+    auto d = r.decode(clip(name), {}, &stats);
+    ASSERT_TRUE(d.is_ok()) << d.status().message();
+    EXPECT_EQ(d->frames, g["encoder_frames"].get<int64_t>());
+    std::vector<int64_t> ids, frames;
+    for (const auto& t : d->tokens) {
+      ids.push_back(t.id);
+      frames.push_back(t.start);
+    }
+    EXPECT_EQ(ids, g["token_ids"].get<std::vector<int64_t>>());
+    EXPECT_EQ(frames, g["token_frames"].get<std::vector<int64_t>>());
+    EXPECT_EQ(d->durations, g["durations"].get<std::vector<int64_t>>());
+  }
+}
+
+void expect_ctc_goldens(ParakeetRunner& r, const std::string& label, std::vector<std::string> clips = clip_names()) {
+  for (const std::string& name : clips) {
+    SCOPED_TRACE(label + " " + name);
+    const json& g = goldens()["ctc"]["clips"][name];
+    Transcript stats;
+    auto d = r.decode(clip(name), {}, &stats);
+    ASSERT_TRUE(d.is_ok()) << d.status().message();
+    EXPECT_EQ(d->frames, g["encoder_frames"].get<int64_t>());
+    std::vector<int64_t> ids;
+    for (const auto& t : d->tokens) ids.push_back(t.id);
+    EXPECT_EQ(ids, g["token_ids"].get<std::vector<int64_t>>());
+  }
+}
+
+TEST(ParakeetTdt, NemoArchiveMatchesNemoOnEveryClip) {
+  auto r = load(kData + "/tdt_small.nemo");
+  ASSERT_TRUE(r);
+  expect_tdt_goldens(*r, "nemo");
+}
+
+TEST(ParakeetTdt, HfFolderMatchesNemoOnEveryClip) {
+  auto r = load(kData + "/tdt_small_hf");
+  ASSERT_TRUE(r);
+  expect_tdt_goldens(*r, "hf");
+}
+
+TEST(ParakeetCtc, NemoArchiveAndHfFolderMatchNemoOnEveryClip) {
+  for (const char* path : {"/ctc_small.nemo", "/ctc_small_hf"}) {
+    auto r = load(kData + path);
+    ASSERT_TRUE(r);
+    expect_ctc_goldens(*r, path);
+  }
+}
+
+TEST(ParakeetTdt, ExportedProgramMatches) {
+  auto p = export_parakeet(kData + "/tdt_small.nemo");
+  ASSERT_TRUE(p.is_ok()) << p.status().message();
+  const auto path = std::filesystem::temp_directory_path() / "vrun_parakeet_tdt_small.vrp";
+  ASSERT_TRUE(write_program(**p, path.string()).is_ok());
+  EXPECT_TRUE(is_parakeet_checkpoint(path.string()));
+  auto r = load(path.string());
+  ASSERT_TRUE(r);
+  expect_tdt_goldens(*r, "vrp");
+  std::filesystem::remove(path);
+}
+
+TEST(ParakeetVulkan, SameTokensAsNemo) {
+  for (const char* kind : {"tdt", "ctc"}) {
+    auto r = load(kData + "/" + kind + "_small.nemo", BackendKind::kVulkan);
+    ASSERT_TRUE(r);
+    // Two clips: lavapipe runs these small kernels slowly.
+    const std::vector<std::string> clips = {"short_0p62", "librivox_0880"};
+    if (std::string(kind) == "tdt") expect_tdt_goldens(*r, "vulkan", clips);
+    else expect_ctc_goldens(*r, "vulkan", clips);
+  }
+}
+
+TEST(ParakeetTranscript, TextWordsAndSegmentsAsNemo) {
+  for (const char* kind : {"tdt", "ctc"}) {
+    auto r = load(kData + "/" + kind + "_small.nemo");
+    ASSERT_TRUE(r);
+    for (const std::string& name : clip_names()) {
+      SCOPED_TRACE(std::string(kind) + " " + name);
+      const json& g = goldens()[kind]["clips"][name];
+      auto t = r->transcribe(clip(name));
+      ASSERT_TRUE(t.is_ok()) << t.status().message();
+      Transcript stats;
+      auto d = r->decode(clip(name), {}, &stats);
+      ASSERT_TRUE(d.is_ok());
+      EXPECT_EQ(r->text(*d), g["text"].get<std::string>());
+      std::vector<transcript::Word> words;
+      for (const auto& s : t->segments) words.insert(words.end(), s.words.begin(), s.words.end());
+      ASSERT_EQ(words.size(), g["words"].size());
+      for (size_t i = 0; i < words.size(); ++i) {
+        EXPECT_EQ(words[i].text, g["words"][i]["word"].get<std::string>()) << i;
+        EXPECT_NEAR(words[i].start, g["words"][i]["start"].get<double>(), 1e-4) << i;
+        EXPECT_NEAR(words[i].end, g["words"][i]["end"].get<double>(), 1e-4) << i;
+      }
+      ASSERT_EQ(t->segments.size(), g["segments"].size());
+      for (size_t i = 0; i < t->segments.size(); ++i) {
+        EXPECT_EQ(t->segments[i].text, g["segments"][i]["segment"].get<std::string>());
+        EXPECT_NEAR(t->segments[i].start, g["segments"][i]["start"].get<double>(), 1e-4);
+        EXPECT_NEAR(t->segments[i].end, g["segments"][i]["end"].get<double>(), 1e-4);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace vrun::parakeet
