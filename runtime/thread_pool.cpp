@@ -1,9 +1,25 @@
 #include "runtime/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define VRUN_PAUSE() _mm_pause()
+#else
+#define VRUN_PAUSE() std::this_thread::yield()
+#endif
+
 namespace vrun {
+
+namespace {
+
+// How long an idle worker keeps polling for the next job before it sleeps: longer than the gap
+// between two kernels of a decode step, short enough not to hold a core once work has stopped.
+constexpr auto kSpin = std::chrono::microseconds(200);
+
+}  // namespace
 
 ThreadPool::ThreadPool(int threads) {
   if (threads <= 0) {
@@ -11,21 +27,34 @@ ThreadPool::ThreadPool(int threads) {
     threads = env ? std::atoi(env) : 0;
     if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   }
-  for (int i = 0; i + 1 < threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+  for (int i = 0; i + 1 < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+    stop_.store(true);
   }
-  cv_work_.notify_all();
+  cv_.notify_all();
   for (auto& t : workers_) t.join();
 }
 
 ThreadPool& ThreadPool::global() {
   static ThreadPool pool;
   return pool;
+}
+
+void ThreadPool::run_chunks(uint32_t gen) {
+  uint64_t v = claim_.load(std::memory_order_acquire);
+  while (true) {
+    if (static_cast<uint32_t>(v >> 32) != gen) return;
+    const int64_t c = static_cast<int64_t>(v & 0xffffffffu);
+    if (c >= job_chunks_) return;
+    if (!claim_.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
+    (*job_)(c * job_chunk_, std::min(job_n_, (c + 1) * job_chunk_));
+    done_chunks_.fetch_add(1, std::memory_order_acq_rel);
+    v = claim_.load(std::memory_order_acquire);
+  }
 }
 
 void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
@@ -38,43 +67,46 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
     return;
   }
   const int64_t chunk = (n + chunks - 1) / chunks;
-  std::unique_lock<std::mutex> lock(mu_);
   job_ = &fn;
   job_n_ = n;
   job_chunk_ = chunk;
   job_chunks_ = (n + chunk - 1) / chunk;
-  next_chunk_ = 0;
-  done_chunks_ = 0;
-  ++generation_;
-  cv_work_.notify_all();
-  // The caller works too.
-  while (next_chunk_ < job_chunks_) {
-    const int64_t c = next_chunk_++;
-    lock.unlock();
-    fn(c * chunk, std::min(n, (c + 1) * chunk));
-    lock.lock();
-    ++done_chunks_;
+  done_chunks_.store(0, std::memory_order_relaxed);
+  const uint32_t gen = ++generation_;
+  // seq_cst store then load, against the worker's seq_cst increment then load: one side sees
+  // the other. A worker that still misses the job only costs parallelism: the caller claims
+  // every chunk left over itself.
+  claim_.store(static_cast<uint64_t>(gen) << 32, std::memory_order_seq_cst);
+  if (sleepers_.load(std::memory_order_seq_cst) > 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    cv_.notify_all();
   }
-  cv_done_.wait(lock, [&] { return done_chunks_ == job_chunks_; });
-  job_ = nullptr;
+  run_chunks(gen);  // the caller works too
+  while (done_chunks_.load(std::memory_order_acquire) < job_chunks_) VRUN_PAUSE();
 }
 
-void ThreadPool::worker_loop(int /*index*/) {
-  uint64_t seen = 0;
-  std::unique_lock<std::mutex> lock(mu_);
+void ThreadPool::worker_loop() {
+  uint32_t seen = 0;
   while (true) {
-    cv_work_.wait(lock, [&] { return stop_ || (generation_ != seen && job_ && next_chunk_ < job_chunks_); });
-    if (stop_) return;
-    seen = generation_;
-    while (job_ && next_chunk_ < job_chunks_) {
-      const int64_t c = next_chunk_++;
-      const auto* fn = job_;
-      const int64_t n = job_n_, chunk = job_chunk_;
-      lock.unlock();
-      (*fn)(c * chunk, std::min(n, (c + 1) * chunk));
-      lock.lock();
-      if (++done_chunks_ == job_chunks_) cv_done_.notify_all();
+    const auto until = std::chrono::steady_clock::now() + kSpin;
+    uint32_t gen = static_cast<uint32_t>(claim_.load(std::memory_order_acquire) >> 32);
+    for (int i = 0; gen == seen && !stop_.load(std::memory_order_relaxed); ++i) {
+      VRUN_PAUSE();
+      if ((i & 63) == 63 && std::chrono::steady_clock::now() > until) break;
+      gen = static_cast<uint32_t>(claim_.load(std::memory_order_acquire) >> 32);
     }
+    if (gen == seen) {
+      std::unique_lock<std::mutex> lock(mu_);
+      sleepers_.fetch_add(1, std::memory_order_seq_cst);
+      cv_.wait(lock, [&] {
+        return stop_.load() || static_cast<uint32_t>(claim_.load(std::memory_order_seq_cst) >> 32) != seen;
+      });
+      sleepers_.fetch_sub(1, std::memory_order_acq_rel);
+      gen = static_cast<uint32_t>(claim_.load(std::memory_order_acquire) >> 32);
+    }
+    if (stop_.load()) return;
+    seen = gen;
+    run_chunks(gen);
   }
 }
 

@@ -1,7 +1,13 @@
 // A fixed pool of worker threads for data-parallel kernels. parallel_for splits [0, n) into
 // contiguous ranges; the calling thread takes part, so a pool of 1 runs inline.
+//
+// A decode step of a small model makes hundreds of parallel_for calls of a few microseconds
+// each, so waking sleeping threads through the kernel on every call would cost more than the
+// work: workers spin on an atomic job counter for a short while after each job (kSpin) and only
+// then sleep on a condition variable.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -22,23 +28,30 @@ class ThreadPool {
   int size() const { return static_cast<int>(workers_.size()) + 1; }
 
   // Calls fn(begin, end) over ranges covering [0, n), each at least `grain` long (except the
-  // last). Returns when all ranges are done. Not reentrant: fn must not call parallel_for.
+  // last). Returns when all ranges are done. Not reentrant: fn must not call parallel_for, and
+  // one pool serves one calling thread at a time.
   void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
   // A process-wide pool used when a caller does not bring its own.
   static ThreadPool& global();
 
  private:
-  void worker_loop(int index);
+  void worker_loop();
+  // Claims and runs chunks of job `gen` until none is left or another job replaced it.
+  void run_chunks(uint32_t gen);
 
   std::vector<std::thread> workers_;
-  std::mutex mu_;
-  std::condition_variable cv_work_, cv_done_;
+  // (generation << 32) | next chunk: a claim succeeds only for the job it was meant for.
+  std::atomic<uint64_t> claim_{0};
+  std::atomic<int64_t> done_chunks_{0};
+  std::atomic<int> sleepers_{0};
+  std::atomic<bool> stop_{false};
+  uint32_t generation_ = 0;  // the calling thread's copy
+  // The current job; written before claim_ publishes it, read only after a successful claim.
   const std::function<void(int64_t, int64_t)>* job_ = nullptr;
   int64_t job_n_ = 0, job_chunk_ = 0, job_chunks_ = 0;
-  int64_t next_chunk_ = 0, done_chunks_ = 0;
-  uint64_t generation_ = 0;
-  bool stop_ = false;
+  std::mutex mu_;
+  std::condition_variable cv_;
 };
 
 }  // namespace vrun
