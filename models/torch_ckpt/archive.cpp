@@ -113,7 +113,8 @@ Result<uint64_t> tar_number(const uint8_t* f, int len, const std::string& source
   }
   for (; i < len; ++i)
     if (f[i] != ' ' && f[i] != 0)
-      return err(ErrorCode::kInvalidArgument, source, ": tar header at byte ", header_at, ": ", what, " is not an octal number");
+      return err(ErrorCode::kInvalidArgument, source, ": not a tar archive, or corrupt (header at byte ", header_at, ": ", what,
+                 " is not an octal number)");
   return v;
 }
 

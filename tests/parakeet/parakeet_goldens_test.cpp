@@ -4,6 +4,7 @@
 // exported .vrp, on the CPU and on Vulkan; NeMo's text, words and segments.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -212,6 +213,54 @@ TEST(ParakeetTranscript, TextWordsAndSegmentsAsNemo) {
       }
     }
   }
+}
+
+}  // namespace
+}  // namespace vrun::parakeet
+
+namespace vrun::parakeet {
+namespace {
+
+// Long audio: with a program that takes at most 96 encoder frames per call, the 27-s clip (341
+// frames) is encoded in 8 chunks of 48 frames with 24 frames of context on each side, and the
+// decode walks across them. The random-weight models attend over the whole clip (their
+// attention is not local as a trained model's is), so their tokens are not expected to equal the
+// full-attention goldens; what is checked is the walk: every frame is visited once, token frames
+// increase within the audio and durations are the model's.
+TEST(ParakeetLongAudio, ChunkedEncodingWalksEveryFrame) {
+  BuildSettings bs;
+  bs.max_encoder_frames = 96;
+  auto r = load(kData + "/tdt_small.nemo", BackendKind::kCpu, bs);
+  ASSERT_TRUE(r);
+  TranscribeOptions o;
+  o.chunk_frames = 48;
+  o.context_frames = 24;
+  std::vector<int64_t> progress;
+  o.on_progress = [&](int64_t done, int64_t total) {
+    EXPECT_EQ(total, 341);
+    progress.push_back(done);
+  };
+  Transcript stats;
+  auto d = r->decode(clip("long_concat"), o, &stats);
+  ASSERT_TRUE(d.is_ok()) << d.status().message();
+  EXPECT_EQ(d->frames, 341);
+  EXPECT_EQ(stats.stats.windows, 8);
+  EXPECT_EQ(progress, (std::vector<int64_t>{0, 48, 96, 144, 192, 240, 288, 336}));
+  ASSERT_FALSE(d->tokens.empty());
+  int64_t last = 0;
+  const auto& durations = r->config().durations;
+  for (size_t i = 0; i < d->tokens.size(); ++i) {
+    EXPECT_GE(d->tokens[i].start, last);
+    EXPECT_LT(d->tokens[i].start, 341);
+    EXPECT_NE(std::find(durations.begin(), durations.end(), d->durations[i]), durations.end());
+    last = d->tokens[i].start;
+  }
+  // Files longer than one call are refused by the one-call encoder entry point.
+  auto f = r->features(clip("long_concat"));
+  ASSERT_TRUE(f.is_ok());
+  auto enc = r->encoder_output(*f, f->frames - 1);
+  ASSERT_FALSE(enc.is_ok());
+  EXPECT_NE(enc.status().message().find("341 encoder frames exceed one call's 96"), std::string::npos) << enc.status().message();
 }
 
 }  // namespace
