@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -124,6 +125,7 @@ TEST(WhisperWords, TimesMatchFasterWhisper) {
     }
   }
   ASSERT_GT(total, 100);
+  std::printf("word times within 0.2 s of faster-whisper's: %d of %d\n", close, total);
   EXPECT_GE(close, total * 9 / 10) << close << " of " << total << " words within 0.2 s";
 }
 
@@ -152,12 +154,13 @@ TEST(WhisperDecoding, BeamWiderThanTheBatchIsAClearError) {
 // the most probable of the fallback candidates.
 TEST(WhisperDecoding, SamplingIsSeededAndFallbackRecordsTemperature) {
   REQUIRE_MODEL();
-  auto audio = testing::make_clip("librivox_0920");
+  auto audio = testing::make_clip("goforward_raw");
   if (!audio.is_ok()) GTEST_SKIP() << audio.status().message();
   TranscribeOptions o;
   o.temperatures = {0.6};
   o.best_of = 3;
   o.seed = 7;
+  o.max_window_tokens = 40;  // keeps a rambling sample short
   auto a = r->transcribe(*audio, o), b = r->transcribe(*audio, o);
   ASSERT_TRUE(a.is_ok() && b.is_ok());
   EXPECT_EQ(a->text(), b->text());
