@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "models/whisper/whisper_import.h"
@@ -238,6 +239,68 @@ TEST(WhisperImportTables, AlignmentHeads) {
   odd.n_text_layer = 3;
   odd.n_text_head = 2;
   EXPECT_EQ(default_alignment_heads(odd, &which), (std::vector<int64_t>{1, 0, 1, 1, 2, 0, 2, 1}));
+}
+
+}  // namespace
+}  // namespace vrun::whisper
+
+namespace vrun::whisper {
+namespace {
+
+// model.safetensors split in two shards with model.safetensors.index.json, as save_pretrained
+// writes large checkpoints: the same bytes under every canonical name.
+TEST(WhisperImportSharded, ShardsServeTheSameWeights) {
+  TempDir t;
+  const fs::path d = t.path / "hf";
+  fs::create_directories(d);
+  for (const char* f : {"config.json", "generation_config.json", "tokenizer.json"}) fs::copy(kDir + "/hf/" + f, d / f);
+  const std::string st = read(kDir + "/hf/model.safetensors");
+  uint64_t hlen = 0;
+  std::memcpy(&hlen, st.data(), 8);
+  const nlohmann::json header = nlohmann::json::parse(st.substr(8, hlen));
+  const std::string data = st.substr(8 + hlen);
+  nlohmann::json shard_header[2] = {nlohmann::json::object(), nlohmann::json::object()}, map = nlohmann::json::object();
+  std::string shard_data[2];
+  int k = 0;
+  for (const auto& [name, info] : header.items()) {
+    if (name == "__metadata__") continue;
+    const int s = k++ % 2;
+    const uint64_t b = info["data_offsets"][0], e = info["data_offsets"][1];
+    nlohmann::json entry = info;
+    entry["data_offsets"] = {shard_data[s].size(), shard_data[s].size() + (e - b)};
+    shard_data[s] += data.substr(b, e - b);
+    shard_header[s][name] = entry;
+    map[name] = s == 0 ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors";
+  }
+  for (int s = 0; s < 2; ++s) {
+    const std::string h = shard_header[s].dump();
+    std::string file(8, '\0');
+    const uint64_t n = h.size();
+    std::memcpy(file.data(), &n, 8);
+    write(d / (s == 0 ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors"), file + h + shard_data[s]);
+  }
+  write(d / "model.safetensors.index.json", nlohmann::json{{"metadata", nlohmann::json::object()}, {"weight_map", map}}.dump());
+  auto sharded = import_whisper(d.string());
+  auto whole = import_whisper(kDir + "/hf");
+  ASSERT_TRUE(sharded.is_ok()) << sharded.status().to_string();
+  ASSERT_TRUE(whole.is_ok());
+  std::vector<std::string> names = {"encoder/conv1/weight", "encoder/conv2/bias", "encoder/position_encodings/encodings",
+                                    "decoder/embeddings/weight", "decoder/position_encodings/encodings", "encoder/layer_norm/gamma"};
+  for (const char* l : {"encoder/layer_1", "decoder/layer_0"})
+    for (const char* p : {"/self_attention/linear_0/weight", "/self_attention/linear_0/bias", "/ffn/linear_1/weight", "/ffn/layer_norm/beta"})
+      names.push_back(std::string(l) + p);
+  names.push_back("decoder/layer_1/attention/linear_1/weight");
+  for (const std::string& n : names) {
+    auto a = sharded->weights(n), b = whole->weights(n);
+    ASSERT_TRUE(a && b) << n;
+    ASSERT_EQ(a->shape, b->shape) << n;
+    int64_t count = 1;
+    for (int64_t s : a->shape) count *= s;
+    EXPECT_EQ(std::memcmp(a->data, b->data, static_cast<size_t>(dtype_bytes(a->dtype, count))), 0) << n;
+  }
+  // A shard the index names but the folder lacks.
+  fs::remove(d / "model-00002-of-00002.safetensors");
+  expect_error(d.string(), "missing shard");
 }
 
 }  // namespace
