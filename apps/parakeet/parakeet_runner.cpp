@@ -235,11 +235,21 @@ Result<Decoded> ParakeetRunner::decode(std::span<const float> samples, const Tra
   return d;
 }
 
-Result<Transcript> ParakeetRunner::transcribe(std::span<const float> samples, const TranscribeOptions& o,
-                                              const std::function<void(const Segment&)>& on_segment) {
+Result<Transcript> ParakeetRunner::transcribe(std::span<const float> samples, const TranscribeOptions& options,
+                                              const std::function<void(const Segment&)>& on_segment,
+                                              const std::function<void(double done_s)>& progress) {
   Transcript out;
   out.stats.audio_s = static_cast<double>(samples.size()) / 16000.0;
+  TranscribeOptions o = options;
+  if (progress) {
+    const double frame_s = info_.config.window_stride * static_cast<double>(info_.config.subsampling_factor);
+    o.on_progress = [&, frame_s, inner = options.on_progress](int64_t done, int64_t total) {
+      if (inner) inner(done, total);
+      progress(static_cast<double>(done) * frame_s);
+    };
+  }
   VRUN_ASSIGN_OR_RETURN(Decoded d, decode(samples, o, &out));
+  if (progress) progress(out.stats.audio_s);
   std::vector<EmittedToken> tokens = d.tokens;
   if (info_.config.head == HeadKind::kTdt) {
     builder_->refine_tdt(tokens);

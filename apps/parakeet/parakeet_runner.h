@@ -60,9 +60,11 @@ class ParakeetRunner {
   const Program& program() const { return *program_; }
   std::string device_description() const { return executor_->device_description(); }
 
-  // 16-kHz mono samples. on_segment sees each segment when the transcript is complete.
+  // 16-kHz mono samples. on_segment sees each segment when the transcript is complete;
+  // progress gets the seconds of audio encoded so far (as the Whisper runner's does).
   Result<Transcript> transcribe(std::span<const float> samples, const TranscribeOptions& options = {},
-                                const std::function<void(const Segment&)>& on_segment = {});
+                                const std::function<void(const Segment&)>& on_segment = {},
+                                const std::function<void(double done_s)>& progress = {});
   // Several files: one transcript each (in order).
   Result<std::vector<Transcript>> transcribe_batch(const std::vector<std::span<const float>>& files, const TranscribeOptions& options = {});
 
