@@ -324,7 +324,9 @@ Status WhisperRunner::add_word_timestamps(std::vector<Segment>& segs, const std:
   tokens.insert(tokens.end(), text.begin(), text.end());
   tokens.push_back(eot_);
   const auto seq = static_cast<int64_t>(tokens.size());
-  if (seq > config_.n_text_ctx) return err(ErrorCode::kInvalidArgument, "word timestamps: ", seq, " tokens exceed the text context");
+  const int64_t max_seq = std::min(config_.n_text_ctx, config_.n_text_ctx / 2 + 8);  // the align method's bound
+  if (seq > max_seq)
+    return err(ErrorCode::kInvalidArgument, "word timestamps: ", seq, " tokens in a window; the alignment takes at most ", max_seq);
   std::vector<int32_t> positions(static_cast<size_t>(seq));
   std::iota(positions.begin(), positions.end(), 0);
   VRUN_ASSIGN_OR_RETURN(auto outs, executor_->run("align", {TensorView::dense(tokens.data(), DType::i32, {1, seq}),

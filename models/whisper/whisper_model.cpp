@@ -212,7 +212,9 @@ Result<std::shared_ptr<Program>> build_whisper_program(const WhisperConfig& c, c
       return g.op(OpKind::layer_norm, {x, g.constant(n.g), g.constant(n.b)}, {{"eps", 1e-5}}, name);
     };
     const int64_t B = var.rows;
-    const SymExpr seq = g.symbol("seq", 1, c.n_text_ctx);
+    // align sees the start-of-transcript sequence, <|notimestamps|>, at most half the context
+    // of text and the end token: its arena (logits of every position) is sized for that.
+    const SymExpr seq = g.symbol("seq", 1, var.align ? std::min(c.n_text_ctx, c.n_text_ctx / 2 + 8) : c.n_text_ctx);
     const SymExpr pos = var.align ? SymExpr(0) : g.symbol("pos", 0, c.n_text_ctx - 1);
     Val tokens = g.input("tokens", DType::i32, {B, seq});
     auto heads = [&](Val t) {

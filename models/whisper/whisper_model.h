@@ -8,7 +8,7 @@
 //     rows (beam search, best-of sampling) with its own caches batch.k.N / batch.v.N (B = the
 //     whisper.decode_batch metadata; absent when it is 1);
 //   reorder_batch(rows [B], symbol len): batch cache row r takes row rows[r]'s first len positions;
-//   align(tokens [1, seq], positions [1, seq]) -> logits [1, seq, vocab] of every position and
+//   align(tokens [1, seq <= n_text_ctx / 2 + 8], positions [1, seq]) -> logits [1, seq, vocab] of every position and
 //     alignment_scores [1, heads, seq, n_audio_ctx]: the scaled cross-attention scores (before the
 //     softmax) of the alignment heads in whisper.alignment_heads order (word timestamps).
 #pragma once

@@ -55,5 +55,27 @@ TEST(TranscriptWriters, Formats) {
   EXPECT_FALSE(render_transcript(t, "docx", "a.wav").is_ok());
 }
 
+// openai-whisper's WriteTSV: a header, integer milliseconds (rounded), tabs in text as spaces.
+TEST(TranscriptWriters, TsvAndJsonWords) {
+  Transcript t = sample();
+  t.segments[0].text = " Go\tforward ten meters.";
+  t.segments[0].words = {{0.0, 0.4, " Go", 0.9}, {0.4, 1.0, " forward", 0.8}};
+  t.segments[0].temperature = 0.2;
+  t.segments[0].compression_ratio = 1.25;
+  auto tsv = render_transcript(t, "tsv", "a.wav");
+  ASSERT_TRUE(tsv.is_ok());
+  EXPECT_EQ(*tsv, "start\tend\ttext\n0\t4500\tGo forward ten meters.\n3661500\t3662020\tDone.\n");
+  auto json = render_transcript(t, "json", "a.wav");
+  ASSERT_TRUE(json.is_ok());
+  const auto j = nlohmann::json::parse(*json);
+  ASSERT_EQ(j["segments"][0]["words"].size(), 2u);
+  EXPECT_EQ(j["segments"][0]["words"][1]["word"], " forward");
+  EXPECT_DOUBLE_EQ(j["segments"][0]["words"][1]["start"].get<double>(), 0.4);
+  EXPECT_DOUBLE_EQ(j["segments"][0]["temperature"].get<double>(), 0.2);
+  EXPECT_DOUBLE_EQ(j["segments"][0]["compression_ratio"].get<double>(), 1.25);
+  EXPECT_FALSE(j["segments"][1].contains("words"));
+  EXPECT_EQ(j["language"], "en");
+}
+
 }  // namespace
 }  // namespace vrun::transcript
