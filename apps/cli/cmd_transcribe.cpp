@@ -104,17 +104,20 @@ int run_transcribe(const TranscribeArgs& a) {
     }
     if (a.audio.size() > 1) std::printf("# %s\n", path.c_str());
     const double audio_s = static_cast<double>(audio->samples.size()) / 16000.0;
-    const bool show_progress = (a.progress || isatty(STDERR_FILENO)) && audio_s > 30.0;
+    const bool tty = isatty(STDERR_FILENO) != 0;
+    const bool show_progress = (a.progress || tty) && audio_s > 30.0;
     bool progress_shown = false;
     auto progress = [&](double done_s) {
       if (!show_progress) return;
       const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
-      std::fprintf(stderr, "\rvrun: %5.1f%% of %.1f s, RTFx %.1f ", 100.0 * std::min(1.0, done_s / audio_s), audio_s,
-                   wall > 0 ? done_s / wall : 0.0);
+      // On a terminal one line rewritten in place; elsewhere (--progress into a file) a line each.
+      std::fprintf(stderr, tty ? "\rvrun: %5.1f%% of %.1f s, RTFx %.1f " : "vrun: %5.1f%% of %.1f s, RTFx %.1f\n",
+                   100.0 * std::min(1.0, done_s / audio_s), audio_s, wall > 0 ? done_s / wall : 0.0);
       std::fflush(stderr);
       progress_shown = true;
     };
     auto transcript = (*runner)->transcribe(audio->samples, opts, [&](const whisper::Segment& s) {
+      if (progress_shown && tty) std::fputs("\r\033[K", stderr);  // the segment takes the progress line's place
       if (opts.timestamps)
         std::printf("[%s --> %s] %s\n", transcript::format_timestamp(s.start).c_str(), transcript::format_timestamp(s.end).c_str(),
                     s.text.c_str());
@@ -122,7 +125,7 @@ int run_transcribe(const TranscribeArgs& a) {
         std::printf("%s\n", s.text.c_str());
       std::fflush(stdout);
     }, progress);
-    if (progress_shown) std::fputc('\n', stderr);
+    if (progress_shown && tty) std::fputc('\n', stderr);
     if (!transcript.is_ok()) {
       std::fprintf(stderr, "vrun transcribe: %s: %s\n", path.c_str(), transcript.status().message().c_str());
       ++failures;
