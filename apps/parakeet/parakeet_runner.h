@@ -59,6 +59,8 @@ class ParakeetRunner {
   const preprocess::NemoMelConfig& mel_config() const { return mel_->config(); }
   const Program& program() const { return *program_; }
   std::string device_description() const { return executor_->device_description(); }
+  // The backend each node of a method runs on ("cpu", "vulkan"), for `vrun info` and tests.
+  std::vector<std::string> node_backends(const std::string& method) const { return executor_->node_backends(method); }
 
   // 16-kHz mono samples. on_segment sees each segment when the transcript is complete;
   // progress gets the seconds of audio encoded so far (as the Whisper runner's does).
