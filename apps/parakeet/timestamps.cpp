@@ -157,7 +157,7 @@ std::vector<transcript::Word> TranscriptBuilder::words(const std::vector<Emitted
   if (word_tokens) word_tokens->clear();
   for (const W& w : out) {
     transcript::Word x;
-    x.text = w.text;
+    x.text = " " + w.text;  // the shared Word convention: the leading space of the decoded word
     x.start = seconds(w.start);
     x.end = seconds(w.end);
     words.push_back(std::move(x));
@@ -176,8 +176,7 @@ std::vector<transcript::Segment> TranscriptBuilder::segments(const std::vector<E
     s.start = ws[first].start;
     s.end = ws[last].end;
     for (size_t k = first; k <= last; ++k) {
-      if (k > first) s.text += ' ';
-      s.text += ws[k].text;
+      s.text += ws[k].text;  // " word": NeMo's ' '.join(words) after the leading space
       s.tokens.insert(s.tokens.end(), word_ids[k].begin(), word_ids[k].end());
       if (with_words) s.words.push_back(ws[k]);
     }

@@ -4,6 +4,8 @@
 // (punctuation moved to the end of the previous token) and the run of frames for CTC; words are
 // built by get_words_offsets' rules and segments split after words ending in . ? ! as
 // get_segment_offsets does. Offsets become seconds at window_stride x subsampling per frame.
+// Word and segment texts carry one leading space (the transcript types' convention), so that
+// joining segments gives the text; without it they are NeMo's word and segment strings.
 #pragma once
 
 #include <cstdint>

@@ -204,13 +204,16 @@ TEST(ParakeetTranscript, TextWordsAndSegmentsAsNemo) {
       for (const auto& s : t->segments) words.insert(words.end(), s.words.begin(), s.words.end());
       ASSERT_EQ(words.size(), g["words"].size());
       for (size_t i = 0; i < words.size(); ++i) {
-        EXPECT_EQ(words[i].text, g["words"][i]["word"].get<std::string>()) << i;
+        EXPECT_EQ(words[i].text, " " + g["words"][i]["word"].get<std::string>()) << i;
         EXPECT_NEAR(words[i].start, g["words"][i]["start"].get<double>(), 1e-4) << i;
         EXPECT_NEAR(words[i].end, g["words"][i]["end"].get<double>(), 1e-4) << i;
       }
+      std::vector<int64_t> segment_tokens;
+      for (const auto& seg : t->segments) segment_tokens.insert(segment_tokens.end(), seg.tokens.begin(), seg.tokens.end());
+      EXPECT_EQ(segment_tokens, g["token_ids"].get<std::vector<int64_t>>());
       ASSERT_EQ(t->segments.size(), g["segments"].size());
       for (size_t i = 0; i < t->segments.size(); ++i) {
-        EXPECT_EQ(t->segments[i].text, g["segments"][i]["segment"].get<std::string>());
+        EXPECT_EQ(t->segments[i].text, " " + g["segments"][i]["segment"].get<std::string>());
         EXPECT_NEAR(t->segments[i].start, g["segments"][i]["start"].get<double>(), 1e-4);
         EXPECT_NEAR(t->segments[i].end, g["segments"][i]["end"].get<double>(), 1e-4);
       }
