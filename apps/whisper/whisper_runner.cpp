@@ -313,7 +313,7 @@ Result<Transcript> WhisperRunner::transcribe(std::span<const float> samples, con
 // faster-whisper's add_word_timestamps() for the segments of one window.
 Status WhisperRunner::add_word_timestamps(std::vector<Segment>& segs, const std::vector<std::vector<int32_t>>& text_tokens,
                                           const std::vector<int32_t>& sot_sequence, int64_t num_frames, double time_offset,
-                                          const std::string& language, double& last_speech_timestamp,
+                                          const std::string& language, double last_speech_timestamp,
                                           const TranscribeOptions& o) {
   std::vector<int32_t> text;
   for (const auto& t : text_tokens) text.insert(text.end(), t.begin(), t.end());
@@ -365,7 +365,7 @@ Status WhisperRunner::add_word_timestamps(std::vector<Segment>& segs, const std:
   const auto [median_duration, max_duration] = clamp_sentence_end_words(alignment);
   merge_punctuations(alignment, o.prepend_punctuations, o.append_punctuations);
   auto round2 = [](double v) { return std::nearbyint(v * 100.0) / 100.0; };
-  double last_speech = last_speech_timestamp;
+  double last_speech = last_speech_timestamp;  // the end of speech before each segment
   size_t word_index = 0;
   for (size_t si = 0; si < segs.size(); ++si) {
     Segment& seg = segs[si];

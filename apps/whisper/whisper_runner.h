@@ -122,7 +122,7 @@ class WhisperRunner {
   double compression_ratio(const std::vector<int32_t>& tokens) const;
   Status add_word_timestamps(std::vector<Segment>& segs, const std::vector<std::vector<int32_t>>& text_tokens,
                              const std::vector<int32_t>& sot_sequence, int64_t num_frames, double time_offset,
-                             const std::string& language, double& last_speech_timestamp, const TranscribeOptions& o);
+                             const std::string& language, double last_speech_timestamp, const TranscribeOptions& o);
 
   std::shared_ptr<Program> program_;
   std::unique_ptr<Executor> executor_;
