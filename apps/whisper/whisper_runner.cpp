@@ -168,6 +168,9 @@ Result<Transcript> WhisperRunner::transcribe(std::span<const float> samples, con
                " rows of this model's batched decoder (a checkpoint loads with as many rows as RunnerOptions::decode_batch asks)");
   for (double t : o.temperatures)
     if (!(t >= 0) || !std::isfinite(t)) return err(ErrorCode::kInvalidArgument, "temperature ", t, " (expected >= 0)");
+  if (o.word_timestamps && extras_.alignment_heads.size() < 2)
+    return err(ErrorCode::kUnsupported, "word timestamps need the model's alignment heads (config.json alignment_heads or "
+               "generation_config.json), and this model has none");
   std::string language = o.language == "auto" ? "" : o.language;
   if (!multilingual()) {
     if (!language.empty() && language != "en")
