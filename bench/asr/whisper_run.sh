@@ -52,11 +52,16 @@ if [ "$gpu" = 1 ]; then
   exit 0
 fi
 
+wall() { awk -F'|' '{gsub(/ /, "", $6); print $6}'; }
+ratios=()
 for t in 1 2; do
-  "$build/bin/whisper_bench" --model "$model" --audio "$audio" --threads "$t" --backend cpu --text-out "$work/vrun_t$t.txt" \
-    | { [ "$t" = 1 ] && cat || tail -n 1; }
-  "$venv/bin/python" bench/asr/whisper_reference.py --model "$model" --audio "$audio" --threads "$t" --text-out "$work/fw_t$t.txt"
+  ours=$("$build/bin/whisper_bench" --model "$model" --audio "$audio" --threads "$t" --backend cpu --text-out "$work/vrun_t$t.txt")
+  if [ "$t" = 1 ]; then echo "$ours"; else echo "$ours" | tail -n 1; fi
+  ref=$("$venv/bin/python" bench/asr/whisper_reference.py --model "$model" --audio "$audio" --threads "$t" --text-out "$work/fw_t$t.txt" 2>/dev/null)
+  echo "$ref"
+  ratios+=("$t thread(s): vrun RTFx / faster-whisper RTFx = $(python3 -c "print('%.2f' % ($(echo "$ref" | wall) / $(echo "$ours" | tail -n 1 | wall)))")")
 done
+printf '%s\n' "${ratios[@]}"
 read -r wer nref nhyp < <(python3 bench/asr/whisper_wer.py "$work/fw_t1.txt" "$work/vrun_t1.txt")
 echo "WER of vrun's text against faster-whisper's (1 thread): $wer ($nref reference words, $nhyp ours)"
 read -r same _ _ < <(python3 bench/asr/whisper_wer.py "$work/fw_t1.txt" "$work/fw_t2.txt")
