@@ -181,53 +181,51 @@ Result<Decoded> ParakeetRunner::decode(std::span<const float> samples, const Tra
     if (prev >= 0 && prev != blank) d.tokens.push_back({static_cast<int32_t>(prev), run_start, E});
   } else {
     executor_->reset_state();
-    const int64_t J = c.joint_hidden, D = static_cast<int64_t>(c.durations.size());
+    const int64_t J = c.joint_hidden, D = static_cast<int64_t>(c.durations.size()), O = c.joint_outputs();
+    const int64_t K = std::clamp<int64_t>(o.joint_frames, 1, kMaxJointFrames);
+    // Joint logits of frames [w0, w0 + wn) under the current prediction state.
+    std::vector<float> window(static_cast<size_t>(K * O));
+    int64_t w0 = 0, wn = 0;
+    auto evaluate = [&](const char* method, int32_t token, int64_t t) -> Status {
+      VRUN_ASSIGN_OR_RETURN(float* first, frame(t));
+      const int64_t n = std::min(K, b - t);
+      const TensorView frames = TensorView::dense(first, DType::f32, {1, n, J});
+      auto r = token < 0 ? executor_->run(method, {frames})
+                         : executor_->run(method, {TensorView::dense(&token, DType::i32, {1, 1}), frames});
+      if (!r.is_ok()) return r.status();
+      std::memcpy(window.data(), (*r)[0].ptr<float>(), static_cast<size_t>(n * O) * sizeof(float));
+      w0 = t;
+      wn = n;
+      return Status::ok();
+    };
     auto predict = [&](int32_t token) -> Status {
+      wn = 0;
       auto r = executor_->run("predict", {TensorView::dense(&token, DType::i32, {1, 1})});
       return r.is_ok() ? Status::ok() : r.status();
     };
-    std::vector<float> logits(static_cast<size_t>(c.joint_outputs()));
-    auto keep = [&](const Result<std::vector<TensorView>>& r) -> Status {
-      if (!r.is_ok()) return r.status();
-      std::memcpy(logits.data(), (*r)[0].ptr<float>(), logits.size() * sizeof(float));
-      return Status::ok();
-    };
     VRUN_RETURN_IF_ERROR(predict(static_cast<int32_t>(blank)));
-    bool fresh = false;  // logits already hold the joint at (state, t)
     int64_t t = 0;
     while (t < E) {
       int64_t symbols = 0;
       bool need = true;
       while (need && symbols < c.max_symbols) {
-        if (!fresh) {
-          VRUN_ASSIGN_OR_RETURN(float* row, frame(t));
-          VRUN_RETURN_IF_ERROR(keep(executor_->run("joint", {TensorView::dense(row, DType::f32, {1, J})})));
-        }
-        fresh = false;
-        const int64_t k = argmax(logits.data(), V + 1);
-        const int64_t skip = D > 0 ? c.durations[static_cast<size_t>(argmax(logits.data() + V + 1, D))] : (k == blank ? 1 : 0);
+        if (t < w0 || t >= w0 + wn) VRUN_RETURN_IF_ERROR(evaluate("joint", -1, t));
+        const float* logits = window.data() + (t - w0) * O;
+        const int64_t k = argmax(logits, V + 1);
+        const int64_t skip = D > 0 ? c.durations[static_cast<size_t>(argmax(logits + V + 1, D))] : (k == blank ? 1 : 0);
         if (k != blank) {
           d.tokens.push_back({static_cast<int32_t>(k), t, t + skip});
           d.durations.push_back(skip);
           // The next joint is at t + skip with the new state, unless the frame loop moves on.
-          if (symbols + 1 < c.max_symbols && t + skip < E) {
-            VRUN_ASSIGN_OR_RETURN(float* row, frame(t + skip));
-            int32_t token = static_cast<int32_t>(k);
-            VRUN_RETURN_IF_ERROR(keep(executor_->run("step", {TensorView::dense(&token, DType::i32, {1, 1}), TensorView::dense(row, DType::f32, {1, J})})));
-            fresh = true;
-          } else {
-            VRUN_RETURN_IF_ERROR(predict(static_cast<int32_t>(k)));
-          }
+          if (symbols + 1 < c.max_symbols && t + skip < E) VRUN_RETURN_IF_ERROR(evaluate("step", static_cast<int32_t>(k), t + skip));
+          else VRUN_RETURN_IF_ERROR(predict(static_cast<int32_t>(k)));
         }
         ++symbols;
         t += skip;
         need = skip == 0;
         if (D == 0 && k == blank) need = false;  // RNN-T: a blank moves on one frame
       }
-      if (symbols == c.max_symbols) {
-        ++t;
-        fresh = false;
-      }
+      if (symbols == c.max_symbols) ++t;
     }
   }
   out->stats.decode_s += seconds_since(t2) - (out->stats.encode_s - encode_before);

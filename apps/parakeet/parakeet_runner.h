@@ -31,6 +31,9 @@ struct TranscribeOptions {
   // program's max_encoder_frames less twice the context.
   int64_t chunk_frames = 0;
   int64_t context_frames = 250;  // 20 s on each side
+  // TDT: encoder frames one joint call scores under one prediction state (blank runs cost one
+  // call per this many frames; at most kMaxJointFrames).
+  int64_t joint_frames = 8;
   // Progress: encoder frames decoded so far and in total.
   std::function<void(int64_t done, int64_t total)> on_progress;
 };

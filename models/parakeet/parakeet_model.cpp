@@ -291,14 +291,16 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
     }
     {
       MethodBuilder g = pb.method("joint");
-      Val frame = g.input("enc_frame", DType::f32, {1, J});
-      g.output(joint(g, frame, g.state(pred_state)), "logits");
+      const SymExpr n = g.symbol("frames", 1, kMaxJointFrames);
+      Val frames = g.input("enc_frames", DType::f32, {1, n, J});
+      g.output(joint(g, frames, g.state(pred_state)), "logits");
     }
     {
       MethodBuilder g = pb.method("step");
+      const SymExpr n = g.symbol("frames", 1, kMaxJointFrames);
       Val token = g.input("token", DType::i32, {1, 1});
-      Val frame = g.input("enc_frame", DType::f32, {1, J});
-      g.output(joint(g, frame, predict(g, token)), "logits");
+      Val frames = g.input("enc_frames", DType::f32, {1, n, J});
+      g.output(joint(g, frames, predict(g, token)), "logits");
     }
   }
 

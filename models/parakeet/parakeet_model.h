@@ -8,8 +8,10 @@
 //   predict(token [1, 1] i32): embeds the token (the blank id embeds to zeros, NeMo's start state),
 //     runs the LSTM layers from state lstm.h.N / lstm.c.N, writes the new state back and the
 //     joint's projection of the output into state pred_proj.
-//   joint(enc_frame [1, joint_hidden]) -> logits [1, vocab + 1 + durations] against pred_proj.
-//   step(token, enc_frame) -> logits: predict then joint, one call per emitted token.
+//   joint(enc_frames [1, n, joint_hidden]) -> logits [1, n, vocab + 1 + durations] against
+//     pred_proj: n consecutive frames at once (n <= kMaxJointFrames), so that a run of blanks costs
+//     one call rather than one per frame.
+//   step(token, enc_frames) -> logits: predict then joint, one call per emitted token.
 #pragma once
 
 #include <memory>
@@ -19,6 +21,8 @@
 #include "runtime/program.h"
 
 namespace vrun::parakeet {
+
+inline constexpr int64_t kMaxJointFrames = 64;
 
 struct BuildSettings {
   // Encoder frames one encode call takes (80 ms each): the bound of full attention; longer audio

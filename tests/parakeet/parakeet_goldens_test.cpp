@@ -109,12 +109,13 @@ TEST(ParakeetEncoder, MatchesNemoOnLibrivox0880) {
   }
 }
 
-void expect_tdt_goldens(ParakeetRunner& r, const std::string& label, std::vector<std::string> clips = clip_names()) {
+void expect_tdt_goldens(ParakeetRunner& r, const std::string& label, std::vector<std::string> clips = clip_names(),
+                        const TranscribeOptions& options = {}) {
   for (const std::string& name : clips) {
     SCOPED_TRACE(label + " " + name);
     const json& g = goldens()["tdt"]["clips"][name];
     Transcript stats;
-    auto d = r.decode(clip(name), {}, &stats);
+    auto d = r.decode(clip(name), options, &stats);
     ASSERT_TRUE(d.is_ok()) << d.status().message();
     EXPECT_EQ(d->frames, g["encoder_frames"].get<int64_t>());
     std::vector<int64_t> ids, frames;
@@ -145,7 +146,12 @@ void expect_ctc_goldens(ParakeetRunner& r, const std::string& label, std::vector
 TEST(ParakeetTdt, NemoArchiveMatchesNemoOnEveryClip) {
   auto r = load(kData + "/tdt_small.nemo");
   ASSERT_TRUE(r);
-  expect_tdt_goldens(*r, "nemo");
+  // One joint call per frame, the default window, and the largest.
+  for (int64_t n : {1, 8, 64}) {
+    TranscribeOptions o;
+    o.joint_frames = n;
+    expect_tdt_goldens(*r, "nemo, joint window " + std::to_string(n), clip_names(), o);
+  }
 }
 
 TEST(ParakeetTdt, HfFolderMatchesNemoOnEveryClip) {
