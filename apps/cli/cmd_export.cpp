@@ -1,9 +1,17 @@
-// vrun export: a Llama-family checkpoint (GGUF file or Hugging Face folder) -> program file (.vrp),
-// optionally with the projection weights converted to another type.
+// vrun export: a checkpoint -> program file (.vrp). Llama-family checkpoints (GGUF file or Hugging
+// Face folder), optionally with the projection weights converted to another type; Whisper
+// checkpoints (CTranslate2, Hugging Face, whisper.cpp ggml); NeMo Parakeet (.nemo or Hugging Face).
 #include <cstdio>
+#include <optional>
 
 #include "apps/cli/command.h"
 #include "models/llama/hf_llama.h"
+#if VRUN_WHISPER
+#include "models/whisper/whisper_import.h"
+#endif
+#if VRUN_PARAKEET
+#include "apps/parakeet/parakeet_runner.h"
+#endif
 
 namespace vrun::cli {
 namespace {
@@ -13,7 +21,42 @@ struct ExportArgs {
   int64_t ctx = 0, chunk = 512;
 };
 
+// Speech models: the program exactly as `vrun transcribe` builds it on load, written once.
+// nullopt: the checkpoint is not a speech model.
+std::optional<int> export_speech(const ExportArgs& a) {
+  std::shared_ptr<Program> program;
+  std::vector<std::string> notes;
+#if VRUN_WHISPER
+  if (whisper::is_whisper_checkpoint(a.model)) {
+    auto m = whisper::import_whisper(a.model);
+    if (!m.is_ok()) return fail("export", m.status().to_string());
+    notes = m->notes;
+    whisper::BuildSettings bs;
+    bs.decode_batch = 5;  // beam search and best-of up to 5 rows, as the transcribe defaults load
+    auto p = whisper::build_whisper_program(m->config, m->weights, m->extras, bs);
+    if (!p.is_ok()) return fail("export", p.status().to_string());
+    program = *p;
+  }
+#endif
+#if VRUN_PARAKEET
+  if (!program && parakeet::is_parakeet_checkpoint(a.model)) {
+    auto p = parakeet::export_parakeet(a.model);
+    if (!p.is_ok()) return fail("export", p.status().to_string());
+    program = *p;
+  }
+#endif
+  if (!program) return std::nullopt;
+  if (!a.dtype.empty() || a.ctx != 0)
+    return fail("export", "--dtype and --ctx apply to Llama-family models; speech models keep their checkpoint's types");
+  for (const auto& n : notes) std::fprintf(stderr, "vrun: %s\n", n.c_str());
+  const Status s = write_program(*program, a.out);
+  if (!s.is_ok()) return fail("export", s.with_context("writing " + a.out).to_string());
+  std::fprintf(stderr, "wrote %s\n", a.out.c_str());
+  return 0;
+}
+
 int run_export(const ExportArgs& a) {
+  if (auto r = export_speech(a)) return *r;
   llama::ExportOptions o;
   if (!a.dtype.empty()) {
     const auto t = dtype_from_name(a.dtype);
@@ -34,11 +77,14 @@ int run_export(const ExportArgs& a) {
 }
 
 CommandRegistrar reg("export",
-                     "Imports a Llama-family checkpoint (.gguf file or Hugging Face folder) and writes its program "
-                     "(.vrp): weights, graph, tokenizer and chat template in one file that `vrun generate -m` loads.",
+                     "Imports a checkpoint and writes its program (.vrp): weights, graph, tokenizer and settings in one "
+                     "file that `vrun generate -m` (Llama family: .gguf or Hugging Face folder) or `vrun transcribe -m` "
+                     "(Whisper: CTranslate2 / Hugging Face folder or whisper.cpp ggml file; Parakeet: .nemo or Hugging "
+                     "Face folder) loads.",
                      [](CLI::App& sub) {
                        auto a = std::make_shared<ExportArgs>();
-                       sub.add_option("-m,--model", a->model, "Checkpoint: .gguf file or Hugging Face folder")->required();
+                       sub.add_option("-m,--model", a->model, "Checkpoint: .gguf file, Hugging Face folder, CTranslate2 folder, "
+                                                                    "whisper.cpp ggml file or .nemo archive")->required();
                        sub.add_option("-o,--output", a->out, "Program file to write (.vrp)")->required();
                        sub.add_option("--dtype", a->dtype,
                                       "Type of the attention, feed-forward and output projections: f32, f16, bf16, q8_0 or q4_0 "

@@ -1,5 +1,5 @@
-// `vrun transcribe`: speech to text with a Whisper model. Several audio files share one model
-// load; segments are printed as they are decoded; -o writes transcript files; a progress line
+// `vrun transcribe`: speech to text with a Whisper or a NeMo Parakeet model (the checkpoint decides).
+// Several audio files share one model load; segments are printed as they are decoded; -o writes transcript files; a progress line
 // on stderr for audio longer than one window; stats at the end.
 #include <unistd.h>
 
@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -18,6 +20,9 @@
 #include "apps/common/transcript/writers.h"
 #include "apps/whisper/whisper_runner.h"
 #include "preprocess/audio_loader.h"
+#if VRUN_PARAKEET
+#include "apps/parakeet/parakeet_runner.h"
+#endif
 
 namespace vrun::cli {
 namespace {
@@ -78,15 +83,47 @@ int run_transcribe(const TranscribeArgs& a) {
   bool sampling = false;
   for (double t : opts.temperatures) sampling = sampling || t > 0;
   const auto t_load = Clock::now();
-  whisper::RunnerOptions ro;
-  ro.backend = *backend;
-  ro.threads = a.threads;
-  ro.decode_batch = std::max(a.beam_size, sampling ? a.best_of : 1);
-  auto runner = whisper::WhisperRunner::load(a.model, ro);
-  if (!runner.is_ok()) return fail("transcribe", runner.status().message());
-  for (const auto& note : (*runner)->notes()) std::fprintf(stderr, "vrun: %s\n", note.c_str());
+  // One transcription function whichever runner the checkpoint needs.
+  using OnSegment = std::function<void(const transcript::Segment&)>;
+  using OnProgress = std::function<void(double)>;
+  std::function<Result<transcript::Transcript>(std::span<const float>, const OnSegment&, const OnProgress&)> transcribe;
+  std::string device;
+  std::unique_ptr<whisper::WhisperRunner> whisper_runner;
+#if VRUN_PARAKEET
+  std::unique_ptr<parakeet::ParakeetRunner> parakeet_runner;
+  if (parakeet::is_parakeet_checkpoint(a.model)) {
+    if (a.language != "auto" && a.language != "en")
+      std::fprintf(stderr, "vrun: -l %s ignored: Parakeet models transcribe the language they were trained on\n", a.language.c_str());
+    parakeet::RunnerOptions po;
+    po.backend = *backend;
+    po.threads = a.threads;
+    auto r = parakeet::ParakeetRunner::load(a.model, po);
+    if (!r.is_ok()) return fail("transcribe", r.status().message());
+    parakeet_runner = std::move(*r);
+    device = parakeet_runner->device_description();
+    parakeet::TranscribeOptions popts;
+    popts.word_timestamps = true;
+    transcribe = [&, popts](std::span<const float> samples, const OnSegment& seg, const OnProgress& prog) {
+      return parakeet_runner->transcribe(samples, popts, seg, prog);
+    };
+  }
+#endif
+  if (!transcribe) {
+    whisper::RunnerOptions ro;
+    ro.backend = *backend;
+    ro.threads = a.threads;
+    ro.decode_batch = std::max(a.beam_size, sampling ? a.best_of : 1);
+    auto r = whisper::WhisperRunner::load(a.model, ro);
+    if (!r.is_ok()) return fail("transcribe", r.status().message());
+    whisper_runner = std::move(*r);
+    for (const auto& note : whisper_runner->notes()) std::fprintf(stderr, "vrun: %s\n", note.c_str());
+    device = whisper_runner->device_description();
+    transcribe = [&](std::span<const float> samples, const OnSegment& seg, const OnProgress& prog) {
+      return whisper_runner->transcribe(samples, opts, seg, prog);
+    };
+  }
   std::fprintf(stderr, "vrun: loaded %s in %.2f s on %s\n", a.model.c_str(),
-               std::chrono::duration<double>(Clock::now() - t_load).count(), (*runner)->device_description().c_str());
+               std::chrono::duration<double>(Clock::now() - t_load).count(), device.c_str());
   preprocess::LoadOptions load;
   if (a.raw_rate > 0) {
     auto enc = preprocess::parse_raw_encoding(a.raw_encoding);
@@ -116,7 +153,7 @@ int run_transcribe(const TranscribeArgs& a) {
       std::fflush(stderr);
       progress_shown = true;
     };
-    auto transcript = (*runner)->transcribe(audio->samples, opts, [&](const whisper::Segment& s) {
+    auto transcript = transcribe(audio->samples, [&](const transcript::Segment& s) {
       if (progress_shown && tty) std::fputs("\r\033[K", stderr);  // the segment takes the progress line's place
       if (opts.timestamps)
         std::printf("[%s --> %s] %s\n", transcript::format_timestamp(s.start).c_str(), transcript::format_timestamp(s.end).c_str(),
@@ -156,7 +193,7 @@ int run_transcribe(const TranscribeArgs& a) {
   return failures ? 1 : 0;
 }
 
-const CommandRegistrar kRegistrar("transcribe", "Transcribe speech with a Whisper model", [](CLI::App& sub) {
+const CommandRegistrar kRegistrar("transcribe", "Transcribe speech with a Whisper or Parakeet model", [](CLI::App& sub) {
   auto a = std::make_shared<TranscribeArgs>();
   sub.footer(
       "Decoding follows openai-whisper's transcribe() as faster-whisper runs it: 30-s windows, greedy at\n"
@@ -166,12 +203,16 @@ const CommandRegistrar kRegistrar("transcribe", "Transcribe speech with a Whispe
       "Windows with a high no-speech probability and a low log-probability are skipped as silence.\n"
       "Each window is conditioned on the text before it (--no-condition: each window alone), the\n"
       "first on --prompt. The default is greedy (faster-whisper's own default is --beam-size 5).\n"
+      "Parakeet (NeMo FastConformer TDT/CTC) models decode greedily as NeMo does, with word times;\n"
+      "the Whisper decoding options do not apply to them.\n"
       "Examples:\n"
       "  vrun transcribe -m ~/.cache/vrun/models/whisper-tiny.en talk.wav\n"
       "  vrun transcribe -m MODEL -o srt,json --output-dir out --word-timestamps a.wav b.flac\n"
       "  vrun transcribe -m MODEL --beam-size 5 -l de --task translate interview.mp3\n"
       "  ffmpeg -i video.mkv -f s16le -ar 16000 -ac 1 - | vrun transcribe -m MODEL --rate 16000 -");
-  sub.add_option("-m,--model", a->model, "Whisper model: a faster-whisper / CTranslate2 folder (model.bin, config.json, tokenizer.json) or a .vrp")
+  sub.add_option("-m,--model", a->model,
+                 "Whisper model (faster-whisper / CTranslate2 folder, Hugging Face folder, whisper.cpp ggml-*.bin), "
+                 "Parakeet model (.nemo archive or Hugging Face ParakeetForTDT/CTC folder), or a .vrp exported from one")
       ->required();
   sub.add_option("audio", a->audio, "Audio files (WAV, FLAC, OGG, MP3; any rate and channel count), '-' for standard input")
       ->required();
