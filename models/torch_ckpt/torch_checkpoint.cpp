@@ -89,16 +89,18 @@ Result<Checkpoint> read_torch_checkpoint(std::span<const uint8_t> bytes, std::sh
     bool contiguous = true;
     int64_t expect = 1;
     for (size_t i = t.size.size(); i-- > 0;) {
-      if (t.size[i] < 0 || t.stride[i] < 0 || (t.size[i] > 0 && numel > (int64_t{1} << 48) / t.size[i]))
+      if (t.size[i] < 0 || t.stride[i] < 0 || t.stride[i] > (int64_t{1} << 40) || (t.size[i] > 0 && numel > (int64_t{1} << 48) / t.size[i]))
         return err(ErrorCode::kInvalidArgument, source, ": tensor '", name, "' has size/stride ", t.size[i], "/", t.stride[i]);
       numel *= t.size[i];
       if (t.size[i] > 1) {
         if (t.stride[i] != expect) contiguous = false;
-        last += (t.size[i] - 1) * t.stride[i];
+        int64_t span = 0;
+        if (__builtin_mul_overflow(t.size[i] - 1, t.stride[i], &span) || __builtin_add_overflow(last, span, &last))
+          return err(ErrorCode::kInvalidArgument, source, ": tensor '", name, "' has sizes and strides past any storage");
       }
       expect *= t.size[i];
     }
-    if (t.offset < 0 || (numel > 0 && last >= t.storage.numel))
+    if (t.offset < 0 || t.offset > t.storage.numel || (numel > 0 && last >= t.storage.numel))
       return err(ErrorCode::kInvalidArgument, source, ": tensor '", name, "' reads element ", last, " of a ", t.storage.numel,
                  "-element storage");
     const uint8_t* base = data.data() + t.offset * st->elem_bytes;

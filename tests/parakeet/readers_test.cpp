@@ -94,6 +94,14 @@ TEST(TorchCheckpoint, RefusesOsSystemAndEval) {
   }
 }
 
+TEST(TorchCheckpoint, StridesAndOffsetsPastTheStorageAreErrors) {
+  for (const char* file : {"bad_stride.ckpt", "bad_offset.ckpt"}) {
+    auto ck = open_ckpt(kData + "/" + file);
+    ASSERT_FALSE(ck.is_ok()) << file;
+    EXPECT_NE(ck.status().message().find("tensor 'enc.weight'"), std::string::npos) << ck.status().message();
+  }
+}
+
 TEST(TorchCheckpoint, TruncatedCheckpointsAreErrors) {
   const std::string bytes = read_all(kData + "/tensors.ckpt");
   // Every cut point from the end of the directory back into the data: an error, never a crash.

@@ -83,3 +83,17 @@ for name, obj in (("evil_os_system.ckpt", {"w": Evil()}), ("evil_eval.ckpt", [Ev
         z.writestr("archive/data.pkl", pickle.dumps(obj, protocol=2))
         z.writestr("archive/byteorder", "little")
 print("wrote", sorted(os.listdir(out)))
+
+# tensors.ckpt with the first tensor's stride or storage offset edited to point past its storage.
+src = zipfile.ZipFile(os.path.join(out, "tensors.ckpt"))
+pkl = src.read("tensors/data.pkl")
+size_stride = b"K\x03K\x04\x86q\tK\x04K\x01\x86"  # size (3, 4), stride (4, 1) of enc.weight
+assert pkl.count(size_stride) == 1
+edits = {"bad_stride.ckpt": pkl.replace(size_stride, b"K\x03K\x04\x86q\tJ\xff\xff\xff\x7fK\x01\x86"),
+         "bad_offset.ckpt": pkl.replace(b"Q" + b"K\x00" + size_stride, b"Q" + b"J\x00\x00\x00\x40" + size_stride)}
+for name, data in edits.items():
+    assert data != pkl, name
+    with zipfile.ZipFile(os.path.join(out, name), "w") as z:
+        for item in src.namelist():
+            z.writestr(item, data if item.endswith("data.pkl") else src.read(item))
+print("wrote bad_stride.ckpt, bad_offset.ckpt")
