@@ -30,7 +30,7 @@ if [ "$quick" = 0 ]; then
   # The sanitizer pass covers everything but the Vulkan backend: lavapipe's LLVM JIT under ASan is
   # slow and its own allocations are not ours to check. The Vulkan tests run in the pass above.
   echo "== build (ASan + UBSan, CPU backend)"
-  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVRUN_SANITIZE=ON -DVRUN_VULKAN=OFF >/dev/null
+  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVRUN_SANITIZE=ON -DVRUN_VULKAN=OFF -DVRUN_BENCH=OFF >/dev/null
   cmake --build build-asan -j"$jobs"
   echo "== tests under ASan + UBSan"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp \
