@@ -94,7 +94,8 @@ void TranscriptBuilder::ctc_offsets(std::vector<EmittedToken>& tokens) const {
   }
   if (punctuation_.empty()) return;
   for (size_t i = 1; i < tokens.size(); ++i) {
-    const auto chars = characters(token_text(tokens[i].id));
+    const std::string text = token_text(tokens[i].id);
+    const auto chars = characters(text);
     if (!chars.empty() && punctuation_.count(std::string(chars[0]))) tokens[i].end = tokens[i].start;
   }
 }
