@@ -39,11 +39,22 @@ VRUN_AVX2 inline __m256 load8(const void* p, int64_t i) {
   }
 }
 
+// Element i of a row; memcpy because checkpoint data (e.g. whisper.cpp's unpadded tensors) may
+// sit at any byte offset.
 inline float load1(const void* p, DType t, int64_t i) {
+  const auto* b = static_cast<const uint8_t*>(p);
   switch (t) {
-    case DType::f16: return f16_to_f32(static_cast<const uint16_t*>(p)[i]);
-    case DType::bf16: return bf16_to_f32(static_cast<const uint16_t*>(p)[i]);
-    default: return static_cast<const float*>(p)[i];
+    case DType::f16:
+    case DType::bf16: {
+      uint16_t h;
+      std::memcpy(&h, b + 2 * i, 2);
+      return t == DType::f16 ? f16_to_f32(h) : bf16_to_f32(h);
+    }
+    default: {
+      float f;
+      std::memcpy(&f, b + 4 * i, 4);
+      return f;
+    }
   }
 }
 
@@ -145,20 +156,23 @@ void scale_f32(float a, float* y, int64_t n) {
 namespace {
 
 // Dense f16/bf16 rows widen 8 at a time (attention packs whole f16 KV-cache rows every decode step).
-VRUN_AVX2 void widen_f16_avx2(const uint16_t* src, float* dst, int64_t n) {
+// src may be misaligned (unaligned vector loads; the tail goes through load1).
+VRUN_AVX2 void widen_f16_avx2(const void* src, float* dst, int64_t n) {
+  const auto* s = static_cast<const uint8_t*>(src);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
-  for (; i < n; ++i) dst[i] = _cvtsh_ss(src[i]);
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 2 * i))));
+  for (; i < n; ++i) dst[i] = load1(src, DType::f16, i);
 }
 
-VRUN_AVX2 void widen_bf16_avx2(const uint16_t* src, float* dst, int64_t n) {
+VRUN_AVX2 void widen_bf16_avx2(const void* src, float* dst, int64_t n) {
+  const auto* s = static_cast<const uint8_t*>(src);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)));
+    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 2 * i)));
     _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
   }
-  for (; i < n; ++i) dst[i] = bf16_to_f32(src[i]);
+  for (; i < n; ++i) dst[i] = load1(src, DType::bf16, i);
 }
 
 }  // namespace
@@ -170,11 +184,11 @@ void load_row_f32(const void* src, DType t, int64_t stride, int64_t n, float* ds
       return;
     }
     if (kHaveAvx2 && t == DType::f16) {
-      widen_f16_avx2(static_cast<const uint16_t*>(src), dst, n);
+      widen_f16_avx2(src, dst, n);
       return;
     }
     if (kHaveAvx2 && t == DType::bf16) {
-      widen_bf16_avx2(static_cast<const uint16_t*>(src), dst, n);
+      widen_bf16_avx2(src, dst, n);
       return;
     }
   }

@@ -1,5 +1,6 @@
 #include "runtime/graph/builder.h"
 
+#include <cstdlib>
 #include <cstring>
 
 #include "kernels/shape_infer.h"
@@ -326,8 +327,28 @@ const std::string& MethodBuilder::name() const { return meth(p_, index_).name; }
 ProgramBuilder::ProgramBuilder() : s_(std::make_unique<BuilderState>()) {}
 ProgramBuilder::~ProgramBuilder() = default;
 
+namespace {
+
+// Owned, 64-byte aligned storage for `bytes` bytes (at least 64).
+std::shared_ptr<uint8_t> aligned_bytes(size_t bytes) {
+  const size_t n = std::max<size_t>(64, (bytes + 63) / 64 * 64);
+  return std::shared_ptr<uint8_t>(static_cast<uint8_t*>(std::aligned_alloc(64, n)), [](uint8_t* p) { std::free(p); });
+}
+
+}  // namespace
+
 int ProgramBuilder::add_constant(const std::string& name, DType dtype, const Shape& shape, const void* data,
                                  std::shared_ptr<const void> keep) {
+  // Kernels read constants in place with element (and vector) loads; checkpoints such as
+  // whisper.cpp's or CTranslate2's do not align their tensors, so those are copied once here, as
+  // a loaded program's constants are 64-byte aligned.
+  const size_t bytes = static_cast<size_t>(dtype_bytes(dtype, shape.numel()));
+  if (bytes && reinterpret_cast<uintptr_t>(data) % 64 != 0) {
+    auto buf = aligned_bytes(bytes);
+    std::memcpy(buf.get(), data, bytes);
+    data = buf.get();
+    keep = std::shared_ptr<const void>(buf, buf.get());
+  }
   ConstantDef c;
   c.name = name;
   c.dtype = dtype;
@@ -341,7 +362,7 @@ int ProgramBuilder::add_constant(const std::string& name, DType dtype, const Sha
 
 int ProgramBuilder::add_constant_copy(const std::string& name, DType dtype, const Shape& shape, const void* data) {
   const size_t bytes = static_cast<size_t>(dtype_bytes(dtype, shape.numel()));
-  auto buf = std::shared_ptr<uint8_t[]>(new uint8_t[bytes ? bytes : 1]);
+  auto buf = aligned_bytes(bytes);
   if (bytes) std::memcpy(buf.get(), data, bytes);
   return add_constant(name, dtype, shape, buf.get(), std::shared_ptr<const void>(buf, buf.get()));
 }

@@ -92,7 +92,8 @@ class ProgramBuilder {
   ProgramBuilder(const ProgramBuilder&) = delete;
   ProgramBuilder& operator=(const ProgramBuilder&) = delete;
 
-  // Borrowed bytes (kept alive by `keep`, e.g. a mapped checkpoint) or an owned copy.
+  // Borrowed bytes (kept alive by `keep`, e.g. a mapped checkpoint; copied when not 64-byte
+  // aligned) or an owned copy.
   int add_constant(const std::string& name, DType dtype, const Shape& shape, const void* data,
                    std::shared_ptr<const void> keep);
   int add_constant_copy(const std::string& name, DType dtype, const Shape& shape, const void* data);
