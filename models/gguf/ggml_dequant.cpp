@@ -302,7 +302,7 @@ void dequantize_ggml_row(uint32_t type, const void* src, float* dst, int64_t n) 
   for (int64_t i = 0; i < n / c->elems; ++i) c->fn(s + i * c->bytes, dst + i * c->elems);
 }
 
-std::optional<DType> ggml_import_dtype(uint32_t type) {
+std::optional<DType> ggml_direct_dtype(uint32_t type) {
   switch (static_cast<GgmlType>(type)) {
     case GgmlType::F32: return DType::f32;
     case GgmlType::F16: return DType::f16;
@@ -310,9 +310,13 @@ std::optional<DType> ggml_import_dtype(uint32_t type) {
     case GgmlType::Q8_0: return DType::q8_0;
     case GgmlType::Q4_0: return DType::q4_0;
     case GgmlType::Q4_1: return DType::q4_1;
-    case GgmlType::Q4_K: return DType::q4_1;
-    default: break;
+    default: return std::nullopt;
   }
+}
+
+std::optional<DType> ggml_import_dtype(uint32_t type) {
+  if (auto d = ggml_direct_dtype(type)) return d;
+  if (type == static_cast<uint32_t>(GgmlType::Q4_K)) return DType::q4_1;
   if (is_plain(type)) return DType::f32;
   if (codec(type)) return DType::q8_0;
   return std::nullopt;

@@ -20,6 +20,10 @@ bool can_dequantize_ggml(uint32_t type);
 // n elements (a multiple of the type's block size) of `type` from src to f32.
 void dequantize_ggml_row(uint32_t type, const void* src, float* dst, int64_t n);
 
+// The dtype vrun runs a tensor of `type` as without any conversion (f32, f16, bf16, q8_0, q4_0,
+// q4_1); nullopt for every other type.
+std::optional<DType> ggml_direct_dtype(uint32_t type);
+
 // The dtype a tensor of `type` becomes at import: itself where vrun runs it, q4_1 for q4_K, q8_0
 // for the other quantised types, f32 for f64 and the integer types; nullopt for a type with no
 // conversion (the grid-coded iq1/iq2/iq3 types, the ternary tq types, nvfp4, q1_0, and q8_1 / q8_K, which are

@@ -10,15 +10,6 @@ namespace {
 
 using gguf::GgmlType;
 
-// The GGUF types vrun runs as they are.
-bool runs_directly(uint32_t t) {
-  switch (static_cast<GgmlType>(t)) {
-    case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16: case GgmlType::Q8_0: case GgmlType::Q4_0:
-    case GgmlType::Q4_1: return true;
-    default: return false;
-  }
-}
-
 MetaValue to_meta(const gguf::Value& v) {
   if (auto* s = std::get_if<std::string>(&v)) return MetaValue::str(*s);
   if (auto* i = std::get_if<int64_t>(&v)) return MetaValue::integer(*i);
@@ -78,14 +69,14 @@ Result<ImportedModel> import_gguf(const std::string& path) {
     const auto to = gguf::ggml_import_dtype(t.type);
     if (!to)
       unsupported[t.type]++;
-    else if (!runs_directly(t.type))
+    else if (!gguf::ggml_direct_dtype(t.type))
       converted[t.type]++;
   }
   if (!unsupported.empty()) {
     std::string list;
     for (const auto& [t, n] : unsupported) list += std::string(list.empty() ? "" : ", ") + gguf::ggml_type_name(t) + " (" + std::to_string(n) + " tensors)";
     return err(ErrorCode::kUnsupported, path, ": tensor types ", list,
-               " have no conversion in vrun (their grid code books are not implemented); re-quantise the model to "
+               " have no conversion in vrun (it has no decoder for their grid code books); re-quantise the model to "
                "q4_0, q4_1, q8_0, a K-quant or f16 with llama.cpp's llama-quantize");
   }
   for (const auto& [t, n] : converted)
@@ -98,8 +89,8 @@ Result<ImportedModel> import_gguf(const std::string& path) {
     Weight w;
     w.shape.rank = static_cast<int>(t->ne.size());
     for (int i = 0; i < w.shape.rank; ++i) w.shape[i] = t->ne[w.shape.rank - 1 - i];
-    if (runs_directly(t->type)) {
-      w.dtype = *gguf::ggml_import_dtype(t->type);
+    if (const auto direct = gguf::ggml_direct_dtype(t->type)) {
+      w.dtype = *direct;
       w.data = t->data;
       w.keep = f->keep_alive();
       return w;

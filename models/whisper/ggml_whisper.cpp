@@ -4,6 +4,7 @@
 #include <fstream>
 #include <map>
 
+#include "models/gguf/ggml_dequant.h"
 #include "models/whisper/whisper_import.h"
 #include "runtime/mapped_file.h"
 
@@ -29,25 +30,6 @@ const GgmlType* ggml_type(int32_t id) {
   for (const GgmlType& t : types)
     if (t.id == id) return &t;
   return nullptr;
-}
-
-// q5_0 = {f16 d; u32 qh; u8 qs[16]}, q5_1 = {f16 d; f16 m; u32 qh; u8 qs[16]}: element j takes
-// the low (j < 16) or high nibble of qs[j % 16] and bit j of qh as its fifth bit.
-void dequantize_q5(const uint8_t* block, bool with_min, float* out) {
-  uint16_t dh, mh = 0;
-  std::memcpy(&dh, block, 2);
-  if (with_min) std::memcpy(&mh, block + 2, 2);
-  const uint8_t* p = block + (with_min ? 4 : 2);
-  uint32_t qh;
-  std::memcpy(&qh, p, 4);
-  const uint8_t* qs = p + 4;
-  const float d = f16_to_f32(dh), m = f16_to_f32(mh);
-  for (int j = 0; j < 16; ++j) {
-    const int lo = (qs[j] & 0x0F) | static_cast<int>(((qh >> j) & 1u) << 4);
-    const int hi = (qs[j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1u) << 4);
-    out[j] = with_min ? lo * d + m : (lo - 16) * d;
-    out[j + 16] = with_min ? hi * d + m : (hi - 16) * d;
-  }
 }
 
 class Reader {
@@ -181,19 +163,12 @@ Result<ImportedWhisper> import_ggml_whisper(const std::string& path) {
     if (it == tensors->end()) return std::nullopt;
     const GgmlTensor& g = it->second;
     if (g.type->kept) return Weight{*g.type->kept, g.shape, g.data, keep};
-    const int64_t n = [&] {
-      int64_t k = 1;
-      for (int64_t d : g.shape) k *= d;
-      return k;
-    }();
-    const int64_t blocks = n / 32;
-    auto buf = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(dtype_bytes(DType::q8_0, n)));
-    float tmp[32];
-    for (int64_t b = 0; b < blocks; ++b) {
-      dequantize_q5(g.data + b * g.type->block_bytes, g.type->id == 7, tmp);
-      quantize_row(DType::q8_0, tmp, buf->data() + b * 34, 32);
-    }
-    return Weight{DType::q8_0, g.shape, buf->data(), buf};
+    // q5_0 / q5_1: ggml's type codes are GGUF's, so the GGUF importer's conversion serves.
+    int64_t rows = 1;
+    for (size_t d = 0; d + 1 < g.shape.size(); ++d) rows *= g.shape[d];
+    auto conv = gguf::convert_ggml_tensor(static_cast<uint32_t>(g.type->id), g.data, rows, g.shape.back());
+    if (!conv.is_ok()) return std::nullopt;
+    return Weight{conv->dtype, g.shape, conv->data.get(), conv->data};
   };
   m.weights = fused_weight_source(lookup, WeightNaming::kOpenAI);
 
