@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "models/common/weight.h"
 #include "runtime/dtype.h"
 #include "runtime/status.h"
 
@@ -41,14 +42,9 @@ struct ParakeetConfig {
   std::string describe() const;
 };
 
-// A weight under its NeMo state-dict name: dtype, torch-order shape, borrowed bytes.
-struct Weight {
-  DType dtype = DType::f32;
-  std::vector<int64_t> shape;
-  const void* data = nullptr;
-  std::shared_ptr<const void> keep;
-};
-using WeightSource = std::function<std::optional<Weight>(const std::string& name)>;
+// Weights are served under their NeMo state-dict names.
+using models::Weight;
+using models::WeightSource;
 
 // From a NeMo model config (model_config.yaml as JSON). `source` names it in messages.
 Result<ParakeetConfig> config_from_nemo(const nlohmann::json& cfg, const std::string& source);

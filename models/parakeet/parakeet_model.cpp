@@ -9,27 +9,6 @@ namespace vrun::parakeet {
 
 namespace {
 
-std::vector<float> to_f32(const Weight& w) {
-  int64_t n = 1;
-  for (int64_t d : w.shape) n *= d;
-  std::vector<float> out(static_cast<size_t>(n));
-  const auto* p = static_cast<const uint8_t*>(w.data);
-  for (int64_t i = 0; i < n; ++i) {
-    if (w.dtype == DType::f32) {
-      std::memcpy(&out[static_cast<size_t>(i)], p + 4 * i, 4);
-    } else if (w.dtype == DType::f64) {
-      double v;
-      std::memcpy(&v, p + 8 * i, 8);
-      out[static_cast<size_t>(i)] = static_cast<float>(v);
-    } else {
-      uint16_t h;
-      std::memcpy(&h, p + 2 * i, 2);
-      out[static_cast<size_t>(i)] = w.dtype == DType::f16 ? f16_to_f32(h) : bf16_to_f32(h);
-    }
-  }
-  return out;
-}
-
 // NeMo's RelPositionalEncoding table for relative positions (n-1) .. -(n-1), in float32 as
 // torch computes it: div = exp(arange(0, d, 2) * -(ln 10000 / d)); pe[:, 2i] = sin(pos * div),
 // pe[:, 2i+1] = cos(pos * div).
@@ -83,7 +62,7 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
     }
     const Shape s = Shape::of(as.empty() ? shape : as);
     if (f32 || w->dtype == DType::f64) {
-      std::vector<float> v = to_f32(*w);
+      std::vector<float> v = models::weight_to_f32(*w);
       return pb.add_constant_copy(name, DType::f32, s, v.data());
     }
     return pb.add_constant(name, w->dtype, s, w->data, w->keep);
@@ -172,7 +151,7 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
       else if (e->dtype != DType::f32 && e->dtype != DType::f16 && e->dtype != DType::bf16 && e->dtype != DType::f64)
         bad = err(ErrorCode::kUnsupported, "parakeet tensor 'decoder.prediction.embed.weight' has dtype ", dtype_name(e->dtype));
       else {
-        std::vector<float> table = to_f32(*e);
+        std::vector<float> table = models::weight_to_f32(*e);
         std::fill(table.begin() + (V1 - 1) * P, table.end(), 0.0f);
         embed = pb.add_constant_copy("decoder.prediction.embed.weight", DType::f32, Shape{V1, P}, table.data());
       }

@@ -24,28 +24,6 @@ Status WhisperConfig::validate() const {
   return Status::ok();
 }
 
-namespace {
-
-// Small tensors (biases, norms, position tables) become owned f32 so elementwise ops see one dtype.
-std::vector<float> to_f32(const Weight& w) {
-  int64_t n = 1;
-  for (int64_t d : w.shape) n *= d;
-  std::vector<float> out(static_cast<size_t>(n));
-  const auto* p = static_cast<const uint8_t*>(w.data);
-  for (int64_t i = 0; i < n; ++i) {
-    if (w.dtype == DType::f32) {
-      std::memcpy(&out[static_cast<size_t>(i)], p + 4 * i, 4);
-    } else {
-      uint16_t h;
-      std::memcpy(&h, p + 2 * i, 2);
-      out[static_cast<size_t>(i)] = w.dtype == DType::f16 ? f16_to_f32(h) : bf16_to_f32(h);
-    }
-  }
-  return out;
-}
-
-}  // namespace
-
 Result<std::shared_ptr<Program>> build_whisper_program(const WhisperConfig& c, const WeightSource& weights,
                                                        const WhisperExtras& extras, const BuildSettings& settings) {
   VRUN_RETURN_IF_ERROR(c.validate());
@@ -76,7 +54,7 @@ Result<std::shared_ptr<Program>> build_whisper_program(const WhisperConfig& c, c
         bad = err(ErrorCode::kUnsupported, "whisper tensor '", name, "' must be f32/f16/bf16, is ", dtype_name(w->dtype));
         return -1;
       }
-      std::vector<float> f = to_f32(*w);
+      std::vector<float> f = models::weight_to_f32(*w);
       return pb.add_constant_copy(name, DType::f32, Shape::of(w->shape), f.data());
     }
     return pb.add_constant(name, w->dtype, Shape::of(shape), w->data, w->keep);

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "models/common/weight.h"
 #include "runtime/program.h"
 
 namespace vrun::whisper {
@@ -31,19 +32,13 @@ struct WhisperConfig {
   Status validate() const;
 };
 
-// A weight: dtype, torch-order shape, borrowed bytes.
-struct Weight {
-  DType dtype = DType::f32;
-  std::vector<int64_t> shape;
-  const void* data = nullptr;
-  std::shared_ptr<const void> keep;
-};
+using models::Weight;
 
 // Canonical names are CTranslate2's WhisperSpec names, e.g. encoder/conv1/weight,
 // encoder/position_encodings/encodings, encoder/layer_N/self_attention/linear_0/weight (q, k, v
 // fused along rows), decoder/layer_N/attention/linear_1/weight (cross-attention k, v fused),
 // decoder/embeddings/weight, decoder/layer_norm/gamma. nullopt: absent.
-using WeightSource = std::function<std::optional<Weight>(const std::string& name)>;
+using models::WeightSource;
 
 // Everything a runner needs besides the graph, stored as program metadata.
 struct WhisperExtras {
