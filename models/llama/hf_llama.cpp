@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "apps/common/tokenizer/metadata.h"
+#include "models/common/files.h"
 #include "models/safetensors/safetensors_file.h"
 
 namespace vrun::llama {
@@ -23,16 +24,8 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-Result<std::string> read_bytes(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return err(ErrorCode::kNotFound, path, ": cannot open");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 Result<json> read_json(const std::string& path) {
-  VRUN_ASSIGN_OR_RETURN(std::string bytes, read_bytes(path));
+  VRUN_ASSIGN_OR_RETURN(std::string bytes, models::read_file(path));
   json j = json::parse(bytes, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return err(ErrorCode::kInvalidProgram, path, ": not a JSON object");
   return j;
@@ -160,7 +153,7 @@ Status read_tokenizer(const std::string& dir, std::map<std::string, MetaValue>* 
   const std::string tj = dir + "/tokenizer.json", tm = dir + "/tokenizer.model";
   bool bos_in_template = false;
   if (fs::exists(tj)) {
-    VRUN_ASSIGN_OR_RETURN(std::string bytes, read_bytes(tj));
+    VRUN_ASSIGN_OR_RETURN(std::string bytes, models::read_file(tj));
     (*meta)[k::kKind] = MetaValue::str("hf_json");
     json j = json::parse(bytes, nullptr, false);
     if (j.is_discarded() || !j.is_object()) return err(ErrorCode::kInvalidProgram, tj, ": not a JSON object");
@@ -175,7 +168,7 @@ Status read_tokenizer(const std::string& dir, std::map<std::string, MetaValue>* 
       for (const auto& p : pp["processors"]) bos_in_template = bos_in_template || template_starts_special(p);
     (*meta)[k::kHfJson] = MetaValue::bytes(std::move(bytes));
   } else if (fs::exists(tm)) {
-    VRUN_ASSIGN_OR_RETURN(std::string bytes, read_bytes(tm));
+    VRUN_ASSIGN_OR_RETURN(std::string bytes, models::read_file(tm));
     // SentencePiece protos start with a field tag byte; tiktoken rank files are base64 text lines.
     const bool tiktoken = !bytes.empty() && bytes[0] != 0x0a && bytes.find('\n') != std::string::npos &&
                           bytes.find(' ') < bytes.find('\n');
@@ -200,7 +193,7 @@ Status read_tokenizer(const std::string& dir, std::map<std::string, MetaValue>* 
     }
   }
   if (!meta->count(k::kChatTemplate) && fs::exists(dir + "/chat_template.jinja")) {
-    VRUN_ASSIGN_OR_RETURN(std::string t, read_bytes(dir + "/chat_template.jinja"));
+    VRUN_ASSIGN_OR_RETURN(std::string t, models::read_file(dir + "/chat_template.jinja"));
     (*meta)[k::kChatTemplate] = MetaValue::str(std::move(t));
   }
   (*meta)[k::kGgmlAddBos] = MetaValue::integer(add_bos ? 1 : 0);

@@ -5,6 +5,7 @@
 #include <regex>
 #include <set>
 
+#include "models/common/files.h"
 #include "models/parakeet/yaml_json.h"
 #include "models/safetensors/safetensors_file.h"
 #include "models/torch_ckpt/torch_checkpoint.h"
@@ -34,14 +35,8 @@ bool ends_with(const std::string& s, const std::string& t) {
   return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
 }
 
-Result<std::string> read_text(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) return err(ErrorCode::kNotFound, p.string(), ": cannot open");
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
 Result<json> read_json(const fs::path& p) {
-  VRUN_ASSIGN_OR_RETURN(std::string text, read_text(p));
+  VRUN_ASSIGN_OR_RETURN(std::string text, models::read_file(p));
   try {
     return json::parse(text);
   } catch (const json::exception& e) {
@@ -223,14 +218,14 @@ Result<ImportedParakeet> import_hf_parakeet(const std::string& folder) {
   m.preprocessor_json = p.dump();
 
   if (fs::is_regular_file(dir / "tokenizer.model", ec)) {
-    VRUN_ASSIGN_OR_RETURN(m.spm_model, read_text(dir / "tokenizer.model"));
+    VRUN_ASSIGN_OR_RETURN(m.spm_model, models::read_file(dir / "tokenizer.model"));
     VRUN_ASSIGN_OR_RETURN(m.vocab, vocabulary_from_spm(m.spm_model, (dir / "tokenizer.model").string()));
     if (static_cast<int64_t>(m.vocab.size()) > m.config.vocab_size) {
       m.vocab.pieces.resize(static_cast<size_t>(m.config.vocab_size));
       m.vocab.kinds.resize(static_cast<size_t>(m.config.vocab_size));
     }
   } else {
-    VRUN_ASSIGN_OR_RETURN(std::string tj, read_text(dir / "tokenizer.json"));
+    VRUN_ASSIGN_OR_RETURN(std::string tj, models::read_file(dir / "tokenizer.json"));
     VRUN_ASSIGN_OR_RETURN(m.vocab, vocabulary_from_tokenizer_json(tj, m.config.vocab_size, (dir / "tokenizer.json").string()));
   }
   VRUN_RETURN_IF_ERROR(check_vocabulary(m, folder));

@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "models/common/files.h"
 #include "models/ct2/ct2_file.h"
 #include "models/whisper/whisper_import.h"
 
@@ -16,14 +17,6 @@ namespace vrun::whisper {
 namespace fs = std::filesystem;
 
 namespace {
-
-Result<std::string> read_text(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) return err(ErrorCode::kNotFound, p.string(), ": cannot open");
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 Result<std::vector<int64_t>> int_list(const nlohmann::json& j, const char* key, const std::string& source) {
   std::vector<int64_t> out;
@@ -79,7 +72,7 @@ Result<std::string> tokenizer_from_vocabulary(const fs::path& dir, int64_t n_voc
   std::error_code ec;
   const fs::path js = dir / "vocabulary.json", txt = dir / "vocabulary.txt";
   if (fs::exists(js, ec)) {
-    VRUN_ASSIGN_OR_RETURN(std::string text, read_text(js));
+    VRUN_ASSIGN_OR_RETURN(std::string text, models::read_file(js));
     nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
     if (j.is_discarded() || !j.is_array()) return err(ErrorCode::kInvalidProgram, js.string(), ": not a JSON list of tokens");
     for (const auto& t : j) {
@@ -87,7 +80,7 @@ Result<std::string> tokenizer_from_vocabulary(const fs::path& dir, int64_t n_voc
       tokens.push_back(t.get<std::string>());
     }
   } else if (fs::exists(txt, ec)) {
-    VRUN_ASSIGN_OR_RETURN(std::string text, read_text(txt));
+    VRUN_ASSIGN_OR_RETURN(std::string text, models::read_file(txt));
     std::istringstream in(text);
     for (std::string line; std::getline(in, line);) tokens.push_back(line);
   } else {
@@ -172,7 +165,7 @@ Result<ImportedWhisper> import_ct2_whisper(const std::string& path) {
 
   const fs::path cfg = dir / "config.json";
   if (fs::exists(cfg, ec)) {
-    VRUN_ASSIGN_OR_RETURN(std::string text, read_text(cfg));
+    VRUN_ASSIGN_OR_RETURN(std::string text, models::read_file(cfg));
     nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
     if (j.is_discarded() || !j.is_object()) return err(ErrorCode::kInvalidProgram, cfg.string(), ": not a JSON object");
     VRUN_ASSIGN_OR_RETURN(m.extras.suppress_tokens, int_list(j, "suppress_ids", cfg.string()));
@@ -186,7 +179,7 @@ Result<ImportedWhisper> import_ct2_whisper(const std::string& path) {
   }
   const fs::path tok = dir / "tokenizer.json";
   if (fs::exists(tok, ec)) {
-    VRUN_ASSIGN_OR_RETURN(m.extras.tokenizer_json, read_text(tok));
+    VRUN_ASSIGN_OR_RETURN(m.extras.tokenizer_json, models::read_file(tok));
   } else {
     VRUN_ASSIGN_OR_RETURN(m.extras.tokenizer_json, tokenizer_from_vocabulary(dir, c.n_vocab));
     m.notes.push_back(dir.string() + ": no tokenizer.json; the tokenizer is built from the vocabulary file and Whisper's special-token layout");

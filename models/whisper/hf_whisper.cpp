@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "models/common/files.h"
 #include "models/safetensors/safetensors_file.h"
 #include "models/whisper/whisper_import.h"
 
@@ -22,16 +23,8 @@ fs::path folder_of(const std::string& path) {
   return fs::is_directory(path, ec) ? fs::path(path) : fs::path(path).parent_path();
 }
 
-Result<std::string> read_text(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) return err(ErrorCode::kNotFound, p.string(), ": cannot open");
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 Result<json> read_json(const fs::path& p) {
-  VRUN_ASSIGN_OR_RETURN(std::string text, read_text(p));
+  VRUN_ASSIGN_OR_RETURN(std::string text, models::read_file(p));
   json j = json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return err(ErrorCode::kInvalidProgram, p.string(), ": not a JSON object");
   return j;
@@ -191,7 +184,7 @@ Result<ImportedWhisper> import_hf_whisper(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(tok_path, ec))
     return err(ErrorCode::kNotFound, dir.string(), ": no tokenizer.json (save the WhisperProcessor or tokenizer beside the model)");
-  VRUN_ASSIGN_OR_RETURN(m.extras.tokenizer_json, read_text(tok_path));
+  VRUN_ASSIGN_OR_RETURN(m.extras.tokenizer_json, models::read_file(tok_path));
   json tok = json::parse(m.extras.tokenizer_json, nullptr, false);
   if (tok.is_discarded() || !tok.is_object()) return err(ErrorCode::kInvalidProgram, tok_path.string(), ": not a JSON object");
 
