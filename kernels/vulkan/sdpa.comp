@@ -1,15 +1,21 @@
 #version 450
-// Flash-style attention for one query row per workgroup: keys are visited in tiles of 64 with
-// an online softmax (running max and sum), so the score matrix is never materialised and the KV
-// cache is read in place through its strides. Grouped-query heads map head h to kv head
-// h / (Hq / Hkv). Bindings: 0 y, 1 q, 2 k, 3 v, 4 mask.
-// Split-K (flash-decoding): with SPLIT = 1 the keys are cut into chunks of kchunk, one per
-// workgroup along z, and each writes its unnormalised partial (acc[Dv], max, sum) as f32 to
-// binding 0; sdpa_combine.comp merges them. Decode has a single query row per head, so without
-// splitting only Hq workgroups would stream the whole cache.
+// Attention for few query rows per head (decode) and the general fallback (any head dim up to
+// 256, no subgroup operations). A workgroup takes up to RMAX query rows that share one KV head
+// (the G = Hq / Hkv heads of a grouped-query group times their Lq rows) and one chunk of at most
+// KCH keys, so each K/V row of the chunk is read from memory once for all of them:
+//   1. K is staged in tiles of BKV rows through shared memory (coalesced, 8 halves per load for
+//      aligned f16) and every (row, key) score goes to a shared score block;
+//   2. row max and sum over the chunk (a shared tree per row);
+//   3. V is streamed straight from memory, DMAX / 8 invocations per key row, 8 dims each, and the
+//      per-slot partial outputs are summed through shared memory at the end.
+// Rows whose every key is masked output zeros, as the CPU kernel does.
+// Split-K (flash-decoding): the host cuts the keys into chunks (grid z = B * nsplit). With
+// SPLIT = 1 each workgroup writes its unnormalised partial (acc[Dv], max, sum) as f32 to binding
+// 0 and sdpa_combine.comp merges them; with SPLIT = 0 (one chunk) it writes y.
+// Bindings: 0 y (or partials), 1 q, 2 k, 3 v, 4 mask.
 #include "common.glsl"
 
-layout(local_size_x = 64) in;
+layout(local_size_x = 128) in;
 layout(constant_id = 0) const uint DT_Q = 0;
 layout(constant_id = 1) const uint DT_K = 0;
 layout(constant_id = 2) const uint DT_V = 0;
@@ -17,10 +23,14 @@ layout(constant_id = 3) const uint DT_Y = 0;
 layout(constant_id = 4) const uint DT_MASK = DT_NONE;
 layout(constant_id = 5) const uint CAUSAL = 0;
 layout(constant_id = 6) const uint SPLIT = 0;
-// 1: f16 keys with 16-byte aligned rows (D % 8 == 0): each key row is read 8 halves per load.
-// Every invocation reads its own key row, so scalar 2-byte loads would touch a cache line each.
+// 1: f16 K (V) with 16-byte aligned rows and D (Dv) % 8 == 0: rows are read 8 halves per load.
 layout(constant_id = 7) const uint KVEC8 = 0;
+layout(constant_id = 8) const uint VVEC8 = 0;
+// Head dims padded to DMAX (64, 128 or 256); keys per chunk at most KCH (the host's kchunk).
+layout(constant_id = 9) const uint DMAX = 128;
+layout(constant_id = 10) const uint KCH = 256;
 layout(set = 0, binding = 2, std430) buffer BufK4 { uvec4 k4[]; };
+layout(set = 0, binding = 3, std430) buffer BufV4 { uvec4 v4[]; };
 
 layout(push_constant) uniform Push {
   uint Lq, Lk, D, Dv, Hq, Hkv;
@@ -33,108 +43,162 @@ layout(push_constant) uniform Push {
   uint nsplit, kchunk;
 } pc;
 
-const uint WG = 64;
-const uint MAXD = 256;
-const uint DPT = MAXD / WG;  // output dims per invocation
-shared float qs[MAXD];
-shared float ps[WG];
+const uint WG = 128, RMAX = 8;
+const uint DV4 = DMAX / 4u;
+const uint BKV = 4096u / DMAX;  // keys per K tile: the tile is 16 KiB of f32 for every DMAX
+const uint LDK = DV4 + 1u;      // padded (vec4) row stride: lanes reading different keys hit different banks
+const uint DQ = DMAX / 8u;      // invocations per V row in the P.V pass
+const uint KS = WG / DQ;        // V rows in flight per workgroup
+const uint TPRED = WG / RMAX;   // invocations per row in the max / sum reductions
+const float NEG_INF = -1.0 / 0.0;
+shared vec4 Ks[BKV * LDK];
+shared vec4 Qs[RMAX * DV4];
+shared float S[RMAX * KCH];
 shared float red[WG];
+shared float row_m[RMAX], row_l[RMAX];
 
 void main() {
-  uint i = gl_WorkGroupID.x, h = gl_WorkGroupID.y, b = gl_WorkGroupID.z / pc.nsplit;
-  uint split = gl_WorkGroupID.z % pc.nsplit;
   uint t = gl_LocalInvocationID.x;
-  uint hk = h / (pc.Hq / pc.Hkv);
-  uint qo = pc.off_q + b * pc.q_sb + h * pc.q_sh + i * pc.q_sl;
+  uint hk = gl_WorkGroupID.y;
+  uint b = gl_WorkGroupID.z / pc.nsplit, split = gl_WorkGroupID.z % pc.nsplit;
+  uint G = pc.Hq / pc.Hkv;
+  uint rr0 = gl_WorkGroupID.x * RMAX;
+  uint nr = min(RMAX, G * pc.Lq - rr0);
   uint ko = pc.off_k + b * pc.k_sb + hk * pc.k_sh;
   uint vo = pc.off_v + b * pc.v_sb + hk * pc.v_sh;
-  uint mo = pc.off_m + b * pc.m_sb + h * pc.m_sh + i * pc.m_sl;
-  for (uint d = t; d < pc.D; d += WG) qs[d] = load1(DT_Q, qo + d) * pc.scale;
-  barrier();
 
-  // Causal: query i sits at position Lk - Lq + i and sees keys up to it.
-  uint kend = pc.Lk;
-  if (CAUSAL == 1) kend = min(pc.Lk, pc.Lk - pc.Lq + i + 1u);
-
-  float run_max = -1.0 / 0.0;
-  float run_sum = 0.0;
-  float acc[DPT];
-  for (uint r = 0; r < DPT; ++r) acc[r] = 0.0;
+  for (uint e = t; e < RMAX * DV4; e += WG) {
+    uint r = e / DV4, d = (e % DV4) * 4u;
+    vec4 x = vec4(0.0);
+    if (r < nr) {
+      uint rr = rr0 + r, h = hk * G + rr / pc.Lq, i = rr % pc.Lq;
+      uint qo = pc.off_q + b * pc.q_sb + h * pc.q_sh + i * pc.q_sl + d;
+      for (uint u = 0; u < 4u; ++u)
+        if (d + u < pc.D) x[u] = load1(DT_Q, qo + u) * pc.scale;
+    }
+    Qs[e] = x;
+  }
 
   uint kbeg = split * pc.kchunk;
-  kend = min(kend, kbeg + pc.kchunk);
-  for (uint j0 = kbeg; j0 < kend; j0 += WG) {
-    uint j = j0 + t;
-    float s = -1.0 / 0.0;
-    if (j < kend) {
-      float dot_ = 0.0;
-      uint kr = ko + j * pc.k_sl;
-      if (KVEC8 == 1) {
-        for (uint d8 = 0; d8 < pc.D / 8u; ++d8) {
-          uvec4 p = k4[kr / 8u + d8];
-          uint d = d8 * 8u;
-          vec2 h0 = unpackHalf2x16(p.x), h1 = unpackHalf2x16(p.y), h2 = unpackHalf2x16(p.z), h3 = unpackHalf2x16(p.w);
-          dot_ += qs[d] * h0.x + qs[d + 1u] * h0.y + qs[d + 2u] * h1.x + qs[d + 3u] * h1.y + qs[d + 4u] * h2.x +
-                  qs[d + 5u] * h2.y + qs[d + 6u] * h3.x + qs[d + 7u] * h3.y;
+  uint kn = min(pc.kchunk, pc.Lk - kbeg);  // keys in this chunk
+  // 1. scores
+  for (uint j0 = 0; j0 < kn; j0 += BKV) {
+    uint n = min(BKV, kn - j0);
+    barrier();  // the previous tile's readers are done (and Qs is written before the first)
+    if (KVEC8 == 1) {
+      const uint C8 = DMAX / 8u;
+      for (uint e = t; e < BKV * C8; e += WG) {
+        uint j = e / C8, c = e % C8;
+        uvec4 p = uvec4(0);
+        if (j < n && c * 8u < pc.D) p = k4[(ko + (kbeg + j0 + j) * pc.k_sl + c * 8u) / 8u];
+        Ks[j * LDK + 2u * c] = vec4(unpackHalf2x16(p.x), unpackHalf2x16(p.y));
+        Ks[j * LDK + 2u * c + 1u] = vec4(unpackHalf2x16(p.z), unpackHalf2x16(p.w));
+      }
+    } else {
+      for (uint e = t; e < BKV * DV4; e += WG) {
+        uint j = e / DV4, d = (e % DV4) * 4u;
+        vec4 x = vec4(0.0);
+        if (j < n) {
+          uint at = ko + (kbeg + j0 + j) * pc.k_sl + d;
+          for (uint u = 0; u < 4u; ++u)
+            if (d + u < pc.D) x[u] = load2(DT_K, at + u);
         }
-      } else {
-        for (uint d = 0; d < pc.D; ++d) dot_ += qs[d] * load2(DT_K, kr + d);
-      }
-      s = dot_;
-      if (DT_MASK != DT_NONE) {
-        float mv = load4(DT_MASK, mo + j * pc.m_sk);
-        if (DT_MASK == DT_BOOL || DT_MASK == DT_U8) s = mv != 0.0 ? s : -1.0 / 0.0;
-        else s += mv;
+        Ks[j * LDK + d / 4u] = x;
       }
     }
-    red[t] = s;
     barrier();
-    for (uint st = WG / 2; st > 0; st >>= 1) {
-      if (t < st) red[t] = max(red[t], red[t + st]);
-      barrier();
+    for (uint pr = t; pr < RMAX * BKV; pr += WG) {
+      uint r = pr / BKV, j = pr % BKV;
+      if (j >= n) continue;
+      float s = NEG_INF;
+      if (r < nr) {
+        uint rr = rr0 + r, h = hk * G + rr / pc.Lq, i = rr % pc.Lq;
+        uint jj = kbeg + j0 + j;
+        // Causal: query i sits at position Lk - Lq + i and sees keys up to it.
+        if (CAUSAL == 0 || jj <= pc.Lk - pc.Lq + i) {
+          float a = 0.0;
+          for (uint c = 0; c < DV4; ++c) a += dot(Qs[r * DV4 + c], Ks[j * LDK + c]);
+          s = a;
+          if (DT_MASK != DT_NONE) {
+            float mv = load4(DT_MASK, pc.off_m + b * pc.m_sb + h * pc.m_sh + i * pc.m_sl + jj * pc.m_sk);
+            if (DT_MASK == DT_BOOL || DT_MASK == DT_U8) s = mv != 0.0 ? s : NEG_INF;
+            else s += mv;
+          }
+        }
+      }
+      S[r * KCH + j0 + j] = s;
     }
-    float tile_max = red[0];
-    barrier();
-    float new_max = max(run_max, tile_max);
-    // A row whose keys are all masked so far keeps max = -inf; exp(-inf - -inf) would be nan.
-    float corr = new_max == -1.0 / 0.0 ? 1.0 : exp(run_max - new_max);
-    float p = (s == -1.0 / 0.0) ? 0.0 : exp(s - new_max);
-    ps[t] = p;
-    red[t] = p;
-    barrier();
-    for (uint st = WG / 2; st > 0; st >>= 1) {
-      if (t < st) red[t] += red[t + st];
-      barrier();
-    }
-    run_sum = run_sum * corr + red[0];
-    run_max = new_max;
-    uint jn = min(WG, kend - j0);
-    for (uint r = 0; r < DPT; ++r) {
-      uint d = t + r * WG;
-      if (d >= pc.Dv) break;
-      float a = acc[r] * corr;
-      for (uint jj = 0; jj < jn; ++jj) a += ps[jj] * load3(DT_V, vo + (j0 + jj) * pc.v_sl + d);
-      acc[r] = a;
-    }
-    barrier();
   }
-  if (SPLIT == 1) {
-    uint po = pc.off_y + ((((b * pc.Hq + h) * pc.Lq + i) * pc.nsplit) + split) * (pc.Dv + 2u);
-    for (uint r = 0; r < DPT; ++r) {
-      uint d = t + r * WG;
-      if (d >= pc.Dv) break;
-      b0_f32[po + d] = acc[r];
-    }
-    if (t == 0) {
-      b0_f32[po + pc.Dv] = run_max;
-      b0_f32[po + pc.Dv + 1u] = run_sum;
-    }
-    return;
+  barrier();
+
+  // 2. max and sum per row over the chunk
+  uint tr = t / TPRED, tl = t % TPRED;
+  float mx = NEG_INF;
+  for (uint j = tl; j < kn; j += TPRED) mx = max(mx, S[tr * KCH + j]);
+  red[t] = mx;
+  barrier();
+  if (tl == 0) {
+    for (uint u = 1; u < TPRED; ++u) mx = max(mx, red[t + u]);
+    row_m[tr] = mx;
   }
-  uint yo = pc.off_y + ((b * pc.Hq + h) * pc.Lq + i) * pc.Dv;
-  for (uint r = 0; r < DPT; ++r) {
-    uint d = t + r * WG;
-    if (d >= pc.Dv) break;
-    store0(DT_Y, yo + d, acc[r] / run_sum);
+  barrier();
+  mx = row_m[tr];
+  float sum = 0.0;
+  for (uint j = tl; j < kn; j += TPRED) {
+    float s = S[tr * KCH + j];
+    // A row with every key of the chunk masked keeps max = -inf: its weights are all 0.
+    float p = s == NEG_INF ? 0.0 : exp(s - mx);
+    S[tr * KCH + j] = p;
+    sum += p;
+  }
+  red[t] = sum;
+  barrier();
+  if (tl == 0) {
+    for (uint u = 1; u < TPRED; ++u) sum += red[t + u];
+    row_l[tr] = sum;
+  }
+
+  // 3. acc[r][d] = sum_j p[r][j] v[j][d]; invocation (slot ks, dims dq * 8 .. + 7)
+  uint dq = t % DQ, ks = t / DQ;
+  uint d0 = dq * 8u;
+  float acc[RMAX][8];
+  for (uint r = 0; r < RMAX; ++r)
+    for (uint e = 0; e < 8u; ++e) acc[r][e] = 0.0;
+  for (uint j = ks; j < kn; j += KS) {
+    float v[8];
+    uint at = vo + (kbeg + j) * pc.v_sl + d0;
+    if (VVEC8 == 1) {
+      uvec4 p = d0 < pc.Dv ? v4[at / 8u] : uvec4(0);
+      vec2 h0 = unpackHalf2x16(p.x), h1 = unpackHalf2x16(p.y), h2 = unpackHalf2x16(p.z), h3 = unpackHalf2x16(p.w);
+      v[0] = h0.x; v[1] = h0.y; v[2] = h1.x; v[3] = h1.y;
+      v[4] = h2.x; v[5] = h2.y; v[6] = h3.x; v[7] = h3.y;
+    } else {
+      for (uint e = 0; e < 8u; ++e) v[e] = d0 + e < pc.Dv ? load3(DT_V, at + e) : 0.0;
+    }
+    for (uint r = 0; r < RMAX; ++r) {
+      float p = S[r * KCH + j];
+      for (uint e = 0; e < 8u; ++e) acc[r][e] += p * v[e];
+    }
+  }
+
+  // Sum the KS slots' partials row by row through the (now free) K tile.
+  for (uint r = 0; r < nr; ++r) {
+    barrier();
+    Ks[ks * (DMAX / 4u) + 2u * dq] = vec4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]);
+    Ks[ks * (DMAX / 4u) + 2u * dq + 1u] = vec4(acc[r][4], acc[r][5], acc[r][6], acc[r][7]);
+    barrier();
+    uint rr = rr0 + r, h = hk * G + rr / pc.Lq, i = rr % pc.Lq;
+    uint row = (b * pc.Hq + h) * pc.Lq + i;
+    for (uint d = t; d < pc.Dv; d += WG) {
+      float o = 0.0;
+      for (uint u = 0; u < KS; ++u) o += Ks[u * (DMAX / 4u) + d / 4u][d % 4u];
+      if (SPLIT == 1) b0_f32[pc.off_y + (row * pc.nsplit + split) * (pc.Dv + 2u) + d] = o;
+      else store0(DT_Y, pc.off_y + row * pc.Dv + d, row_l[r] > 0.0 ? o / row_l[r] : 0.0);
+    }
+    if (SPLIT == 1 && t == 0) {
+      uint po = pc.off_y + (row * pc.nsplit + split) * (pc.Dv + 2u);
+      b0_f32[po + pc.Dv] = row_m[r];
+      b0_f32[po + pc.Dv + 1u] = row_l[r];
+    }
   }
 }

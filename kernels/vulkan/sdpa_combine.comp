@@ -27,5 +27,6 @@ void main() {
     num += b1_f32[p + d] * w;
     den += b1_f32[p + pc.Dv + 1u] * w;
   }
-  store0(DT_Y, pc.off_y + idx, num / den);
+  // Every key masked: zeros, as the CPU kernel gives.
+  store0(DT_Y, pc.off_y + idx, den > 0.0 ? num / den : 0.0);
 }

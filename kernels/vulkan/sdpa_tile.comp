@@ -1,18 +1,29 @@
 #version 450
-// Flash attention for many query rows (prefill): a workgroup takes 16 query rows of one head
-// and walks the keys in tiles of 16 staged in shared memory, so each K/V row is read from
-// global memory once per 16 queries instead of once per query. Online softmax per row; head
-// dims up to 128 (the host uses sdpa.comp otherwise). Same push constants and bindings as
-// sdpa.comp (0 y, 1 q, 2 k, 3 v, 4 mask).
+// Flash attention (FlashAttention-2 order) for many query rows: a workgroup owns BQ = 32 query
+// rows of one head, four invocations per row, each holding a quarter of the row's head dims (Q
+// and the output accumulator) in registers. K/V are walked in tiles of BKV keys staged in shared
+// memory as f32; every invocation of a row reads the same key at the same time, so the tile reads
+// are broadcasts. The four partial dot products meet through subgroup shuffles (the host checks
+// the device has them), the online softmax is per invocation without any shared reduction, and
+// tiles past the causal limit of the block's last row are never visited. Head dims up to DMAX
+// (64 or 128). Same push constants and bindings as sdpa.comp (0 y, 1 q, 2 k, 3 v, 4 mask).
+#extension GL_KHR_shader_subgroup_shuffle : require
 #include "common.glsl"
 
-layout(local_size_x = 64) in;
+layout(local_size_x = 128) in;
 layout(constant_id = 0) const uint DT_Q = 0;
 layout(constant_id = 1) const uint DT_K = 0;
 layout(constant_id = 2) const uint DT_V = 0;
 layout(constant_id = 3) const uint DT_Y = 0;
 layout(constant_id = 4) const uint DT_MASK = DT_NONE;
 layout(constant_id = 5) const uint CAUSAL = 0;
+layout(constant_id = 6) const uint DMAX = 128;
+// 1: f16 K and V whose rows are 16-byte aligned with D, Dv % 8 == 0: tiles load 8 halves at a time.
+layout(constant_id = 7) const uint KVVEC = 0;
+// Keys per tile; the host picks it so 2 * BKV * DMAX floats fit the device's shared memory.
+layout(constant_id = 8) const uint BKV = 32;
+layout(set = 0, binding = 2, std430) buffer BufK4 { uvec4 k4[]; };
+layout(set = 0, binding = 3, std430) buffer BufV4 { uvec4 v4[]; };
 
 layout(push_constant) uniform Push {
   uint Lq, Lk, D, Dv, Hq, Hkv;
@@ -25,99 +36,127 @@ layout(push_constant) uniform Push {
   uint nsplit, kchunk;
 } pc;
 
-const uint WG = 64, BQ = 16, BKV = 16, MAXD = 128, LD = MAXD + 1;
+const uint WG = 128, TPR = 4, BQ = WG / TPR;
+const uint DV4 = DMAX / 4u;   // vec4 per staged row
+const uint NV = DV4 / TPR;    // vec4 per invocation: dims 4 * (q + TPR * c) .. + 3
 const float NEG_INF = -1.0 / 0.0;
-shared float Qs[BQ * LD];
-shared float Ks[BKV * LD];
-shared float Vs[BKV * MAXD];
-shared float Ps[BQ * BKV];
-shared float row_max[BQ], row_sum[BQ], row_corr[BQ];
+shared vec4 Ks[BKV * DV4];
+shared vec4 Vs[BKV * DV4];
+
+// Stages rows j0 .. j0 + BKV of K (or V) as f32, zero past n valid rows and past dim `width`,
+// so padded dims contribute 0 to dots and nothing garbage (inf/nan) meets a zero weight.
+void stage(bool is_k, uint base, uint sl, uint j0, uint n, uint width) {
+  uint t = gl_LocalInvocationID.x;
+  if (KVVEC == 1) {
+    const uint C8 = DMAX / 8u;
+    for (uint e = t; e < BKV * C8; e += WG) {
+      uint j = e / C8, c = e % C8;
+      uvec4 p = uvec4(0);
+      if (j < n && c * 8u < width) {
+        uint at = (base + (j0 + j) * sl + c * 8u) / 8u;
+        p = is_k ? k4[at] : v4[at];
+      }
+      vec4 lo = vec4(unpackHalf2x16(p.x), unpackHalf2x16(p.y));
+      vec4 hi = vec4(unpackHalf2x16(p.z), unpackHalf2x16(p.w));
+      if (is_k) {
+        Ks[j * DV4 + 2u * c] = lo;
+        Ks[j * DV4 + 2u * c + 1u] = hi;
+      } else {
+        Vs[j * DV4 + 2u * c] = lo;
+        Vs[j * DV4 + 2u * c + 1u] = hi;
+      }
+    }
+    return;
+  }
+  for (uint e = t; e < BKV * DV4; e += WG) {
+    uint j = e / DV4, d = (e % DV4) * 4u;
+    vec4 x = vec4(0.0);
+    if (j < n) {
+      uint at = base + (j0 + j) * sl + d;
+      for (uint u = 0; u < 4u; ++u)
+        if (d + u < width) x[u] = is_k ? load2(DT_K, at + u) : load3(DT_V, at + u);
+    }
+    if (is_k) Ks[e] = x;
+    else Vs[e] = x;
+  }
+}
 
 void main() {
   uint t = gl_LocalInvocationID.x;
-  uint i0 = gl_WorkGroupID.x * BQ, h = gl_WorkGroupID.y, b = gl_WorkGroupID.z;
+  uint r = t / TPR, q = t % TPR;
+  // Blocks of late rows see the most keys under a causal mask: start them first.
+  uint blk = gl_NumWorkGroups.x - 1u - gl_WorkGroupID.x;
+  uint i0 = blk * BQ, h = gl_WorkGroupID.y, b = gl_WorkGroupID.z;
+  uint i = i0 + r;
+  bool row_ok = i < pc.Lq;
   uint hk = h / (pc.Hq / pc.Hkv);
-  uint qo = pc.off_q + b * pc.q_sb + h * pc.q_sh;
   uint ko = pc.off_k + b * pc.k_sb + hk * pc.k_sh;
   uint vo = pc.off_v + b * pc.v_sb + hk * pc.v_sh;
-  uint mo = pc.off_m + b * pc.m_sb + h * pc.m_sh;
-  uint nrows = min(BQ, pc.Lq - i0);
-  for (uint e = t; e < BQ * pc.D; e += WG) {
-    uint r = e / pc.D, d = e % pc.D;
-    Qs[r * LD + d] = r < nrows ? load1(DT_Q, qo + (i0 + r) * pc.q_sl + d) * pc.scale : 0.0;
+  uint mo = pc.off_m + b * pc.m_sb + h * pc.m_sh + i * pc.m_sl;
+
+  vec4 qv[NV], o[NV];
+  uint qo = pc.off_q + b * pc.q_sb + h * pc.q_sh + i * pc.q_sl;
+  for (uint c = 0; c < NV; ++c) {
+    uint d = 4u * (q + TPR * c);
+    vec4 x = vec4(0.0);
+    for (uint u = 0; u < 4u; ++u)
+      if (row_ok && d + u < pc.D) x[u] = load1(DT_Q, qo + d + u) * pc.scale;
+    qv[c] = x;
+    o[c] = vec4(0.0);
   }
-  if (t < BQ) {
-    row_max[t] = NEG_INF;
-    row_sum[t] = 0.0;
-  }
-  // The last row of the block sees the most keys.
+
+  // Query i sits at position Lk - Lq + i (cache offset) and sees keys up to it.
+  uint last = min(pc.Lq, i0 + BQ) - 1u;
   uint kend = pc.Lk;
-  if (CAUSAL == 1) kend = min(pc.Lk, pc.Lk - pc.Lq + i0 + nrows);
-  float acc[BQ][2];
-  for (uint r = 0; r < BQ; ++r) acc[r][0] = acc[r][1] = 0.0;
-  barrier();
+  if (CAUSAL == 1) kend = min(pc.Lk, pc.Lk - pc.Lq + last + 1u);
+  uint klim = CAUSAL == 1 ? pc.Lk - pc.Lq + i + 1u : pc.Lk;
+  float m = NEG_INF, l = 0.0;
+  float s[BKV];
 
   for (uint j0 = 0; j0 < kend; j0 += BKV) {
-    for (uint e = t; e < BKV * pc.D; e += WG) {
-      uint j = e / pc.D, d = e % pc.D;
-      Ks[j * LD + d] = j0 + j < kend ? load2(DT_K, ko + (j0 + j) * pc.k_sl + d) : 0.0;
-    }
-    for (uint e = t; e < BKV * pc.Dv; e += WG) {
-      uint j = e / pc.Dv, d = e % pc.Dv;
-      Vs[j * MAXD + d] = j0 + j < kend ? load3(DT_V, vo + (j0 + j) * pc.v_sl + d) : 0.0;
-    }
+    uint n = min(BKV, kend - j0);
+    stage(true, ko, pc.k_sl, j0, n, pc.D);
+    stage(false, vo, pc.v_sl, j0, n, pc.Dv);
     barrier();
-    for (uint p = t; p < BQ * BKV; p += WG) {
-      uint r = p / BKV, j = p % BKV, jj = j0 + j, i = i0 + r;
-      float s = NEG_INF;
-      bool visible = r < nrows && jj < kend && (CAUSAL == 0 || jj <= pc.Lk - pc.Lq + i);
-      if (visible) {
-        s = 0.0;
-        for (uint d = 0; d < pc.D; ++d) s += Qs[r * LD + d] * Ks[j * LD + d];
-        if (DT_MASK != DT_NONE) {
-          float mv = load4(DT_MASK, mo + i * pc.m_sl + jj * pc.m_sk);
-          if (DT_MASK == DT_BOOL || DT_MASK == DT_U8) s = mv != 0.0 ? s : NEG_INF;
-          else s += mv;
-        }
+    float mt = NEG_INF;
+    for (uint j = 0; j < BKV; ++j) {
+      float a = 0.0;
+      for (uint c = 0; c < NV; ++c) a += dot(qv[c], Ks[j * DV4 + q + TPR * c]);
+      a += subgroupShuffleXor(a, 1u);
+      a += subgroupShuffleXor(a, 2u);
+      uint jj = j0 + j;
+      if (!row_ok || j >= n || jj >= klim) a = NEG_INF;
+      else if (DT_MASK != DT_NONE) {
+        float mv = load4(DT_MASK, mo + jj * pc.m_sk);
+        if (DT_MASK == DT_BOOL || DT_MASK == DT_U8) a = mv != 0.0 ? a : NEG_INF;
+        else a += mv;
       }
-      Ps[p] = s;
+      s[j] = a;
+      mt = max(mt, a);
     }
-    barrier();
-    if (t < BQ) {
-      float mt = NEG_INF;
-      for (uint j = 0; j < BKV; ++j) mt = max(mt, Ps[t * BKV + j]);
-      float old_m = row_max[t];
-      float new_m = max(old_m, mt);
-      float corr = new_m == NEG_INF ? 1.0 : exp(old_m - new_m);
-      float sum = 0.0;
-      for (uint j = 0; j < BKV; ++j) {
-        float s = Ps[t * BKV + j];
-        float pj = s == NEG_INF ? 0.0 : exp(s - new_m);
-        Ps[t * BKV + j] = pj;
-        sum += pj;
-      }
-      row_sum[t] = row_sum[t] * corr + sum;
-      row_max[t] = new_m;
-      row_corr[t] = corr;
+    float mn = max(m, mt);
+    // A row with every key so far masked keeps m = -inf; exp(-inf - -inf) would be nan.
+    float corr = mn == NEG_INF ? 1.0 : exp(m - mn);
+    float sum = 0.0;
+    for (uint j = 0; j < BKV; ++j) {
+      float p = s[j] == NEG_INF ? 0.0 : exp(s[j] - mn);
+      s[j] = p;
+      sum += p;
     }
-    barrier();
-    for (uint c = 0; c < 2u; ++c) {
-      uint d = t + c * WG;
-      if (d >= pc.Dv) break;
-      for (uint r = 0; r < BQ; ++r) {
-        float a = acc[r][c] * row_corr[r];
-        for (uint j = 0; j < BKV; ++j) a += Ps[r * BKV + j] * Vs[j * MAXD + d];
-        acc[r][c] = a;
-      }
-    }
+    l = l * corr + sum;
+    m = mn;
+    for (uint c = 0; c < NV; ++c) o[c] *= corr;
+    for (uint j = 0; j < BKV; ++j)
+      for (uint c = 0; c < NV; ++c) o[c] += s[j] * Vs[j * DV4 + q + TPR * c];
     barrier();
   }
-  for (uint c = 0; c < 2u; ++c) {
-    uint d = t + c * WG;
-    if (d >= pc.Dv) break;
-    for (uint r = 0; r < nrows; ++r) {
-      uint yo = pc.off_y + ((b * pc.Hq + h) * pc.Lq + i0 + r) * pc.Dv;
-      store0(DT_Y, yo + d, acc[r][c] / row_sum[r]);
-    }
+  if (!row_ok) return;
+  uint yo = pc.off_y + ((b * pc.Hq + h) * pc.Lq + i) * pc.Dv;
+  // Rows whose every key is masked output zeros, as the CPU kernel does.
+  float inv = l > 0.0 ? 1.0 / l : 0.0;
+  for (uint c = 0; c < NV; ++c) {
+    uint d = 4u * (q + TPR * c);
+    for (uint u = 0; u < 4u; ++u)
+      if (d + u < pc.Dv) store0(DT_Y, yo + d + u, o[c][u] * inv);
   }
 }

@@ -1,6 +1,9 @@
 // sdpa (causal with a cache offset, float and bool masks, grouped-query heads, strided K/V read
 // in place, long key ranges) and rope (half and interleaved) against float64 math.
+#include <array>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 
 #include "tests/vulkan/vk_test_util.h"
 
@@ -138,6 +141,92 @@ TEST_F(VkAttention, SdpaMasksAndLongKeys) {
     const TensorView mv = broadcast_view(bm.view, Shape{B, H, Lq, Lk});
     expect_close(to_doubles(out[0].view), sdpa_ref(q.view, k.view, v.view, &mv, 0.3, false), 1e-5, 1e-4, "sdpa bool mask");
   }
+}
+
+// One sdpa case at awkward sizes against float64 math: q as a [B, L, H, D] storage permuted to
+// [B, H, L, D], K/V as a strided window of a longer cache, an optional mask broadcast over heads.
+struct SdpaCase {
+  DType dt;
+  int64_t B, Hq, Hkv, Lq, Lk, D, Dv;
+  bool causal;
+  DType mask = DType::u8;  // u8: none
+  double scale = 0;
+};
+
+class VkSdpa : public VulkanTest {
+ protected:
+  void check(const SdpaCase& c, uint32_t seed) {
+    std::mt19937 rng(seed);
+    const int64_t Lmax = c.Lk + 3;
+    HostTensor q = random_strided(c.dt, Shape{c.B, c.Hq, c.Lq, c.D}, {0, 2, 1, 3}, 1, rng);
+    HostTensor k = random_tensor(c.dt, Shape{c.B, c.Hkv, Lmax, c.D}, rng);
+    HostTensor v = random_tensor(c.dt, Shape{c.B, c.Hkv, Lmax, c.Dv}, rng);
+    k.view.shape = Shape{c.B, c.Hkv, c.Lk, c.D};
+    v.view.shape = Shape{c.B, c.Hkv, c.Lk, c.Dv};
+    HostTensor m;
+    const bool has_mask = c.mask != DType::u8;
+    if (has_mask) {
+      m = c.mask == DType::bool_ ? random_tensor(c.mask, Shape{c.B, 1, c.Lq, c.Lk}, rng, 0, 1.3)
+                                 : random_tensor(c.mask, Shape{c.B, 1, c.Lq, c.Lk}, rng, -3, 0);
+      // Row 0 of a bool mask keeps no key at all: the output row is zeros (the CPU kernel's rule).
+      if (c.mask == DType::bool_)
+        for (int64_t b = 0; b < c.B; ++b)
+          for (int64_t j = 0; j < c.Lk; ++j) store_double(m.view, std::array<int64_t, 4>{b, 0, 0, j}.data(), 0);
+    }
+    Attrs a(OpKind::sdpa);
+    a.set_i("causal", c.causal ? 1 : 0);
+    a.set_f("scale", c.scale);
+    auto out = run_gpu(OpKind::sdpa, {&q, &k, &v, has_mask ? &m : nullptr}, a);
+    ASSERT_EQ(out[0].view.shape, (Shape{c.B, c.Hq, c.Lq, c.Dv}));
+    const TensorView mv = has_mask ? broadcast_view(m.view, Shape{c.B, c.Hq, c.Lq, c.Lk}) : TensorView{};
+    const double scale = c.scale != 0 ? c.scale : 1 / std::sqrt(static_cast<double>(c.D));
+    std::vector<double> want = sdpa_ref(q.view, k.view, v.view, has_mask ? &mv : nullptr, scale, c.causal);
+    for (auto& x : want)
+      if (std::isnan(x)) x = 0;  // fully masked rows
+    char what[160];
+    std::snprintf(what, sizeof what, "sdpa %s B%lld Hq%lld Hkv%lld Lq%lld Lk%lld D%lld Dv%lld causal %d mask %s",
+                  dtype_name(c.dt), static_cast<long long>(c.B), static_cast<long long>(c.Hq),
+                  static_cast<long long>(c.Hkv), static_cast<long long>(c.Lq), static_cast<long long>(c.Lk),
+                  static_cast<long long>(c.D), static_cast<long long>(c.Dv), c.causal ? 1 : 0,
+                  has_mask ? dtype_name(c.mask) : "none");
+    expect_close(to_doubles(out[0].view), want, 2e-5, rtol_for(c.dt) + 1e-5, what);
+  }
+};
+
+// Prefill shapes (32+ query rows) take the tiled kernel: partial row blocks (33, 65), key tiles
+// with tails (33, 65, 130), head dims 64 / 80 / 128, GQA, causal with a cache offset, masks.
+TEST_F(VkSdpa, TiledTailsHeadDimsAndMasks) {
+  const std::vector<SdpaCase> cases = {
+      {DType::f16, 1, 4, 1, 65, 130, 128, 128, true},
+      {DType::f16, 2, 2, 2, 33, 33, 64, 64, false, DType::f32},
+      {DType::f16, 1, 4, 2, 33, 65, 80, 80, true},
+      {DType::f32, 1, 2, 1, 65, 65, 64, 40, false, DType::bool_, 0.2},
+      {DType::bf16, 1, 2, 2, 33, 130, 128, 128, true, DType::f16},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) check(cases[i], 30 + static_cast<uint32_t>(i));
+}
+
+// Decode and short-prompt shapes take the row kernel (split over key chunks past 64 keys, merged
+// by the combine pass): 1 / 7 query rows, 1 / 7 / 33 / 130 / 1500 keys, GQA groups of 4, head
+// dims 64 / 80 / 128 / 256, masks.
+TEST_F(VkSdpa, RowKernelDecodeSplitsAndHeadDims) {
+  const std::vector<SdpaCase> cases = {
+      {DType::f16, 1, 8, 2, 1, 1500, 128, 128, true},
+      {DType::f16, 2, 4, 1, 7, 130, 64, 64, true, DType::bool_},
+      {DType::f16, 1, 4, 4, 1, 7, 80, 80, false},
+      {DType::f32, 1, 2, 1, 7, 33, 256, 200, false, DType::f32},
+      {DType::bf16, 1, 3, 3, 1, 1, 128, 128, false},
+      {DType::f32, 1, 4, 2, 31, 300, 128, 128, true, DType::f32},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) check(cases[i], 40 + static_cast<uint32_t>(i));
+}
+
+// VRUN_SDPA=rows sends prefill shapes to the row kernel (the comparison switch on a GPU): it must
+// give the same answers.
+TEST_F(VkSdpa, RowKernelForcedOnPrefillShapes) {
+  setenv("VRUN_SDPA", "rows", 1);
+  check({DType::f16, 1, 4, 2, 65, 130, 128, 128, true, DType::f32}, 50);
+  unsetenv("VRUN_SDPA");
 }
 
 TEST_F(VkAttention, RopeHalfAndInterleaved) {

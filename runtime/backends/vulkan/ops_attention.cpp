@@ -1,6 +1,10 @@
 // sdpa (flash-style, KV cache read in place through its strides) and rope.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <string>
 
 #include "runtime/backends/vulkan/context.h"
 #include "runtime/backends/vulkan/ops.h"
@@ -9,8 +13,40 @@ namespace vrun::vulkan {
 
 namespace {
 
+// The tiled prefill kernel reduces across the four invocations of a query row with subgroup
+// shuffles; devices without them (or with odd subgroups) take the row kernel.
+bool has_subgroup_shuffle(Context& ctx) {
+  static std::mutex mu;
+  static std::map<VkPhysicalDevice, bool> known;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = known.find(ctx.physical_device());
+  if (it != known.end()) return it->second;
+  VkPhysicalDeviceSubgroupProperties sg{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+  VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &sg};
+  vkGetPhysicalDeviceProperties2(ctx.physical_device(), &props);
+  const bool ok = (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) && (sg.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) &&
+                  sg.subgroupSize >= 4 && sg.subgroupSize % 4 == 0;
+  known[ctx.physical_device()] = ok;
+  return ok;
+}
+
+// Rows of an f16 view can be read 8 halves (16 bytes) at a time.
+bool rows_vec8(const DeviceView& v, uint32_t elem_offset) {
+  return v.dtype == DType::f16 && v.shape[3] % 8 == 0 && v.strides[0] % 8 == 0 && v.strides[1] % 8 == 0 &&
+         v.strides[2] % 8 == 0 && elem_offset % 8 == 0;
+}
+
+int64_t padded_head_dim(int64_t d) { return d <= 64 ? 64 : d <= 128 ? 128 : 256; }
+
+// VRUN_SDPA=rows sends prefill to the row kernel too (to compare the kernels on a GPU); read on
+// every call so tests can cover both paths in one process.
+bool rows_forced() {
+  const char* e = std::getenv("VRUN_SDPA");
+  return e && std::string(e) == "rows";
+}
+
 Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, const Attrs& attrs) {
-  // The kernel reads head dims contiguously; every other dim goes through strides.
+  // The kernels read head dims contiguously; every other dim goes through strides.
   auto last_dense = [&](const DeviceView& v) -> Result<DeviceView> {
     if (v.shape[3] == 1 || v.strides[3] == 1) return v;
     return rec.dense_view(v);
@@ -22,8 +58,9 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
   const int64_t Hkv = k.shape[1], Lk = k.shape[2], Dv = v.shape[3];
   if (y.numel() == 0) return Status::ok();
   if (Lk == 0) return err(ErrorCode::kUnsupported, "vulkan: sdpa over zero keys");
-  if (Lq > 65535 || Hq > 65535 || B > 65535)
-    return err(ErrorCode::kUnsupported, "vulkan: sdpa grid [", Lq, ", ", Hq, ", ", B, "] exceeds the kernel's");
+  if (D > 256 || Dv > 256) return err(ErrorCode::kUnsupported, "vulkan: sdpa head dims ", D, "/", Dv, " exceed 256");
+  if (Hkv == 0 || Hq % Hkv != 0)
+    return err(ErrorCode::kInvalidArgument, "vulkan: sdpa query heads ", Hq, " not a multiple of kv heads ", Hkv);
   DeviceView mask;
   const bool has_mask = in.size() > 3 && in[3].present();
   if (has_mask) {
@@ -34,15 +71,53 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
   }
   double scale = attrs.f("scale");
   if (scale == 0) scale = 1.0 / std::sqrt(static_cast<double>(D));
-  // Few query rows (decode) leave most of the GPU idle: split the keys over workgroups.
-  const int64_t rows = B * Hq * Lq;
-  int64_t nsplit = 1, kchunk = Lk;
-  if (rows < 1024 && Lk >= 512) {
-    nsplit = std::min<int64_t>(64, (Lk + 255) / 256);
-    kchunk = ((Lk + nsplit - 1) / nsplit + 63) / 64 * 64;
-    nsplit = (Lk + kchunk - 1) / kchunk;
-    if (B * nsplit > 65535) nsplit = 1, kchunk = Lk;
+  const int32_t causal = attrs.i("causal") ? 1 : 0;
+  Context& ctx = rec.context();
+  const int64_t dmax = padded_head_dim(std::max(D, Dv));
+  const uint32_t smem = ctx.limits().maxComputeSharedMemorySize;
+
+  // Many query rows: the tiled kernel (32 rows of a head per workgroup, K/V tiles in shared memory).
+  const bool tiled = !rows_forced() && Lq >= 32 && dmax <= 128 && has_subgroup_shuffle(ctx) && Lq <= 65535 * 32 &&
+                     Hq <= 65535 && B <= 65535;
+  // Keys per K/V tile: both tiles of BKV x dmax f32 in shared memory, at most 64.
+  int64_t bkv = 64;
+  while (bkv > 8 && 2 * bkv * dmax * 4 > smem) bkv /= 2;
+  if (tiled) {
+    std::vector<Binding> bindings = {{&y, true}, {&q, false}, {&k, false}, {&v, false}, {has_mask ? &mask : nullptr, false}};
+    VRUN_ASSIGN_OR_RETURN(auto offs, rec.binding_offsets(bindings));
+    PushWords pw;
+    pw.u(Lq).u(Lk).u(D).u(Dv).u(Hq).u(Hkv).f(static_cast<float>(scale));
+    pw.u(q.strides[0]).u(q.strides[1]).u(q.strides[2]);
+    pw.u(k.strides[0]).u(k.strides[1]).u(k.strides[2]);
+    pw.u(v.strides[0]).u(v.strides[1]).u(v.strides[2]);
+    pw.u(has_mask ? mask.strides[0] : 0).u(has_mask ? mask.strides[1] : 0).u(has_mask ? mask.strides[2] : 0);
+    pw.u(has_mask ? mask.strides[3] : 0);
+    pw.u(offs[1]).u(offs[2]).u(offs[3]).u(offs[4]).u(offs[0]);
+    pw.u(1).u(Lk);
+    const int32_t kvvec = rows_vec8(k, offs[2]) && rows_vec8(v, offs[3]) ? 1 : 0;
+    return rec.dispatch("sdpa_tile",
+                        {dt_code(q.dtype), dt_code(k.dtype), dt_code(v.dtype), dt_code(y.dtype),
+                         has_mask ? dt_code(mask.dtype) : 255, causal, static_cast<int32_t>(dmax), kvvec,
+                         static_cast<int32_t>(bkv)},
+                        bindings, pw.w, pw.bytes(), static_cast<uint32_t>((Lq + 31) / 32), static_cast<uint32_t>(Hq),
+                        static_cast<uint32_t>(B));
   }
+
+  // Row kernel: up to 8 query rows sharing a KV head per workgroup, keys cut into chunks of at
+  // most kch (split-K, merged by sdpa_combine) so that even one decode row fills the GPU.
+  const int64_t group_rows = (Hq / Hkv) * Lq;
+  const int64_t row_blocks = (group_rows + 7) / 8;
+  const int64_t kch = dmax == 256 ? 128 : 256;
+  // Aim for about 512 workgroups (a few per compute unit on large GPUs) with chunks of >= 64 keys.
+  const int64_t base_groups = row_blocks * Hkv * B;
+  int64_t want = std::max<int64_t>(1, 512 / std::max<int64_t>(1, base_groups));
+  int64_t kchunk = std::clamp<int64_t>((Lk + want - 1) / want, 64, kch);
+  kchunk = std::min<int64_t>(kch, (kchunk + 15) / 16 * 16);
+  const int64_t nsplit = (Lk + kchunk - 1) / kchunk;
+  if (row_blocks > 65535 || Hkv > 65535 || B * nsplit > 65535)
+    return err(ErrorCode::kUnsupported, "vulkan: sdpa grid [", row_blocks, ", ", Hkv, ", ", B * nsplit,
+               "] exceeds the kernel's");
+  const int64_t rows = B * Hq * Lq;
   DeviceView partial;
   if (nsplit > 1) {
     VRUN_ASSIGN_OR_RETURN(partial, rec.scratch(DType::f32, Shape{rows * nsplit * (Dv + 2)}));
@@ -59,19 +134,19 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
   pw.u(has_mask ? mask.strides[3] : 0);
   pw.u(offs[1]).u(offs[2]).u(offs[3]).u(offs[4]).u(offs[0]);
   pw.u(nsplit).u(kchunk);
-  const bool kvec8 = k.dtype == DType::f16 && D % 8 == 0 && k.strides[0] % 8 == 0 && k.strides[1] % 8 == 0 &&
-                     k.strides[2] % 8 == 0 && offs[2] % 8 == 0;
-  const std::vector<int32_t> spec = {dt_code(q.dtype),     dt_code(k.dtype), dt_code(v.dtype), dt_code(y.dtype),
-                                     has_mask ? dt_code(mask.dtype) : 255, attrs.i("causal") ? 1 : 0,
-                                     nsplit > 1 ? 1 : 0, kvec8};
-  // Many query rows: 16 per workgroup share each K/V tile through shared memory.
-  if (nsplit == 1 && Lq >= 16 && D <= 128 && Dv <= 128) {
-    const std::vector<int32_t> tspec(spec.begin(), spec.end() - 2);
-    return rec.dispatch("sdpa_tile", tspec, bindings, pw.w, pw.bytes(), static_cast<uint32_t>((Lq + 15) / 16),
-                        static_cast<uint32_t>(Hq), static_cast<uint32_t>(B));
-  }
-  VRUN_RETURN_IF_ERROR(rec.dispatch("sdpa", spec, bindings, pw.w, pw.bytes(), static_cast<uint32_t>(Lq),
-                                    static_cast<uint32_t>(Hq), static_cast<uint32_t>(B * nsplit)));
+  const std::vector<int32_t> spec = {dt_code(q.dtype),
+                                     dt_code(k.dtype),
+                                     dt_code(v.dtype),
+                                     dt_code(y.dtype),
+                                     has_mask ? dt_code(mask.dtype) : 255,
+                                     causal,
+                                     nsplit > 1 ? 1 : 0,
+                                     rows_vec8(k, offs[2]) ? 1 : 0,
+                                     rows_vec8(v, offs[3]) ? 1 : 0,
+                                     static_cast<int32_t>(dmax),
+                                     static_cast<int32_t>(kch)};
+  VRUN_RETURN_IF_ERROR(rec.dispatch("sdpa", spec, bindings, pw.w, pw.bytes(), static_cast<uint32_t>(row_blocks),
+                                    static_cast<uint32_t>(Hkv), static_cast<uint32_t>(B * nsplit)));
   if (nsplit == 1) return Status::ok();
   std::vector<Binding> cb = {{&y, true}, {&partial, false}};
   VRUN_ASSIGN_OR_RETURN(auto coffs, rec.binding_offsets(cb));
