@@ -1,4 +1,6 @@
 // conv1d / conv2d: plain, strided, padded, dilated, grouped and depthwise, against float64 math.
+#include <string>
+
 #include "tests/vulkan/vk_test_util.h"
 
 namespace vrun::test {
@@ -59,6 +61,35 @@ TEST_F(VkConv, Conv1dGroupedDepthwiseStrided) {
       const auto want = conv_ref(x.view, w.view, &b.view, out[0].view.shape, 1, c.stride, 0, c.pad, 1, c.dil, c.groups, true);
       expect_close(to_doubles(out[0].view), want, 1e-5 * c.k, rtol_for(dt) + 1e-5, "conv1d");
     }
+  }
+}
+
+// Depthwise conv1d with stride 1 runs a tiled kernel (1024 outputs a workgroup, taps in chunks
+// of 8, up to 128): several tiles with a partial last one, taps not a multiple of 8, the largest
+// kernel, outputs shorter than the kernel, no padding, channels-last x, every float dtype.
+TEST_F(VkConv, Conv1dDepthwiseTiled) {
+  std::mt19937 rng(52);
+  struct Case {
+    int64_t batch, channels, length, k, pad;
+    DType dt;
+    bool channels_last, bias;
+  };
+  for (const Case c : {Case{1, 3, 2500, 31, 15, DType::f16, false, true}, Case{2, 5, 1030, 9, 4, DType::f32, true, true},
+                       Case{1, 2, 300, 128, 0, DType::f32, false, false}, Case{1, 4, 5, 7, 3, DType::bf16, false, true},
+                       Case{2, 3, 1100, 4, 3, DType::f16, true, false}}) {
+    HostTensor x = c.channels_last ? random_strided(c.dt, Shape{c.batch, c.channels, c.length}, {0, 2, 1}, 3, rng)
+                                   : random_tensor(c.dt, Shape{c.batch, c.channels, c.length}, rng);
+    HostTensor w = random_tensor(c.dt, Shape{c.channels, 1, c.k}, rng);
+    HostTensor b = random_tensor(c.dt, Shape{c.channels}, rng);
+    Attrs a(OpKind::conv1d);
+    a.set_ints("padding", {c.pad}).set_i("groups", c.channels);
+    auto out = run_gpu(OpKind::conv1d, {&x, &w, c.bias ? &b : nullptr}, a);
+    ASSERT_EQ(out[0].view.shape, (Shape{c.batch, c.channels, c.length + 2 * c.pad - c.k + 1}));
+    const auto want =
+        conv_ref(x.view, w.view, c.bias ? &b.view : nullptr, out[0].view.shape, 1, 1, 0, c.pad, 1, 1, c.channels, true);
+    const std::string what = "depthwise conv1d " + std::string(dtype_name(c.dt)) + " T=" + std::to_string(c.length) +
+                             " K=" + std::to_string(c.k);
+    expect_close(to_doubles(out[0].view), want, 1e-5 * c.k, rtol_for(c.dt) + 1e-5, what.c_str());
   }
 }
 

@@ -1,7 +1,9 @@
 // linear (matvec and tiled paths, every weight dtype, bias, strided x) and bmm (strided,
 // broadcast batch) against float64 math on the same rounded inputs.
+#include <algorithm>
 #include <cmath>
 
+#include "runtime/backends/vulkan/ops_matvec.h"
 #include "tests/vulkan/vk_test_util.h"
 
 namespace vrun::test {
@@ -45,6 +47,63 @@ TEST_F(VkLinalg, LinearEveryWeightDtypeBothPaths) {
       }
     }
   }
+}
+
+// Rows [first, first + n) of a [rows, K] weight: the view starts inside the buffer (for block
+// dtypes at a 2-byte but not 4-byte aligned byte offset when a row is, e.g., 54 bytes).
+HostTensor weight_rows(const HostTensor& t, int64_t first, int64_t n) {
+  HostTensor r = t;
+  const int64_t K = t.view.shape[1];
+  r.view.data = static_cast<uint8_t*>(t.view.data) + dtype_bytes(t.view.dtype, first * K);
+  r.view.shape = Shape{n, K};
+  return r;
+}
+
+// The decode kernel splits K over a workgroup in 8-element chunks or half-blocks, two per
+// invocation per step, and puts 1, 2 or 4 weight rows in a workgroup (N >= 4096 for 4): K
+// below, at and past one step (128 invocations x 2 chunks), N with every remainder, weights and
+// x at aligned and unaligned offsets, and both the subgroup and the shared-memory reduction.
+TEST_F(VkLinalg, MatvecTailsOffsetsAndReductions) {
+  std::mt19937 rng(14);
+  struct Case {
+    DType wdt, xdt;
+    int64_t M, N, K, w_first, x_offset;
+    bool bias;
+  };
+  std::vector<Case> cases;
+  for (DType wdt : {DType::q4_0, DType::q4_1, DType::q8_0}) {
+    cases.push_back({wdt, DType::f16, 1, 4097, 64, 0, 0, true});   // 4 rows a group, N % 4 == 1
+    cases.push_back({wdt, DType::f32, 8, 4099, 32, 1, 0, false});  // 2 rows a group, one block
+    cases.push_back({wdt, DType::f32, 3, 7, 8224, 1, 1, true});    // 514 half-blocks: a second step
+    cases.push_back({wdt, DType::bf16, 2, 33, 96, 0, 8, false});
+  }
+  for (DType wdt : {DType::f16, DType::bf16, DType::f32}) {
+    cases.push_back({wdt, DType::f16, 1, 4097, 16, 0, 0, true});
+    cases.push_back({wdt, DType::f32, 1, 7, 2056, 1, 0, true});    // 257 chunks: a second step
+    cases.push_back({wdt, DType::f16, 5, 2050, 2056, 0, 3, false}); // unaligned x, 2 rows a group
+    cases.push_back({wdt, DType::f32, 8, 1, 2049, 1, 0, true});    // K % 8 != 0: element loop
+  }
+  for (bool shared_reduce : {false, true}) {
+    vulkan::set_matvec_shared_reduce_for_testing(shared_reduce);
+    for (const Case& c : cases) {
+      if (shared_reduce && c.N > 64) continue;  // one reduction check per path is enough there
+      HostTensor wall = random_tensor(c.wdt, Shape{c.N + c.w_first, c.K}, rng);
+      HostTensor w = weight_rows(wall, c.w_first, c.N);
+      HostTensor x = random_strided(c.xdt, Shape{c.M, c.K}, {0, 1}, c.x_offset, rng);
+      HostTensor b = random_tensor(c.xdt, Shape{c.N}, rng);
+      auto out = run_gpu(OpKind::linear, {&x, &w, c.bias ? &b : nullptr}, Attrs(OpKind::linear));
+      ASSERT_EQ(out[0].view.shape, (Shape{c.M, c.N}));
+      HostTensor xd = make_tensor(DType::f64, Shape{c.M, c.K});
+      const auto xv = to_doubles(x.view);
+      std::copy(xv.begin(), xv.end(), xd.view.ptr<double>());
+      const std::string what = std::string("matvec w=") + dtype_name(c.wdt) + " x=" + dtype_name(c.xdt) +
+                               " M=" + std::to_string(c.M) + " N=" + std::to_string(c.N) + " K=" +
+                               std::to_string(c.K) + (shared_reduce ? " shared reduction" : "");
+      expect_close(to_doubles(out[0].view), linear_ref(xd, w, c.bias ? &b : nullptr, c.M, c.N, c.K),
+                   1e-5 * std::sqrt(static_cast<double>(c.K)), rtol_for(c.xdt) + 1e-5, what.c_str());
+    }
+  }
+  vulkan::set_matvec_shared_reduce_for_testing(false);
 }
 
 TEST_F(VkLinalg, LinearStridedAndBatchedInput) {

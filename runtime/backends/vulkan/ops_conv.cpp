@@ -1,7 +1,16 @@
-// conv1d / conv2d, grouped and depthwise, as one direct-convolution kernel (conv1d is H = 1).
+// conv1d / conv2d, grouped and depthwise: one direct-convolution kernel (conv1d is H = 1), and a
+// tiled one for the depthwise conv1d of conformer blocks.
 #include "runtime/backends/vulkan/ops.h"
 
 namespace vrun::vulkan {
+
+namespace {
+
+// conv_dw.comp's tile of outputs per workgroup and its largest kernel.
+constexpr int64_t kDepthwiseTile = 1024;
+constexpr int64_t kDepthwiseMaxTaps = 128;
+
+}  // namespace
 
 Status record_conv(Recorder& rec, OpKind op, const std::vector<DeviceView>& in, const std::vector<DeviceView>& out,
                    const Attrs& attrs) {
@@ -52,6 +61,18 @@ Status record_conv(Recorder& rec, OpKind op, const std::vector<DeviceView>& in, 
                x.shape.str(), " and weight ", w.shape.str());
   std::vector<Binding> bindings = {{&y, true}, {&x, false}, {&w, false}, {&b, false}};
   VRUN_ASSIGN_OR_RETURN(auto offs, rec.binding_offsets(bindings));
+  const int64_t C = x.shape[1];
+  if (is1d && groups == C && w.shape[0] == C && sw == 1 && dw == 1 && Kw <= kDepthwiseMaxTaps) {
+    const int64_t ntiles = (Wo + kDepthwiseTile - 1) / kDepthwiseTile;
+    PushWords pw;
+    pw.u(x.shape[0]).u(C).u(Wd).u(Wo).u(Kw).u(pl).u(ntiles);
+    pw.u(x.strides[0]).u(x.strides[1]).u(xsw);
+    pw.u(offs[0]).u(offs[1]).u(offs[2]).u(offs[3]);
+    uint32_t gx, gy;
+    rec.grid_1d(static_cast<uint64_t>(x.shape[0] * C * ntiles), &gx, &gy);
+    return rec.dispatch("conv_dw", {dt_code(x.dtype), dt_code(w.dtype), dt_code(b), dt_code(y.dtype)}, bindings, pw.w,
+                        pw.bytes(), gx, gy, 1);
+  }
   PushWords pw;
   pw.u(n).u(x.shape[1]).u(H).u(Wd).u(w.shape[0]).u(Ho).u(Wo).u(Kh).u(Kw);
   pw.u(sh).u(sw).u(pt).u(pl).u(dh).u(dw).u(groups);

@@ -4,6 +4,7 @@
 
 #include "runtime/backends/vulkan/context.h"
 #include "runtime/backends/vulkan/ops.h"
+#include "runtime/backends/vulkan/ops_matvec.h"
 #include "runtime/backends/vulkan/pipelines.h"
 
 namespace vrun::vulkan {
@@ -36,15 +37,7 @@ Status record_linear(Recorder& rec, const std::vector<DeviceView>& in, const Dev
   VRUN_ASSIGN_OR_RETURN(auto offs, rec.binding_offsets(bindings));
   const int32_t bias_dt = bias ? dt_code(*bias) : 255;
   Context& ctx = rec.context();
-  if (M <= kMatvecMaxRows) {
-    PushWords pw;
-    pw.u(M).u(N).u(K).u(row_stride(x)).u(1).u(offs[0]).u(offs[1]).u(offs[2]).u(offs[3]);
-    uint32_t gx, gy;
-    rec.grid_1d(static_cast<uint64_t>(N), &gx, &gy);
-    const int32_t vec8 = w.dtype == DType::f16 && K % 8 == 0 && offs[2] % 8 == 0 ? 1 : 0;
-    return rec.dispatch("matvec", {dt_code(x.dtype), dt_code(w.dtype), dt_code(y.dtype), bias_dt, vec8}, bindings,
-                        pw.w, pw.bytes(), gx, gy, 1);
-  }
+  if (M <= kMatvecMaxRows) return record_matvec(rec, x, w, bias, y, M, N, K, row_stride(x));
   PushWords pw;
   pw.u(M).u(N).u(K).u(row_stride(x)).u(1).u(0).u(0).u(1).u(1);
   for (int i = 0; i < 6; ++i) pw.u(0);

@@ -1,0 +1,256 @@
+// linear for few rows (decode): y[m, n] = sum_k x[m, k] * W[n, k] + bias[n], m < MR <= 8.
+// Included by matvec.comp (subgroup reduction) and matvec_shared.comp (shared-memory reduction,
+// for devices without subgroup arithmetic). Bindings: 0 y, 1 x, 2 weight, 3 bias.
+//
+// Decode is bound by reading W once. One workgroup computes RS rows of W together: all of its
+// invocations split K between them (consecutive invocations read consecutive 16-byte chunks or
+// half-blocks, so every warp-wide load is one contiguous run of memory), each loads its chunks of
+// all RS rows before using any (many loads in flight per invocation), and one x chunk loaded
+// serves RS rows and, through the L1 cache, every workgroup on the core. The partial sums meet in
+// one subgroupAdd per output plus one pass over a few shared-memory words.
+layout(local_size_x = 128) in;
+const uint WG = 128;
+
+layout(constant_id = 0) const uint DT_X = 0;
+layout(constant_id = 1) const uint DT_W = 0;
+layout(constant_id = 2) const uint DT_Y = 0;
+layout(constant_id = 3) const uint DT_BIAS = DT_NONE;
+// Rows of x (1..8): a constant, so the accumulators stay in registers.
+layout(constant_id = 4) const uint MR = 1;
+// Rows of W per workgroup.
+layout(constant_id = 5) const uint RS = 1;
+// 1: float weight rows start 16 bytes aligned and K % 8 == 0: 16-byte loads of W.
+layout(constant_id = 6) const uint WVEC = 0;
+// 1: x rows start 16 bytes aligned (x is read 8 elements at a time: 16-byte loads for f16/bf16,
+// two for f32).
+layout(constant_id = 7) const uint XVEC = 0;
+// 1: q4_1 rows start 4 bytes aligned (20-byte blocks keep it): 32-bit loads of W.
+layout(constant_id = 8) const uint A4 = 0;
+
+layout(set = 0, binding = 1, std430) readonly buffer XF4 { vec4 xf4[]; };
+layout(set = 0, binding = 1, std430) readonly buffer XU4 { uvec4 xu4[]; };
+layout(set = 0, binding = 2, std430) readonly buffer WU4 { uvec4 wu4[]; };
+layout(set = 0, binding = 2, std430) readonly buffer WU32 { uint wu32[]; };
+layout(set = 0, binding = 2, std430) readonly buffer WU16 { uint16_t wu16[]; };
+
+layout(push_constant) uniform Push {
+  uint N, K;
+  uint x_sm;
+  uint off_y, off_x, off_w, off_b;  // elements; off_w is in bytes for block-quantised weights
+} pc;
+
+// Chunks each invocation has in flight per row.
+const uint U = 2;
+const uint NACC = RS * MR;
+shared float red[NACC * WG];
+
+// x[xo .. xo + 8) as floats (x's last dim is dense).
+void load_x8(uint xo, out float v[8]) {
+  if (XVEC == 1 && DT_X == DT_F32) {
+    vec4 a = xf4[xo >> 2], b = xf4[(xo >> 2) + 1u];
+    v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
+    v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+  } else if (XVEC == 1 && DT_X == DT_F16) {
+    uvec4 p = xu4[xo >> 3];
+    vec2 h;
+    h = unpackHalf2x16(p.x); v[0] = h.x; v[1] = h.y;
+    h = unpackHalf2x16(p.y); v[2] = h.x; v[3] = h.y;
+    h = unpackHalf2x16(p.z); v[4] = h.x; v[5] = h.y;
+    h = unpackHalf2x16(p.w); v[6] = h.x; v[7] = h.y;
+  } else if (XVEC == 1 && DT_X == DT_BF16) {
+    uvec4 p = xu4[xo >> 3];
+    v[0] = uintBitsToFloat(p.x << 16); v[1] = uintBitsToFloat(p.x & 0xffff0000u);
+    v[2] = uintBitsToFloat(p.y << 16); v[3] = uintBitsToFloat(p.y & 0xffff0000u);
+    v[4] = uintBitsToFloat(p.z << 16); v[5] = uintBitsToFloat(p.z & 0xffff0000u);
+    v[6] = uintBitsToFloat(p.w << 16); v[7] = uintBitsToFloat(p.w & 0xffff0000u);
+  } else {
+    for (uint j = 0; j < 8u; ++j) v[j] = load1(DT_X, xo + j);
+  }
+}
+
+// Eight f16 or bf16 weights from one 16-byte load.
+void unpack8(uvec4 p, out float w[8]) {
+  if (DT_W == DT_BF16) {
+    w[0] = uintBitsToFloat(p.x << 16); w[1] = uintBitsToFloat(p.x & 0xffff0000u);
+    w[2] = uintBitsToFloat(p.y << 16); w[3] = uintBitsToFloat(p.y & 0xffff0000u);
+    w[4] = uintBitsToFloat(p.z << 16); w[5] = uintBitsToFloat(p.z & 0xffff0000u);
+    w[6] = uintBitsToFloat(p.w << 16); w[7] = uintBitsToFloat(p.w & 0xffff0000u);
+  } else {
+    vec2 h;
+    h = unpackHalf2x16(p.x); w[0] = h.x; w[1] = h.y;
+    h = unpackHalf2x16(p.y); w[2] = h.x; w[3] = h.y;
+    h = unpackHalf2x16(p.z); w[4] = h.x; w[5] = h.y;
+    h = unpackHalf2x16(p.w); w[6] = h.x; w[7] = h.y;
+  }
+}
+
+// 2^23 + the 4- or 8-bit field of q at bit s, built as float bits: exact, and full-rate ALU work
+// where an integer-to-float conversion runs at a quarter of the rate.
+float nib(uint q, uint s) { return uintBitsToFloat(((q >> s) & 15u) | 0x4B000000u); }
+float sbyte(uint q, uint s) { return uintBitsToFloat((((q >> s) & 255u) ^ 128u) | 0x4B000000u); }
+uint w32(uint hw) { return uint(wu16[hw]) | (uint(wu16[hw + 1u]) << 16); }
+
+void main() {
+  const uint row0 = flat_group() * RS;
+  if (row0 >= pc.N) return;
+  const uint t = gl_LocalInvocationID.x;
+  float acc[NACC];
+  for (uint i = 0; i < NACC; ++i) acc[i] = 0.0;
+  uint rows[RS];
+  for (uint r = 0; r < RS; ++r) rows[r] = min(row0 + r, pc.N - 1u);
+
+  if (is_quant(DT_W)) {
+    // Work item: half a block (16 weights), so two neighbouring invocations share a block and a
+    // warp reads 16 consecutive blocks.
+    const uint BB = DT_W == DT_Q8_0 ? 34u : DT_W == DT_Q4_0 ? 18u : 20u;
+    const uint nblk = pc.K / 32u;
+    const uint nitems = nblk * 2u;
+    for (uint i0 = t; i0 < nitems; i0 += U * WG) {
+      uint dm[U * RS];
+      uvec4 q[U * RS];
+      for (uint u = 0; u < U; ++u) {
+        const uint it = min(i0 + u * WG, nitems - 1u), blk = it >> 1, h = it & 1u;
+        for (uint r = 0; r < RS; ++r) {
+          const uint bb = pc.off_w + (rows[r] * nblk + blk) * BB;
+          const uint hw = bb >> 1;
+          const uint s = u * RS + r;
+          if (DT_W == DT_Q8_0) {
+            dm[s] = uint(wu16[hw]);
+            const uint qh = hw + 1u + 8u * h;
+            q[s] = uvec4(w32(qh), w32(qh + 2u), w32(qh + 4u), w32(qh + 6u));
+          } else if (DT_W == DT_Q4_0) {
+            dm[s] = uint(wu16[hw]);
+            const uint qh = hw + 1u + 4u * h;
+            q[s] = uvec4(w32(qh), w32(qh + 2u), 0u, 0u);
+          } else if (A4 == 1) {
+            const uint w = bb >> 2;
+            dm[s] = wu32[w];
+            q[s] = uvec4(wu32[w + 1u + 2u * h], wu32[w + 2u + 2u * h], 0u, 0u);
+          } else {
+            dm[s] = w32(hw);
+            const uint qh = hw + 2u + 4u * h;
+            q[s] = uvec4(w32(qh), w32(qh + 2u), 0u, 0u);
+          }
+        }
+      }
+      for (uint u = 0; u < U; ++u) {
+        const bool valid = i0 + u * WG < nitems;
+        const uint it = min(i0 + u * WG, nitems - 1u), blk = it >> 1, h = it & 1u;
+        // Elements of this half: q8_0 holds 16 consecutive ones; q4 bytes hold element j in the
+        // low nibble and j + 16 in the high one, so a half is two runs of 8.
+        const uint k0 = blk * 32u + (DT_W == DT_Q8_0 ? 16u * h : 8u * h);
+        const uint k1 = DT_W == DT_Q8_0 ? k0 + 8u : k0 + 16u;
+        for (uint m = 0; m < MR; ++m) {
+          float xa[8], xb[8];
+          load_x8(pc.off_x + m * pc.x_sm + k0, xa);
+          load_x8(pc.off_x + m * pc.x_sm + k1, xb);
+          float xsum = 0.0;
+          if (DT_W == DT_Q4_1)
+            for (uint j = 0; j < 8u; ++j) xsum += xa[j] + xb[j];
+          for (uint r = 0; r < RS; ++r) {
+            const uint s = u * RS + r;
+            float sum = 0.0;
+            if (DT_W == DT_Q8_0) {
+              for (uint j = 0; j < 4u; ++j) {
+                sum += (sbyte(q[s].x, 8u * j) - 8388736.0) * xa[j];
+                sum += (sbyte(q[s].y, 8u * j) - 8388736.0) * xa[4u + j];
+                sum += (sbyte(q[s].z, 8u * j) - 8388736.0) * xb[j];
+                sum += (sbyte(q[s].w, 8u * j) - 8388736.0) * xb[4u + j];
+              }
+            } else {
+              // q4_0 stores q - 8: fold the 8 into the magic constant.
+              const float bias = DT_W == DT_Q4_0 ? 8388616.0 : 8388608.0;
+              for (uint j = 0; j < 4u; ++j) {
+                sum += (nib(q[s].x, 8u * j) - bias) * xa[j];
+                sum += (nib(q[s].y, 8u * j) - bias) * xa[4u + j];
+                sum += (nib(q[s].x, 8u * j + 4u) - bias) * xb[j];
+                sum += (nib(q[s].y, 8u * j + 4u) - bias) * xb[4u + j];
+              }
+            }
+            const vec2 d = unpackHalf2x16(dm[s]);
+            float v = d.x * sum;
+            if (DT_W == DT_Q4_1) v += d.y * xsum;
+            acc[r * MR + m] += valid ? v : 0.0;
+          }
+        }
+      }
+    }
+  } else if (WVEC == 1) {
+    const uint nitems = pc.K / 8u;
+    for (uint i0 = t; i0 < nitems; i0 += U * WG) {
+      uvec4 wa[U * RS], wb[U * RS];
+      for (uint u = 0; u < U; ++u) {
+        const uint it = min(i0 + u * WG, nitems - 1u);
+        for (uint r = 0; r < RS; ++r) {
+          const uint e = pc.off_w + rows[r] * pc.K + it * 8u;
+          if (DT_W == DT_F32) {
+            wa[u * RS + r] = wu4[e >> 2];
+            wb[u * RS + r] = wu4[(e >> 2) + 1u];
+          } else {
+            wa[u * RS + r] = wu4[e >> 3];
+          }
+        }
+      }
+      for (uint u = 0; u < U; ++u) {
+        const bool valid = i0 + u * WG < nitems;
+        const uint it = min(i0 + u * WG, nitems - 1u);
+        float w[RS][8];
+        for (uint r = 0; r < RS; ++r) {
+          const uint s = u * RS + r;
+          if (DT_W == DT_F32) {
+            w[r][0] = uintBitsToFloat(wa[s].x); w[r][1] = uintBitsToFloat(wa[s].y);
+            w[r][2] = uintBitsToFloat(wa[s].z); w[r][3] = uintBitsToFloat(wa[s].w);
+            w[r][4] = uintBitsToFloat(wb[s].x); w[r][5] = uintBitsToFloat(wb[s].y);
+            w[r][6] = uintBitsToFloat(wb[s].z); w[r][7] = uintBitsToFloat(wb[s].w);
+          } else {
+            unpack8(wa[s], w[r]);
+          }
+        }
+        for (uint m = 0; m < MR; ++m) {
+          float xv[8];
+          load_x8(pc.off_x + m * pc.x_sm + it * 8u, xv);
+          for (uint r = 0; r < RS; ++r) {
+            float sum = 0.0;
+            for (uint j = 0; j < 8u; ++j) sum += w[r][j] * xv[j];
+            acc[r * MR + m] += valid ? sum : 0.0;
+          }
+        }
+      }
+    }
+  } else {
+    // Any K and alignment: one element per invocation per step, still coalesced across a warp.
+    for (uint k = t; k < pc.K; k += WG) {
+      float w[RS];
+      for (uint r = 0; r < RS; ++r) w[r] = load2(DT_W, pc.off_w + rows[r] * pc.K + k);
+      for (uint m = 0; m < MR; ++m) {
+        const float xv = load1(DT_X, pc.off_x + m * pc.x_sm + k);
+        for (uint r = 0; r < RS; ++r) acc[r * MR + m] += w[r] * xv;
+      }
+    }
+  }
+
+#ifdef MATVEC_SHARED_REDUCE
+  for (uint i = 0; i < NACC; ++i) red[i * WG + t] = acc[i];
+  barrier();
+  for (uint s = WG / 2u; s > 0u; s >>= 1) {
+    if (t < s)
+      for (uint i = 0; i < NACC; ++i) red[i * WG + t] += red[i * WG + t + s];
+    barrier();
+  }
+  const uint parts = 1u;
+#else
+  for (uint i = 0; i < NACC; ++i) {
+    const float s = subgroupAdd(acc[i]);
+    if (subgroupElect()) red[i * WG + gl_SubgroupID] = s;
+  }
+  barrier();
+  const uint parts = gl_NumSubgroups;
+#endif
+  for (uint i = t; i < NACC; i += WG) {
+    const uint r = i / MR, m = i % MR, n = row0 + r;
+    if (n >= pc.N) continue;
+    float v = DT_BIAS != DT_NONE ? load3(DT_BIAS, pc.off_b + n) : 0.0;
+    for (uint p = 0; p < parts; ++p) v += red[i * WG + p];
+    store0(DT_Y, pc.off_y + m * pc.N + n, v);
+  }
+}

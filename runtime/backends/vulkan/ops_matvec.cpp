@@ -1,0 +1,79 @@
+// Decode-shape linear: kernel variant and rows-per-workgroup choice (matvec_body.glsl says why
+// the kernel is shaped the way it is).
+#include "runtime/backends/vulkan/ops_matvec.h"
+
+#include <atomic>
+#include <map>
+#include <mutex>
+
+#include "runtime/backends/vulkan/context.h"
+#include "runtime/backends/vulkan/ops.h"
+
+namespace vrun::vulkan {
+
+namespace {
+
+// The kernel keeps one accumulator per row of x in registers (its MR constant).
+constexpr int64_t kMaxRows = 8;
+
+std::atomic<bool> g_force_shared_reduce{false};
+
+// Whether compute shaders have subgroupAdd. Asked once per physical device: recording runs
+// every method call, and the query goes through the loader and layers.
+bool has_subgroup_arithmetic(const Context& ctx) {
+  static std::mutex mu;
+  static std::map<VkPhysicalDevice, bool> known;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = known.find(ctx.physical_device());
+  if (it != known.end()) return it->second;
+  VkPhysicalDeviceSubgroupProperties sg{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+  VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &sg};
+  vkGetPhysicalDeviceProperties2(ctx.physical_device(), &props);
+  const VkSubgroupFeatureFlags need = VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_ARITHMETIC_BIT;
+  const bool ok = (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) && (sg.supportedOperations & need) == need;
+  known[ctx.physical_device()] = ok;
+  return ok;
+}
+
+bool is_float16ish(DType t) { return t == DType::f16 || t == DType::bf16; }
+
+}  // namespace
+
+void set_matvec_shared_reduce_for_testing(bool on) { g_force_shared_reduce = on; }
+
+Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, const DeviceView* bias,
+                     const DeviceView& y, int64_t M, int64_t N, int64_t K, int64_t x_row_stride) {
+  if (M < 1 || M > kMaxRows)
+    return err(ErrorCode::kInternal, "vulkan: matvec takes 1..", kMaxRows, " rows of x, got ", M);
+  if (is_quantized(w.dtype) && K % 32)
+    return err(ErrorCode::kInvalidArgument, "vulkan: linear weight ", dtype_name(w.dtype), " needs K % 32 == 0, got K ",
+               K);
+  std::vector<Binding> bindings = {{&y, true}, {&x, false}, {&w, false}, {bias, false}};
+  VRUN_ASSIGN_OR_RETURN(auto offs, rec.binding_offsets(bindings));
+
+  // Rows of W per workgroup: more share each x load and keep more loads in flight per
+  // invocation, fewer keep enough workgroups (about 1000) to fill a large GPU; with many rows
+  // of x the accumulators would crowd the registers.
+  int64_t rs = 4;
+  while (rs > 1 && N / rs < 1024) rs /= 2;
+  if (M > 4 && rs > 2) rs = 2;
+
+  const int64_t wv = w.dtype == DType::f32 ? 4 : 8;  // elements per 16 bytes
+  const bool wvec = (w.dtype == DType::f32 || is_float16ish(w.dtype)) && K % 8 == 0 && offs[2] % wv == 0;
+  const int64_t xv = x.dtype == DType::f32 ? 4 : 8;
+  const bool xvec = (x.dtype == DType::f32 || is_float16ish(x.dtype)) && offs[1] % xv == 0 &&
+                    (M == 1 || x_row_stride % xv == 0);
+  const bool a4 = w.dtype == DType::q4_1 && offs[2] % 4 == 0;
+
+  PushWords pw;
+  pw.u(N).u(K).u(x_row_stride).u(offs[0]).u(offs[1]).u(offs[2]).u(offs[3]);
+  uint32_t gx, gy;
+  rec.grid_1d(static_cast<uint64_t>((N + rs - 1) / rs), &gx, &gy);
+  const bool subgroups = !g_force_shared_reduce && has_subgroup_arithmetic(rec.context());
+  return rec.dispatch(subgroups ? "matvec" : "matvec_shared",
+                      {dt_code(x.dtype), dt_code(w.dtype), dt_code(y.dtype), bias ? dt_code(*bias) : 255,
+                       static_cast<int32_t>(M), static_cast<int32_t>(rs), wvec ? 1 : 0, xvec ? 1 : 0, a4 ? 1 : 0},
+                      bindings, pw.w, pw.bytes(), gx, gy, 1);
+}
+
+}  // namespace vrun::vulkan

@@ -1,0 +1,22 @@
+// linear for decode-sized inputs (at most 8 rows of x): reading the weight once is the whole
+// cost, so it has its own kernel (kernels/vulkan/matvec_body.glsl).
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/backends/vulkan/recorder.h"
+#include "runtime/status.h"
+
+namespace vrun::vulkan {
+
+// y[m, n] = sum_k x[m, k] w[n, k] (+ bias[n]) for 1 <= M <= 8 rows of x, whose last dim
+// is dense and whose rows are x_row_stride elements apart. w is [N, K] in any weight dtype
+// (block-quantised ones as stored), bias nullptr or [N] dense, y [M, N] dense.
+Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, const DeviceView* bias,
+                     const DeviceView& y, int64_t M, int64_t N, int64_t K, int64_t x_row_stride);
+
+// Tests use this to run the shared-memory reduction kernel that devices without subgroup
+// arithmetic get, on a device that has it.
+void set_matvec_shared_reduce_for_testing(bool on);
+
+}  // namespace vrun::vulkan
