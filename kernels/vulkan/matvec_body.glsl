@@ -84,9 +84,11 @@ void unpack8(uvec4 p, out float w[8]) {
   }
 }
 
-// 2^23 + the 4- or 8-bit field of q at bit s, built as float bits: exact, and full-rate ALU work
-// where an integer-to-float conversion runs at a quarter of the rate.
-float nib(uint q, uint s) { return uintBitsToFloat(((q >> s) & 15u) | 0x4B000000u); }
+// Quants turned into floats by placing their bits in a float's mantissa: exact, and two full-rate
+// ALU operations where an integer-to-float conversion runs at a quarter of the rate.
+// 1 + (4-bit field of q at bit s) / 16, in [1, 2): the 1 is taken off once per 16 weights.
+float nib(uint q, uint s) { return uintBitsToFloat((((q >> s) & 15u) << 19) | 0x3F800000u); }
+// 2^23 + (signed byte of q at bit s) + 128.
 float sbyte(uint q, uint s) { return uintBitsToFloat((((q >> s) & 255u) ^ 128u) | 0x4B000000u); }
 uint w32(uint hw) { return uint(wu16[hw]) | (uint(wu16[hw + 1u]) << 16); }
 
@@ -109,7 +111,8 @@ void main() {
       uint dm[U * RS];
       uvec4 q[U * RS];
       for (uint u = 0; u < U; ++u) {
-        const uint it = min(i0 + u * WG, nitems - 1u), blk = it >> 1, h = it & 1u;
+        const uint it = i0 + u * WG, blk = it >> 1, h = it & 1u;
+        if (it >= nitems) break;
         for (uint r = 0; r < RS; ++r) {
           const uint bb = pc.off_w + (rows[r] * nblk + blk) * BB;
           const uint hw = bb >> 1;
@@ -134,8 +137,8 @@ void main() {
         }
       }
       for (uint u = 0; u < U; ++u) {
-        const bool valid = i0 + u * WG < nitems;
-        const uint it = min(i0 + u * WG, nitems - 1u), blk = it >> 1, h = it & 1u;
+        const uint it = i0 + u * WG, blk = it >> 1, h = it & 1u;
+        if (it >= nitems) break;
         // Elements of this half: q8_0 holds 16 consecutive ones; q4 bytes hold element j in the
         // low nibble and j + 16 in the high one, so a half is two runs of 8.
         const uint k0 = blk * 32u + (DT_W == DT_Q8_0 ? 16u * h : 8u * h);
@@ -145,7 +148,7 @@ void main() {
           load_x8(pc.off_x + m * pc.x_sm + k0, xa);
           load_x8(pc.off_x + m * pc.x_sm + k1, xb);
           float xsum = 0.0;
-          if (DT_W == DT_Q4_1)
+          if (DT_W != DT_Q8_0)
             for (uint j = 0; j < 8u; ++j) xsum += xa[j] + xb[j];
           for (uint r = 0; r < RS; ++r) {
             const uint s = u * RS + r;
@@ -158,19 +161,19 @@ void main() {
                 sum += (sbyte(q[s].w, 8u * j) - 8388736.0) * xb[4u + j];
               }
             } else {
-              // q4_0 stores q - 8: fold the 8 into the magic constant.
-              const float bias = DT_W == DT_Q4_0 ? 8388616.0 : 8388608.0;
               for (uint j = 0; j < 4u; ++j) {
-                sum += (nib(q[s].x, 8u * j) - bias) * xa[j];
-                sum += (nib(q[s].y, 8u * j) - bias) * xa[4u + j];
-                sum += (nib(q[s].x, 8u * j + 4u) - bias) * xb[j];
-                sum += (nib(q[s].y, 8u * j + 4u) - bias) * xb[4u + j];
+                sum += nib(q[s].x, 8u * j) * xa[j];
+                sum += nib(q[s].y, 8u * j) * xa[4u + j];
+                sum += nib(q[s].x, 8u * j + 4u) * xb[j];
+                sum += nib(q[s].y, 8u * j + 4u) * xb[4u + j];
               }
+              // sum = sum (1 + q / 16) x: q4_0 values are (q - 8) d, q4_1 values q d + m.
+              sum = 16.0 * sum - (DT_W == DT_Q4_0 ? 24.0 : 16.0) * xsum;
             }
             const vec2 d = unpackHalf2x16(dm[s]);
             float v = d.x * sum;
             if (DT_W == DT_Q4_1) v += d.y * xsum;
-            acc[r * MR + m] += valid ? v : 0.0;
+            acc[r * MR + m] += v;
           }
         }
       }
@@ -180,7 +183,8 @@ void main() {
     for (uint i0 = t; i0 < nitems; i0 += U * WG) {
       uvec4 wa[U * RS], wb[U * RS];
       for (uint u = 0; u < U; ++u) {
-        const uint it = min(i0 + u * WG, nitems - 1u);
+        const uint it = i0 + u * WG;
+        if (it >= nitems) break;
         for (uint r = 0; r < RS; ++r) {
           const uint e = pc.off_w + rows[r] * pc.K + it * 8u;
           if (DT_W == DT_F32) {
@@ -192,8 +196,8 @@ void main() {
         }
       }
       for (uint u = 0; u < U; ++u) {
-        const bool valid = i0 + u * WG < nitems;
-        const uint it = min(i0 + u * WG, nitems - 1u);
+        const uint it = i0 + u * WG;
+        if (it >= nitems) break;
         float w[RS][8];
         for (uint r = 0; r < RS; ++r) {
           const uint s = u * RS + r;
@@ -212,7 +216,7 @@ void main() {
           for (uint r = 0; r < RS; ++r) {
             float sum = 0.0;
             for (uint j = 0; j < 8u; ++j) sum += w[r][j] * xv[j];
-            acc[r * MR + m] += valid ? sum : 0.0;
+            acc[r * MR + m] += sum;
           }
         }
       }

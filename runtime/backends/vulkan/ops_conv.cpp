@@ -1,14 +1,18 @@
-// conv1d / conv2d, grouped and depthwise: one direct-convolution kernel (conv1d is H = 1), and a
-// tiled one for the depthwise conv1d of conformer blocks.
+// conv1d / conv2d, grouped and depthwise: one direct-convolution kernel (conv1d is H = 1), and
+// tiled ones for the depthwise conv1d of conformer blocks (time-contiguous or channels-last x).
 #include "runtime/backends/vulkan/ops.h"
 
 namespace vrun::vulkan {
 
 namespace {
 
-// conv_dw.comp's tile of outputs per workgroup and its largest kernel.
+// Outputs per workgroup and largest kernel of conv_dw.comp (one channel a workgroup) and
+// conv_dw_cl.comp (channels-last x: 16 channels a workgroup).
 constexpr int64_t kDepthwiseTile = 1024;
 constexpr int64_t kDepthwiseMaxTaps = 128;
+constexpr int64_t kDepthwiseClTile = 128;
+constexpr int64_t kDepthwiseClChannels = 16;
+constexpr int64_t kDepthwiseClMaxTaps = 64;
 
 }  // namespace
 
@@ -62,7 +66,20 @@ Status record_conv(Recorder& rec, OpKind op, const std::vector<DeviceView>& in, 
   std::vector<Binding> bindings = {{&y, true}, {&x, false}, {&w, false}, {&b, false}};
   VRUN_ASSIGN_OR_RETURN(auto offs, rec.binding_offsets(bindings));
   const int64_t C = x.shape[1];
-  if (is1d && groups == C && w.shape[0] == C && sw == 1 && dw == 1 && Kw <= kDepthwiseMaxTaps) {
+  const bool depthwise = is1d && groups == C && w.shape[0] == C && sw == 1 && dw == 1;
+  if (depthwise && x.strides[1] == 1 && C > 1 && Kw <= kDepthwiseClMaxTaps) {
+    const int64_t ntiles = (Wo + kDepthwiseClTile - 1) / kDepthwiseClTile;
+    const int64_t nctiles = (C + kDepthwiseClChannels - 1) / kDepthwiseClChannels;
+    PushWords pw;
+    pw.u(x.shape[0]).u(C).u(Wd).u(Wo).u(Kw).u(pl).u(ntiles).u(nctiles);
+    pw.u(x.strides[0]).u(x.strides[1]).u(xsw);
+    pw.u(offs[0]).u(offs[1]).u(offs[2]).u(offs[3]);
+    uint32_t gx, gy;
+    rec.grid_1d(static_cast<uint64_t>(x.shape[0] * nctiles * ntiles), &gx, &gy);
+    return rec.dispatch("conv_dw_cl", {dt_code(x.dtype), dt_code(w.dtype), dt_code(b), dt_code(y.dtype)}, bindings,
+                        pw.w, pw.bytes(), gx, gy, 1);
+  }
+  if (depthwise && Kw <= kDepthwiseMaxTaps) {
     const int64_t ntiles = (Wo + kDepthwiseTile - 1) / kDepthwiseTile;
     PushWords pw;
     pw.u(x.shape[0]).u(C).u(Wd).u(Wo).u(Kw).u(pl).u(ntiles);
