@@ -71,6 +71,11 @@ void linear_args(benchmark::internal::Benchmark* b) {
         for (int th : {1, 2}) b->Args({m, nk.first, nk.second, th, static_cast<int64_t>(t)});
 }
 BENCHMARK(BM_Linear)->Apply(linear_args)->Unit(benchmark::kMicrosecond);
+// The tied q8_0 output projection (49152 x 576, 30 MB): streams from memory every decode step.
+BENCHMARK(BM_Linear)
+    ->Args({1, 49152, 576, 1, static_cast<int64_t>(DType::q8_0)})
+    ->Args({1, 49152, 576, 2, static_cast<int64_t>(DType::q8_0)})
+    ->Unit(benchmark::kMicrosecond);
 
 // args: Lq, Lk, threads (B = 1, 9 query heads over 3 kv heads, D = 64, causal)
 void BM_Sdpa(benchmark::State& st) {

@@ -40,46 +40,21 @@ const float* dense_x(const TensorView& x, int64_t m, int64_t k, std::vector<floa
   return scratch->data();
 }
 
-// Integer path: activations quantised per 32, one integer dot per block pair. The weight-offset
-// term (q4_1's m, q4_0's -8 d) is one small float dot per output over per-block sums.
+// Integer path: activations quantised per 32, one integer dot per block pair. Each thread
+// streams a contiguous range of W rows in address order (see quant_dot_tile).
 void linear_quant_int(const float* x, int64_t m, int64_t k, const TensorView& w, int64_t n, float* y,
                       ThreadPool* pool) {
   const int64_t nb = k / kQuantBlock;
   const int64_t row_bytes = dtype_bytes(w.dtype, k);
   const auto* wp = static_cast<const uint8_t*>(w.data);
   std::vector<BlockQ8Act> xq(static_cast<size_t>(m * nb));
-  std::vector<float> sx(static_cast<size_t>(m * nb));
-  pool->parallel_for(m, 16, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      quantize_act_row(x + i * k, xq.data() + i * nb, k);
-      for (int64_t b = 0; b < nb; ++b) sx[i * nb + b] = xq[i * nb + b].s;
-    }
-  });
-  const bool offsets = w.dtype != DType::q8_0;
-  // Work items are (row block x column block) tiles: the activation block stays in L2 while
-  // a narrow strip of W streams through L1.
-  const int64_t mb = m <= kGemvRows ? m : 64;
-  const int64_t nbw = m <= kGemvRows ? 32 : 16;
-  const int64_t tiles_m = (m + mb - 1) / mb, tiles_n = (n + nbw - 1) / nbw;
-  pool->parallel_for(tiles_m * tiles_n, 1, [&](int64_t t0, int64_t t1) {
-    std::vector<float> c(static_cast<size_t>(offsets ? nbw * nb : 0));
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t ti = t % tiles_m, tj = t / tiles_m;
-      const int64_t i0 = ti * mb, i1 = std::min(m, i0 + mb);
-      const int64_t j0 = tj * nbw, j1 = std::min(n, j0 + nbw);
-      for (int64_t i = i0; i < i1; i += kQuantTileX) {
-        const int nx = static_cast<int>(std::min<int64_t>(kQuantTileX, i1 - i));
-        for (int64_t j = j0; j < j1; j += kQuantTileW) {
-          const int nw = static_cast<int>(std::min<int64_t>(kQuantTileW, j1 - j));
-          quant_dot_tile(w.dtype, wp + j * row_bytes, row_bytes, nw, xq.data() + i * nb, nb, nx, nb, y + i * n + j, n,
-                         false);
-        }
-      }
-      if (!offsets) continue;
-      for (int64_t j = j0; j < j1; ++j) quant_weight_offsets(w.dtype, wp + j * row_bytes, nb, c.data() + (j - j0) * nb);
-      for (int64_t i = i0; i < i1; ++i)
-        for (int64_t j = j0; j < j1; ++j)
-          y[i * n + j] += dot_f32_any(sx.data() + i * nb, c.data() + (j - j0) * nb, DType::f32, nb);
+  for (int64_t i = 0; i < m; ++i) quantize_act_row(x + i * k, xq.data() + i * nb, k);
+  // Beyond one pass's activation rows, W goes in strips that stay in L1 across the passes.
+  const int64_t strip = m <= kQuantTileX ? n : 16;
+  pool->parallel_for(n, 16, [&](int64_t j0, int64_t j1) {
+    for (int64_t j = j0; j < j1; j += strip) {
+      const int nw = static_cast<int>(std::min(strip, j1 - j));
+      quant_dot_tile(w.dtype, wp + j * row_bytes, row_bytes, nw, xq.data(), nb, static_cast<int>(m), nb, y + j, n);
     }
   });
 }

@@ -115,92 +115,84 @@ VRUN_AVX2 inline float hsum(__m256 v) {
 
 VRUN_AVX2 inline float f16_scalar(uint16_t h) { return _cvtsh_ss(h); }
 
-// Offset terms sum(c_b * sx_b) per (i, j); cheap (one multiply-add per block pair) so kept out
-// of the vector loop, whose registers all hold accumulators.
+// Offset of a block as a float: q4_1's m, q4_0's -8 d (quants stored +8), none for q8_0.
 template <typename B>
-VRUN_AVX2 void add_offsets(const void* w, int64_t ws, int nw, const BlockQ8Act* x, int64_t xs, int nx, int64_t nb,
-                           float* out, int64_t ldo) {
-  if constexpr (!std::is_same_v<B, BlockQ8_0>) {
-    for (int j = 0; j < nw; ++j) {
-      const B* wr = wrow<B>(w, ws, j);
-      for (int i = 0; i < nx; ++i) {
-        const BlockQ8Act* xr = x + xs * i;
-        float c = 0;
-        for (int64_t b = 0; b < nb; ++b) {
-          if constexpr (std::is_same_v<B, BlockQ4_1>)
-            c += f16_scalar(wr[b].m) * xr[b].s;
-          else
-            c -= 8.f * f16_scalar(wr[b].d) * xr[b].s;
-        }
-        out[i * ldo + j] += c;
-      }
-    }
-  }
+VRUN_AVX2 inline float block_offset(const B& b, float dw) {
+  if constexpr (std::is_same_v<B, BlockQ4_1>)
+    return f16_scalar(b.m);
+  else if constexpr (std::is_same_v<B, BlockQ4_0>)
+    return -8.f * dw;
+  else
+    return 0.f;
 }
 
-// One NX x NW tile; kVnni selects vpdpbusd (no i16 saturation step) over maddubs + madd.
-#define VRUN_TILE_BODY                                                                          \
-  __m256 acc[NX][NW];                                                                           \
-  for (int i = 0; i < NX; ++i)                                                                  \
-    for (int j = 0; j < NW; ++j) acc[i][j] = _mm256_setzero_ps();                               \
-  const B* wr[NW];                                                                              \
-  for (int j = 0; j < NW; ++j) wr[j] = wrow<B>(w, ws, j);                                       \
-  const __m256i ones = _mm256_set1_epi16(1);                                                    \
-  (void)ones;                                                                                   \
-  for (int64_t b = 0; b < nb; ++b) {                                                            \
-    __m256i qw[NW];                                                                             \
-    float dw[NW];                                                                               \
-    for (int j = 0; j < NW; ++j) {                                                              \
-      qw[j] = Unpack<B>::load(wr[j][b]);                                                        \
-      dw[j] = f16_scalar(wr[j][b].d);                                                           \
-    }                                                                                           \
-    for (int i = 0; i < NX; ++i) {                                                              \
-      const BlockQ8Act& xb = x[xs * i + b];                                                     \
-      const __m256i qx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs));           \
-      for (int j = 0; j < NW; ++j) {                                                            \
-        __m256i u = qw[j], s = qx;                                                              \
-        if constexpr (Unpack<B>::kSigned) {                                                     \
-          u = _mm256_sign_epi8(qw[j], qw[j]);                                                   \
-          s = _mm256_sign_epi8(qx, qw[j]);                                                      \
-        }                                                                                       \
-        const __m256 f = _mm256_cvtepi32_ps(DOT(u, s));                                         \
-        acc[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(dw[j] * xb.d), f, acc[i][j]);                \
-      }                                                                                         \
-    }                                                                                           \
-  }                                                                                             \
-  for (int i = 0; i < NX; ++i)                                                                  \
-    for (int j = 0; j < NW; ++j) out[i * ldo + j] = hsum(acc[i][j]);                            \
-  if (with_offsets) add_offsets<B>(w, ws, NW, x, xs, NX, nb, out, ldo);
+// One weight row against NX activation rows, two blocks per step into separate accumulators.
+// Weight rows are visited one after another, so W streams through memory in address order:
+// interleaving several rows (tiles over W) defeats the hardware prefetcher and made the 30 MB
+// q8_0 output projection three times slower than a plain read of its bytes.
+#define VRUN_ROW_STEP(u)                                                                  \
+  {                                                                                       \
+    const B& wb = wr[b + (u)];                                                            \
+    const __m256i qw = Unpack<B>::load(wb);                                               \
+    const float dw = f16_scalar(wb.d);                                                    \
+    const float ow = block_offset<B>(wb, dw);                                             \
+    __m256i uw = qw;                                                                      \
+    if constexpr (Unpack<B>::kSigned) uw = _mm256_sign_epi8(qw, qw);                      \
+    for (int i = 0; i < NX; ++i) {                                                        \
+      const BlockQ8Act& xb = x[xs * i + b + (u)];                                         \
+      __m256i qx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs));           \
+      if constexpr (Unpack<B>::kSigned) qx = _mm256_sign_epi8(qx, qw);                    \
+      const __m256 f = _mm256_cvtepi32_ps(DOT(uw, qx));                                   \
+      acc[i][u] = _mm256_fmadd_ps(_mm256_set1_ps(dw * xb.d), f, acc[i][u]);               \
+      if (with_offsets) off[i] += ow * xb.s;                                              \
+    }                                                                                     \
+  }
 
-template <typename B, int NX, int NW>
-VRUN_AVX2 void tile_avx2(const void* w, int64_t ws, const BlockQ8Act* x, int64_t xs, int64_t nb, float* out,
+#define VRUN_ROW_BODY                                                                     \
+  const __m256i ones = _mm256_set1_epi16(1);                                              \
+  (void)ones;                                                                             \
+  for (int j = 0; j < nw; ++j) {                                                          \
+    const B* wr = wrow<B>(w, ws, j);                                                      \
+    __m256 acc[NX][2];                                                                    \
+    float off[NX];                                                                        \
+    for (int i = 0; i < NX; ++i) {                                                        \
+      acc[i][0] = acc[i][1] = _mm256_setzero_ps();                                        \
+      off[i] = 0;                                                                         \
+    }                                                                                     \
+    int64_t b = 0;                                                                        \
+    for (; b + 2 <= nb; b += 2) {                                                         \
+      VRUN_ROW_STEP(0)                                                                    \
+      VRUN_ROW_STEP(1)                                                                    \
+    }                                                                                     \
+    if (b < nb) VRUN_ROW_STEP(0)                                                          \
+    for (int i = 0; i < NX; ++i) out[i * ldo + j] = hsum(_mm256_add_ps(acc[i][0], acc[i][1])) + off[i]; \
+  }
+
+template <typename B, int NX>
+VRUN_AVX2 void rows_avx2(const void* w, int64_t ws, int nw, const BlockQ8Act* x, int64_t xs, int64_t nb, float* out,
                          int64_t ldo, bool with_offsets) {
 #define DOT(u, s) _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), ones)
-  VRUN_TILE_BODY
+  VRUN_ROW_BODY
 #undef DOT
 }
 
-template <typename B, int NX, int NW>
-VRUN_VNNI void tile_vnni(const void* w, int64_t ws, const BlockQ8Act* x, int64_t xs, int64_t nb, float* out,
+// vpdpbusd: no i16 saturation step and one instruction for maddubs + madd.
+template <typename B, int NX>
+VRUN_VNNI void rows_vnni(const void* w, int64_t ws, int nw, const BlockQ8Act* x, int64_t xs, int64_t nb, float* out,
                          int64_t ldo, bool with_offsets) {
 #define DOT(u, s) _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s)
-  VRUN_TILE_BODY
+  VRUN_ROW_BODY
 #undef DOT
 }
 
-using TileFn = void (*)(const void*, int64_t, const BlockQ8Act*, int64_t, int64_t, float*, int64_t, bool);
+using RowsFn = void (*)(const void*, int64_t, int, const BlockQ8Act*, int64_t, int64_t, float*, int64_t, bool);
 
-// Tables of [NX - 1][NW - 1] instantiations.
-template <typename B, bool kVnni, int NX, int... NWs>
-constexpr std::array<TileFn, 4> row_of(std::integer_sequence<int, NWs...>) {
-  if constexpr (kVnni)
-    return {&tile_vnni<B, NX, NWs + 1>...};
-  else
-    return {&tile_avx2<B, NX, NWs + 1>...};
-}
 template <typename B, bool kVnni, int... NXs>
-constexpr std::array<std::array<TileFn, 4>, 4> table_of(std::integer_sequence<int, NXs...>) {
-  return {row_of<B, kVnni, NXs + 1>(std::make_integer_sequence<int, 4>{})...};
+constexpr std::array<RowsFn, kQuantTileX> rows_table(std::integer_sequence<int, NXs...>) {
+  if constexpr (kVnni)
+    return {&rows_vnni<B, NXs + 1>...};
+  else
+    return {&rows_avx2<B, NXs + 1>...};
 }
 
 enum class Isa { kScalar, kAvx2, kVnni };
@@ -226,19 +218,12 @@ void tile_dispatch(const void* w, int64_t ws, int nw, const BlockQ8Act* x, int64
     tile_scalar<B>(w, ws, nw, x, xs, nx, nb, out, ldo, with_offsets);
     return;
   }
-  static const auto avx2 = table_of<B, false>(std::make_integer_sequence<int, 4>{});
-  static const auto vnni = table_of<B, true>(std::make_integer_sequence<int, 4>{});
+  static const auto avx2 = rows_table<B, false>(std::make_integer_sequence<int, kQuantTileX>{});
+  static const auto vnni = rows_table<B, true>(std::make_integer_sequence<int, kQuantTileX>{});
   const auto& tab = isa == Isa::kVnni ? vnni : avx2;
-  // AVX2 has 16 vector registers: 4 x 2 tiles keep the accumulators in them; AVX-512VL's 32
-  // registers take 4 x 4.
-  const int max_w = isa == Isa::kVnni ? 4 : 2;
-  for (int j0 = 0; j0 < nw; j0 += max_w) {
-    const int tw = std::min(max_w, nw - j0);
-    for (int i0 = 0; i0 < nx; i0 += 4) {
-      const int tx = std::min(4, nx - i0);
-      tab[tx - 1][tw - 1](static_cast<const uint8_t*>(w) + ws * j0, ws, x + xs * i0, xs, nb, out + i0 * ldo + j0, ldo,
-                               with_offsets);
-    }
+  for (int i0 = 0; i0 < nx; i0 += kQuantTileX) {
+    const int tx = std::min(kQuantTileX, nx - i0);
+    tab[tx - 1](w, ws, nw, x + xs * i0, xs, nb, out + i0 * ldo, ldo, with_offsets);
   }
 }
 
@@ -270,42 +255,6 @@ void quant_dot_tile(DType wt, const void* w, int64_t w_stride, int nw, const Blo
     case DType::q8_0: tile_dispatch<BlockQ8_0>(w, w_stride, nw, x, x_stride, nx, nblocks, out, ldo, with_offsets); break;
     default: break;
   }
-}
-
-namespace {
-
-template <typename B>
-VRUN_AVX2 void offsets_f16c(const B* b, int64_t nblocks, float* c) {
-  for (int64_t i = 0; i < nblocks; ++i) {
-    if constexpr (std::is_same_v<B, BlockQ4_1>)
-      c[i] = _cvtsh_ss(b[i].m);
-    else
-      c[i] = -8.f * _cvtsh_ss(b[i].d);
-  }
-}
-
-}  // namespace
-
-bool quant_weight_offsets(DType wt, const void* wrow, int64_t nblocks, float* c) {
-  if (wt != DType::q4_1 && wt != DType::q4_0) return false;
-  if (kIsa != Isa::kScalar) {
-    if (wt == DType::q4_1)
-      offsets_f16c(static_cast<const BlockQ4_1*>(wrow), nblocks, c);
-    else
-      offsets_f16c(static_cast<const BlockQ4_0*>(wrow), nblocks, c);
-    return true;
-  }
-  if (wt == DType::q4_1) {
-    const auto* b = static_cast<const BlockQ4_1*>(wrow);
-    for (int64_t i = 0; i < nblocks; ++i) c[i] = f16_to_f32(b[i].m);
-    return true;
-  }
-  if (wt == DType::q4_0) {
-    const auto* b = static_cast<const BlockQ4_0*>(wrow);
-    for (int64_t i = 0; i < nblocks; ++i) c[i] = -8.f * f16_to_f32(b[i].d);
-    return true;
-  }
-  return false;
 }
 
 const char* quant_dot_isa() {

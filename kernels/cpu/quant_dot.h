@@ -25,18 +25,14 @@ void quantize_act_row(const float* x, BlockQ8Act* dst, int64_t k);
 // A tile of the product: out[i * ldo + j] = dot(x row i, weight row j) for i < nx, j < nw,
 // over nblocks blocks. Weight rows are w_stride bytes apart, activation rows x_stride blocks.
 // wt is q8_0, q4_0 or q4_1. with_offsets = false leaves out the weight-offset term
-// sum_b c_b * x.s_b (see quant_weight_offsets), which a caller reusing c across many activation
-// rows adds more cheaply as a float dot product.
+// sum_b c_b * x.s_b (c = q4_1's m, q4_0's -8 d). Weight rows are read one after another, in
+// address order; each is read once per kQuantTileX activation rows, so callers pass few
+// activation rows or few weight rows.
 void quant_dot_tile(DType wt, const void* w, int64_t w_stride, int nw, const BlockQ8Act* x, int64_t x_stride,
                     int nx, int64_t nblocks, float* out, int64_t ldo, bool with_offsets = true);
 
-// The per-block offsets c_b of one weight row (m for q4_1, -8 d for q4_0) into c[nblocks];
-// false (c untouched) for q8_0, which has none.
-bool quant_weight_offsets(DType wt, const void* wrow, int64_t nblocks, float* c);
-
-// Largest tile quant_dot_tile handles in one call without splitting (callers may pass more).
+// Activation rows one pass over a weight row serves.
 constexpr int kQuantTileX = 4;
-constexpr int kQuantTileW = 4;
 
 // Which implementation runs ("avx512vnni", "avx2", "scalar"); for benchmarks and tests.
 const char* quant_dot_isa();
