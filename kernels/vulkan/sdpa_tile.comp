@@ -7,6 +7,8 @@
 // the device has them), the online softmax is per invocation without any shared reduction, and
 // tiles past the causal limit of the block's last row are never visited. Head dims up to DMAX
 // (64 or 128). Same push constants and bindings as sdpa.comp (0 y, 1 q, 2 k, 3 v, 4 mask).
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #include "common.glsl"
 
@@ -36,7 +38,7 @@ layout(push_constant) uniform Push {
   uint nsplit, kchunk;
 } pc;
 
-const uint WG = 128, TPR = 4, BQ = WG / TPR;
+const uint WG = 128, TPR = 4, BQ = WG / TPR, SB = 8;
 const uint DV4 = DMAX / 4u;   // vec4 per staged row
 const uint NV = DV4 / TPR;    // vec4 per invocation: dims 4 * (q + TPR * c) .. + 3
 const float NEG_INF = -1.0 / 0.0;
@@ -82,8 +84,10 @@ void stage(bool is_k, uint base, uint sl, uint j0, uint n, uint width) {
 }
 
 void main() {
-  uint t = gl_LocalInvocationID.x;
-  uint r = t / TPR, q = t % TPR;
+  // Rows are assigned by subgroup lane, so the four invocations of a row are lanes 4k .. 4k + 3
+  // of one subgroup whatever the device's mapping of local ids to lanes.
+  uint lane = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
+  uint r = lane / TPR, q = lane % TPR;
   // Blocks of late rows see the most keys under a causal mask: start them first.
   uint blk = gl_NumWorkGroups.x - 1u - gl_WorkGroupID.x;
   uint i0 = blk * BQ, h = gl_WorkGroupID.y, b = gl_WorkGroupID.z;
@@ -111,43 +115,49 @@ void main() {
   if (CAUSAL == 1) kend = min(pc.Lk, pc.Lk - pc.Lq + last + 1u);
   uint klim = CAUSAL == 1 ? pc.Lk - pc.Lq + i + 1u : pc.Lk;
   float m = NEG_INF, l = 0.0;
-  float s[BKV];
 
   for (uint j0 = 0; j0 < kend; j0 += BKV) {
     uint n = min(BKV, kend - j0);
     stage(true, ko, pc.k_sl, j0, n, pc.D);
     stage(false, vo, pc.v_sl, j0, n, pc.Dv);
     barrier();
-    float mt = NEG_INF;
-    for (uint j = 0; j < BKV; ++j) {
-      float a = 0.0;
-      for (uint c = 0; c < NV; ++c) a += dot(qv[c], Ks[j * DV4 + q + TPR * c]);
-      a += subgroupShuffleXor(a, 1u);
-      a += subgroupShuffleXor(a, 2u);
-      uint jj = j0 + j;
-      if (!row_ok || j >= n || jj >= klim) a = NEG_INF;
-      else if (DT_MASK != DT_NONE) {
-        float mv = load4(DT_MASK, mo + jj * pc.m_sk);
-        if (DT_MASK == DT_BOOL || DT_MASK == DT_U8) a = mv != 0.0 ? a : NEG_INF;
-        else a += mv;
+    // Sub-blocks of SB keys: the scores of one stay in registers (fully unrolled) while the
+    // sub-block loop stays rolled, which keeps the code small (CPU implementations compile it
+    // in a fraction of the time) at the price of one output rescale per SB keys.
+    [[dont_unroll]] for (uint jb = 0; jb < n; jb += SB) {
+      float s[SB];
+      float mt = NEG_INF;
+      for (uint u = 0; u < SB; ++u) {
+        uint j = jb + u;
+        float a = 0.0;
+        for (uint c = 0; c < NV; ++c) a += dot(qv[c], Ks[j * DV4 + q + TPR * c]);
+        a += subgroupShuffleXor(a, 1u);
+        a += subgroupShuffleXor(a, 2u);
+        uint jj = j0 + j;
+        if (!row_ok || j >= n || jj >= klim) a = NEG_INF;
+        else if (DT_MASK != DT_NONE) {
+          float mv = load4(DT_MASK, mo + jj * pc.m_sk);
+          if (DT_MASK == DT_BOOL || DT_MASK == DT_U8) a = mv != 0.0 ? a : NEG_INF;
+          else a += mv;
+        }
+        s[u] = a;
+        mt = max(mt, a);
       }
-      s[j] = a;
-      mt = max(mt, a);
+      float mn = max(m, mt);
+      // A row with every key so far masked keeps m = -inf; exp(-inf - -inf) would be nan.
+      float corr = mn == NEG_INF ? 1.0 : exp(m - mn);
+      float sum = 0.0;
+      for (uint u = 0; u < SB; ++u) {
+        float p = s[u] == NEG_INF ? 0.0 : exp(s[u] - mn);
+        s[u] = p;
+        sum += p;
+      }
+      l = l * corr + sum;
+      m = mn;
+      for (uint c = 0; c < NV; ++c) o[c] *= corr;
+      for (uint u = 0; u < SB; ++u)
+        for (uint c = 0; c < NV; ++c) o[c] += s[u] * Vs[(jb + u) * DV4 + q + TPR * c];
     }
-    float mn = max(m, mt);
-    // A row with every key so far masked keeps m = -inf; exp(-inf - -inf) would be nan.
-    float corr = mn == NEG_INF ? 1.0 : exp(m - mn);
-    float sum = 0.0;
-    for (uint j = 0; j < BKV; ++j) {
-      float p = s[j] == NEG_INF ? 0.0 : exp(s[j] - mn);
-      s[j] = p;
-      sum += p;
-    }
-    l = l * corr + sum;
-    m = mn;
-    for (uint c = 0; c < NV; ++c) o[c] *= corr;
-    for (uint j = 0; j < BKV; ++j)
-      for (uint c = 0; c < NV; ++c) o[c] += s[j] * Vs[j * DV4 + q + TPR * c];
     barrier();
   }
   if (!row_ok) return;

@@ -25,7 +25,7 @@ bool has_subgroup_shuffle(Context& ctx) {
   VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &sg};
   vkGetPhysicalDeviceProperties2(ctx.physical_device(), &props);
   const bool ok = (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) && (sg.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) &&
-                  sg.subgroupSize >= 4 && sg.subgroupSize % 4 == 0;
+                  sg.subgroupSize >= 4 && 128 % sg.subgroupSize == 0;
   known[ctx.physical_device()] = ok;
   return ok;
 }
