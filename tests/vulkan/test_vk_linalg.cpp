@@ -83,6 +83,9 @@ TEST_F(VkLinalg, MatvecTailsOffsetsAndReductions) {
     cases.push_back({wdt, DType::f16, 5, 2050, 2056, 0, 3, false}); // unaligned x, 2 rows a group
     cases.push_back({wdt, DType::f32, 8, 1, 2049, 1, 0, true});    // K % 8 != 0: element loop
   }
+  struct ResetReduction {
+    ~ResetReduction() { vulkan::set_matvec_shared_reduce_for_testing(false); }
+  } reset;
   for (bool shared_reduce : {false, true}) {
     vulkan::set_matvec_shared_reduce_for_testing(shared_reduce);
     for (const Case& c : cases) {
@@ -103,7 +106,6 @@ TEST_F(VkLinalg, MatvecTailsOffsetsAndReductions) {
                    1e-5 * std::sqrt(static_cast<double>(c.K)), rtol_for(c.xdt) + 1e-5, what.c_str());
     }
   }
-  vulkan::set_matvec_shared_reduce_for_testing(false);
 }
 
 TEST_F(VkLinalg, LinearStridedAndBatchedInput) {
