@@ -8,6 +8,7 @@
 
 #include "runtime/backends/vulkan/context.h"
 #include "runtime/backends/vulkan/ops.h"
+#include "runtime/backends/vulkan/pipelines.h"
 
 namespace vrun::vulkan {
 
@@ -38,11 +39,12 @@ bool rows_vec8(const DeviceView& v, uint32_t elem_offset) {
 
 int64_t padded_head_dim(int64_t d) { return d <= 64 ? 64 : d <= 128 ? 128 : 256; }
 
-// VRUN_SDPA=rows sends prefill to the row kernel too (to compare the kernels on a GPU); read on
-// every call so tests can cover both paths in one process.
-bool rows_forced() {
+// VRUN_SDPA picks a kernel for comparisons on a GPU: "rows" sends prefill shapes to the row
+// kernel, "tile" to the portable tiled kernel even where the cooperative-matrix one could run.
+// Read on every call so tests can cover every path in one process.
+std::string forced_kernel() {
   const char* e = std::getenv("VRUN_SDPA");
-  return e && std::string(e) == "rows";
+  return e ? e : "";
 }
 
 Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, const Attrs& attrs) {
@@ -77,7 +79,8 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
   const uint32_t smem = ctx.limits().maxComputeSharedMemorySize;
 
   // Many query rows: the tiled kernel (32 rows of a head per workgroup, K/V tiles in shared memory).
-  const bool tiled = !rows_forced() && Lq >= 32 && dmax <= 128 && has_subgroup_shuffle(ctx) && Lq <= 65535 * 32 &&
+  const std::string forced = forced_kernel();
+  const bool tiled = forced != "rows" && Lq >= 32 && dmax <= 128 && has_subgroup_shuffle(ctx) && Lq <= 65535 * 32 &&
                      Hq <= 65535 && B <= 65535;
   // Keys per K/V tile: both tiles of BKV x dmax f32 in shared memory, at most 64.
   int64_t bkv = 64;
@@ -95,6 +98,17 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
     pw.u(offs[1]).u(offs[2]).u(offs[3]).u(offs[4]).u(offs[0]);
     pw.u(1).u(Lk);
     const int32_t kvvec = rows_vec8(k, offs[2]) && rows_vec8(v, offs[3]) ? 1 : 0;
+    // Tensor cores: 64 rows per workgroup, f16 Q/K/V read 16 bytes at a time.
+    const std::string coop = ctx.coopmat() == Context::CoopMat::kKhr  ? "sdpa_coopmat_khr"
+                             : ctx.coopmat() == Context::CoopMat::kNv ? "sdpa_coopmat_nv"
+                                                                       : "";
+    const uint64_t coop_smem = 2 * 32 * (dmax + 8) * 2 + 4 * 16 * 36 * 4 + 4 * 16 * 40 * 2 + 4 * 256 * 4 + 64 * 4;
+    if (!coop.empty() && forced != "tile" && PipelineCache::has_kernel(coop) && kvvec && rows_vec8(q, offs[1]) &&
+        coop_smem <= smem) {
+      return rec.dispatch(coop, {dt_code(y.dtype), has_mask ? dt_code(mask.dtype) : 255, causal, static_cast<int32_t>(dmax)},
+                          bindings, pw.w, pw.bytes(), static_cast<uint32_t>((Lq + 63) / 64), static_cast<uint32_t>(Hq),
+                          static_cast<uint32_t>(B));
+    }
     return rec.dispatch("sdpa_tile",
                         {dt_code(q.dtype), dt_code(k.dtype), dt_code(v.dtype), dt_code(y.dtype),
                          has_mask ? dt_code(mask.dtype) : 255, causal, static_cast<int32_t>(dmax), kvvec,

@@ -1,0 +1,195 @@
+// Body of the cooperative-matrix (tensor core) flash-attention kernel for f16 Q, K, V with head
+// dims up to DMAX (64 or 128, rows 16-byte aligned: the host checks). The NV and KHR variants
+// define the matrix types and load/store/multiply macros, then include this.
+// A workgroup of 4 subgroups (32 invocations each) owns BQ = 64 query rows of one head, 16 per
+// subgroup; its Q rows stay in registers as A fragments. Keys go by in tiles of BKV = 32 staged in
+// shared memory as f16: S = Q K^T per subgroup (16 x 32, f32 accumulators) goes through shared
+// memory, where two invocations per row apply scale, masks and the causal limit and run the
+// online softmax; P (f16) then multiplies the V tile into f32 output accumulators. The rescale of
+// those accumulators by each row's correction uses a matrix of per-row factors loaded with the
+// accumulators' own layout, so element e of both belongs to the same row whatever the device's
+// fragment layout. Tiles past the causal limit of the block's last row are skipped.
+// Same push constants and bindings as sdpa.comp (0 y, 1 q, 2 k, 3 v, 4 mask).
+
+layout(local_size_x = 128) in;
+layout(constant_id = 0) const uint DT_Y = 0;
+layout(constant_id = 1) const uint DT_MASK = DT_NONE;
+layout(constant_id = 2) const uint CAUSAL = 0;
+layout(constant_id = 3) const uint DMAX = 128;
+
+layout(set = 0, binding = 1, std430) buffer BufQ4 { uvec4 q4[]; };
+layout(set = 0, binding = 2, std430) buffer BufK4 { uvec4 k4[]; };
+layout(set = 0, binding = 3, std430) buffer BufV4 { uvec4 v4[]; };
+
+layout(push_constant) uniform Push {
+  uint Lq, Lk, D, Dv, Hq, Hkv;
+  float scale;
+  uint q_sb, q_sh, q_sl;
+  uint k_sb, k_sh, k_sl;
+  uint v_sb, v_sh, v_sl;
+  uint m_sb, m_sh, m_sl, m_sk;
+  uint off_q, off_k, off_v, off_m, off_y;
+  uint nsplit, kchunk;
+} pc;
+
+const uint WG = 128, NW = 4, BQ = 64, BKV = 32;
+const uint ND = DMAX / 16u;  // 16-wide fragments across the head dims
+const uint C8 = DMAX / 8u;   // 16-byte chunks per staged row
+const uint LDH = DMAX + 8u;  // padded row strides (halves / floats) against bank conflicts,
+const uint LDS = BKV + 4u;   // each a multiple of 16 bytes as fragment loads want
+const uint LDP = BKV + 8u;
+const float NEG_INF = -1.0 / 0.0;
+shared float16_t Ks[BKV * LDH];  // K tile [key][dim]; first used to stage Q
+shared float16_t Vs[BKV * LDH];  // V tile [key][dim]
+shared float Sf[NW * 16 * LDS];  // per subgroup: scores, then output fragments
+shared float16_t Ps[NW * 16 * LDP];
+shared float Cb[NW * 256];       // per subgroup: row factors broadcast along 16 columns
+shared float Ls[BQ];
+
+#define PUT8(ARR, AT, P)                                                        \
+  {                                                                             \
+    vec2 h_ = unpackHalf2x16(P.x);                                              \
+    ARR[(AT)] = float16_t(h_.x);                                                \
+    ARR[(AT) + 1u] = float16_t(h_.y);                                           \
+    h_ = unpackHalf2x16(P.y);                                                   \
+    ARR[(AT) + 2u] = float16_t(h_.x);                                           \
+    ARR[(AT) + 3u] = float16_t(h_.y);                                           \
+    h_ = unpackHalf2x16(P.z);                                                   \
+    ARR[(AT) + 4u] = float16_t(h_.x);                                           \
+    ARR[(AT) + 5u] = float16_t(h_.y);                                           \
+    h_ = unpackHalf2x16(P.w);                                                   \
+    ARR[(AT) + 6u] = float16_t(h_.x);                                           \
+    ARR[(AT) + 7u] = float16_t(h_.y);                                           \
+  }
+
+void main() {
+  uint t = gl_LocalInvocationID.x;
+  uint w = gl_SubgroupID, lane = gl_SubgroupInvocationID;
+  // Blocks of late rows see the most keys under a causal mask: start them first.
+  uint blk = gl_NumWorkGroups.x - 1u - gl_WorkGroupID.x;
+  uint i0 = blk * BQ, h = gl_WorkGroupID.y, b = gl_WorkGroupID.z;
+  uint hk = h / (pc.Hq / pc.Hkv);
+  uint qo = pc.off_q + b * pc.q_sb + h * pc.q_sh;
+  uint ko = pc.off_k + b * pc.k_sb + hk * pc.k_sh;
+  uint vo = pc.off_v + b * pc.v_sb + hk * pc.v_sh;
+
+  // Q fragments, staged 32 rows at a time through the K tile.
+  A_T qa[ND];
+  for (uint half_ = 0; half_ < 2u; ++half_) {
+    barrier();
+    for (uint e = t; e < 32u * C8; e += WG) {
+      uint rr = e / C8, c = e % C8, i = i0 + half_ * 32u + rr;
+      uvec4 p = (i < pc.Lq && c * 8u < pc.D) ? q4[(qo + i * pc.q_sl + c * 8u) / 8u] : uvec4(0);
+      PUT8(Ks, rr * LDH + c * 8u, p);
+    }
+    barrier();
+    if (w / 2u == half_)
+      for (uint kd = 0; kd < ND; ++kd) LOAD_A(qa[kd], Ks, (w % 2u) * 16u * LDH + kd * 16u, LDH);
+  }
+
+  // Softmax ownership: two invocations per row, 16 keys of the tile each.
+  uint rl = lane / 2u, c0 = (lane % 2u) * 16u;
+  uint i = i0 + w * 16u + rl;
+  bool row_ok = i < pc.Lq;
+  uint mo = pc.off_m + b * pc.m_sb + h * pc.m_sh + i * pc.m_sl;
+  uint last = min(pc.Lq, i0 + BQ) - 1u;
+  uint kend = pc.Lk;
+  if (CAUSAL == 1) kend = min(pc.Lk, pc.Lk - pc.Lq + last + 1u);
+  uint klim = CAUSAL == 1 ? pc.Lk - pc.Lq + i + 1u : pc.Lk;
+
+  C_T o[ND];
+  for (uint f = 0; f < ND; ++f) o[f] = C_T(0.0);
+  float m = NEG_INF, l = 0.0;
+
+  for (uint j0 = 0; j0 < kend; j0 += BKV) {
+    uint n = min(BKV, kend - j0);
+    barrier();
+    for (uint e = t; e < BKV * C8; e += WG) {
+      uint j = e / C8, c = e % C8;
+      uvec4 pk = uvec4(0), pv = uvec4(0);
+      if (j < n) {
+        if (c * 8u < pc.D) pk = k4[(ko + (j0 + j) * pc.k_sl + c * 8u) / 8u];
+        if (c * 8u < pc.Dv) pv = v4[(vo + (j0 + j) * pc.v_sl + c * 8u) / 8u];
+      }
+      PUT8(Ks, j * LDH + c * 8u, pk);
+      PUT8(Vs, j * LDH + c * 8u, pv);
+    }
+    barrier();
+
+    for (uint f = 0; f < BKV / 16u; ++f) {
+      C_T sacc = C_T(0.0);
+      for (uint kd = 0; kd < ND; ++kd) {
+        B_T kb;
+        LOAD_B_COL(kb, Ks, f * 16u * LDH + kd * 16u, LDH);
+        sacc = MMA(qa[kd], kb, sacc);
+      }
+      STORE_C(sacc, Sf, w * 16u * LDS + f * 16u, LDS);
+    }
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+
+    float s[16];
+    float mt = NEG_INF;
+    for (uint u = 0; u < 16u; ++u) {
+      uint j = c0 + u, jj = j0 + j;
+      float a = Sf[(w * 16u + rl) * LDS + j] * pc.scale;
+      if (!row_ok || j >= n || jj >= klim) a = NEG_INF;
+      else if (DT_MASK != DT_NONE) {
+        float mv = load4(DT_MASK, mo + jj * pc.m_sk);
+        if (DT_MASK == DT_BOOL || DT_MASK == DT_U8) a = mv != 0.0 ? a : NEG_INF;
+        else a += mv;
+      }
+      s[u] = a;
+      mt = max(mt, a);
+    }
+    mt = max(mt, subgroupShuffleXor(mt, 1u));
+    float mn = max(m, mt);
+    // A row with every key so far masked keeps m = -inf; exp(-inf - -inf) would be nan.
+    float corr = mn == NEG_INF ? 1.0 : exp(m - mn);
+    float sum = 0.0;
+    for (uint u = 0; u < 16u; ++u) {
+      // The sum takes P as rounded for the multiply, so numerator and denominator agree.
+      float16_t p = float16_t(s[u] == NEG_INF ? 0.0 : exp(s[u] - mn));
+      Ps[(w * 16u + rl) * LDP + c0 + u] = p;
+      sum += float(p);
+    }
+    sum += subgroupShuffleXor(sum, 1u);
+    l = l * corr + sum;
+    m = mn;
+    for (uint e = 0; e < 8u; ++e) Cb[w * 256u + rl * 16u + (lane % 2u) * 8u + e] = corr;
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+
+    C_T cm;
+    LOAD_C(cm, Cb, w * 256u, 16u);
+    for (uint f = 0; f < ND; ++f)
+      for (int e = 0; e < o[f].length(); ++e) o[f][e] *= cm[e];
+    for (uint kf = 0; kf < BKV / 16u; ++kf) {
+      A_T pa;
+      LOAD_A(pa, Ps, w * 16u * LDP + kf * 16u, LDP);
+      for (uint f = 0; f < ND; ++f) {
+        B_T vb;
+        LOAD_B_ROW(vb, Vs, kf * 16u * LDH + f * 16u, LDH);
+        o[f] = MMA(pa, vb, o[f]);
+      }
+    }
+  }
+
+  if (lane % 2u == 0u) Ls[w * 16u + rl] = l;
+  for (uint f = 0; f < ND; ++f) {
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    STORE_C(o[f], Sf, w * 16u * LDS, LDS);
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    for (uint e = lane; e < 256u; e += 32u) {
+      uint r = e / 16u, d = f * 16u + e % 16u, ii = i0 + w * 16u + r;
+      if (ii < pc.Lq && d < pc.Dv) {
+        float ll = Ls[w * 16u + r];
+        // Rows whose every key is masked output zeros, as the CPU kernel does.
+        float y = ll > 0.0 ? Sf[(w * 16u + r) * LDS + e % 16u] / ll : 0.0;
+        store0(DT_Y, pc.off_y + ((b * pc.Hq + h) * pc.Lq + ii) * pc.Dv + d, y);
+      }
+    }
+  }
+}
