@@ -1,11 +1,14 @@
 // Vulkan kernel benchmark: the decode/prefill shapes of a 2048-wide model, measured against the
 // device's own rooflines taken in the same run (device-to-device copy bandwidth; f16 matmul rate
-// of the fastest linear kernel at 4096^3).
+// of the fastest linear kernel at 4096^3, or the rate the device's own PyTorch matmul reaches when
+// --tensor-roof gives it: bench/vulkan/run.sh measures it in the same run).
 //
-//   vrun_bench_vulkan [--small] [--reps N] [--device I]
+//   vrun_bench_vulkan [--small] [--reps N] [--device I] [--tensor-roof TFLOPS]
 //
-// Each kernel is recorded N times in one command buffer (consecutive runs write the same output,
-// so a barrier separates them) after one warm-up submission; the time is wall clock per run.
+// Each kernel is recorded N times in one command buffer (a barrier separates runs that write the
+// same output) after one warm-up submission; the time is wall clock per run from submission.
+// Bandwidth-bound rows cycle through enough copies of their tensors (>= 256 MiB) that the
+// device's L2 cache (50 MB on an H100) cannot serve repeated runs.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -67,6 +70,7 @@ DevTensor make(Context& ctx, DType dt, const Shape& shape, bool fill = true) {
 template <typename F>
 double time_runs(Context& ctx, int reps, F&& record_once) {
   auto rec = std::move(Recorder::create(ctx)).value();
+  rec->set_submit_in_pieces(false);
   for (int pass = 0; pass < 2; ++pass) {
     const int n = pass == 0 ? 1 : reps;
     for (int i = 0; i < n; ++i) {
@@ -89,19 +93,16 @@ double time_runs(Context& ctx, int reps, F&& record_once) {
 }
 
 double run_op(Context& ctx, int reps, OpKind op, const std::vector<const DevTensor*>& in, const Attrs& attrs,
-              DevTensor* out_keep = nullptr) {
+              bool rotate = false) {
   std::vector<TensorDesc> d(in.size());
   std::vector<const TensorDesc*> p;
-  std::vector<DeviceView> views;
   for (size_t k = 0; k < in.size(); ++k) {
     if (!in[k]) {
       p.push_back(nullptr);
-      views.emplace_back();
       continue;
     }
     d[k] = {in[k]->view.dtype, in[k]->view.shape};
     p.push_back(&d[k]);
-    views.push_back(in[k]->view);
   }
   std::vector<TensorDesc> od;
   Status s = infer_shapes(op, p, attrs, &od);
@@ -109,9 +110,34 @@ double run_op(Context& ctx, int reps, OpKind op, const std::vector<const DevTens
     std::fprintf(stderr, "%s\n", s.to_string().c_str());
     std::exit(1);
   }
-  DevTensor out = make(ctx, od[0].dtype, od[0].shape, false);
-  const double t = time_runs(ctx, reps, [&](Recorder& r) { return r.record(op, views, {out.view}, attrs); });
-  if (out_keep) *out_keep = std::move(out);
+  // Sets of inputs and output; extra sets (fresh random data) when rotating past the L2 cache.
+  uint64_t set_bytes = static_cast<uint64_t>(dtype_bytes(od[0].dtype, od[0].shape.numel()));
+  for (const DevTensor* t : in)
+    if (t) set_bytes += static_cast<uint64_t>(dtype_bytes(t->view.dtype, t->view.numel()));
+  const int copies = rotate ? static_cast<int>(std::clamp<uint64_t>((256ull << 20) / std::max<uint64_t>(set_bytes, 1) + 1, 1, 64)) : 1;
+  std::vector<DevTensor> owned;
+  std::vector<std::vector<DeviceView>> sets(static_cast<size_t>(copies));
+  std::vector<DeviceView> outs;
+  owned.reserve(static_cast<size_t>(copies) * (in.size() + 1));
+  for (int c = 0; c < copies; ++c) {
+    for (const DevTensor* t : in) {
+      if (!t) {
+        sets[static_cast<size_t>(c)].emplace_back();
+      } else if (c == 0) {
+        sets[0].push_back(t->view);
+      } else {
+        owned.push_back(make(ctx, t->view.dtype, t->view.shape));
+        sets[static_cast<size_t>(c)].push_back(owned.back().view);
+      }
+    }
+    owned.push_back(make(ctx, od[0].dtype, od[0].shape, false));
+    outs.push_back(owned.back().view);
+  }
+  int next = 0;
+  const double t = time_runs(ctx, reps, [&](Recorder& r) {
+    const size_t c = static_cast<size_t>(next++ % copies);
+    return r.record(op, sets[c], {outs[c]}, attrs);
+  });
   return t;
 }
 
@@ -126,11 +152,17 @@ void row(const char* name, const std::string& shape, double sec, double amount, 
 int main(int argc, char** argv) {
   bool small = false;
   int reps = 20;
+  double tensor_roof = 0;
   ContextOptions opts;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--small")) small = true;
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--device") && i + 1 < argc) opts.device_index = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--tensor-roof") && i + 1 < argc) tensor_roof = std::atof(argv[++i]);
+    else {
+      std::fprintf(stderr, "usage: vrun_bench_vulkan [--small] [--reps N] [--device I] [--tensor-roof TFLOPS]\n");
+      return 2;
+    }
   }
   auto c = Context::create(opts);
   if (!c.is_ok()) {
@@ -168,17 +200,20 @@ int main(int argc, char** argv) {
   const int64_t P = 4096 / S;
   DevTensor px = make(ctx, DType::f16, Shape{P, P}), pw = make(ctx, DType::f16, Shape{P, P});
   const double tpeak = run_op(ctx, std::max(2, reps / 4), OpKind::linear, {&px, &pw, nullptr}, Attrs(OpKind::linear));
-  const double peak = 2.0 * P * P * P / tpeak / 1e12;
+  const double own_peak = 2.0 * P * P * P / tpeak / 1e12;
+  const double peak = tensor_roof > 0 ? tensor_roof : own_peak;
+  if (tensor_roof > 0) std::printf("compute roof: %.1f TFLOP/s (PyTorch f16 matmul on this device)\n", tensor_roof);
 
   std::printf("%-24s %-28s %13s %10s %-7s %7s\n", "kernel", "shape", "time", "rate", "unit", "roof");
   row("copy (roofline)", std::to_string(copy_bytes >> 20) + " MiB", tcopy, 2.0 * copy_bytes / 1e9, "GB/s", bw);
   row("copy kernel", std::to_string(copy_bytes >> 20) + " MiB", tkern, 2.0 * copy_bytes / 1e9, "GB/s", bw);
-  row("matmul f16 (roofline)", std::to_string(P) + "^3", tpeak, 2.0 * P * P * P / 1e12, "TFLOP/s", peak);
+  row(tensor_roof > 0 ? "linear f16" : "linear f16 (roofline)", std::to_string(P) + "^3", tpeak, 2.0 * P * P * P / 1e12,
+      "TFLOP/s", peak);
 
   const int64_t K = 2048, N = 8192 / S;
-  for (DType wdt : {DType::f16, DType::q4_0, DType::q8_0}) {
+  for (DType wdt : {DType::f16, DType::q4_0, DType::q4_1, DType::q8_0}) {
     DevTensor x = make(ctx, DType::f16, Shape{1, K}), w = make(ctx, wdt, Shape{N, K});
-    const double t = run_op(ctx, reps, OpKind::linear, {&x, &w, nullptr}, Attrs(OpKind::linear));
+    const double t = run_op(ctx, reps, OpKind::linear, {&x, &w, nullptr}, Attrs(OpKind::linear), true);
     const double bytes = static_cast<double>(dtype_bytes(wdt, N * K) + 2 * K + 2 * N);
     row((std::string("linear decode ") + dtype_name(wdt)).c_str(), "1x" + std::to_string(K) + "x" + std::to_string(N), t,
         bytes / 1e9, "GB/s", bw);
@@ -194,7 +229,7 @@ int main(int argc, char** argv) {
     const int64_t Hq = 32, Hkv = 8, D = 128, L = 4096 / S;
     DevTensor q = make(ctx, DType::f16, Shape{1, Hq, 1, D});
     DevTensor k = make(ctx, DType::f16, Shape{1, Hkv, L, D}), v = make(ctx, DType::f16, Shape{1, Hkv, L, D});
-    const double t = run_op(ctx, reps, OpKind::sdpa, {&q, &k, &v, nullptr}, Attrs(OpKind::sdpa));
+    const double t = run_op(ctx, reps, OpKind::sdpa, {&q, &k, &v, nullptr}, Attrs(OpKind::sdpa), true);
     row("sdpa decode f16", "Hq32 Hkv8 D128 Lk" + std::to_string(L), t, 2.0 * 2 * Hkv * L * D / 1e9, "GB/s", bw);
   }
   {
@@ -211,7 +246,7 @@ int main(int argc, char** argv) {
     DevTensor x = make(ctx, DType::f16, Shape{1, C, T}), w = make(ctx, DType::f16, Shape{C, 1, Kc});
     Attrs a(OpKind::conv1d);
     a.set_ints("padding", {Kc / 2}).set_i("groups", C);
-    const double t = run_op(ctx, reps, OpKind::conv1d, {&x, &w, nullptr}, a);
+    const double t = run_op(ctx, reps, OpKind::conv1d, {&x, &w, nullptr}, a, true);
     row("conv1d depthwise f16", "C1024 T" + std::to_string(T) + " K31", t, 2.0 * 2 * C * T / 1e9, "GB/s", bw);
   }
   return 0;

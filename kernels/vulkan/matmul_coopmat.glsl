@@ -1,10 +1,12 @@
 // Body of the cooperative-matrix (tensor core) linear kernel for f16 x and f16 W [N, K]; the
 // NV and KHR variants define the matrix types and load/store/multiply macros, then include
 // this. 128x128 output tile per workgroup of 8 subgroups (32 invocations each, checked on the
-// host) arranged 2 x 4, each computing a 64x32 warp tile as 4x2 16x16 fragments; K advances
-// 32 at a time through shared memory, filled with 16-byte global loads (the host guarantees
-// K % 8 == 0 and 16-byte aligned rows). Accumulates in f32; bias and the output dtype are
-// applied while each fragment is written out through a per-subgroup staging area.
+// host) arranged 2 x 4, each computing a 64x32 warp tile as 4x2 16x16 fragments. K advances
+// 64 at a time through shared memory kept as 16-byte words (one store per 8 halves); the next
+// step's global loads are issued before the current step's multiplies, so their latency hides
+// behind the tensor-core work. The host guarantees K % 8 == 0 and 16-byte aligned rows.
+// Accumulates in f32; bias and the output dtype are applied while each fragment is written out
+// through a per-subgroup staging area.
 // Bindings: 0 y, 1 x, 2 W, 3 bias.
 
 layout(local_size_x = 256) in;
@@ -22,13 +24,13 @@ layout(push_constant) uniform Push {
 layout(set = 0, binding = 1, std430) buffer BufA4 { uvec4 a4[]; };
 layout(set = 0, binding = 2, std430) buffer BufB4 { uvec4 w4[]; };
 
-const uint BM = 128, BN = 128, BK = 32;
-const uint LDS = BK + 8;  // padded row stride (halves) against shared-memory bank conflicts
-shared float16_t As[BM * LDS];  // [m][k]
-shared float16_t Bs[BN * LDS];  // [n][k]: column-major K x N for the B operand
+const uint BM = 128, BN = 128, BK = 64;
+const uint CH = BK / 8u;        // 16-byte chunks per row and step
+const uint LDS4 = CH + 1u;      // padded row stride in 16-byte words (against bank conflicts)
+const uint PER = BM * CH / 256u;  // chunks per invocation per operand and step
+shared uvec4 As[BM * LDS4];  // [m][k]
+shared uvec4 Bs[BN * LDS4];  // [n][k]: column-major K x N for the B operand
 shared float Cs[8][16 * 16];
-
-void put8(inout float16_t dst[BM * LDS], uint at, uvec4 p) {}
 
 void main() {
   uint t = gl_LocalInvocationID.x;
@@ -37,41 +39,44 @@ void main() {
   uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
 
   C_T acc[4][2];
-  for (uint i = 0; i < 4; ++i)
-    for (uint j = 0; j < 2; ++j) acc[i][j] = C_T(0.0);
+  [[unroll]] for (uint i = 0; i < 4; ++i)
+    [[unroll]] for (uint j = 0; j < 2; ++j) acc[i][j] = C_T(0.0);
 
+  uvec4 ra[PER], rb[PER];
+  [[unroll]] for (uint p = 0; p < PER; ++p) {
+    uint c = t + p * 256u, r = c / CH, k = (c % CH) * 8u;
+    uint m = m0 + r, n = n0 + r;
+    ra[p] = (m < pc.M && k < pc.K) ? a4[(pc.off_a + m * pc.a_sm + k) / 8u] : uvec4(0);
+    rb[p] = (n < pc.N && k < pc.K) ? w4[(pc.off_b + n * pc.K + k) / 8u] : uvec4(0);
+  }
   for (uint k0 = 0; k0 < pc.K; k0 += BK) {
-    // 128 rows x 4 chunks of 8 halves per operand: 2 chunks per invocation each.
-    for (uint c = t; c < BM * (BK / 8u); c += 256u) {
-      uint r = c / 4u, kc = (c % 4u) * 8u;
-      uint k = k0 + kc;
-      uint m = m0 + r, n = n0 + r;
-      uvec4 pa = (m < pc.M && k < pc.K) ? a4[(pc.off_a + m * pc.a_sm + k) / 8u] : uvec4(0);
-      uvec4 pb = (n < pc.N && k < pc.K) ? w4[(pc.off_b + n * pc.K + k) / 8u] : uvec4(0);
-      uint da = r * LDS + kc;
-      vec2 h;
-      h = unpackHalf2x16(pa.x); As[da + 0u] = float16_t(h.x); As[da + 1u] = float16_t(h.y);
-      h = unpackHalf2x16(pa.y); As[da + 2u] = float16_t(h.x); As[da + 3u] = float16_t(h.y);
-      h = unpackHalf2x16(pa.z); As[da + 4u] = float16_t(h.x); As[da + 5u] = float16_t(h.y);
-      h = unpackHalf2x16(pa.w); As[da + 6u] = float16_t(h.x); As[da + 7u] = float16_t(h.y);
-      h = unpackHalf2x16(pb.x); Bs[da + 0u] = float16_t(h.x); Bs[da + 1u] = float16_t(h.y);
-      h = unpackHalf2x16(pb.y); Bs[da + 2u] = float16_t(h.x); Bs[da + 3u] = float16_t(h.y);
-      h = unpackHalf2x16(pb.z); Bs[da + 4u] = float16_t(h.x); Bs[da + 5u] = float16_t(h.y);
-      h = unpackHalf2x16(pb.w); Bs[da + 6u] = float16_t(h.x); Bs[da + 7u] = float16_t(h.y);
+    barrier();  // the previous step's multiplies are done with the tiles
+    [[unroll]] for (uint p = 0; p < PER; ++p) {
+      uint c = t + p * 256u, at = (c / CH) * LDS4 + c % CH;
+      As[at] = ra[p];
+      Bs[at] = rb[p];
     }
     barrier();
-    for (uint kk = 0; kk < BK; kk += 16u) {
+    uint k1 = k0 + BK;
+    if (k1 < pc.K) {
+      [[unroll]] for (uint p = 0; p < PER; ++p) {
+        uint c = t + p * 256u, r = c / CH, k = k1 + (c % CH) * 8u;
+        uint m = m0 + r, n = n0 + r;
+        ra[p] = (m < pc.M && k < pc.K) ? a4[(pc.off_a + m * pc.a_sm + k) / 8u] : uvec4(0);
+        rb[p] = (n < pc.N && k < pc.K) ? w4[(pc.off_b + n * pc.K + k) / 8u] : uvec4(0);
+      }
+    }
+    [[unroll]] for (uint kk = 0; kk < CH; kk += 2u) {  // 16 halves = 2 words per fragment step
       A_T a[4];
       B_T b[2];
-      for (uint i = 0; i < 4; ++i) LOAD_A(a[i], As, (wm + 16u * i) * LDS + kk, LDS);
-      for (uint j = 0; j < 2; ++j) LOAD_B(b[j], Bs, (wn + 16u * j) * LDS + kk, LDS);
-      for (uint i = 0; i < 4; ++i)
-        for (uint j = 0; j < 2; ++j) acc[i][j] = MMA(a[i], b[j], acc[i][j]);
+      [[unroll]] for (uint i = 0; i < 4; ++i) LOAD_A(a[i], As, (wm + 16u * i) * LDS4 + kk, LDS4);
+      [[unroll]] for (uint j = 0; j < 2; ++j) LOAD_B(b[j], Bs, (wn + 16u * j) * LDS4 + kk, LDS4);
+      [[unroll]] for (uint i = 0; i < 4; ++i)
+        [[unroll]] for (uint j = 0; j < 2; ++j) acc[i][j] = MMA(a[i], b[j], acc[i][j]);
     }
-    barrier();
   }
-  for (uint i = 0; i < 4; ++i)
-    for (uint j = 0; j < 2; ++j) {
+  [[unroll]] for (uint i = 0; i < 4; ++i)
+    [[unroll]] for (uint j = 0; j < 2; ++j) {
       STORE_C(acc[i][j], Cs[warp], 0, 16);
       subgroupMemoryBarrierShared();
       subgroupBarrier();

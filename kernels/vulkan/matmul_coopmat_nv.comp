@@ -4,6 +4,7 @@
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_KHR_shader_subgroup_basic : require
+#extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 
 #define A_T fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>

@@ -293,6 +293,11 @@ Status Context::init(const ContextOptions& options) {
   const auto exts = device_extensions(physical_);
   std::vector<const char*> enable;
   if (info_.memory_budget) enable.push_back(VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
+  // VRUN_PUSH_DESCRIPTORS=0 falls back to descriptor pools (for comparison).
+  const char* pd_env = std::getenv("VRUN_PUSH_DESCRIPTORS");
+  const bool want_push = !(pd_env && std::string(pd_env) == "0");
+  const bool has_push = want_push && has_extension(exts, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
+  if (has_push) enable.push_back(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
 
   VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
   VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, &f12};
@@ -362,6 +367,9 @@ Status Context::init(const ContextOptions& options) {
   di.ppEnabledExtensionNames = enable.data();
   VRUN_VK_CHECK(vkCreateDevice(physical_, &di, nullptr, &device_), "creating the device for " + info_.name);
   vkGetDeviceQueue(device_, queue_family_, 0, &queue_);
+  if (has_push)
+    push_descriptor_ =
+        reinterpret_cast<PFN_vkCmdPushDescriptorSetKHR>(vkGetDeviceProcAddr(device_, "vkCmdPushDescriptorSetKHR"));
 
   allocator_ = std::make_unique<Allocator>(*this);
   VRUN_RETURN_IF_ERROR(allocator_->init());

@@ -66,6 +66,9 @@ class Context {
   // Which cooperative-matrix matmul the device can run (none on lavapipe).
   enum class CoopMat { kNone, kKhr, kNv };
   CoopMat coopmat() const { return coopmat_; }
+  // vkCmdPushDescriptorSetKHR when the device has VK_KHR_push_descriptor (descriptors are then
+  // written into the command buffer: no set allocation or update per dispatch), else null.
+  PFN_vkCmdPushDescriptorSetKHR push_descriptor_fn() const { return push_descriptor_; }
 
   Allocator& allocator() { return *allocator_; }
   PipelineCache& pipelines() { return *pipelines_; }
@@ -76,6 +79,7 @@ class Context {
  private:
   Context() = default;
   Status init(const ContextOptions& options);
+  PFN_vkCmdPushDescriptorSetKHR push_descriptor_ = nullptr;
 
   static VKAPI_ATTR VkBool32 VKAPI_CALL on_debug_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
                                                          VkDebugUtilsMessageTypeFlagsEXT type,

@@ -30,6 +30,7 @@ Status PipelineCache::init() {
   VkDescriptorSetLayoutCreateInfo dl{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
   dl.bindingCount = kNumBindings;
   dl.pBindings = b;
+  if (ctx_.push_descriptor_fn()) dl.flags = VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR;
   VRUN_VK_CHECK(vkCreateDescriptorSetLayout(ctx_.device(), &dl, nullptr, &set_layout_), "creating the descriptor set layout");
   VkPushConstantRange pc{VK_SHADER_STAGE_COMPUTE_BIT, 0, kPushConstantBytes};
   VkPipelineLayoutCreateInfo pl{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};

@@ -1,6 +1,9 @@
 #include "runtime/backends/vulkan/recorder.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "runtime/backends/vulkan/context.h"
@@ -11,6 +14,14 @@ namespace vrun::vulkan {
 namespace {
 constexpr uint32_t kSetsPerPool = 256;
 constexpr uint64_t kStagingChunk = 32ull << 20;
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Dispatches recorded before a piece is submitted: small at first so the GPU starts early,
+// then larger so submission costs stay small against the work.
+int flush_threshold(int flushes) { return flushes == 0 ? 8 : flushes == 1 ? 24 : 64; }
 
 // Bytes the view's elements span from element 0 (0 for an empty view).
 uint64_t span_bytes(const DeviceView& v) {
@@ -58,6 +69,9 @@ Status Recorder::init() {
   ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
   ai.commandBufferCount = 1;
   VRUN_VK_CHECK(vkAllocateCommandBuffers(dev, &ai, &cmd_), "allocating a command buffer");
+  cmds_.push_back(cmd_);
+  const char* st = std::getenv("VRUN_VK_STATS");
+  stats_.on = st && *st && std::string(st) != "0";
   VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
   VRUN_VK_CHECK(vkCreateFence(dev, &fi, nullptr, &fence_), "creating a fence");
   // Unused bindings of a kernel still need a valid buffer.
@@ -70,6 +84,17 @@ Recorder::~Recorder() {
   if (recording_) {
     vkEndCommandBuffer(cmd_);
   }
+  // Pieces of an abandoned recording may still run: their buffers must outlive them.
+  if (flushes_ > 0) vkQueueWaitIdle(ctx_.queue());
+  if (stats_.on && stats_.calls > 0)
+    std::fprintf(stderr,
+                 "vulkan stats: %llu method calls, %.1f dispatches, %.1f barriers and %.1f submits per call; "
+                 "host recording %.3f ms, waiting %.3f ms per call; last call: %d dispatches, recording %.3f ms, "
+                 "waiting %.3f ms\n",
+                 static_cast<unsigned long long>(stats_.calls), double(stats_.dispatches) / stats_.calls,
+                 double(stats_.barriers) / stats_.calls, double(stats_.submits) / stats_.calls,
+                 1e3 * stats_.record_s / stats_.calls, 1e3 * stats_.wait_s / stats_.calls, stats_.last_dispatches,
+                 1e3 * stats_.last_record_s, 1e3 * stats_.last_wait_s);
   for (auto p : desc_pools_) vkDestroyDescriptorPool(dev, p, nullptr);
   if (fence_) vkDestroyFence(dev, fence_, nullptr);
   if (pool_) vkDestroyCommandPool(dev, pool_, nullptr);
@@ -80,8 +105,34 @@ Status Recorder::begin_if_needed() {
   VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
   VRUN_VK_CHECK(vkBeginCommandBuffer(cmd_, &bi), "beginning a command buffer");
+  if (flushes_ == 0 && stats_.on) record_start_ = now_s();
   recording_ = true;
   return Status::ok();
+}
+
+Status Recorder::flush() {
+  if (!recording_) return Status::ok();
+  VRUN_VK_CHECK(vkEndCommandBuffer(cmd_), "ending a command buffer");
+  recording_ = false;
+  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &cmd_;
+  VRUN_VK_CHECK(vkQueueSubmit(ctx_.queue(), 1, &si, VK_NULL_HANDLE), "submitting recorded work");
+  flushes_++;
+  since_flush_ = 0;
+  // Pipeline barriers order commands across submissions of one queue, so the pending
+  // read/write ranges carry over to the next piece unchanged.
+  if (++cmd_index_ == cmds_.size()) {
+    VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+    ai.commandPool = pool_;
+    ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    ai.commandBufferCount = 1;
+    VkCommandBuffer cb;
+    VRUN_VK_CHECK(vkAllocateCommandBuffers(ctx_.device(), &ai, &cb), "allocating a command buffer");
+    cmds_.push_back(cb);
+  }
+  cmd_ = cmds_[cmd_index_];
+  return begin_if_needed();
 }
 
 void Recorder::hazard(const std::vector<Range>& reads, const std::vector<Range>& writes) {
@@ -187,7 +238,11 @@ Status Recorder::dispatch(const std::string& kernel, const std::vector<int32_t>&
     return err(ErrorCode::kInternal, "vulkan: kernel ", kernel, " push constants of ", push_bytes, " bytes");
   VRUN_ASSIGN_OR_RETURN(VkPipeline pipeline, ctx_.pipelines().get(kernel, spec));
   VRUN_RETURN_IF_ERROR(begin_if_needed());
-  VRUN_ASSIGN_OR_RETURN(VkDescriptorSet set, new_set());
+  const PFN_vkCmdPushDescriptorSetKHR push_set = ctx_.push_descriptor_fn();
+  VkDescriptorSet set = VK_NULL_HANDLE;
+  if (!push_set) {
+    VRUN_ASSIGN_OR_RETURN(set, new_set());
+  }
 
   VkDescriptorBufferInfo infos[kNumBindings];
   VkWriteDescriptorSet writes[kNumBindings];
@@ -213,13 +268,18 @@ Status Recorder::dispatch(const std::string& kernel, const std::vector<int32_t>&
     writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
     writes[i].pBufferInfo = &infos[i];
   }
-  vkUpdateDescriptorSets(ctx_.device(), kNumBindings, writes, 0, nullptr);
   hazard(touched, written);
   vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
-  vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, ctx_.pipelines().layout(), 0, 1, &set, 0, nullptr);
+  if (push_set) {
+    push_set(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, ctx_.pipelines().layout(), 0, kNumBindings, writes);
+  } else {
+    vkUpdateDescriptorSets(ctx_.device(), kNumBindings, writes, 0, nullptr);
+    vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, ctx_.pipelines().layout(), 0, 1, &set, 0, nullptr);
+  }
   if (push_bytes) vkCmdPushConstants(cmd_, ctx_.pipelines().layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes, push);
   vkCmdDispatch(cmd_, gx, gy, gz);
   dispatches_++;
+  if (++since_flush_ >= flush_threshold(flushes_) && pieces_) return flush();
   return Status::ok();
 }
 
@@ -305,12 +365,36 @@ Status Recorder::submit_and_wait() {
     VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
     si.commandBufferCount = 1;
     si.pCommandBuffers = &cmd_;
+    const double t0 = stats_.on ? now_s() : 0;
+    // The fence covers every earlier submission of the queue too (the flushed pieces).
     VkResult r = vkQueueSubmit(ctx_.queue(), 1, &si, fence_);
     if (r == VK_SUCCESS) r = vkWaitForFences(ctx_.device(), 1, &fence_, VK_TRUE, UINT64_MAX);
-    if (r != VK_SUCCESS) result = vk_error(r, "running a recorded method");
+    if (r != VK_SUCCESS) {
+      result = vk_error(r, "running a recorded method");
+      vkQueueWaitIdle(ctx_.queue());
+    }
+    if (stats_.on) {
+      const double t1 = now_s();
+      stats_.calls++;
+      stats_.dispatches += static_cast<uint64_t>(dispatches_);
+      stats_.barriers += static_cast<uint64_t>(barriers_);
+      stats_.submits += static_cast<uint64_t>(flushes_ + 1);
+      stats_.record_s += t0 - record_start_;
+      stats_.wait_s += t1 - t0;
+      stats_.last_dispatches = dispatches_;
+      stats_.last_record_s = t0 - record_start_;
+      stats_.last_wait_s = t1 - t0;
+    }
     vkResetFences(ctx_.device(), 1, &fence_);
-    vkResetCommandBuffer(cmd_, 0);
+    vkResetCommandPool(ctx_.device(), pool_, 0);
+  } else if (flushes_ > 0) {
+    vkQueueWaitIdle(ctx_.queue());
+    vkResetCommandPool(ctx_.device(), pool_, 0);
   }
+  flushes_ = 0;
+  since_flush_ = 0;
+  cmd_index_ = 0;
+  cmd_ = cmds_[0];
   if (result.is_ok())
     for (auto& d : downloads_) std::memcpy(d.dst, d.staging.mapped(), d.bytes);
   downloads_.clear();

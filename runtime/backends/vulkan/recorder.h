@@ -66,8 +66,13 @@ class Recorder {
   // The device data lands in `dst` when submit_and_wait() returns.
   Status record_download(const BufferRef& src, uint64_t src_offset, void* dst, uint64_t bytes);
 
-  // Submits, waits, completes downloads, and resets for the next method call.
+  // Submits, waits, completes downloads, and resets for the next method call. Long recordings
+  // are already submitted in pieces while they are recorded (the GPU starts on the first
+  // dispatches while the host still records the rest); this submits the last piece and waits.
   Status submit_and_wait();
+  // Whether long recordings are submitted in pieces as they grow (default on). Benchmarks turn it
+  // off to time whole recordings from their submission.
+  void set_submit_in_pieces(bool on) { pieces_ = on; }
   // Dispatches recorded since the last submit.
   int dispatch_count() const { return dispatches_; }
   int barrier_count() const { return barriers_; }
@@ -96,6 +101,8 @@ class Recorder {
   explicit Recorder(Context& ctx) : ctx_(ctx) {}
   Status init();
   Status begin_if_needed();
+  // Ends the current command buffer and submits it without waiting; recording goes on in the next.
+  Status flush();
   struct Range {
     VkBuffer buffer;
     uint64_t begin, end;
@@ -111,7 +118,12 @@ class Recorder {
 
   Context& ctx_;
   VkCommandPool pool_ = VK_NULL_HANDLE;
-  VkCommandBuffer cmd_ = VK_NULL_HANDLE;
+  VkCommandBuffer cmd_ = VK_NULL_HANDLE;  // the one being recorded: cmds_[cmd_index_]
+  std::vector<VkCommandBuffer> cmds_;
+  size_t cmd_index_ = 0;
+  int since_flush_ = 0;  // dispatches in cmd_
+  int flushes_ = 0;      // pieces submitted since the last wait
+  bool pieces_ = true;
   VkFence fence_ = VK_NULL_HANDLE;
   bool recording_ = false;
   int dispatches_ = 0;
@@ -127,6 +139,15 @@ class Recorder {
   };
   std::vector<Download> downloads_;
   Buffer dummy_;
+  // VRUN_VK_STATS=1: totals printed when the recorder goes away.
+  struct Stats {
+    bool on = false;
+    uint64_t calls = 0, dispatches = 0, barriers = 0, submits = 0;
+    double record_s = 0, wait_s = 0;
+    int last_dispatches = 0;
+    double last_record_s = 0, last_wait_s = 0;
+  } stats_;
+  double record_start_ = 0;  // steady-clock seconds when the current recording began
 };
 
 // Synchronous transfers for loading constants (e.g. from an mmapped program) and tests; large
