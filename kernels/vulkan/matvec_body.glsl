@@ -8,8 +8,9 @@
 // all RS rows before using any (many loads in flight per invocation), and one x chunk loaded
 // serves RS rows and, through the L1 cache, every workgroup on the core. The partial sums meet in
 // one subgroupAdd per output plus one pass over a few shared-memory words.
-layout(local_size_x = 128) in;
-const uint WG = 128;
+// Invocations per workgroup (32, 64 or 128): fewer for short rows, so that each has work.
+layout(local_size_x_id = 9) in;
+layout(constant_id = 9) const uint WG = 128;
 
 layout(constant_id = 0) const uint DT_X = 0;
 layout(constant_id = 1) const uint DT_W = 0;

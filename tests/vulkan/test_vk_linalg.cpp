@@ -59,10 +59,10 @@ HostTensor weight_rows(const HostTensor& t, int64_t first, int64_t n) {
   return r;
 }
 
-// The decode kernel splits K over a workgroup in 8-element chunks or half-blocks, two per
-// invocation per step, and puts 1, 2 or 4 weight rows in a workgroup (N >= 4096 for 4): K
-// below, at and past one step (128 invocations x 2 chunks), N with every remainder, weights and
-// x at aligned and unaligned offsets, and both the subgroup and the shared-memory reduction.
+// The decode kernel splits K over a workgroup of 32, 64 or 128 invocations in 8-element chunks or
+// half-blocks, two per invocation per step, and puts 1, 2 or 4 weight rows in a workgroup
+// (N >= 4096 for 4): K below, at and past one step, N with every remainder, weights and x at
+// aligned and unaligned offsets, and both the subgroup and the shared-memory reduction.
 TEST_F(VkLinalg, MatvecTailsOffsetsAndReductions) {
   std::mt19937 rng(14);
   struct Case {
@@ -76,12 +76,14 @@ TEST_F(VkLinalg, MatvecTailsOffsetsAndReductions) {
     cases.push_back({wdt, DType::f32, 8, 4099, 32, 1, 0, false});  // 2 rows a group, one block
     cases.push_back({wdt, DType::f32, 3, 7, 8224, 1, 1, true});    // 514 half-blocks: a second step
     cases.push_back({wdt, DType::bf16, 2, 33, 96, 0, 8, false});
+    cases.push_back({wdt, DType::f16, 2, 9, 1568, 1, 0, true});    // 98 half-blocks on 64 invocations
   }
   for (DType wdt : {DType::f16, DType::bf16, DType::f32}) {
     cases.push_back({wdt, DType::f16, 1, 4097, 16, 0, 0, true});
     cases.push_back({wdt, DType::f32, 1, 7, 2056, 1, 0, true});    // 257 chunks: a second step
     cases.push_back({wdt, DType::f16, 5, 2050, 2056, 0, 3, false}); // unaligned x, 2 rows a group
     cases.push_back({wdt, DType::f32, 8, 1, 2049, 1, 0, true});    // K % 8 != 0: element loop
+    cases.push_back({wdt, DType::f16, 1, 9, 1000, 0, 0, false});   // 125 chunks on 64 invocations
   }
   struct ResetReduction {
     ~ResetReduction() { vulkan::set_matvec_shared_reduce_for_testing(false); }

@@ -64,6 +64,12 @@ Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, co
   const bool xvec = (x.dtype == DType::f32 || is_float16ish(x.dtype)) && offs[1] % xv == 0 &&
                     (M == 1 || x_row_stride % xv == 0);
   const bool a4 = w.dtype == DType::q4_1 && offs[2] % 4 == 0;
+  // Invocations per workgroup: halved (down to 32) while the rest would still get the kernel's
+  // two work items (8-element chunks or half-blocks; single elements without 16-byte loads)
+  // per row each, so short rows do not leave most of a workgroup idle.
+  const int64_t items = is_quantized(w.dtype) ? K / 16 : wvec ? K / 8 : K / 2;
+  int64_t wg = 128;
+  while (wg > 32 && wg >= items) wg /= 2;
 
   PushWords pw;
   pw.u(N).u(K).u(x_row_stride).u(offs[0]).u(offs[1]).u(offs[2]).u(offs[3]);
@@ -72,7 +78,8 @@ Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, co
   const bool subgroups = !g_force_shared_reduce && has_subgroup_arithmetic(rec.context());
   return rec.dispatch(subgroups ? "matvec" : "matvec_shared",
                       {dt_code(x.dtype), dt_code(w.dtype), dt_code(y.dtype), bias ? dt_code(*bias) : 255,
-                       static_cast<int32_t>(M), static_cast<int32_t>(rs), wvec ? 1 : 0, xvec ? 1 : 0, a4 ? 1 : 0},
+                       static_cast<int32_t>(M), static_cast<int32_t>(rs), wvec ? 1 : 0, xvec ? 1 : 0, a4 ? 1 : 0,
+                       static_cast<int32_t>(wg)},
                       bindings, pw.w, pw.bytes(), gx, gy, 1);
 }
 
