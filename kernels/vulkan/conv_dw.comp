@@ -13,14 +13,17 @@ layout(constant_id = 0) const uint DT_X = 0;
 layout(constant_id = 1) const uint DT_W = 0;
 layout(constant_id = 2) const uint DT_B = DT_NONE;
 layout(constant_id = 3) const uint DT_Y = 0;
+// Outputs per invocation, 8 or 16: 16 for long rows, where a workgroup's larger tile keeps more
+// loads in flight per core (a workgroup waits for its whole tile before computing).
+layout(constant_id = 4) const uint P = 8;
 
 const uint WG = 128;
-const uint P = 8;  // outputs per invocation
 const uint TILE = WG * P;
 const uint KB = 8;  // taps per register window
 const uint KMAX = 128;
-// Logical float f lives in vec4 slot s(f / 4) + one spare slot every 8: invocation i reads
-// slots from 2 i on, and without the spare slots lanes i and i + 4 would hit the same banks.
+// Logical float f lives in vec4 slot f / 4 plus one spare slot every 8: invocation i reads slots
+// from P / 4 * i on, and without the spare slots the 8 lanes of a 16-byte load phase would
+// share banks.
 const uint NX4 = (TILE + KMAX) / 4u;
 shared vec4 xs[NX4 + NX4 / 8u + 1u];
 shared vec4 ws[KMAX / 4u];
@@ -64,10 +67,11 @@ void main() {
   const float bias = DT_B != DT_NONE ? load3(DT_B, pc.off_b + c) : 0.0;
   float acc[P];
   for (uint p = 0; p < P; ++p) acc[p] = bias;
+  const uint NW = (P + KB + 2u) / 4u;  // vec4 slots a window spans
   for (uint kc = 0; kc < kpad; kc += KB) {
-    const uint s0 = 2u * t + kc / 4u;
-    float win[16];
-    for (uint j = 0; j < 4u; ++j) {
+    const uint s0 = P / 4u * t + kc / 4u;
+    float win[NW * 4u];
+    for (uint j = 0; j < NW; ++j) {
       const vec4 q = xs[slot(s0 + j)];
       win[4u * j] = q.x; win[4u * j + 1u] = q.y; win[4u * j + 2u] = q.z; win[4u * j + 3u] = q.w;
     }
@@ -77,8 +81,8 @@ void main() {
       for (uint p = 0; p < P; ++p) acc[p] += wk[k] * win[p + k];
   }
   barrier();
-  xs[slot(2u * t)] = vec4(acc[0], acc[1], acc[2], acc[3]);
-  xs[slot(2u * t + 1u)] = vec4(acc[4], acc[5], acc[6], acc[7]);
+  for (uint j = 0; j < P / 4u; ++j)
+    xs[slot(P / 4u * t + j)] = vec4(acc[4u * j], acc[4u * j + 1u], acc[4u * j + 2u], acc[4u * j + 3u]);
   barrier();
   const uint nout = min(TILE, pc.To - t0);
   const uint yrow = pc.off_y + (b * pc.C + c) * pc.To + t0;

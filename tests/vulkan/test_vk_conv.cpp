@@ -65,10 +65,10 @@ TEST_F(VkConv, Conv1dGroupedDepthwiseStrided) {
 }
 
 // Depthwise conv1d with stride 1 runs tiled kernels, taps in chunks of 8: for time-contiguous x
-// 1024 outputs of one channel a workgroup (up to 128 taps), for channels-last x 128 outputs of
-// 16 channels (up to 64 taps). Several tiles with partial last ones in time and channels, taps
-// not a multiple of 8, the largest kernels and one past them, outputs shorter than the kernel,
-// no padding, every float dtype.
+// 1024 outputs of one channel a workgroup (2048 for rows of 2048 or more; up to 128 taps), for
+// channels-last x 128 outputs of 16 channels (up to 64 taps). Several tiles with partial last
+// ones in time and channels, taps not a multiple of 8, the largest kernels and one past them,
+// outputs shorter than the kernel, no padding, every float dtype.
 TEST_F(VkConv, Conv1dDepthwiseTiled) {
   std::mt19937 rng(52);
   struct Case {
@@ -80,7 +80,8 @@ TEST_F(VkConv, Conv1dDepthwiseTiled) {
                        Case{1, 2, 300, 128, 0, DType::f32, false, false}, Case{1, 4, 5, 7, 3, DType::bf16, false, true},
                        Case{2, 3, 1100, 4, 3, DType::f16, true, false}, Case{2, 37, 300, 31, 15, DType::f16, true, true},
                        Case{1, 17, 70, 64, 2, DType::f32, true, true}, Case{1, 3, 90, 65, 32, DType::f32, true, true},
-                       Case{1, 2, 140, 129, 64, DType::f32, false, true}}) {
+                       Case{1, 2, 140, 129, 64, DType::f32, false, true}, Case{1, 2, 4500, 31, 15, DType::f16, false, true},
+                       Case{2, 2, 1500, 9, 4, DType::f32, false, true}}) {
     HostTensor x = c.channels_last ? random_strided(c.dt, Shape{c.batch, c.channels, c.length}, {0, 2, 1}, 3, rng)
                                    : random_tensor(c.dt, Shape{c.batch, c.channels, c.length}, rng);
     HostTensor w = random_tensor(c.dt, Shape{c.channels, 1, c.k}, rng);

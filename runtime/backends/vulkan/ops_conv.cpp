@@ -8,7 +8,7 @@ namespace {
 
 // Outputs per workgroup and largest kernel of conv_dw.comp (one channel a workgroup) and
 // conv_dw_cl.comp (channels-last x: 16 channels a workgroup).
-constexpr int64_t kDepthwiseTile = 1024;
+constexpr int64_t kDepthwiseTile = 1024;  // 2048 for rows of at least that many outputs
 constexpr int64_t kDepthwiseMaxTaps = 128;
 constexpr int64_t kDepthwiseClTile = 128;
 constexpr int64_t kDepthwiseClChannels = 16;
@@ -80,15 +80,18 @@ Status record_conv(Recorder& rec, OpKind op, const std::vector<DeviceView>& in, 
                         pw.w, pw.bytes(), gx, gy, 1);
   }
   if (depthwise && Kw <= kDepthwiseMaxTaps) {
-    const int64_t ntiles = (Wo + kDepthwiseTile - 1) / kDepthwiseTile;
+    const int64_t tile = Wo >= 2 * kDepthwiseTile ? 2 * kDepthwiseTile : kDepthwiseTile;
+    const int64_t ntiles = (Wo + tile - 1) / tile;
     PushWords pw;
     pw.u(x.shape[0]).u(C).u(Wd).u(Wo).u(Kw).u(pl).u(ntiles);
     pw.u(x.strides[0]).u(x.strides[1]).u(xsw);
     pw.u(offs[0]).u(offs[1]).u(offs[2]).u(offs[3]);
     uint32_t gx, gy;
     rec.grid_1d(static_cast<uint64_t>(x.shape[0] * C * ntiles), &gx, &gy);
-    return rec.dispatch("conv_dw", {dt_code(x.dtype), dt_code(w.dtype), dt_code(b), dt_code(y.dtype)}, bindings, pw.w,
-                        pw.bytes(), gx, gy, 1);
+    return rec.dispatch("conv_dw",
+                        {dt_code(x.dtype), dt_code(w.dtype), dt_code(b), dt_code(y.dtype),
+                         static_cast<int32_t>(tile / 128)},
+                        bindings, pw.w, pw.bytes(), gx, gy, 1);
   }
   PushWords pw;
   pw.u(n).u(x.shape[1]).u(H).u(Wd).u(w.shape[0]).u(Ho).u(Wo).u(Kh).u(Kw);
