@@ -6,8 +6,11 @@
 // invocations split K between them (consecutive invocations read consecutive 16-byte chunks or
 // half-blocks, so every warp-wide load is one contiguous run of memory), each loads its chunks of
 // all RS rows before using any (many loads in flight per invocation), and one x chunk loaded
-// serves RS rows and, through the L1 cache, every workgroup on the core. The partial sums meet in
-// one subgroupAdd per output plus one pass over a few shared-memory words.
+// serves RS rows and, through the L1 cache, every workgroup on the core. Quantised blocks are
+// only 2-byte aligned (GGUF layout, used in place) and are read as 32-bit words, re-aligned in
+// registers. The partial sums meet in one subgroupAdd per output plus one pass over a few
+// shared-memory words.
+
 // Invocations per workgroup (32, 64 or 128): fewer for short rows, so that each has work.
 layout(local_size_x_id = 9) in;
 layout(constant_id = 9) const uint WG = 128;
