@@ -13,6 +13,7 @@
 // SPLIT = 1 each workgroup writes its unnormalised partial (acc[Dv], max, sum) as f32 to binding
 // 0 and sdpa_combine.comp merges them; with SPLIT = 0 (one chunk) it writes y.
 // Bindings: 0 y (or partials), 1 q, 2 k, 3 v, 4 mask.
+#extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 
 layout(local_size_x = 128) in;
@@ -175,17 +176,21 @@ void main() {
     } else {
       for (uint e = 0; e < 8u; ++e) v[e] = d0 + e < pc.Dv ? load3(DT_V, at + e) : 0.0;
     }
-    for (uint r = 0; r < RMAX; ++r) {
+    [[unroll]] for (uint r = 0; r < RMAX; ++r) {
       float p = S[r * KCH + j];
-      for (uint e = 0; e < 8u; ++e) acc[r][e] += p * v[e];
+      [[unroll]] for (uint e = 0; e < 8u; ++e) acc[r][e] += p * v[e];
     }
   }
 
-  // Sum the KS slots' partials row by row through the (now free) K tile.
+  // Sum the KS slots' partials row by row through the (now free) K tile. acc is only ever
+  // indexed by constants (the select below unrolls), so it stays in registers.
   for (uint r = 0; r < nr; ++r) {
     barrier();
-    Ks[ks * (DMAX / 4u) + 2u * dq] = vec4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]);
-    Ks[ks * (DMAX / 4u) + 2u * dq + 1u] = vec4(acc[r][4], acc[r][5], acc[r][6], acc[r][7]);
+    float a[8];
+    [[unroll]] for (uint x = 0; x < RMAX; ++x)
+      if (x == r) [[unroll]] for (uint e = 0; e < 8u; ++e) a[e] = acc[x][e];
+    Ks[ks * (DMAX / 4u) + 2u * dq] = vec4(a[0], a[1], a[2], a[3]);
+    Ks[ks * (DMAX / 4u) + 2u * dq + 1u] = vec4(a[4], a[5], a[6], a[7]);
     barrier();
     uint rr = rr0 + r, h = hk * G + rr / pc.Lq, i = rr % pc.Lq;
     uint row = (b * pc.Hq + h) * pc.Lq + i;

@@ -75,7 +75,7 @@ void main() {
 
   // Q fragments, staged 32 rows at a time through the K tile.
   A_T qa[ND];
-  for (uint half_ = 0; half_ < 2u; ++half_) {
+  [[unroll]] for (uint half_ = 0; half_ < 2u; ++half_) {
     barrier();
     for (uint e = t; e < 32u * C8; e += WG) {
       uint rr = e / C8, c = e % C8, i = i0 + half_ * 32u + rr;
@@ -84,7 +84,7 @@ void main() {
     }
     barrier();
     if (w / 2u == half_)
-      for (uint kd = 0; kd < ND; ++kd) LOAD_A(qa[kd], Ks, (w % 2u) * 16u * LDH + kd * 16u, LDH);
+      [[unroll]] for (uint kd = 0; kd < ND; ++kd) LOAD_A(qa[kd], Ks, (w % 2u) * 16u * LDH + kd * 16u, LDH);
   }
 
   // Softmax ownership: two invocations per row, 16 keys of the tile each.
@@ -98,7 +98,7 @@ void main() {
   uint klim = CAUSAL == 1 ? pc.Lk - pc.Lq + i + 1u : pc.Lk;
 
   C_T o[ND];
-  for (uint f = 0; f < ND; ++f) o[f] = C_T(0.0);
+  [[unroll]] for (uint f = 0; f < ND; ++f) o[f] = C_T(0.0);
   float m = NEG_INF, l = 0.0;
 
   for (uint j0 = 0; j0 < kend; j0 += BKV) {
@@ -116,9 +116,9 @@ void main() {
     }
     barrier();
 
-    for (uint f = 0; f < BKV / 16u; ++f) {
+    [[unroll]] for (uint f = 0; f < BKV / 16u; ++f) {
       C_T sacc = C_T(0.0);
-      for (uint kd = 0; kd < ND; ++kd) {
+      [[unroll]] for (uint kd = 0; kd < ND; ++kd) {
         B_T kb;
         LOAD_B_COL(kb, Ks, f * 16u * LDH + kd * 16u, LDH);
         sacc = MMA(qa[kd], kb, sacc);
@@ -162,12 +162,12 @@ void main() {
 
     C_T cm;
     LOAD_C(cm, Cb, w * 256u, 16u);
-    for (uint f = 0; f < ND; ++f)
-      for (int e = 0; e < o[f].length(); ++e) o[f][e] *= cm[e];
-    for (uint kf = 0; kf < BKV / 16u; ++kf) {
+    [[unroll]] for (uint f = 0; f < ND; ++f)
+      [[unroll]] for (int e = 0; e < o[f].length(); ++e) o[f][e] *= cm[e];
+    [[unroll]] for (uint kf = 0; kf < BKV / 16u; ++kf) {
       A_T pa;
       LOAD_A(pa, Ps, w * 16u * LDP + kf * 16u, LDP);
-      for (uint f = 0; f < ND; ++f) {
+      [[unroll]] for (uint f = 0; f < ND; ++f) {
         B_T vb;
         LOAD_B_ROW(vb, Vs, kf * 16u * LDH + f * 16u, LDH);
         o[f] = MMA(pa, vb, o[f]);
@@ -176,7 +176,7 @@ void main() {
   }
 
   if (lane % 2u == 0u) Ls[w * 16u + rl] = l;
-  for (uint f = 0; f < ND; ++f) {
+  [[unroll]] for (uint f = 0; f < ND; ++f) {
     subgroupMemoryBarrierShared();
     subgroupBarrier();
     STORE_C(o[f], Sf, w * 16u * LDS, LDS);

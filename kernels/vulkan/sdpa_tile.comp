@@ -100,7 +100,7 @@ void main() {
 
   vec4 qv[NV], o[NV];
   uint qo = pc.off_q + b * pc.q_sb + h * pc.q_sh + i * pc.q_sl;
-  for (uint c = 0; c < NV; ++c) {
+  [[unroll]] for (uint c = 0; c < NV; ++c) {
     uint d = 4u * (q + TPR * c);
     vec4 x = vec4(0.0);
     for (uint u = 0; u < 4u; ++u)
@@ -127,10 +127,10 @@ void main() {
     [[dont_unroll]] for (uint jb = 0; jb < n; jb += SB) {
       float s[SB];
       float mt = NEG_INF;
-      for (uint u = 0; u < SB; ++u) {
+      [[unroll]] for (uint u = 0; u < SB; ++u) {
         uint j = jb + u;
         float a = 0.0;
-        for (uint c = 0; c < NV; ++c) a += dot(qv[c], Ks[j * DV4 + q + TPR * c]);
+        [[unroll]] for (uint c = 0; c < NV; ++c) a += dot(qv[c], Ks[j * DV4 + q + TPR * c]);
         a += subgroupShuffleXor(a, 1u);
         a += subgroupShuffleXor(a, 2u);
         uint jj = j0 + j;
@@ -147,16 +147,16 @@ void main() {
       // A row with every key so far masked keeps m = -inf; exp(-inf - -inf) would be nan.
       float corr = mn == NEG_INF ? 1.0 : exp(m - mn);
       float sum = 0.0;
-      for (uint u = 0; u < SB; ++u) {
+      [[unroll]] for (uint u = 0; u < SB; ++u) {
         float p = s[u] == NEG_INF ? 0.0 : exp(s[u] - mn);
         s[u] = p;
         sum += p;
       }
       l = l * corr + sum;
       m = mn;
-      for (uint c = 0; c < NV; ++c) o[c] *= corr;
-      for (uint u = 0; u < SB; ++u)
-        for (uint c = 0; c < NV; ++c) o[c] += s[u] * Vs[(jb + u) * DV4 + q + TPR * c];
+      [[unroll]] for (uint c = 0; c < NV; ++c) o[c] *= corr;
+      [[unroll]] for (uint u = 0; u < SB; ++u)
+        [[unroll]] for (uint c = 0; c < NV; ++c) o[c] += s[u] * Vs[(jb + u) * DV4 + q + TPR * c];
     }
     barrier();
   }
@@ -164,7 +164,7 @@ void main() {
   uint yo = pc.off_y + ((b * pc.Hq + h) * pc.Lq + i) * pc.Dv;
   // Rows whose every key is masked output zeros, as the CPU kernel does.
   float inv = l > 0.0 ? 1.0 / l : 0.0;
-  for (uint c = 0; c < NV; ++c) {
+  [[unroll]] for (uint c = 0; c < NV; ++c) {
     uint d = 4u * (q + TPR * c);
     for (uint u = 0; u < 4u; ++u)
       if (d + u < pc.Dv) store0(DT_Y, yo + d + u, o[c][u] * inv);
