@@ -25,6 +25,8 @@ Buffer make(DType t, const Shape& s, std::mt19937& rng) {
   b.bytes.resize(static_cast<size_t>(dtype_bytes(t, s.numel())));
   if (is_quantized(t))
     quantize_row(t, f.data(), b.bytes.data(), s.numel());
+  else if (t == DType::f16)
+    for (size_t i = 0; i < f.size(); ++i) reinterpret_cast<uint16_t*>(b.bytes.data())[i] = f32_to_f16(f[i]);
   else
     std::memcpy(b.bytes.data(), f.data(), f.size() * 4);
   b.view = TensorView::dense(b.bytes.data(), t, s);
@@ -77,12 +79,13 @@ BENCHMARK(BM_Linear)
     ->Args({1, 49152, 576, 2, static_cast<int64_t>(DType::q8_0)})
     ->Unit(benchmark::kMicrosecond);
 
-// args: Lq, Lk, threads (B = 1, 9 query heads over 3 kv heads, D = 64, causal)
+// args: Lq, Lk, threads, K/V dtype code (B = 1, 9 query heads over 3 kv heads, D = 64, causal)
 void BM_Sdpa(benchmark::State& st) {
   const int64_t lq = st.range(0), lk = st.range(1);
   std::mt19937 rng(2);
-  Buffer q = make(DType::f32, Shape{1, 9, lq, 64}, rng), k = make(DType::f32, Shape{1, 3, lk, 64}, rng);
-  Buffer v = make(DType::f32, Shape{1, 3, lk, 64}, rng), y = make(DType::f32, Shape{1, 9, lq, 64}, rng);
+  const DType kv = static_cast<DType>(st.range(3));
+  Buffer q = make(DType::f32, Shape{1, 9, lq, 64}, rng), k = make(kv, Shape{1, 3, lk, 64}, rng);
+  Buffer v = make(kv, Shape{1, 3, lk, 64}, rng), y = make(DType::f32, Shape{1, 9, lq, 64}, rng);
   Attrs attrs(OpKind::sdpa);
   attrs.set_i("causal", 1);
   TensorView in[3] = {q.view, k.view, v.view};
@@ -100,8 +103,12 @@ void BM_Sdpa(benchmark::State& st) {
     benchmark::DoNotOptimize(s);
   }
 }
-BENCHMARK(BM_Sdpa)->Args({1, 512, 1})->Args({1, 512, 2})->Args({512, 512, 1})->Args({512, 512, 2})
-    ->Unit(benchmark::kMicrosecond);
+void sdpa_args(benchmark::internal::Benchmark* b) {
+  for (DType t : {DType::f32, DType::f16})
+    for (int64_t lq : {1, 512})
+      for (int th : {1, 2}) b->Args({lq, 512, th, static_cast<int64_t>(t)});
+}
+BENCHMARK(BM_Sdpa)->Apply(sdpa_args)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace vrun

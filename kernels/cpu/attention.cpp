@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/attention_rows.h"
 #include "kernels/cpu/cpu_kernel.h"
 #include "kernels/cpu/gemm.h"
 
@@ -63,10 +64,36 @@ Status sdpa_kernel(const KernelCall& call) {
     ms = broadcast_strides(m.shape, m.strides, Shape{nb, hq, lq, lk});
   }
   const int64_t ye = dtype_elem_size(y.dtype);
-  // Query blocks share one packing of k/v; small enough that (B, H) x blocks feed every thread.
+  // Query blocks of up to 32 rows: enough (B, H) x blocks to feed every thread.
   const int64_t qblock = std::max<int64_t>(1, std::min<int64_t>(32, lq));
   const int64_t nqb = (lq + qblock - 1) / qblock;
   const int64_t tasks = nb * hq * nqb;
+  if (k.dtype == v.dtype && k.strides[3] == 1 && v.strides[3] == 1 && attend_row_supported(k.dtype, d, dv)) {
+    // K/V read in place, one query row at a time (see attention_rows.h).
+    call.pool->parallel_for(tasks, 1, [&](int64_t t0, int64_t t1) {
+      std::vector<float> qrow(static_cast<size_t>(d)), out(static_cast<size_t>(dv)), s(static_cast<size_t>(lk));
+      std::vector<float> madd(has_mask ? static_cast<size_t>(lk) : 0);
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t qb = t % nqb, h = (t / nqb) % hq, b = t / (nqb * hq), hk = h / group;
+        const void* kp = elem_ptr(k, b * k.strides[0] + hk * k.strides[1]);
+        const void* vp = elem_ptr(v, b * v.strides[0] + hk * v.strides[1]);
+        for (int64_t i = qb * qblock; i < std::min(lq, (qb + 1) * qblock); ++i) {
+          load_row_f32(elem_ptr(q, b * q.strides[0] + h * q.strides[1] + i * q.strides[2]), q.dtype, q.strides[3], d,
+                       qrow.data());
+          const int64_t kend = std::max<int64_t>(0, causal ? lk - lq + i + 1 : lk);
+          if (has_mask) {
+            const int64_t moff = b * ms[0] + h * ms[1] + i * ms[2];
+            for (int64_t j = 0; j < kend; ++j) madd[j] = mask_value(call.input(3), moff + j * ms[3]);
+          }
+          attend_row(k.dtype, qrow.data(), kp, k.strides[2], vp, v.strides[2], d, dv, kend, scale,
+                     has_mask ? madd.data() : nullptr, s.data(), out.data());
+          store_row_f32(out.data(), static_cast<uint8_t*>(y.data) + (((b * hq + h) * lq + i) * dv) * ye, y.dtype, dv);
+        }
+      }
+    });
+    return Status::ok();
+  }
+  // Other layouts and dtypes: query blocks share one packing of k/v.
   call.pool->parallel_for(tasks, 1, [&](int64_t t0, int64_t t1) {
     std::vector<float> ks, vs, qrow(static_cast<size_t>(d)), acc(static_cast<size_t>(dv)), s(kKeyBlock);
     int64_t packed_b = -1, packed_h = -1;

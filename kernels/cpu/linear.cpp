@@ -1,5 +1,5 @@
 // linear: y[..., N] = x[..., K] @ W[N, K]^T + bias. Quantised weights take the integer path of
-// quant_dot (activations quantised to 8 bits per 32, as llama.cpp does); float weights take
+// quant_dot (activations quantised per block of 32, as llama.cpp does); float weights take
 // AVX2 dot products for few rows and sgemm for many.
 #include <algorithm>
 #include <vector>

@@ -32,19 +32,22 @@ struct WeightFormat<BlockQ8_0> {
   static float offset(const BlockQ8_0& /*b*/, float /*dw*/) { return 0.f; }
 };
 
-inline int32_t block_isum(const BlockQ4_1& b, const int8_t* q) {
+// The activation quants of element j as one integer: 128 * hi + lo (see BlockQ8Act).
+inline int32_t act_q(const BlockQ8Act& x, int j) { return 128 * x.qs[j] + x.ql[j]; }
+
+inline int32_t block_isum(const BlockQ4_1& b, const BlockQ8Act& x) {
   int32_t s = 0;
-  for (int j = 0; j < 16; ++j) s += (b.qs[j] & 0x0f) * q[j] + (b.qs[j] >> 4) * q[j + 16];
+  for (int j = 0; j < 16; ++j) s += (b.qs[j] & 0x0f) * act_q(x, j) + (b.qs[j] >> 4) * act_q(x, j + 16);
   return s;
 }
-inline int32_t block_isum(const BlockQ4_0& b, const int8_t* q) {
+inline int32_t block_isum(const BlockQ4_0& b, const BlockQ8Act& x) {
   int32_t s = 0;
-  for (int j = 0; j < 16; ++j) s += (b.qs[j] & 0x0f) * q[j] + (b.qs[j] >> 4) * q[j + 16];
+  for (int j = 0; j < 16; ++j) s += (b.qs[j] & 0x0f) * act_q(x, j) + (b.qs[j] >> 4) * act_q(x, j + 16);
   return s;
 }
-inline int32_t block_isum(const BlockQ8_0& b, const int8_t* q) {
+inline int32_t block_isum(const BlockQ8_0& b, const BlockQ8Act& x) {
   int32_t s = 0;
-  for (int j = 0; j < 32; ++j) s += b.qs[j] * q[j];
+  for (int j = 0; j < 32; ++j) s += b.qs[j] * act_q(x, j);
   return s;
 }
 
@@ -63,7 +66,7 @@ void tile_scalar(const void* w, int64_t ws, int nw, const BlockQ8Act* x, int64_t
       float acc = 0;
       for (int64_t b = 0; b < nb; ++b) {
         const float dw = f16_to_f32(wr[b].d);
-        acc += dw * xr[b].d * static_cast<float>(block_isum(wr[b], xr[b].qs));
+        acc += dw * xr[b].d * static_cast<float>(block_isum(wr[b], xr[b]));
         if (with_offsets) acc += WeightFormat<B>::offset(wr[b], dw) * xr[b].s;
       }
       out[i * ldo + j] = acc;
@@ -140,9 +143,13 @@ VRUN_AVX2 inline float block_offset(const B& b, float dw) {
     if constexpr (Unpack<B>::kSigned) uw = _mm256_sign_epi8(qw, qw);                      \
     for (int i = 0; i < NX; ++i) {                                                        \
       const BlockQ8Act& xb = x[xs * i + b + (u)];                                         \
-      __m256i qx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs));           \
-      if constexpr (Unpack<B>::kSigned) qx = _mm256_sign_epi8(qx, qw);                    \
-      const __m256 f = _mm256_cvtepi32_ps(DOT(uw, qx));                                   \
+      __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs));           \
+      __m256i ql = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.ql));           \
+      if constexpr (Unpack<B>::kSigned) {                                                 \
+        qh = _mm256_sign_epi8(qh, qw);                                                    \
+        ql = _mm256_sign_epi8(ql, qw);                                                    \
+      }                                                                                   \
+      const __m256 f = _mm256_cvtepi32_ps(DOT2(uw, qh, ql));                              \
       acc[i][u] = _mm256_fmadd_ps(_mm256_set1_ps(dw * xb.d), f, acc[i][u]);               \
       if (with_offsets) off[i] += ow * xb.s;                                              \
     }                                                                                     \
@@ -172,7 +179,9 @@ template <typename B, int NX>
 VRUN_AVX2 void rows_avx2(const void* w, int64_t ws, int nw, const BlockQ8Act* x, int64_t xs, int64_t nb, float* out,
                          int64_t ldo, bool with_offsets) {
 #define DOT(u, s) _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), ones)
+#define DOT2(u, h, l) _mm256_add_epi32(_mm256_slli_epi32(DOT(u, h), 7), DOT(u, l))
   VRUN_ROW_BODY
+#undef DOT2
 #undef DOT
 }
 
@@ -180,9 +189,9 @@ VRUN_AVX2 void rows_avx2(const void* w, int64_t ws, int nw, const BlockQ8Act* x,
 template <typename B, int NX>
 VRUN_VNNI void rows_vnni(const void* w, int64_t ws, int nw, const BlockQ8Act* x, int64_t xs, int64_t nb, float* out,
                          int64_t ldo, bool with_offsets) {
-#define DOT(u, s) _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s)
+#define DOT2(u, h, l) _mm256_dpbusd_epi32(_mm256_slli_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), u, h), 7), u, l)
   VRUN_ROW_BODY
-#undef DOT
+#undef DOT2
 }
 
 using RowsFn = void (*)(const void*, int64_t, int, const BlockQ8Act*, int64_t, int64_t, float*, int64_t, bool);
@@ -232,18 +241,21 @@ void tile_dispatch(const void* w, int64_t ws, int nw, const BlockQ8Act* x, int64
 void quantize_act_row(const float* x, BlockQ8Act* dst, int64_t k) {
   for (int64_t b = 0; b < k / 32; ++b) {
     const float* v = x + b * 32;
-    float amax = 0;
-    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(v[j]));
-    const float d = amax / 127.f;
-    const float id = d != 0 ? 127.f / amax : 0.f;
-    int32_t sum = 0;
+    float amax = 0, sum = 0;
     for (int j = 0; j < 32; ++j) {
-      const int q = static_cast<int>(std::nearbyint(v[j] * id));
-      dst[b].qs[j] = static_cast<int8_t>(q);
-      sum += q;
+      amax = std::max(amax, std::fabs(v[j]));
+      sum += v[j];
     }
-    dst[b].d = d;
-    dst[b].s = d * static_cast<float>(sum);
+    const float id = amax != 0 ? 127.f / amax : 0.f;
+    for (int j = 0; j < 32; ++j) {
+      // hi in [-127, 127]; the remainder v * id - hi lies in [-1/2, 1/2], so lo in [-64, 64].
+      const float t = v[j] * id;
+      const float hi = std::nearbyint(t);
+      dst[b].qs[j] = static_cast<int8_t>(hi);
+      dst[b].ql[j] = static_cast<int8_t>(std::nearbyint((t - hi) * 128.f));
+    }
+    dst[b].d = amax / (127.f * 128.f);
+    dst[b].s = sum;
   }
 }
 

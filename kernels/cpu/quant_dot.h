@@ -1,6 +1,6 @@
 // Integer dot products between GGUF block-quantised weight rows (q8_0, q4_0, q4_1) and
-// activations quantised on the fly to 8 bits per 32 (as llama.cpp's q8_1), the core of
-// quantised linear. Runtime dispatch picks AVX-512 VNNI, AVX2 or portable code; all compute
+// activations quantised on the fly per block of 32 (like llama.cpp's q8_1, with a second 8-bit
+// half for precision), the core of quantised linear. Runtime dispatch picks AVX-512 VNNI, AVX2 or portable code; all compute
 // the same integer block sums, so they differ only in float summation order.
 #pragma once
 
@@ -10,16 +10,20 @@
 
 namespace vrun {
 
-// One activation block: x[j] ~= d * qs[j]; s = d * sum(qs) feeds the weight's offset term
-// (q4_1's m, q4_0's implicit -8) without a second pass over qs.
+// One activation block: x[j] ~= d * (128 * qs[j] + ql[j]), a 15-bit quantisation in two 8-bit
+// halves (hi in [-127, 127], lo in [-64, 64]) so that each half is one 8-bit integer dot product
+// (maximum error amax / 32512 against 8-bit's amax / 254: 8-bit activations alone move this
+// model's logits by tenths, flipping near-tie tokens against a float64 reference).
+// s = sum of the 32 floats, for the weight's offset term (q4_1's m, q4_0's implicit -8).
 struct BlockQ8Act {
   float d;
   float s;
   int8_t qs[32];
+  int8_t ql[32];
 };
-static_assert(sizeof(BlockQ8Act) == 40);
+static_assert(sizeof(BlockQ8Act) == 72);
 
-// Quantises k (multiple of 32) floats to k / 32 blocks, rounding to nearest (amax maps to 127).
+// Quantises k (multiple of 32) floats to k / 32 blocks, rounding to nearest (amax maps to 127 * 128).
 void quantize_act_row(const float* x, BlockQ8Act* dst, int64_t k);
 
 // A tile of the product: out[i * ldo + j] = dot(x row i, weight row j) for i < nx, j < nw,

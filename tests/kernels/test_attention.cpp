@@ -126,6 +126,27 @@ TEST(Sdpa, HalfInputs) {
   }
 }
 
+TEST(Sdpa, HalfKvCacheRowsReadInPlace) {
+  // f16/bf16 caches as the Llama graph keeps them: f32 queries, K/V a strided prefix of the cache;
+  // key counts that are and are not multiples of the 8-key step, head dims of one and two
+  // 64-wide passes plus an 8-wide tail.
+  std::mt19937 rng(6);
+  for (DType t : {DType::f16, DType::bf16}) {
+    for (int64_t d : {64, 136}) {
+      HostTensor q = random_tensor(DType::f32, Shape{1, 6, 1, d}, rng, -3, 3);
+      HostTensor kc = random_tensor(t, Shape{1, 2, 300, d}, rng);
+      HostTensor vc = random_tensor(t, Shape{1, 2, 300, d}, rng);
+      for (int64_t len : {1, 8, 263}) {
+        const std::string what = std::string(dtype_name(t)) + " decode D=" + std::to_string(d) + " Lk=" + std::to_string(len);
+        check_sdpa(q.view, cache_view(kc, len), cache_view(vc, len), nullptr, 0, true, 1e-5, what.c_str());
+      }
+      HostTensor q5 = random_tensor(DType::f32, Shape{1, 6, 37, d}, rng);
+      check_sdpa(q5.view, cache_view(kc, 50), cache_view(vc, 50), nullptr, 0, true, 1e-5,
+                 (std::string(dtype_name(t)) + " chunk of 37 at position 13").c_str());
+    }
+  }
+}
+
 TEST(Sdpa, RejectsBadShapes) {
   std::mt19937 rng(5);
   HostTensor q = random_tensor(DType::f32, Shape{1, 3, 4, 8}, rng);

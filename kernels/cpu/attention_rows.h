@@ -1,0 +1,22 @@
+// One query row of attention over K/V rows read in place (f32, f16 or bf16, dense along the
+// head dimension, any row stride): the fast path of sdpa. Decode reads a KV cache of hundreds of
+// rows for every head of every layer, so K/V are converted in registers as they are read rather
+// than packed into f32 copies first.
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/dtype.h"
+
+namespace vrun {
+
+// Whether attend_row handles this K/V dtype and these head dims on this CPU.
+bool attend_row_supported(DType kv, int64_t d, int64_t dv);
+
+// out[0, dv) = softmax(scale * q . k_j + mask[j], j < n_keys) @ v. k/v point at key row 0,
+// rows k_stride / v_stride elements apart. mask (n_keys additive values) may be null. scores is
+// scratch of n_keys floats. A row whose scores are all -inf gives zeros.
+void attend_row(DType kv, const float* q, const void* k, int64_t k_stride, const void* v, int64_t v_stride, int64_t d,
+                int64_t dv, int64_t n_keys, float scale, const float* mask, float* scores, float* out);
+
+}  // namespace vrun
