@@ -30,6 +30,8 @@ layout(constant_id = 8) const uint VVEC8 = 0;
 // Head dims padded to DMAX (64, 128 or 256); keys per chunk at most KCH (the host's kchunk).
 layout(constant_id = 9) const uint DMAX = 128;
 layout(constant_id = 10) const uint KCH = 256;
+// Query rows per workgroup (2, 4 or 8): the host fits it to the rows that share a KV head.
+layout(constant_id = 11) const uint RMAX = 8;
 layout(set = 0, binding = 2, std430) buffer BufK4 { uvec4 k4[]; };
 layout(set = 0, binding = 3, std430) buffer BufV4 { uvec4 v4[]; };
 
@@ -44,7 +46,7 @@ layout(push_constant) uniform Push {
   uint nsplit, kchunk;
 } pc;
 
-const uint WG = 128, RMAX = 8;
+const uint WG = 128;
 const uint DV4 = DMAX / 4u;
 const uint BKV = 4096u / DMAX;  // keys per K tile: the tile is 16 KiB of f32 for every DMAX
 const uint LDK = DV4 + 1u;      // padded (vec4) row stride: lanes reading different keys hit different banks

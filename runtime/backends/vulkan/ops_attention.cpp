@@ -117,10 +117,12 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
                         static_cast<uint32_t>(B));
   }
 
-  // Row kernel: up to 8 query rows sharing a KV head per workgroup, keys cut into chunks of at
+  // Row kernel: 2, 4 or 8 query rows sharing a KV head per workgroup, keys cut into chunks of at
   // most kch (split-K, merged by sdpa_combine) so that even one decode row fills the GPU.
   const int64_t group_rows = (Hq / Hkv) * Lq;
-  const int64_t row_blocks = (group_rows + 7) / 8;
+  int64_t rmax = 2;
+  while (rmax < 8 && rmax < group_rows) rmax *= 2;
+  const int64_t row_blocks = (group_rows + rmax - 1) / rmax;
   const int64_t kch = dmax == 256 ? 128 : 256;
   // Aim for about 512 workgroups (a few per compute unit on large GPUs) with chunks of >= 64 keys.
   const int64_t base_groups = row_blocks * Hkv * B;
@@ -158,7 +160,8 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
                                      rows_vec8(k, offs[2]) ? 1 : 0,
                                      rows_vec8(v, offs[3]) ? 1 : 0,
                                      static_cast<int32_t>(dmax),
-                                     static_cast<int32_t>(kch)};
+                                     static_cast<int32_t>(kch),
+                                     static_cast<int32_t>(rmax)};
   VRUN_RETURN_IF_ERROR(rec.dispatch("sdpa", spec, bindings, pw.w, pw.bytes(), static_cast<uint32_t>(row_blocks),
                                     static_cast<uint32_t>(Hkv), static_cast<uint32_t>(B * nsplit)));
   if (nsplit == 1) return Status::ok();
