@@ -170,12 +170,14 @@ class VkSdpa : public VulkanTest {
 // with tails (33, 65, 130), head dims 64 / 80 / 128, GQA, causal with a cache offset, masks.
 TEST_F(VkSdpa, TiledTailsHeadDimsAndMasks) {
   // Each dtype / mask / causal / head-dim class is a pipeline that takes lavapipe seconds to
-  // compile: four classes (Llama prefill, Whisper encoder, masked f32, bf16), several shapes each.
+  // compile: five classes (Llama prefill, Whisper encoder, masked f16 and f32, bf16), several shapes
+  // each. On GPUs with cooperative matrices the f16 ones take the tensor-core kernel.
   const std::vector<SdpaCase> cases = {
       {DType::f16, 1, 4, 1, 65, 130, 128, 128, true},
       {DType::f16, 2, 4, 2, 33, 65, 80, 80, true},
       {DType::f16, 1, 2, 2, 33, 33, 64, 64, false},
       {DType::f16, 2, 2, 1, 130, 7, 64, 64, false},
+      {DType::f16, 1, 4, 2, 65, 33, 128, 128, false, DType::bool_},
       {DType::f32, 1, 2, 1, 65, 65, 64, 40, false, DType::bool_, 0.2},
       {DType::bf16, 1, 2, 2, 33, 130, 128, 128, true, DType::f16},
   };
