@@ -130,7 +130,7 @@ void main() {
 
     float s[16];
     float mt = NEG_INF;
-    for (uint u = 0; u < 16u; ++u) {
+    [[unroll]] for (uint u = 0; u < 16u; ++u) {
       uint j = c0 + u, jj = j0 + j;
       float a = Sf[(w * 16u + rl) * LDS + j] * pc.scale;
       if (!row_ok || j >= n || jj >= klim) a = NEG_INF;
@@ -147,7 +147,7 @@ void main() {
     // A row with every key so far masked keeps m = -inf; exp(-inf - -inf) would be nan.
     float corr = mn == NEG_INF ? 1.0 : exp(m - mn);
     float sum = 0.0;
-    for (uint u = 0; u < 16u; ++u) {
+    [[unroll]] for (uint u = 0; u < 16u; ++u) {
       // The sum takes P as rounded for the multiply, so numerator and denominator agree.
       float16_t p = float16_t(s[u] == NEG_INF ? 0.0 : exp(s[u] - mn));
       Ps[(w * 16u + rl) * LDP + c0 + u] = p;
@@ -156,7 +156,7 @@ void main() {
     sum += subgroupShuffleXor(sum, 1u);
     l = l * corr + sum;
     m = mn;
-    for (uint e = 0; e < 8u; ++e) Cb[w * 256u + rl * 16u + (lane % 2u) * 8u + e] = corr;
+    [[unroll]] for (uint e = 0; e < 8u; ++e) Cb[w * 256u + rl * 16u + (lane % 2u) * 8u + e] = corr;
     subgroupMemoryBarrierShared();
     subgroupBarrier();
 
