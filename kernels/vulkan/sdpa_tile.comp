@@ -1,9 +1,9 @@
 #version 450
-// Flash attention (FlashAttention-2 order) for many query rows: a workgroup owns BQ = 32 query
-// rows of one head, four invocations per row, each holding a quarter of the row's head dims (Q
-// and the output accumulator) in registers. K/V are walked in tiles of BKV keys staged in shared
-// memory as f32; every invocation of a row reads the same key at the same time, so the tile reads
-// are broadcasts. The four partial dot products meet through subgroup shuffles (the host checks
+// Flash attention (FlashAttention-2 order) for many query rows: a workgroup owns BQ = 64 query
+// rows of one head, four invocations per row, each holding a quarter of the head dims (Q and
+// the output accumulator) of two rows in registers. K/V are walked in tiles of BKV keys staged in
+// shared memory as f32; every invocation of a row reads the same key at the same time, so the
+// tile reads are broadcasts, and each read feeds both rows. The four partial dot products meet through subgroup shuffles (the host checks
 // the device has them), the online softmax is per invocation without any shared reduction, and
 // tiles past the causal limit of the block's last row are never visited. Head dims up to DMAX
 // (64 or 128). Same push constants and bindings as sdpa.comp (0 y, 1 q, 2 k, 3 v, 4 mask).
@@ -38,7 +38,7 @@ layout(push_constant) uniform Push {
   uint nsplit, kchunk;
 } pc;
 
-const uint WG = 128, TPR = 4, BQ = WG / TPR, SB = 8;
+const uint WG = 128, TPR = 4, RPT = 2, BQ = RPT * WG / TPR, SB = 8;
 const uint DV4 = DMAX / 4u;   // vec4 per staged row
 const uint NV = DV4 / TPR;    // vec4 per invocation: dims 4 * (q + TPR * c) .. + 3
 const float NEG_INF = -1.0 / 0.0;
@@ -91,30 +91,38 @@ void main() {
   // Blocks of late rows see the most keys under a causal mask: start them first.
   uint blk = gl_NumWorkGroups.x - 1u - gl_WorkGroupID.x;
   uint i0 = blk * BQ, h = gl_WorkGroupID.y, b = gl_WorkGroupID.z;
-  uint i = i0 + r;
-  bool row_ok = i < pc.Lq;
   uint hk = h / (pc.Hq / pc.Hkv);
   uint ko = pc.off_k + b * pc.k_sb + hk * pc.k_sh;
   uint vo = pc.off_v + b * pc.v_sb + hk * pc.v_sh;
-  uint mo = pc.off_m + b * pc.m_sb + h * pc.m_sh + i * pc.m_sl;
 
-  vec4 qv[NV], o[NV];
-  uint qo = pc.off_q + b * pc.q_sb + h * pc.q_sh + i * pc.q_sl;
-  [[unroll]] for (uint c = 0; c < NV; ++c) {
-    uint d = 4u * (q + TPR * c);
-    vec4 x = vec4(0.0);
-    for (uint u = 0; u < 4u; ++u)
-      if (row_ok && d + u < pc.D) x[u] = load1(DT_Q, qo + d + u) * pc.scale;
-    qv[c] = x;
-    o[c] = vec4(0.0);
+  // Each invocation serves RPT rows, i0 + r + x * (BQ / RPT): every K/V vector read from shared
+  // memory feeds RPT dot products.
+  uint i[RPT], mo[RPT], klim[RPT];
+  bool row_ok[RPT];
+  vec4 qv[RPT][NV], o[RPT][NV];
+  float m[RPT], l[RPT];
+  [[unroll]] for (uint x = 0; x < RPT; ++x) {
+    i[x] = i0 + r + x * (BQ / RPT);
+    row_ok[x] = i[x] < pc.Lq;
+    mo[x] = pc.off_m + b * pc.m_sb + h * pc.m_sh + i[x] * pc.m_sl;
+    // Query i sits at position Lk - Lq + i (cache offset) and sees keys up to it.
+    klim[x] = CAUSAL == 1 ? pc.Lk - pc.Lq + i[x] + 1u : pc.Lk;
+    m[x] = NEG_INF;
+    l[x] = 0.0;
+    uint qo = pc.off_q + b * pc.q_sb + h * pc.q_sh + i[x] * pc.q_sl;
+    [[unroll]] for (uint c = 0; c < NV; ++c) {
+      uint d = 4u * (q + TPR * c);
+      vec4 v = vec4(0.0);
+      for (uint u = 0; u < 4u; ++u)
+        if (row_ok[x] && d + u < pc.D) v[u] = load1(DT_Q, qo + d + u) * pc.scale;
+      qv[x][c] = v;
+      o[x][c] = vec4(0.0);
+    }
   }
 
-  // Query i sits at position Lk - Lq + i (cache offset) and sees keys up to it.
   uint last = min(pc.Lq, i0 + BQ) - 1u;
   uint kend = pc.Lk;
   if (CAUSAL == 1) kend = min(pc.Lk, pc.Lk - pc.Lq + last + 1u);
-  uint klim = CAUSAL == 1 ? pc.Lk - pc.Lq + i + 1u : pc.Lk;
-  float m = NEG_INF, l = 0.0;
 
   for (uint j0 = 0; j0 < kend; j0 += BKV) {
     uint n = min(BKV, kend - j0);
@@ -125,48 +133,62 @@ void main() {
     // sub-block loop stays rolled, which keeps the code small (CPU implementations compile it
     // in a fraction of the time) at the price of one output rescale per SB keys.
     [[dont_unroll]] for (uint jb = 0; jb < n; jb += SB) {
-      float s[SB];
-      float mt = NEG_INF;
+      float s[RPT][SB];
       [[unroll]] for (uint u = 0; u < SB; ++u) {
         uint j = jb + u;
-        float a = 0.0;
-        [[unroll]] for (uint c = 0; c < NV; ++c) a += dot(qv[c], Ks[j * DV4 + q + TPR * c]);
-        a += subgroupShuffleXor(a, 1u);
-        a += subgroupShuffleXor(a, 2u);
-        uint jj = j0 + j;
-        if (!row_ok || j >= n || jj >= klim) a = NEG_INF;
-        else if (DT_MASK != DT_NONE) {
-          float mv = load4(DT_MASK, mo + jj * pc.m_sk);
-          if (DT_MASK == DT_BOOL || DT_MASK == DT_U8) a = mv != 0.0 ? a : NEG_INF;
-          else a += mv;
+        float a[RPT];
+        [[unroll]] for (uint x = 0; x < RPT; ++x) a[x] = 0.0;
+        [[unroll]] for (uint c = 0; c < NV; ++c) {
+          vec4 kv = Ks[j * DV4 + q + TPR * c];
+          [[unroll]] for (uint x = 0; x < RPT; ++x) a[x] += dot(qv[x][c], kv);
         }
-        s[u] = a;
-        mt = max(mt, a);
+        [[unroll]] for (uint x = 0; x < RPT; ++x) {
+          float t = a[x];
+          t += subgroupShuffleXor(t, 1u);
+          t += subgroupShuffleXor(t, 2u);
+          uint jj = j0 + j;
+          if (!row_ok[x] || j >= n || jj >= klim[x]) t = NEG_INF;
+          else if (DT_MASK != DT_NONE) {
+            float mv = load4(DT_MASK, mo[x] + jj * pc.m_sk);
+            if (DT_MASK == DT_BOOL || DT_MASK == DT_U8) t = mv != 0.0 ? t : NEG_INF;
+            else t += mv;
+          }
+          s[x][u] = t;
+        }
       }
-      float mn = max(m, mt);
-      // A row with every key so far masked keeps m = -inf; exp(-inf - -inf) would be nan.
-      float corr = mn == NEG_INF ? 1.0 : exp(m - mn);
-      float sum = 0.0;
-      [[unroll]] for (uint u = 0; u < SB; ++u) {
-        float p = s[u] == NEG_INF ? 0.0 : exp(s[u] - mn);
-        s[u] = p;
-        sum += p;
+      [[unroll]] for (uint x = 0; x < RPT; ++x) {
+        float mt = NEG_INF;
+        [[unroll]] for (uint u = 0; u < SB; ++u) mt = max(mt, s[x][u]);
+        float mn = max(m[x], mt);
+        // A row with every key so far masked keeps m = -inf; exp(-inf - -inf) would be nan.
+        float corr = mn == NEG_INF ? 1.0 : exp(m[x] - mn);
+        float sum = 0.0;
+        [[unroll]] for (uint u = 0; u < SB; ++u) {
+          float p = s[x][u] == NEG_INF ? 0.0 : exp(s[x][u] - mn);
+          s[x][u] = p;
+          sum += p;
+        }
+        l[x] = l[x] * corr + sum;
+        m[x] = mn;
+        [[unroll]] for (uint c = 0; c < NV; ++c) o[x][c] *= corr;
       }
-      l = l * corr + sum;
-      m = mn;
-      [[unroll]] for (uint c = 0; c < NV; ++c) o[c] *= corr;
       [[unroll]] for (uint u = 0; u < SB; ++u)
-        [[unroll]] for (uint c = 0; c < NV; ++c) o[c] += s[u] * Vs[(jb + u) * DV4 + q + TPR * c];
+        [[unroll]] for (uint c = 0; c < NV; ++c) {
+          vec4 vv = Vs[(jb + u) * DV4 + q + TPR * c];
+          [[unroll]] for (uint x = 0; x < RPT; ++x) o[x][c] += s[x][u] * vv;
+        }
     }
     barrier();
   }
-  if (!row_ok) return;
-  uint yo = pc.off_y + ((b * pc.Hq + h) * pc.Lq + i) * pc.Dv;
-  // Rows whose every key is masked output zeros, as the CPU kernel does.
-  float inv = l > 0.0 ? 1.0 / l : 0.0;
-  [[unroll]] for (uint c = 0; c < NV; ++c) {
-    uint d = 4u * (q + TPR * c);
-    for (uint u = 0; u < 4u; ++u)
-      if (d + u < pc.Dv) store0(DT_Y, yo + d + u, o[c][u] * inv);
+  [[unroll]] for (uint x = 0; x < RPT; ++x) {
+    if (!row_ok[x]) continue;
+    uint yo = pc.off_y + ((b * pc.Hq + h) * pc.Lq + i[x]) * pc.Dv;
+    // Rows whose every key is masked output zeros, as the CPU kernel does.
+    float inv = l[x] > 0.0 ? 1.0 / l[x] : 0.0;
+    [[unroll]] for (uint c = 0; c < NV; ++c) {
+      uint d = 4u * (q + TPR * c);
+      for (uint u = 0; u < 4u; ++u)
+        if (d + u < pc.Dv) store0(DT_Y, yo + d + u, o[x][c][u] * inv);
+    }
   }
 }

@@ -78,9 +78,9 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
   const int64_t dmax = padded_head_dim(std::max(D, Dv));
   const uint32_t smem = ctx.limits().maxComputeSharedMemorySize;
 
-  // Many query rows: the tiled kernel (32 rows of a head per workgroup, K/V tiles in shared memory).
+  // Many query rows: the tiled kernel (64 rows of a head per workgroup, K/V tiles in shared memory).
   const std::string forced = forced_kernel();
-  const bool tiled = forced != "rows" && Lq >= 32 && dmax <= 128 && has_subgroup_shuffle(ctx) && Lq <= 65535 * 32 &&
+  const bool tiled = forced != "rows" && Lq >= 32 && dmax <= 128 && has_subgroup_shuffle(ctx) && Lq <= 65535 * 64 &&
                      Hq <= 65535 && B <= 65535;
   // Keys per K/V tile: both tiles of BKV x dmax f32 in shared memory, at most 64.
   int64_t bkv = 64;
@@ -113,7 +113,7 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
                         {dt_code(q.dtype), dt_code(k.dtype), dt_code(v.dtype), dt_code(y.dtype),
                          has_mask ? dt_code(mask.dtype) : 255, causal, static_cast<int32_t>(dmax), kvvec,
                          static_cast<int32_t>(bkv)},
-                        bindings, pw.w, pw.bytes(), static_cast<uint32_t>((Lq + 31) / 32), static_cast<uint32_t>(Hq),
+                        bindings, pw.w, pw.bytes(), static_cast<uint32_t>((Lq + 63) / 64), static_cast<uint32_t>(Hq),
                         static_cast<uint32_t>(B));
   }
 
