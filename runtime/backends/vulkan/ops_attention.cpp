@@ -78,6 +78,20 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
   const int64_t dmax = padded_head_dim(std::max(D, Dv));
   const uint32_t smem = ctx.limits().maxComputeSharedMemorySize;
 
+  // The push constants every sdpa kernel shares (sdpa.comp's layout).
+  auto push_words = [&](const std::vector<uint32_t>& offs, int64_t nsplit, int64_t kchunk) {
+    PushWords pw;
+    pw.u(Lq).u(Lk).u(D).u(Dv).u(Hq).u(Hkv).f(static_cast<float>(scale));
+    pw.u(q.strides[0]).u(q.strides[1]).u(q.strides[2]);
+    pw.u(k.strides[0]).u(k.strides[1]).u(k.strides[2]);
+    pw.u(v.strides[0]).u(v.strides[1]).u(v.strides[2]);
+    pw.u(has_mask ? mask.strides[0] : 0).u(has_mask ? mask.strides[1] : 0).u(has_mask ? mask.strides[2] : 0);
+    pw.u(has_mask ? mask.strides[3] : 0);
+    pw.u(offs[1]).u(offs[2]).u(offs[3]).u(offs[4]).u(offs[0]);
+    pw.u(nsplit).u(kchunk);
+    return pw;
+  };
+
   // Many query rows: the tiled kernel (64 rows of a head per workgroup, K/V tiles in shared memory).
   const std::string forced = forced_kernel();
   const bool tiled = forced != "rows" && Lq >= 32 && dmax <= 128 && has_subgroup_shuffle(ctx) && Lq <= 65535 * 64 &&
@@ -88,15 +102,7 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
   if (tiled) {
     std::vector<Binding> bindings = {{&y, true}, {&q, false}, {&k, false}, {&v, false}, {has_mask ? &mask : nullptr, false}};
     VRUN_ASSIGN_OR_RETURN(auto offs, rec.binding_offsets(bindings));
-    PushWords pw;
-    pw.u(Lq).u(Lk).u(D).u(Dv).u(Hq).u(Hkv).f(static_cast<float>(scale));
-    pw.u(q.strides[0]).u(q.strides[1]).u(q.strides[2]);
-    pw.u(k.strides[0]).u(k.strides[1]).u(k.strides[2]);
-    pw.u(v.strides[0]).u(v.strides[1]).u(v.strides[2]);
-    pw.u(has_mask ? mask.strides[0] : 0).u(has_mask ? mask.strides[1] : 0).u(has_mask ? mask.strides[2] : 0);
-    pw.u(has_mask ? mask.strides[3] : 0);
-    pw.u(offs[1]).u(offs[2]).u(offs[3]).u(offs[4]).u(offs[0]);
-    pw.u(1).u(Lk);
+    const PushWords pw = push_words(offs, 1, Lk);
     const int32_t kvvec = rows_vec8(k, offs[2]) && rows_vec8(v, offs[3]) ? 1 : 0;
     // Tensor cores: 64 rows per workgroup, f16 Q/K/V read 16 bytes at a time.
     const std::string coop = ctx.coopmat() == Context::CoopMat::kKhr  ? "sdpa_coopmat_khr"
@@ -141,15 +147,7 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
   const DeviceView& dst = nsplit > 1 ? partial : y;
   std::vector<Binding> bindings = {{&dst, true}, {&q, false}, {&k, false}, {&v, false}, {has_mask ? &mask : nullptr, false}};
   VRUN_ASSIGN_OR_RETURN(auto offs, rec.binding_offsets(bindings));
-  PushWords pw;
-  pw.u(Lq).u(Lk).u(D).u(Dv).u(Hq).u(Hkv).f(static_cast<float>(scale));
-  pw.u(q.strides[0]).u(q.strides[1]).u(q.strides[2]);
-  pw.u(k.strides[0]).u(k.strides[1]).u(k.strides[2]);
-  pw.u(v.strides[0]).u(v.strides[1]).u(v.strides[2]);
-  pw.u(has_mask ? mask.strides[0] : 0).u(has_mask ? mask.strides[1] : 0).u(has_mask ? mask.strides[2] : 0);
-  pw.u(has_mask ? mask.strides[3] : 0);
-  pw.u(offs[1]).u(offs[2]).u(offs[3]).u(offs[4]).u(offs[0]);
-  pw.u(nsplit).u(kchunk);
+  const PushWords pw = push_words(offs, nsplit, kchunk);
   const std::vector<int32_t> spec = {dt_code(q.dtype),
                                      dt_code(k.dtype),
                                      dt_code(v.dtype),
