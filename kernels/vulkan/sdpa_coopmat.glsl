@@ -3,12 +3,14 @@
 // define the matrix types and load/store/multiply macros, then include this.
 // A workgroup of 4 subgroups (32 invocations each) owns BQ = 64 query rows of one head, 16 per
 // subgroup; its Q rows stay in registers as A fragments. Keys go by in tiles of BKV = 32 staged in
-// shared memory as f16: S = Q K^T per subgroup (16 x 32, f32 accumulators) goes through shared
-// memory, where two invocations per row apply scale, masks and the causal limit and run the
-// online softmax; P (f16) then multiplies the V tile into f32 output accumulators. The rescale of
-// those accumulators by each row's correction uses a matrix of per-row factors loaded with the
-// accumulators' own layout, so element e of both belongs to the same row whatever the device's
-// fragment layout. Tiles past the causal limit of the block's last row are skipped.
+// shared memory as 16-byte words of f16 (one store per 8 halves, as the linear kernel does); the
+// next tile's global loads are issued before the current tile's multiplies. S = Q K^T per
+// subgroup (16 x 32, f32 accumulators) goes through shared memory, where two invocations per row
+// apply scale, masks and the causal limit and run the online softmax; P (f16) then multiplies the
+// V tile into f32 output accumulators. Those are rescaled by each row's correction through a
+// matrix of per-row factors loaded with the accumulators' own layout, so element e of both
+// belongs to the same row whatever the device's fragment layout. Tiles past the causal limit of
+// the block's last row are skipped.
 // Same push constants and bindings as sdpa.comp (0 y, 1 q, 2 k, 3 v, 4 mask).
 
 layout(local_size_x = 128) in;
@@ -33,34 +35,19 @@ layout(push_constant) uniform Push {
 } pc;
 
 const uint WG = 128, NW = 4, BQ = 64, BKV = 32;
-const uint ND = DMAX / 16u;  // 16-wide fragments across the head dims
-const uint C8 = DMAX / 8u;   // 16-byte chunks per staged row
-const uint LDH = DMAX + 8u;  // padded row strides (halves / floats) against bank conflicts,
-const uint LDS = BKV + 4u;   // each a multiple of 16 bytes as fragment loads want
-const uint LDP = BKV + 8u;
+const uint ND = DMAX / 16u;        // 16-wide fragments across the head dims
+const uint C8 = DMAX / 8u;         // 16-byte words per staged row
+const uint PER = BKV * C8 / WG;    // words per invocation per tile and operand
+const uint LDH4 = C8 + 1u;         // padded row strides (16-byte words / floats) against bank
+const uint LDP4 = BKV / 8u + 1u;   // conflicts
+const uint LDS = BKV + 4u;
 const float NEG_INF = -1.0 / 0.0;
-shared float16_t Ks[BKV * LDH];  // K tile [key][dim]; first used to stage Q
-shared float16_t Vs[BKV * LDH];  // V tile [key][dim]
-shared float Sf[NW * 16 * LDS];  // per subgroup: scores, then output fragments
-shared float16_t Ps[NW * 16 * LDP];
-shared float Cb[NW * 256];       // per subgroup: row factors broadcast along 16 columns
+shared uvec4 Ks[BKV * LDH4];       // K tile [key][dim]; first used to stage Q
+shared uvec4 Vs[BKV * LDH4];       // V tile [key][dim]
+shared uvec4 Ps[NW * 16 * LDP4];   // per subgroup: P [row][key] as f16
+shared float Sf[NW * 16 * LDS];    // per subgroup: scores, then output fragments
+shared float Cb[NW * 256];         // per subgroup: row factors broadcast along 16 columns
 shared float Ls[BQ];
-
-#define PUT8(ARR, AT, P)                                                        \
-  {                                                                             \
-    vec2 h_ = unpackHalf2x16(P.x);                                              \
-    ARR[(AT)] = float16_t(h_.x);                                                \
-    ARR[(AT) + 1u] = float16_t(h_.y);                                           \
-    h_ = unpackHalf2x16(P.y);                                                   \
-    ARR[(AT) + 2u] = float16_t(h_.x);                                           \
-    ARR[(AT) + 3u] = float16_t(h_.y);                                           \
-    h_ = unpackHalf2x16(P.z);                                                   \
-    ARR[(AT) + 4u] = float16_t(h_.x);                                           \
-    ARR[(AT) + 5u] = float16_t(h_.y);                                           \
-    h_ = unpackHalf2x16(P.w);                                                   \
-    ARR[(AT) + 6u] = float16_t(h_.x);                                           \
-    ARR[(AT) + 7u] = float16_t(h_.y);                                           \
-  }
 
 void main() {
   uint t = gl_LocalInvocationID.x;
@@ -77,14 +64,13 @@ void main() {
   A_T qa[ND];
   [[unroll]] for (uint half_ = 0; half_ < 2u; ++half_) {
     barrier();
-    for (uint e = t; e < 32u * C8; e += WG) {
-      uint rr = e / C8, c = e % C8, i = i0 + half_ * 32u + rr;
-      uvec4 p = (i < pc.Lq && c * 8u < pc.D) ? q4[(qo + i * pc.q_sl + c * 8u) / 8u] : uvec4(0);
-      PUT8(Ks, rr * LDH + c * 8u, p);
+    [[unroll]] for (uint p = 0; p < PER; ++p) {
+      uint e = t + p * WG, rr = e / C8, c = e % C8, i = i0 + half_ * 32u + rr;
+      Ks[rr * LDH4 + c] = (i < pc.Lq && c * 8u < pc.D) ? q4[(qo + i * pc.q_sl + c * 8u) / 8u] : uvec4(0);
     }
     barrier();
     if (w / 2u == half_)
-      [[unroll]] for (uint kd = 0; kd < ND; ++kd) LOAD_A(qa[kd], Ks, (w % 2u) * 16u * LDH + kd * 16u, LDH);
+      [[unroll]] for (uint kd = 0; kd < ND; ++kd) LOAD_A(qa[kd], Ks, (w % 2u) * 16u * LDH4 + kd * 2u, LDH4);
   }
 
   // Softmax ownership: two invocations per row, 16 keys of the tile each.
@@ -101,26 +87,38 @@ void main() {
   [[unroll]] for (uint f = 0; f < ND; ++f) o[f] = C_T(0.0);
   float m = NEG_INF, l = 0.0;
 
+  // Words of a K/V tile: rows past the keys and dims past D / Dv are zeros, so padding adds
+  // nothing and no garbage (inf/nan) meets a zero weight.
+  uvec4 rk[PER], rv[PER];
+  [[unroll]] for (uint p = 0; p < PER; ++p) {
+    uint e = t + p * WG, j = e / C8, c = e % C8;
+    rk[p] = (j < kend && c * 8u < pc.D) ? k4[(ko + j * pc.k_sl + c * 8u) / 8u] : uvec4(0);
+    rv[p] = (j < kend && c * 8u < pc.Dv) ? v4[(vo + j * pc.v_sl + c * 8u) / 8u] : uvec4(0);
+  }
+
   for (uint j0 = 0; j0 < kend; j0 += BKV) {
     uint n = min(BKV, kend - j0);
-    barrier();
-    for (uint e = t; e < BKV * C8; e += WG) {
-      uint j = e / C8, c = e % C8;
-      uvec4 pk = uvec4(0), pv = uvec4(0);
-      if (j < n) {
-        if (c * 8u < pc.D) pk = k4[(ko + (j0 + j) * pc.k_sl + c * 8u) / 8u];
-        if (c * 8u < pc.Dv) pv = v4[(vo + (j0 + j) * pc.v_sl + c * 8u) / 8u];
-      }
-      PUT8(Ks, j * LDH + c * 8u, pk);
-      PUT8(Vs, j * LDH + c * 8u, pv);
+    barrier();  // the previous tile's multiplies are done with Ks / Vs
+    [[unroll]] for (uint p = 0; p < PER; ++p) {
+      uint e = t + p * WG, at = (e / C8) * LDH4 + e % C8;
+      Ks[at] = rk[p];
+      Vs[at] = rv[p];
     }
     barrier();
+    uint j1 = j0 + BKV;
+    if (j1 < kend) {
+      [[unroll]] for (uint p = 0; p < PER; ++p) {
+        uint e = t + p * WG, j = j1 + e / C8, c = e % C8;
+        rk[p] = (j < kend && c * 8u < pc.D) ? k4[(ko + j * pc.k_sl + c * 8u) / 8u] : uvec4(0);
+        rv[p] = (j < kend && c * 8u < pc.Dv) ? v4[(vo + j * pc.v_sl + c * 8u) / 8u] : uvec4(0);
+      }
+    }
 
     [[unroll]] for (uint f = 0; f < BKV / 16u; ++f) {
       C_T sacc = C_T(0.0);
       [[unroll]] for (uint kd = 0; kd < ND; ++kd) {
         B_T kb;
-        LOAD_B_COL(kb, Ks, f * 16u * LDH + kd * 16u, LDH);
+        LOAD_B_COL(kb, Ks, f * 16u * LDH4 + kd * 2u, LDH4);
         sacc = MMA(qa[kd], kb, sacc);
       }
       STORE_C(sacc, Sf, w * 16u * LDS + f * 16u, LDS);
@@ -147,12 +145,17 @@ void main() {
     // A row with every key so far masked keeps m = -inf; exp(-inf - -inf) would be nan.
     float corr = mn == NEG_INF ? 1.0 : exp(m - mn);
     float sum = 0.0;
-    [[unroll]] for (uint u = 0; u < 16u; ++u) {
+    uint packed[8];
+    [[unroll]] for (uint u = 0; u < 16u; u += 2u) {
+      vec2 p = vec2(s[u] == NEG_INF ? 0.0 : exp(s[u] - mn), s[u + 1u] == NEG_INF ? 0.0 : exp(s[u + 1u] - mn));
+      packed[u / 2u] = packHalf2x16(p);
       // The sum takes P as rounded for the multiply, so numerator and denominator agree.
-      float16_t p = float16_t(s[u] == NEG_INF ? 0.0 : exp(s[u] - mn));
-      Ps[(w * 16u + rl) * LDP + c0 + u] = p;
-      sum += float(p);
+      p = unpackHalf2x16(packed[u / 2u]);
+      sum += p.x + p.y;
     }
+    uint pat = (w * 16u + rl) * LDP4 + c0 / 8u;
+    Ps[pat] = uvec4(packed[0], packed[1], packed[2], packed[3]);
+    Ps[pat + 1u] = uvec4(packed[4], packed[5], packed[6], packed[7]);
     sum += subgroupShuffleXor(sum, 1u);
     l = l * corr + sum;
     m = mn;
@@ -166,10 +169,10 @@ void main() {
       [[unroll]] for (int e = 0; e < o[f].length(); ++e) o[f][e] *= cm[e];
     [[unroll]] for (uint kf = 0; kf < BKV / 16u; ++kf) {
       A_T pa;
-      LOAD_A(pa, Ps, w * 16u * LDP + kf * 16u, LDP);
+      LOAD_A(pa, Ps, w * 16u * LDP4 + kf * 2u, LDP4);
       [[unroll]] for (uint f = 0; f < ND; ++f) {
         B_T vb;
-        LOAD_B_ROW(vb, Vs, kf * 16u * LDH + f * 16u, LDH);
+        LOAD_B_ROW(vb, Vs, kf * 16u * LDH4 + f * 2u, LDH4);
         o[f] = MMA(pa, vb, o[f]);
       }
     }
