@@ -184,8 +184,8 @@ TEST_F(VkSdpa, TiledTailsHeadDimsAndMasks) {
   for (size_t i = 0; i < cases.size(); ++i) check(cases[i], 30 + static_cast<uint32_t>(i));
 }
 
-// Decode and short-prompt shapes take the row kernel (split over key chunks past 64 keys, merged
-// by the combine pass): 1 / 7 query rows, 1 / 7 / 33 / 130 / 1500 keys, GQA groups of 4, head
+// Decode and short-prompt shapes (and a few query blocks over a long cache) take the row kernel
+// (split over key chunks past 64 keys, merged by the combine pass): 1 / 7 query rows, 1 / 7 / 33 / 130 / 1500 keys, GQA groups of 4, head
 // dims 64 / 80 / 128 / 256, masks.
 TEST_F(VkSdpa, RowKernelDecodeSplitsAndHeadDims) {
   const std::vector<SdpaCase> cases = {
@@ -195,6 +195,7 @@ TEST_F(VkSdpa, RowKernelDecodeSplitsAndHeadDims) {
       {DType::f32, 1, 2, 1, 7, 33, 256, 200, false, DType::f32},
       {DType::bf16, 1, 3, 3, 1, 1, 128, 128, false},
       {DType::f32, 1, 4, 2, 31, 300, 128, 128, true, DType::f32},
+      {DType::f16, 1, 2, 1, 32, 300, 64, 64, true},  // a query block over a long cache
   };
   for (size_t i = 0; i < cases.size(); ++i) check(cases[i], 40 + static_cast<uint32_t>(i));
 }

@@ -94,8 +94,11 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
 
   // Many query rows: the tiled kernel (64 rows of a head per workgroup, K/V tiles in shared memory).
   const std::string forced = forced_kernel();
-  const bool tiled = forced != "rows" && Lq >= 32 && dmax <= 128 && has_subgroup_shuffle(ctx) && Lq <= 65535 * 64 &&
-                     Hq <= 65535 && B <= 65535;
+  // A few query blocks over a much longer cache (chunked prefill) would leave most of the GPU
+  // idle there: the row kernel splits the keys instead.
+  const bool few_blocks = (Lq + 63) / 64 * Hq * B < 128 && Lk > 8 * Lq;
+  const bool tiled = forced != "rows" && Lq >= 32 && !few_blocks && dmax <= 128 && has_subgroup_shuffle(ctx) &&
+                     Lq <= 65535 * 64 && Hq <= 65535 && B <= 65535;
   // Keys per K/V tile: both tiles of BKV x dmax f32 in shared memory, at most 64.
   int64_t bkv = 64;
   while (bkv > 8 && 2 * bkv * dmax * 4 > smem) bkv /= 2;
