@@ -19,6 +19,20 @@ namespace {
 // between two kernels of a decode step, short enough not to hold a core once work has stopped.
 constexpr auto kSpin = std::chrono::microseconds(200);
 
+// Pauses before a wait loop starts yielding (tens of microseconds: longer than most kernels of a
+// decode step take to finish their last chunk).
+constexpr int kPausesBeforeYield = 1000;
+
+// One step of a wait loop: pause at first, then yield. With more runnable threads than cores
+// (other processes, or the caller and a worker put on one core), a thread that only pauses holds
+// the core that the thread it waits for needs.
+inline void relax(int i) {
+  if (i < kPausesBeforeYield)
+    VRUN_PAUSE();
+  else
+    std::this_thread::yield();
+}
+
 }  // namespace
 
 ThreadPool::ThreadPool(int threads) {
@@ -82,7 +96,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
     cv_.notify_all();
   }
   run_chunks(gen);  // the caller works too
-  while (done_chunks_.load(std::memory_order_acquire) < job_chunks_) VRUN_PAUSE();
+  for (int i = 0; done_chunks_.load(std::memory_order_acquire) < job_chunks_; ++i) relax(i);
 }
 
 void ThreadPool::worker_loop() {
@@ -91,7 +105,7 @@ void ThreadPool::worker_loop() {
     const auto until = std::chrono::steady_clock::now() + kSpin;
     uint32_t gen = static_cast<uint32_t>(claim_.load(std::memory_order_acquire) >> 32);
     for (int i = 0; gen == seen && !stop_.load(std::memory_order_relaxed); ++i) {
-      VRUN_PAUSE();
+      relax(i);
       if ((i & 63) == 63 && std::chrono::steady_clock::now() > until) break;
       gen = static_cast<uint32_t>(claim_.load(std::memory_order_acquire) >> 32);
     }
