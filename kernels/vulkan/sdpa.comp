@@ -6,7 +6,8 @@
 //   1. K is staged in tiles of BKV rows through shared memory (coalesced, 8 halves per load for
 //      aligned f16) and every (row, key) score goes to a shared score block;
 //   2. row max and sum over the chunk (a shared tree per row);
-//   3. V is streamed straight from memory, DMAX / 8 invocations per key row, 8 dims each, and the
+//   3. V is streamed straight from memory, DMAX / 8 invocations per key row, 8 dims each (for f16
+//      rows the first words are loaded up front, in flight during steps 1 and 2), and the
 //      per-slot partial outputs are summed through shared memory at the end.
 // Rows whose every key is masked output zeros, as the CPU kernel does.
 // Split-K (flash-decoding): the host cuts the keys into chunks (grid z = B * nsplit). With
@@ -32,6 +33,8 @@ layout(constant_id = 9) const uint DMAX = 128;
 layout(constant_id = 10) const uint KCH = 256;
 // Query rows per workgroup (2, 4 or 8): the host fits it to the rows that share a KV head.
 layout(constant_id = 11) const uint RMAX = 8;
+// Keys per K tile: 16 or 32 KiB of f32 (4096 / DMAX or 8192 / DMAX rows) as shared memory allows.
+layout(constant_id = 12) const uint BKV = 32;
 layout(set = 0, binding = 2, std430) buffer BufK4 { uvec4 k4[]; };
 layout(set = 0, binding = 3, std430) buffer BufV4 { uvec4 v4[]; };
 
@@ -48,17 +51,29 @@ layout(push_constant) uniform Push {
 
 const uint WG = 128;
 const uint DV4 = DMAX / 4u;
-const uint BKV = 4096u / DMAX;  // keys per K tile: the tile is 16 KiB of f32 for every DMAX
 const uint LDK = DV4 + 1u;      // padded (vec4) row stride: lanes reading different keys hit different banks
 const uint DQ = DMAX / 8u;      // invocations per V row in the P.V pass
 const uint KS = WG / DQ;        // V rows in flight per workgroup
 const uint TPRED = WG / RMAX;   // invocations per row in the max / sum reductions
+const uint VPRE = 8;            // V words per invocation loaded before the scores (f16 rows)
 const float NEG_INF = -1.0 / 0.0;
 shared vec4 Ks[BKV * LDK];
 shared vec4 Qs[RMAX * DV4];
 shared float S[RMAX * KCH];
 shared float red[WG];
 shared float row_m[RMAX], row_l[RMAX];
+
+void accumulate(inout float acc[RMAX][8], uint j, float v[8]) {
+  [[unroll]] for (uint r = 0; r < RMAX; ++r) {
+    float p = S[r * KCH + j];
+    [[unroll]] for (uint e = 0; e < 8u; ++e) acc[r][e] += p * v[e];
+  }
+}
+
+float[8] unpack8(uvec4 p) {
+  vec2 h0 = unpackHalf2x16(p.x), h1 = unpackHalf2x16(p.y), h2 = unpackHalf2x16(p.z), h3 = unpackHalf2x16(p.w);
+  return float[8](h0.x, h0.y, h1.x, h1.y, h2.x, h2.y, h3.x, h3.y);
+}
 
 void main() {
   uint t = gl_LocalInvocationID.x;
@@ -84,6 +99,16 @@ void main() {
 
   uint kbeg = split * pc.kchunk;
   uint kn = min(pc.kchunk, pc.Lk - kbeg);  // keys in this chunk
+  // P.V pass layout: invocation (slot ks, dims dq * 8 .. + 7). Its first VPRE V words are loaded
+  // now, so their latency overlaps the K tiles and the scores.
+  uint dq = t % DQ, ks = t / DQ;
+  uint d0 = dq * 8u;
+  uvec4 vpre[VPRE];
+  if (VVEC8 == 1)
+    [[unroll]] for (uint u = 0; u < VPRE; ++u) {
+      uint j = ks + u * KS;
+      vpre[u] = j < kn && d0 < pc.Dv ? v4[(vo + (kbeg + j) * pc.v_sl + d0) / 8u] : uvec4(0);
+    }
   // 1. scores
   for (uint j0 = 0; j0 < kn; j0 += BKV) {
     uint n = min(BKV, kn - j0);
@@ -161,26 +186,23 @@ void main() {
     row_l[tr] = sum;
   }
 
-  // 3. acc[r][d] = sum_j p[r][j] v[j][d]; invocation (slot ks, dims dq * 8 .. + 7)
-  uint dq = t % DQ, ks = t / DQ;
-  uint d0 = dq * 8u;
+  // 3. acc[r][d] = sum_j p[r][j] v[j][d]
   float acc[RMAX][8];
-  for (uint r = 0; r < RMAX; ++r)
-    for (uint e = 0; e < 8u; ++e) acc[r][e] = 0.0;
-  for (uint j = ks; j < kn; j += KS) {
-    float v[8];
-    uint at = vo + (kbeg + j) * pc.v_sl + d0;
-    if (VVEC8 == 1) {
-      uvec4 p = d0 < pc.Dv ? v4[at / 8u] : uvec4(0);
-      vec2 h0 = unpackHalf2x16(p.x), h1 = unpackHalf2x16(p.y), h2 = unpackHalf2x16(p.z), h3 = unpackHalf2x16(p.w);
-      v[0] = h0.x; v[1] = h0.y; v[2] = h1.x; v[3] = h1.y;
-      v[4] = h2.x; v[5] = h2.y; v[6] = h3.x; v[7] = h3.y;
-    } else {
-      for (uint e = 0; e < 8u; ++e) v[e] = d0 + e < pc.Dv ? load3(DT_V, at + e) : 0.0;
+  [[unroll]] for (uint r = 0; r < RMAX; ++r)
+    [[unroll]] for (uint e = 0; e < 8u; ++e) acc[r][e] = 0.0;
+  if (VVEC8 == 1) {
+    [[unroll]] for (uint u = 0; u < VPRE; ++u) {
+      uint j = ks + u * KS;
+      if (j < kn) accumulate(acc, j, unpack8(vpre[u]));
     }
-    [[unroll]] for (uint r = 0; r < RMAX; ++r) {
-      float p = S[r * KCH + j];
-      [[unroll]] for (uint e = 0; e < 8u; ++e) acc[r][e] += p * v[e];
+    for (uint j = ks + VPRE * KS; j < kn; j += KS)
+      accumulate(acc, j, unpack8(d0 < pc.Dv ? v4[(vo + (kbeg + j) * pc.v_sl + d0) / 8u] : uvec4(0)));
+  } else {
+    for (uint j = ks; j < kn; j += KS) {
+      float v[8];
+      uint at = vo + (kbeg + j) * pc.v_sl + d0;
+      for (uint e = 0; e < 8u; ++e) v[e] = d0 + e < pc.Dv ? load3(DT_V, at + e) : 0.0;
+      accumulate(acc, j, v);
     }
   }
 

@@ -133,6 +133,12 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
   while (rmax < 8 && rmax < group_rows) rmax *= 2;
   const int64_t row_blocks = (group_rows + rmax - 1) / rmax;
   const int64_t kch = dmax == 256 ? 128 : 256;
+  // K tile rows: 32 KiB of f32 where shared memory has room (one K round trip per decode chunk),
+  // else 16 KiB. Shared bytes: K tile (rows padded by a vec4), Q rows, scores, reductions.
+  auto row_kernel_smem = [&](int64_t rows) {
+    return rows * (dmax / 4 + 1) * 16 + rmax * dmax * 4 + rmax * kch * 4 + 128 * 4 + 2 * rmax * 4;
+  };
+  const int64_t krows = row_kernel_smem(8192 / dmax) <= smem ? 8192 / dmax : 4096 / dmax;
   // Aim for about 512 workgroups (a few per compute unit on large GPUs) with chunks of >= 64 keys.
   const int64_t base_groups = row_blocks * Hkv * B;
   int64_t want = std::max<int64_t>(1, 512 / std::max<int64_t>(1, base_groups));
@@ -162,7 +168,8 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
                                      rows_vec8(v, offs[3]) ? 1 : 0,
                                      static_cast<int32_t>(dmax),
                                      static_cast<int32_t>(kch),
-                                     static_cast<int32_t>(rmax)};
+                                     static_cast<int32_t>(rmax),
+                                     static_cast<int32_t>(krows)};
   VRUN_RETURN_IF_ERROR(rec.dispatch("sdpa", spec, bindings, pw.w, pw.bytes(), static_cast<uint32_t>(row_blocks),
                                     static_cast<uint32_t>(Hkv), static_cast<uint32_t>(B * nsplit)));
   if (nsplit == 1) return Status::ok();
