@@ -116,6 +116,13 @@ VRUN_AVX2 inline float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+VRUN_AVX2 inline float hmax(__m256 v) {
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
 VRUN_AVX2 inline float f16_scalar(uint16_t h) { return _cvtsh_ss(h); }
 
 // Offset of a block as a float: q4_1's m, q4_0's -8 d (quants stored +8), none for q8_0.
@@ -238,7 +245,49 @@ void tile_dispatch(const void* w, int64_t ws, int nw, const BlockQ8Act* x, int64
 
 }  // namespace
 
+namespace {
+
+// The portable quantize_act_row, vectorised: same roundings (nearest, ties to even), so the
+// same quants; only the block sum s may differ in its last bits (summation order).
+VRUN_AVX2 void quantize_act_avx2(const float* x, BlockQ8Act* dst, int64_t nb) {
+  const __m256 sign = _mm256_set1_ps(-0.f);
+  for (int64_t b = 0; b < nb; ++b) {
+    __m256 v[4];
+    for (int c = 0; c < 4; ++c) v[c] = _mm256_loadu_ps(x + b * 32 + 8 * c);
+    const __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1])),
+                                   _mm256_max_ps(_mm256_andnot_ps(sign, v[2]), _mm256_andnot_ps(sign, v[3])));
+    const float amax = hmax(m);
+    const float sum = hsum(_mm256_add_ps(_mm256_add_ps(v[0], v[1]), _mm256_add_ps(v[2], v[3])));
+    const __m256 id = _mm256_set1_ps(amax != 0 ? 127.f / amax : 0.f);
+    __m256i hi[4], lo[4];
+    for (int c = 0; c < 4; ++c) {
+      const __m256 t = _mm256_mul_ps(v[c], id);
+      const __m256 h = _mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      const __m256 l = _mm256_round_ps(_mm256_mul_ps(_mm256_sub_ps(t, h), _mm256_set1_ps(128.f)),
+                                       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      hi[c] = _mm256_cvtps_epi32(h);
+      lo[c] = _mm256_cvtps_epi32(l);
+    }
+    // packs interleave 128-bit lanes; the final permute restores element order.
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const __m256i qh = _mm256_permutevar8x32_epi32(
+        _mm256_packs_epi16(_mm256_packs_epi32(hi[0], hi[1]), _mm256_packs_epi32(hi[2], hi[3])), order);
+    const __m256i ql = _mm256_permutevar8x32_epi32(
+        _mm256_packs_epi16(_mm256_packs_epi32(lo[0], lo[1]), _mm256_packs_epi32(lo[2], lo[3])), order);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst[b].qs), qh);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst[b].ql), ql);
+    dst[b].d = amax / (127.f * 128.f);
+    dst[b].s = sum;
+  }
+}
+
+}  // namespace
+
 void quantize_act_row(const float* x, BlockQ8Act* dst, int64_t k) {
+  if (kIsa != Isa::kScalar && !g_force_scalar.load(std::memory_order_relaxed)) {
+    quantize_act_avx2(x, dst, k / 32);
+    return;
+  }
   for (int64_t b = 0; b < k / 32; ++b) {
     const float* v = x + b * 32;
     float amax = 0, sum = 0;

@@ -153,6 +153,38 @@ TEST(Linear, ScalarAndVectorPathsAgree) {
   }
 }
 
+TEST(Linear, ActivationBlocksReconstructTheirInput) {
+  // Each block: x ~= d * (128 * hi + lo) within half a step, s = the block's sum, and the vector
+  // and portable quantisers give the same quants.
+  std::mt19937 rng(6);
+  std::uniform_real_distribution<float> dist(-5, 5);
+  std::vector<float> x(320);
+  for (auto& v : x) v = dist(rng);
+  std::fill(x.begin() + 64, x.begin() + 96, 0.f);  // an all-zero block
+  x[100] = 1e-30f;                                  // a tiny value among normal ones
+  std::vector<BlockQ8Act> fast(10), slow(10);
+  quantize_act_row(x.data(), fast.data(), 320);
+  quant_dot_force_scalar(true);
+  quantize_act_row(x.data(), slow.data(), 320);
+  quant_dot_force_scalar(false);
+  for (int b = 0; b < 10; ++b) {
+    double amax = 0, sum = 0;
+    for (int j = 0; j < 32; ++j) {
+      amax = std::max(amax, std::fabs(static_cast<double>(x[b * 32 + j])));
+      sum += x[b * 32 + j];
+    }
+    EXPECT_NEAR(fast[b].s, sum, 1e-4) << "block " << b;
+    EXPECT_FLOAT_EQ(fast[b].d, slow[b].d) << "block " << b;
+    for (int j = 0; j < 32; ++j) {
+      EXPECT_EQ(fast[b].qs[j], slow[b].qs[j]) << "block " << b << " element " << j;
+      EXPECT_EQ(fast[b].ql[j], slow[b].ql[j]) << "block " << b << " element " << j;
+      EXPECT_LE(std::abs(fast[b].ql[j]), 64);
+      const double got = static_cast<double>(fast[b].d) * (128 * fast[b].qs[j] + fast[b].ql[j]);
+      EXPECT_NEAR(got, x[b * 32 + j], amax / 32512 * 1.01 + 1e-30) << "block " << b << " element " << j;
+    }
+  }
+}
+
 TEST(Linear, RejectsBadShapes) {
   std::mt19937 rng(5);
   HostTensor x = random_tensor(DType::f32, Shape{2, 40}, rng);
