@@ -104,8 +104,12 @@ class VulkanExecutor final : public GpuExecutor {
   Status gpu_node(const MethodDef& m, size_t n, const std::vector<TensorView>& in, const std::vector<int>& in_roots,
                   const std::vector<TensorView>& out, const std::vector<int>& out_roots, const Attrs& attrs,
                   const std::vector<Storage>& storage) override {
-    MethodState& ms = methods_[&m];
-    std::vector<vulkan::DeviceView> din(in.size()), dout(out.size());
+    MethodState& ms = method_state(m);
+    // Reused between nodes: recording a decode step is hundreds of these calls.
+    std::vector<vulkan::DeviceView>& din = din_;
+    std::vector<vulkan::DeviceView>& dout = dout_;
+    din.assign(in.size(), vulkan::DeviceView{});
+    dout.assign(out.size(), vulkan::DeviceView{});
     for (size_t k = 0; k < in.size(); ++k) {
       if (!in[k].present() || in_roots[k] < 0) continue;
       VRUN_RETURN_IF_ERROR(to_device(m, ms, in_roots[k], storage));
@@ -120,7 +124,7 @@ class VulkanExecutor final : public GpuExecutor {
   }
 
   Status sync_to_host(const MethodDef& m, const std::vector<int>& roots, const std::vector<Storage>& storage) override {
-    MethodState& ms = methods_[&m];
+    MethodState& ms = method_state(m);
     bool any = false;
     for (int r : roots) {
       if (r < 0 || (fresh(m, ms, r) & kHost) || !(fresh(m, ms, r) & kDevice)) continue;
@@ -134,7 +138,7 @@ class VulkanExecutor final : public GpuExecutor {
   }
 
   void host_written(const MethodDef& m, const std::vector<int>& roots) override {
-    MethodState& ms = methods_[&m];
+    MethodState& ms = method_state(m);
     for (int r : roots)
       if (r >= 0) set_fresh(m, ms, r, kHost);
   }
@@ -152,6 +156,14 @@ class VulkanExecutor final : public GpuExecutor {
     std::vector<vulkan::Buffer> inputs;  // per value id (inputs only)
     std::vector<uint8_t> fresh;          // per value id (states live in state_fresh_)
   };
+
+  MethodState& method_state(const MethodDef& m) {
+    if (&m != last_method_) {
+      last_method_ = &m;
+      last_state_ = &methods_[&m];  // std::map nodes stay put
+    }
+    return *last_state_;
+  }
 
   uint8_t fresh(const MethodDef& m, const MethodState& ms, int r) const {
     const ValueDef& d = m.values[r];
@@ -217,6 +229,9 @@ class VulkanExecutor final : public GpuExecutor {
   std::map<const MethodDef*, std::vector<bool>> on_gpu_;
   std::map<const MethodDef*, MethodState> methods_;
   uint8_t* host_arena_ = nullptr;
+  const MethodDef* last_method_ = nullptr;
+  MethodState* last_state_ = nullptr;
+  std::vector<vulkan::DeviceView> din_, dout_;
 };
 
 }  // namespace

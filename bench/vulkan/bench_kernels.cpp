@@ -3,7 +3,10 @@
 // of the fastest linear kernel at 4096^3, or the rate the device's own PyTorch matmul reaches when
 // --tensor-roof gives it: bench/vulkan/run.sh measures it in the same run).
 //
-//   vrun_bench_vulkan [--small] [--reps N] [--device I] [--tensor-roof TFLOPS]
+//   vrun_bench_vulkan [--small] [--reps N] [--device I] [--tensor-roof TFLOPS] [--sweep]
+//
+// --sweep adds decode linear at 4x and 16x the rows (the slope between sizes separates the
+// bandwidth from fixed per-dispatch costs) and prefill linear at other M, K, N.
 //
 // Each kernel is recorded N times in one command buffer (a barrier separates runs that write the
 // same output) after one warm-up submission; the time is wall clock per run from submission.
@@ -153,14 +156,16 @@ int main(int argc, char** argv) {
   bool small = false;
   int reps = 20;
   double tensor_roof = 0;
+  bool sweep = false;
   ContextOptions opts;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--small")) small = true;
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--device") && i + 1 < argc) opts.device_index = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--tensor-roof") && i + 1 < argc) tensor_roof = std::atof(argv[++i]);
+    else if (!std::strcmp(argv[i], "--sweep")) sweep = true;
     else {
-      std::fprintf(stderr, "usage: vrun_bench_vulkan [--small] [--reps N] [--device I] [--tensor-roof TFLOPS]\n");
+      std::fprintf(stderr, "usage: vrun_bench_vulkan [--small] [--reps N] [--device I] [--tensor-roof TFLOPS] [--sweep]\n");
       return 2;
     }
   }
@@ -211,19 +216,33 @@ int main(int argc, char** argv) {
       "TFLOP/s", peak);
 
   const int64_t K = 2048, N = 8192 / S;
-  for (DType wdt : {DType::f16, DType::q4_0, DType::q4_1, DType::q8_0}) {
-    DevTensor x = make(ctx, DType::f16, Shape{1, K}), w = make(ctx, wdt, Shape{N, K});
-    const double t = run_op(ctx, reps, OpKind::linear, {&x, &w, nullptr}, Attrs(OpKind::linear), true);
-    const double bytes = static_cast<double>(dtype_bytes(wdt, N * K) + 2 * K + 2 * N);
-    row((std::string("linear decode ") + dtype_name(wdt)).c_str(), "1x" + std::to_string(K) + "x" + std::to_string(N), t,
-        bytes / 1e9, "GB/s", bw);
-  }
   {
     const int64_t M = 512 / S;
     DevTensor x = make(ctx, DType::f16, Shape{M, K}), w = make(ctx, DType::f16, Shape{N, K});
     const double t = run_op(ctx, reps, OpKind::linear, {&x, &w, nullptr}, Attrs(OpKind::linear));
     row("linear prefill f16", std::to_string(M) + "x" + std::to_string(K) + "x" + std::to_string(N), t,
         2.0 * M * N * K / 1e12, "TFLOP/s", peak);
+  }
+  if (sweep) {
+    const int64_t shapes[][3] = {{512, 2048, 2048}, {2048, 2048, 8192}, {512, 4096, 8192}, {1500, 1280, 5120},
+                                 {4096, 2048, 8192}, {4096, 4096, 4096}, {4096, 2048, 4096}, {4096, 4096, 8192}};
+    for (const auto& sh : shapes) {
+      const int64_t M = sh[0] / S, Kp = sh[1], Np = sh[2] / S;
+      DevTensor x = make(ctx, DType::f16, Shape{M, Kp}), w = make(ctx, DType::f16, Shape{Np, Kp});
+      const double t = run_op(ctx, std::max(2, reps / 4), OpKind::linear, {&x, &w, nullptr}, Attrs(OpKind::linear));
+      row("linear prefill f16", std::to_string(M) + "x" + std::to_string(Kp) + "x" + std::to_string(Np), t,
+          2.0 * M * Np * Kp / 1e12, "TFLOP/s", peak);
+    }
+  }
+  for (DType wdt : {DType::f16, DType::q4_0, DType::q4_1, DType::q8_0}) {
+    for (int64_t scale : sweep ? std::vector<int64_t>{1, 4, 16} : std::vector<int64_t>{1}) {
+      const int64_t Ns = N * scale;
+      DevTensor x = make(ctx, DType::f16, Shape{1, K}), w = make(ctx, wdt, Shape{Ns, K});
+      const double t = run_op(ctx, reps, OpKind::linear, {&x, &w, nullptr}, Attrs(OpKind::linear), true);
+      const double bytes = static_cast<double>(dtype_bytes(wdt, Ns * K) + 2 * K + 2 * Ns);
+      row((std::string("linear decode ") + dtype_name(wdt)).c_str(), "1x" + std::to_string(K) + "x" + std::to_string(Ns),
+          t, bytes / 1e9, "GB/s", bw);
+    }
   }
   {
     const int64_t Hq = 32, Hkv = 8, D = 128, L = 4096 / S;
@@ -248,6 +267,16 @@ int main(int argc, char** argv) {
     a.set_ints("padding", {Kc / 2}).set_i("groups", C);
     const double t = run_op(ctx, reps, OpKind::conv1d, {&x, &w, nullptr}, a, true);
     row("conv1d depthwise f16", "C1024 T" + std::to_string(T) + " K31", t, 2.0 * 2 * C * T / 1e9, "GB/s", bw);
+  }
+  if (sweep) {
+    // The compute roof again, last: a device whose clocks drop under sustained load shows it here.
+    const double t = run_op(ctx, std::max(2, reps / 4), OpKind::linear, {&px, &pw, nullptr}, Attrs(OpKind::linear));
+    row("linear f16 (again)", std::to_string(P) + "^3", t, 2.0 * P * P * P / 1e12, "TFLOP/s", peak);
+  }
+  if (sweep) {
+    // The compute roof again, last: a device whose clocks drop under sustained load shows it here.
+    const double t = run_op(ctx, std::max(2, reps / 4), OpKind::linear, {&px, &pw, nullptr}, Attrs(OpKind::linear));
+    row("linear f16 (again)", std::to_string(P) + "^3", t, 2.0 * P * P * P / 1e12, "TFLOP/s", peak);
   }
   return 0;
 }

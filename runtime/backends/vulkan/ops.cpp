@@ -94,8 +94,11 @@ bool supports(const Context& ctx, OpKind op, const std::vector<const TensorDesc*
 
 Status Recorder::record(OpKind op, const std::vector<DeviceView>& inputs, const std::vector<DeviceView>& outputs,
                         const Attrs& attrs) {
-  std::vector<TensorDesc> descs(inputs.size());
-  std::vector<const TensorDesc*> ptrs;
+  // Member scratch: this runs once per recorded node.
+  std::vector<TensorDesc>& descs = record_descs_;
+  std::vector<const TensorDesc*>& ptrs = record_ptrs_;
+  descs.resize(inputs.size());
+  ptrs.clear();
   for (size_t k = 0; k < inputs.size(); ++k) {
     descs[k] = {inputs[k].dtype, inputs[k].shape};
     ptrs.push_back(inputs[k].present() ? &descs[k] : nullptr);

@@ -58,11 +58,17 @@ size_t PipelineCache::size() const {
   return pipelines_.size();
 }
 
-Result<VkPipeline> PipelineCache::get(const std::string& kernel, const std::vector<int32_t>& spec) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto key = std::make_pair(kernel, spec);
-  if (auto it = pipelines_.find(key); it != pipelines_.end()) return it->second;
+size_t PipelineCache::KeyHash::operator()(const KeyView& k) const {
+  size_t h = std::hash<std::string_view>()(k.kernel);
+  for (int32_t v : k.spec) h = h * 1000003u ^ static_cast<size_t>(static_cast<uint32_t>(v));
+  return h;
+}
 
+Result<VkPipeline> PipelineCache::get(std::string_view kernel_name, std::span<const int32_t> spec) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto it = pipelines_.find(KeyView{kernel_name, spec}); it != pipelines_.end()) return it->second;
+
+  const std::string kernel(kernel_name);
   VkShaderModule module = VK_NULL_HANDLE;
   if (auto it = modules_.find(kernel); it != modules_.end()) {
     module = it->second;
@@ -90,7 +96,7 @@ Result<VkPipeline> PipelineCache::get(const std::string& kernel, const std::vect
   ci.layout = layout_;
   VkPipeline p = VK_NULL_HANDLE;
   VRUN_VK_CHECK(vkCreateComputePipelines(ctx_.device(), cache_, 1, &ci, nullptr, &p), "creating pipeline " + kernel);
-  pipelines_[key] = p;
+  pipelines_.emplace(Key{kernel, std::vector<int32_t>(spec.begin(), spec.end())}, p);
   return p;
 }
 

@@ -5,10 +5,14 @@
 
 #include <vulkan/vulkan.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <span>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -28,7 +32,8 @@ class PipelineCache {
   Status init();
 
   // Specialisation constant k of the shader gets spec[k] (constant_id = k). Errors name the kernel.
-  Result<VkPipeline> get(const std::string& kernel, const std::vector<int32_t>& spec);
+  // Looked up once per recorded dispatch: the hit path allocates nothing.
+  Result<VkPipeline> get(std::string_view kernel, std::span<const int32_t> spec);
   // Whether the binary embeds a kernel (cooperative-matrix variants need a capable compiler).
   static bool has_kernel(const std::string& kernel);
   static std::vector<std::string> kernel_names();
@@ -44,7 +49,29 @@ class PipelineCache {
   VkPipelineLayout layout_ = VK_NULL_HANDLE;
   VkPipelineCache cache_ = VK_NULL_HANDLE;
   std::map<std::string, VkShaderModule> modules_;
-  std::map<std::pair<std::string, std::vector<int32_t>>, VkPipeline> pipelines_;
+  struct Key {
+    std::string kernel;
+    std::vector<int32_t> spec;
+  };
+  struct KeyView {
+    std::string_view kernel;
+    std::span<const int32_t> spec;
+  };
+  struct KeyHash {
+    using is_transparent = void;
+    size_t operator()(const KeyView& k) const;
+    size_t operator()(const Key& k) const { return (*this)(KeyView{k.kernel, k.spec}); }
+  };
+  struct KeyEq {
+    using is_transparent = void;
+    static bool eq(const KeyView& a, const KeyView& b) {
+      return a.kernel == b.kernel && std::equal(a.spec.begin(), a.spec.end(), b.spec.begin(), b.spec.end());
+    }
+    bool operator()(const Key& a, const Key& b) const { return eq({a.kernel, a.spec}, {b.kernel, b.spec}); }
+    bool operator()(const KeyView& a, const Key& b) const { return eq(a, {b.kernel, b.spec}); }
+    bool operator()(const Key& a, const KeyView& b) const { return eq({a.kernel, a.spec}, b); }
+  };
+  std::unordered_map<Key, VkPipeline, KeyHash, KeyEq> pipelines_;
 };
 
 }  // namespace vrun::vulkan

@@ -135,8 +135,8 @@ Status Recorder::flush() {
   return begin_if_needed();
 }
 
-void Recorder::hazard(const std::vector<Range>& reads, const std::vector<Range>& writes) {
-  auto overlaps = [](const std::vector<Range>& a, const std::vector<Range>& b) {
+void Recorder::hazard(std::span<const Range> reads, std::span<const Range> writes) {
+  auto overlaps = [](std::span<const Range> a, const std::vector<Range>& b) {
     for (const auto& x : a)
       for (const auto& y : b)
         if (x.buffer == y.buffer && x.begin < y.end && y.begin < x.end) return true;
@@ -229,9 +229,9 @@ void Recorder::grid_1d(uint64_t groups, uint32_t* gx, uint32_t* gy) const {
   *gy = static_cast<uint32_t>((groups + *gx - 1) / *gx);
 }
 
-Status Recorder::dispatch(const std::string& kernel, const std::vector<int32_t>& spec,
-                          const std::vector<Binding>& bindings, const void* push, uint32_t push_bytes, uint32_t gx,
-                          uint32_t gy, uint32_t gz, std::vector<uint32_t>* offsets) {
+Status Recorder::dispatch(std::string_view kernel, std::span<const int32_t> spec, const std::vector<Binding>& bindings,
+                          const void* push, uint32_t push_bytes, uint32_t gx, uint32_t gy, uint32_t gz,
+                          std::vector<uint32_t>* offsets) {
   if (bindings.size() > static_cast<size_t>(kNumBindings))
     return err(ErrorCode::kInternal, "vulkan: kernel ", kernel, " given ", bindings.size(), " bindings");
   if (push_bytes > kPushConstantBytes)
@@ -246,7 +246,8 @@ Status Recorder::dispatch(const std::string& kernel, const std::vector<int32_t>&
 
   VkDescriptorBufferInfo infos[kNumBindings];
   VkWriteDescriptorSet writes[kNumBindings];
-  std::vector<Range> touched, written;
+  Range touched[kNumBindings], written[kNumBindings];
+  size_t n_touched = 0, n_written = 0;
   const BufferRef dummy = dummy_.ref();
   for (int i = 0; i < kNumBindings; ++i) {
     const Binding* b = i < static_cast<int>(bindings.size()) ? &bindings[i] : nullptr;
@@ -256,7 +257,8 @@ Status Recorder::dispatch(const std::string& kernel, const std::vector<int32_t>&
       if (offsets) offsets->push_back(bd.elem_offset);
       const uint64_t begin = b->view->buffer.offset + b->view->offset;
       Range r{bd.buffer, begin, begin + std::max<uint64_t>(span_bytes(*b->view), 1)};
-      (b->written ? written : touched).push_back(r);
+      if (b->written) written[n_written++] = r;
+      else touched[n_touched++] = r;
     } else {
       infos[i] = {dummy.buffer, dummy.offset, dummy.size};
       if (offsets && b) offsets->push_back(0);
@@ -268,7 +270,7 @@ Status Recorder::dispatch(const std::string& kernel, const std::vector<int32_t>&
     writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
     writes[i].pBufferInfo = &infos[i];
   }
-  hazard(touched, written);
+  hazard(std::span<const Range>(touched, n_touched), std::span<const Range>(written, n_written));
   vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
   if (push_set) {
     push_set(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, ctx_.pipelines().layout(), 0, kNumBindings, writes);
@@ -328,7 +330,7 @@ Status Recorder::record_buffer_copy(const BufferRef& src, uint64_t src_offset, c
   VRUN_RETURN_IF_ERROR(begin_if_needed());
   Range rs{src.buffer, src.offset + src_offset, src.offset + src_offset + bytes};
   Range rd{dst.buffer, dst.offset + dst_offset, dst.offset + dst_offset + bytes};
-  hazard({rs}, {rd});
+  hazard(std::span<const Range>(&rs, 1), std::span<const Range>(&rd, 1));
   VkBufferCopy region{src.offset + src_offset, dst.offset + dst_offset, bytes};
   vkCmdCopyBuffer(cmd_, src.buffer, dst.buffer, 1, &region);
   return Status::ok();

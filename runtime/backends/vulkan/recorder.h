@@ -6,8 +6,11 @@
 #include <vulkan/vulkan.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kernels/attrs.h"
@@ -88,9 +91,20 @@ class Recorder {
   Result<DeviceView> dense_view(const DeviceView& v);
   // Records a dispatch. `offsets` receives, per binding, the view's element offset within the
   // bound range (bytes for block-quantised dtypes), which the kernel adds to its indices.
-  Status dispatch(const std::string& kernel, const std::vector<int32_t>& spec, const std::vector<Binding>& bindings,
+  Status dispatch(std::string_view kernel, std::span<const int32_t> spec, const std::vector<Binding>& bindings,
                   const void* push, uint32_t push_bytes, uint32_t gx, uint32_t gy, uint32_t gz,
                   std::vector<uint32_t>* offsets = nullptr);
+  Status dispatch(std::string_view kernel, std::initializer_list<int32_t> spec, const std::vector<Binding>& bindings,
+                  const void* push, uint32_t push_bytes, uint32_t gx, uint32_t gy, uint32_t gz,
+                  std::vector<uint32_t>* offsets = nullptr) {
+    return dispatch(kernel, std::span<const int32_t>(spec.begin(), spec.size()), bindings, push, push_bytes, gx, gy, gz,
+                    offsets);
+  }
+  Status dispatch(std::string_view kernel, const std::vector<int32_t>& spec, const std::vector<Binding>& bindings,
+                  const void* push, uint32_t push_bytes, uint32_t gx, uint32_t gy, uint32_t gz,
+                  std::vector<uint32_t>* offsets = nullptr) {
+    return dispatch(kernel, std::span<const int32_t>(spec), bindings, push, push_bytes, gx, gy, gz, offsets);
+  }
   // Offsets (as dispatch() would compute them) without recording: kernels need them in their push
   // constants before dispatching.
   Result<std::vector<uint32_t>> binding_offsets(const std::vector<Binding>& bindings) const;
@@ -107,7 +121,7 @@ class Recorder {
     VkBuffer buffer;
     uint64_t begin, end;
   };
-  void hazard(const std::vector<Range>& reads, const std::vector<Range>& writes);
+  void hazard(std::span<const Range> reads, std::span<const Range> writes);
   struct Bound {
     VkBuffer buffer;
     uint64_t base, range;
@@ -139,6 +153,8 @@ class Recorder {
   };
   std::vector<Download> downloads_;
   Buffer dummy_;
+  std::vector<TensorDesc> record_descs_;
+  std::vector<const TensorDesc*> record_ptrs_;
   // VRUN_VK_STATS=1: totals printed when the recorder goes away.
   struct Stats {
     bool on = false;
