@@ -1,4 +1,5 @@
 #version 450
+#extension GL_EXT_control_flow_attributes : require
 // Depthwise conv1d (groups = in = out channels, stride 1, dilation 1, K <= KMAX taps): one
 // workgroup per (batch, channel, tile of TILE outputs). The tile's inputs (with the K - 1 halo)
 // are read from memory once, coalesced, into shared memory; each invocation then computes P
@@ -53,12 +54,12 @@ void main() {
   const uint xrow = pc.off_x + b * pc.x_sb + c * pc.x_sc;
   const uint LOADS = (TILE + KMAX + WG - 1u) / WG;
   float v[LOADS];
-  for (uint l = 0; l < LOADS; ++l) {
+  [[unroll]] for (uint l = 0; l < LOADS; ++l) {
     const uint i = t + l * WG;
     const int p = first + int(i);
     v[l] = i < nin && p >= 0 && p < int(pc.T) ? load1(DT_X, xrow + uint(p) * pc.x_sw) : 0.0;
   }
-  for (uint l = 0; l < LOADS; ++l) {
+  [[unroll]] for (uint l = 0; l < LOADS; ++l) {
     const uint i = t + l * WG;
     if (i < nin) xs[slot(i >> 2)][i & 3u] = v[l];
   }
@@ -66,19 +67,19 @@ void main() {
 
   const float bias = DT_B != DT_NONE ? load3(DT_B, pc.off_b + c) : 0.0;
   float acc[P];
-  for (uint p = 0; p < P; ++p) acc[p] = bias;
+  [[unroll]] for (uint p = 0; p < P; ++p) acc[p] = bias;
   const uint NW = (P + KB + 2u) / 4u;  // vec4 slots a window spans
   for (uint kc = 0; kc < kpad; kc += KB) {
     const uint s0 = P / 4u * t + kc / 4u;
     float win[NW * 4u];
-    for (uint j = 0; j < NW; ++j) {
+    [[unroll]] for (uint j = 0; j < NW; ++j) {
       const vec4 q = xs[slot(s0 + j)];
       win[4u * j] = q.x; win[4u * j + 1u] = q.y; win[4u * j + 2u] = q.z; win[4u * j + 3u] = q.w;
     }
     const vec4 wa = ws[kc / 4u], wb = ws[kc / 4u + 1u];
     const float wk[KB] = float[KB](wa.x, wa.y, wa.z, wa.w, wb.x, wb.y, wb.z, wb.w);
-    for (uint k = 0; k < KB; ++k)
-      for (uint p = 0; p < P; ++p) acc[p] += wk[k] * win[p + k];
+    [[unroll]] for (uint k = 0; k < KB; ++k)
+      [[unroll]] for (uint p = 0; p < P; ++p) acc[p] += wk[k] * win[p + k];
   }
   barrier();
   for (uint j = 0; j < P / 4u; ++j)
@@ -86,7 +87,7 @@ void main() {
   barrier();
   const uint nout = min(TILE, pc.To - t0);
   const uint yrow = pc.off_y + (b * pc.C + c) * pc.To + t0;
-  for (uint l = 0; l < P; ++l) {
+  [[unroll]] for (uint l = 0; l < P; ++l) {
     const uint i = t + l * WG;
     if (i < nout) store0(DT_Y, yrow + i, xs[slot(i >> 2)][i & 3u]);
   }

@@ -1,4 +1,5 @@
 #version 450
+#extension GL_EXT_control_flow_attributes : require
 // Depthwise conv1d (stride 1, dilation 1, K <= KMAX taps) reading a channels-last x (channel
 // stride 1, as a [B, T, C] activation permuted to [B, C, T] is): one workgroup per (batch, TC
 // channels, TT outputs). conv_dw.comp's one-channel tiles would read such an x with one element
@@ -54,12 +55,12 @@ void main() {
   const uint xb = pc.off_x + b * pc.x_sb;
   const uint LOADS = (WL * TC + WG - 1u) / WG;
   float v[LOADS];
-  for (uint l = 0; l < LOADS; ++l) {
+  [[unroll]] for (uint l = 0; l < LOADS; ++l) {
     const uint i = t + l * WG, c = c0 + i % TC;
     const int p = first + int(i / TC);
     v[l] = i < nin && p >= 0 && p < int(pc.T) && c < pc.C ? load1(DT_X, xb + c * pc.x_sc + uint(p) * pc.x_sw) : 0.0;
   }
-  for (uint l = 0; l < LOADS; ++l) {
+  [[unroll]] for (uint l = 0; l < LOADS; ++l) {
     const uint i = t + l * WG;
     if (i < nin) xs[xrow(i / TC) + i % TC] = v[l];
   }
@@ -68,19 +69,19 @@ void main() {
   const uint ci = t % TC, tb = t / TC;
   const float bias = DT_B != DT_NONE && c0 + ci < pc.C ? load3(DT_B, pc.off_b + c0 + ci) : 0.0;
   float acc[P];
-  for (uint p = 0; p < P; ++p) acc[p] = bias;
+  [[unroll]] for (uint p = 0; p < P; ++p) acc[p] = bias;
   for (uint kc = 0; kc < kpad; kc += KB) {
     float win[P + KB - 1u];
     for (uint j = 0; j < P + KB - 1u; ++j) win[j] = xs[xrow(tb * P + kc + j) + ci];
     float wk[KB];
-    for (uint k = 0; k < KB; ++k) wk[k] = ws[(kc + k) * TC + ci];
-    for (uint k = 0; k < KB; ++k)
-      for (uint p = 0; p < P; ++p) acc[p] += wk[k] * win[p + k];
+    [[unroll]] for (uint k = 0; k < KB; ++k) wk[k] = ws[(kc + k) * TC + ci];
+    [[unroll]] for (uint k = 0; k < KB; ++k)
+      [[unroll]] for (uint p = 0; p < P; ++p) acc[p] += wk[k] * win[p + k];
   }
   barrier();
   // Outputs as [channel][time] with a row stride of TT + 1 (odd: the 16 channels a half-warp
   // writes land in distinct banks).
-  for (uint p = 0; p < P; ++p) xs[ci * (TT + 1u) + tb * P + p] = acc[p];
+  [[unroll]] for (uint p = 0; p < P; ++p) xs[ci * (TT + 1u) + tb * P + p] = acc[p];
   barrier();
   for (uint l = 0; l < TC * TT / WG; ++l) {
     const uint i = t + l * WG, cc = i / TT, tt = i % TT;
