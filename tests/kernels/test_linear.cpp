@@ -114,6 +114,12 @@ TEST(Linear, WideOutputUsesEveryTileShape) {
     HostTensor x = random_tensor(DType::f32, Shape{7, 320}, rng, -3, 3);
     HostTensor w = random_tensor(wt, Shape{67, 320}, rng);
     check_linear(x.view, w.view, nullptr, &pool, dtype_name(wt));
+    // One row (decode): eight-block steps, with and without a tail of blocks.
+    for (int64_t k : {256, 320}) {
+      HostTensor x1 = random_tensor(DType::f32, Shape{1, k}, rng, -3, 3);
+      HostTensor w1 = random_tensor(wt, Shape{37, k}, rng);
+      check_linear(x1.view, w1.view, nullptr, &pool, (std::string(dtype_name(wt)) + " M=1 K=" + std::to_string(k)).c_str());
+    }
   }
 }
 
@@ -141,15 +147,18 @@ TEST(Linear, ScalarAndVectorPathsAgree) {
   std::mt19937 rng(4);
   ThreadPool pool(1);
   for (DType wt : {DType::q4_1, DType::q4_0, DType::q8_0}) {
-    HostTensor x = random_tensor(DType::f32, Shape{6, 256}, rng, -2, 2);
-    HostTensor w = random_tensor(wt, Shape{11, 256}, rng);
-    RunResult fast = run_cpu(OpKind::linear, {x.view, w.view}, Attrs(OpKind::linear), &pool);
-    quant_dot_force_scalar(true);
-    RunResult slow = run_cpu(OpKind::linear, {x.view, w.view}, Attrs(OpKind::linear), &pool);
-    quant_dot_force_scalar(false);
-    ASSERT_TRUE(fast.status.is_ok() && slow.status.is_ok());
-    // Same integer block sums; only the float summation order differs.
-    expect_close(to_doubles(fast.outputs[0].view), to_doubles(slow.outputs[0].view), 1e-4, 1e-5, dtype_name(wt));
+    for (int64_t m : {1, 6}) {
+      HostTensor x = random_tensor(DType::f32, Shape{m, 352}, rng, -2, 2);
+      HostTensor w = random_tensor(wt, Shape{11, 352}, rng);
+      RunResult fast = run_cpu(OpKind::linear, {x.view, w.view}, Attrs(OpKind::linear), &pool);
+      quant_dot_force_scalar(true);
+      RunResult slow = run_cpu(OpKind::linear, {x.view, w.view}, Attrs(OpKind::linear), &pool);
+      quant_dot_force_scalar(false);
+      ASSERT_TRUE(fast.status.is_ok() && slow.status.is_ok());
+      // Same integer block sums; only the float summation order differs.
+      expect_close(to_doubles(fast.outputs[0].view), to_doubles(slow.outputs[0].view), 1e-4, 1e-5,
+                   (std::string(dtype_name(wt)) + " M=" + std::to_string(m)).c_str());
+    }
   }
 }
 
