@@ -202,6 +202,14 @@ VRUN_VNNI void rows_vnni(const void* w, int64_t ws, int nw, const BlockQ8Act* x,
 #undef DOT2
 }
 
+// The integer sum of one q4_1 block times one activation block, as 8 lanes.
+VRUN_VNNI inline __m256i q4_1_dot_vnni(const BlockQ4_1& wb, const BlockQ8Act& xb) {
+  const __m256i uw = Unpack<BlockQ4_1>::load(wb);
+  const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs));
+  const __m256i ql = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.ql));
+  return _mm256_dpbusd_epi32(_mm256_slli_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), uw, qh), 7), uw, ql);
+}
+
 // One q4_1 weight row against one activation row (decode), eight blocks per step: their
 // integer sums are reduced to one vector of eight block sums, then scaled by eight (d, m) pairs
 // (one gather: q4_1 blocks are 20 bytes, so no gathered word crosses a cache line) times eight
@@ -211,19 +219,13 @@ VRUN_VNNI void row1_q4_1_vnni(const void* w, int64_t ws, int nw, const BlockQ8Ac
                               const float* xsum, int64_t nb, float* out, bool with_offsets) {
   constexpr int s = static_cast<int>(sizeof(BlockQ4_1));
   const __m256i heads_at = _mm256_setr_epi32(0, s, 2 * s, 3 * s, 4 * s, 5 * s, 6 * s, 7 * s);
-  auto block_dot = [&](const BlockQ4_1& wb, const BlockQ8Act& xb) VRUN_VNNI {
-    const __m256i uw = Unpack<BlockQ4_1>::load(wb);
-    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs));
-    const __m256i ql = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.ql));
-    return _mm256_dpbusd_epi32(_mm256_slli_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), uw, qh), 7), uw, ql);
-  };
   for (int j = 0; j < nw; ++j) {
     const BlockQ4_1* wr = wrow<BlockQ4_1>(w, ws, j);
     __m256 acc = _mm256_setzero_ps(), off = _mm256_setzero_ps();
     int64_t b = 0;
     for (; b + 8 <= nb; b += 8) {
       __m256i v[8];
-      for (int u = 0; u < 8; ++u) v[u] = block_dot(wr[b + u], x[b + u]);
+      for (int u = 0; u < 8; ++u) v[u] = q4_1_dot_vnni(wr[b + u], x[b + u]);
       const __m256i t0 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
       const __m256i t1 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
       const __m256i sums =
@@ -236,7 +238,7 @@ VRUN_VNNI void row1_q4_1_vnni(const void* w, int64_t ws, int nw, const BlockQ8Ac
     }
     float tail = 0;
     for (; b < nb; ++b) {
-      tail += f16_scalar(wr[b].d) * xd[b] * hsum(_mm256_cvtepi32_ps(block_dot(wr[b], x[b])));
+      tail += f16_scalar(wr[b].d) * xd[b] * hsum(_mm256_cvtepi32_ps(q4_1_dot_vnni(wr[b], x[b])));
       if (with_offsets) tail += f16_scalar(wr[b].m) * xsum[b];
     }
     out[j] = hsum(with_offsets ? _mm256_add_ps(acc, off) : acc) + tail;
