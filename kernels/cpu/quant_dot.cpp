@@ -268,12 +268,15 @@ Isa detect_isa() {
 }
 
 const Isa kIsa = detect_isa();
-std::atomic<bool> g_force_scalar{false};
+// A cap below the detected ISA, for tests of the narrower paths.
+std::atomic<Isa> g_isa_cap{Isa::kVnni};
+
+Isa active_isa() { return std::min(kIsa, g_isa_cap.load(std::memory_order_relaxed)); }
 
 template <typename B>
 void tile_dispatch(const void* w, int64_t ws, int nw, const BlockQ8Act* x, int64_t xs, int nx, int64_t nb, float* out,
                    int64_t ldo, bool with_offsets) {
-  const Isa isa = g_force_scalar.load(std::memory_order_relaxed) ? Isa::kScalar : kIsa;
+  const Isa isa = active_isa();
   if (isa == Isa::kScalar) {
     tile_scalar<B>(w, ws, nw, x, xs, nx, nb, out, ldo, with_offsets);
     return;
@@ -341,7 +344,7 @@ VRUN_AVX2 void quantize_act_avx2(const float* x, BlockQ8Act* dst, int64_t nb) {
 }  // namespace
 
 void quantize_act_row(const float* x, BlockQ8Act* dst, int64_t k) {
-  if (kIsa != Isa::kScalar && !g_force_scalar.load(std::memory_order_relaxed)) {
+  if (active_isa() != Isa::kScalar) {
     quantize_act_avx2(x, dst, k / 32);
     return;
   }
@@ -376,10 +379,12 @@ void quant_dot_tile(DType wt, const void* w, int64_t w_stride, int nw, const Blo
 }
 
 const char* quant_dot_isa() {
-  if (g_force_scalar.load()) return "scalar";
-  return kIsa == Isa::kVnni ? "avx512vnni" : kIsa == Isa::kAvx2 ? "avx2" : "scalar";
+  const Isa isa = active_isa();
+  return isa == Isa::kVnni ? "avx512vnni" : isa == Isa::kAvx2 ? "avx2" : "scalar";
 }
 
-void quant_dot_force_scalar(bool on) { g_force_scalar.store(on); }
+void quant_dot_force_scalar(bool on) { g_isa_cap.store(on ? Isa::kScalar : Isa::kVnni); }
+
+void quant_dot_force_avx2(bool on) { g_isa_cap.store(on ? Isa::kAvx2 : Isa::kVnni); }
 
 }  // namespace vrun

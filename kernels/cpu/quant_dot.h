@@ -42,5 +42,7 @@ constexpr int kQuantTileX = 4;
 const char* quant_dot_isa();
 // Forces the portable implementation (tests compare it with the vector one).
 void quant_dot_force_scalar(bool on);
+// Caps the vector implementation at AVX2 (no VNNI) where the CPU has more; for tests.
+void quant_dot_force_avx2(bool on);
 
 }  // namespace vrun

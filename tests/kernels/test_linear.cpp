@@ -154,10 +154,16 @@ TEST(Linear, ScalarAndVectorPathsAgree) {
       quant_dot_force_scalar(true);
       RunResult slow = run_cpu(OpKind::linear, {x.view, w.view}, Attrs(OpKind::linear), &pool);
       quant_dot_force_scalar(false);
-      ASSERT_TRUE(fast.status.is_ok() && slow.status.is_ok());
+      quant_dot_force_avx2(true);
+      EXPECT_NE(std::string(quant_dot_isa()), "avx512vnni");
+      RunResult avx2 = run_cpu(OpKind::linear, {x.view, w.view}, Attrs(OpKind::linear), &pool);
+      quant_dot_force_avx2(false);
+      ASSERT_TRUE(fast.status.is_ok() && slow.status.is_ok() && avx2.status.is_ok());
       // Same integer block sums; only the float summation order differs.
-      expect_close(to_doubles(fast.outputs[0].view), to_doubles(slow.outputs[0].view), 1e-4, 1e-5,
-                   (std::string(dtype_name(wt)) + " M=" + std::to_string(m)).c_str());
+      const std::string what = std::string(dtype_name(wt)) + " M=" + std::to_string(m);
+      expect_close(to_doubles(fast.outputs[0].view), to_doubles(slow.outputs[0].view), 1e-4, 1e-5, what.c_str());
+      expect_close(to_doubles(avx2.outputs[0].view), to_doubles(slow.outputs[0].view), 1e-4, 1e-5,
+                   (what + " (AVX2 cap)").c_str());
     }
   }
 }
