@@ -68,7 +68,7 @@ void load_x8(uint xo, out float v[8]) {
     v[4] = uintBitsToFloat(p.z << 16); v[5] = uintBitsToFloat(p.z & 0xffff0000u);
     v[6] = uintBitsToFloat(p.w << 16); v[7] = uintBitsToFloat(p.w & 0xffff0000u);
   } else {
-    for (uint j = 0; j < 8u; ++j) v[j] = load1(DT_X, xo + j);
+    [[unroll]] for (uint j = 0; j < 8u; ++j) v[j] = load1(DT_X, xo + j);
   }
 }
 
@@ -119,9 +119,9 @@ void main() {
   if (row0 >= pc.N) return;
   const uint t = gl_LocalInvocationID.x;
   float acc[NACC];
-  for (uint i = 0; i < NACC; ++i) acc[i] = 0.0;
+  [[unroll]] for (uint i = 0; i < NACC; ++i) acc[i] = 0.0;
   uint rows[RS];
-  for (uint r = 0; r < RS; ++r) rows[r] = min(row0 + r, pc.N - 1u);
+  [[unroll]] for (uint r = 0; r < RS; ++r) rows[r] = min(row0 + r, pc.N - 1u);
 
   if (is_quant(DT_W)) {
     // Work item: half a block (16 weights), so two neighbouring invocations share a block and a
@@ -132,10 +132,10 @@ void main() {
     for (uint i0 = t; i0 < nitems; i0 += U * WG) {
       uint dm[U * RS];
       uvec4 q[U * RS];
-      for (uint u = 0; u < U; ++u) {
+      [[unroll]] for (uint u = 0; u < U; ++u) {
         const uint it = i0 + u * WG, blk = it >> 1, h = it & 1u;
         if (it >= nitems) break;
-        for (uint r = 0; r < RS; ++r) {
+        [[unroll]] for (uint r = 0; r < RS; ++r) {
           const uint bb = pc.off_w + (rows[r] * nblk + blk) * BB;
           const uint hw = bb >> 1;
           const uint s = u * RS + r;
@@ -155,32 +155,32 @@ void main() {
           }
         }
       }
-      for (uint u = 0; u < U; ++u) {
+      [[unroll]] for (uint u = 0; u < U; ++u) {
         const uint it = i0 + u * WG, blk = it >> 1, h = it & 1u;
         if (it >= nitems) break;
         // Elements of this half: q8_0 holds 16 consecutive ones; q4 bytes hold element j in the
         // low nibble and j + 16 in the high one, so a half is two runs of 8.
         const uint k0 = blk * 32u + (DT_W == DT_Q8_0 ? 16u * h : 8u * h);
         const uint k1 = DT_W == DT_Q8_0 ? k0 + 8u : k0 + 16u;
-        for (uint m = 0; m < MR; ++m) {
+        [[unroll]] for (uint m = 0; m < MR; ++m) {
           float xa[8], xb[8];
           load_x8(pc.off_x + m * pc.x_sm + k0, xa);
           load_x8(pc.off_x + m * pc.x_sm + k1, xb);
           float xsum = 0.0;
           if (DT_W != DT_Q8_0)
-            for (uint j = 0; j < 8u; ++j) xsum += xa[j] + xb[j];
-          for (uint r = 0; r < RS; ++r) {
+            [[unroll]] for (uint j = 0; j < 8u; ++j) xsum += xa[j] + xb[j];
+          [[unroll]] for (uint r = 0; r < RS; ++r) {
             const uint s = u * RS + r;
             float sum = 0.0;
             if (DT_W == DT_Q8_0) {
-              for (uint j = 0; j < 4u; ++j) {
+              [[unroll]] for (uint j = 0; j < 4u; ++j) {
                 sum += (sbyte(q[s].x, 8u * j) - 8388736.0) * xa[j];
                 sum += (sbyte(q[s].y, 8u * j) - 8388736.0) * xa[4u + j];
                 sum += (sbyte(q[s].z, 8u * j) - 8388736.0) * xb[j];
                 sum += (sbyte(q[s].w, 8u * j) - 8388736.0) * xb[4u + j];
               }
             } else {
-              for (uint j = 0; j < 4u; ++j) {
+              [[unroll]] for (uint j = 0; j < 4u; ++j) {
                 sum += nib(q[s].x, 8u * j) * xa[j];
                 sum += nib(q[s].y, 8u * j) * xa[4u + j];
                 sum += nib(q[s].x, 8u * j + 4u) * xb[j];
@@ -201,10 +201,10 @@ void main() {
     const uint nitems = pc.K / 8u;
     for (uint i0 = t; i0 < nitems; i0 += U * WG) {
       uvec4 wa[U * RS], wb[U * RS];
-      for (uint u = 0; u < U; ++u) {
+      [[unroll]] for (uint u = 0; u < U; ++u) {
         const uint it = i0 + u * WG;
         if (it >= nitems) break;
-        for (uint r = 0; r < RS; ++r) {
+        [[unroll]] for (uint r = 0; r < RS; ++r) {
           const uint e = pc.off_w + rows[r] * pc.K + it * 8u;
           if (DT_W == DT_F32) {
             wa[u * RS + r] = wu4[e >> 2];
@@ -214,11 +214,11 @@ void main() {
           }
         }
       }
-      for (uint u = 0; u < U; ++u) {
+      [[unroll]] for (uint u = 0; u < U; ++u) {
         const uint it = i0 + u * WG;
         if (it >= nitems) break;
         float w[RS][8];
-        for (uint r = 0; r < RS; ++r) {
+        [[unroll]] for (uint r = 0; r < RS; ++r) {
           const uint s = u * RS + r;
           if (DT_W == DT_F32) {
             w[r][0] = uintBitsToFloat(wa[s].x); w[r][1] = uintBitsToFloat(wa[s].y);
@@ -229,12 +229,12 @@ void main() {
             unpack8(wa[s], w[r]);
           }
         }
-        for (uint m = 0; m < MR; ++m) {
+        [[unroll]] for (uint m = 0; m < MR; ++m) {
           float xv[8];
           load_x8(pc.off_x + m * pc.x_sm + it * 8u, xv);
-          for (uint r = 0; r < RS; ++r) {
+          [[unroll]] for (uint r = 0; r < RS; ++r) {
             float sum = 0.0;
-            for (uint j = 0; j < 8u; ++j) sum += w[r][j] * xv[j];
+            [[unroll]] for (uint j = 0; j < 8u; ++j) sum += w[r][j] * xv[j];
             acc[r * MR + m] += sum;
           }
         }
@@ -244,25 +244,25 @@ void main() {
     // Any K and alignment: one element per invocation per step, still coalesced across a warp.
     for (uint k = t; k < pc.K; k += WG) {
       float w[RS];
-      for (uint r = 0; r < RS; ++r) w[r] = load2(DT_W, pc.off_w + rows[r] * pc.K + k);
-      for (uint m = 0; m < MR; ++m) {
+      [[unroll]] for (uint r = 0; r < RS; ++r) w[r] = load2(DT_W, pc.off_w + rows[r] * pc.K + k);
+      [[unroll]] for (uint m = 0; m < MR; ++m) {
         const float xv = load1(DT_X, pc.off_x + m * pc.x_sm + k);
-        for (uint r = 0; r < RS; ++r) acc[r * MR + m] += w[r] * xv;
+        [[unroll]] for (uint r = 0; r < RS; ++r) acc[r * MR + m] += w[r] * xv;
       }
     }
   }
 
 #ifdef MATVEC_SHARED_REDUCE
-  for (uint i = 0; i < NACC; ++i) red[i * WG + t] = acc[i];
+  [[unroll]] for (uint i = 0; i < NACC; ++i) red[i * WG + t] = acc[i];
   barrier();
   for (uint s = WG / 2u; s > 0u; s >>= 1) {
     if (t < s)
-      for (uint i = 0; i < NACC; ++i) red[i * WG + t] += red[i * WG + t + s];
+      [[unroll]] for (uint i = 0; i < NACC; ++i) red[i * WG + t] += red[i * WG + t + s];
     barrier();
   }
   const uint parts = 1u;
 #else
-  for (uint i = 0; i < NACC; ++i) {
+  [[unroll]] for (uint i = 0; i < NACC; ++i) {
     const float s = subgroupAdd(acc[i]);
     if (subgroupElect()) red[i * WG + gl_SubgroupID] = s;
   }

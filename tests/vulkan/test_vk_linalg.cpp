@@ -77,6 +77,7 @@ TEST_F(VkLinalg, MatvecTailsOffsetsAndReductions) {
     cases.push_back({wdt, DType::f32, 3, 7, 8224, 1, 1, true});    // 514 half-blocks: a second step
     cases.push_back({wdt, DType::bf16, 2, 33, 96, 0, 8, false});
     cases.push_back({wdt, DType::f16, 2, 9, 1568, 1, 0, true});    // 98 half-blocks on 64 invocations
+    cases.push_back({wdt, DType::f16, 4, 70, 2048, 1, 0, true});   // x too large to stage in shared memory
   }
   for (DType wdt : {DType::f16, DType::bf16, DType::f32}) {
     cases.push_back({wdt, DType::f16, 1, 4097, 16, 0, 0, true});

@@ -2,7 +2,9 @@
 // the kernel is shaped the way it is).
 #include "runtime/backends/vulkan/ops_matvec.h"
 
+#include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 
@@ -37,6 +39,11 @@ bool has_subgroup_arithmetic(const Context& ctx) {
 
 bool is_float16ish(DType t) { return t == DType::f16 || t == DType::bf16; }
 
+int64_t knob(const char* name, int64_t dflt) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::atoll(v) : dflt;
+}
+
 }  // namespace
 
 void set_matvec_shared_reduce_for_testing(bool on) { g_force_shared_reduce = on; }
@@ -51,19 +58,41 @@ Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, co
   std::vector<Binding> bindings = {{&y, true}, {&x, false}, {&w, false}, {bias, false}};
   VRUN_ASSIGN_OR_RETURN(auto offs, rec.binding_offsets(bindings));
 
-  // Rows of W per workgroup: more share each x load and keep more loads in flight per
-  // invocation, fewer keep enough workgroups (about 1000) to fill a large GPU; with many rows
-  // of x the accumulators would crowd the registers.
-  int64_t rs = 4;
-  while (rs > 1 && N / rs < 1024) rs /= 2;
-  if (M > 4 && rs > 2) rs = 2;
-
   const int64_t wv = w.dtype == DType::f32 ? 4 : 8;  // elements per 16 bytes
   const bool wvec = (w.dtype == DType::f32 || is_float16ish(w.dtype)) && K % 8 == 0 && offs[2] % wv == 0;
   const int64_t xv = x.dtype == DType::f32 ? 4 : 8;
   const bool xvec = (x.dtype == DType::f32 || is_float16ish(x.dtype)) && offs[1] % xv == 0 &&
                     (M == 1 || x_row_stride % xv == 0);
   const bool a4 = w.dtype == DType::q4_1 && offs[2] % 4 == 0;
+  const bool subgroups = !g_force_shared_reduce && has_subgroup_arithmetic(rec.context());
+
+  if (subgroups && is_quantized(w.dtype) && knob("VRUN_MATVEC_OLD", 0) == 0) {
+    // Rows per workgroup: enough that each subgroup makes several passes (staging x costs two
+    // barriers per workgroup), few enough to leave >= 128 workgroups.
+    int64_t r = 16;
+    while (r < 64 && N / (2 * r) >= 128) r *= 2;
+    const int64_t rg = knob("VRUN_MATVEC_RG", M <= 2 ? 4 : 2), u = knob("VRUN_MATVEC_U", 1),
+                  wg = knob("VRUN_MATVEC_WG", 128);
+    r = std::max<int64_t>(rg, knob("VRUN_MATVEC_R", r));
+    const int64_t xsn = is_quantized(w.dtype) && M * K <= 7168 && knob("VRUN_MATVEC_XS", 1) ? M * K : 0;
+    PushWords pw;
+    pw.u(N).u(K).u(x_row_stride).u(offs[0]).u(offs[1]).u(offs[2]).u(offs[3]).u(r);
+    uint32_t gx, gy;
+    rec.grid_1d(static_cast<uint64_t>((N + r - 1) / r), &gx, &gy);
+    return rec.dispatch("matvec_rows",
+                        {dt_code(x.dtype), dt_code(w.dtype), dt_code(y.dtype), bias ? dt_code(*bias) : 255,
+                         static_cast<int32_t>(M), static_cast<int32_t>(rg), static_cast<int32_t>(u), xvec ? 1 : 0,
+                         a4 ? 1 : 0, static_cast<int32_t>(wg), static_cast<int32_t>(xsn)},
+                        bindings, pw.w, pw.bytes(), gx, gy, 1);
+  }
+
+  // Rows of W per workgroup: more share each x load and keep more loads in flight per
+  // invocation, fewer keep enough workgroups (about 1000) to fill a large GPU; with many rows
+  // of x the accumulators would crowd the registers.
+  int64_t rs = knob("VRUN_MATVEC_RS", 4);
+  while (rs > 1 && N / rs < 1024) rs /= 2;
+  if (M > 4 && rs > 2) rs = 2;
+
   // Invocations per workgroup: halved (down to 32) while the rest would still get the kernel's
   // two work items (8-element chunks or half-blocks; single elements without 16-byte loads)
   // per row each, so short rows do not leave most of a workgroup idle.
@@ -75,7 +104,6 @@ Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, co
   pw.u(N).u(K).u(x_row_stride).u(offs[0]).u(offs[1]).u(offs[2]).u(offs[3]);
   uint32_t gx, gy;
   rec.grid_1d(static_cast<uint64_t>((N + rs - 1) / rs), &gx, &gy);
-  const bool subgroups = !g_force_shared_reduce && has_subgroup_arithmetic(rec.context());
   return rec.dispatch(subgroups ? "matvec" : "matvec_shared",
                       {dt_code(x.dtype), dt_code(w.dtype), dt_code(y.dtype), bias ? dt_code(*bias) : 255,
                        static_cast<int32_t>(M), static_cast<int32_t>(rs), wvec ? 1 : 0, xvec ? 1 : 0, a4 ? 1 : 0,
