@@ -1,6 +1,7 @@
 // linear for few rows (decode): y[m, n] = sum_k x[m, k] * W[n, k] + bias[n], m < MR <= 8.
 // Included by matvec.comp (subgroup reduction) and matvec_shared.comp (shared-memory reduction,
-// for devices without subgroup arithmetic). Bindings: 0 y, 1 x, 2 weight, 3 bias.
+// for devices without subgroup arithmetic). Bindings: 0 y, 1 x, 2 weight, 3 bias. One row of x
+// with q4_0 weights goes to matvec_q4_0.comp instead where subgroups allow.
 //
 // Decode is bound by reading W once. One workgroup computes RS rows of W together: all of its
 // invocations split K between them (consecutive invocations read consecutive 16-byte chunks or

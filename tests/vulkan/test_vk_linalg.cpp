@@ -77,8 +77,13 @@ TEST_F(VkLinalg, MatvecTailsOffsetsAndReductions) {
     cases.push_back({wdt, DType::f32, 3, 7, 8224, 1, 1, true});    // 514 half-blocks: a second step
     cases.push_back({wdt, DType::bf16, 2, 33, 96, 0, 8, false});
     cases.push_back({wdt, DType::f16, 2, 9, 1568, 1, 0, true});    // 98 half-blocks on 64 invocations
-    cases.push_back({wdt, DType::f16, 4, 70, 2048, 1, 0, true});   // x too large to stage in shared memory
   }
+  // One row of x with q4_0 weights has its own kernel: x staged in shared memory up to K 7168,
+  // read from memory (4-element loads when aligned) beyond.
+  cases.push_back({DType::q4_0, DType::f32, 1, 130, 7168, 0, 0, false});
+  cases.push_back({DType::q4_0, DType::f16, 1, 70, 7200, 1, 0, true});
+  cases.push_back({DType::q4_0, DType::f32, 1, 7, 8224, 1, 1, true});
+  cases.push_back({DType::q4_0, DType::bf16, 1, 33, 96, 0, 8, false});
   for (DType wdt : {DType::f16, DType::bf16, DType::f32}) {
     cases.push_back({wdt, DType::f16, 1, 4097, 16, 0, 0, true});
     cases.push_back({wdt, DType::f32, 1, 7, 2056, 1, 0, true});    // 257 chunks: a second step

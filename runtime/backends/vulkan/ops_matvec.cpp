@@ -1,10 +1,8 @@
-// Decode-shape linear: kernel variant and rows-per-workgroup choice (matvec_body.glsl says why
-// the kernel is shaped the way it is).
+// Decode-shape linear: kernel variant and rows-per-workgroup choice (matvec_body.glsl and
+// matvec_q4_0.comp say why the kernels are shaped the way they are).
 #include "runtime/backends/vulkan/ops_matvec.h"
 
-#include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <map>
 #include <mutex>
 
@@ -39,11 +37,6 @@ bool has_subgroup_arithmetic(const Context& ctx) {
 
 bool is_float16ish(DType t) { return t == DType::f16 || t == DType::bf16; }
 
-int64_t knob(const char* name, int64_t dflt) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::atoll(v) : dflt;
-}
-
 }  // namespace
 
 void set_matvec_shared_reduce_for_testing(bool on) { g_force_shared_reduce = on; }
@@ -66,30 +59,28 @@ Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, co
   const bool a4 = w.dtype == DType::q4_1 && offs[2] % 4 == 0;
   const bool subgroups = !g_force_shared_reduce && has_subgroup_arithmetic(rec.context());
 
-  if (subgroups && is_quantized(w.dtype) && knob("VRUN_MATVEC_OLD", 0) == 0) {
+  if (subgroups && M == 1 && w.dtype == DType::q4_0) {
     // Rows per workgroup: enough that each subgroup makes several passes (staging x costs two
-    // barriers per workgroup), few enough to leave >= 128 workgroups.
+    // barriers per workgroup; 64 measured ahead of 16 and 32), few enough to leave >= 128
+    // workgroups.
     int64_t r = 16;
     while (r < 64 && N / (2 * r) >= 128) r *= 2;
-    const int64_t rg = knob("VRUN_MATVEC_RG", M <= 2 ? 4 : 2), u = knob("VRUN_MATVEC_U", 1),
-                  wg = knob("VRUN_MATVEC_WG", 128);
-    r = std::max<int64_t>(rg, knob("VRUN_MATVEC_R", r));
-    const int64_t xsn = is_quantized(w.dtype) && M * K <= 7168 && knob("VRUN_MATVEC_XS", 1) ? M * K : 0;
+    // x staged in shared memory when it fits in 28 KiB (32 KiB is the smallest limit met).
+    const int64_t xsn = K <= 7168 ? K : 0;
     PushWords pw;
     pw.u(N).u(K).u(x_row_stride).u(offs[0]).u(offs[1]).u(offs[2]).u(offs[3]).u(r);
     uint32_t gx, gy;
     rec.grid_1d(static_cast<uint64_t>((N + r - 1) / r), &gx, &gy);
-    return rec.dispatch("matvec_rows",
-                        {dt_code(x.dtype), dt_code(w.dtype), dt_code(y.dtype), bias ? dt_code(*bias) : 255,
-                         static_cast<int32_t>(M), static_cast<int32_t>(rg), static_cast<int32_t>(u), xvec ? 1 : 0,
-                         a4 ? 1 : 0, static_cast<int32_t>(wg), static_cast<int32_t>(xsn)},
+    return rec.dispatch("matvec_q4_0",
+                        {dt_code(x.dtype), 0, dt_code(y.dtype), bias ? dt_code(*bias) : 255, 0, 0, 0, xvec ? 1 : 0, 0,
+                         128, static_cast<int32_t>(xsn)},
                         bindings, pw.w, pw.bytes(), gx, gy, 1);
   }
 
   // Rows of W per workgroup: more share each x load and keep more loads in flight per
   // invocation, fewer keep enough workgroups (about 1000) to fill a large GPU; with many rows
   // of x the accumulators would crowd the registers.
-  int64_t rs = knob("VRUN_MATVEC_RS", 4);
+  int64_t rs = 4;
   while (rs > 1 && N / rs < 1024) rs /= 2;
   if (M > 4 && rs > 2) rs = 2;
 

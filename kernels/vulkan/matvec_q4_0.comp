@@ -1,0 +1,146 @@
+#version 450
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+// linear for one row of x with q4_0 weights (GGUF layout, used in place), on devices with
+// subgroup arithmetic: y[n] = sum_k x[k] * W[n, k] + bias[n]. Bindings: 0 y, 1 x, 2 weight, 3 bias.
+//
+// Each workgroup owns pc.R rows of W; each subgroup takes RG of them at a time, its lanes split
+// the row's blocks (a lane reads a whole 18-byte block as five 32-bit words, so its scale once
+// per 32 weights) and one subgroupAdd per row ends the pass: no barrier between passes. x is
+// staged once per workgroup in shared memory as f32, with the sum of each 32-block, when it
+// fits; the two barriers that costs are why a workgroup covers many rows. Against
+// matvec_body.glsl's kernel on an H100 with warm clocks (two runs): 2048x8192 1848 / 1850 vs
+// 1828 / 1819 GB/s, 2048x131072 1885 / 1882 vs 1859 / 1647 GB/s; with several rows of x that
+// kernel was ahead, so it keeps them.
+#include "common.glsl"
+
+layout(local_size_x_id = 9) in;
+layout(constant_id = 9) const uint WG = 128;
+
+layout(constant_id = 0) const uint DT_X = 0;
+layout(constant_id = 2) const uint DT_Y = 0;
+layout(constant_id = 3) const uint DT_BIAS = DT_NONE;
+// 1: x starts 16 bytes aligned (read 4 elements at a time when it is not staged).
+layout(constant_id = 7) const uint XVEC = 0;
+// Floats of x kept in shared memory: K when that fits, else 0 (x is read from memory).
+layout(constant_id = 10) const uint XSN = 0;
+
+layout(set = 0, binding = 1, std430) readonly buffer XF4 { vec4 xf4[]; };
+layout(set = 0, binding = 1, std430) readonly buffer XU2 { uvec2 xu2[]; };
+layout(set = 0, binding = 2, std430) readonly buffer WU32 { uint wu32[]; };
+
+layout(push_constant) uniform Push {
+  uint N, K;
+  uint x_sm;
+  uint off_y, off_x, off_w, off_b;  // elements; off_w is in bytes
+  uint R;                           // rows of W per workgroup
+} pc;
+
+// Rows a subgroup works on at once (their loads all issued before any is used), one block of each
+// a lane: at 2048x131072 1880 GB/s, against 1750 for 2 rows of two blocks and 1830 for 4 rows of
+// two blocks.
+const uint RG = 4;
+
+const uint XS = XSN > 0u ? 1u : 0u;
+// x as f32, 16 bytes a slot; within each 32-block the slots are permuted by the block's index so
+// that lanes reading consecutive blocks hit different banks.
+shared vec4 xs[XS == 1u ? XSN / 4u : 1u];
+shared float xsb[XS == 1u ? XSN / 32u : 1u];
+uint swz(uint s4) { return s4 ^ ((s4 >> 3) & 7u); }
+
+// x[32 b + 4 c .. + 4).
+vec4 xblk(uint b, uint c) {
+  if (XS == 1u) return xs[swz(b * 8u + c)];
+  const uint xo = pc.off_x + b * 32u + 4u * c;
+  if (XVEC == 1 && DT_X == DT_F32) return xf4[xo >> 2];
+  if (XVEC == 1 && DT_X == DT_F16) {
+    const uvec2 p = xu2[xo >> 2];
+    return vec4(unpackHalf2x16(p.x), unpackHalf2x16(p.y));
+  }
+  return vec4(load1(DT_X, xo), load1(DT_X, xo + 1u), load1(DT_X, xo + 2u), load1(DT_X, xo + 3u));
+}
+
+// 1 + (4-bit field of q at bit s) / 16, in [1, 2): the bits placed in a float's mantissa (exact;
+// cheaper than an integer-to-float conversion).
+float nib(uint q, uint s) { return uintBitsToFloat((((q >> s) & 15u) << 19) | 0x3F800000u); }
+uint fun16(uint lo, uint hi) { return (lo >> 16) | (hi << 16); }
+
+void main() {
+  const uint row0 = flat_group() * pc.R;
+  if (row0 >= pc.N) return;
+  const uint rend = min(row0 + pc.R, pc.N);
+  const uint t = gl_LocalInvocationID.x;
+  const uint nb = pc.K >> 5;
+
+  if (XS == 1u) {
+    for (uint s = t; s < (pc.K >> 2); s += WG) {
+      const uint xo = pc.off_x + 4u * s;
+      xs[swz(s)] = vec4(load1(DT_X, xo), load1(DT_X, xo + 1u), load1(DT_X, xo + 2u), load1(DT_X, xo + 3u));
+    }
+    barrier();
+    for (uint b = t; b < nb; b += WG) {
+      vec4 a = vec4(0.0);
+      [[unroll]] for (uint c = 0; c < 8u; ++c) a += xs[b * 8u + c];
+      xsb[b] = (a.x + a.y) + (a.z + a.w);
+    }
+    barrier();
+  }
+
+  const uint S = gl_SubgroupSize, lane = gl_SubgroupInvocationID;
+  for (uint rb = row0 + gl_SubgroupID * RG; rb < rend; rb += gl_NumSubgroups * RG) {
+    float acc[RG];
+    uint rows[RG];
+    [[unroll]] for (uint r = 0; r < RG; ++r) {
+      acc[r] = 0.0;
+      rows[r] = min(rb + r, pc.N - 1u);
+    }
+    for (uint b = lane; b < nb; b += S) {
+      // Block: f16 scale at byte 0, quants at byte 2; it starts at an even byte, so either at a
+      // word (quants straddle words) or 2 bytes in (quants are words 1..4).
+      uint w[RG][5];
+      bool mid[RG];
+      [[unroll]] for (uint r = 0; r < RG; ++r) {
+        const uint a = pc.off_w + (rows[r] * nb + b) * 18u;
+        mid[r] = (a & 2u) != 0u;
+        [[unroll]] for (uint j = 0; j < 5u; ++j) w[r][j] = wu32[(a >> 2) + j];
+      }
+      vec4 xv[8];
+      [[unroll]] for (uint c = 0; c < 8u; ++c) xv[c] = xblk(b, c);
+      float xsum;
+      if (XS == 1u) {
+        xsum = xsb[b];
+      } else {
+        vec4 a = vec4(0.0);
+        [[unroll]] for (uint c = 0; c < 8u; ++c) a += xv[c];
+        xsum = (a.x + a.y) + (a.z + a.w);
+      }
+      [[unroll]] for (uint r = 0; r < RG; ++r) {
+        const uint d = mid[r] ? (w[r][0] >> 16) : (w[r][0] & 0xffffu);
+        // Byte j holds element j in its low nibble and j + 16 in its high one.
+        float s0 = 0.0, s1 = 0.0;
+        [[unroll]] for (uint j = 0; j < 4u; ++j) {
+          const uint q = mid[r] ? w[r][j + 1u] : fun16(w[r][j], w[r][j + 1u]);
+          s0 += nib(q, 0u) * xv[j].x;
+          s0 += nib(q, 8u) * xv[j].y;
+          s0 += nib(q, 16u) * xv[j].z;
+          s0 += nib(q, 24u) * xv[j].w;
+          s1 += nib(q, 4u) * xv[4u + j].x;
+          s1 += nib(q, 12u) * xv[4u + j].y;
+          s1 += nib(q, 20u) * xv[4u + j].z;
+          s1 += nib(q, 28u) * xv[4u + j].w;
+        }
+        // sum (1 + q / 16) x = S, and q4_0 values are (q - 8) d: sum (q - 8) x = 16 S - 24 sum x.
+        acc[r] += unpackHalf2x16(d).x * (16.0 * (s0 + s1) - 24.0 * xsum);
+      }
+    }
+    [[unroll]] for (uint r = 0; r < RG; ++r) {
+      const float s = subgroupAdd(acc[r]);
+      const uint n = rb + r;
+      if (lane == 0u && n < rend) {
+        const float bv = DT_BIAS != DT_NONE ? load3(DT_BIAS, pc.off_b + n) : 0.0;
+        store0(DT_Y, pc.off_y + n, s + bv);
+      }
+    }
+  }
+}
