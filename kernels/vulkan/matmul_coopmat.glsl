@@ -1,10 +1,11 @@
-// Body of the cooperative-matrix (tensor core) linear kernel for f16 x and f16 W [N, K]; the
+// Body of the cooperative-matrix (tensor core) linear kernel for f16 or f32 x and f16 W [N, K]; the
 // NV and KHR variants define the matrix types and load/store/multiply macros, then include
 // this. 128x128 output tile per workgroup of 8 subgroups (32 invocations each, checked on the
 // host) arranged 2 x 4, each computing a 64x32 warp tile as 4x2 16x16 fragments. K advances
 // 64 at a time through shared memory kept as 16-byte words (one store per 8 halves); the next
 // step's global loads are issued before the current step's multiplies, so their latency hides
-// behind the tensor-core work. The host guarantees K % 8 == 0 and 16-byte aligned rows.
+// behind the tensor-core work. The host guarantees K % 8 == 0 and rows aligned to 8 elements.
+// An f32 x is rounded to f16 as it is loaded (the tensor cores multiply halves; sums stay f32).
 // Accumulates in f32; bias and the output dtype are applied while each fragment is written out
 // through a per-subgroup staging area.
 // Bindings: 0 y, 1 x, 2 W, 3 bias.
@@ -12,6 +13,7 @@
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint DT_Y = 0;
 layout(constant_id = 1) const uint DT_BIAS = DT_NONE;
+layout(constant_id = 2) const uint DT_A = DT_F16;
 
 layout(push_constant) uniform Push {
   uint M, N, K;
@@ -22,6 +24,7 @@ layout(push_constant) uniform Push {
 } pc;
 
 layout(set = 0, binding = 1, std430) buffer BufA4 { uvec4 a4[]; };
+layout(set = 0, binding = 1, std430) buffer BufAF4 { vec4 af4[]; };
 layout(set = 0, binding = 2, std430) buffer BufB4 { uvec4 w4[]; };
 
 const uint BM = 128, BN = 128, BK = 64;
@@ -31,6 +34,15 @@ const uint PER = BM * CH / 256u;  // chunks per invocation per operand and step
 shared uvec4 As[BM * LDS4];  // [m][k]
 shared uvec4 Bs[BN * LDS4];  // [n][k]: column-major K x N for the B operand
 shared float Cs[8][16 * 16];
+
+// Eight consecutive elements of x starting at element e (a multiple of 8), as packed halves.
+uvec4 load_a8(uint e) {
+  if (DT_A == DT_F32) {
+    vec4 lo = af4[e / 4u], hi = af4[e / 4u + 1u];
+    return uvec4(packHalf2x16(lo.xy), packHalf2x16(lo.zw), packHalf2x16(hi.xy), packHalf2x16(hi.zw));
+  }
+  return a4[e / 8u];
+}
 
 void main() {
   uint t = gl_LocalInvocationID.x;
@@ -46,7 +58,7 @@ void main() {
   [[unroll]] for (uint p = 0; p < PER; ++p) {
     uint c = t + p * 256u, r = c / CH, k = (c % CH) * 8u;
     uint m = m0 + r, n = n0 + r;
-    ra[p] = (m < pc.M && k < pc.K) ? a4[(pc.off_a + m * pc.a_sm + k) / 8u] : uvec4(0);
+    ra[p] = (m < pc.M && k < pc.K) ? load_a8(pc.off_a + m * pc.a_sm + k) : uvec4(0);
     rb[p] = (n < pc.N && k < pc.K) ? w4[(pc.off_b + n * pc.K + k) / 8u] : uvec4(0);
   }
   for (uint k0 = 0; k0 < pc.K; k0 += BK) {
@@ -62,7 +74,7 @@ void main() {
       [[unroll]] for (uint p = 0; p < PER; ++p) {
         uint c = t + p * 256u, r = c / CH, k = k1 + (c % CH) * 8u;
         uint m = m0 + r, n = n0 + r;
-        ra[p] = (m < pc.M && k < pc.K) ? a4[(pc.off_a + m * pc.a_sm + k) / 8u] : uvec4(0);
+        ra[p] = (m < pc.M && k < pc.K) ? load_a8(pc.off_a + m * pc.a_sm + k) : uvec4(0);
         rb[p] = (n < pc.N && k < pc.K) ? w4[(pc.off_b + n * pc.K + k) / 8u] : uvec4(0);
       }
     }

@@ -158,6 +158,13 @@ TEST_F(VkLinalg, LinearPrefillShapeF16) {
     auto out = run_gpu(OpKind::linear, {&x, &w, &b}, Attrs(OpKind::linear));
     expect_close(to_doubles(out[0].view), linear_ref(x, w, &b, M, N, K), 1e-5 * std::sqrt(static_cast<double>(K)), 2e-3,
                  "linear f16 prefill");
+    // An f32 x with f16 W takes the tensor cores too, x rounded to f16 on the way in (relative
+    // 2^-12 on average per element, so the error grows like sqrt(K)); elsewhere it stays exact.
+    HostTensor x32 = random_tensor(DType::f32, Shape{M, K}, rng);
+    auto out32 = run_gpu(OpKind::linear, {&x32, &w, &b}, Attrs(OpKind::linear));
+    const bool rounded = ctx().coopmat() != vulkan::Context::CoopMat::kNone && !ctx().exact_f32();
+    expect_close(to_doubles(out32[0].view), linear_ref(x32, w, &b, M, N, K),
+                 (rounded ? 3e-4 : 1e-5) * std::sqrt(static_cast<double>(K)), rounded ? 4e-3 : 2e-3, "linear f32 x prefill");
   }
 }
 

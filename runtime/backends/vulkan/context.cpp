@@ -293,6 +293,7 @@ Status Context::init(const ContextOptions& options) {
   const auto exts = device_extensions(physical_);
   std::vector<const char*> enable;
   if (info_.memory_budget) enable.push_back(VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
+  if (const char* e = std::getenv("VRUN_GPU_EXACT")) exact_f32_ = *e && std::string(e) != "0";
   // VRUN_PUSH_DESCRIPTORS=0 falls back to descriptor pools (for comparison).
   const char* pd_env = std::getenv("VRUN_PUSH_DESCRIPTORS");
   const bool want_push = !(pd_env && std::string(pd_env) == "0");

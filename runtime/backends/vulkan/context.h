@@ -69,6 +69,9 @@ class Context {
   // vkCmdPushDescriptorSetKHR when the device has VK_KHR_push_descriptor (descriptors are then
   // written into the command buffer: no set allocation or update per dispatch), else null.
   PFN_vkCmdPushDescriptorSetKHR push_descriptor_fn() const { return push_descriptor_; }
+  // VRUN_GPU_EXACT=1: f32 activations stay f32 in every kernel (no f16 rounding on the way into
+  // the tensor cores); slower on devices with cooperative matrices.
+  bool exact_f32() const { return exact_f32_; }
 
   Allocator& allocator() { return *allocator_; }
   PipelineCache& pipelines() { return *pipelines_; }
@@ -80,6 +83,7 @@ class Context {
   Context() = default;
   Status init(const ContextOptions& options);
   PFN_vkCmdPushDescriptorSetKHR push_descriptor_ = nullptr;
+  bool exact_f32_ = false;
 
   static VKAPI_ATTR VkBool32 VKAPI_CALL on_debug_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
                                                          VkDebugUtilsMessageTypeFlagsEXT type,
