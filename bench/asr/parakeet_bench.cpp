@@ -13,8 +13,8 @@
 //     holds them. The program is written to PATH (default $TMPDIR/parakeet_random_0.6b_<dtype>.vrp,
 //     removed afterwards unless --vrp names it) and loaded back, so the runner is the one a user
 //     gets. A random joint has no notion of speech: --blank-bias (added to the blank logit) sets
-//     how often it emits; the default 2.3 gives about 3 tokens a second on the synthetic audio,
-//     about what English speech gives (0: a token at nearly every step, 3: almost none).
+//     how often it emits; the default 1.4 gives a few tokens a second on the synthetic audio,
+//     about what English speech gives (0: a token at nearly every decision, 2.5: almost none).
 //
 //   Common options: --audio FILE (tiled or cut to --seconds when both are given; without it
 //   synthetic audio: tones and noise), --seconds S (default 600), --backend cpu|vulkan|auto,
@@ -44,7 +44,7 @@ double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 
 struct Args {
   std::string model, audio, backend = "auto", vrp, dtype = "f32";
-  double seconds = 600, blank_bias = 2.3;
+  double seconds = 600, blank_bias = 1.4;
   int threads = 0, batch = 1, warmup = 1;
   bool random = false;
 };
@@ -178,6 +178,11 @@ class RandomWeights {
 // the frames apart (consecutive encoder frames end up with cosine similarity ~0.99 and a random joint
 // then decides the same on every frame). Smaller residual branches keep the frames distinct.
 constexpr float kBranchGain = 0.2f;
+// A random prediction network would otherwise outweigh the frame in the joint: once it favours
+// tokens (or blank) it does so on every frame, and the token rate jumps between none and one per
+// decision as the blank bias moves. With its projection small, the frame decides.
+constexpr float kPredGain = 0.1f;
+constexpr float kZeroDurationBias = -4.0f;
 
 parakeet::ImportedParakeet random_0p6b(DType dtype, double blank_bias) {
   parakeet::ImportedParakeet m;
@@ -238,9 +243,13 @@ parakeet::ImportedParakeet random_0p6b(DType dtype, double blank_bias) {
     r.around(p + "bias_hh_l" + n, {4 * P}, 0.0f, 0.02f);
   }
   linear("joint.enc", J, d, true);
-  linear("joint.pred", J, P, true);
+  linear("joint.pred", J, P, true, kPredGain);
   linear("joint.joint_net.2", c.joint_outputs(), J, true);
   r.set("joint.joint_net.2.bias", c.blank_id(), static_cast<float>(blank_bias));
+  // Duration 0 (another symbol at the same frame) is rare in trained models; a random joint that
+  // liked it would spend max_symbols decisions on one frame, and transformers' TDT decoding has
+  // no max_symbols bound at all.
+  r.set("joint.joint_net.2.bias", c.blank_id() + 1, kZeroDurationBias);
   std::fprintf(stderr, "random parakeet-tdt-0.6b-v2-shaped weights: %.1fM parameters (%s)\n", static_cast<double>(r.count()) / 1e6,
                dtype == DType::f16 ? "f16 matrices" : "f32");
 
