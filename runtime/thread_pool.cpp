@@ -19,6 +19,12 @@ namespace {
 // between two kernels of a decode step, short enough not to hold a core once work has stopped.
 constexpr auto kSpin = std::chrono::microseconds(200);
 
+// Chunks per thread of one job, claimed dynamically: when a thread loses its core for a while
+// (another process), the others take over the chunks it has not claimed instead of waiting for
+// its whole share (2-thread decode on a loaded 2-core machine: ~80 against ~67 tok/s with one
+// chunk per thread).
+constexpr int64_t kChunksPerThread = 8;
+
 // Pauses before a wait loop starts yielding (tens of microseconds: longer than most kernels of a
 // decode step take to finish their last chunk).
 constexpr int kPausesBeforeYield = 1000;
@@ -75,7 +81,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
   if (n <= 0) return;
   grain = std::max<int64_t>(1, grain);
   const int64_t max_chunks = (n + grain - 1) / grain;
-  const int64_t chunks = std::min<int64_t>(max_chunks, size());
+  const int64_t chunks = std::min<int64_t>(max_chunks, size() * kChunksPerThread);
   if (chunks <= 1 || workers_.empty()) {
     fn(0, n);
     return;

@@ -1,5 +1,6 @@
 // A fixed pool of worker threads for data-parallel kernels. parallel_for splits [0, n) into
-// contiguous ranges; the calling thread takes part, so a pool of 1 runs inline.
+// contiguous ranges (a few per thread, claimed dynamically); the calling thread takes part, so a
+// pool of 1 runs inline.
 //
 // A decode step of a small model makes hundreds of parallel_for calls of a few microseconds
 // each, so waking sleeping threads through the kernel on every call would cost more than the
@@ -29,8 +30,8 @@ class ThreadPool {
   int size() const { return static_cast<int>(workers_.size()) + 1; }
 
   // Calls fn(begin, end) over ranges covering [0, n), each at least `grain` long (except the
-  // last). Returns when all ranges are done. Not reentrant: fn must not call parallel_for, and
-  // one pool serves one calling thread at a time.
+  // last), in no fixed order and on any thread. Returns when all ranges are done. Not
+  // reentrant: fn must not call parallel_for, and one pool serves one calling thread at a time.
   void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
   // A process-wide pool used when a caller does not bring its own.
