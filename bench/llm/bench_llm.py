@@ -61,6 +61,9 @@ def main():
         lp, ld = llamacpp_speed(args, ids, threads)
         print("%-8d %12.1f %12.1f %6.2fx %12.1f %12.1f %6.2fx%s" % (
             threads, vp, lp, vp / lp, vd, ld, vd / ld, "" if n == len(ids) else "  (vrun prompt: %d tokens)" % n))
+    # Both programs share the machine with whatever else runs: a load that rose during the run
+    # makes the ratios noisy (they stay fair only while the load is steady).
+    print("load average at the end %.1f" % os.getloadavg()[0])
 
 
 if __name__ == "__main__":
