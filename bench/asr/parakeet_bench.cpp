@@ -12,7 +12,8 @@
 //     variance 1/fan_in (activations stay finite through 24 layers); f32 as the released checkpoint
 //     holds them. The program is written to PATH (default $TMPDIR/parakeet_random_0.6b_<dtype>.vrp,
 //     removed afterwards unless --vrp names it) and loaded back, so the runner is the one a user
-//     gets. A random joint has no notion of speech: --blank-bias (added to the blank logit) sets
+//     gets; --max-frames sets its max_encoder_frames (default 2000 as `vrun transcribe` builds,
+//     160 s a call; smaller needs less device memory, e.g. on lavapipe). A random joint has no notion of speech: --blank-bias (added to the blank logit) sets
 //     how often it emits; the default 1.4 gives a few tokens a second on the synthetic audio,
 //     about what English speech gives (0: a token at nearly every decision, 2.5: almost none).
 //
@@ -46,6 +47,7 @@ struct Args {
   std::string model, audio, backend = "auto", vrp, dtype = "f32";
   double seconds = 600, blank_bias = 1.4;
   int threads = 0, batch = 1, warmup = 1;
+  int64_t max_frames = parakeet::BuildSettings{}.max_encoder_frames;
   bool random = false;
 };
 
@@ -53,7 +55,7 @@ struct Args {
   std::fprintf(stderr,
                "parakeet_bench: %s\n"
                "usage: parakeet_bench --model MODEL [--audio FILE] [options]\n"
-               "       parakeet_bench --random-0.6b [--vrp PATH] [--dtype f32|f16] [--blank-bias B] [options]\n"
+               "       parakeet_bench --random-0.6b [--vrp PATH] [--dtype f32|f16] [--blank-bias B] [--max-frames N] [options]\n"
                "options: --seconds S (600) --backend cpu|vulkan|auto --threads N --batch N --warmup 0|1\n",
                why);
   std::exit(2);
@@ -78,6 +80,7 @@ Args parse(int argc, char** argv) {
       else if (k == "--vrp") a.vrp = value();
       else if (k == "--dtype") a.dtype = value();
       else if (k == "--blank-bias") a.blank_bias = std::stod(value());
+      else if (k == "--max-frames") a.max_frames = std::stoll(value());
       else if (k == "--random-0.6b") a.random = true;
       else usage(("unknown option " + k).c_str());
     } catch (const std::exception&) {
@@ -317,7 +320,9 @@ int main(int argc, char** argv) {
       remove_after = true;
     }
     if (a.vrp.empty() || !std::filesystem::exists(path)) {
-      auto program = parakeet::build_parakeet_program(random_0p6b(a.dtype == "f16" ? DType::f16 : DType::f32, a.blank_bias));
+      parakeet::BuildSettings bs;
+      bs.max_encoder_frames = a.max_frames;
+      auto program = parakeet::build_parakeet_program(random_0p6b(a.dtype == "f16" ? DType::f16 : DType::f32, a.blank_bias), bs);
       if (!program.is_ok()) return fail(program.status());
       if (Status s = write_program(**program, path); !s.is_ok()) return fail(s);
       std::fprintf(stderr, "program written to %s in %.1f s\n", path.c_str(), since(t0));
@@ -383,7 +388,12 @@ int main(int argc, char** argv) {
     tokens += t.stats.tokens;
   }
   if (!(audio_s > 0) || !std::isfinite(wall)) return fail(err(ErrorCode::kInternal, "no audio was transcribed"));
-  std::fprintf(stderr, "features %.2f s; first words: %.60s\n", feat_s, (*out)[0].text().c_str());
+  // A fingerprint of all the text, to see that two backends (or runs) emitted the same tokens.
+  uint64_t hash = 1469598103934665603ull;
+  for (const auto& t : *out)
+    for (unsigned char ch : t.text()) hash = (hash ^ ch) * 1099511628211ull;
+  std::fprintf(stderr, "features %.2f s; text fnv1a %016llx; first words: %.60s\n", feat_s, static_cast<unsigned long long>(hash),
+               (*out)[0].text().c_str());
   std::printf("| %-34s | %-30s | %7d | %5d | %8.1f | %8.2f | %8.1f | %8.2f | %8.2f | %7d | %6.2f |\n", name.c_str(),
               device.substr(0, 30).c_str(), a.threads, a.batch, audio_s, wall, audio_s / wall, enc_s, dec_s, tokens,
               tokens / audio_s);

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Parakeet RTFx at parakeet-tdt-0.6b-v2's shape on 10 minutes of audio (random weights made by each
+# program, same recipe; synthetic audio by default): vrun's parakeet_bench and, in the same run,
+# transformers' ParakeetForTDT (bench/asr/parakeet_torch.py), then vrun RTFx / transformers RTFx.
+#   bench/asr/parakeet_run.sh [BUILD_DIR]        this CPU: vrun at 2 threads, transformers (f32) at 2
+#   bench/asr/parakeet_run.sh --gpu [BUILD_DIR]  vrun on Vulkan, single stream and --batch 4 (f32
+#                                                weights as the released checkpoint, and f16);
+#                                                transformers on CUDA in f32 and bf16, batch 1 and 4
+# BUILD_DIR holds bin/parakeet_bench (a build folder, or .devbundle on the GPU machine).
+# Environment: VRUN_BENCH_SECONDS (600), VRUN_PARAKEET_AUDIO (a 16-bit 16-kHz mono wav for both,
+# else synthetic tones), VRUN_PARAKEET_PYTHON (python with torch + transformers: default
+# /tmp/vrun-llm-venv/bin/python when it exists, else python3), VRUN_PARAKEET_BATCH (4).
+# The transformers peer is skipped with a note when its Python lacks torch or ParakeetForTDT.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+gpu=0
+if [ "${1:-}" = "--gpu" ]; then gpu=1; shift; fi
+build="${1:-build}"
+seconds="${VRUN_BENCH_SECONDS:-600}"
+batch="${VRUN_PARAKEET_BATCH:-4}"
+py="${VRUN_PARAKEET_PYTHON:-}"
+if [ -z "$py" ]; then
+  if [ -x /tmp/vrun-llm-venv/bin/python ]; then py=/tmp/vrun-llm-venv/bin/python; else py=python3; fi
+fi
+work="${TMPDIR:-/tmp}/vrun-parakeet-bench"
+mkdir -p "$work"
+bench="$build/bin/parakeet_bench"
+[ -x "$bench" ] || cmake --build "$build" --target parakeet_bench -j"$(nproc)"
+audio=()
+[ -n "${VRUN_PARAKEET_AUDIO:-}" ] && audio=(--audio "$VRUN_PARAKEET_AUDIO")
+echo "audio: ${VRUN_PARAKEET_AUDIO:-synthetic tones} (${seconds} s)"
+
+rtfx() { awk -F'|' '{gsub(/ /, "", $8); print $8}'; }
+ours_rows=()
+vrun() {  # vrun() ARGS...: one parakeet_bench row (the header once)
+  local out
+  out=$("$bench" --random-0.6b --seconds "$seconds" "${audio[@]}" "$@")
+  if [ ${#ours_rows[@]} -eq 0 ]; then echo "$out"; else echo "$out" | tail -n 1; fi
+  ours_rows+=("$(echo "$out" | tail -n 1)")
+}
+peer_rows=()
+peer() {  # peer() ARGS...: transformers' rows, or a note when it cannot run here
+  local out rc=0
+  out=$("$py" bench/asr/parakeet_torch.py --seconds "$seconds" "${audio[@]}" "$@" 2>"$work/torch.err") || rc=$?
+  if [ "$rc" = 2 ]; then
+    echo "transformers peer skipped: $(tail -n 1 "$work/torch.err")"
+    return 0
+  fi
+  [ "$rc" = 0 ] || { cat "$work/torch.err" >&2; echo "parakeet_torch.py failed (status $rc)" >&2; exit 1; }
+  echo "$out" | tail -n +3
+  while IFS= read -r line; do peer_rows+=("$line"); done < <(echo "$out" | tail -n +3)
+}
+
+if [ "$gpu" = 1 ]; then
+  for dtype in f32 f16; do
+    vrp="$work/parakeet_random_0.6b_$dtype.vrp"
+    rm -f "$vrp"  # made afresh: a stale one could hold other weights
+    vrun --backend vulkan --dtype "$dtype" --vrp "$vrp"
+    vrun --backend vulkan --dtype "$dtype" --vrp "$vrp" --batch "$batch"
+    rm -f "$vrp"
+  done
+  peer --device cuda --dtypes f32,bf16
+  peer --device cuda --dtypes f32,bf16 --batch "$batch" --no-generate
+else
+  vrun --backend cpu --threads 2
+  peer --device cpu --threads 2 --dtypes f32
+fi
+
+# vrun's single-stream rows against transformers' single-stream rows (generate: the whole
+# transcription; encoder: the encoder alone, which is a lower bound on its transcription time).
+for o in "${ours_rows[@]}"; do
+  ob=$(echo "$o" | awk -F'|' '{gsub(/ /, "", $5); print $5}')
+  for p in "${peer_rows[@]}"; do
+    pb=$(echo "$p" | awk -F'|' '{gsub(/ /, "", $5); print $5}')
+    [ "$ob" = "$pb" ] || continue
+    on=$(echo "$o" | awk -F'|' '{sub(/^ +/, "", $2); sub(/ +$/, "", $2); print $2}')
+    pn=$(echo "$p" | awk -F'|' '{sub(/^ +/, "", $2); sub(/ +$/, "", $2); print $2}')
+    echo "batch $ob: $on RTFx / $pn RTFx = $(awk -v a="$(echo "$o" | rtfx)" -v b="$(echo "$p" | rtfx)" 'BEGIN {printf "%.2f", a / b}')"
+  done
+done
