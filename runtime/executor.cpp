@@ -48,6 +48,10 @@ struct Executor::MethodPlan {
   std::vector<CpuKernelFn> kernels;        // per node (null for view ops)
   std::vector<Attrs> static_attrs;         // per node, resolved when not symbolic
   std::vector<std::vector<TensorView>> scratch_in, scratch_out;
+  // Per-node scratch reused by every call (a decode step runs hundreds of nodes).
+  std::vector<TensorDesc> descs, out_desc;
+  std::vector<const TensorDesc*> desc_ptrs;
+  std::vector<int> in_roots, out_roots;
   std::vector<int> root;                         // storage root of each value
   std::vector<GpuExecutor::Storage> storage;     // host storage of each root (GPU runs)
   std::vector<std::vector<uint8_t>> dense_inputs;  // dense copies of strided inputs (GPU runs)
@@ -265,14 +269,17 @@ Status Executor::run_node(MethodPlan& plan, size_t index, const std::vector<int6
     for (size_t o = 0; o < views.size(); ++o) plan.values[node.outputs[o]] = views[o];
     return Status::ok();
   }
-  std::vector<TensorDesc> descs(in.size());
-  std::vector<const TensorDesc*> ptrs(in.size(), nullptr);
+  std::vector<TensorDesc>& descs = plan.descs;
+  std::vector<const TensorDesc*>& ptrs = plan.desc_ptrs;
+  descs.resize(in.size());
+  ptrs.assign(in.size(), nullptr);
   for (size_t k = 0; k < in.size(); ++k)
     if (node.inputs[k] >= 0) {
       descs[k] = {in[k].dtype, in[k].shape};
       ptrs[k] = &descs[k];
     }
-  std::vector<TensorDesc> out_desc;
+  std::vector<TensorDesc>& out_desc = plan.out_desc;
+  out_desc.clear();
   VRUN_RETURN_IF_ERROR(infer_shapes(node.op, ptrs, attrs, &out_desc));
   if (out_desc.size() != node.outputs.size()) return err(ErrorCode::kInternal, "shape inference gave ", out_desc.size(), " outputs");
   for (size_t o = 0; o < out_desc.size(); ++o) {
@@ -290,7 +297,10 @@ Status Executor::run_node(MethodPlan& plan, size_t index, const std::vector<int6
     }
     plan.values[node.outputs[o]] = out[o];
   }
-  std::vector<int> in_roots, out_roots;
+  std::vector<int>& in_roots = plan.in_roots;
+  std::vector<int>& out_roots = plan.out_roots;
+  in_roots.clear();
+  out_roots.clear();
   if (gpu_) {
     for (size_t k = 0; k < in.size(); ++k) in_roots.push_back(node.inputs[k] >= 0 ? plan.root[node.inputs[k]] : -1);
     for (size_t o = 0; o < out.size(); ++o) {

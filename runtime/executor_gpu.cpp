@@ -19,8 +19,12 @@ class VulkanExecutor final : public GpuExecutor {
  public:
   std::string device_name() const override { return ctx_->info().name + " (" + ctx_->info().type + ")"; }
   bool runs_on_gpu(const MethodDef& m, size_t n) const override {
-    auto it = on_gpu_.find(&m);
-    return it != on_gpu_.end() && it->second[n];
+    if (&m != flags_method_) {
+      auto it = on_gpu_.find(&m);
+      flags_method_ = &m;
+      flags_ = it != on_gpu_.end() ? &it->second : nullptr;
+    }
+    return flags_ && (*flags_)[n];
   }
 
   Status init(const Program& p, const GpuOptions& o, bool require_gpu, std::string* why) {
@@ -230,6 +234,8 @@ class VulkanExecutor final : public GpuExecutor {
   std::map<const MethodDef*, MethodState> methods_;
   uint8_t* host_arena_ = nullptr;
   const MethodDef* last_method_ = nullptr;
+  mutable const MethodDef* flags_method_ = nullptr;  // runs_on_gpu's last lookup
+  mutable const std::vector<bool>* flags_ = nullptr;
   MethodState* last_state_ = nullptr;
   std::vector<vulkan::DeviceView> din_, dout_;
 };

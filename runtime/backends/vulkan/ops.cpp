@@ -1,5 +1,6 @@
 #include "runtime/backends/vulkan/ops.h"
 
+#include <chrono>
 #include <limits>
 
 #include "runtime/backends/vulkan/context.h"
@@ -94,6 +95,15 @@ bool supports(const Context& ctx, OpKind op, const std::vector<const TensorDesc*
 
 Status Recorder::record(OpKind op, const std::vector<DeviceView>& inputs, const std::vector<DeviceView>& outputs,
                         const Attrs& attrs) {
+  if (!stats_.on) return record_op(op, inputs, outputs, attrs);
+  const auto t0 = std::chrono::steady_clock::now();
+  Status s = record_op(op, inputs, outputs, attrs);
+  stats_.in_record_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return s;
+}
+
+Status Recorder::record_op(OpKind op, const std::vector<DeviceView>& inputs, const std::vector<DeviceView>& outputs,
+                           const Attrs& attrs) {
   // Member scratch: this runs once per recorded node.
   std::vector<TensorDesc>& descs = record_descs_;
   std::vector<const TensorDesc*>& ptrs = record_ptrs_;

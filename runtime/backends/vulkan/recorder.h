@@ -113,6 +113,12 @@ class Recorder {
 
  private:
   explicit Recorder(Context& ctx) : ctx_(ctx) {}
+  // record() and dispatch() time these under VRUN_VK_STATS.
+  Status record_op(OpKind op, const std::vector<DeviceView>& inputs, const std::vector<DeviceView>& outputs,
+                   const Attrs& attrs);
+  Status dispatch_impl(std::string_view kernel, std::span<const int32_t> spec, const std::vector<Binding>& bindings,
+                       const void* push, uint32_t push_bytes, uint32_t gx, uint32_t gy, uint32_t gz,
+                       std::vector<uint32_t>* offsets);
   Status init();
   Status begin_if_needed();
   // Ends the current command buffer and submits it without waiting; recording goes on in the next.
@@ -162,6 +168,8 @@ class Recorder {
     double record_s = 0, wait_s = 0;
     int last_dispatches = 0;
     double last_record_s = 0, last_wait_s = 0;
+    double in_record_s = 0, in_dispatch_s = 0;  // host time inside record() and dispatch()
+    double call_record0 = 0, call_dispatch0 = 0, last_in_record_s = 0, last_in_dispatch_s = 0;
   } stats_;
   double record_start_ = 0;  // steady-clock seconds when the current recording began
 };
