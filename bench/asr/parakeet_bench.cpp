@@ -365,7 +365,7 @@ int main(int argc, char** argv) {
   }
 
   parakeet::TranscribeOptions o;
-  if (a.warmup) {  // pipelines and buffers for both encode shapes (a whole call and a short tail)
+  if (a.warmup) {  // pipelines, and the methods' scratch arenas (sized for the longest call on first use)
     t0 = Clock::now();
     std::vector<float> w = synthetic_audio(16000 * 10, 7);
     auto t = r.transcribe(w, o);
