@@ -14,6 +14,9 @@ layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint DT_Y = 0;
 layout(constant_id = 1) const uint DT_BIAS = DT_NONE;
 layout(constant_id = 2) const uint DT_A = DT_F16;
+// W f16, or block-quantised (q8_0 / q4_0 / q4_1, GGUF layout in place, K % 32 == 0): blocks are
+// expanded to halves as the tile loads, so quantised checkpoints prefill on the tensor cores too.
+layout(constant_id = 3) const uint DT_B = DT_F16;
 
 layout(push_constant) uniform Push {
   uint M, N, K;
@@ -44,6 +47,36 @@ uvec4 load_a8(uint e) {
   return a4[e / 8u];
 }
 
+// Weights n, k .. k + 8 (k a multiple of 8) as packed halves.
+uvec4 load_b8(uint n, uint k) {
+  if (DT_B == DT_F16) return w4[(pc.off_b + n * pc.K + k) / 8u];
+  const uint BB = DT_B == DT_Q8_0 ? 34u : DT_B == DT_Q4_0 ? 18u : 20u;
+  const uint base = pc.off_b + (n * (pc.K / 32u) + k / 32u) * BB;  // bytes, even
+  const uint c = (k % 32u) / 8u;
+  const float d = unpackHalf2x16(uint(b2_u16[base / 2u])).x;
+  float v[8];
+  if (DT_B == DT_Q8_0) {
+    const uint h = (base + 2u + 8u * c) / 2u;
+    [[unroll]] for (uint j = 0; j < 4u; ++j) {
+      const uint p = uint(b2_u16[h + j]);
+      v[2u * j] = d * float(int(p << 24) >> 24);
+      v[2u * j + 1u] = d * float(int(p << 16) >> 24);
+    }
+  } else {
+    // Byte i of a 4-bit block holds element i (low nibble) and i + 16 (high nibble).
+    const uint q0 = DT_B == DT_Q4_1 ? 4u : 2u;
+    const float mn = DT_B == DT_Q4_1 ? unpackHalf2x16(uint(b2_u16[base / 2u + 1u])).x : -8.0 * d;
+    const uint h = (base + q0 + 8u * (c % 2u)) / 2u, sh = c / 2u * 4u;
+    [[unroll]] for (uint j = 0; j < 4u; ++j) {
+      const uint p = uint(b2_u16[h + j]);
+      v[2u * j] = float((p >> sh) & 15u) * d + mn;
+      v[2u * j + 1u] = float((p >> (sh + 8u)) & 15u) * d + mn;
+    }
+  }
+  return uvec4(packHalf2x16(vec2(v[0], v[1])), packHalf2x16(vec2(v[2], v[3])), packHalf2x16(vec2(v[4], v[5])),
+               packHalf2x16(vec2(v[6], v[7])));
+}
+
 void main() {
   uint t = gl_LocalInvocationID.x;
   uint warp = t / 32u, lane = t % 32u;
@@ -59,7 +92,7 @@ void main() {
     uint c = t + p * 256u, r = c / CH, k = (c % CH) * 8u;
     uint m = m0 + r, n = n0 + r;
     ra[p] = (m < pc.M && k < pc.K) ? load_a8(pc.off_a + m * pc.a_sm + k) : uvec4(0);
-    rb[p] = (n < pc.N && k < pc.K) ? w4[(pc.off_b + n * pc.K + k) / 8u] : uvec4(0);
+    rb[p] = (n < pc.N && k < pc.K) ? load_b8(n, k) : uvec4(0);
   }
   for (uint k0 = 0; k0 < pc.K; k0 += BK) {
     barrier();  // the previous step's multiplies are done with the tiles
@@ -75,7 +108,7 @@ void main() {
         uint c = t + p * 256u, r = c / CH, k = k1 + (c % CH) * 8u;
         uint m = m0 + r, n = n0 + r;
         ra[p] = (m < pc.M && k < pc.K) ? load_a8(pc.off_a + m * pc.a_sm + k) : uvec4(0);
-        rb[p] = (n < pc.N && k < pc.K) ? w4[(pc.off_b + n * pc.K + k) / 8u] : uvec4(0);
+        rb[p] = (n < pc.N && k < pc.K) ? load_b8(n, k) : uvec4(0);
       }
     }
     [[unroll]] for (uint kk = 0; kk < CH; kk += 2u) {  // 16 halves = 2 words per fragment step

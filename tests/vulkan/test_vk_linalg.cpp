@@ -42,8 +42,13 @@ TEST_F(VkLinalg, LinearEveryWeightDtypeBothPaths) {
         ASSERT_EQ(out[0].view.shape, (Shape{M, N}));
         const std::string what = std::string("linear w=") + dtype_name(wdt) + " x=" + dtype_name(xdt) + " M=" +
                                  std::to_string(M);
+        // With cooperative matrices, M >= 64 and whole blocks put quantised W (expanded to halves)
+        // and an f32 x (rounded to f16) on the tensor cores.
+        const bool rounded = ctx().coopmat() != vulkan::Context::CoopMat::kNone && !ctx().exact_f32() && M >= 64 &&
+                             is_quantized(wdt) && K % 32 == 0;
         expect_close(to_doubles(out[0].view), linear_ref(x, w, with_bias ? &b : nullptr, M, N, K),
-                     1e-5 * std::sqrt(static_cast<double>(K)), rtol_for(xdt) + 1e-5, what.c_str());
+                     (rounded ? 3e-4 : 1e-5) * std::sqrt(static_cast<double>(K)),
+                     rounded ? 4e-3 : rtol_for(xdt) + 1e-5, what.c_str());
       }
     }
   }
@@ -128,7 +133,11 @@ TEST_F(VkLinalg, LinearStridedAndBatchedInput) {
     HostTensor xd = make_tensor(DType::f32, Shape{2 * M, K});
     const auto xv = to_doubles(x.view);
     for (int64_t i = 0; i < 2 * M * K; ++i) xd.view.ptr<float>()[i] = static_cast<float>(xv[i]);
-    expect_close(to_doubles(out[0].view), linear_ref(xd, w, nullptr, 2 * M, N, K), 1e-4, 1e-5, "linear strided x");
+    // M = 65 with whole q8_0 blocks runs on the tensor cores where the device has them: x rounded
+    // to f16 on the way in.
+    const bool rounded = ctx().coopmat() != vulkan::Context::CoopMat::kNone && !ctx().exact_f32() && 2 * M >= 64;
+    expect_close(to_doubles(out[0].view), linear_ref(xd, w, nullptr, 2 * M, N, K), rounded ? 3e-4 * 8 : 1e-4,
+                 rounded ? 4e-3 : 1e-5, "linear strided x");
   }
   // Row-strided view (every other row of a larger matrix) is read in place.
   HostTensor big = random_tensor(DType::f16, Shape{10, K}, rng);
@@ -165,6 +174,15 @@ TEST_F(VkLinalg, LinearPrefillShapeF16) {
     const bool rounded = ctx().coopmat() != vulkan::Context::CoopMat::kNone && !ctx().exact_f32();
     expect_close(to_doubles(out32[0].view), linear_ref(x32, w, &b, M, N, K),
                  (rounded ? 3e-4 : 1e-5) * std::sqrt(static_cast<double>(K)), rounded ? 4e-3 : 2e-3, "linear f32 x prefill");
+    if (K % 32) continue;
+    // Quantised W over many K steps: blocks expanded to halves in the tensor-core tiles.
+    for (DType wdt : {DType::q8_0, DType::q4_0, DType::q4_1}) {
+      HostTensor wq = random_tensor(wdt, Shape{N, K}, rng);
+      auto outq = run_gpu(OpKind::linear, {&x32, &wq, &b}, Attrs(OpKind::linear));
+      expect_close(to_doubles(outq[0].view), linear_ref(x32, wq, &b, M, N, K),
+                   (rounded ? 3e-4 : 1e-5) * std::sqrt(static_cast<double>(K)), rounded ? 4e-3 : 2e-3,
+                   (std::string("linear prefill w=") + dtype_name(wdt)).c_str());
+    }
   }
 }
 

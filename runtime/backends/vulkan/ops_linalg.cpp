@@ -49,10 +49,14 @@ Status record_linear(Recorder& rec, const std::vector<DeviceView>& in, const Dev
   // only once a tile of rows exists.
   // An f32 x is rounded to f16 on its way into the tensor cores unless exact f32 is asked for.
   const bool x_ok = x.dtype == DType::f16 || (x.dtype == DType::f32 && !ctx.exact_f32());
-  const bool coop_ok = !coop.empty() && PipelineCache::has_kernel(coop) && x_ok && w.dtype == DType::f16 && M >= 64 &&
-                       K % 8 == 0 && row_stride(x) % 8 == 0 && offs[1] % 8 == 0 && offs[2] % 8 == 0;
+  // Block-quantised W is expanded to halves as its tiles load (whole blocks: K % 32 == 0).
+  const bool w_ok = (w.dtype == DType::f16 && offs[2] % 8 == 0) ||
+                    ((w.dtype == DType::q8_0 || w.dtype == DType::q4_0 || w.dtype == DType::q4_1) && K % 32 == 0 &&
+                     offs[2] % 2 == 0);
+  const bool coop_ok = !coop.empty() && PipelineCache::has_kernel(coop) && x_ok && w_ok && M >= 64 && K % 8 == 0 &&
+                       row_stride(x) % 8 == 0 && offs[1] % 8 == 0;
   if (coop_ok) {
-    return rec.dispatch(coop, {dt_code(y.dtype), bias_dt, dt_code(x.dtype)}, bindings, pw.w, pw.bytes(),
+    return rec.dispatch(coop, {dt_code(y.dtype), bias_dt, dt_code(x.dtype), dt_code(w.dtype)}, bindings, pw.w, pw.bytes(),
                         static_cast<uint32_t>((N + 127) / 128), static_cast<uint32_t>((M + 127) / 128), 1);
   }
   return rec.dispatch("matmul", {dt_code(x.dtype), dt_code(w.dtype), dt_code(y.dtype), bias_dt, 1}, bindings, pw.w,
