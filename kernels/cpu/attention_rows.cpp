@@ -5,18 +5,14 @@
 #include <algorithm>
 #include <limits>
 
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/vec_math.h"
 
 namespace vrun {
 
 namespace {
 
-#define VRUN_AVX2 __attribute__((target("avx2,fma,f16c")))
-
-const bool kHaveAvx2 = [] {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");  // every AVX2 CPU has F16C (clang cannot test it)
-}();
+const bool kHaveAvx2 = cpu_has_avx2();
 
 template <DType T>
 VRUN_AVX2 inline __m256 load8(const void* row, int64_t i) {

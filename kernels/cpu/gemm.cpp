@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/cpu/cpu_features.h"
+
 #ifdef VRUN_HAVE_OPENBLAS
 #include <cblas.h>
 #endif
@@ -13,12 +15,7 @@ namespace vrun {
 
 namespace {
 
-#define VRUN_AVX2 __attribute__((target("avx2,fma,f16c")))
-
-const bool kHaveAvx2 = [] {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");  // every AVX2 CPU has F16C (clang cannot test it)
-}();
+const bool kHaveAvx2 = cpu_has_avx2();
 
 VRUN_AVX2 float hsum8(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -126,6 +123,7 @@ void sgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const f
 #else
   sgemm_portable(m, n, k, a, lda, b, ldb, b_trans, c, ldc, accumulate, pool);
 #endif
+
 }
 
 float dot_f32_any(const float* a, const void* b, DType t, int64_t n) {

@@ -10,6 +10,8 @@
 #include <vector>
 #include <cmath>
 
+#include "kernels/cpu/cpu_features.h"
+
 namespace vrun {
 
 namespace {
@@ -77,7 +79,6 @@ void tile_scalar(const void* w, int64_t ws, int nw, const BlockQ8Act* x, int64_t
 
 // ---- AVX2 (+ AVX-512 VNNI) ----
 
-#define VRUN_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define VRUN_VNNI __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
 
 // The weight quants as 32 unsigned bytes in element order, and whether the activation's signs
@@ -259,7 +260,7 @@ enum class Isa { kScalar, kAvx2, kVnni };
 
 Isa detect_isa() {
   __builtin_cpu_init();
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");  // every AVX2 CPU has F16C (clang cannot test it)
+  const bool avx2 = cpu_has_avx2();
   if (!avx2) return Isa::kScalar;
   if (__builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vnni"))

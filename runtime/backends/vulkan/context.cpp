@@ -77,6 +77,7 @@ DeviceInfo describe(VkPhysicalDevice pd, int index) {
   info.type = type_name(props.properties.deviceType);
   info.api_version = props.properties.apiVersion;
   info.subgroup_size = subgroup.subgroupSize;
+  if (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) info.subgroup_ops = subgroup.supportedOperations;
 
   VkPhysicalDeviceMemoryProperties mem;
   vkGetPhysicalDeviceMemoryProperties(pd, &mem);

@@ -21,6 +21,9 @@ struct DeviceInfo {
   uint32_t api_version = 0;
   uint64_t device_local_bytes = 0;  // largest device-local heap
   uint32_t subgroup_size = 0;
+  // Subgroup operations compute shaders may use (VK_SUBGROUP_FEATURE_*_BIT; 0 when compute
+  // shaders have no subgroup operations).
+  uint32_t subgroup_ops = 0;
   bool fp16 = false;         // shaderFloat16 arithmetic
   bool int8 = false;         // shaderInt8 arithmetic
   bool storage16 = false;    // 16-bit loads/stores from storage buffers

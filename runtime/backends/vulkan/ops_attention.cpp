@@ -2,8 +2,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <map>
-#include <mutex>
 #include <string>
 
 #include "runtime/backends/vulkan/context.h"
@@ -16,19 +14,9 @@ namespace {
 
 // The tiled prefill kernel reduces across the four invocations of a query row with subgroup
 // shuffles; devices without them (or with odd subgroups) take the row kernel.
-bool has_subgroup_shuffle(Context& ctx) {
-  static std::mutex mu;
-  static std::map<VkPhysicalDevice, bool> known;
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = known.find(ctx.physical_device());
-  if (it != known.end()) return it->second;
-  VkPhysicalDeviceSubgroupProperties sg{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
-  VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &sg};
-  vkGetPhysicalDeviceProperties2(ctx.physical_device(), &props);
-  const bool ok = (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) && (sg.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) &&
-                  sg.subgroupSize >= 4 && 128 % sg.subgroupSize == 0;
-  known[ctx.physical_device()] = ok;
-  return ok;
+bool has_subgroup_shuffle(const Context& ctx) {
+  const auto& i = ctx.info();
+  return (i.subgroup_ops & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) && i.subgroup_size >= 4 && 128 % i.subgroup_size == 0;
 }
 
 // Rows of an f16 view can be read 8 halves (16 bytes) at a time.

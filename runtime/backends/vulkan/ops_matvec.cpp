@@ -3,8 +3,6 @@
 #include "runtime/backends/vulkan/ops_matvec.h"
 
 #include <atomic>
-#include <map>
-#include <mutex>
 
 #include "runtime/backends/vulkan/context.h"
 #include "runtime/backends/vulkan/ops.h"
@@ -18,21 +16,10 @@ constexpr int64_t kMaxRows = 8;
 
 std::atomic<bool> g_force_shared_reduce{false};
 
-// Whether compute shaders have subgroupAdd. Asked once per physical device: recording runs
-// every method call, and the query goes through the loader and layers.
+// Whether compute shaders have subgroupAdd (the device's properties, read once with the context).
 bool has_subgroup_arithmetic(const Context& ctx) {
-  static std::mutex mu;
-  static std::map<VkPhysicalDevice, bool> known;
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = known.find(ctx.physical_device());
-  if (it != known.end()) return it->second;
-  VkPhysicalDeviceSubgroupProperties sg{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
-  VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &sg};
-  vkGetPhysicalDeviceProperties2(ctx.physical_device(), &props);
-  const VkSubgroupFeatureFlags need = VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_ARITHMETIC_BIT;
-  const bool ok = (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) && (sg.supportedOperations & need) == need;
-  known[ctx.physical_device()] = ok;
-  return ok;
+  const uint32_t need = VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_ARITHMETIC_BIT;
+  return (ctx.info().subgroup_ops & need) == need;
 }
 
 bool is_float16ish(DType t) { return t == DType::f16 || t == DType::bf16; }
