@@ -47,7 +47,7 @@ TEST_F(VkLinalg, LinearEveryWeightDtypeBothPaths) {
         const bool rounded = ctx().coopmat() != vulkan::Context::CoopMat::kNone && !ctx().exact_f32() && M >= 64 &&
                              is_quantized(wdt) && K % 32 == 0;
         expect_close(to_doubles(out[0].view), linear_ref(x, w, with_bias ? &b : nullptr, M, N, K),
-                     (rounded ? 3e-4 : 1e-5) * std::sqrt(static_cast<double>(K)),
+                     (rounded ? 6e-4 : 1e-5) * std::sqrt(static_cast<double>(K)),
                      rounded ? 4e-3 : rtol_for(xdt) + 1e-5, what.c_str());
       }
     }
@@ -136,7 +136,7 @@ TEST_F(VkLinalg, LinearStridedAndBatchedInput) {
     // M = 65 with whole q8_0 blocks runs on the tensor cores where the device has them: x rounded
     // to f16 on the way in.
     const bool rounded = ctx().coopmat() != vulkan::Context::CoopMat::kNone && !ctx().exact_f32() && 2 * M >= 64;
-    expect_close(to_doubles(out[0].view), linear_ref(xd, w, nullptr, 2 * M, N, K), rounded ? 3e-4 * 8 : 1e-4,
+    expect_close(to_doubles(out[0].view), linear_ref(xd, w, nullptr, 2 * M, N, K), rounded ? 6e-4 * 8 : 1e-4,
                  rounded ? 4e-3 : 1e-5, "linear strided x");
   }
   // Row-strided view (every other row of a larger matrix) is read in place.
@@ -168,19 +168,20 @@ TEST_F(VkLinalg, LinearPrefillShapeF16) {
     expect_close(to_doubles(out[0].view), linear_ref(x, w, &b, M, N, K), 1e-5 * std::sqrt(static_cast<double>(K)), 2e-3,
                  "linear f16 prefill");
     // An f32 x with f16 W takes the tensor cores too, x rounded to f16 on the way in (relative
-    // 2^-12 on average per element, so the error grows like sqrt(K)); elsewhere it stays exact.
+    // 2^-12 on average per element, so the error grows like sqrt(K); the bound is ~5 standard
+    // deviations, measured on an H100); elsewhere it stays exact.
     HostTensor x32 = random_tensor(DType::f32, Shape{M, K}, rng);
     auto out32 = run_gpu(OpKind::linear, {&x32, &w, &b}, Attrs(OpKind::linear));
     const bool rounded = ctx().coopmat() != vulkan::Context::CoopMat::kNone && !ctx().exact_f32();
     expect_close(to_doubles(out32[0].view), linear_ref(x32, w, &b, M, N, K),
-                 (rounded ? 3e-4 : 1e-5) * std::sqrt(static_cast<double>(K)), rounded ? 4e-3 : 2e-3, "linear f32 x prefill");
+                 (rounded ? 6e-4 : 1e-5) * std::sqrt(static_cast<double>(K)), rounded ? 4e-3 : 2e-3, "linear f32 x prefill");
     if (K % 32) continue;
     // Quantised W over many K steps: blocks expanded to halves in the tensor-core tiles.
     for (DType wdt : {DType::q8_0, DType::q4_0, DType::q4_1}) {
       HostTensor wq = random_tensor(wdt, Shape{N, K}, rng);
       auto outq = run_gpu(OpKind::linear, {&x32, &wq, &b}, Attrs(OpKind::linear));
       expect_close(to_doubles(outq[0].view), linear_ref(x32, wq, &b, M, N, K),
-                   (rounded ? 3e-4 : 1e-5) * std::sqrt(static_cast<double>(K)), rounded ? 4e-3 : 2e-3,
+                   (rounded ? 6e-4 : 1e-5) * std::sqrt(static_cast<double>(K)), rounded ? 4e-3 : 2e-3,
                    (std::string("linear prefill w=") + dtype_name(wdt)).c_str());
     }
   }
