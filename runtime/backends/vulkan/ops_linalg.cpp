@@ -33,11 +33,12 @@ Status record_linear(Recorder& rec, const std::vector<DeviceView>& in, const Dev
   const int64_t K = x.shape[x.shape.rank - 1], N = w.shape[0];
   const int64_t M = K ? x.numel() / K : 0;
   if (M == 0 || N == 0) return Status::ok();
+  // Decode shapes: record_matvec binds and computes its offsets itself.
+  if (M <= kMatvecMaxRows) return record_matvec(rec, x, w, bias, y, M, N, K, row_stride(x));
   std::vector<Binding> bindings = {{&y, true}, {&x, false}, {&w, false}, {bias, false}};
   VRUN_ASSIGN_OR_RETURN(auto offs, rec.binding_offsets(bindings));
   const int32_t bias_dt = bias ? dt_code(*bias) : 255;
   Context& ctx = rec.context();
-  if (M <= kMatvecMaxRows) return record_matvec(rec, x, w, bias, y, M, N, K, row_stride(x));
   PushWords pw;
   pw.u(M).u(N).u(K).u(row_stride(x)).u(1).u(0).u(0).u(1).u(1);
   for (int i = 0; i < 6; ++i) pw.u(0);
