@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "runtime/backends/vulkan/context.h"
+#include "runtime/backends/vulkan/pipelines.h"
 
 namespace vrun::vulkan {
 
@@ -91,6 +92,15 @@ bool supports(const Context& ctx, OpKind op, const std::vector<const TensorDesc*
       }
     default: return false;
   }
+}
+
+std::string coopmat_kernel(const Context& ctx, const std::string& base) {
+  const char* suffix = ctx.coopmat() == Context::CoopMat::kKhr  ? "_khr"
+                       : ctx.coopmat() == Context::CoopMat::kNv ? "_nv"
+                                                                 : nullptr;
+  if (!suffix) return "";
+  std::string name = base + suffix;
+  return PipelineCache::has_kernel(name) ? name : "";
 }
 
 Status Recorder::record(OpKind op, const std::vector<DeviceView>& inputs, const std::vector<DeviceView>& outputs,

@@ -2,6 +2,7 @@
 // Recorder::record. Everything supports() refuses runs on the CPU backend with transfers.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "kernels/attrs.h"
@@ -52,6 +53,10 @@ struct PushWords {
   }
   uint32_t bytes() const { return n * 4; }
 };
+
+// The tensor-core variant of kernel `base` this device runs ("<base>_khr" or "<base>_nv", as
+// the context chose the extension), or "" when it has none or the binary lacks that variant.
+std::string coopmat_kernel(const Context& ctx, const std::string& base);
 
 // DType code as the kernels' specialisation constants take it; 255 = absent.
 inline int32_t dt_code(DType t) { return static_cast<int32_t>(t); }

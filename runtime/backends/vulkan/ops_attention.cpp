@@ -6,7 +6,6 @@
 
 #include "runtime/backends/vulkan/context.h"
 #include "runtime/backends/vulkan/ops.h"
-#include "runtime/backends/vulkan/pipelines.h"
 
 namespace vrun::vulkan {
 
@@ -96,11 +95,9 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
     const PushWords pw = push_words(offs, 1, Lk);
     const int32_t kvvec = rows_vec8(k, offs[2]) && rows_vec8(v, offs[3]) ? 1 : 0;
     // Tensor cores: 64 rows per workgroup, f16 Q/K/V read 16 bytes at a time.
-    const std::string coop = ctx.coopmat() == Context::CoopMat::kKhr  ? "sdpa_coopmat_khr"
-                             : ctx.coopmat() == Context::CoopMat::kNv ? "sdpa_coopmat_nv"
-                                                                       : "";
+    const std::string coop = coopmat_kernel(ctx, "sdpa_coopmat");
     const uint64_t coop_smem = 2 * 32 * (dmax + 8) * 2 + 4 * 16 * 36 * 4 + 4 * 16 * 40 * 2 + 4 * 256 * 4 + 64 * 4;
-    if (!coop.empty() && forced != "tile" && PipelineCache::has_kernel(coop) && kvvec && rows_vec8(q, offs[1]) &&
+    if (!coop.empty() && forced != "tile" && kvvec && rows_vec8(q, offs[1]) &&
         coop_smem <= smem) {
       return rec.dispatch(coop, {dt_code(y.dtype), has_mask ? dt_code(mask.dtype) : 255, causal, static_cast<int32_t>(dmax)},
                           bindings, pw.w, pw.bytes(), static_cast<uint32_t>((Lq + 63) / 64), static_cast<uint32_t>(Hq),

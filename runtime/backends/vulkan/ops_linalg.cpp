@@ -5,7 +5,6 @@
 #include "runtime/backends/vulkan/context.h"
 #include "runtime/backends/vulkan/ops.h"
 #include "runtime/backends/vulkan/ops_matvec.h"
-#include "runtime/backends/vulkan/pipelines.h"
 
 namespace vrun::vulkan {
 
@@ -43,9 +42,7 @@ Status record_linear(Recorder& rec, const std::vector<DeviceView>& in, const Dev
   pw.u(M).u(N).u(K).u(row_stride(x)).u(1).u(0).u(0).u(1).u(1);
   for (int i = 0; i < 6; ++i) pw.u(0);
   pw.u(offs[0]).u(offs[1]).u(offs[2]).u(offs[3]);
-  const std::string coop = ctx.coopmat() == Context::CoopMat::kKhr  ? "matmul_coopmat_khr"
-                           : ctx.coopmat() == Context::CoopMat::kNv ? "matmul_coopmat_nv"
-                                                                     : "";
+  const std::string coop = coopmat_kernel(ctx, "matmul_coopmat");
   // Tensor cores take f16 operands, read 16 bytes at a time (rows 8-element aligned); they pay
   // only once a tile of rows exists.
   // An f32 x is rounded to f16 on its way into the tensor cores unless exact f32 is asked for.
@@ -54,7 +51,7 @@ Status record_linear(Recorder& rec, const std::vector<DeviceView>& in, const Dev
   const bool w_ok = (w.dtype == DType::f16 && offs[2] % 8 == 0) ||
                     ((w.dtype == DType::q8_0 || w.dtype == DType::q4_0 || w.dtype == DType::q4_1) && K % 32 == 0 &&
                      offs[2] % 2 == 0);
-  const bool coop_ok = !coop.empty() && PipelineCache::has_kernel(coop) && x_ok && w_ok && M >= 64 && K % 8 == 0 &&
+  const bool coop_ok = !coop.empty() && x_ok && w_ok && M >= 64 && K % 8 == 0 &&
                        row_stride(x) % 8 == 0 && offs[1] % 8 == 0;
   if (coop_ok) {
     return rec.dispatch(coop, {dt_code(y.dtype), bias_dt, dt_code(x.dtype), dt_code(w.dtype)}, bindings, pw.w, pw.bytes(),
