@@ -64,12 +64,8 @@ Status Recorder::init() {
   pi.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
   pi.queueFamilyIndex = ctx_.queue_family();
   VRUN_VK_CHECK(vkCreateCommandPool(dev, &pi, nullptr, &pool_), "creating a command pool");
-  VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
-  ai.commandPool = pool_;
-  ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-  ai.commandBufferCount = 1;
-  VRUN_VK_CHECK(vkAllocateCommandBuffers(dev, &ai, &cmd_), "allocating a command buffer");
-  cmds_.push_back(cmd_);
+  VRUN_RETURN_IF_ERROR(add_command_buffer());
+  cmd_ = cmds_[0];
   const char* st = std::getenv("VRUN_VK_STATS");
   stats_.on = st && *st && std::string(st) != "0";
   VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
@@ -116,6 +112,17 @@ Status Recorder::begin_if_needed() {
   return Status::ok();
 }
 
+Status Recorder::add_command_buffer() {
+  VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  ai.commandPool = pool_;
+  ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  ai.commandBufferCount = 1;
+  VkCommandBuffer cb;
+  VRUN_VK_CHECK(vkAllocateCommandBuffers(ctx_.device(), &ai, &cb), "allocating a command buffer");
+  cmds_.push_back(cb);
+  return Status::ok();
+}
+
 Status Recorder::flush() {
   if (!recording_) return Status::ok();
   VRUN_VK_CHECK(vkEndCommandBuffer(cmd_), "ending a command buffer");
@@ -128,15 +135,7 @@ Status Recorder::flush() {
   since_flush_ = 0;
   // Pipeline barriers order commands across submissions of one queue, so the pending
   // read/write ranges carry over to the next piece unchanged.
-  if (++cmd_index_ == cmds_.size()) {
-    VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
-    ai.commandPool = pool_;
-    ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-    ai.commandBufferCount = 1;
-    VkCommandBuffer cb;
-    VRUN_VK_CHECK(vkAllocateCommandBuffers(ctx_.device(), &ai, &cb), "allocating a command buffer");
-    cmds_.push_back(cb);
-  }
+  if (++cmd_index_ == cmds_.size()) VRUN_RETURN_IF_ERROR(add_command_buffer());
   cmd_ = cmds_[cmd_index_];
   return begin_if_needed();
 }

@@ -123,6 +123,8 @@ class Recorder {
   Status begin_if_needed();
   // Ends the current command buffer and submits it without waiting; recording goes on in the next.
   Status flush();
+  // Allocates one more command buffer from pool_ into cmds_.
+  Status add_command_buffer();
   struct Range {
     VkBuffer buffer;
     uint64_t begin, end;
