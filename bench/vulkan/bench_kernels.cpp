@@ -69,6 +69,13 @@ DevTensor make(Context& ctx, DType dt, const Shape& shape, bool fill = true) {
   return t;
 }
 
+// The benchmark cannot go on past a failed step: print it and stop.
+void must(const Status& s) {
+  if (s.is_ok()) return;
+  std::fprintf(stderr, "%s\n", s.to_string().c_str());
+  std::exit(1);
+}
+
 // Seconds per run of `record_once`. GPUs drop their clocks while idle (here: while the host fills
 // the next tensors) and take tens of milliseconds of load to climb back, so the timed pass follows
 // at least 200 ms of the same work.
@@ -77,20 +84,11 @@ double time_runs(Context& ctx, int reps, F&& record_once) {
   auto rec = std::move(Recorder::create(ctx)).value();
   rec->set_submit_in_pieces(false);
   auto pass = [&](int n) {
-    for (int i = 0; i < n; ++i) {
-      Status s = record_once(*rec);
-      if (!s.is_ok()) {
-        std::fprintf(stderr, "%s\n", s.to_string().c_str());
-        std::exit(1);
-      }
-    }
+    for (int i = 0; i < n; ++i) must(record_once(*rec));
     const auto t0 = std::chrono::steady_clock::now();
-    Status s = rec->submit_and_wait();
+    const Status s = rec->submit_and_wait();
     const auto t1 = std::chrono::steady_clock::now();
-    if (!s.is_ok()) {
-      std::fprintf(stderr, "%s\n", s.to_string().c_str());
-      std::exit(1);
-    }
+    must(s);
     return std::chrono::duration<double>(t1 - t0).count();
   };
   double warm = pass(1);
@@ -117,11 +115,7 @@ double run_op(Context& ctx, int reps, OpKind op, const std::vector<const DevTens
     p.push_back(&d[k]);
   }
   std::vector<TensorDesc> od;
-  Status s = infer_shapes(op, p, attrs, &od);
-  if (!s.is_ok()) {
-    std::fprintf(stderr, "%s\n", s.to_string().c_str());
-    std::exit(1);
-  }
+  must(infer_shapes(op, p, attrs, &od));
   // Sets of inputs and output; extra sets (fresh random data) when rotating past the L2 cache.
   uint64_t set_bytes = static_cast<uint64_t>(dtype_bytes(od[0].dtype, od[0].shape.numel()));
   for (const DevTensor* t : in)
