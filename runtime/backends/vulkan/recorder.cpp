@@ -68,6 +68,7 @@ Status Recorder::init() {
   cmd_ = cmds_[0];
   const char* st = std::getenv("VRUN_VK_STATS");
   stats_.on = st && *st && std::string(st) != "0";
+  profile_ = GpuProfile::create(ctx_);
   VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
   VRUN_VK_CHECK(vkCreateFence(dev, &fi, nullptr, &fence_), "creating a fence");
   // Unused bindings of a kernel still need a valid buffer.
@@ -103,6 +104,10 @@ Status Recorder::begin_if_needed() {
   VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
   VRUN_VK_CHECK(vkBeginCommandBuffer(cmd_, &bi), "beginning a command buffer");
+  if (profile_) {
+    if (flushes_ == 0) profile_->begin_call(cmd_);
+    else profile_->begin_piece(cmd_);
+  }
   if (flushes_ == 0 && stats_.on) {
     record_start_ = now_s();
     stats_.call_record0 = stats_.in_record_s;
@@ -295,6 +300,7 @@ Status Recorder::dispatch_impl(std::string_view kernel, std::span<const int32_t>
   }
   if (push_bytes) vkCmdPushConstants(cmd_, ctx_.pipelines().layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes, push);
   vkCmdDispatch(cmd_, gx, gy, gz);
+  if (profile_) profile_->after(cmd_, kernel);
   dispatches_++;
   if (++since_flush_ >= flush_threshold(flushes_) && pieces_) return flush();
   return Status::ok();
@@ -348,6 +354,7 @@ Status Recorder::record_buffer_copy(const BufferRef& src, uint64_t src_offset, c
   hazard(std::span<const Range>(&rs, 1), std::span<const Range>(&rd, 1));
   VkBufferCopy region{src.offset + src_offset, dst.offset + dst_offset, bytes};
   vkCmdCopyBuffer(cmd_, src.buffer, dst.buffer, 1, &region);
+  if (profile_) profile_->after(cmd_, "(buffer copy)");
   return Status::ok();
 }
 
@@ -404,6 +411,7 @@ Status Recorder::submit_and_wait() {
       stats_.last_in_record_s = stats_.in_record_s - stats_.call_record0;
       stats_.last_in_dispatch_s = stats_.in_dispatch_s - stats_.call_dispatch0;
     }
+    if (profile_ && r == VK_SUCCESS) profile_->collect();
     vkResetFences(ctx_.device(), 1, &fence_);
     vkResetCommandPool(ctx_.device(), pool_, 0);
   } else if (flushes_ > 0) {

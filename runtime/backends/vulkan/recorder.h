@@ -15,6 +15,7 @@
 
 #include "kernels/attrs.h"
 #include "runtime/backends/vulkan/memory.h"
+#include "runtime/backends/vulkan/profile.h"
 #include "runtime/status.h"
 #include "runtime/tensor.h"
 
@@ -174,6 +175,7 @@ class Recorder {
     double call_record0 = 0, call_dispatch0 = 0, last_in_record_s = 0, last_in_dispatch_s = 0;
   } stats_;
   double record_start_ = 0;  // steady-clock seconds when the current recording began
+  std::unique_ptr<GpuProfile> profile_;  // VRUN_VK_PROFILE=1
 };
 
 // Synchronous transfers for loading constants (e.g. from an mmapped program) and tests; large
