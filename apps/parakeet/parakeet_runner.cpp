@@ -59,12 +59,28 @@ Result<std::shared_ptr<Program>> export_parakeet(const std::string& path, const 
 }
 
 Result<std::unique_ptr<ParakeetRunner>> ParakeetRunner::load(const std::string& path, const RunnerOptions& options) {
+  VRUN_ASSIGN_OR_RETURN(std::shared_ptr<Program> program, load_or_build(path, options.build));
+  return load(std::move(program), options, path);
+}
+
+Result<std::unique_ptr<ParakeetRunner>> ParakeetRunner::load(std::shared_ptr<Program> program, const RunnerOptions& options,
+                                                             const std::string& source) {
   std::unique_ptr<ParakeetRunner> r(new ParakeetRunner());
-  VRUN_ASSIGN_OR_RETURN(r->program_, load_or_build(path, options.build));
+  const std::string path = !source.empty() ? source : !program->source.empty() ? program->source : "parakeet program";
+  r->program_ = std::move(program);
   const MetaValue* runner = r->program_->meta("vrun.runner");
   if (!runner || runner->s != "parakeet")
     return err(ErrorCode::kInvalidProgram, path, ": not a Parakeet program (vrun.runner is '", runner ? runner->s : "", "')");
   VRUN_ASSIGN_OR_RETURN(r->info_, info_from_program(*r->program_));
+  if (r->info_.config.head == HeadKind::kTdt) {
+    // Programs exported before the decode methods took frame indices have a logits-returning joint.
+    const MethodDef* joint = r->program_->method("joint");
+    const bool indexed = joint && joint->inputs.size() == 1 && joint->values[joint->inputs[0]].dtype == DType::i32 &&
+                         !joint->outputs.empty() && joint->values[joint->outputs[0]].dtype == DType::i32;
+    if (!indexed)
+      return err(ErrorCode::kInvalidProgram, path,
+                 ": its TDT joint method takes encoder frames rather than frame indices (a program from an older vrun); export it again");
+  }
   VRUN_ASSIGN_OR_RETURN(auto mel_cfg, preprocess::NemoMelConfig::parse(r->info_.preprocessor_json, path + ": preprocessor"));
   if (mel_cfg.features != r->info_.config.feat_in)
     return err(ErrorCode::kInvalidProgram, path, ": the preprocessor makes ", mel_cfg.features, " features, the encoder takes ", r->info_.config.feat_in);
@@ -85,7 +101,8 @@ Result<preprocess::Features> ParakeetRunner::features(std::span<const float> sam
 // Encodes feature frames [first, first + count), all of them valid: NeMo's subsampling masks the
 // frames past the valid length before every convolution, which is the same as leaving them out.
 // Appends rows [keep_from, keep_from + keep_count) of the head's output (TDT: the joint's
-// encoder projection, CTC: logits) to *out.
+// encoder projection, CTC: logits) to *out when out is given (TDT decoding reads them from the
+// program's enc_proj state instead).
 Status ParakeetRunner::encode_range(const preprocess::NemoMelSpectrogram::Stream& stream, int64_t first, int64_t count,
                                     int64_t keep_from, int64_t keep_count, std::vector<float>* out) {
   const ParakeetConfig& c = info_.config;
@@ -96,6 +113,7 @@ Status ParakeetRunner::encode_range(const preprocess::NemoMelSpectrogram::Stream
   preprocess::Features f = stream.frames(first, count);
   auto outs = executor_->run("encode", {TensorView::dense(f.data.data(), DType::f32, {1, c.feat_in, count})}, {{"enc_len", enc_len}});
   if (!outs.is_ok()) return outs.status();
+  if (!out) return Status::ok();
   const TensorView& head = (*outs)[1];
   const int64_t width = head.shape[2];
   const float* p = head.ptr<float>();
@@ -138,21 +156,27 @@ Result<Decoded> ParakeetRunner::decode(std::span<const float> samples, const Tra
     ctx = M / 8;
     centre = M - 2 * ctx;
   }
-  const int64_t width = c.head == HeadKind::kTdt ? c.joint_hidden : c.vocab_size + 1;
-  std::vector<float> rows;  // rows of frames [a, b)
+  const bool tdt = c.head == HeadKind::kTdt;
+  const int64_t width = tdt ? c.joint_hidden : c.vocab_size + 1;
+  std::vector<float> rows;  // CTC: rows of frames [a, b)
   int64_t a = 0, b = 0;
+  int64_t row0 = 0;  // TDT: the enc_proj state row that holds frame a
+  // The decode state (and enc_proj, which the first chunk fills) starts from zeros.
+  executor_->reset_state();
   auto load_chunk = [&](int64_t from) -> Status {
     auto t1 = Clock::now();
     rows.clear();
     a = from;
     if (E <= M) {
       b = E;
-      VRUN_RETURN_IF_ERROR(encode_range(stream, 0, valid, 0, E, &rows));
+      row0 = 0;
+      VRUN_RETURN_IF_ERROR(encode_range(stream, 0, valid, 0, E, tdt ? nullptr : &rows));
     } else {
       b = std::min(E, a + centre);
       const int64_t s = std::max<int64_t>(0, a - ctx), e = std::min(E, b + ctx);
       const int64_t f0 = s * factor, f1 = std::min(valid, e * factor);
-      VRUN_RETURN_IF_ERROR(encode_range(stream, f0, f1 - f0, a - s, b - a, &rows));
+      row0 = a - s;
+      VRUN_RETURN_IF_ERROR(encode_range(stream, f0, f1 - f0, a - s, b - a, tdt ? nullptr : &rows));
     }
     ++out->stats.windows;
     out->stats.encode_s += seconds_since(t1);
@@ -167,7 +191,7 @@ Result<Decoded> ParakeetRunner::decode(std::span<const float> samples, const Tra
   auto t2 = Clock::now();
   double encode_before = out->stats.encode_s;
   const int64_t V = c.vocab_size, blank = c.blank_id();
-  if (c.head == HeadKind::kCtc) {
+  if (!tdt) {
     int64_t prev = -1, run_start = 0;
     for (int64_t t = 0; t < E; ++t) {
       VRUN_ASSIGN_OR_RETURN(float* row, frame(t));
@@ -180,20 +204,23 @@ Result<Decoded> ParakeetRunner::decode(std::span<const float> samples, const Tra
     }
     if (prev >= 0 && prev != blank) d.tokens.push_back({static_cast<int32_t>(prev), run_start, E});
   } else {
-    executor_->reset_state();
-    const int64_t J = c.joint_hidden, D = static_cast<int64_t>(c.durations.size()), O = c.joint_outputs();
+    const int64_t D = static_cast<int64_t>(c.durations.size());
     const int64_t K = std::clamp<int64_t>(o.joint_frames, 1, kMaxJointFrames);
-    // Joint logits of frames [w0, w0 + wn) under the current prediction state.
-    std::vector<float> window(static_cast<size_t>(K * O));
+    // Token and duration indices of frames [w0, w0 + wn) under the current prediction state.
+    std::vector<int32_t> index(static_cast<size_t>(K)), tokens(static_cast<size_t>(K)), durations(static_cast<size_t>(K));
     int64_t w0 = 0, wn = 0;
     auto evaluate = [&](const char* method, int32_t token, int64_t t) -> Status {
-      VRUN_ASSIGN_OR_RETURN(float* first, frame(t));
+      while (t >= b) VRUN_RETURN_IF_ERROR(load_chunk(b));
       const int64_t n = std::min(K, b - t);
-      const TensorView frames = TensorView::dense(first, DType::f32, {1, n, J});
+      for (int64_t i = 0; i < n; ++i) index[static_cast<size_t>(i)] = static_cast<int32_t>(row0 + t - a + i);
+      const TensorView frames = TensorView::dense(index.data(), DType::i32, {1, n});
       auto r = token < 0 ? executor_->run(method, {frames})
                          : executor_->run(method, {TensorView::dense(&token, DType::i32, {1, 1}), frames});
       if (!r.is_ok()) return r.status();
-      std::memcpy(window.data(), (*r)[0].ptr<float>(), static_cast<size_t>(n * O) * sizeof(float));
+      if (r->size() != (D > 0 ? 2u : 1u))
+        return err(ErrorCode::kInvalidProgram, "parakeet ", method, ": ", r->size(), " outputs, expected ", D > 0 ? 2 : 1);
+      std::memcpy(tokens.data(), (*r)[0].ptr<int32_t>(), static_cast<size_t>(n) * sizeof(int32_t));
+      if (D > 0) std::memcpy(durations.data(), (*r)[1].ptr<int32_t>(), static_cast<size_t>(n) * sizeof(int32_t));
       w0 = t;
       wn = n;
       return Status::ok();
@@ -210,9 +237,14 @@ Result<Decoded> ParakeetRunner::decode(std::span<const float> samples, const Tra
       bool need = true;
       while (need && symbols < c.max_symbols) {
         if (t < w0 || t >= w0 + wn) VRUN_RETURN_IF_ERROR(evaluate("joint", -1, t));
-        const float* logits = window.data() + (t - w0) * O;
-        const int64_t k = argmax(logits, V + 1);
-        const int64_t skip = D > 0 ? c.durations[static_cast<size_t>(argmax(logits + V + 1, D))] : (k == blank ? 1 : 0);
+        const int64_t k = tokens[static_cast<size_t>(t - w0)];
+        int64_t skip = k == blank ? 1 : 0;
+        if (D > 0) {
+          const int32_t di = durations[static_cast<size_t>(t - w0)];
+          if (di < 0 || di >= D) return err(ErrorCode::kInternal, "parakeet joint: duration index ", di, " of ", D);
+          skip = c.durations[static_cast<size_t>(di)];
+        }
+        if (k < 0 || k > V) return err(ErrorCode::kInternal, "parakeet joint: token index ", k, " of ", V + 1);
         if (k != blank) {
           d.tokens.push_back({static_cast<int32_t>(k), t, t + skip});
           d.durations.push_back(skip);

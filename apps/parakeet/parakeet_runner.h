@@ -56,6 +56,10 @@ Result<std::shared_ptr<Program>> export_parakeet(const std::string& path, const 
 class ParakeetRunner {
  public:
   static Result<std::unique_ptr<ParakeetRunner>> load(const std::string& path, const RunnerOptions& options = {});
+  // A program already in memory (e.g. just built by build_parakeet_program): no file written or
+  // read. options.build is not used. `source` names it in errors.
+  static Result<std::unique_ptr<ParakeetRunner>> load(std::shared_ptr<Program> program, const RunnerOptions& options = {},
+                                                      const std::string& source = "");
 
   const ParakeetConfig& config() const { return info_.config; }
   const Vocabulary& vocabulary() const { return info_.vocab; }

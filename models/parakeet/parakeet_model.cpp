@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "runtime/graph/builder.h"
 
@@ -36,36 +37,58 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
   VRUN_RETURN_IF_ERROR(c.validate());
   const int64_t M = settings.max_encoder_frames;
   if (M < 1 || M > 100000) return err(ErrorCode::kInvalidArgument, "parakeet build: max_encoder_frames ", M);
+  if (settings.weight_dtype && *settings.weight_dtype != DType::f32 && *settings.weight_dtype != DType::f16 &&
+      *settings.weight_dtype != DType::bf16)
+    return err(ErrorCode::kInvalidArgument, "parakeet build: weight dtype ", dtype_name(*settings.weight_dtype), " (f32, f16 or bf16)");
   const WeightSource weights = model.source();
   const int64_t d = c.d_model, H = c.n_heads, dk = d / H, C = c.subsampling_channels, K = c.conv_kernel;
   const bool tdt = c.head == HeadKind::kTdt;
   ProgramBuilder pb;
   Status bad;
-  // Checks a weight's shape; f32 = convert to an owned f32 constant (what convolutions, norms,
-  // biases and the LSTM need); `as` gives the constant another shape of the same element count.
-  auto weight = [&](const std::string& name, const std::vector<int64_t>& shape, bool f32 = false,
-                    std::vector<int64_t> as = {}) -> int {
-    if (!bad.is_ok()) return -1;
+  // Checks a weight's shape and dtype (nullopt, with `bad` set, when it is missing or wrong).
+  auto fetch = [&](const std::string& name, const std::vector<int64_t>& shape) -> std::optional<models::Weight> {
+    if (!bad.is_ok()) return std::nullopt;
     auto w = weights(name);
     if (!w) {
       bad = err(ErrorCode::kNotFound, "parakeet checkpoint has no tensor '", name, "'");
-      return -1;
+      return std::nullopt;
     }
     if (w->shape != shape) {
       bad = err(ErrorCode::kInvalidProgram, "parakeet tensor '", name, "' has shape ", Shape::of(w->shape).str(), "; the config needs ",
                 Shape::of(shape).str());
-      return -1;
+      return std::nullopt;
     }
     if (w->dtype != DType::f32 && w->dtype != DType::f16 && w->dtype != DType::bf16 && w->dtype != DType::f64) {
       bad = err(ErrorCode::kUnsupported, "parakeet tensor '", name, "' has dtype ", dtype_name(w->dtype));
-      return -1;
+      return std::nullopt;
     }
+    return w;
+  };
+  // A linear weight: elements [first, first + s.numel()) of w, in settings.weight_dtype (or as
+  // the checkpoint stores it), borrowed from the checkpoint when no conversion is needed.
+  auto linear_constant = [&](const std::string& name, const models::Weight& w, const Shape& s, int64_t first) -> int {
+    DType to = settings.weight_dtype.value_or(w.dtype == DType::f64 ? DType::f32 : w.dtype);
+    if (to == w.dtype)
+      return pb.add_constant(name, to, s, static_cast<const uint8_t*>(w.data) + dtype_bytes(w.dtype, first), w.keep);
+    const std::vector<float> all = models::weight_to_f32(w);
+    const float* v = all.data() + first;
+    if (to == DType::f32) return pb.add_constant_copy(name, DType::f32, s, v);
+    std::vector<uint16_t> half(static_cast<size_t>(s.numel()));
+    for (size_t i = 0; i < half.size(); ++i) half[i] = to == DType::f16 ? f32_to_f16(v[i]) : f32_to_bf16(v[i]);
+    return pb.add_constant_copy(name, to, s, half.data());
+  };
+  // f32 = convert to an owned f32 constant (what convolutions, norms, biases and the LSTM
+  // need), else a linear weight; `as` gives the constant another shape of the same element count.
+  auto weight = [&](const std::string& name, const std::vector<int64_t>& shape, bool f32 = false,
+                    std::vector<int64_t> as = {}) -> int {
+    auto w = fetch(name, shape);
+    if (!w) return -1;
     const Shape s = Shape::of(as.empty() ? shape : as);
-    if (f32 || w->dtype == DType::f64) {
+    if (f32) {
       std::vector<float> v = models::weight_to_f32(*w);
       return pb.add_constant_copy(name, DType::f32, s, v.data());
     }
-    return pb.add_constant(name, w->dtype, s, w->data, w->keep);
+    return linear_constant(name, *w, s, 0);
   };
   auto optional_bias = [&](const std::string& name, int64_t n) { return c.use_bias ? weight(name, {n}, true) : -1; };
 
@@ -130,13 +153,13 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
     y.pw2 = Lin{weight(p + "conv.pointwise_conv2.weight", {d, d, 1}, false, {d, d}), optional_bias(p + "conv.pointwise_conv2.bias", d)};
     L.push_back(y);
   }
-  Lin ctc, enc_proj, pred_proj, joint_out;
+  Lin ctc, enc_proj, pred_proj, joint_token, joint_duration;
   int embed = -1;
   struct Rnn {
-    int w_ih = -1, w_hh = -1, b_ih = -1, b_hh = -1, h = -1, c = -1;
+    int w_ih = -1, w_hh = -1, bias = -1, h = -1, c = -1;
   };
   std::vector<Rnn> rnn;
-  int pred_state = -1;
+  int pred_state = -1, enc_state = -1;
   const int64_t V1 = c.vocab_size + 1, P = c.pred_hidden, J = c.joint_hidden;
   if (!tdt) {
     ctc = Lin{weight("decoder.decoder_layers.0.weight", {V1, d, 1}, false, {V1, d}), weight("decoder.decoder_layers.0.bias", {V1}, true)};
@@ -161,16 +184,37 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
       Rnn r;
       r.w_ih = weight(p + "weight_ih_l" + n, {4 * P, P}, true);
       r.w_hh = weight(p + "weight_hh_l" + n, {4 * P, P}, true);
-      r.b_ih = weight(p + "bias_ih_l" + n, {4 * P}, true);
-      r.b_hh = weight(p + "bias_hh_l" + n, {4 * P}, true);
+      // b_ih + b_hh as one bias (f32 sums, as the lstm kernels add them): one addition less per
+      // step on the GPU.
+      auto b_ih = fetch(p + "bias_ih_l" + n, {4 * P});
+      auto b_hh = fetch(p + "bias_hh_l" + n, {4 * P});
+      if (b_ih && b_hh) {
+        std::vector<float> sum = models::weight_to_f32(*b_ih);
+        const std::vector<float> hh = models::weight_to_f32(*b_hh);
+        for (size_t i = 0; i < sum.size(); ++i) sum[i] += hh[i];
+        r.bias = pb.add_constant_copy(p + "bias_l" + n, DType::f32, Shape{4 * P}, sum.data());
+      }
       r.h = pb.add_state("lstm.h." + n, DType::f32, {1, P});
       r.c = pb.add_state("lstm.c." + n, DType::f32, {1, P});
       rnn.push_back(r);
     }
     enc_proj = Lin{weight("joint.enc.weight", {J, d}), weight("joint.enc.bias", {J}, true)};
     pred_proj = Lin{weight("joint.pred.weight", {J, P}), weight("joint.pred.bias", {J}, true)};
-    joint_out = Lin{weight("joint.joint_net.2.weight", {c.joint_outputs(), J}), weight("joint.joint_net.2.bias", {c.joint_outputs()}, true)};
+    // The joint's output rows split into the token logits and the duration logits, so that each
+    // has its own argmax over a dense row.
+    const int64_t O = c.joint_outputs(), D = O - V1;
+    auto w_out = fetch("joint.joint_net.2.weight", {O, J});
+    auto b_out = fetch("joint.joint_net.2.bias", {O});
+    if (w_out && b_out) {
+      const std::vector<float> bias = models::weight_to_f32(*b_out);
+      joint_token = Lin{linear_constant("joint.joint_net.2.weight.tokens", *w_out, Shape{V1, J}, 0),
+                        pb.add_constant_copy("joint.joint_net.2.bias.tokens", DType::f32, Shape{V1}, bias.data())};
+      if (D > 0)
+        joint_duration = Lin{linear_constant("joint.joint_net.2.weight.durations", *w_out, Shape{D, J}, V1 * J),
+                             pb.add_constant_copy("joint.joint_net.2.bias.durations", DType::f32, Shape{D}, bias.data() + V1)};
+    }
     pred_state = pb.add_state("pred_proj", DType::f32, {1, J});
+    enc_state = pb.add_state("enc_proj", DType::f32, {M, J});
   }
   VRUN_RETURN_IF_ERROR(bad);
 
@@ -241,7 +285,14 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
       x = layer_norm(g, x, w.out_norm, p + "norm_out");
     }
     g.output(x, "encoder_out");
-    if (tdt) g.output(linear(g, x, enc_proj, "joint.enc"), "enc_proj");
+    if (tdt) {
+      // The decode methods gather their frames from the enc_proj state by index, so frames never
+      // go back and forth between host and device.
+      Val proj = linear(g, x, enc_proj, "joint.enc");
+      g.op(OpKind::slice_update, {g.state(enc_state), g.op(OpKind::reshape, {proj}, {{"shape", {-1, J}}})}, {{"axis", 0}, {"start", 0}},
+           "enc_proj_state");
+      g.output(proj, "enc_proj");
+    }
     else g.output(linear(g, x, ctc, "ctc"), "logits");
   }
   if (tdt) {
@@ -249,7 +300,7 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
       Val y = g.op(OpKind::embedding, {g.constant(embed), token}, {}, "embed");
       for (size_t l = 0; l < rnn.size(); ++l) {
         const Rnn& r = rnn[l];
-        std::vector<Val> o = g.op_n(OpKind::lstm, {y, g.state(r.h), g.state(r.c), g.constant(r.w_ih), g.constant(r.w_hh), g.constant(r.b_ih), g.constant(r.b_hh)},
+        std::vector<Val> o = g.op_n(OpKind::lstm, {y, g.state(r.h), g.state(r.c), g.constant(r.w_ih), g.constant(r.w_hh), g.constant(r.bias), Val::none()},
                                     {}, "lstm" + std::to_string(l));
         if (o.size() != 3) return Val::none();
         g.op(OpKind::slice_update, {g.state(r.h), o[1]}, {{"axis", 0}, {"start", 0}}, "lstm_h" + std::to_string(l));
@@ -259,9 +310,14 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
       Val proj = g.op(OpKind::reshape, {linear(g, y, pred_proj, "joint.pred")}, {{"shape", {1, J}}});
       return g.op(OpKind::slice_update, {g.state(pred_state), proj}, {{"axis", 0}, {"start", 0}}, "pred_proj");
     };
-    auto joint = [&](MethodBuilder& g, Val frame, Val pred) {
-      Val h = g.op(OpKind::relu, {g.op(OpKind::add, {frame, pred})});
-      return linear(g, h, joint_out, "joint.out");
+    // Frames by index into the enc_proj state; outputs the token argmax (and the duration
+    // argmax) of each frame: the host reads back indices, not logits.
+    auto joint = [&](MethodBuilder& g, Val frames, Val pred) {
+      Val f = g.op(OpKind::embedding, {g.state(enc_state), frames}, {}, "frames");
+      Val h = g.op(OpKind::relu, {g.op(OpKind::add, {f, pred})});
+      g.output(g.op(OpKind::argmax, {linear(g, h, joint_token, "joint.tokens")}, {{"axis", -1}}, "token_argmax"), "token");
+      if (joint_duration.w >= 0)
+        g.output(g.op(OpKind::argmax, {linear(g, h, joint_duration, "joint.durations")}, {{"axis", -1}}, "duration_argmax"), "duration");
     };
     {
       MethodBuilder g = pb.method("predict");
@@ -271,15 +327,14 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
     {
       MethodBuilder g = pb.method("joint");
       const SymExpr n = g.symbol("frames", 1, kMaxJointFrames);
-      Val frames = g.input("enc_frames", DType::f32, {1, n, J});
-      g.output(joint(g, frames, g.state(pred_state)), "logits");
+      joint(g, g.input("frame_index", DType::i32, {1, n}), g.state(pred_state));
     }
     {
       MethodBuilder g = pb.method("step");
       const SymExpr n = g.symbol("frames", 1, kMaxJointFrames);
       Val token = g.input("token", DType::i32, {1, 1});
-      Val frames = g.input("enc_frames", DType::f32, {1, n, J});
-      g.output(joint(g, frames, predict(g, token)), "logits");
+      Val frames = g.input("frame_index", DType::i32, {1, n});
+      joint(g, frames, predict(g, token));
     }
   }
 

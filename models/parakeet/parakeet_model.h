@@ -1,6 +1,7 @@
 // The Parakeet graph: one program whose methods share the prediction-network state.
 //   encode(features [1, n_mels, frames], symbol enc_len) -> encoder_out [1, enc_len, d_model] and
-//     TDT: enc_proj [1, enc_len, joint_hidden] (the joint's encoder projection of every frame);
+//     TDT: enc_proj [1, enc_len, joint_hidden] (the joint's encoder projection of every frame),
+//          also written to rows [0, enc_len) of state enc_proj [max_encoder_frames, joint_hidden];
 //     CTC: logits [1, enc_len, vocab + 1].
 //     features holds the valid frames only (NeMo masks the rest before every subsampling
 //     convolution); enc_len is NeMo's encoded length of them.
@@ -8,13 +9,15 @@
 //   predict(token [1, 1] i32): embeds the token (the blank id embeds to zeros, NeMo's start state),
 //     runs the LSTM layers from state lstm.h.N / lstm.c.N, writes the new state back and the
 //     joint's projection of the output into state pred_proj.
-//   joint(enc_frames [1, n, joint_hidden]) -> logits [1, n, vocab + 1 + durations] against
-//     pred_proj: n consecutive frames at once (n <= kMaxJointFrames), so that a run of blanks costs
-//     one call rather than one per frame.
-//   step(token, enc_frames) -> logits: predict then joint, one call per emitted token.
+//   joint(frame_index [1, n] i32) -> token [1, n] i32 (argmax of the vocab + 1 token logits) and,
+//     with durations, duration [1, n] i32 (argmax of the duration logits): the joint of rows
+//     frame_index of state enc_proj against pred_proj, n frames at once (n <= kMaxJointFrames), so
+//     that a run of blanks costs one call rather than one per frame and only indices come back.
+//   step(token, frame_index) -> token, duration: predict then joint, one call per emitted token.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "models/parakeet/parakeet_import.h"
@@ -28,6 +31,9 @@ struct BuildSettings {
   // Encoder frames one encode call takes (80 ms each): the bound of full attention; longer audio
   // is encoded in overlapping chunks by the runner.
   int64_t max_encoder_frames = 2000;
+  // Storage of the linear (matrix) weights: f32, f16 or bf16; nullopt keeps the checkpoint's
+  // dtype (f64 becomes f32). Convolutions, norms, biases and the LSTM stay f32.
+  std::optional<DType> weight_dtype;
 };
 
 Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& model, const BuildSettings& settings = {});

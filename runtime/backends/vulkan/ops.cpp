@@ -74,6 +74,14 @@ bool supports(const Context& ctx, OpKind op, const std::vector<const TensorDesc*
       const TensorDesc *w = in(inputs, 1), *b = in(inputs, 2);
       return w && is_act(x->dtype) && is_act(w->dtype) && (!b || is_act(b->dtype));
     }
+    case OpFamily::rnn: {
+      // lstm: x, h0, c0, w_ih, w_hh, b_ih?, b_hh?
+      const TensorDesc *h0 = in(inputs, 1), *c0 = in(inputs, 2), *w_ih = in(inputs, 3), *w_hh = in(inputs, 4);
+      const TensorDesc *b_ih = in(inputs, 5), *b_hh = in(inputs, 6);
+      return op == OpKind::lstm && is_act(x->dtype) && h0 && c0 && is_act(h0->dtype) && is_act(c0->dtype) && w_ih &&
+             is_act(w_ih->dtype) && w_hh && is_act(w_hh->dtype) && (!b_ih || is_act(b_ih->dtype)) &&
+             (!b_hh || is_act(b_hh->dtype));
+    }
     case OpFamily::data:
       switch (op) {
         case OpKind::copy: return is_copyable(x->dtype);
@@ -137,6 +145,7 @@ Status Recorder::record_op(OpKind op, const std::vector<DeviceView>& inputs, con
     case OpFamily::linalg: return record_linalg(*this, op, inputs, outputs, attrs);
     case OpFamily::attention: return record_attention(*this, op, inputs, outputs, attrs);
     case OpFamily::conv: return record_conv(*this, op, inputs, outputs, attrs);
+    case OpFamily::rnn: return record_rnn(*this, op, inputs, outputs, attrs);
     case OpFamily::data: return record_data(*this, op, inputs, outputs, attrs);
     default: return err(ErrorCode::kUnsupported, "vulkan: ", op_name(op), " has no kernel");
   }

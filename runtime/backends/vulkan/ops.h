@@ -28,6 +28,7 @@ Status record_linalg(Recorder&, OpKind, const std::vector<DeviceView>&, const st
 Status record_attention(Recorder&, OpKind, const std::vector<DeviceView>&, const std::vector<DeviceView>&, const Attrs&);
 Status record_norm(Recorder&, OpKind, const std::vector<DeviceView>&, const std::vector<DeviceView>&, const Attrs&);
 Status record_conv(Recorder&, OpKind, const std::vector<DeviceView>&, const std::vector<DeviceView>&, const Attrs&);
+Status record_rnn(Recorder&, OpKind, const std::vector<DeviceView>&, const std::vector<DeviceView>&, const Attrs&);
 
 // Elementwise building block shared by copies, concat, slice_update and glu: y = f(a[, b[, c]])
 // where a, b, c are already broadcast to y's shape (0 strides) and y may be strided.

@@ -1,0 +1,106 @@
+// lstm against a float64 LSTM written here (torch gate order i, f, g, o), on the same rounded
+// inputs: decode shapes (one step, the matvec input projection), several steps and batch rows
+// (the matmul projection), hidden sizes that are not multiples of the kernel's 64 invocations,
+// f32, f16 and bf16 weights, strided state, absent biases and half-precision outputs.
+#include <cmath>
+
+#include "tests/vulkan/vk_test_util.h"
+
+namespace vrun::test {
+namespace {
+
+class VkRnn : public VulkanTest {};
+
+struct LstmRef {
+  std::vector<double> y, h, c;
+};
+
+LstmRef lstm_ref(const HostTensor& x, const HostTensor& h0, const HostTensor& c0, const HostTensor& w_ih,
+                 const HostTensor& w_hh, const HostTensor* b_ih, const HostTensor* b_hh) {
+  const int64_t B = x.view.shape[0], T = x.view.shape[1], I = x.view.shape[2], H = h0.view.shape[1];
+  const auto xv = to_doubles(x.view), wi = to_doubles(w_ih.view), wh = to_doubles(w_hh.view);
+  const std::vector<double> bi = b_ih ? to_doubles(b_ih->view) : std::vector<double>(static_cast<size_t>(4 * H), 0.0);
+  const std::vector<double> bh = b_hh ? to_doubles(b_hh->view) : std::vector<double>(static_cast<size_t>(4 * H), 0.0);
+  LstmRef r;
+  r.h = to_doubles(h0.view);
+  r.c = to_doubles(c0.view);
+  r.y.assign(static_cast<size_t>(B * T * H), 0.0);
+  auto sigmoid = [](double v) { return 1.0 / (1.0 + std::exp(-v)); };
+  std::vector<double> gates(static_cast<size_t>(4 * H));
+  for (int64_t t = 0; t < T; ++t) {
+    std::vector<double> h_next = r.h;
+    for (int64_t b = 0; b < B; ++b) {
+      for (int64_t g = 0; g < 4 * H; ++g) {
+        double s = bi[g] + bh[g];
+        for (int64_t k = 0; k < I; ++k) s += xv[(b * T + t) * I + k] * wi[g * I + k];
+        for (int64_t k = 0; k < H; ++k) s += r.h[b * H + k] * wh[g * H + k];
+        gates[g] = s;
+      }
+      for (int64_t j = 0; j < H; ++j) {
+        double& c = r.c[b * H + j];
+        c = sigmoid(gates[H + j]) * c + sigmoid(gates[j]) * std::tanh(gates[2 * H + j]);
+        h_next[b * H + j] = sigmoid(gates[3 * H + j]) * std::tanh(c);
+        r.y[(b * T + t) * H + j] = h_next[b * H + j];
+      }
+    }
+    r.h = h_next;
+  }
+  return r;
+}
+
+struct Case {
+  int64_t B, T, I, H;
+  DType x_dt, w_ih_dt, w_hh_dt;
+  bool b_ih, b_hh, strided_state;
+};
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << "B=" << c.B << " T=" << c.T << " I=" << c.I << " H=" << c.H << " x=" << dtype_name(c.x_dt)
+      << " w_ih=" << dtype_name(c.w_ih_dt) << " w_hh=" << dtype_name(c.w_hh_dt) << " b_ih=" << c.b_ih
+      << " b_hh=" << c.b_hh << " strided=" << c.strided_state;
+}
+
+TEST_F(VkRnn, LstmMatchesFloat64) {
+  const Case cases[] = {
+      // Decode: one token, one step, the shape of a prediction network (scaled down).
+      {1, 1, 37, 45, DType::f32, DType::f32, DType::f32, true, true, false},
+      {1, 1, 64, 130, DType::f32, DType::f16, DType::bf16, true, false, false},
+      // Several steps and batch rows; B * T = 18 rows take the tiled input projection.
+      {3, 6, 70, 33, DType::f32, DType::bf16, DType::f16, false, true, true},
+      {2, 9, 64, 67, DType::f32, DType::f32, DType::f32, true, true, false},
+      // f16 activations: the recurrence runs in f32 scratch, the outputs are rounded at the end.
+      {2, 3, 19, 5, DType::f16, DType::f16, DType::f16, true, true, true},
+      {1, 4, 8, 1, DType::f32, DType::f32, DType::f32, false, false, false},
+  };
+  std::mt19937 rng(91);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::PrintToString(c));
+    HostTensor x = random_tensor(c.x_dt, Shape{c.B, c.T, c.I}, rng);
+    // Weights small enough that the gates stay away from saturation, where every error hides.
+    const double ws = 1.5 / std::sqrt(static_cast<double>(c.I + c.H));
+    HostTensor w_ih = random_tensor(c.w_ih_dt, Shape{4 * c.H, c.I}, rng, -ws, ws);
+    HostTensor w_hh = random_tensor(c.w_hh_dt, Shape{4 * c.H, c.H}, rng, -ws, ws);
+    HostTensor b_ih = random_tensor(c.x_dt, Shape{4 * c.H}, rng, -0.5, 0.5);
+    HostTensor b_hh = random_tensor(c.x_dt, Shape{4 * c.H}, rng, -0.5, 0.5);
+    // Strided state: h0 / c0 read through a transposed layout with a storage offset.
+    HostTensor h0 = c.strided_state ? random_strided(c.x_dt, Shape{c.B, c.H}, {1, 0}, 3, rng) : random_tensor(c.x_dt, Shape{c.B, c.H}, rng);
+    HostTensor c0 = c.strided_state ? random_strided(c.x_dt, Shape{c.B, c.H}, {1, 0}, 5, rng)
+                                    : random_tensor(c.x_dt, Shape{c.B, c.H}, rng, -2, 2);
+    const HostTensor* bi = c.b_ih ? &b_ih : nullptr;
+    const HostTensor* bh = c.b_hh ? &b_hh : nullptr;
+    auto out = run_gpu(OpKind::lstm, {&x, &h0, &c0, &w_ih, &w_hh, bi, bh}, Attrs(OpKind::lstm));
+    ASSERT_EQ(out.size(), 3u);
+    ASSERT_EQ(out[0].view.shape, (Shape{c.B, c.T, c.H}));
+    ASSERT_EQ(out[1].view.shape, (Shape{c.B, c.H}));
+    const LstmRef want = lstm_ref(x, h0, c0, w_ih, w_hh, bi, bh);
+    // f32: sums of I + H products per gate, carried through T steps. Half outputs: 2 ulp.
+    const double atol = c.x_dt == DType::f32 ? 2e-6 * std::sqrt(static_cast<double>(c.I + c.H)) * static_cast<double>(c.T) : 2e-3;
+    const double rtol = c.x_dt == DType::f32 ? 1e-5 : rtol_for(c.x_dt);
+    expect_close(to_doubles(out[0].view), want.y, atol, rtol, "y");
+    expect_close(to_doubles(out[1].view), want.h, atol, rtol, "h");
+    expect_close(to_doubles(out[2].view), want.c, atol, rtol, "c");
+  }
+}
+
+}  // namespace
+}  // namespace vrun::test
