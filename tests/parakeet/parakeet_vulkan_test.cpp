@@ -1,0 +1,143 @@
+// Parakeet on Vulkan (lavapipe in CI): which backend runs each node of every method, and the same
+// tokens as the CPU backend on every clip, with f32 and half-precision linear weights, a program
+// handed over in memory, and chunked long audio.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "apps/parakeet/parakeet_runner.h"
+#include "models/parakeet/parakeet_import.h"
+#include "preprocess/audio_loader.h"
+
+namespace vrun::parakeet {
+namespace {
+
+const std::string kTestData = VRUN_TEST_DATA;
+const std::string kData = kTestData + "/parakeet";
+
+std::vector<std::pair<std::string, std::vector<float>>> clips() {
+  std::ifstream in(kData + "/goldens.json");
+  const nlohmann::json g = nlohmann::json::parse(in);
+  std::vector<std::pair<std::string, std::vector<float>>> out;
+  for (const auto& [name, c] : g["clips"].items()) {
+    auto a = preprocess::load_audio(kTestData + "/" + c["path"].get<std::string>());
+    EXPECT_TRUE(a.is_ok()) << name;
+    if (a.is_ok()) out.emplace_back(name, a->samples);
+  }
+  return out;
+}
+
+// Nodes of `method` that do not run on Vulkan (views run nowhere: they only make strides).
+std::vector<std::string> off_gpu(const ParakeetRunner& r, const std::string& method) {
+  const MethodDef* m = r.program().method(method);
+  EXPECT_NE(m, nullptr) << method;
+  if (!m) return {};
+  const auto backends = r.node_backends(method);
+  std::vector<std::string> out;
+  for (size_t n = 0; n < m->nodes.size(); ++n)
+    if (!op_schema(m->nodes[n].op).is_view() && backends[n] != "vulkan")
+      out.push_back(std::string(op_name(m->nodes[n].op)) + " " + m->nodes[n].name + " on " + backends[n]);
+  return out;
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+Result<std::unique_ptr<ParakeetRunner>> vulkan_runner(const std::string& model, const BuildSettings& bs = {}) {
+  auto m = import_nemo(kData + "/" + model);
+  if (!m.is_ok()) return m.status();
+  auto p = build_parakeet_program(*m, bs);
+  if (!p.is_ok()) return p.status();
+  return ParakeetRunner::load(std::move(*p), {BackendKind::kVulkan, 2, {}}, model);
+}
+
+TEST(ParakeetVulkanPlacement, EveryMethodRunsWhollyOnTheGpu) {
+  for (const char* model : {"tdt_small.nemo", "ctc_small.nemo"}) {
+    auto r = vulkan_runner(model);
+    ASSERT_TRUE(r.is_ok()) << r.status().message();
+    if (!(*r)->device_description().starts_with("vulkan")) GTEST_SKIP() << (*r)->device_description();
+    for (const MethodDef& m : (*r)->program().methods) {
+      SCOPED_TRACE(std::string(model) + " " + m.name);
+      EXPECT_EQ(joined(off_gpu(**r, m.name)), "");
+    }
+  }
+}
+
+std::vector<int64_t> flat(const Decoded& d) {
+  std::vector<int64_t> v;
+  for (size_t i = 0; i < d.tokens.size(); ++i) {
+    v.push_back(d.tokens[i].id);
+    v.push_back(d.tokens[i].start);
+    v.push_back(d.durations.empty() ? -1 : d.durations[i]);
+  }
+  return v;
+}
+
+// The CPU backend's tokens, frames and durations are checked against NeMo's in
+// parakeet_goldens_test; here Vulkan must give exactly the CPU's on every short clip.
+TEST(ParakeetVulkan, SameTokensAsTheCpuWithEachWeightDtype) {
+  const auto audio = clips();
+  for (std::optional<DType> wdt : {std::optional<DType>(), std::optional<DType>(DType::f16), std::optional<DType>(DType::bf16)}) {
+    BuildSettings bs;
+    bs.weight_dtype = wdt;
+    SCOPED_TRACE(wdt ? dtype_name(*wdt) : "checkpoint dtype");
+    auto gpu = vulkan_runner("tdt_small.nemo", bs);
+    ASSERT_TRUE(gpu.is_ok()) << gpu.status().message();
+    if (!(*gpu)->device_description().starts_with("vulkan")) GTEST_SKIP() << (*gpu)->device_description();
+    auto m = import_nemo(kData + "/tdt_small.nemo");
+    ASSERT_TRUE(m.is_ok());
+    auto p = build_parakeet_program(*m, bs);
+    ASSERT_TRUE(p.is_ok());
+    if (wdt) {
+      int linear_half = 0;
+      for (const auto& c : (*p)->constants) linear_half += c.dtype == *wdt;
+      EXPECT_GT(linear_half, 0) << "no constant was stored in the weight dtype";
+    }
+    auto cpu = ParakeetRunner::load(std::move(*p), {BackendKind::kCpu, 2, {}});
+    ASSERT_TRUE(cpu.is_ok()) << cpu.status().message();
+    for (const auto& [name, samples] : audio) {
+      if (name == "long_concat") continue;  // 341 frames of full attention: slow on lavapipe, chunked below
+      SCOPED_TRACE(name);
+      Transcript s1, s2;
+      auto a = (*cpu)->decode(samples, {}, &s1);
+      auto b = (*gpu)->decode(samples, {}, &s2);
+      ASSERT_TRUE(a.is_ok()) << a.status().message();
+      ASSERT_TRUE(b.is_ok()) << b.status().message();
+      EXPECT_FALSE(a->tokens.empty());
+      EXPECT_EQ(flat(*a), flat(*b));
+    }
+  }
+}
+
+// A program of at most 96 encoder frames a call: the 27-s clip in 8 chunks, each overwriting the
+// enc_proj state the joint reads its frames from.
+TEST(ParakeetVulkan, ChunkedLongAudioSameTokensAsTheCpu) {
+  BuildSettings bs;
+  bs.max_encoder_frames = 96;
+  auto gpu = vulkan_runner("tdt_small.nemo", bs);
+  ASSERT_TRUE(gpu.is_ok()) << gpu.status().message();
+  if (!(*gpu)->device_description().starts_with("vulkan")) GTEST_SKIP() << (*gpu)->device_description();
+  auto cpu = ParakeetRunner::load(kData + "/tdt_small.nemo", {BackendKind::kCpu, 2, bs});
+  ASSERT_TRUE(cpu.is_ok());
+  TranscribeOptions o;
+  o.chunk_frames = 48;
+  o.context_frames = 24;
+  for (const auto& [name, samples] : clips()) {
+    if (name != "long_concat") continue;
+    Transcript s1, s2;
+    auto a = (*cpu)->decode(samples, o, &s1);
+    auto b = (*gpu)->decode(samples, o, &s2);
+    ASSERT_TRUE(a.is_ok() && b.is_ok());
+    EXPECT_EQ(s2.stats.windows, 8);
+    EXPECT_GT(a->tokens.size(), 10u);
+    EXPECT_EQ(flat(*a), flat(*b));
+  }
+}
+
+}  // namespace
+}  // namespace vrun::parakeet
