@@ -4,15 +4,16 @@
 //
 //   parakeet_bench --model MODEL [--audio FILE] [options]
 //     a .nemo, a Hugging Face Parakeet folder or a .vrp.
-//   parakeet_bench --random-0.6b [--vrp PATH] [--dtype f32|f16] [--blank-bias B] [options]
+//   parakeet_bench --random-0.6b [--vrp PATH] [--dtype f32|f16|bf16] [--blank-bias B] [options]
 //     a random-weight model of parakeet-tdt-0.6b-v2's shape (its model_config.yaml: 128 mels,
 //     dw_striding x8 with 256 channels, 24 layers of d_model 1024, 8 heads, ff 4096, conv kernel 9,
 //     rel_pos attention with xscaling, a 2-layer LSTM prediction network of 640, joint 640,
 //     1024 tokens + blank, durations 0..4, max_symbols 10) made here. The weights are uniform with
 //     variance 1/fan_in (activations stay finite through 24 layers); f32 as the released checkpoint
-//     holds them. The program is written to PATH (default $TMPDIR/parakeet_random_0.6b_<dtype>.vrp,
-//     removed afterwards unless --vrp names it) and loaded back, so the runner is the one a user
-//     gets; --max-frames sets its max_encoder_frames (default 2000 as `vrun transcribe` builds,
+//     holds them, the linear weights stored in --dtype by the program builder (BuildSettings::
+//     weight_dtype, what `vrun export` offers). The program goes to the runner in memory; with
+//     --vrp PATH it is written there (or read from there when the file exists) and loaded back
+//     from the file, the way `vrun transcribe` loads an exported model. --max-frames sets its max_encoder_frames (default 2000 as `vrun transcribe` builds,
 //     160 s a call; smaller needs less device memory, e.g. on lavapipe). A random joint has no notion of speech: --blank-bias (added to the blank logit) sets
 //     how often it emits; the default 1.4 gives a few tokens a second on the synthetic audio,
 //     about what English speech gives (0: a token at nearly every decision, 2.5: almost none).
@@ -55,7 +56,7 @@ struct Args {
   std::fprintf(stderr,
                "parakeet_bench: %s\n"
                "usage: parakeet_bench --model MODEL [--audio FILE] [options]\n"
-               "       parakeet_bench --random-0.6b [--vrp PATH] [--dtype f32|f16] [--blank-bias B] [--max-frames N] [options]\n"
+               "       parakeet_bench --random-0.6b [--vrp PATH] [--dtype f32|f16|bf16] [--blank-bias B] [--max-frames N] [options]\n"
                "options: --seconds S (600) --backend cpu|vulkan|auto --threads N --batch N --warmup 0|1\n",
                why);
   std::exit(2);
@@ -89,7 +90,7 @@ Args parse(int argc, char** argv) {
   }
   if (a.random == !a.model.empty()) usage("give either --model or --random-0.6b");
   if (!(a.seconds > 0) || a.batch < 1 || a.threads < 0) usage("--seconds and --batch must be positive, --threads not negative");
-  if (a.dtype != "f32" && a.dtype != "f16") usage(("--dtype " + a.dtype + " (f32 or f16)").c_str());
+  if (a.dtype != "f32" && a.dtype != "f16" && a.dtype != "bf16") usage(("--dtype " + a.dtype + " (f32, f16 or bf16)").c_str());
   return a;
 }
 
@@ -133,7 +134,7 @@ parakeet::ParakeetConfig config_0p6b_v2() {
 // biases small, norms at one, batch norm statistics at the identity.
 class RandomWeights {
  public:
-  RandomWeights(DType dtype, std::map<std::string, parakeet::Weight>* out) : dtype_(dtype), out_(out) {}
+  explicit RandomWeights(std::map<std::string, parakeet::Weight>* out) : out_(out) {}
 
   void dense(const std::string& name, std::vector<int64_t> shape, int64_t fan_in, float gain = 1.0f) {
     fill(name, std::move(shape), 0.0f, gain * std::sqrt(3.0f / static_cast<float>(fan_in)));
@@ -143,8 +144,7 @@ class RandomWeights {
   // Sets element i of a tensor made before (the joint's blank bias).
   void set(const std::string& name, int64_t i, float v) {
     const parakeet::Weight& w = out_->at(name);
-    if (w.dtype == DType::f32) const_cast<float*>(static_cast<const float*>(w.data))[i] = v;
-    else const_cast<uint16_t*>(static_cast<const uint16_t*>(w.data))[i] = f32_to_f16(v);
+    const_cast<float*>(static_cast<const float*>(w.data))[i] = v;
   }
   size_t count() const { return count_; }
 
@@ -155,24 +155,14 @@ class RandomWeights {
     Rng rng{(std::hash<std::string>{}(name) * 0x9E3779B97F4A7C15ull) | 1};
     parakeet::Weight w;
     w.shape = std::move(shape);
-    // Vectors (biases, norms, statistics) are f32 in every checkpoint the importers read.
-    const bool half = dtype_ == DType::f16 && w.shape.size() > 1;
-    w.dtype = half ? DType::f16 : DType::f32;
-    if (half) {
-      auto buf = std::make_shared<std::vector<uint16_t>>(static_cast<size_t>(n));
-      for (auto& h : *buf) h = f32_to_f16(centre + spread * rng.next());
-      w.data = buf->data();
-      w.keep = buf;
-    } else {
-      auto buf = std::make_shared<std::vector<float>>(static_cast<size_t>(n));
-      for (auto& f : *buf) f = centre + spread * rng.next();
-      w.data = buf->data();
-      w.keep = buf;
-    }
+    w.dtype = DType::f32;
+    auto buf = std::make_shared<std::vector<float>>(static_cast<size_t>(n));
+    for (auto& f : *buf) f = centre + spread * rng.next();
+    w.data = buf->data();
+    w.keep = buf;
     count_ += static_cast<size_t>(n);
     (*out_)[name] = std::move(w);
   }
-  DType dtype_;
   std::map<std::string, parakeet::Weight>* out_;
   size_t count_ = 0;
 };
@@ -187,14 +177,14 @@ constexpr float kBranchGain = 0.2f;
 constexpr float kPredGain = 0.1f;
 constexpr float kZeroDurationBias = -4.0f;
 
-parakeet::ImportedParakeet random_0p6b(DType dtype, double blank_bias) {
+parakeet::ImportedParakeet random_0p6b(double blank_bias) {
   parakeet::ImportedParakeet m;
   m.config = config_0p6b_v2();
   m.format = "random";
   const parakeet::ParakeetConfig& c = m.config;
   const int64_t d = c.d_model, C = c.subsampling_channels, K = c.conv_kernel, F = c.ff_dim, H = c.n_heads;
   const int64_t P = c.pred_hidden, J = c.joint_hidden, V1 = c.vocab_size + 1;
-  RandomWeights r(dtype, &m.weights);
+  RandomWeights r(&m.weights);
   const std::string pre = "encoder.pre_encode.";
   r.dense(pre + "conv.0.weight", {C, 1, 3, 3}, 9);
   r.around(pre + "conv.0.bias", {C}, 0.0f, 0.02f);
@@ -253,8 +243,7 @@ parakeet::ImportedParakeet random_0p6b(DType dtype, double blank_bias) {
   // liked it would spend max_symbols decisions on one frame, and transformers' TDT decoding has
   // no max_symbols bound at all.
   r.set("joint.joint_net.2.bias", c.blank_id() + 1, kZeroDurationBias);
-  std::fprintf(stderr, "random parakeet-tdt-0.6b-v2-shaped weights: %.1fM parameters (%s)\n", static_cast<double>(r.count()) / 1e6,
-               dtype == DType::f16 ? "f16 matrices" : "f32");
+  std::fprintf(stderr, "random parakeet-tdt-0.6b-v2-shaped weights: %.1fM parameters\n", static_cast<double>(r.count()) / 1e6);
 
   // The preprocessor parakeet-tdt-0.6b-v2 ships (NeMo keys).
   m.preprocessor_json = R"({"_target_": "nemo.collections.asr.modules.AudioToMelSpectrogramPreprocessor", "sample_rate": 16000,
@@ -308,43 +297,42 @@ int main(int argc, char** argv) {
     return 1;
   };
 
-  std::string path = a.model, name;
-  bool remove_after = false;
+  std::string name;
+  parakeet::RunnerOptions ro;
+  ro.backend = *backend;
+  ro.threads = a.threads;
+  Result<std::unique_ptr<parakeet::ParakeetRunner>> runner = err(ErrorCode::kInternal, "no model");
   auto t0 = Clock::now();
   if (a.random) {
     name = "random parakeet-tdt-0.6b " + a.dtype;
-    path = a.vrp;
-    if (path.empty()) {
-      const char* tmp = std::getenv("TMPDIR");
-      path = std::string(tmp && *tmp ? tmp : "/tmp") + "/parakeet_random_0.6b_" + a.dtype + ".vrp";
-      remove_after = true;
-    }
-    if (a.vrp.empty() || !std::filesystem::exists(path)) {
+    if (!a.vrp.empty() && std::filesystem::exists(a.vrp)) {
+      std::fprintf(stderr, "using the program in %s (its weights, dtype and blank bias)\n", a.vrp.c_str());
+      runner = parakeet::ParakeetRunner::load(a.vrp, ro);
+    } else {
       parakeet::BuildSettings bs;
       bs.max_encoder_frames = a.max_frames;
-      auto program = parakeet::build_parakeet_program(random_0p6b(a.dtype == "f16" ? DType::f16 : DType::f32, a.blank_bias), bs);
+      bs.weight_dtype = *dtype_from_name(a.dtype);
+      auto program = parakeet::build_parakeet_program(random_0p6b(a.blank_bias), bs);
       if (!program.is_ok()) return fail(program.status());
-      if (Status s = write_program(**program, path); !s.is_ok()) return fail(s);
-      std::fprintf(stderr, "program written to %s in %.1f s\n", path.c_str(), since(t0));
-    } else {
-      std::fprintf(stderr, "using the program in %s (its weights, dtype and blank bias)\n", path.c_str());
+      std::fprintf(stderr, "program built in %.1f s\n", since(t0));
+      if (!a.vrp.empty()) {
+        if (Status s = write_program(**program, a.vrp); !s.is_ok()) return fail(s);
+        std::fprintf(stderr, "program written to %s in %.1f s\n", a.vrp.c_str(), since(t0));
+        runner = parakeet::ParakeetRunner::load(a.vrp, ro);
+      } else {
+        runner = parakeet::ParakeetRunner::load(std::move(*program), ro, name);
+      }
     }
   } else {
     name = a.model;
     while (!name.empty() && name.back() == '/') name.pop_back();
     name = "vrun " + name.substr(name.find_last_of('/') + 1);
+    runner = parakeet::ParakeetRunner::load(a.model, ro);
   }
-
-  parakeet::RunnerOptions ro;
-  ro.backend = *backend;
-  ro.threads = a.threads;
-  t0 = Clock::now();
-  auto runner = parakeet::ParakeetRunner::load(path, ro);
-  if (remove_after) std::filesystem::remove(path);  // mapped: the bytes stay until the runner goes
   if (!runner.is_ok()) return fail(runner.status());
   parakeet::ParakeetRunner& r = **runner;
   const std::string device = r.device_description();
-  std::fprintf(stderr, "model loaded in %.2f s on %s: %s\n", since(t0), device.c_str(), r.config().describe().c_str());
+  std::fprintf(stderr, "model ready in %.2f s on %s: %s\n", since(t0), device.c_str(), r.config().describe().c_str());
 
   const size_t want = static_cast<size_t>(a.seconds * 16000.0);
   std::vector<std::vector<float>> streams;

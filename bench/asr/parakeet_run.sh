@@ -53,11 +53,9 @@ peer() {  # peer() ARGS...: transformers' rows, or a note when it cannot run her
 
 if [ "$gpu" = 1 ]; then
   for dtype in f32 f16; do
-    vrp="$work/parakeet_random_0.6b_$dtype.vrp"
-    rm -f "$vrp"  # made afresh: a stale one could hold other weights
-    vrun --backend vulkan --dtype "$dtype" --vrp "$vrp"
-    vrun --backend vulkan --dtype "$dtype" --vrp "$vrp" --batch "$batch"
-    rm -f "$vrp"
+    # Each run builds its program in memory (no 2.5-GB .vrp on disk).
+    vrun --backend vulkan --dtype "$dtype"
+    vrun --backend vulkan --dtype "$dtype" --batch "$batch"
   done
   peer --device cuda --dtypes f32,bf16
   peer --device cuda --dtypes f32,bf16 --batch "$batch" --no-generate
