@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/cpu/convert.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/strided_iter.h"
 #include "kernels/cpu/vec_math.h"
@@ -307,6 +308,21 @@ Status embedding_kernel(const KernelCall& c) {
 
 // ---- slice_update
 
+// src into dst (same shape, float dtypes), converting row by row along the last dim.
+bool convert_view(const TensorView& dst, const TensorView& src) {
+  const int r = dst.rank();
+  const int64_t n = r ? dst.shape[r - 1] : 1;
+  if (r && n > 1 && dst.strides[r - 1] != 1) return false;
+  const std::vector<int64_t> drows = row_offsets(dst), srows = row_offsets(src);
+  std::vector<float> buf(static_cast<size_t>(n));
+  const int64_t es = dtype_elem_size(dst.dtype);
+  for (size_t i = 0; i < drows.size(); ++i)
+    if (!load_row_f32(src.dtype, elem_ptr(src, srows[i]), r ? src.strides[r - 1] : 1, buf.data(), n) ||
+        !store_row_f32(buf.data(), dst.dtype, static_cast<uint8_t*>(dst.data) + drows[i] * es, n))
+      return false;
+  return true;
+}
+
 Status slice_update_kernel(const KernelCall& c) {
   VRUN_RETURN_IF_ERROR(check_arity(c, 2, 2, 1));
   const TensorView& state = c.in[0];
@@ -324,13 +340,15 @@ Status slice_update_kernel(const KernelCall& c) {
   if (start < 0 || start > state.shape[ax] - src.shape[ax])
     return err(ErrorCode::kInvalidArgument, "slice_update: writing ", src.shape[ax], " rows at start ", start,
                " along axis ", ax, " does not fit the state's ", state.shape[ax], " (state ", state.shape.str(), ")");
-  if (src.dtype != state.dtype || y.dtype != state.dtype || y.shape != state.shape || is_quantized(state.dtype))
+  if (y.dtype != state.dtype || y.shape != state.shape || is_quantized(state.dtype) || is_quantized(src.dtype))
     return unsupported_dtypes(c);
   // The executor passes y aliasing the state; a separate y first receives the whole state.
   TensorView target = y;
   if (y.data == state.data) target = state;
   else if (!copy_view(y, state, c.pool)) return unsupported_dtypes(c);
-  return copy_view(offset_view(target, ax, start, src.shape), src, c.pool) ? Status::ok() : unsupported_dtypes(c);
+  const TensorView dst = offset_view(target, ax, start, src.shape);
+  const bool ok = src.dtype == state.dtype ? copy_view(dst, src, c.pool) : convert_view(dst, src);
+  return ok ? Status::ok() : unsupported_dtypes(c);
 }
 
 // ---- glu

@@ -97,9 +97,9 @@ Status infer_slice_update(const TensorDesc& state, const TensorDesc& src, const 
                           std::vector<TensorDesc>* out) {
   if (is_quantized(state.dtype))
     return err(ErrorCode::kUnsupported, "slice_update: block-quantised state ", dtype_name(state.dtype), " is not supported");
-  if (src.dtype != state.dtype)
+  if (src.dtype != state.dtype && !(is_activation(src.dtype) && is_activation(state.dtype)))
     return err(ErrorCode::kInvalidArgument, "slice_update: src has dtype ", dtype_name(src.dtype), ", state has ",
-               dtype_name(state.dtype));
+               dtype_name(state.dtype), " (float types convert; others must match)");
   const int rank = state.shape.rank;
   if (src.shape.rank != rank)
     return err(ErrorCode::kInvalidArgument, "slice_update: src ", src.shape.str(), " and state ", state.shape.str(),

@@ -1,6 +1,7 @@
 #include "models/llama/llama_model.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "runtime/graph/builder.h"
 
@@ -55,17 +56,82 @@ Result<std::shared_ptr<Program>> build_llama_program(const LlamaConfig& c, const
     inv_freq[i] = static_cast<float>(f);
   }
   const int freq = pb.add_constant_copy("rope.inv_freq", DType::f32, {hd / 2}, inv_freq.data());
+  // Projections that read the same input (q/k/v; gate/up) become one matrix with their rows
+  // stacked, so a decode step runs one matvec where it ran three or two: the GPU pays a launch and
+  // a barrier per kernel. -1 when they cannot be stacked (a part missing, or parts of different
+  // types or widths, as some GGUF quantisation mixes have).
+  auto stacked = [&](const std::string& name, std::initializer_list<std::string> parts) -> int {
+    std::vector<Weight> ws;
+    for (const auto& part : parts) {
+      auto w = weights(part);
+      if (!w || w->shape.rank != 2 || (!ws.empty() && (w->dtype != ws[0].dtype || w->shape[1] != ws[0].shape[1])))
+        return -1;
+      ws.push_back(*w);
+    }
+    int64_t rows = 0;
+    for (const auto& w : ws) rows += w.shape[0];
+    std::vector<uint8_t> data;
+    data.reserve(static_cast<size_t>(dtype_bytes(ws[0].dtype, rows * ws[0].shape[1])));
+    for (const auto& w : ws) {
+      const auto* b = static_cast<const uint8_t*>(w.data);
+      data.insert(data.end(), b, b + dtype_bytes(w.dtype, w.shape[0] * w.shape[1]));
+    }
+    return pb.add_constant_copy(name, ws[0].dtype, Shape{rows, ws[0].shape[1]}, data.data());
+  };
+  // Biases of stacked projections: f32, zeros for a part without one; -1 when no part has one.
+  auto stacked_bias = [&](const std::string& name, std::initializer_list<std::pair<std::string, int64_t>> parts) -> int {
+    std::vector<float> b;
+    bool any = false;
+    for (const auto& [part, rows] : parts) {
+      auto w = weights(part);
+      if (w && w->shape.rank == 1 && w->shape[0] == rows && is_float(w->dtype) && dtype_elem_size(w->dtype) <= 4) {
+        for (int64_t i = 0; i < rows; ++i) {
+          const void* e = static_cast<const uint8_t*>(w->data) + i * dtype_elem_size(w->dtype);
+          uint16_t h = 0;
+          float f = 0;
+          if (w->dtype == DType::f32) std::memcpy(&f, e, 4);
+          else std::memcpy(&h, e, 2);
+          b.push_back(w->dtype == DType::f32 ? f : w->dtype == DType::f16 ? f16_to_f32(h) : bf16_to_f32(h));
+        }
+        any = true;
+      } else {
+        b.insert(b.end(), static_cast<size_t>(rows), 0.0f);
+      }
+    }
+    return any ? pb.add_constant_copy(name, DType::f32, Shape{static_cast<int64_t>(b.size())}, b.data()) : -1;
+  };
   struct LayerW {
     int attn_norm, q, k, v, o, qb, kb, vb, ffn_norm, gate, up, down;
+    int qkv = -1, qkv_b = -1, gate_up = -1;
   };
   std::vector<LayerW> L;
   std::vector<int> k_cache, v_cache;
+  const int64_t nq = c.heads * hd, nkv = c.kv_heads * hd;
   for (int64_t l = 0; l < c.layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
-    L.push_back({weight(p + "attn_norm.weight", true), weight(p + "attn_q.weight", true), weight(p + "attn_k.weight", true),
-                 weight(p + "attn_v.weight", true), weight(p + "attn_output.weight", true), weight(p + "attn_q.bias", false),
-                 weight(p + "attn_k.bias", false), weight(p + "attn_v.bias", false), weight(p + "ffn_norm.weight", true),
-                 weight(p + "ffn_gate.weight", true), weight(p + "ffn_up.weight", true), weight(p + "ffn_down.weight", true)});
+    LayerW w{};
+    w.attn_norm = weight(p + "attn_norm.weight", true);
+    w.o = weight(p + "attn_output.weight", true);
+    w.ffn_norm = weight(p + "ffn_norm.weight", true);
+    w.down = weight(p + "ffn_down.weight", true);
+    w.q = w.k = w.v = w.qb = w.kb = w.vb = w.gate = w.up = -1;
+    w.qkv = stacked(p + "attn_qkv.weight", {p + "attn_q.weight", p + "attn_k.weight", p + "attn_v.weight"});
+    if (w.qkv >= 0) {
+      w.qkv_b = stacked_bias(p + "attn_qkv.bias", {{p + "attn_q.bias", nq}, {p + "attn_k.bias", nkv}, {p + "attn_v.bias", nkv}});
+    } else {
+      w.q = weight(p + "attn_q.weight", true);
+      w.k = weight(p + "attn_k.weight", true);
+      w.v = weight(p + "attn_v.weight", true);
+      w.qb = weight(p + "attn_q.bias", false);
+      w.kb = weight(p + "attn_k.bias", false);
+      w.vb = weight(p + "attn_v.bias", false);
+    }
+    w.gate_up = stacked(p + "ffn_gate_up.weight", {p + "ffn_gate.weight", p + "ffn_up.weight"});
+    if (w.gate_up < 0) {
+      w.gate = weight(p + "ffn_gate.weight", true);
+      w.up = weight(p + "ffn_up.weight", true);
+    }
+    L.push_back(w);
     k_cache.push_back(pb.add_state("cache.k." + std::to_string(l), cache_dtype, {1, c.kv_heads, ctx, hd}));
     v_cache.push_back(pb.add_state("cache.v." + std::to_string(l), cache_dtype, {1, c.kv_heads, ctx, hd}));
   }
@@ -88,25 +154,46 @@ Result<std::shared_ptr<Program>> build_llama_program(const LlamaConfig& c, const
       const LayerW& w = L[l];
       const std::string p = "blk." + std::to_string(l) + ".";
       Val h = g.op(OpKind::rms_norm, {x, g.constant(w.attn_norm)}, {{"eps", c.rms_eps}}, p + "attn_norm");
-      Val q = g.op(OpKind::reshape, {linear(h, w.q, w.qb, p + "attn_q")}, {{"shape", {1, -1, c.heads, hd}}});
-      Val k = g.op(OpKind::reshape, {linear(h, w.k, w.kb, p + "attn_k")}, {{"shape", {1, -1, c.kv_heads, hd}}});
-      Val v = g.op(OpKind::reshape, {linear(h, w.v, w.vb, p + "attn_v")}, {{"shape", {1, -1, c.kv_heads, hd}}});
-      q = g.op(OpKind::rope, {q, inv}, {{"pos", pos}, {"mode", rope_mode_name(c.rope_mode)}}, p + "rope_q");
-      k = g.op(OpKind::rope, {k, inv}, {{"pos", pos}, {"mode", rope_mode_name(c.rope_mode)}}, p + "rope_k");
-      auto to_cache = [&](Val x) {
-        x = g.op(OpKind::permute, {x}, to_heads);
-        return cache_dtype == DType::f32 ? x : g.op(OpKind::cast, {x}, {{"dtype", dtype_name(cache_dtype)}});
-      };
-      Val kc = g.op(OpKind::slice_update, {g.state(k_cache[l]), to_cache(k)}, {{"axis", 2}, {"start", pos}}, p + "cache_k");
-      Val vc = g.op(OpKind::slice_update, {g.state(v_cache[l]), to_cache(v)}, {{"axis", 2}, {"start", pos}}, p + "cache_v");
+      const std::vector<NamedAttr> rope_attrs = {{"pos", pos}, {"mode", rope_mode_name(c.rope_mode)}};
+      Val q, k, v;
+      if (w.qkv >= 0) {
+        // One projection; q and k heads side by side get one rope (same positions, same frequencies).
+        Val qkv = linear(h, w.qkv, w.qkv_b, p + "attn_qkv");
+        auto cols = [&](int64_t from, int64_t to, int64_t heads) {
+          return g.op(OpKind::reshape, {g.op(OpKind::slice, {qkv}, {{"axis", 2}, {"start", from}, {"end", to}})},
+                      {{"shape", {1, -1, heads, hd}}});
+        };
+        Val qk = g.op(OpKind::rope, {cols(0, nq + nkv, c.heads + c.kv_heads), inv}, rope_attrs, p + "rope_qk");
+        q = g.op(OpKind::slice, {qk}, {{"axis", 2}, {"start", 0}, {"end", c.heads}});
+        k = g.op(OpKind::slice, {qk}, {{"axis", 2}, {"start", c.heads}, {"end", c.heads + c.kv_heads}});
+        v = cols(nq + nkv, nq + 2 * nkv, c.kv_heads);
+      } else {
+        q = g.op(OpKind::reshape, {linear(h, w.q, w.qb, p + "attn_q")}, {{"shape", {1, -1, c.heads, hd}}});
+        k = g.op(OpKind::reshape, {linear(h, w.k, w.kb, p + "attn_k")}, {{"shape", {1, -1, c.kv_heads, hd}}});
+        v = g.op(OpKind::reshape, {linear(h, w.v, w.vb, p + "attn_v")}, {{"shape", {1, -1, c.kv_heads, hd}}});
+        q = g.op(OpKind::rope, {q, inv}, rope_attrs, p + "rope_q");
+        k = g.op(OpKind::rope, {k, inv}, rope_attrs, p + "rope_k");
+      }
+      // slice_update converts to the cache's type as it writes.
+      Val kc = g.op(OpKind::slice_update, {g.state(k_cache[l]), g.op(OpKind::permute, {k}, to_heads)},
+                    {{"axis", 2}, {"start", pos}}, p + "cache_k");
+      Val vc = g.op(OpKind::slice_update, {g.state(v_cache[l]), g.op(OpKind::permute, {v}, to_heads)},
+                    {{"axis", 2}, {"start", pos}}, p + "cache_v");
       Val keys = g.op(OpKind::slice, {kc}, {{"axis", 2}, {"start", 0}, {"end", pos + seq}});
       Val vals = g.op(OpKind::slice, {vc}, {{"axis", 2}, {"start", 0}, {"end", pos + seq}});
       Val att = g.op(OpKind::sdpa, {g.op(OpKind::permute, {q}, to_heads), keys, vals}, {{"causal", 1}}, p + "attn");
       att = g.op(OpKind::reshape, {g.op(OpKind::permute, {att}, to_heads)}, {{"shape", {1, -1, c.heads * hd}}});
       x = g.op(OpKind::add, {x, linear(att, w.o, -1, p + "attn_output")});
       Val h2 = g.op(OpKind::rms_norm, {x, g.constant(w.ffn_norm)}, {{"eps", c.rms_eps}}, p + "ffn_norm");
-      Val gate = g.op(OpKind::silu, {linear(h2, w.gate, -1, p + "ffn_gate")});
-      Val up = linear(h2, w.up, -1, p + "ffn_up");
+      Val gate, up;
+      if (w.gate_up >= 0) {
+        Val gu = linear(h2, w.gate_up, -1, p + "ffn_gate_up");
+        gate = g.op(OpKind::silu, {g.op(OpKind::slice, {gu}, {{"axis", 2}, {"start", 0}, {"end", c.ffn}})});
+        up = g.op(OpKind::slice, {gu}, {{"axis", 2}, {"start", c.ffn}, {"end", 2 * c.ffn}});
+      } else {
+        gate = g.op(OpKind::silu, {linear(h2, w.gate, -1, p + "ffn_gate")});
+        up = linear(h2, w.up, -1, p + "ffn_up");
+      }
       x = g.op(OpKind::add, {x, linear(g.op(OpKind::mul, {gate, up}), w.down, -1, p + "ffn_down")});
     }
     if (!all_positions) x = g.op(OpKind::slice, {x}, {{"axis", 1}, {"start", seq - 1}, {"end", seq}});

@@ -351,6 +351,37 @@ TEST(SliceUpdate, WritesInPlaceThroughTheAliasedOutput) {
     }
 }
 
+TEST(SliceUpdate, ConvertsAFloatSourceToTheStateType) {
+  // An f32 source written into an f16 or bf16 cache: each element rounded to the state's type.
+  std::mt19937 rng(12);
+  for (DType state_dt : {DType::f16, DType::bf16, DType::f32})
+    for (DType src_dt : {DType::f32, DType::f16, DType::bf16}) {
+      if (state_dt == src_dt) continue;
+      SCOPED_TRACE(std::string(dtype_name(src_dt)) + " into " + dtype_name(state_dt));
+      const Shape ss{1, 3, 11, 7};
+      HostTensor state = random_tensor(state_dt, ss, rng);
+      HostTensor src = random_layout(src_dt, Shape{1, 3, 4, 7}, Layout::kPermuted, rng);
+      const std::vector<double> before = to_doubles(state.view);
+      RunResult r = run_cpu(OpKind::slice_update, {state.view, src.view},
+                            Attrs(OpKind::slice_update).set_i("axis", 2).set_i("start", 6));
+      ASSERT_TRUE(r.status.is_ok()) << r.status.to_string();
+      std::vector<double> want;
+      size_t k = 0;
+      for_each_index(ss, [&](const int64_t* i) {
+        int64_t si[4] = {i[0], i[1], i[2] - 6, i[3]};
+        want.push_back(si[2] >= 0 && si[2] < 4 ? load_double(src.view, si) : before[k]);
+        ++k;
+      });
+      // Rounding to the state's type: half an ulp at most (f16 2^-11, bf16 2^-8 relative).
+      const double rtol = state_dt == DType::f16 ? 0x1p-11 : state_dt == DType::bf16 ? 0x1p-8 : 0;
+      expect_close(to_doubles(r.outputs[0].view), want, 1e-7, rtol, "converted slice_update");
+    }
+  HostTensor ints = random_tensor(DType::i32, Shape{2, 4}, rng, 0, 9);
+  HostTensor f = random_tensor(DType::f32, Shape{2, 1}, rng);
+  EXPECT_FALSE(run_cpu(OpKind::slice_update, {ints.view, f.view}, Attrs(OpKind::slice_update).set_i("axis", 1).set_i("start", 0))
+                   .status.is_ok());
+}
+
 TEST(SliceUpdate, OutOfBoundsIsAnError) {
   std::mt19937 rng(10);
   HostTensor state = random_tensor(DType::f32, Shape{2, 16, 4}, rng);

@@ -82,6 +82,21 @@ TEST_F(VkData, SliceUpdateInPlaceOnDevice) {
   expect_close(to_doubles(out[0].view), want, 0, 0, "slice_update copy");
 }
 
+TEST_F(VkData, SliceUpdateConvertsAnF32SourceIntoAnF16Cache) {
+  std::mt19937 rng(44);
+  HostTensor state = random_tensor(DType::f16, Shape{1, 3, 9, 5}, rng);
+  HostTensor src = random_strided(DType::f32, Shape{1, 3, 2, 5}, {0, 2, 1, 3}, 0, rng);
+  Attrs a(OpKind::slice_update);
+  a.set_i("axis", 2).set_i("start", 4);
+  auto out = run_gpu(OpKind::slice_update, {&state, &src}, a);
+  std::vector<double> want;
+  for_each_index(state.view.shape, [&](const int64_t* i) {
+    int64_t j[4] = {i[0], i[1], i[2] - 4, i[3]};
+    want.push_back(i[2] >= 4 && i[2] < 6 ? load_double(src.view, j) : load_double(state.view, i));
+  });
+  expect_close(to_doubles(out[0].view), want, 1e-7, 0x1p-11, "slice_update f32 -> f16");
+}
+
 TEST_F(VkData, EmbeddingEveryTableDtype) {
   std::mt19937 rng(43);
   const int64_t V = 37, D = 64;

@@ -89,7 +89,9 @@ bool supports(const Context& ctx, OpKind op, const std::vector<const TensorDesc*
           for (const TensorDesc* d : inputs)
             if (!d || d->dtype != x->dtype || !is_copyable(d->dtype)) return false;
           return true;
-        case OpKind::slice_update: return in(inputs, 1) && is_copyable(x->dtype) && in(inputs, 1)->dtype == x->dtype;
+        case OpKind::slice_update:
+          return in(inputs, 1) && is_copyable(x->dtype) &&
+                 (in(inputs, 1)->dtype == x->dtype || (is_act(x->dtype) && is_act(in(inputs, 1)->dtype)));
         case OpKind::glu: return is_act(x->dtype);
         case OpKind::embedding: {
           const TensorDesc* ids = in(inputs, 1);
