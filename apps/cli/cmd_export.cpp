@@ -1,12 +1,13 @@
 // vrun export: a checkpoint -> program file (.vrp). Llama-family checkpoints (GGUF file or Hugging
-// Face folder), optionally with the projection weights converted to another type; Whisper
-// checkpoints (CTranslate2, Hugging Face, whisper.cpp ggml); NeMo Parakeet (.nemo or Hugging Face).
+// Face folder) and Whisper checkpoints (CTranslate2, Hugging Face, whisper.cpp ggml), optionally
+// with the large matrices converted to another type; NeMo Parakeet (.nemo or Hugging Face).
 #include <cstdio>
 #include <optional>
 
 #include "apps/cli/command.h"
 #include "models/llama/hf_llama.h"
 #if VRUN_WHISPER
+#include "models/whisper/whisper_convert.h"
 #include "models/whisper/whisper_import.h"
 #endif
 #if VRUN_PARAKEET
@@ -21,33 +22,36 @@ struct ExportArgs {
   int64_t ctx = 0, chunk = 512;
 };
 
-// Speech models: the program exactly as `vrun transcribe` builds it on load, written once.
+// Speech models: the program `vrun transcribe` builds on load (Whisper's matrices converted to
+// --dtype when given), written once.
 // nullopt: the checkpoint is not a speech model.
 std::optional<int> export_speech(const ExportArgs& a) {
   std::shared_ptr<Program> program;
   std::vector<std::string> notes;
 #if VRUN_WHISPER
   if (whisper::is_whisper_checkpoint(a.model)) {
-    auto m = whisper::import_whisper(a.model);
-    if (!m.is_ok()) return fail("export", m.status().to_string());
-    notes = m->notes;
-    whisper::BuildSettings bs;
-    bs.decode_batch = 5;  // beam search and best-of up to 5 rows, as the transcribe defaults load
-    auto p = whisper::build_whisper_program(m->config, m->weights, m->extras, bs);
+    if (a.ctx != 0) return fail("export", "--ctx applies to Llama-family models; Whisper's text context is fixed by the model");
+    std::optional<DType> dtype;
+    if (!a.dtype.empty()) {
+      dtype = dtype_from_name(a.dtype);
+      if (!dtype || (*dtype != DType::f32 && *dtype != DType::f16 && *dtype != DType::bf16 && *dtype != DType::q8_0))
+        return fail("export", "--dtype '" + a.dtype + "' for a Whisper model: choose f32, f16, bf16 or q8_0");
+    }
+    auto p = whisper::export_whisper_program(a.model, dtype, &notes);
     if (!p.is_ok()) return fail("export", p.status().to_string());
     program = *p;
   }
 #endif
 #if VRUN_PARAKEET
   if (!program && parakeet::is_parakeet_checkpoint(a.model)) {
+    if (!a.dtype.empty() || a.ctx != 0)
+      return fail("export", "--dtype and --ctx apply to Llama-family and Whisper models; Parakeet keeps its checkpoint's types");
     auto p = parakeet::export_parakeet(a.model);
     if (!p.is_ok()) return fail("export", p.status().to_string());
     program = *p;
   }
 #endif
   if (!program) return std::nullopt;
-  if (!a.dtype.empty() || a.ctx != 0)
-    return fail("export", "--dtype and --ctx apply to Llama-family models; speech models keep their checkpoint's types");
   for (const auto& n : notes) std::fprintf(stderr, "vrun: %s\n", n.c_str());
   const Status s = write_program(*program, a.out);
   if (!s.is_ok()) return fail("export", s.with_context("writing " + a.out).to_string());
@@ -87,8 +91,10 @@ CommandRegistrar reg("export",
                                                                     "whisper.cpp ggml file or .nemo archive")->required();
                        sub.add_option("-o,--output", a->out, "Program file to write (.vrp)")->required();
                        sub.add_option("--dtype", a->dtype,
-                                      "Type of the attention, feed-forward and output projections: f32, f16, bf16, q8_0 or q4_0 "
-                                      "(default: as in the checkpoint)");
+                                      "Type of the large matrices (default: as in the checkpoint). Llama family: the "
+                                      "attention, feed-forward and output projections, f32, f16, bf16, q8_0 or q4_0. "
+                                      "Whisper: every linear weight and the token embedding (also the vocabulary "
+                                      "projection), f32, f16, bf16 or q8_0");
                        sub.add_option("--ctx", a->ctx, "KV-cache length fixed in the program (0: the model's maximum)")
                            ->capture_default_str();
                        sub.add_option("--chunk", a->chunk, "Most tokens per prefill call")->capture_default_str();
