@@ -16,11 +16,6 @@ bool ends_with(const std::string& s, const std::string& t) {
   return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
 }
 
-// NeMo's encoded length: each stride-2 stage maps n frames to floor((n + 2 - 3) / 2) + 1.
-int64_t encoded_length(int64_t frames, int64_t stages) {
-  for (int64_t s = 0; s < stages; ++s) frames = frames <= 0 ? 0 : (frames - 1) / 2 + 1;
-  return frames;
-}
 
 int64_t argmax(const float* p, int64_t n) {
   int64_t best = 0;
@@ -75,7 +70,7 @@ Result<std::unique_ptr<ParakeetRunner>> ParakeetRunner::load(std::shared_ptr<Pro
   if (r->info_.config.head == HeadKind::kTdt) {
     // Programs exported before the decode methods took frame indices have a logits-returning joint.
     const MethodDef* joint = r->program_->method("joint");
-    const bool indexed = joint && joint->inputs.size() == 1 && joint->values[joint->inputs[0]].dtype == DType::i32 &&
+    const bool indexed = r->program_->method("begin") && joint && joint->inputs.size() == 1 && joint->values[joint->inputs[0]].dtype == DType::i32 &&
                          !joint->outputs.empty() && joint->values[joint->outputs[0]].dtype == DType::i32;
     if (!indexed)
       return err(ErrorCode::kInvalidProgram, path,
@@ -107,7 +102,7 @@ Status ParakeetRunner::encode_range(const preprocess::NemoMelSpectrogram::Stream
                                     int64_t keep_from, int64_t keep_count, std::vector<float>* out) {
   const ParakeetConfig& c = info_.config;
   const int64_t valid = std::max<int64_t>(0, std::min(count, stream.valid_frames() - first));
-  const int64_t enc_len = encoded_length(valid, c.subsampling_stages());
+  const int64_t enc_len = c.encoded_length(valid);
   if (enc_len < keep_from + keep_count)
     return err(ErrorCode::kInternal, "parakeet encode: ", enc_len, " encoder frames, rows up to ", keep_from + keep_count, " wanted");
   preprocess::Features f = stream.frames(first, count);
@@ -124,7 +119,7 @@ Status ParakeetRunner::encode_range(const preprocess::NemoMelSpectrogram::Stream
 Result<std::vector<float>> ParakeetRunner::encoder_output(const preprocess::Features& feats, int64_t valid_frames) {
   const ParakeetConfig& c = info_.config;
   const int64_t frames = std::min<int64_t>(valid_frames, feats.frames);
-  const int64_t enc_len = encoded_length(frames, c.subsampling_stages());
+  const int64_t enc_len = c.encoded_length(frames);
   if (enc_len < 1) return err(ErrorCode::kInvalidArgument, "parakeet encode: ", valid_frames, " feature frames make no encoder frame");
   if (enc_len > info_.max_encoder_frames)
     return err(ErrorCode::kInvalidArgument, "parakeet encode: ", enc_len, " encoder frames exceed one call's ", info_.max_encoder_frames);
@@ -134,19 +129,8 @@ Result<std::vector<float>> ParakeetRunner::encoder_output(const preprocess::Feat
   return std::vector<float>(p, p + enc_len * c.d_model);
 }
 
-Result<Decoded> ParakeetRunner::decode(std::span<const float> samples, const TranscribeOptions& o, Transcript* out) {
-  const ParakeetConfig& c = info_.config;
-  const int64_t factor = c.subsampling_factor;
-  auto t0 = Clock::now();
-  const preprocess::NemoMelSpectrogram::Stream stream = mel_->stream(samples);
-  out->stats.features_s += seconds_since(t0);
-  const int64_t valid = stream.valid_frames();
-  const int64_t E = encoded_length(valid, c.subsampling_stages());
-  if (E < 1)
-    return err(ErrorCode::kInvalidArgument, "parakeet: ", samples.size(), " samples is shorter than one feature frame (",
-               mel_->config().hop_length, " samples)");
-  Decoded d;
-  d.frames = E;
+std::vector<ParakeetRunner::ChunkPlan> ParakeetRunner::plan_chunks(int64_t valid, int64_t E, const TranscribeOptions& o) const {
+  const int64_t factor = info_.config.subsampling_factor;
   // Chunks of encoder frames [a, b): full attention when the whole file fits, else centres of
   // `centre` frames with `ctx` frames of context on each side, the context rows dropped.
   const int64_t M = info_.max_encoder_frames;
@@ -156,46 +140,70 @@ Result<Decoded> ParakeetRunner::decode(std::span<const float> samples, const Tra
     ctx = M / 8;
     centre = M - 2 * ctx;
   }
+  std::vector<ChunkPlan> chunks;
+  if (E <= M) {
+    chunks.push_back({0, E, 0, 0, valid});
+    return chunks;
+  }
+  for (int64_t a = 0; a < E;) {
+    const int64_t b = std::min(E, a + centre);
+    const int64_t s = std::max<int64_t>(0, a - ctx), e = std::min(E, b + ctx);
+    chunks.push_back({a, b, s, s * factor, std::min(valid, e * factor)});
+    a = b;
+  }
+  return chunks;
+}
+
+Result<Decoded> ParakeetRunner::decode(std::span<const float> samples, const TranscribeOptions& o, Transcript* out) {
+  const ParakeetConfig& c = info_.config;
+  auto t0 = Clock::now();
+  const preprocess::NemoMelSpectrogram::Stream stream = mel_->stream(samples);
+  out->stats.features_s += seconds_since(t0);
+  const int64_t valid = stream.valid_frames();
+  const int64_t E = c.encoded_length(valid);
+  if (E < 1)
+    return err(ErrorCode::kInvalidArgument, "parakeet: ", samples.size(), " samples is shorter than one feature frame (",
+               mel_->config().hop_length, " samples)");
+  const std::vector<ChunkPlan> chunks = plan_chunks(valid, E, o);
   const bool tdt = c.head == HeadKind::kTdt;
-  const int64_t width = tdt ? c.joint_hidden : c.vocab_size + 1;
-  std::vector<float> rows;  // CTC: rows of frames [a, b)
-  int64_t a = 0, b = 0;
-  int64_t row0 = 0;  // TDT: the enc_proj state row that holds frame a
-  // The decode state (and enc_proj, which the first chunk fills) starts from zeros.
-  executor_->reset_state();
-  auto load_chunk = [&](int64_t from) -> Status {
+  std::vector<float> rows;  // CTC: the logits of the chunk's kept frames
+  size_t next = 0;
+  auto load = [&](int64_t from) -> Result<ChunkRows> {
+    if (next >= chunks.size() || chunks[next].a != from)
+      return err(ErrorCode::kInternal, "parakeet decode: no chunk starts at encoder frame ", from);
+    const ChunkPlan& k = chunks[next++];
     auto t1 = Clock::now();
     rows.clear();
-    a = from;
-    if (E <= M) {
-      b = E;
-      row0 = 0;
-      VRUN_RETURN_IF_ERROR(encode_range(stream, 0, valid, 0, E, tdt ? nullptr : &rows));
-    } else {
-      b = std::min(E, a + centre);
-      const int64_t s = std::max<int64_t>(0, a - ctx), e = std::min(E, b + ctx);
-      const int64_t f0 = s * factor, f1 = std::min(valid, e * factor);
-      row0 = a - s;
-      VRUN_RETURN_IF_ERROR(encode_range(stream, f0, f1 - f0, a - s, b - a, tdt ? nullptr : &rows));
-    }
+    VRUN_RETURN_IF_ERROR(encode_range(stream, k.f0, k.f1 - k.f0, k.a - k.s, k.b - k.a, tdt ? nullptr : &rows));
     ++out->stats.windows;
     out->stats.encode_s += seconds_since(t1);
-    if (o.on_progress) o.on_progress(a, E);
+    if (o.on_progress) o.on_progress(k.a, E);
+    return ChunkRows{k.a, k.b, tdt ? k.a - k.s : 0, rows.data()};
+  };
+  return decode_frames(E, load, o, out);
+}
+
+Result<Decoded> ParakeetRunner::decode_frames(int64_t E, const ChunkLoader& load, const TranscribeOptions& o, Transcript* out) {
+  const ParakeetConfig& c = info_.config;
+  Decoded d;
+  d.frames = E;
+  const bool tdt = c.head == HeadKind::kTdt;
+  const int64_t width = tdt ? c.joint_hidden : c.vocab_size + 1;
+  VRUN_ASSIGN_OR_RETURN(ChunkRows cur, load(0));
+  auto chunk = [&](int64_t t) -> Status {
+    while (t >= cur.b) {
+      VRUN_ASSIGN_OR_RETURN(cur, load(cur.b));
+    }
     return Status::ok();
   };
-  auto frame = [&](int64_t t) -> Result<float*> {
-    while (t >= b) VRUN_RETURN_IF_ERROR(load_chunk(b));
-    return rows.data() + (t - a) * width;
-  };
-  VRUN_RETURN_IF_ERROR(load_chunk(0));
   auto t2 = Clock::now();
   double encode_before = out->stats.encode_s;
   const int64_t V = c.vocab_size, blank = c.blank_id();
   if (!tdt) {
     int64_t prev = -1, run_start = 0;
     for (int64_t t = 0; t < E; ++t) {
-      VRUN_ASSIGN_OR_RETURN(float* row, frame(t));
-      const int64_t k = argmax(row, V + 1);
+      VRUN_RETURN_IF_ERROR(chunk(t));
+      const int64_t k = argmax(cur.rows + (t - cur.a) * width, V + 1);
       if (k != prev) {
         if (prev >= 0 && prev != blank) d.tokens.push_back({static_cast<int32_t>(prev), run_start, t});
         prev = k;
@@ -210,9 +218,9 @@ Result<Decoded> ParakeetRunner::decode(std::span<const float> samples, const Tra
     std::vector<int32_t> index(static_cast<size_t>(K)), tokens(static_cast<size_t>(K)), durations(static_cast<size_t>(K));
     int64_t w0 = 0, wn = 0;
     auto evaluate = [&](const char* method, int32_t token, int64_t t) -> Status {
-      while (t >= b) VRUN_RETURN_IF_ERROR(load_chunk(b));
-      const int64_t n = std::min(K, b - t);
-      for (int64_t i = 0; i < n; ++i) index[static_cast<size_t>(i)] = static_cast<int32_t>(row0 + t - a + i);
+      VRUN_RETURN_IF_ERROR(chunk(t));
+      const int64_t n = std::min(K, cur.b - t);
+      for (int64_t i = 0; i < n; ++i) index[static_cast<size_t>(i)] = static_cast<int32_t>(cur.row0 + t - cur.a + i);
       const TensorView frames = TensorView::dense(index.data(), DType::i32, {1, n});
       auto r = token < 0 ? executor_->run(method, {frames})
                          : executor_->run(method, {TensorView::dense(&token, DType::i32, {1, 1}), frames});
@@ -225,12 +233,12 @@ Result<Decoded> ParakeetRunner::decode(std::span<const float> samples, const Tra
       wn = n;
       return Status::ok();
     };
-    auto predict = [&](int32_t token) -> Status {
+    auto predict = [&](const char* method, int32_t token) -> Status {
       wn = 0;
-      auto r = executor_->run("predict", {TensorView::dense(&token, DType::i32, {1, 1})});
+      auto r = executor_->run(method, {TensorView::dense(&token, DType::i32, {1, 1})});
       return r.is_ok() ? Status::ok() : r.status();
     };
-    VRUN_RETURN_IF_ERROR(predict(static_cast<int32_t>(blank)));
+    VRUN_RETURN_IF_ERROR(predict("begin", static_cast<int32_t>(blank)));
     int64_t t = 0;
     while (t < E) {
       int64_t symbols = 0;
@@ -250,7 +258,7 @@ Result<Decoded> ParakeetRunner::decode(std::span<const float> samples, const Tra
           d.durations.push_back(skip);
           // The next joint is at t + skip with the new state, unless the frame loop moves on.
           if (symbols + 1 < c.max_symbols && t + skip < E) VRUN_RETURN_IF_ERROR(evaluate("step", static_cast<int32_t>(k), t + skip));
-          else VRUN_RETURN_IF_ERROR(predict(static_cast<int32_t>(k)));
+          else VRUN_RETURN_IF_ERROR(predict("predict", static_cast<int32_t>(k)));
         }
         ++symbols;
         t += skip;
@@ -280,25 +288,20 @@ Result<Transcript> ParakeetRunner::transcribe(std::span<const float> samples, co
   }
   VRUN_ASSIGN_OR_RETURN(Decoded d, decode(samples, o, &out));
   if (progress) progress(out.stats.audio_s);
+  fill_segments(d, o.word_timestamps, &out);
+  for (const auto& s : out.segments)
+    if (on_segment) on_segment(s);
+  return out;
+}
+
+void ParakeetRunner::fill_segments(const Decoded& d, bool word_timestamps, Transcript* out) const {
   std::vector<EmittedToken> tokens = d.tokens;
   if (info_.config.head == HeadKind::kTdt) {
     builder_->refine_tdt(tokens);
   } else {
     builder_->ctc_offsets(tokens);
   }
-  out.segments = builder_->segments(tokens, o.word_timestamps);
-  for (const auto& s : out.segments)
-    if (on_segment) on_segment(s);
-  return out;
-}
-
-Result<std::vector<Transcript>> ParakeetRunner::transcribe_batch(const std::vector<std::span<const float>>& files, const TranscribeOptions& o) {
-  std::vector<Transcript> out;
-  for (const auto& f : files) {
-    VRUN_ASSIGN_OR_RETURN(Transcript t, transcribe(f, o));
-    out.push_back(std::move(t));
-  }
-  return out;
+  out->segments = builder_->segments(tokens, word_timestamps);
 }
 
 }  // namespace vrun::parakeet

@@ -74,7 +74,9 @@ class ParakeetRunner {
   Result<Transcript> transcribe(std::span<const float> samples, const TranscribeOptions& options = {},
                                 const std::function<void(const Segment&)>& on_segment = {},
                                 const std::function<void(double done_s)>& progress = {});
-  // Several files: one transcript each (in order).
+  // Several files: one transcript each (in order). When the program has encode_batch, the files'
+  // encoder chunks go through it up to max_batch at a time (the files' tokens are those of
+  // transcribe() on each, up to float rounding); decoding then walks each file in turn.
   Result<std::vector<Transcript>> transcribe_batch(const std::vector<std::span<const float>>& files, const TranscribeOptions& options = {});
 
   // The pieces, for tests and tools.
@@ -87,7 +89,26 @@ class ParakeetRunner {
 
  private:
   ParakeetRunner() = default;
-  struct Chunk;
+  // Encoder frames [a, b) kept from encoder frames [s, ...) of feature frames [f0, f1).
+  struct ChunkPlan {
+    int64_t a = 0, b = 0, s = 0, f0 = 0, f1 = 0;
+  };
+  // Where a loaded chunk's frames are: TDT, row0 = the enc_proj state row of frame a; CTC, rows =
+  // the host logits of frame a on.
+  struct ChunkRows {
+    int64_t a = 0, b = 0, row0 = 0;
+    const float* rows = nullptr;
+  };
+  using ChunkLoader = std::function<Result<ChunkRows>(int64_t from)>;
+  std::vector<ChunkPlan> plan_chunks(int64_t valid_frames, int64_t encoder_frames, const TranscribeOptions& o) const;
+  // Greedy TDT / CTC over encoder frames [0, E), loading the chunk that starts at frame `from`
+  // through `load` when the walk reaches it (chunks come in order).
+  Result<Decoded> decode_frames(int64_t E, const ChunkLoader& load, const TranscribeOptions& o, Transcript* out);
+  // transcribe_batch with encode_batch: the files' chunks, max_batch at a time through one call.
+  Result<std::vector<Decoded>> decode_batched(const std::vector<std::span<const float>>& files, const TranscribeOptions& o,
+                                              std::vector<Transcript>* out);
+  // Text, words and segments of decoded tokens.
+  void fill_segments(const Decoded& d, bool word_timestamps, Transcript* out) const;
   Status encode_range(const preprocess::NemoMelSpectrogram::Stream& stream, int64_t first, int64_t count, int64_t keep_from,
                       int64_t keep_count, std::vector<float>* out);
 

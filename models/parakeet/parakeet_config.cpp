@@ -12,6 +12,11 @@ int64_t ParakeetConfig::subsampling_stages() const {
   return n;
 }
 
+int64_t ParakeetConfig::encoded_length(int64_t n) const {
+  for (int64_t s = 0; s < subsampling_stages(); ++s) n = n <= 0 ? 0 : (n - 1) / 2 + 1;
+  return n;
+}
+
 int64_t ParakeetConfig::subsampled_features() const {
   int64_t f = feat_in;
   for (int64_t i = 0; i < subsampling_stages(); ++i) f = (f + 2 - 3) / 2 + 1;

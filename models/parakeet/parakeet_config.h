@@ -38,6 +38,9 @@ struct ParakeetConfig {
   // Frequency bins after the subsampling convolutions (3x3, stride 2, padding 1 each).
   int64_t subsampled_features() const;
   int64_t subsampling_stages() const;
+  // NeMo's encoded length of n valid feature frames: each stride-2 stage maps n to
+  // floor((n + 2 - 3) / 2) + 1.
+  int64_t encoded_length(int64_t feature_frames) const;
   Status validate() const;
   std::string describe() const;
 };

@@ -37,6 +37,8 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
   VRUN_RETURN_IF_ERROR(c.validate());
   const int64_t M = settings.max_encoder_frames;
   if (M < 1 || M > 100000) return err(ErrorCode::kInvalidArgument, "parakeet build: max_encoder_frames ", M);
+  if (settings.max_batch < 1 || settings.max_batch > 64)
+    return err(ErrorCode::kInvalidArgument, "parakeet build: max_batch ", settings.max_batch, " (1 to 64)");
   if (settings.weight_dtype && *settings.weight_dtype != DType::f32 && *settings.weight_dtype != DType::f16 &&
       *settings.weight_dtype != DType::bf16)
     return err(ErrorCode::kInvalidArgument, "parakeet build: weight dtype ", dtype_name(*settings.weight_dtype), " (f32, f16 or bf16)");
@@ -214,7 +216,7 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
                              pb.add_constant_copy("joint.joint_net.2.bias.durations", DType::f32, Shape{D}, bias.data() + V1)};
     }
     pred_state = pb.add_state("pred_proj", DType::f32, {1, J});
-    enc_state = pb.add_state("enc_proj", DType::f32, {M, J});
+    enc_state = pb.add_state("enc_proj", DType::f32, {settings.max_batch * M, J});
   }
   VRUN_RETURN_IF_ERROR(bad);
 
@@ -226,14 +228,32 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
     return g.op(OpKind::layer_norm, {x, g.constant(n.g), g.constant(n.b)}, {{"eps", 1e-5}}, name);
   };
 
-  // ---- encode
-  {
-    MethodBuilder g = pb.method("encode");
-    const SymExpr frames = g.symbol("frames", 1, M * c.subsampling_factor + c.subsampling_factor);
+  // ---- encode, and encode_batch: several (stream, chunk) jobs at once, padded to the longest.
+  // Padding must not reach the valid frames: as NeMo does for a padded batch, every subsampling
+  // convolution sees zeros past its job's length (mask inputs), attention keys past it get
+  // -10000 (key_mask) and the conformer convolution sees zeros there (time_mask).
+  auto encoder = [&](MethodBuilder& g, bool batched) {
+    const int64_t max_frames = M * c.subsampling_factor + c.subsampling_factor;
+    const SymExpr frames = g.symbol("frames", 1, max_frames);
     const SymExpr T = g.symbol("enc_len", 1, M);
-    Val feats = g.input("features", DType::f32, {1, c.feat_in, frames});
-    Val x = g.op(OpKind::reshape, {g.op(OpKind::permute, {feats}, {{"perm", {0, 2, 1}}})}, {{"shape", {1, 1, -1, c.feat_in}}});
+    const SymExpr B = batched ? g.symbol("batch", 1, settings.max_batch) : SymExpr(1);
+    Val feats = g.input("features", DType::f32, {B, c.feat_in, frames});
+    // frame_mask: 1 on a job's valid feature frames, 0 on the padding. A stride-2 stage keeps
+    // output frame i valid iff its input frame 2i is, so every stage's mask is the previous one
+    // at step 2.
+    std::vector<Val> stage_mask;
+    Val key_mask, time_mask;
+    if (batched) {
+      stage_mask.push_back(g.input("frame_mask", DType::f32, {B, 1, frames, 1}));
+      for (size_t s = 0; s < sub.size(); ++s)
+        stage_mask.push_back(g.op(OpKind::slice, {stage_mask.back()}, {{"axis", 2}, {"start", 0}, {"step", 2}}));
+      Val valid = g.op(OpKind::copy, {g.op(OpKind::slice, {stage_mask.back()}, {{"axis", 2}, {"start", 0}, {"end", T}})});
+      time_mask = g.op(OpKind::reshape, {valid}, {{"shape", {0, -1, 1}}});
+      key_mask = g.op(OpKind::reshape, {g.op(OpKind::scale, {valid}, {{"scale", 10000.0}, {"bias", -10000.0}})}, {{"shape", {0, 1, 1, -1}}});
+    }
+    Val x = g.op(OpKind::reshape, {g.op(OpKind::permute, {feats}, {{"perm", {0, 2, 1}}})}, {{"shape", {0, 1, -1, c.feat_in}}});
     for (size_t s = 0; s < sub.size(); ++s) {
+      if (batched && s > 0) x = g.op(OpKind::mul, {x, stage_mask[s]});
       for (size_t k = 0; k < sub[s].size(); ++k) {
         const Conv2& cv = sub[s][k];
         x = g.op(OpKind::conv2d, {x, g.constant(cv.w), g.constant(cv.b)},
@@ -242,20 +262,21 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
       }
       x = g.op(OpKind::relu, {x});
     }
-    // [1, C, T', F'] -> [1, T', C * F'] as NeMo's transpose(1, 2).reshape(b, t, -1).
-    x = g.op(OpKind::reshape, {g.op(OpKind::permute, {x}, {{"perm", {0, 2, 1, 3}}})}, {{"shape", {1, -1, sub_in}}});
+    // [B, C, T', F'] -> [B, T', C * F'] as NeMo's transpose(1, 2).reshape(b, t, -1).
+    x = g.op(OpKind::reshape, {g.op(OpKind::permute, {x}, {{"perm", {0, 2, 1, 3}}})}, {{"shape", {0, -1, sub_in}}});
     x = g.op(OpKind::linear, {x, g.constant(sub_out_w), g.constant(sub_out_b)}, {}, "subsampling.out");
     x = g.op(OpKind::slice, {x}, {{"axis", 1}, {"start", 0}, {"end", T}});
     if (c.xscaling) x = g.op(OpKind::scale, {x}, {{"scale", std::sqrt(static_cast<double>(d))}}, "xscale");
     // Relative positions T-1 .. -(T-1): the middle 2T-1 rows of the table.
     Val pos = g.op(OpKind::slice, {g.constant(pos_table)}, {{"axis", 1}, {"start", SymExpr(M) - T}, {"end", SymExpr(M - 1) + T}});
-    auto heads = [&](Val t) { return g.op(OpKind::permute, {g.op(OpKind::reshape, {t}, {{"shape", {1, -1, H, dk}}})}, {{"perm", {0, 2, 1, 3}}}); };
+    auto heads = [&](Val t) { return g.op(OpKind::permute, {g.op(OpKind::reshape, {t}, {{"shape", {0, -1, H, dk}}})}, {{"perm", {0, 2, 1, 3}}}); };
     auto ffn = [&](Val h, Lin a, Lin b, const std::string& p) {
       return linear(g, g.op(OpKind::silu, {linear(g, h, a, p + ".linear1")}), b, p + ".linear2");
     };
     for (int64_t l = 0; l < c.n_layers; ++l) {
       const Layer& w = L[static_cast<size_t>(l)];
-      const std::string p = "layer" + std::to_string(l) + ".";
+      // Distinct node names per method: the batch-norm folding names its constants after them.
+      const std::string p = std::string(batched ? "batch." : "") + "layer" + std::to_string(l) + ".";
       Val h = ffn(layer_norm(g, x, w.ff1_norm, p + "norm_ff1"), w.ff1_a, w.ff1_b, p + "ff1");
       x = g.op(OpKind::add, {x, g.op(OpKind::scale, {h}, {{"scale", 0.5}})});
       // Relative-position attention: (q + u) k^T + rel_shift((q + v) p^T), over sqrt(dk).
@@ -267,13 +288,16 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
       Val ac = g.op(OpKind::bmm, {g.op(OpKind::add, {q, g.constant(w.bias_u)}), g.op(OpKind::permute, {k}, {{"perm", {0, 1, 3, 2}}})}, {}, p + "ac");
       Val bd = g.op(OpKind::bmm, {g.op(OpKind::add, {q, g.constant(w.bias_v)}), g.op(OpKind::permute, {pp}, {{"perm", {0, 1, 3, 2}}})}, {}, p + "bd");
       Val scores = g.op(OpKind::add, {ac, g.op(OpKind::rel_shift, {bd})});
-      scores = g.op(OpKind::softmax, {g.op(OpKind::scale, {scores}, {{"scale", 1.0 / std::sqrt(static_cast<double>(dk))}})}, {{"axis", -1}});
+      scores = g.op(OpKind::scale, {scores}, {{"scale", 1.0 / std::sqrt(static_cast<double>(dk))}});
+      if (batched) scores = g.op(OpKind::add, {scores, key_mask});
+      scores = g.op(OpKind::softmax, {scores}, {{"axis", -1}});
       Val att = g.op(OpKind::bmm, {scores, v}, {}, p + "attn");
-      att = g.op(OpKind::reshape, {g.op(OpKind::permute, {att}, {{"perm", {0, 2, 1, 3}}})}, {{"shape", {1, -1, d}}});
+      att = g.op(OpKind::reshape, {g.op(OpKind::permute, {att}, {{"perm", {0, 2, 1, 3}}})}, {{"shape", {0, -1, d}}});
       x = g.op(OpKind::add, {x, linear(g, att, w.o, p + "attn_out")});
       // Convolution module.
       h = layer_norm(g, x, w.conv_norm, p + "norm_conv");
       h = g.op(OpKind::glu, {linear(g, h, w.pw1, p + "pointwise1")}, {{"axis", -1}});
+      if (batched) h = g.op(OpKind::mul, {h, time_mask});
       h = g.op(OpKind::permute, {h}, {{"perm", {0, 2, 1}}});
       h = g.op(OpKind::conv1d, {h, g.constant(w.dw_w), C_(g, w.dw_b)}, {{"padding", {(K - 1) / 2}}, {"groups", d}}, p + "depthwise");
       h = g.op(OpKind::batch_norm, {h, g.constant(w.bn_mean), g.constant(w.bn_var), g.constant(w.bn_w), g.constant(w.bn_b)},
@@ -286,21 +310,35 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
     }
     g.output(x, "encoder_out");
     if (tdt) {
-      // The decode methods gather their frames from the enc_proj state by index, so frames never
-      // go back and forth between host and device.
+      // The decode methods gather their frames from the enc_proj state by index (job j's frame t
+      // at row j * enc_len + t), so frames never go back and forth between host and device.
       Val proj = linear(g, x, enc_proj, "joint.enc");
       g.op(OpKind::slice_update, {g.state(enc_state), g.op(OpKind::reshape, {proj}, {{"shape", {-1, J}}})}, {{"axis", 0}, {"start", 0}},
            "enc_proj_state");
       g.output(proj, "enc_proj");
+    } else {
+      g.output(linear(g, x, ctc, "ctc"), "logits");
     }
-    else g.output(linear(g, x, ctc, "ctc"), "logits");
+  };
+  {
+    MethodBuilder g = pb.method("encode");
+    encoder(g, false);
+  }
+  if (settings.max_batch > 1) {
+    MethodBuilder g = pb.method("encode_batch");
+    encoder(g, true);
   }
   if (tdt) {
-    auto predict = [&](MethodBuilder& g, Val token) {
+    // from_zero: NeMo's start state (zeros) instead of the state buffers, so that a new stream
+    // starts without zeroing the other states (enc_proj may hold its frames already).
+    const std::vector<float> zeros(static_cast<size_t>(P), 0.0f);
+    const int zero_state = pb.add_constant_copy("decoder.zero_state", DType::f32, Shape{1, P}, zeros.data());
+    auto predict = [&](MethodBuilder& g, Val token, bool from_zero = false) {
       Val y = g.op(OpKind::embedding, {g.constant(embed), token}, {}, "embed");
       for (size_t l = 0; l < rnn.size(); ++l) {
         const Rnn& r = rnn[l];
-        std::vector<Val> o = g.op_n(OpKind::lstm, {y, g.state(r.h), g.state(r.c), g.constant(r.w_ih), g.constant(r.w_hh), g.constant(r.bias), Val::none()},
+        Val h0 = from_zero ? g.constant(zero_state) : g.state(r.h), c0 = from_zero ? g.constant(zero_state) : g.state(r.c);
+        std::vector<Val> o = g.op_n(OpKind::lstm, {y, h0, c0, g.constant(r.w_ih), g.constant(r.w_hh), g.constant(r.bias), Val::none()},
                                     {}, "lstm" + std::to_string(l));
         if (o.size() != 3) return Val::none();
         g.op(OpKind::slice_update, {g.state(r.h), o[1]}, {{"axis", 0}, {"start", 0}}, "lstm_h" + std::to_string(l));
@@ -323,6 +361,11 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
       MethodBuilder g = pb.method("predict");
       Val token = g.input("token", DType::i32, {1, 1});
       g.output(predict(g, token), "pred_proj");
+    }
+    {
+      MethodBuilder g = pb.method("begin");
+      Val token = g.input("token", DType::i32, {1, 1});
+      g.output(predict(g, token, true), "pred_proj");
     }
     {
       MethodBuilder g = pb.method("joint");
@@ -350,7 +393,7 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
       {"parakeet.use_bias", c.use_bias},   {"parakeet.vocab_size", c.vocab_size},
       {"parakeet.pred_hidden", c.pred_hidden}, {"parakeet.pred_layers", c.pred_layers},
       {"parakeet.joint_hidden", c.joint_hidden}, {"parakeet.max_symbols", c.max_symbols},
-      {"parakeet.max_encoder_frames", M}};
+      {"parakeet.max_encoder_frames", M}, {"parakeet.max_batch", settings.max_batch}};
   for (const auto& [k, v] : ints) pb.set_meta(k, MetaValue::integer(v));
   pb.set_meta("parakeet.durations", MetaValue::int_list(c.durations));
   pb.set_meta("parakeet.window_stride", MetaValue::real(c.window_stride));
@@ -390,6 +433,9 @@ Result<ProgramInfo> info_from_program(const Program& p) {
   }
   c.xscaling = xscaling != 0;
   c.use_bias = use_bias != 0;
+  // Programs from before encode_batch hold no max_batch.
+  const MetaValue* batch = p.meta("parakeet.max_batch");
+  info.max_batch = batch && batch->type == MetaType::kInt && p.method("encode_batch") ? batch->i : 1;
   const MetaValue* durations = p.meta("parakeet.durations");
   const MetaValue* stride = p.meta("parakeet.window_stride");
   const MetaValue* pre = p.meta("parakeet.preprocessor");

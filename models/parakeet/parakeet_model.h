@@ -1,14 +1,21 @@
 // The Parakeet graph: one program whose methods share the prediction-network state.
 //   encode(features [1, n_mels, frames], symbol enc_len) -> encoder_out [1, enc_len, d_model] and
 //     TDT: enc_proj [1, enc_len, joint_hidden] (the joint's encoder projection of every frame),
-//          also written to rows [0, enc_len) of state enc_proj [max_encoder_frames, joint_hidden];
+//          also written to rows [0, enc_len) of state enc_proj [max_batch * max_encoder_frames,
+//          joint_hidden];
 //     CTC: logits [1, enc_len, vocab + 1].
 //     features holds the valid frames only (NeMo masks the rest before every subsampling
 //     convolution); enc_len is NeMo's encoded length of them.
+//   encode_batch(features [B, n_mels, frames], frame_mask [B, 1, frames, 1] (1 on each job's
+//     valid frames, 0 on the padding), symbol enc_len = the longest job's) -> the same for B jobs
+//     (B <= max_batch), zero-padded to the longest; TDT writes job j's frame t to state row
+//     j * enc_len + t. On the valid frames it computes what encode does on each job alone.
 //   TDT only:
 //   predict(token [1, 1] i32): embeds the token (the blank id embeds to zeros, NeMo's start state),
 //     runs the LSTM layers from state lstm.h.N / lstm.c.N, writes the new state back and the
 //     joint's projection of the output into state pred_proj.
+//   begin(token [1, 1] i32): predict from NeMo's start state (zeros), whatever the states hold: a
+//     new stream's first call (with the blank id).
 //   joint(frame_index [1, n] i32) -> token [1, n] i32 (argmax of the vocab + 1 token logits) and,
 //     with durations, duration [1, n] i32 (argmax of the duration logits): the joint of rows
 //     frame_index of state enc_proj against pred_proj, n frames at once (n <= kMaxJointFrames), so
@@ -31,6 +38,9 @@ struct BuildSettings {
   // Encoder frames one encode call takes (80 ms each): the bound of full attention; longer audio
   // is encoded in overlapping chunks by the runner.
   int64_t max_encoder_frames = 2000;
+  // Jobs (streams or chunks of one stream) one encode_batch call takes; 1 builds no
+  // encode_batch. Its scratch arena is this many times encode's (allocated on first use).
+  int64_t max_batch = 4;
   // Storage of the linear (matrix) weights: f32, f16 or bf16; nullopt keeps the checkpoint's
   // dtype (f64 becomes f32). Convolutions, norms, biases and the LSTM stay f32.
   std::optional<DType> weight_dtype;
@@ -44,6 +54,7 @@ struct ProgramInfo {
   Vocabulary vocab;
   std::string preprocessor_json;
   int64_t max_encoder_frames = 0;
+  int64_t max_batch = 1;  // jobs per encode_batch call (1: the program has none)
 };
 Result<ProgramInfo> info_from_program(const Program& p);
 
