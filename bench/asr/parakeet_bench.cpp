@@ -20,8 +20,8 @@
 //
 //   Common options: --audio FILE (tiled or cut to --seconds when both are given; without it
 //   synthetic audio: tones and noise), --seconds S (default 600), --backend cpu|vulkan|auto,
-//   --threads N, --batch N (N streams through ParakeetRunner::transcribe_batch; RTFx counts the
-//   audio of all of them), --warmup 0|1 (one untimed pass over 10 s first, default 1).
+//   --threads N, --batch N (N streams through ParakeetRunner::transcribe_batch, whose encoder
+//   calls take up to max_batch chunks of them at once; RTFx counts the audio of all of them), --warmup 0|1 (one untimed pass over 10 s first, default 1).
 // Prints one markdown row. Any runner error ends the program with status 1.
 #include <algorithm>
 #include <chrono>
@@ -333,6 +333,9 @@ int main(int argc, char** argv) {
   parakeet::ParakeetRunner& r = **runner;
   const std::string device = r.device_description();
   std::fprintf(stderr, "model ready in %.2f s on %s: %s\n", since(t0), device.c_str(), r.config().describe().c_str());
+  for (const MethodDef& m : r.program().methods)
+    if (m.name.starts_with("encode"))
+      std::fprintf(stderr, "method %s: scratch arena %.2f GB\n", m.name.c_str(), static_cast<double>(m.arena_size) / 1e9);
 
   const size_t want = static_cast<size_t>(a.seconds * 16000.0);
   std::vector<std::vector<float>> streams;
