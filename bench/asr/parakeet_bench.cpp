@@ -21,7 +21,10 @@
 //   Common options: --audio FILE (tiled or cut to --seconds when both are given; without it
 //   synthetic audio: tones and noise), --seconds S (default 600), --backend cpu|vulkan|auto,
 //   --threads N, --batch N (N streams through ParakeetRunner::transcribe_batch, whose encoder
-//   calls take up to max_batch chunks of them at once; RTFx counts the audio of all of them), --warmup 0|1 (one untimed pass over 10 s first, default 1).
+//   calls take up to max_batch chunks of them at once; RTFx counts the audio of all of them),
+//   --warmup 0|1 (one untimed pass over 10 s first, default 1), --joint-frames N (frames one
+//   joint call scores under one prediction state, 1 to 64: a blank run costs one call per N
+//   frames; TranscribeOptions::joint_frames, default 8).
 // Prints one markdown row. Any runner error ends the program with status 1.
 #include <algorithm>
 #include <chrono>
@@ -48,6 +51,7 @@ struct Args {
   std::string model, audio, backend = "auto", vrp, dtype = "f32";
   double seconds = 600, blank_bias = 1.4;
   int threads = 0, batch = 1, warmup = 1;
+  int64_t joint_frames = parakeet::TranscribeOptions{}.joint_frames;
   int64_t max_frames = parakeet::BuildSettings{}.max_encoder_frames;
   bool random = false;
 };
@@ -57,7 +61,7 @@ struct Args {
                "parakeet_bench: %s\n"
                "usage: parakeet_bench --model MODEL [--audio FILE] [options]\n"
                "       parakeet_bench --random-0.6b [--vrp PATH] [--dtype f32|f16|bf16] [--blank-bias B] [--max-frames N] [options]\n"
-               "options: --seconds S (600) --backend cpu|vulkan|auto --threads N --batch N --warmup 0|1\n",
+               "options: --seconds S (600) --backend cpu|vulkan|auto --threads N --batch N --warmup 0|1 --joint-frames N (8)\n",
                why);
   std::exit(2);
 }
@@ -82,6 +86,7 @@ Args parse(int argc, char** argv) {
       else if (k == "--dtype") a.dtype = value();
       else if (k == "--blank-bias") a.blank_bias = std::stod(value());
       else if (k == "--max-frames") a.max_frames = std::stoll(value());
+      else if (k == "--joint-frames") a.joint_frames = std::stoll(value());
       else if (k == "--random-0.6b") a.random = true;
       else usage(("unknown option " + k).c_str());
     } catch (const std::exception&) {
@@ -90,6 +95,7 @@ Args parse(int argc, char** argv) {
   }
   if (a.random == !a.model.empty()) usage("give either --model or --random-0.6b");
   if (!(a.seconds > 0) || a.batch < 1 || a.threads < 0) usage("--seconds and --batch must be positive, --threads not negative");
+  if (a.joint_frames < 1 || a.joint_frames > parakeet::kMaxJointFrames) usage("--joint-frames must be 1 to 64");
   if (a.dtype != "f32" && a.dtype != "f16" && a.dtype != "bf16") usage(("--dtype " + a.dtype + " (f32, f16 or bf16)").c_str());
   return a;
 }
@@ -356,6 +362,7 @@ int main(int argc, char** argv) {
   }
 
   parakeet::TranscribeOptions o;
+  o.joint_frames = a.joint_frames;
   if (a.warmup) {  // pipelines, and the methods' scratch arenas (sized for the longest call on first use)
     t0 = Clock::now();
     std::vector<float> w = synthetic_audio(16000 * 10, 7);
