@@ -13,9 +13,11 @@
 //     holds them, the linear weights stored in --dtype by the program builder (BuildSettings::
 //     weight_dtype, what `vrun export` offers). The program goes to the runner in memory; with
 //     --vrp PATH it is written there (or read from there when the file exists) and loaded back
-//     from the file, the way `vrun transcribe` loads an exported model. --max-frames sets its max_encoder_frames (default 2000 as `vrun transcribe` builds,
-//     160 s a call; smaller needs less device memory, e.g. on lavapipe). A random joint has no notion of speech: --blank-bias (added to the blank logit) sets
-//     how often it emits; the default 1.4 gives a few tokens a second on the synthetic audio,
+//     from the file, the way `vrun transcribe` loads an exported model. --max-frames sets its
+//     max_encoder_frames (default 2000 as `vrun transcribe` builds, 160 s a call; smaller needs
+//     less device memory, e.g. on lavapipe) and --max-batch its max_batch (chunks per
+//     encode_batch call, default 4; 1 encodes chunk by chunk). A random joint has no notion of
+//     speech: --blank-bias (added to the blank logit) sets how often it emits; the default 1.4 gives a few tokens a second on the synthetic audio,
 //     about what English speech gives (0: a token at nearly every decision, 2.5: almost none).
 //
 //   Common options: --audio FILE (tiled or cut to --seconds when both are given; without it
@@ -53,6 +55,7 @@ struct Args {
   int threads = 0, batch = 1, warmup = 1;
   int64_t joint_frames = parakeet::TranscribeOptions{}.joint_frames;
   int64_t max_frames = parakeet::BuildSettings{}.max_encoder_frames;
+  int64_t max_batch = parakeet::BuildSettings{}.max_batch;
   bool random = false;
 };
 
@@ -60,7 +63,7 @@ struct Args {
   std::fprintf(stderr,
                "parakeet_bench: %s\n"
                "usage: parakeet_bench --model MODEL [--audio FILE] [options]\n"
-               "       parakeet_bench --random-0.6b [--vrp PATH] [--dtype f32|f16|bf16] [--blank-bias B] [--max-frames N] [options]\n"
+               "       parakeet_bench --random-0.6b [--vrp PATH] [--dtype f32|f16|bf16] [--blank-bias B] [--max-frames N] [--max-batch N] [options]\n"
                "options: --seconds S (600) --backend cpu|vulkan|auto --threads N --batch N --warmup 0|1 --joint-frames N (8)\n",
                why);
   std::exit(2);
@@ -87,6 +90,7 @@ Args parse(int argc, char** argv) {
       else if (k == "--blank-bias") a.blank_bias = std::stod(value());
       else if (k == "--max-frames") a.max_frames = std::stoll(value());
       else if (k == "--joint-frames") a.joint_frames = std::stoll(value());
+      else if (k == "--max-batch") a.max_batch = std::stoll(value());
       else if (k == "--random-0.6b") a.random = true;
       else usage(("unknown option " + k).c_str());
     } catch (const std::exception&) {
@@ -317,6 +321,7 @@ int main(int argc, char** argv) {
     } else {
       parakeet::BuildSettings bs;
       bs.max_encoder_frames = a.max_frames;
+      bs.max_batch = a.max_batch;
       bs.weight_dtype = *dtype_from_name(a.dtype);
       auto program = parakeet::build_parakeet_program(random_0p6b(a.blank_bias), bs);
       if (!program.is_ok()) return fail(program.status());
