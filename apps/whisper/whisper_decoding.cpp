@@ -15,13 +15,19 @@ namespace {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr double kTimePrecision = 0.02;  // seconds per timestamp token
 
-// log_softmax of n values, in double.
-void log_softmax(const float* x, size_t n, std::vector<double>& out) {
+// log(sum(exp(x))) of n values, in double (-inf when every value is).
+double log_sum_exp(const float* x, size_t n) {
   double m = kNegInf;
   for (size_t i = 0; i < n; ++i) m = std::max<double>(m, x[i]);
+  if (!std::isfinite(m)) return m;
   double s = 0;
   for (size_t i = 0; i < n; ++i) s += std::exp(static_cast<double>(x[i]) - m);
-  const double lse = m + std::log(s);
+  return m + std::log(s);
+}
+
+// log_softmax of n values, in double.
+void log_softmax(const float* x, size_t n, std::vector<double>& out) {
+  const double lse = log_sum_exp(x, n);
   out.resize(n);
   for (size_t i = 0; i < n; ++i) out[i] = static_cast<double>(x[i]) - lse;
 }
@@ -101,9 +107,8 @@ Result<WhisperRunner::Primed> WhisperRunner::prime(const Prompt& p, bool batched
   };
   VRUN_ASSIGN_OR_RETURN(r.logits, run(p.before_sot));
   if (no_speech_ >= 0) {
-    std::vector<double> lp;
-    log_softmax(r.logits.data(), static_cast<size_t>(config_.n_vocab), lp);
-    r.no_speech_prob = std::exp(lp[static_cast<size_t>(no_speech_)]);
+    const double lse = log_sum_exp(r.logits.data(), static_cast<size_t>(config_.n_vocab));
+    r.no_speech_prob = std::exp(static_cast<double>(r.logits[static_cast<size_t>(no_speech_)]) - lse);
   }
   if (!p.after_sot.empty()) {
     VRUN_ASSIGN_OR_RETURN(r.logits, run(p.after_sot));
@@ -157,15 +162,12 @@ void WhisperRunner::filter_logits(float* logits, const std::vector<int32_t>& seq
     }
   }
   if (check_prob) {
-    std::vector<double> lp;
-    log_softmax(logits, static_cast<size_t>(n), lp);
-    double max_text = -std::numeric_limits<double>::infinity(), m = max_text;
-    for (int32_t i = 0; i < timestamp_begin_; ++i) max_text = std::max(max_text, lp[static_cast<size_t>(i)]);
-    for (int32_t i = timestamp_begin_; i < n; ++i) m = std::max(m, lp[static_cast<size_t>(i)]);
-    double s = 0;
-    if (std::isfinite(m))
-      for (int32_t i = timestamp_begin_; i < n; ++i) s += std::exp(lp[static_cast<size_t>(i)] - m);
-    const double ts = std::isfinite(m) ? m + std::log(s) : m;
+    // Timestamps win when their total probability beats the most probable text token. Both
+    // sides are log-probabilities sharing the full log-sum-exp, so it cancels: compare the
+    // timestamps' log-sum-exp with the largest text logit.
+    double max_text = kNegInf;
+    for (int32_t i = 0; i < timestamp_begin_; ++i) max_text = std::max<double>(max_text, logits[i]);
+    const double ts = log_sum_exp(logits + timestamp_begin_, static_cast<size_t>(n - timestamp_begin_));
     if (ts > max_text) disable(0, timestamp_begin_);
   }
 }
@@ -175,13 +177,11 @@ Result<WindowResult> WhisperRunner::decode_greedy(const TranscribeOptions& o, co
   WindowResult w;
   w.no_speech_prob = pr.no_speech_prob;
   std::vector<float> logits = std::move(pr.logits);
-  std::vector<double> lp;
   const int steps = max_steps(p, o);
   for (int i = 0; i < steps; ++i) {
     filter_logits(logits.data(), w.tokens, o);
     const auto token = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    log_softmax(logits.data(), logits.size(), lp);
-    w.sum_logprob += lp[static_cast<size_t>(token)];
+    w.sum_logprob += static_cast<double>(logits[static_cast<size_t>(token)]) - log_sum_exp(logits.data(), logits.size());
     if (token == eot_) break;
     w.tokens.push_back(token);
     if (i + 1 == steps) break;

@@ -8,6 +8,20 @@
 
 namespace vrun::whisper {
 
+namespace {
+
+// The matrices each decoder step multiplies by one row per token: self-attention, the
+// cross-attention query and output, feed-forward, and the embedding that is also the vocabulary
+// projection. (The cross-attention K/V projection runs in encode, over the whole window.)
+bool decoder_step_matrix(const std::string& name) {
+  const std::string suffix = "/weight";
+  return name.rfind("decoder/", 0) == 0 && name.size() > suffix.size() &&
+         name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0 &&
+         name.find("/attention/linear_1/") == std::string::npos;
+}
+
+}  // namespace
+
 Status WhisperConfig::validate() const {
   for (int64_t v : {n_mels, n_audio_ctx, n_audio_state, n_audio_head, n_audio_layer, n_vocab, n_text_ctx, n_text_state,
                     n_text_head, n_text_layer})
@@ -49,7 +63,8 @@ Result<std::shared_ptr<Program>> build_whisper_program(const WhisperConfig& c, c
       bad = err(ErrorCode::kUnsupported, "whisper tensor '", name, "' has dtype ", dtype_name(w->dtype));
       return -1;
     }
-    if (small || w->dtype == DType::f64 || (widen && (w->dtype == DType::f16 || w->dtype == DType::bf16))) {
+    const bool half = w->dtype == DType::f16 || w->dtype == DType::bf16;
+    if (small || w->dtype == DType::f64 || (widen && half && !decoder_step_matrix(name))) {
       if (is_quantized(w->dtype) || w->dtype == DType::f64) {
         bad = err(ErrorCode::kUnsupported, "whisper tensor '", name, "' must be f32/f16/bf16, is ", dtype_name(w->dtype));
         return -1;
@@ -61,9 +76,32 @@ Result<std::shared_ptr<Program>> build_whisper_program(const WhisperConfig& c, c
   };
   struct Lin {
     int w = -1, b = -1;
+    bool q_scaled = false;  // the query rows (and bias) carry the attention scale
   };
   auto lin = [&](const std::string& p, int64_t out, int64_t in, bool bias = true) {
     return Lin{weight(p + "/weight", {out, in}), bias ? weight(p + "/bias", {out}, true) : -1};
+  };
+  // The encoder's fused q/k/v projection with the query rows multiplied by the attention scale
+  // when that is a power of two (1/8 for every Whisper size: head width 64) and the weight is
+  // built as f32: scaling by a power of two is exact, so the scores equal q k^T * scale bit for
+  // bit and the [heads, 1500, 1500] scale pass goes away.
+  const double att_scale = 1.0 / std::sqrt(static_cast<double>(hd_a));
+  auto qkv_lin = [&](const std::string& p) -> Lin {
+    const std::string wn = p + "/weight", bn = p + "/bias";
+    auto w = bad.is_ok() ? weights(wn) : std::nullopt;
+    auto b = bad.is_ok() ? weights(bn) : std::nullopt;
+    int exp = 0;
+    const bool pow2 = std::frexp(att_scale, &exp) == 0.5;
+    const bool f32 = w && b && (w->dtype == DType::f32 || (widen && (w->dtype == DType::f16 || w->dtype == DType::bf16)));
+    if (!pow2 || !f32 || w->shape != std::vector<int64_t>{3 * d, d} || b->shape != std::vector<int64_t>{3 * d} ||
+        !is_float(b->dtype) || b->dtype == DType::f64)
+      return lin(p, 3 * d, d);
+    std::vector<float> wf = models::weight_to_f32(*w), bf = models::weight_to_f32(*b);
+    const auto s = static_cast<float>(att_scale);
+    for (size_t i = 0; i < static_cast<size_t>(d * d); ++i) wf[i] *= s;
+    for (size_t i = 0; i < static_cast<size_t>(d); ++i) bf[i] *= s;
+    return Lin{pb.add_constant_copy(wn, DType::f32, Shape::of(w->shape), wf.data()),
+               pb.add_constant_copy(bn, DType::f32, Shape::of(b->shape), bf.data()), true};
   };
   struct Norm {
     int g = -1, b = -1;
@@ -81,7 +119,7 @@ Result<std::shared_ptr<Program>> build_whisper_program(const WhisperConfig& c, c
   for (int64_t l = 0; l < c.n_audio_layer; ++l) {
     const std::string p = "encoder/layer_" + std::to_string(l);
     E.push_back({norm(p + "/self_attention/layer_norm", d), norm(p + "/ffn/layer_norm", d),
-                 lin(p + "/self_attention/linear_0", 3 * d, d), lin(p + "/self_attention/linear_1", d, d),
+                 qkv_lin(p + "/self_attention/linear_0"), lin(p + "/self_attention/linear_1", d, d),
                  lin(p + "/ffn/linear_0", 4 * d, d), lin(p + "/ffn/linear_1", d, 4 * d)});
   }
   const Norm enc_ln = norm("encoder/layer_norm", d);
@@ -146,7 +184,8 @@ Result<std::shared_ptr<Program>> build_whisper_program(const WhisperConfig& c, c
       // kernels) beat the streaming sdpa kernel there; the scores take heads x 9 MB.
       Val q = heads(qkv[0], c.n_audio_head, hd_a), k = heads(qkv[1], c.n_audio_head, hd_a);
       Val sc = g.op(OpKind::bmm, {q, g.op(OpKind::permute, {k}, {{"perm", {0, 1, 3, 2}}})}, {}, p + "scores");
-      sc = g.op(OpKind::softmax, {g.op(OpKind::scale, {sc}, {{"scale", 1.0 / std::sqrt(static_cast<double>(hd_a))}})});
+      if (!w.qkv.q_scaled) sc = g.op(OpKind::scale, {sc}, {{"scale", att_scale}});
+      sc = g.op(OpKind::softmax, {sc});
       Val att = g.op(OpKind::bmm, {sc, heads(qkv[2], c.n_audio_head, hd_a)}, {}, p + "attn");
       x = g.op(OpKind::add, {x, L(merge(att), w.out, p + "attn_out")});
       h = LN(x, w.ln2, p + "ffn_ln");

@@ -49,8 +49,11 @@ struct WhisperExtras {
 };
 
 struct BuildSettings {
-  // f16/bf16 matrices become f32 constants: twice the memory, faster CPU GEMMs (what the runner
-  // picks for models up to whisper-small).
+  // f16/bf16 matrices of the encoder (and the cross-attention K/V projection it runs) become f32
+  // constants: twice the memory, faster CPU GEMMs over the window's 1500 rows (what the runner
+  // picks for models up to whisper-small). The decoder's matrices stay f16/bf16: a decode step
+  // multiplies them by one row, reading every byte once, so half the bytes is the faster choice,
+  // and the products are the same (the widening is exact and the dot products sum alike).
   bool widen_f16_weights = false;
   // Rows of decode_batch (beam size / best-of candidates it can run); <= 1: no batch methods.
   int64_t decode_batch = 5;
