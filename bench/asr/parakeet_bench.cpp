@@ -16,7 +16,8 @@
 //     from the file, the way `vrun transcribe` loads an exported model. --max-frames sets its
 //     max_encoder_frames (default 2000 as `vrun transcribe` builds, 160 s a call; smaller needs
 //     less device memory, e.g. on lavapipe) and --max-batch its max_batch (chunks per
-//     encode_batch call, default 4; 1 encodes chunk by chunk). A random joint has no notion of
+//     encode_batch call, default 4; 1 encodes chunk by chunk), --attention the encoder's
+//     attention (sdpa: fused, the default; bmm: materialised scores). A random joint has no notion of
 //     speech: --blank-bias (added to the blank logit) sets how often it emits; the default 1.4 gives a few tokens a second on the synthetic audio,
 //     about what English speech gives (0: a token at nearly every decision, 2.5: almost none).
 //
@@ -56,6 +57,7 @@ struct Args {
   int64_t joint_frames = parakeet::TranscribeOptions{}.joint_frames;
   int64_t max_frames = parakeet::BuildSettings{}.max_encoder_frames;
   int64_t max_batch = parakeet::BuildSettings{}.max_batch;
+  std::string attention = "sdpa";
   bool random = false;
 };
 
@@ -63,7 +65,7 @@ struct Args {
   std::fprintf(stderr,
                "parakeet_bench: %s\n"
                "usage: parakeet_bench --model MODEL [--audio FILE] [options]\n"
-               "       parakeet_bench --random-0.6b [--vrp PATH] [--dtype f32|f16|bf16] [--blank-bias B] [--max-frames N] [--max-batch N] [options]\n"
+               "       parakeet_bench --random-0.6b [--vrp PATH] [--dtype f32|f16|bf16] [--blank-bias B] [--max-frames N] [--max-batch N] [--attention sdpa|bmm] [options]\n"
                "options: --seconds S (600) --backend cpu|vulkan|auto --threads N --batch N --warmup 0|1 --joint-frames N (8)\n",
                why);
   std::exit(2);
@@ -91,6 +93,7 @@ Args parse(int argc, char** argv) {
       else if (k == "--max-frames") a.max_frames = std::stoll(value());
       else if (k == "--joint-frames") a.joint_frames = std::stoll(value());
       else if (k == "--max-batch") a.max_batch = std::stoll(value());
+      else if (k == "--attention") a.attention = value();
       else if (k == "--random-0.6b") a.random = true;
       else usage(("unknown option " + k).c_str());
     } catch (const std::exception&) {
@@ -99,6 +102,7 @@ Args parse(int argc, char** argv) {
   }
   if (a.random == !a.model.empty()) usage("give either --model or --random-0.6b");
   if (!(a.seconds > 0) || a.batch < 1 || a.threads < 0) usage("--seconds and --batch must be positive, --threads not negative");
+  if (a.attention != "sdpa" && a.attention != "bmm") usage(("--attention " + a.attention + " (sdpa or bmm)").c_str());
   if (a.joint_frames < 1 || a.joint_frames > parakeet::kMaxJointFrames) usage("--joint-frames must be 1 to 64");
   if (a.dtype != "f32" && a.dtype != "f16" && a.dtype != "bf16") usage(("--dtype " + a.dtype + " (f32, f16 or bf16)").c_str());
   return a;
@@ -322,6 +326,7 @@ int main(int argc, char** argv) {
       parakeet::BuildSettings bs;
       bs.max_encoder_frames = a.max_frames;
       bs.max_batch = a.max_batch;
+      bs.fused_attention = a.attention == "sdpa";
       bs.weight_dtype = *dtype_from_name(a.dtype);
       auto program = parakeet::build_parakeet_program(random_0p6b(a.blank_bias), bs);
       if (!program.is_ok()) return fail(program.status());

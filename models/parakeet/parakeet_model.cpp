@@ -279,19 +279,30 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
       const std::string p = std::string(batched ? "batch." : "") + "layer" + std::to_string(l) + ".";
       Val h = ffn(layer_norm(g, x, w.ff1_norm, p + "norm_ff1"), w.ff1_a, w.ff1_b, p + "ff1");
       x = g.op(OpKind::add, {x, g.op(OpKind::scale, {h}, {{"scale", 0.5}})});
-      // Relative-position attention: (q + u) k^T + rel_shift((q + v) p^T), over sqrt(dk).
+      // Relative-position attention: softmax(((q + u) k^T + rel_shift((q + v) p^T)) / sqrt(dk)) v.
+      // Fused: sdpa of (q + u, k, v) with the position term, already over sqrt(dk), as its
+      // additive mask (the flash-style kernel never materialises the scores or their softmax).
       h = layer_norm(g, x, w.att_norm, p + "norm_att");
+      const double inv_sqrt_dk = 1.0 / std::sqrt(static_cast<double>(dk));
       Val q = heads(linear(g, h, w.q, p + "q"));
       Val k = heads(linear(g, h, w.k, p + "k"));
       Val v = heads(linear(g, h, w.v, p + "v"));
       Val pp = heads(linear(g, pos, w.pos, p + "pos"));
-      Val ac = g.op(OpKind::bmm, {g.op(OpKind::add, {q, g.constant(w.bias_u)}), g.op(OpKind::permute, {k}, {{"perm", {0, 1, 3, 2}}})}, {}, p + "ac");
-      Val bd = g.op(OpKind::bmm, {g.op(OpKind::add, {q, g.constant(w.bias_v)}), g.op(OpKind::permute, {pp}, {{"perm", {0, 1, 3, 2}}})}, {}, p + "bd");
-      Val scores = g.op(OpKind::add, {ac, g.op(OpKind::rel_shift, {bd})});
-      scores = g.op(OpKind::scale, {scores}, {{"scale", 1.0 / std::sqrt(static_cast<double>(dk))}});
-      if (batched) scores = g.op(OpKind::add, {scores, key_mask});
-      scores = g.op(OpKind::softmax, {scores}, {{"axis", -1}});
-      Val att = g.op(OpKind::bmm, {scores, v}, {}, p + "attn");
+      Val qu = g.op(OpKind::add, {q, g.constant(w.bias_u)});
+      Val att;
+      if (settings.fused_attention) {
+        Val qv = g.op(OpKind::scale, {g.op(OpKind::add, {q, g.constant(w.bias_v)})}, {{"scale", inv_sqrt_dk}});
+        Val bd = g.op(OpKind::bmm, {qv, g.op(OpKind::permute, {pp}, {{"perm", {0, 1, 3, 2}}})}, {}, p + "bd");
+        Val position = g.op(OpKind::rel_shift, {bd});
+        if (batched) position = g.op(OpKind::add, {position, key_mask});
+        att = g.op(OpKind::sdpa, {qu, k, v, position}, {{"scale", inv_sqrt_dk}}, p + "attn");
+      } else {
+        Val ac = g.op(OpKind::bmm, {qu, g.op(OpKind::permute, {k}, {{"perm", {0, 1, 3, 2}}})}, {}, p + "ac");
+        Val bd = g.op(OpKind::bmm, {g.op(OpKind::add, {q, g.constant(w.bias_v)}), g.op(OpKind::permute, {pp}, {{"perm", {0, 1, 3, 2}}})}, {}, p + "bd");
+        Val scores = g.op(OpKind::scale, {g.op(OpKind::add, {ac, g.op(OpKind::rel_shift, {bd})})}, {{"scale", inv_sqrt_dk}});
+        if (batched) scores = g.op(OpKind::add, {scores, key_mask});
+        att = g.op(OpKind::bmm, {g.op(OpKind::softmax, {scores}, {{"axis", -1}}), v}, {}, p + "attn");
+      }
       att = g.op(OpKind::reshape, {g.op(OpKind::permute, {att}, {{"perm", {0, 2, 1, 3}}})}, {{"shape", {0, -1, d}}});
       x = g.op(OpKind::add, {x, linear(g, att, w.o, p + "attn_out")});
       // Convolution module.

@@ -41,6 +41,9 @@ struct BuildSettings {
   // Jobs (streams or chunks of one stream) one encode_batch call takes; 1 builds no
   // encode_batch. Its scratch arena is this many times encode's (allocated on first use).
   int64_t max_batch = 4;
+  // Attention as one sdpa with the relative-position term as its mask (true), or as bmm,
+  // softmax, bmm over materialised scores (false): the same math, for comparing the kernels.
+  bool fused_attention = true;
   // Storage of the linear (matrix) weights: f32, f16 or bf16; nullopt keeps the checkpoint's
   // dtype (f64 becomes f32). Convolutions, norms, biases and the LSTM stay f32.
   std::optional<DType> weight_dtype;
