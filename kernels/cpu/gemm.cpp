@@ -17,6 +17,13 @@ namespace {
 
 const bool kHaveAvx2 = cpu_has_avx2();
 
+#ifdef VRUN_HAVE_OPENBLAS
+// Below this many multiply-adds a product runs on one thread (splitting costs more than it saves).
+constexpr int64_t kParallelGemmWork = int64_t{1} << 20;
+// Fewest rows (or columns) of C a thread's block gets: each block packs the other operand again.
+constexpr int64_t kGemmBlock = 64;
+#endif
+
 VRUN_AVX2 float hsum8(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -116,10 +123,32 @@ void sgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const f
     return;
   }
 #ifdef VRUN_HAVE_OPENBLAS
-  openblas_set_num_threads(pool ? pool->size() : 1);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, b_trans ? CblasTrans : CblasNoTrans, static_cast<int>(m),
-              static_cast<int>(n), static_cast<int>(k), 1.f, a, static_cast<int>(lda), b, static_cast<int>(ldb),
-              accumulate ? 1.f : 0.f, c, static_cast<int>(ldc));
+  // OpenBLAS runs single-threaded and the pool splits the product into row (or column) blocks.
+  // OpenBLAS's own threads would sit beside the pool's, both waiting by spinning and then
+  // yielding: with as many threads as cores (2-core Whisper encode) the two sets took turns on
+  // the cores, ~12% of the time in the scheduler.
+  static const bool single = (openblas_set_num_threads(1), true);
+  (void)single;
+  auto blas = [&](int64_t rows, int64_t cols, const float* ap, const float* bp, float* cp) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, b_trans ? CblasTrans : CblasNoTrans, static_cast<int>(rows),
+                static_cast<int>(cols), static_cast<int>(k), 1.f, ap, static_cast<int>(lda), bp, static_cast<int>(ldb),
+                accumulate ? 1.f : 0.f, cp, static_cast<int>(ldc));
+  };
+  const int threads = pool ? pool->size() : 1;
+  if (threads <= 1 || m * n * k < kParallelGemmWork || std::max(m, n) < 2 * kGemmBlock) {
+    blas(m, n, a, b, c);
+    return;
+  }
+  // Two blocks per thread: a thread that loses its core leaves at most one to the others.
+  const int64_t split = std::max(m, n);
+  const int64_t grain = std::max<int64_t>(kGemmBlock, (split + 2 * threads - 1) / (2 * threads));
+  if (m >= n) {
+    pool->parallel_for(m, grain, [&](int64_t i0, int64_t i1) { blas(i1 - i0, n, a + i0 * lda, b, c + i0 * ldc); });
+  } else {
+    pool->parallel_for(n, grain, [&](int64_t j0, int64_t j1) {
+      blas(m, j1 - j0, a, b_trans ? b + j0 * ldb : b + j0, c + j0);
+    });
+  }
 #else
   sgemm_portable(m, n, k, a, lda, b, ldb, b_trans, c, ldc, accumulate, pool);
 #endif
