@@ -25,6 +25,7 @@
 #include "runtime/backends/vulkan/context.h"
 #include "runtime/backends/vulkan/memory.h"
 #include "runtime/backends/vulkan/ops.h"
+#include "runtime/backends/vulkan/ops_matvec.h"
 #include "runtime/backends/vulkan/recorder.h"
 
 using namespace vrun;
@@ -102,8 +103,11 @@ double time_runs(Context& ctx, int reps, F&& record_once) {
   return best;
 }
 
+// rotate: the inputs cycle through copies that together exceed the L2 cache. serial: every run
+// writes one output, so each waits for the one before (as the ops of a decode step do) instead
+// of overlapping it.
 double run_op(Context& ctx, int reps, OpKind op, const std::vector<const DevTensor*>& in, const Attrs& attrs,
-              bool rotate = false) {
+              bool rotate = false, bool serial = false) {
   std::vector<TensorDesc> d(in.size());
   std::vector<const TensorDesc*> p;
   for (size_t k = 0; k < in.size(); ++k) {
@@ -136,8 +140,12 @@ double run_op(Context& ctx, int reps, OpKind op, const std::vector<const DevTens
         sets[static_cast<size_t>(c)].push_back(owned.back().view);
       }
     }
-    owned.push_back(make(ctx, od[0].dtype, od[0].shape, false));
-    outs.push_back(owned.back().view);
+    if (c == 0 || !serial) {
+      owned.push_back(make(ctx, od[0].dtype, od[0].shape, false));
+      outs.push_back(owned.back().view);
+    } else {
+      outs.push_back(outs[0]);
+    }
   }
   int next = 0;
   const double t = time_runs(ctx, reps, [&](Recorder& r) {
@@ -159,7 +167,7 @@ int main(int argc, char** argv) {
   bool small = false;
   int reps = 20;
   double tensor_roof = 0;
-  bool sweep = false;
+  bool sweep = false, decode_shapes = false, q4_tune = false;
   ContextOptions opts;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--small")) small = true;
@@ -167,8 +175,10 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--device") && i + 1 < argc) opts.device_index = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--tensor-roof") && i + 1 < argc) tensor_roof = std::atof(argv[++i]);
     else if (!std::strcmp(argv[i], "--sweep")) sweep = true;
+    else if (!std::strcmp(argv[i], "--decode-shapes")) decode_shapes = true;
+    else if (!std::strcmp(argv[i], "--q4-tune")) decode_shapes = q4_tune = true;
     else {
-      std::fprintf(stderr, "usage: vrun_bench_vulkan [--small] [--reps N] [--device I] [--tensor-roof TFLOPS] [--sweep]\n");
+      std::fprintf(stderr, "usage: vrun_bench_vulkan [--small] [--reps N] [--device I] [--tensor-roof TFLOPS] [--sweep] [--decode-shapes] [--q4-tune]\n");
       return 2;
     }
   }
@@ -203,6 +213,36 @@ int main(int argc, char** argv) {
   DeviceView wb = DeviceView::dense(cb.buf.ref(), DType::f32, Shape{words});
   const double tkern = time_runs(ctx, reps, [&](Recorder& r) { return r.record_copy(wa, wb); });
   const double bw = 2.0 * copy_bytes / std::min(tcopy, tkern) / 1e9;
+
+  if (decode_shapes) {
+    // The projections of a Llama-3.2-1B decode step, each run waiting for the one before.
+    std::printf("copy roofline %.1f GB/s\n", bw);
+    const int64_t shapes[][2] = {{3072, 2048}, {2048, 2048}, {16384, 2048}, {2048, 8192}, {128256, 2048}};
+    std::vector<vulkan::Q4Tuning> tunings = {{}};
+    if (q4_tune)
+      for (int rows : {8, 16, 32, 64})
+        for (int rg : {4, 8})
+          for (int stage : {0, 1})
+            for (int inv : {128, 256})
+              if (rows >= rg) tunings.push_back({rows, rg, stage, inv});
+    for (DType wdt : {DType::f16, DType::q4_0}) {
+      for (const auto& sh : shapes) {
+        const int64_t Nd = sh[0] / S, Kd = sh[1];
+        DevTensor x = make(ctx, DType::f32, Shape{1, Kd}), w = make(ctx, wdt, Shape{Nd, Kd});
+        const double bytes = static_cast<double>(dtype_bytes(wdt, Nd * Kd) + 4 * Kd + 4 * Nd);
+        for (const auto& tu : wdt == DType::q4_0 ? tunings : std::vector<vulkan::Q4Tuning>{{}}) {
+          vulkan::set_q4_0_tuning_for_bench(tu.rows > 0 ? &tu : nullptr);
+          const double t = run_op(ctx, reps, OpKind::linear, {&x, &w, nullptr}, Attrs(OpKind::linear), true, true);
+          char name[96];
+          std::snprintf(name, sizeof name, "decode %s r%d g%d s%d i%d", dtype_name(wdt), tu.rows, tu.rows_per_pass, tu.stage_x,
+                        tu.invocations);
+          row(name, std::to_string(Nd) + "x" + std::to_string(Kd), t, bytes / 1e9, "GB/s", bw);
+        }
+        vulkan::set_q4_0_tuning_for_bench(nullptr);
+      }
+    }
+    return 0;
+  }
 
   // Roofline 2: f16 matmul rate of the best linear kernel at 4096^3.
   const int64_t P = 4096 / S;

@@ -353,7 +353,7 @@ Status slice_update_kernel(const KernelCall& c) {
 
 // ---- glu
 
-template <typename T>
+template <typename T, bool kSilu>
 void glu_rows(const KernelCall& c, int ax) {
   const TensorView& x = c.in[0];
   const TensorView& y = c.out[0];
@@ -368,11 +368,11 @@ void glu_rows(const KernelCall& c, int ax) {
         T* yp = static_cast<T*>(y.data) + off[0];
         const T* ap = static_cast<const T*>(a.data) + off[1];
         const T* bp = static_cast<const T*>(b.data) + off[2];
+        auto gate = [](float g) { return kSilu ? g * sigmoid_fast(g) : sigmoid_fast(g); };
         if (as == 1 && bs == 1) {
-          for (int64_t i = 0; i < n; ++i) yp[i] = from_float<T>(to_float(ap[i]) * sigmoid_fast(to_float(bp[i])));
+          for (int64_t i = 0; i < n; ++i) yp[i] = from_float<T>(to_float(ap[i]) * gate(to_float(bp[i])));
         } else {
-          for (int64_t i = 0; i < n; ++i)
-            yp[i] = from_float<T>(to_float(ap[i * as]) * sigmoid_fast(to_float(bp[i * bs])));
+          for (int64_t i = 0; i < n; ++i) yp[i] = from_float<T>(to_float(ap[i * as]) * gate(to_float(bp[i * bs])));
         }
       },
       4);
@@ -386,7 +386,15 @@ Status glu_kernel(const KernelCall& c) {
   if (ax < 0 || y.rank() != x.rank() || y.shape[ax] * 2 != x.shape[ax])
     return err(ErrorCode::kInvalidArgument, "glu: output ", y.shape.str(), " does not match x ", x.shape.str());
   if (y.dtype != x.dtype) return unsupported_dtypes(c);
-  const bool ok = dispatch_activation(x.dtype, [&](auto tag) { glu_rows<typename decltype(tag)::type>(c, ax); });
+  const std::string& act = c.attr().s("act");
+  if (act != "sigmoid" && act != "silu")
+    return err(ErrorCode::kInvalidArgument, "glu: act '", act, "' (sigmoid or silu)");
+  const bool silu = act == "silu";
+  const bool ok = dispatch_activation(x.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (silu) glu_rows<T, true>(c, ax);
+    else glu_rows<T, false>(c, ax);
+  });
   return ok ? Status::ok() : unsupported_dtypes(c);
 }
 

@@ -137,6 +137,19 @@ Status linear_kernel(const KernelCall& call) {
         for (int64_t j = 0; j < n; ++j) yf[i * n + j] += bias[j];
     });
   }
+  if (call.has_input(3)) {
+    const TensorView& r = call.input(3);
+    const std::vector<int64_t> rows = row_offsets(r);
+    const int64_t rs = r.strides[r.rank() - 1];
+    call.pool->parallel_for(m, 16, [&](int64_t i0, int64_t i1) {
+      std::vector<float> row(static_cast<size_t>(n));
+      for (int64_t i = i0; i < i1; ++i) {
+        load_row_f32(static_cast<const uint8_t*>(r.data) + rows[static_cast<size_t>(i)] * dtype_elem_size(r.dtype), r.dtype,
+                     rs, n, row.data());
+        for (int64_t j = 0; j < n; ++j) yf[i * n + j] += row[static_cast<size_t>(j)];
+      }
+    });
+  }
   if (y.dtype != DType::f32) {
     for (int64_t i = 0; i < m; ++i)
       store_row_f32(yf + i * n, static_cast<uint8_t*>(y.data) + i * n * dtype_elem_size(y.dtype), y.dtype, n);

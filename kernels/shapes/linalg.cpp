@@ -49,6 +49,12 @@ Status infer_linear(const std::vector<const TensorDesc*>& in, std::vector<Tensor
   }
   TensorDesc y{x->dtype, x->shape};
   y.shape[y.shape.rank - 1] = n;
+  if (const TensorDesc* r = input_at(in, 3)) {
+    VRUN_RETURN_IF_ERROR(need_activation("linear", "residual", *r));
+    if (r->shape != y.shape)
+      return err(ErrorCode::kInvalidArgument, "linear: residual must have the output's shape ", y.shape.str(), ", got ",
+                 r->shape.str());
+  }
   out->push_back(y);
   return Status::ok();
 }

@@ -60,6 +60,7 @@ layout(push_constant) uniform Push {
 #define OP_GT 39
 #define OP_GLU 40
 #define OP_WHERE 41
+#define OP_GLU_SILU 42
 
 // Abramowitz-Stegun 7.1.26 has 1.5e-7 absolute error, below f32 rounding of the result.
 float erf_approx(float x) {
@@ -117,6 +118,7 @@ float binary(float a, float b) {
     case OP_LT: return a < b ? 1.0 : 0.0;
     case OP_GT: return a > b ? 1.0 : 0.0;
     case OP_GLU: return a * sigmoid(b);
+    case OP_GLU_SILU: return a * (b * sigmoid(b));
     default: return 0.0;
   }
 }

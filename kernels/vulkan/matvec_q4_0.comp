@@ -40,7 +40,7 @@ layout(push_constant) uniform Push {
 // Rows a subgroup works on at once (their loads all issued before any is used), one block of each
 // a lane: at 2048x131072 1880 GB/s, against 1750 for 2 rows of two blocks and 1830 for 4 rows of
 // two blocks.
-const uint RG = 4;
+layout(constant_id = 11) const uint RG = 4;
 
 const uint XS = XSN > 0u ? 1u : 0u;
 // x as f32, 16 bytes a slot; within each 32-block the slots are permuted by the block's index so

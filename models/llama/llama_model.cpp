@@ -126,7 +126,8 @@ Result<std::shared_ptr<Program>> build_llama_program(const LlamaConfig& c, const
       w.kb = weight(p + "attn_k.bias", false);
       w.vb = weight(p + "attn_v.bias", false);
     }
-    w.gate_up = stacked(p + "ffn_gate_up.weight", {p + "ffn_gate.weight", p + "ffn_up.weight"});
+    // Up first, gate second: glu with act silu computes first half * silu(second half).
+    w.gate_up = stacked(p + "ffn_up_gate.weight", {p + "ffn_up.weight", p + "ffn_gate.weight"});
     if (w.gate_up < 0) {
       w.gate = weight(p + "ffn_gate.weight", true);
       w.up = weight(p + "ffn_up.weight", true);
@@ -145,8 +146,8 @@ Result<std::shared_ptr<Program>> build_llama_program(const LlamaConfig& c, const
     Val tokens = g.input("tokens", DType::i32, {1, seq});
     Val inv = g.constant(freq);
     auto opt = [&](int id) { return id >= 0 ? g.constant(id) : Val::none(); };
-    auto linear = [&](Val x, int w, int b, const std::string& name) {
-      return g.op(OpKind::linear, {x, g.constant(w), opt(b)}, {}, name);
+    auto linear = [&](Val x, int w, int b, const std::string& name, Val residual = Val::none()) {
+      return g.op(OpKind::linear, {x, g.constant(w), opt(b), residual}, {}, name);
     };
     const std::vector<NamedAttr> to_heads = {{"perm", {0, 2, 1, 3}}};
     Val x = g.op(OpKind::embedding, {g.constant(embed), tokens}, {}, "token_embd");
@@ -183,18 +184,15 @@ Result<std::shared_ptr<Program>> build_llama_program(const LlamaConfig& c, const
       Val vals = g.op(OpKind::slice, {vc}, {{"axis", 2}, {"start", 0}, {"end", pos + seq}});
       Val att = g.op(OpKind::sdpa, {g.op(OpKind::permute, {q}, to_heads), keys, vals}, {{"causal", 1}}, p + "attn");
       att = g.op(OpKind::reshape, {g.op(OpKind::permute, {att}, to_heads)}, {{"shape", {1, -1, c.heads * hd}}});
-      x = g.op(OpKind::add, {x, linear(att, w.o, -1, p + "attn_output")});
+      x = linear(att, w.o, -1, p + "attn_output", x);
       Val h2 = g.op(OpKind::rms_norm, {x, g.constant(w.ffn_norm)}, {{"eps", c.rms_eps}}, p + "ffn_norm");
-      Val gate, up;
+      Val act;
       if (w.gate_up >= 0) {
-        Val gu = linear(h2, w.gate_up, -1, p + "ffn_gate_up");
-        gate = g.op(OpKind::silu, {g.op(OpKind::slice, {gu}, {{"axis", 2}, {"start", 0}, {"end", c.ffn}})});
-        up = g.op(OpKind::slice, {gu}, {{"axis", 2}, {"start", c.ffn}, {"end", 2 * c.ffn}});
+        act = g.op(OpKind::glu, {linear(h2, w.gate_up, -1, p + "ffn_up_gate")}, {{"axis", -1}, {"act", "silu"}}, p + "ffn_swiglu");
       } else {
-        gate = g.op(OpKind::silu, {linear(h2, w.gate, -1, p + "ffn_gate")});
-        up = linear(h2, w.up, -1, p + "ffn_up");
+        act = g.op(OpKind::mul, {g.op(OpKind::silu, {linear(h2, w.gate, -1, p + "ffn_gate")}), linear(h2, w.up, -1, p + "ffn_up")});
       }
-      x = g.op(OpKind::add, {x, linear(g.op(OpKind::mul, {gate, up}), w.down, -1, p + "ffn_down")});
+      x = linear(act, w.down, -1, p + "ffn_down", x);
     }
     if (!all_positions) x = g.op(OpKind::slice, {x}, {{"axis", 1}, {"start", seq - 1}, {"end", seq}});
     x = g.op(OpKind::rms_norm, {x, g.constant(out_norm)}, {{"eps", c.rms_eps}}, "output_norm");

@@ -416,13 +416,14 @@ TEST(SliceUpdate, OutOfBoundsIsAnError) {
 
 TEST(Glu, AxesDtypesLayouts) {
   std::mt19937 rng(11);
+  for (const char* act : {"sigmoid", "silu"})
   for (DType dt : kFloatTypes)
     for (Layout l : kLayouts)
       for (int64_t axis : {-1, 1, 0}) {
         const Shape s{4, 6, 10};
-        SCOPED_TRACE(std::string(dtype_name(dt)) + " axis " + std::to_string(axis) + " " + layout_name(l));
+        SCOPED_TRACE(std::string(act) + " " + dtype_name(dt) + " axis " + std::to_string(axis) + " " + layout_name(l));
         HostTensor x = random_layout(dt, s, l, rng, -4, 4);
-        RunResult r = run_cpu(OpKind::glu, {x.view}, Attrs(OpKind::glu).set_i("axis", axis));
+        RunResult r = run_cpu(OpKind::glu, {x.view}, Attrs(OpKind::glu).set_i("axis", axis).set_s("act", act));
         ASSERT_TRUE(r.status.is_ok()) << r.status.to_string();
         const int ax = normalize_axis(axis, 3);
         Shape ys = s;
@@ -434,13 +435,17 @@ TEST(Glu, AxesDtypesLayouts) {
           const double a = load_double(x.view, j);
           j[ax] += ys[ax];
           const double b = load_double(x.view, j);
-          want.push_back(a / (1 + std::exp(-b)));
+          // silu: SwiGLU with the gate second, a * b * sigmoid(b).
+          want.push_back((std::string(act) == "silu" ? a * b : a) / (1 + std::exp(-b)));
         });
         const Tolerance tol = tolerance_for(dt);
         expect_close(to_doubles(r.outputs[0].view), want, tol.atol, tol.rtol, "glu");
       }
   HostTensor odd = random_tensor(DType::f32, Shape{3, 5}, rng);
   EXPECT_EQ(run_cpu(OpKind::glu, {odd.view}, Attrs(OpKind::glu)).status.code(), ErrorCode::kInvalidArgument);
+  HostTensor even = random_tensor(DType::f32, Shape{3, 4}, rng);
+  EXPECT_EQ(run_cpu(OpKind::glu, {even.view}, Attrs(OpKind::glu).set_s("act", "tanh")).status.code(),
+            ErrorCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -200,6 +200,36 @@ TEST(Linear, ActivationBlocksReconstructTheirInput) {
   }
 }
 
+// residual: y = x W^T + b + r, r strided (a permuted view), for one row (decode) and many.
+TEST(Linear, ResidualIsAddedToEveryOutput) {
+  std::mt19937 rng(23);
+  const int64_t K = 64, N = 24;
+  for (int64_t M : {1, 5, 40})
+    for (bool with_bias : {false, true}) {
+      SCOPED_TRACE("M " + std::to_string(M) + (with_bias ? " with bias" : ""));
+      HostTensor x = random_tensor(DType::f32, Shape{1, M, K}, rng);
+      HostTensor w = random_tensor(DType::q8_0, Shape{N, K}, rng);
+      HostTensor b = random_tensor(DType::f32, Shape{N}, rng);
+      HostTensor r = random_strided(DType::f16, Shape{1, M, N}, {0, 2, 1}, 3, rng);
+      RunResult got = run_cpu(OpKind::linear, {x.view, w.view, with_bias ? b.view : TensorView{}, r.view}, Attrs(OpKind::linear));
+      ASSERT_TRUE(got.status.is_ok()) << got.status.to_string();
+      const std::vector<double> xd = to_doubles(x.view), wd = ref_dequant(w.view), bd = to_doubles(b.view), rd = to_doubles(r.view);
+      std::vector<double> want(static_cast<size_t>(M * N));
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j) {
+          double s = rd[i * N + j] + (with_bias ? bd[j] : 0.0);
+          for (int64_t k = 0; k < K; ++k) s += xd[i * K + k] * wd[j * K + k];
+          want[i * N + j] = s;
+        }
+      // M = 1 quantises x to 15-bit blocks (decode path): a few 1e-4 of the dot's magnitude.
+      expect_close(to_doubles(got.outputs[0].view), want, 2e-3, 1e-3, "linear + residual");
+    }
+  HostTensor x = random_tensor(DType::f32, Shape{2, 32}, rng);
+  HostTensor w = random_tensor(DType::f32, Shape{8, 32}, rng);
+  HostTensor bad = random_tensor(DType::f32, Shape{2, 9}, rng);
+  EXPECT_FALSE(run_cpu(OpKind::linear, {x.view, w.view, TensorView{}, bad.view}, Attrs(OpKind::linear)).status.is_ok());
+}
+
 TEST(Linear, RejectsBadShapes) {
   std::mt19937 rng(5);
   HostTensor x = random_tensor(DType::f32, Shape{2, 40}, rng);

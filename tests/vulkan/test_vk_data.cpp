@@ -35,10 +35,11 @@ TEST_F(VkData, ConcatAndGlu) {
   expect_close(to_doubles(out[0].view), want, 0, 0, "concat");
 
   HostTensor x = random_tensor(DType::f32, Shape{5, 66}, rng, -4, 4);
+  for (const char* act : {"sigmoid", "silu"})
   for (int axis : {-1, 0}) {
     HostTensor xx = axis == 0 ? random_tensor(DType::f32, Shape{6, 33}, rng, -4, 4) : x;
     Attrs g(OpKind::glu);
-    g.set_i("axis", axis);
+    g.set_i("axis", axis).set_s("act", act);
     auto y = run_gpu(OpKind::glu, {&xx}, g);
     const auto xv = to_doubles(xx.view);
     std::vector<double> w;
@@ -47,9 +48,9 @@ TEST_F(VkData, ConcatAndGlu) {
       const int64_t half = axis == 0 ? s[0] / 2 : s[1] / 2;
       const int64_t a0 = i[0] * s[1] + i[1];
       const int64_t b0 = axis == 0 ? (i[0] + half) * s[1] + i[1] : i[0] * s[1] + i[1] + half;
-      w.push_back(xv[a0] / (1 + std::exp(-xv[b0])));
+      w.push_back((std::string(act) == "silu" ? xv[a0] * xv[b0] : xv[a0]) / (1 + std::exp(-xv[b0])));
     });
-    expect_close(to_doubles(y[0].view), w, 1e-6, 1e-5, "glu");
+    expect_close(to_doubles(y[0].view), w, 1e-6, 1e-5, act);
   }
 }
 

@@ -121,6 +121,28 @@ TEST_F(VkLinalg, MatvecTailsOffsetsAndReductions) {
   }
 }
 
+// The residual input: for one row without a bias it rides in the bias slot of the matvec; else it
+// is added after the projection.
+TEST_F(VkLinalg, LinearResidual) {
+  std::mt19937 rng(14);
+  const int64_t K = 96, N = 40;
+  for (int64_t M : {1, 3, 70})
+    for (bool with_bias : {false, true})
+      for (DType wdt : {DType::f16, DType::q4_0}) {
+        SCOPED_TRACE("M " + std::to_string(M) + (with_bias ? " bias " : " ") + dtype_name(wdt));
+        HostTensor x = random_tensor(DType::f32, Shape{1, M, K}, rng);
+        HostTensor w = random_tensor(wdt, Shape{N, K}, rng);
+        HostTensor b = random_tensor(DType::f32, Shape{N}, rng);
+        HostTensor r = random_strided(DType::f32, Shape{1, M, N}, {0, 2, 1}, 2, rng);
+        auto out = run_gpu(OpKind::linear, {&x, &w, with_bias ? &b : nullptr, &r}, Attrs(OpKind::linear));
+        std::vector<double> want = linear_ref(x, w, with_bias ? &b : nullptr, M, N, K);
+        const auto rv = to_doubles(r.view);
+        for (size_t i = 0; i < want.size(); ++i) want[i] += rv[i];
+        const bool rounded = ctx().coopmat() != vulkan::Context::CoopMat::kNone && !ctx().exact_f32() && M >= 64;
+        expect_close(to_doubles(out[0].view), want, rounded ? 5e-3 : 1e-4, rounded ? 4e-3 : 1e-5, "linear + residual");
+      }
+}
+
 TEST_F(VkLinalg, LinearStridedAndBatchedInput) {
   std::mt19937 rng(11);
   const int64_t K = 64, N = 33;

@@ -53,8 +53,8 @@ bool supports(const Context& ctx, OpKind op, const std::vector<const TensorDesc*
       return false;
     case OpFamily::linalg:
       if (op == OpKind::linear) {
-        const TensorDesc *w = in(inputs, 1), *b = in(inputs, 2);
-        return w && is_act(x->dtype) && is_weight(w->dtype) && (!b || is_act(b->dtype));
+        const TensorDesc *w = in(inputs, 1), *b = in(inputs, 2), *r = in(inputs, 3);
+        return w && is_act(x->dtype) && is_weight(w->dtype) && (!b || is_act(b->dtype)) && (!r || is_act(r->dtype));
       }
       return in(inputs, 1) && is_act(x->dtype) && is_act(in(inputs, 1)->dtype);
     case OpFamily::attention:
@@ -92,7 +92,7 @@ bool supports(const Context& ctx, OpKind op, const std::vector<const TensorDesc*
         case OpKind::slice_update:
           return in(inputs, 1) && is_copyable(x->dtype) &&
                  (in(inputs, 1)->dtype == x->dtype || (is_act(x->dtype) && is_act(in(inputs, 1)->dtype)));
-        case OpKind::glu: return is_act(x->dtype);
+        case OpKind::glu: return is_act(x->dtype) && (attrs.s("act") == "sigmoid" || attrs.s("act") == "silu");
         case OpKind::embedding: {
           const TensorDesc* ids = in(inputs, 1);
           auto to = dtype_from_name(attrs.s("dtype"));

@@ -36,6 +36,8 @@ Status record_eltwise(Recorder& rec, int opcode, const DeviceView& y, const Devi
                       const DeviceView* c, float p0 = 0, float p1 = 0);
 constexpr int kOpCopy = 21;
 constexpr int kOpGlu = 40;
+constexpr int kOpGluSilu = 42;
+constexpr int kOpAdd = 30;
 
 // 32-bit words of a kernel's push constants, in declaration order.
 struct PushWords {

@@ -67,7 +67,7 @@ Status record_data(Recorder& rec, OpKind op, const std::vector<DeviceView>& in, 
                    x.shape.str());
       const int64_t half = x.shape[axis] / 2;
       const DeviceView a = narrow(x, axis, 0, half), b = narrow(x, axis, half, half);
-      return record_eltwise(rec, kOpGlu, y, &a, &b, nullptr);
+      return record_eltwise(rec, attrs.s("act") == "silu" ? kOpGluSilu : kOpGlu, y, &a, &b, nullptr);
     }
     case OpKind::embedding: return record_embedding(rec, in, y);
     default: return err(ErrorCode::kUnsupported, "vulkan: no kernel for ", op_name(op));

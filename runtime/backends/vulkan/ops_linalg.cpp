@@ -20,7 +20,26 @@ int64_t row_stride(const DeviceView& v) {
   return v.shape.rank ? v.shape[v.shape.rank - 1] : 1;
 }
 
+Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y);
+
+// The residual: one row (a decode step) without a bias rides in the bias slot, which the kernels
+// add per output; otherwise it is added to y after the projection.
 Status record_linear(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y) {
+  if (in.size() < 4 || !in[3].present()) return record_linear_core(rec, in, y);
+  const DeviceView& r = in[3];
+  const int64_t N = in[1].shape[0];
+  const bool bias = in.size() > 2 && in[2].present();
+  if (!bias && r.numel() == N && r.shape.rank >= 1 && (N == 1 || r.strides[r.shape.rank - 1] == 1)) {
+    DeviceView row = r;
+    row.shape = Shape{N};
+    row.strides = contiguous_strides(row.shape);
+    return record_linear_core(rec, {in[0], in[1], row}, y);
+  }
+  VRUN_RETURN_IF_ERROR(record_linear_core(rec, {in[0], in[1], bias ? in[2] : DeviceView{}}, y));
+  return record_eltwise(rec, kOpAdd, y, &y, &r, nullptr);
+}
+
+Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y) {
   VRUN_ASSIGN_OR_RETURN(DeviceView x, rec.rows_view(in[0], 1));
   const DeviceView& w = in[1];
   const DeviceView* bias = in.size() > 2 && in[2].present() ? &in[2] : nullptr;

@@ -15,6 +15,7 @@ namespace {
 constexpr int64_t kMaxRows = 8;
 
 std::atomic<bool> g_force_shared_reduce{false};
+std::atomic<const Q4Tuning*> g_q4_tuning{nullptr};
 
 // Whether compute shaders have subgroupAdd (the device's properties, read once with the context).
 bool has_subgroup_arithmetic(const Context& ctx) {
@@ -27,6 +28,7 @@ bool is_float16ish(DType t) { return t == DType::f16 || t == DType::bf16; }
 }  // namespace
 
 void set_matvec_shared_reduce_for_testing(bool on) { g_force_shared_reduce = on; }
+void set_q4_0_tuning_for_bench(const Q4Tuning* t) { g_q4_tuning = t; }
 
 Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, const DeviceView* bias,
                      const DeviceView& y, int64_t M, int64_t N, int64_t K, int64_t x_row_stride) {
@@ -53,14 +55,21 @@ Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, co
     int64_t r = 16;
     while (r < 64 && N / (2 * r) >= 128) r *= 2;
     // x staged in shared memory when it fits in 28 KiB (32 KiB is the smallest limit met).
-    const int64_t xsn = K <= 7168 ? K : 0;
+    int64_t xsn = K <= 7168 ? K : 0;
+    int32_t rg = 4, wgs = 128;
+    if (const Q4Tuning* t = g_q4_tuning.load()) {
+      r = t->rows;
+      rg = t->rows_per_pass;
+      wgs = t->invocations;
+      if (!t->stage_x) xsn = 0;
+    }
     PushWords pw;
     pw.u(N).u(K).u(x_row_stride).u(offs[0]).u(offs[1]).u(offs[2]).u(offs[3]).u(r);
     uint32_t gx, gy;
     rec.grid_1d(static_cast<uint64_t>((N + r - 1) / r), &gx, &gy);
     return rec.dispatch("matvec_q4_0",
                         {dt_code(x.dtype), 0, dt_code(y.dtype), bias ? dt_code(*bias) : 255, 0, 0, 0, xvec ? 1 : 0, 0,
-                         128, static_cast<int32_t>(xsn)},
+                         wgs, static_cast<int32_t>(xsn), rg},
                         bindings, pw.w, pw.bytes(), gx, gy, 1);
   }
 

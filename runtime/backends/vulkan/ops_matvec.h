@@ -19,4 +19,11 @@ Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, co
 // arithmetic get, on a device that has it.
 void set_matvec_shared_reduce_for_testing(bool on);
 
+// Benchmarks sweep the q4_0 kernel's shape with this (nullptr: the built-in choice): rows of W
+// per workgroup, rows per subgroup pass, x staged in shared memory or not, invocations.
+struct Q4Tuning {
+  int rows = 0, rows_per_pass = 4, stage_x = 1, invocations = 128;
+};
+void set_q4_0_tuning_for_bench(const Q4Tuning* t);
+
 }  // namespace vrun::vulkan
