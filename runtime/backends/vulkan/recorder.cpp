@@ -300,7 +300,11 @@ Status Recorder::dispatch_impl(std::string_view kernel, std::span<const int32_t>
   }
   if (push_bytes) vkCmdPushConstants(cmd_, ctx_.pipelines().layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes, push);
   vkCmdDispatch(cmd_, gx, gy, gz);
-  if (profile_) profile_->after(cmd_, kernel);
+  if (profile_) {
+    // Elementwise passes by opcode (copies, adds, ...): one kernel does them all.
+    if (kernel == "eltwise" && !spec.empty()) profile_->after(cmd_, "eltwise op " + std::to_string(spec[0]));
+    else profile_->after(cmd_, kernel);
+  }
   dispatches_++;
   if (++since_flush_ >= flush_threshold(flushes_) && pieces_) return flush();
   return Status::ok();
@@ -354,7 +358,7 @@ Status Recorder::record_buffer_copy(const BufferRef& src, uint64_t src_offset, c
   hazard(std::span<const Range>(&rs, 1), std::span<const Range>(&rd, 1));
   VkBufferCopy region{src.offset + src_offset, dst.offset + dst_offset, bytes};
   vkCmdCopyBuffer(cmd_, src.buffer, dst.buffer, 1, &region);
-  if (profile_) profile_->after(cmd_, "(buffer copy)");
+  if (profile_) profile_->after(cmd_, src.mapped ? "(copy from host)" : dst.mapped ? "(copy to host)" : "(copy on device)");
   return Status::ok();
 }
 
