@@ -41,7 +41,9 @@ Result<std::vector<float>> WhisperRunner::forward(std::span<const int32_t> token
                "-token context");
   std::vector<int32_t> t(tokens.begin(), tokens.end()), p(static_cast<size_t>(seq));
   std::iota(p.begin(), p.end(), static_cast<int32_t>(pos));
-  VRUN_ASSIGN_OR_RETURN(auto outs, executor_->run("decode", {TensorView::dense(t.data(), DType::i32, {1, seq}), TensorView::dense(p.data(), DType::i32, {1, seq})},
+  // Prompts go through prefill where the program has it (exported before it existed: decode).
+  const char* method = seq > 1 && has_prefill_ ? "prefill" : "decode";
+  VRUN_ASSIGN_OR_RETURN(auto outs, executor_->run(method, {TensorView::dense(t.data(), DType::i32, {1, seq}), TensorView::dense(p.data(), DType::i32, {1, seq})},
                                                   {{"pos", pos}}));
   const float* l = outs[0].ptr<float>();
   return std::vector<float>(l, l + config_.n_vocab);

@@ -107,6 +107,7 @@ Result<std::unique_ptr<WhisperRunner>> WhisperRunner::load(const std::string& pa
   if (const MetaValue* b = r->program_->meta("whisper.decode_batch"); b && b->type == MetaType::kInt && b->i > 1 &&
       r->program_->method("decode_batch"))
     r->decode_batch_ = static_cast<int>(b->i);
+  r->has_prefill_ = r->program_->method("prefill") != nullptr;
   r->rng_.seed(0);
   ExecutorOptions eo;
   eo.backend = options.backend;

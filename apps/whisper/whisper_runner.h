@@ -135,6 +135,7 @@ class WhisperRunner {
   std::vector<std::pair<std::string, int32_t>> languages_;  // code, token (multilingual models)
   std::vector<int32_t> suppress_, suppress_begin_;
   int decode_batch_ = 1;
+  bool has_prefill_ = false;
   std::mt19937_64 rng_;
 };
 

@@ -210,7 +210,9 @@ Result<std::shared_ptr<Program>> build_whisper_program(const WhisperConfig& c, c
     int64_t rows;
     bool batched_cache, align;
   };
-  std::vector<DecodeVariant> variants = {{"decode", 1, false, false}, {"align", 1, false, true}};
+  // prefill: decode for prompts (many tokens at once), cross-attention as two batched matmuls
+  // (GEMM kernels) instead of the streaming sdpa kernel, which takes one query row at a time.
+  std::vector<DecodeVariant> variants = {{"decode", 1, false, false}, {"align", 1, false, true}, {"prefill", 1, false, false}};
   if (settings.decode_batch > 1) variants.push_back({"decode_batch", settings.decode_batch, true, false});
   std::vector<std::vector<int64_t>> heads_of_layer(static_cast<size_t>(c.n_text_layer));
   for (size_t i = 0; i + 1 < extras.alignment_heads.size(); i += 2) {
@@ -271,7 +273,12 @@ Result<std::shared_ptr<Program>> build_whisper_program(const WhisperConfig& c, c
       }
       Val cross;
       const auto& ah = heads_of_layer[static_cast<size_t>(l)];
-      if (var.align && !ah.empty()) {
+      const bool prefill = std::string(var.name) == "prefill";
+      if (prefill) {
+        Val sc = g.op(OpKind::bmm, {q, g.op(OpKind::permute, {ck}, {{"perm", {0, 1, 3, 2}}})}, {}, p + "cross_scores");
+        sc = g.op(OpKind::softmax, {g.op(OpKind::scale, {sc}, {{"scale", 1.0 / std::sqrt(static_cast<double>(hd_t))}})});
+        cross = g.op(OpKind::bmm, {sc, cv}, {}, p + "cross");
+      } else if (var.align && !ah.empty()) {
         // Explicit softmax(q k^T / sqrt(d)) v so the alignment heads' scores can be returned.
         Val sc = g.op(OpKind::bmm, {q, g.op(OpKind::permute, {ck}, {{"perm", {0, 1, 3, 2}}})}, {}, p + "cross_scores");
         sc = g.op(OpKind::scale, {sc}, {{"scale", 1.0 / std::sqrt(static_cast<double>(hd_t))}});

@@ -4,6 +4,8 @@
 //     layer's cross-attention K/V into the states cross.k.N / cross.v.N (once per 30-s window);
 //   decode(tokens [1, seq], positions [1, seq] = pos .. pos + seq - 1, symbol pos) -> logits [1, 1, vocab] of the last token; the
 //     self-attention KV cache (cache.k.N / cache.v.N, n_text_ctx rows) is updated in place;
+//   prefill(tokens [1, seq], positions [1, seq], symbol pos): decode for prompts (the same
+//     result, cross-attention through GEMMs);
 //   decode_batch(tokens [B, seq], positions [1, seq], symbol pos) -> logits [B, 1, vocab]: the same for B
 //     rows (beam search, best-of sampling) with its own caches batch.k.N / batch.v.N (B = the
 //     whisper.decode_batch metadata; absent when it is 1);
