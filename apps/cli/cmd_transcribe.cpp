@@ -32,7 +32,7 @@ struct TranscribeArgs {
   int raw_rate = 0, raw_channels = 1;
   std::vector<std::string> audio;
   bool no_timestamps = false;
-  int threads = 0;
+  int threads = 0, batch_size = 1;
   std::string language = "auto", task = "transcribe", prompt;
   int beam_size = 1, best_of = 5;
   double patience = 1.0, length_penalty = 1.0, temperature = 0.0, temperature_increment = 0.2;
@@ -59,6 +59,7 @@ int run_transcribe(const TranscribeArgs& a) {
     if (f != "txt" && f != "srt" && f != "vtt" && f != "tsv" && f != "json")
       return fail("transcribe", "-o: unknown format '" + f + "' (txt, srt, vtt, tsv, json)");
   if (a.beam_size < 1 || a.best_of < 1) return fail("transcribe", "--beam-size and --best-of must be at least 1");
+  if (a.batch_size < 1) return fail("transcribe", "--batch-size must be at least 1, got " + std::to_string(a.batch_size));
   if (a.temperature < 0 || a.temperature > 1 || a.temperature_increment <= 0)
     return fail("transcribe", "--temperature must be in [0, 1] and --temperature-increment positive");
   whisper::TranscribeOptions opts;
@@ -91,6 +92,7 @@ int run_transcribe(const TranscribeArgs& a) {
   std::unique_ptr<whisper::WhisperRunner> whisper_runner;
 #if VRUN_PARAKEET
   std::unique_ptr<parakeet::ParakeetRunner> parakeet_runner;
+  parakeet::TranscribeOptions popts;
   if (parakeet::is_parakeet_checkpoint(a.model)) {
     if (a.language != "auto" && a.language != "en")
       std::fprintf(stderr, "vrun: -l %s ignored: Parakeet models transcribe the language they were trained on\n", a.language.c_str());
@@ -101,9 +103,8 @@ int run_transcribe(const TranscribeArgs& a) {
     if (!r.is_ok()) return fail("transcribe", r.status().message());
     parakeet_runner = std::move(*r);
     device = parakeet_runner->device_description();
-    parakeet::TranscribeOptions popts;
     popts.word_timestamps = true;
-    transcribe = [&, popts](std::span<const float> samples, const OnSegment& seg, const OnProgress& prog) {
+    transcribe = [&](std::span<const float> samples, const OnSegment& seg, const OnProgress& prog) {
       return parakeet_runner->transcribe(samples, popts, seg, prog);
     };
   }
@@ -117,6 +118,8 @@ int run_transcribe(const TranscribeArgs& a) {
     if (!r.is_ok()) return fail("transcribe", r.status().message());
     whisper_runner = std::move(*r);
     for (const auto& note : whisper_runner->notes()) std::fprintf(stderr, "vrun: %s\n", note.c_str());
+    if (a.batch_size > 1)
+      std::fprintf(stderr, "vrun: --batch-size applies to Parakeet models; Whisper transcribes the files one after another\n");
     device = whisper_runner->device_description();
     transcribe = [&](std::span<const float> samples, const OnSegment& seg, const OnProgress& prog) {
       return whisper_runner->transcribe(samples, opts, seg, prog);
@@ -131,6 +134,84 @@ int run_transcribe(const TranscribeArgs& a) {
     load.raw = preprocess::RawFormat{a.raw_rate, a.raw_channels, *enc, false};
   }
   int failures = 0;
+  auto print_segment = [&](const transcript::Segment& s) {
+    if (opts.timestamps)
+      std::printf("[%s --> %s] %s\n", transcript::format_timestamp(s.start).c_str(), transcript::format_timestamp(s.end).c_str(),
+                  s.text.c_str());
+    else
+      std::printf("%s\n", s.text.c_str());
+    std::fflush(stdout);
+  };
+  // Stats line and transcript files of one file; false when a file cannot be written.
+  auto finish = [&](const std::string& path, const transcript::Transcript& t, double wall) -> bool {
+    const auto& st = t.stats;
+    if (t.language_probability < 1.0)
+      std::fprintf(stderr, "vrun: %s: detected language %s (p = %.2f)\n", path.c_str(), t.language.c_str(), t.language_probability);
+    char words[48] = "";
+    if (opts.word_timestamps) std::snprintf(words, sizeof words, ", words %.2f s", st.align_s);
+    std::fprintf(stderr, "vrun: %s: audio %.2f s, wall %.2f s, RTFx %.1f (mel %.2f s, encode %.2f s, decode %.2f s%s; %d windows, %d tokens)\n",
+                 path.c_str(), st.audio_s, wall, wall > 0 ? st.audio_s / wall : 0.0, st.features_s, st.encode_s, st.decode_s, words,
+                 st.windows, st.tokens);
+    const std::string stem = path == "-" ? "stdin" : std::filesystem::path(path).stem().string();
+    for (const auto& f : formats) {
+      auto text = transcript::render_transcript(t, f, path);
+      if (!text.is_ok()) {
+        std::fprintf(stderr, "vrun transcribe: %s\n", text.status().message().c_str());
+        return false;
+      }
+      std::error_code ec;
+      std::filesystem::create_directories(a.output_dir, ec);
+      const std::string out = (std::filesystem::path(a.output_dir) / (stem + "." + f)).string();
+      std::ofstream o(out, std::ios::binary);
+      if (!o || !(o << *text)) {
+        std::fprintf(stderr, "vrun transcribe: %s: cannot write\n", out.c_str());
+        return false;
+      }
+      std::fprintf(stderr, "vrun: wrote %s\n", out.c_str());
+    }
+    return true;
+  };
+#if VRUN_PARAKEET
+  if (parakeet_runner && a.batch_size > 1) {
+    // Groups of --batch-size files: their encoder chunks share batched encoder calls, then each
+    // file is decoded and printed in turn.
+    for (size_t g = 0; g < a.audio.size(); g += static_cast<size_t>(a.batch_size)) {
+      const auto t0 = Clock::now();
+      std::vector<std::string> paths;
+      std::vector<std::vector<float>> samples;
+      for (size_t k = g; k < std::min(a.audio.size(), g + static_cast<size_t>(a.batch_size)); ++k) {
+        auto audio = preprocess::load_audio(a.audio[k], load);
+        if (!audio.is_ok()) {
+          std::fprintf(stderr, "vrun transcribe: %s\n", audio.status().message().c_str());
+          ++failures;
+          continue;
+        }
+        paths.push_back(a.audio[k]);
+        samples.push_back(std::move(audio->samples));
+      }
+      if (paths.empty()) continue;
+      std::vector<std::span<const float>> spans(samples.begin(), samples.end());
+      auto ts = parakeet_runner->transcribe_batch(spans, popts);
+      if (!ts.is_ok()) {
+        for (const auto& p : paths) std::fprintf(stderr, "vrun transcribe: %s: %s\n", p.c_str(), ts.status().message().c_str());
+        failures += static_cast<int>(paths.size());
+        continue;
+      }
+      const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+      std::fprintf(stderr, "vrun: %zu files in %.2f s\n", paths.size(), wall);
+      double total_audio = 0;
+      for (const auto& t : *ts) total_audio += t.stats.audio_s;
+      for (size_t k = 0; k < paths.size(); ++k) {
+        if (a.audio.size() > 1) std::printf("# %s\n", paths[k].c_str());
+        for (const auto& seg : (*ts)[k].segments) print_segment(seg);
+        // The group's wall time, shared by audio length (the encoder calls served all files).
+        const double share = total_audio > 0 ? (*ts)[k].stats.audio_s / total_audio : 1.0 / static_cast<double>(paths.size());
+        if (!finish(paths[k], (*ts)[k], wall * share)) return 1;
+      }
+    }
+    return failures ? 1 : 0;
+  }
+#endif
   for (const auto& path : a.audio) {
     const auto t0 = Clock::now();
     auto audio = preprocess::load_audio(path, load);
@@ -155,12 +236,7 @@ int run_transcribe(const TranscribeArgs& a) {
     };
     auto transcript = transcribe(audio->samples, [&](const transcript::Segment& s) {
       if (progress_shown && tty) std::fputs("\r\033[K", stderr);  // the segment takes the progress line's place
-      if (opts.timestamps)
-        std::printf("[%s --> %s] %s\n", transcript::format_timestamp(s.start).c_str(), transcript::format_timestamp(s.end).c_str(),
-                    s.text.c_str());
-      else
-        std::printf("%s\n", s.text.c_str());
-      std::fflush(stdout);
+      print_segment(s);
     }, progress);
     if (progress_shown && tty) std::fputc('\n', stderr);
     if (!transcript.is_ok()) {
@@ -168,27 +244,7 @@ int run_transcribe(const TranscribeArgs& a) {
       ++failures;
       continue;
     }
-    const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
-    const auto& st = transcript->stats;
-    if (transcript->language_probability < 1.0)
-      std::fprintf(stderr, "vrun: %s: detected language %s (p = %.2f)\n", path.c_str(), transcript->language.c_str(),
-                   transcript->language_probability);
-    char words[48] = "";
-    if (opts.word_timestamps) std::snprintf(words, sizeof words, ", words %.2f s", st.align_s);
-    std::fprintf(stderr, "vrun: %s: audio %.2f s, wall %.2f s, RTFx %.1f (mel %.2f s, encode %.2f s, decode %.2f s%s; %d windows, %d tokens)\n",
-                 path.c_str(), st.audio_s, wall, wall > 0 ? st.audio_s / wall : 0.0, st.features_s, st.encode_s, st.decode_s, words,
-                 st.windows, st.tokens);
-    const std::string stem = path == "-" ? "stdin" : std::filesystem::path(path).stem().string();
-    for (const auto& f : formats) {
-      auto text = transcript::render_transcript(*transcript, f, path);
-      if (!text.is_ok()) return fail("transcribe", text.status().message());
-      std::error_code ec;
-      std::filesystem::create_directories(a.output_dir, ec);
-      const std::string out = (std::filesystem::path(a.output_dir) / (stem + "." + f)).string();
-      std::ofstream o(out, std::ios::binary);
-      if (!o || !(o << *text)) return fail("transcribe", out + ": cannot write");
-      std::fprintf(stderr, "vrun: wrote %s\n", out.c_str());
-    }
+    if (!finish(path, *transcript, std::chrono::duration<double>(Clock::now() - t0).count())) return 1;
   }
   return failures ? 1 : 0;
 }
@@ -255,6 +311,10 @@ const CommandRegistrar kRegistrar("transcribe", "Transcribe speech with a Whispe
       ->capture_default_str();
   sub.add_option("--backend", a->backend, "cpu, vulkan or auto")->capture_default_str();
   sub.add_option("-t,--threads", a->threads, "CPU threads (default: VRUN_THREADS or all)");
+  sub.add_option("--batch-size", a->batch_size,
+                 "Parakeet: files encoded together (their 160-s chunks share batched encoder calls, up to the model's "
+                 "batch of 4); each file's transcript is the same as alone")
+      ->capture_default_str();
   return [a] { return run_transcribe(*a); };
 });
 

@@ -1,0 +1,65 @@
+// `vrun transcribe` end to end with a Parakeet checkpoint: --batch-size groups files into batched
+// encoder calls and prints, per file, what the file alone prints; the segments are NeMo's (goldens.json);
+// an unreadable file among them fails alone, with a non-zero exit.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+namespace vrun::parakeet {
+namespace {
+
+const std::string kVrun = std::string(VRUN_BINARY_DIR) + "/bin/vrun";
+const std::string kData = VRUN_TEST_DATA;
+
+struct CliRun {
+  int exit_code;
+  std::string out, err;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+CliRun vrun(const std::string& args, const std::string& tag) {
+  const std::string out = ::testing::TempDir() + "/cli_" + tag + ".out", err = ::testing::TempDir() + "/cli_" + tag + ".err";
+  const int status = std::system((kVrun + " " + args + " > " + out + " 2> " + err).c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+}
+
+TEST(ParakeetCli, BatchSizeGivesEachFileItsOwnTranscript) {
+  const auto goldens = nlohmann::json::parse(slurp(kData + "/parakeet/goldens.json"));
+  const std::string model = kData + "/parakeet/tdt_small.nemo";
+  std::string files;
+  for (const char* clip : {"librivox_0880", "synth", "librivox_0930"})
+    files += " " + kData + "/" + goldens["clips"][clip]["path"].get<std::string>();
+  const CliRun one = vrun("transcribe --backend cpu -t 2 -m " + model + files, "one");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const CliRun batched = vrun("transcribe --backend cpu -t 2 --batch-size 3 -m " + model + files, "batched");
+  ASSERT_EQ(batched.exit_code, 0) << batched.err;
+  EXPECT_EQ(batched.out, one.out);
+  EXPECT_NE(batched.err.find("3 files in"), std::string::npos) << batched.err;
+  for (const char* clip : {"librivox_0880", "synth", "librivox_0930"}) {
+    for (const auto& seg : goldens["tdt"]["clips"][clip]["segments"]) {
+      const std::string text = seg["segment"].get<std::string>();
+      EXPECT_NE(batched.out.find("]  " + text + "\n"), std::string::npos) << clip << ": NeMo's segment '" << text << "' not in\n"
+                                                                       << batched.out;
+    }
+  }
+  // A missing file fails alone: the others are still transcribed, the exit status says so.
+  const CliRun missing = vrun("transcribe --backend cpu -t 2 --batch-size 2 -m " + model + " /nonexistent.wav" + files, "missing");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("/nonexistent.wav"), std::string::npos) << missing.err;
+  EXPECT_EQ(missing.out, one.out);
+  EXPECT_NE(vrun("transcribe --batch-size 0 -m " + model + files, "zero").exit_code, 0);
+}
+
+}  // namespace
+}  // namespace vrun::parakeet
