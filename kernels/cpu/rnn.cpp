@@ -12,6 +12,14 @@ namespace {
 
 float sigmoid(float v) { return 1.f / (1.f + std::exp(-v)); }
 
+// The weights in place when they already are dense f32 (a decode step calls this once per token:
+// copying two 4H x H matrices each time cost more than the step), else a dense f32 copy.
+const float* dense_f32_weights(const TensorView& w, std::vector<float>* store) {
+  if (w.dtype == DType::f32 && w.is_contiguous()) return w.ptr<float>();
+  *store = to_dense_f32(w);
+  return store->data();
+}
+
 Status lstm_kernel(const KernelCall& call) {
   const TensorView& xv = call.input(0);
   const int64_t nb = xv.shape[0], nt = xv.shape[1], ni = xv.shape[2];
@@ -21,8 +29,9 @@ Status lstm_kernel(const KernelCall& call) {
   TensorView& cv = call.out[2];
 
   const std::vector<float> x = to_dense_f32(xv);
-  const std::vector<float> wih = to_dense_f32(call.input(3));
-  const std::vector<float> whh = to_dense_f32(call.input(4));
+  std::vector<float> wih_store, whh_store;
+  const float* wih = dense_f32_weights(call.input(3), &wih_store);
+  const float* whh = dense_f32_weights(call.input(4), &whh_store);
   std::vector<float> h = to_dense_f32(call.input(1));
   std::vector<float> c = to_dense_f32(call.input(2));
   std::vector<float> bias(static_cast<size_t>(g4), 0.f);
@@ -34,7 +43,7 @@ Status lstm_kernel(const KernelCall& call) {
 
   // gx[(b * T + t) * 4H + j] = x[b, t] . w_ih[j] + biases
   std::vector<float> gx(static_cast<size_t>(nb * nt * g4));
-  sgemm(nb * nt, g4, ni, x.data(), ni, wih.data(), ni, true, gx.data(), g4, false, call.pool);
+  sgemm(nb * nt, g4, ni, x.data(), ni, wih, ni, true, gx.data(), g4, false, call.pool);
   for (int64_t r = 0; r < nb * nt; ++r)
     for (int64_t j = 0; j < g4; ++j) gx[r * g4 + j] += bias[j];
 
@@ -45,10 +54,10 @@ Status lstm_kernel(const KernelCall& call) {
       call.pool->parallel_for(g4, 64, [&](int64_t j0, int64_t j1) {
         for (int64_t b = 0; b < nb; ++b)
           for (int64_t j = j0; j < j1; ++j)
-            gates[b * g4 + j] = dot_f32_any(h.data() + b * nh, whh.data() + j * nh, DType::f32, nh);
+            gates[b * g4 + j] = dot_f32_any(h.data() + b * nh, whh + j * nh, DType::f32, nh);
       });
     } else {
-      sgemm(nb, g4, nh, h.data(), nh, whh.data(), nh, true, gates.data(), g4, false, call.pool);
+      sgemm(nb, g4, nh, h.data(), nh, whh, nh, true, gates.data(), g4, false, call.pool);
     }
     for (int64_t b = 0; b < nb; ++b) {
       const float* gxb = gx.data() + (b * nt + t) * g4;
