@@ -44,9 +44,15 @@ std::optional<int> export_speech(const ExportArgs& a) {
 #endif
 #if VRUN_PARAKEET
   if (!program && parakeet::is_parakeet_checkpoint(a.model)) {
-    if (!a.dtype.empty() || a.ctx != 0)
-      return fail("export", "--dtype and --ctx apply to Llama-family and Whisper models; Parakeet keeps its checkpoint's types");
-    auto p = parakeet::export_parakeet(a.model);
+    if (a.ctx != 0) return fail("export", "--ctx applies to Llama-family models; Parakeet encodes audio in chunks of any length");
+    parakeet::BuildSettings bs;
+    if (!a.dtype.empty()) {
+      const auto dtype = dtype_from_name(a.dtype);
+      if (!dtype || (*dtype != DType::f32 && *dtype != DType::f16 && *dtype != DType::bf16))
+        return fail("export", "--dtype '" + a.dtype + "' for a Parakeet model: choose f32, f16 or bf16 (its linear weights)");
+      bs.weight_dtype = *dtype;
+    }
+    auto p = parakeet::export_parakeet(a.model, bs);
     if (!p.is_ok()) return fail("export", p.status().to_string());
     program = *p;
   }

@@ -61,5 +61,25 @@ TEST(ParakeetCli, BatchSizeGivesEachFileItsOwnTranscript) {
   EXPECT_NE(vrun("transcribe --batch-size 0 -m " + model + files, "zero").exit_code, 0);
 }
 
+// `vrun export --dtype f16` stores the linear weights as halves; the tokens stay NeMo's (the
+// goldens' clips have no near-tie), and a type the Parakeet kernels do not take is refused.
+TEST(ParakeetCli, ExportF16TranscribesTheSame) {
+  const auto goldens = nlohmann::json::parse(slurp(kData + "/parakeet/goldens.json"));
+  const std::string model = kData + "/parakeet/tdt_small.nemo";
+  const std::string f16 = ::testing::TempDir() + "/tdt_small_f16.vrp", f32 = ::testing::TempDir() + "/tdt_small_f32.vrp";
+  ASSERT_EQ(vrun("export -m " + model + " -o " + f16 + " --dtype f16", "export16").exit_code, 0);
+  ASSERT_EQ(vrun("export -m " + model + " -o " + f32, "export32").exit_code, 0);
+  std::ifstream a(f16, std::ios::binary | std::ios::ate), b(f32, std::ios::binary | std::ios::ate);
+  EXPECT_LT(static_cast<int64_t>(a.tellg()), static_cast<int64_t>(b.tellg()));
+  const std::string clip = kData + "/" + goldens["clips"]["librivox_0930"]["path"].get<std::string>();
+  const CliRun ours = vrun("transcribe --backend cpu -t 2 -m " + f16 + " " + clip, "f16");
+  ASSERT_EQ(ours.exit_code, 0) << ours.err;
+  for (const auto& seg : goldens["tdt"]["clips"]["librivox_0930"]["segments"])
+    EXPECT_NE(ours.out.find("]  " + seg["segment"].get<std::string>() + "\n"), std::string::npos) << ours.out;
+  const CliRun q4 = vrun("export -m " + model + " -o " + ::testing::TempDir() + "/q4.vrp --dtype q4_0", "q4");
+  EXPECT_EQ(q4.exit_code, 1);
+  EXPECT_NE(q4.err.find("f32, f16 or bf16"), std::string::npos) << q4.err;
+}
+
 }  // namespace
 }  // namespace vrun::parakeet
