@@ -87,6 +87,10 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
     return;
   }
   const int64_t chunk = (n + chunks - 1) / chunks;
+  // Close the previous generation before the job fields change: a worker still holding its claim
+  // word would otherwise pass the chunk check against the new job_chunks_ and run a chunk of the
+  // new job under the old generation.
+  claim_.store((static_cast<uint64_t>(generation_) << 32) | 0xffffffffu, std::memory_order_seq_cst);
   job_ = &fn;
   job_n_ = n;
   job_chunk_ = chunk;
