@@ -138,17 +138,8 @@ Status linear_kernel(const KernelCall& call) {
     });
   }
   if (call.has_input(3)) {
-    const TensorView& r = call.input(3);
-    const std::vector<int64_t> rows = row_offsets(r);
-    const int64_t rs = r.strides[r.rank() - 1];
-    call.pool->parallel_for(m, 16, [&](int64_t i0, int64_t i1) {
-      std::vector<float> row(static_cast<size_t>(n));
-      for (int64_t i = i0; i < i1; ++i) {
-        load_row_f32(static_cast<const uint8_t*>(r.data) + rows[static_cast<size_t>(i)] * dtype_elem_size(r.dtype), r.dtype,
-                     rs, n, row.data());
-        for (int64_t j = 0; j < n; ++j) yf[i * n + j] += row[static_cast<size_t>(j)];
-      }
-    });
+    const std::vector<float> r = to_dense_f32(call.input(3));
+    for (size_t i = 0; i < r.size(); ++i) yf[i] += r[i];
   }
   if (y.dtype != DType::f32) {
     for (int64_t i = 0; i < m; ++i)

@@ -1,8 +1,8 @@
 #include "models/llama/llama_model.h"
 
 #include <cmath>
-#include <cstring>
 
+#include "models/common/weight.h"
 #include "runtime/graph/builder.h"
 
 namespace vrun::llama {
@@ -84,15 +84,9 @@ Result<std::shared_ptr<Program>> build_llama_program(const LlamaConfig& c, const
     bool any = false;
     for (const auto& [part, rows] : parts) {
       auto w = weights(part);
-      if (w && w->shape.rank == 1 && w->shape[0] == rows && is_float(w->dtype) && dtype_elem_size(w->dtype) <= 4) {
-        for (int64_t i = 0; i < rows; ++i) {
-          const void* e = static_cast<const uint8_t*>(w->data) + i * dtype_elem_size(w->dtype);
-          uint16_t h = 0;
-          float f = 0;
-          if (w->dtype == DType::f32) std::memcpy(&f, e, 4);
-          else std::memcpy(&h, e, 2);
-          b.push_back(w->dtype == DType::f32 ? f : w->dtype == DType::f16 ? f16_to_f32(h) : bf16_to_f32(h));
-        }
+      if (w && w->shape.rank == 1 && w->shape[0] == rows && is_float(w->dtype)) {
+        const std::vector<float> f = models::weight_to_f32({w->dtype, w->shape.vec(), w->data, nullptr});
+        b.insert(b.end(), f.begin(), f.end());
         any = true;
       } else {
         b.insert(b.end(), static_cast<size_t>(rows), 0.0f);

@@ -39,7 +39,7 @@ int unary_code(OpKind op, const Attrs& attrs) {
 
 int binary_code(OpKind op) {
   switch (op) {
-    case OpKind::add: return 30;
+    case OpKind::add: return kOpAdd;
     case OpKind::sub: return 31;
     case OpKind::mul: return 32;
     case OpKind::div: return 33;
