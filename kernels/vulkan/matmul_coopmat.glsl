@@ -8,6 +8,9 @@
 // An f32 x is rounded to f16 as it is loaded (the tensor cores multiply halves; sums stay f32).
 // Accumulates in f32; bias and the output dtype are applied while each fragment is written out
 // through a per-subgroup staging area.
+// IS_LINEAR = 0 makes it a batched matmul (bmm): A [M, K] and B [K, N] per batch through the
+// push constants' strides (gl_WorkGroupID.z walks the batches), each read along K (a_sk = b_sk = 1,
+// which the host checks), B f16 or f32 (rounded to f16 as it loads), no bias.
 // Bindings: 0 y, 1 x, 2 W, 3 bias.
 
 layout(local_size_x = 256) in;
@@ -17,6 +20,7 @@ layout(constant_id = 2) const uint DT_A = DT_F16;
 // W f16, or block-quantised (q8_0 / q4_0 / q4_1, GGUF layout in place, K % 32 == 0): blocks are
 // expanded to halves as the tile loads, so quantised checkpoints prefill on the tensor cores too.
 layout(constant_id = 3) const uint DT_B = DT_F16;
+layout(constant_id = 4) const uint IS_LINEAR = 1;
 
 layout(push_constant) uniform Push {
   uint M, N, K;
@@ -29,6 +33,7 @@ layout(push_constant) uniform Push {
 layout(set = 0, binding = 1, std430) buffer BufA4 { uvec4 a4[]; };
 layout(set = 0, binding = 1, std430) buffer BufAF4 { vec4 af4[]; };
 layout(set = 0, binding = 2, std430) buffer BufB4 { uvec4 w4[]; };
+layout(set = 0, binding = 2, std430) buffer BufBF4 { vec4 wf4[]; };
 
 const uint BM = 128, BN = 128, BK = 64;
 const uint CH = BK / 8u;        // 16-byte chunks per row and step
@@ -47,8 +52,18 @@ uvec4 load_a8(uint e) {
   return a4[e / 8u];
 }
 
+uint b_base = 0;  // this batch's B, in elements (bmm)
+
 // Weights n, k .. k + 8 (k a multiple of 8) as packed halves.
 uvec4 load_b8(uint n, uint k) {
+  if (IS_LINEAR == 0) {
+    const uint e = b_base + n * pc.b_sn + k;
+    if (DT_B == DT_F32) {
+      vec4 lo = wf4[e / 4u], hi = wf4[e / 4u + 1u];
+      return uvec4(packHalf2x16(lo.xy), packHalf2x16(lo.zw), packHalf2x16(hi.xy), packHalf2x16(hi.zw));
+    }
+    return w4[e / 8u];
+  }
   if (DT_B == DT_F16) return w4[(pc.off_b + n * pc.K + k) / 8u];
   const uint BB = DT_B == DT_Q8_0 ? 34u : DT_B == DT_Q4_0 ? 18u : 20u;
   const uint base = pc.off_b + (n * (pc.K / 32u) + k / 32u) * BB;  // bytes, even
@@ -82,6 +97,13 @@ void main() {
   uint warp = t / 32u, lane = t % 32u;
   uint wm = (warp / 4u) * 64u, wn = (warp % 4u) * 32u;
   uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
+  uint a_base = pc.off_a, y_base = pc.off_y;
+  if (IS_LINEAR == 0) {
+    uint z = gl_WorkGroupID.z, i2 = z % pc.nb2, i1 = (z / pc.nb2) % pc.nb1, i0 = z / (pc.nb2 * pc.nb1);
+    a_base += i0 * pc.a_sb0 + i1 * pc.a_sb1 + i2 * pc.a_sb2;
+    b_base = pc.off_b + i0 * pc.b_sb0 + i1 * pc.b_sb1 + i2 * pc.b_sb2;
+    y_base += z * pc.M * pc.N;
+  }
 
   C_T acc[4][2];
   [[unroll]] for (uint i = 0; i < 4; ++i)
@@ -91,7 +113,7 @@ void main() {
   [[unroll]] for (uint p = 0; p < PER; ++p) {
     uint c = t + p * 256u, r = c / CH, k = (c % CH) * 8u;
     uint m = m0 + r, n = n0 + r;
-    ra[p] = (m < pc.M && k < pc.K) ? load_a8(pc.off_a + m * pc.a_sm + k) : uvec4(0);
+    ra[p] = (m < pc.M && k < pc.K) ? load_a8(a_base + m * pc.a_sm + k) : uvec4(0);
     rb[p] = (n < pc.N && k < pc.K) ? load_b8(n, k) : uvec4(0);
   }
   for (uint k0 = 0; k0 < pc.K; k0 += BK) {
@@ -107,7 +129,7 @@ void main() {
       [[unroll]] for (uint p = 0; p < PER; ++p) {
         uint c = t + p * 256u, r = c / CH, k = k1 + (c % CH) * 8u;
         uint m = m0 + r, n = n0 + r;
-        ra[p] = (m < pc.M && k < pc.K) ? load_a8(pc.off_a + m * pc.a_sm + k) : uvec4(0);
+        ra[p] = (m < pc.M && k < pc.K) ? load_a8(a_base + m * pc.a_sm + k) : uvec4(0);
         rb[p] = (n < pc.N && k < pc.K) ? load_b8(n, k) : uvec4(0);
       }
     }
@@ -129,7 +151,7 @@ void main() {
         uint m = m0 + wm + 16u * i + e / 16u, n = n0 + wn + 16u * j + e % 16u;
         if (m < pc.M && n < pc.N) {
           float b = DT_BIAS != DT_NONE ? load3(DT_BIAS, pc.off_bias + n) : 0.0;
-          store0(DT_Y, pc.off_y + m * pc.N + n, Cs[warp][e] + b);
+          store0(DT_Y, y_base + m * pc.N + n, Cs[warp][e] + b);
         }
       }
       subgroupBarrier();

@@ -1,5 +1,7 @@
-// Body of the cooperative-matrix (tensor core) flash-attention kernel for f16 Q, K, V with head
-// dims up to DMAX (64 or 128, rows 16-byte aligned: the host checks). The NV and KHR variants
+// Body of the cooperative-matrix (tensor core) flash-attention kernel for f16 or f32 Q, K, V with
+// head dims up to DMAX (64 or 128; rows start at multiples of 8 elements: the host checks). f32
+// operands are rounded to f16 as they are staged (the tensor cores multiply halves; scores, the
+// softmax and the output accumulate in f32), so f32 activations need no separate cast pass. The NV and KHR variants
 // define the matrix types and load/store/multiply macros, then include this.
 // A workgroup of 4 subgroups (32 invocations each) owns BQ = 64 query rows of one head, 16 per
 // subgroup; its Q rows stay in registers as A fragments. Keys go by in tiles of BKV = 32 staged in
@@ -18,10 +20,24 @@ layout(constant_id = 0) const uint DT_Y = 0;
 layout(constant_id = 1) const uint DT_MASK = DT_NONE;
 layout(constant_id = 2) const uint CAUSAL = 0;
 layout(constant_id = 3) const uint DMAX = 128;
+layout(constant_id = 4) const uint DT_Q = DT_F16;
+layout(constant_id = 5) const uint DT_K = DT_F16;
+layout(constant_id = 6) const uint DT_V = DT_F16;
 
 layout(set = 0, binding = 1, std430) buffer BufQ4 { uvec4 q4[]; };
 layout(set = 0, binding = 2, std430) buffer BufK4 { uvec4 k4[]; };
 layout(set = 0, binding = 3, std430) buffer BufV4 { uvec4 v4[]; };
+layout(set = 0, binding = 1, std430) buffer BufQF4 { vec4 qf4[]; };
+layout(set = 0, binding = 2, std430) buffer BufKF4 { vec4 kf4[]; };
+layout(set = 0, binding = 3, std430) buffer BufVF4 { vec4 vf4[]; };
+
+uvec4 pack8(vec4 lo, vec4 hi) {
+  return uvec4(packHalf2x16(lo.xy), packHalf2x16(lo.zw), packHalf2x16(hi.xy), packHalf2x16(hi.zw));
+}
+// Eight elements from element e (a multiple of 8) as packed halves.
+uvec4 q8(uint e) { return DT_Q == DT_F32 ? pack8(qf4[e / 4u], qf4[e / 4u + 1u]) : q4[e / 8u]; }
+uvec4 k8(uint e) { return DT_K == DT_F32 ? pack8(kf4[e / 4u], kf4[e / 4u + 1u]) : k4[e / 8u]; }
+uvec4 v8(uint e) { return DT_V == DT_F32 ? pack8(vf4[e / 4u], vf4[e / 4u + 1u]) : v4[e / 8u]; }
 
 layout(push_constant) uniform Push {
   uint Lq, Lk, D, Dv, Hq, Hkv;
@@ -66,7 +82,7 @@ void main() {
     barrier();
     [[unroll]] for (uint p = 0; p < PER; ++p) {
       uint e = t + p * WG, rr = e / C8, c = e % C8, i = i0 + half_ * 32u + rr;
-      Ks[rr * LDH4 + c] = (i < pc.Lq && c * 8u < pc.D) ? q4[(qo + i * pc.q_sl + c * 8u) / 8u] : uvec4(0);
+      Ks[rr * LDH4 + c] = (i < pc.Lq && c * 8u < pc.D) ? q8(qo + i * pc.q_sl + c * 8u) : uvec4(0);
     }
     barrier();
     if (w / 2u == half_)
@@ -92,8 +108,8 @@ void main() {
   uvec4 rk[PER], rv[PER];
   [[unroll]] for (uint p = 0; p < PER; ++p) {
     uint e = t + p * WG, j = e / C8, c = e % C8;
-    rk[p] = (j < kend && c * 8u < pc.D) ? k4[(ko + j * pc.k_sl + c * 8u) / 8u] : uvec4(0);
-    rv[p] = (j < kend && c * 8u < pc.Dv) ? v4[(vo + j * pc.v_sl + c * 8u) / 8u] : uvec4(0);
+    rk[p] = (j < kend && c * 8u < pc.D) ? k8(ko + j * pc.k_sl + c * 8u) : uvec4(0);
+    rv[p] = (j < kend && c * 8u < pc.Dv) ? v8(vo + j * pc.v_sl + c * 8u) : uvec4(0);
   }
 
   for (uint j0 = 0; j0 < kend; j0 += BKV) {
@@ -109,8 +125,8 @@ void main() {
     if (j1 < kend) {
       [[unroll]] for (uint p = 0; p < PER; ++p) {
         uint e = t + p * WG, j = j1 + e / C8, c = e % C8;
-        rk[p] = (j < kend && c * 8u < pc.D) ? k4[(ko + j * pc.k_sl + c * 8u) / 8u] : uvec4(0);
-        rv[p] = (j < kend && c * 8u < pc.Dv) ? v4[(vo + j * pc.v_sl + c * 8u) / 8u] : uvec4(0);
+        rk[p] = (j < kend && c * 8u < pc.D) ? k8(ko + j * pc.k_sl + c * 8u) : uvec4(0);
+        rv[p] = (j < kend && c * 8u < pc.Dv) ? v8(vo + j * pc.v_sl + c * 8u) : uvec4(0);
       }
     }
 

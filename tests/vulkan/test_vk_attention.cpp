@@ -123,6 +123,7 @@ struct SdpaCase {
   bool causal;
   DType mask = DType::u8;  // u8: none
   double scale = 0;
+  int64_t q_offset = 1;  // elements before q's storage: 8 keeps rows aligned for the tensor-core kernel
 };
 
 class VkSdpa : public VulkanTest {
@@ -130,11 +131,19 @@ class VkSdpa : public VulkanTest {
   void check(const SdpaCase& c, uint32_t seed) {
     std::mt19937 rng(seed);
     const int64_t Lmax = c.Lk + 3;
-    HostTensor q = random_strided(c.dt, Shape{c.B, c.Hq, c.Lq, c.D}, {0, 2, 1, 3}, 1, rng);
+    HostTensor q = random_strided(c.dt, Shape{c.B, c.Hq, c.Lq, c.D}, {0, 2, 1, 3}, c.q_offset, rng);
     HostTensor k = random_tensor(c.dt, Shape{c.B, c.Hkv, Lmax, c.D}, rng);
     HostTensor v = random_tensor(c.dt, Shape{c.B, c.Hkv, Lmax, c.Dv}, rng);
     k.view.shape = Shape{c.B, c.Hkv, c.Lk, c.D};
     v.view.shape = Shape{c.B, c.Hkv, c.Lk, c.Dv};
+    // Where the device has tensor cores, prefill-shaped f32 Q/K/V go through them rounded to
+    // halves (the kernel's documented rounding): the inputs are made exact halves so that the
+    // float64 reference sees the operands the kernel multiplies, and the softmax weights' own
+    // rounding to half sets the tolerance as for f16.
+    const bool halves = c.dt == DType::f32 && c.Lq >= 32 && ctx().coopmat() != vulkan::Context::CoopMat::kNone &&
+                        !ctx().exact_f32();
+    if (halves)
+      for (HostTensor* t : {&q, &k, &v}) round_to_halves(*t);
     HostTensor m;
     const bool has_mask = c.mask != DType::u8;
     if (has_mask) {
@@ -162,7 +171,9 @@ class VkSdpa : public VulkanTest {
                   static_cast<long long>(c.D), static_cast<long long>(c.Dv), c.causal ? 1 : 0,
                   has_mask ? dtype_name(c.mask) : "none");
     // f16: the tensor-core kernel rounds the softmax weights to half for the P.V product.
-    expect_close(to_doubles(out[0].view), want, c.dt == DType::f16 ? 1e-4 : 2e-5, rtol_for(c.dt) + 1e-5, what);
+    const bool f16_class = c.dt == DType::f16 || halves;
+    expect_close(to_doubles(out[0].view), want, f16_class ? 1e-4 : 2e-5, rtol_for(f16_class ? DType::f16 : c.dt) + 1e-5,
+                 what);
   }
 };
 
@@ -179,6 +190,10 @@ TEST_F(VkSdpa, TiledTailsHeadDimsAndMasks) {
       {DType::f16, 2, 2, 1, 130, 7, 64, 64, false},
       {DType::f16, 1, 4, 2, 65, 33, 128, 128, false, DType::bool_},
       {DType::f32, 1, 2, 1, 65, 65, 64, 40, false, DType::bool_, 0.2},
+      // Aligned q: the tensor-core kernel where the device has one (f32 rounded to halves).
+      {DType::f32, 2, 4, 4, 70, 70, 128, 128, false, DType::f32, 0, 8},  // Parakeet's position term
+      {DType::f32, 1, 4, 2, 33, 97, 64, 64, true, DType::u8, 0, 8},
+      {DType::f16, 1, 4, 1, 65, 130, 128, 128, true, DType::u8, 0, 8},
       {DType::bf16, 1, 2, 2, 33, 130, 128, 128, true, DType::f16},
   };
   for (size_t i = 0; i < cases.size(); ++i) check(cases[i], 30 + static_cast<uint32_t>(i));

@@ -137,6 +137,14 @@ class VulkanTest : public ::testing::Test {
   uint64_t errors_before_ = 0;
 };
 
+// Rounds every element of an f32 view to the nearest half in place: tests of kernels that feed
+// f32 operands to the tensor cores as halves give the float64 reference the operands multiplied.
+inline void round_to_halves(HostTensor& t) {
+  for_each_index(t.view.shape, [&](const int64_t* i) {
+    store_double(t.view, i, f16_to_f32(f32_to_f16(static_cast<float>(load_double(t.view, i)))));
+  });
+}
+
 inline double rtol_for(DType t) { return t == DType::f16 ? 2e-3 : t == DType::bf16 ? 1.6e-2 : 1e-5; }
 
 }  // namespace vrun::test

@@ -24,6 +24,14 @@ bool rows_vec8(const DeviceView& v, uint32_t elem_offset) {
          v.strides[2] % 8 == 0 && elem_offset % 8 == 0;
 }
 
+// Rows the tensor-core kernel can stage 8 elements at a time: f16, or f32 rounded to f16 as it
+// loads (not when exact f32 is asked for).
+bool coop_rows(const Context& ctx, const DeviceView& v, uint32_t elem_offset) {
+  const bool dt = v.dtype == DType::f16 || (v.dtype == DType::f32 && !ctx.exact_f32());
+  return dt && v.shape[3] % 8 == 0 && v.strides[0] % 8 == 0 && v.strides[1] % 8 == 0 && v.strides[2] % 8 == 0 &&
+         elem_offset % 8 == 0;
+}
+
 int64_t padded_head_dim(int64_t d) { return d <= 64 ? 64 : d <= 128 ? 128 : 256; }
 
 // VRUN_SDPA picks a kernel for comparisons on a GPU: "rows" sends prefill shapes to the row
@@ -94,12 +102,14 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
     VRUN_ASSIGN_OR_RETURN(auto offs, rec.binding_offsets(bindings));
     const PushWords pw = push_words(offs, 1, Lk);
     const int32_t kvvec = rows_vec8(k, offs[2]) && rows_vec8(v, offs[3]) ? 1 : 0;
-    // Tensor cores: 64 rows per workgroup, f16 Q/K/V read 16 bytes at a time.
+    // Tensor cores: 64 rows per workgroup, Q/K/V staged 8 elements at a time.
     const std::string coop = coopmat_kernel(ctx, "sdpa_coopmat");
     const uint64_t coop_smem = 2 * 32 * (dmax + 8) * 2 + 4 * 16 * 36 * 4 + 4 * 16 * 40 * 2 + 4 * 256 * 4 + 64 * 4;
-    if (!coop.empty() && forced != "tile" && kvvec && rows_vec8(q, offs[1]) &&
-        coop_smem <= smem) {
-      return rec.dispatch(coop, {dt_code(y.dtype), has_mask ? dt_code(mask.dtype) : 255, causal, static_cast<int32_t>(dmax)},
+    if (!coop.empty() && forced != "tile" && coop_rows(ctx, q, offs[1]) && coop_rows(ctx, k, offs[2]) &&
+        coop_rows(ctx, v, offs[3]) && coop_smem <= smem) {
+      return rec.dispatch(coop,
+                          {dt_code(y.dtype), has_mask ? dt_code(mask.dtype) : 255, causal, static_cast<int32_t>(dmax),
+                           dt_code(q.dtype), dt_code(k.dtype), dt_code(v.dtype)},
                           bindings, pw.w, pw.bytes(), static_cast<uint32_t>((Lq + 63) / 64), static_cast<uint32_t>(Hq),
                           static_cast<uint32_t>(B));
     }

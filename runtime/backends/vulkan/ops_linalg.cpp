@@ -151,6 +151,21 @@ Status record_bmm(Recorder& rec, const std::vector<DeviceView>& in, const Device
     const uint64_t nb = static_cast<uint64_t>(dims[0] * dims[1] * dims[2]);
     if (nb > rec.context().limits().maxComputeWorkGroupCount[2])
       return err(ErrorCode::kUnsupported, "vulkan: bmm with ", nb, " batches exceeds the device's grid");
+    // Tensor cores where both operands run along K in memory (A [M, K] rows, B as [N, K] rows: a
+    // transposed view, as attention's q k^T is), every row and batch start 8-element aligned.
+    Context& ctx = rec.context();
+    const std::string coop = coopmat_kernel(ctx, "matmul_coopmat");
+    auto half_ok = [&](DType t) { return t == DType::f16 || (t == DType::f32 && !ctx.exact_f32()); };
+    auto al8 = [](int64_t v) { return v % 8 == 0; };
+    const bool coop_ok = !coop.empty() && half_ok(a.dtype) && half_ok(b.dtype) && M >= 64 && K % 8 == 0 &&
+                         (K == 1 || (a.strides[ar - 1] == 1 && b.strides[br - 2] == 1)) && al8(a.strides[ar - 2]) &&
+                         al8(b.strides[br - 1]) && al8(ya[0]) && al8(ya[1]) && al8(ya[2]) && al8(yb[0]) &&
+                         al8(yb[1]) && al8(yb[2]) && offs[1] % 8 == 0 && offs[2] % 8 == 0;
+    if (coop_ok) {
+      return rec.dispatch(coop, {dt_code(y.dtype), 255, dt_code(a.dtype), dt_code(b.dtype), 0}, bindings, pw.w, pw.bytes(),
+                          static_cast<uint32_t>((N + 127) / 128), static_cast<uint32_t>((M + 127) / 128),
+                          static_cast<uint32_t>(nb));
+    }
     return rec.dispatch("matmul", {dt_code(a.dtype), dt_code(b.dtype), dt_code(y.dtype), 255, 0}, bindings, pw.w,
                         pw.bytes(), static_cast<uint32_t>((N + 63) / 64), static_cast<uint32_t>((M + 63) / 64),
                         static_cast<uint32_t>(nb));

@@ -1,0 +1,59 @@
+// bmm shapes that attention builds (q k^T, relative-position terms): both operands run along K in
+// memory, so on devices with cooperative matrices they take the tensor-core kernel (f32 operands
+// rounded to halves); elsewhere the portable kernel. Checked against float64 math.
+#include "tests/vulkan/vk_test_util.h"
+
+namespace vrun::test {
+namespace {
+
+class VkBmm : public VulkanTest {};
+
+TEST_F(VkBmm, OperandsAlongKBatchedAndBroadcast) {
+  std::mt19937 rng(71);
+  const bool coop = ctx().coopmat() != vulkan::Context::CoopMat::kNone;
+  struct Case {
+    DType dt;
+    int64_t B, H, M, N, K;
+    bool broadcast_b;  // b has batch 1 on dim 0, as a position table shared by every sequence
+  };
+  const std::vector<Case> cases = {
+      {DType::f32, 2, 3, 70, 97, 64, true},    // partial tiles in M and N
+      {DType::f32, 1, 2, 130, 129, 128, false},
+      {DType::f16, 2, 2, 64, 33, 40, false},   // K not a multiple of 16
+      {DType::f32, 1, 1, 63, 50, 16, false},   // M < 64: portable kernel everywhere
+  };
+  for (const Case& c : cases) {
+    // a: q-like [B, H, M, K] permuted from [B, M, H, K]; b: [Bb, H, K, N] viewed from [Bb, H, N, K].
+    HostTensor a = random_strided(c.dt, Shape{c.B, c.H, c.M, c.K}, {0, 2, 1, 3}, 8, rng);
+    const int64_t Bb = c.broadcast_b ? 1 : c.B;
+    HostTensor b = random_strided(c.dt, Shape{Bb, c.H, c.K, c.N}, {0, 1, 3, 2}, 16, rng);
+    const bool halves = coop && !ctx().exact_f32() && c.dt == DType::f32 && c.M >= 64;
+    if (halves) {
+      round_to_halves(a);
+      round_to_halves(b);
+    }
+    auto out = run_gpu(OpKind::bmm, {&a, &b}, Attrs(OpKind::bmm));
+    ASSERT_EQ(out[0].view.shape, (Shape{c.B, c.H, c.M, c.N}));
+    const auto av = to_doubles(a.view), bv = to_doubles(b.view);
+    std::vector<double> want;
+    for (int64_t i = 0; i < c.B; ++i)
+      for (int64_t h = 0; h < c.H; ++h)
+        for (int64_t m = 0; m < c.M; ++m)
+          for (int64_t n = 0; n < c.N; ++n) {
+            double s = 0;
+            const int64_t ib = c.broadcast_b ? 0 : i;
+            for (int64_t k = 0; k < c.K; ++k)
+              s += av[static_cast<size_t>(((i * c.H + h) * c.M + m) * c.K + k)] *
+                   bv[static_cast<size_t>(((ib * c.H + h) * c.K + k) * c.N + n)];
+            want.push_back(s);
+          }
+    const double atol = (c.dt == DType::f16 || halves ? 2e-4 : 1e-5) * std::sqrt(static_cast<double>(c.K));
+    expect_close(to_doubles(out[0].view), want, atol, rtol_for(c.dt) + 1e-5,
+                 (std::string("bmm ") + dtype_name(c.dt) + " M" + std::to_string(c.M) + " N" + std::to_string(c.N) +
+                  " K" + std::to_string(c.K))
+                     .c_str());
+  }
+}
+
+}  // namespace
+}  // namespace vrun::test
