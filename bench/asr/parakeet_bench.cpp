@@ -41,14 +41,13 @@
 #include <vector>
 
 #include "apps/parakeet/parakeet_runner.h"
+#include "bench_common.h"
 #include "preprocess/audio_loader.h"
 
 using namespace vrun;
-using Clock = std::chrono::steady_clock;
+using namespace vrun::bench;
 
 namespace {
-
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 struct Args {
   std::string model, audio, backend = "auto", vrp, dtype = "f32";
@@ -61,64 +60,43 @@ struct Args {
   bool random = false;
 };
 
-[[noreturn]] void usage(const char* why) {
-  std::fprintf(stderr,
-               "parakeet_bench: %s\n"
-               "usage: parakeet_bench --model MODEL [--audio FILE] [options]\n"
-               "       parakeet_bench --random-0.6b [--vrp PATH] [--dtype f32|f16|bf16] [--blank-bias B] [--max-frames N] [--max-batch N] [--attention sdpa|bmm] [options]\n"
-               "options: --seconds S (600) --backend cpu|vulkan|auto --threads N --batch N --warmup 0|1 --joint-frames N (8)\n",
-               why);
-  std::exit(2);
-}
+constexpr Usage kUsage{
+    "parakeet_bench",
+    "usage: parakeet_bench --model MODEL [--audio FILE] [options]\n"
+    "       parakeet_bench --random-0.6b [--vrp PATH] [--dtype f32|f16|bf16] [--blank-bias B] [--max-frames N] [--max-batch N] [--attention sdpa|bmm] [options]\n"
+    "options: --seconds S (600) --backend cpu|vulkan|auto --threads N --batch N --warmup 0|1 --joint-frames N (8)\n"};
 
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage(("missing value after " + k).c_str());
-      return argv[++i];
-    };
-    try {
-      if (k == "--model") a.model = value();
-      else if (k == "--audio") a.audio = value();
-      else if (k == "--seconds") a.seconds = std::stod(value());
-      else if (k == "--threads") a.threads = std::stoi(value());
-      else if (k == "--backend") a.backend = value();
-      else if (k == "--batch") a.batch = std::stoi(value());
-      else if (k == "--warmup") a.warmup = std::stoi(value());
-      else if (k == "--vrp") a.vrp = value();
-      else if (k == "--dtype") a.dtype = value();
-      else if (k == "--blank-bias") a.blank_bias = std::stod(value());
-      else if (k == "--max-frames") a.max_frames = std::stoll(value());
-      else if (k == "--joint-frames") a.joint_frames = std::stoll(value());
-      else if (k == "--max-batch") a.max_batch = std::stoll(value());
-      else if (k == "--attention") a.attention = value();
-      else if (k == "--random-0.6b") a.random = true;
-      else usage(("unknown option " + k).c_str());
-    } catch (const std::exception&) {
-      usage(("bad number after " + k).c_str());
-    }
-  }
-  if (a.random == !a.model.empty()) usage("give either --model or --random-0.6b");
-  if (!(a.seconds > 0) || a.batch < 1 || a.threads < 0) usage("--seconds and --batch must be positive, --threads not negative");
-  if (a.attention != "sdpa" && a.attention != "bmm") usage(("--attention " + a.attention + " (sdpa or bmm)").c_str());
-  if (a.joint_frames < 1 || a.joint_frames > parakeet::kMaxJointFrames) usage("--joint-frames must be 1 to 64");
-  if (a.dtype != "f32" && a.dtype != "f16" && a.dtype != "bf16") usage(("--dtype " + a.dtype + " (f32, f16 or bf16)").c_str());
+  OptionParser p(argc, argv, kUsage);
+  p.parse([&](const std::string& k) {
+    if (k == "--model") a.model = p.value();
+    else if (k == "--audio") a.audio = p.value();
+    else if (k == "--seconds") a.seconds = p.real();
+    else if (k == "--threads") a.threads = p.integer();
+    else if (k == "--backend") a.backend = p.value();
+    else if (k == "--batch") a.batch = p.integer();
+    else if (k == "--warmup") a.warmup = p.integer();
+    else if (k == "--vrp") a.vrp = p.value();
+    else if (k == "--dtype") a.dtype = p.value();
+    else if (k == "--blank-bias") a.blank_bias = p.real();
+    else if (k == "--max-frames") a.max_frames = p.integer64();
+    else if (k == "--joint-frames") a.joint_frames = p.integer64();
+    else if (k == "--max-batch") a.max_batch = p.integer64();
+    else if (k == "--attention") a.attention = p.value();
+    else if (k == "--random-0.6b") a.random = true;
+    else return false;
+    return true;
+  });
+  if (a.random == !a.model.empty()) kUsage.fail("give either --model or --random-0.6b");
+  if (!(a.seconds > 0) || a.batch < 1 || a.threads < 0) kUsage.fail("--seconds and --batch must be positive, --threads not negative");
+  if (a.attention != "sdpa" && a.attention != "bmm") kUsage.fail("--attention " + a.attention + " (sdpa or bmm)");
+  if (a.joint_frames < 1 || a.joint_frames > parakeet::kMaxJointFrames) kUsage.fail("--joint-frames must be 1 to 64");
+  if (a.dtype != "f32" && a.dtype != "f16" && a.dtype != "bf16") kUsage.fail("--dtype " + a.dtype + " (f32, f16 or bf16)");
   return a;
 }
 
 // ---- the random parakeet-tdt-0.6b-v2-shaped model
-
-struct Rng {
-  uint64_t s;
-  float next() {  // uniform in [-1, 1)
-    s ^= s << 13;
-    s ^= s >> 7;
-    s ^= s << 17;
-    return static_cast<float>((s >> 40) & 0xFFFFFF) / 8388608.0f - 1.0f;
-  }
-};
 
 parakeet::ParakeetConfig config_0p6b_v2() {
   parakeet::ParakeetConfig c;
@@ -291,21 +269,24 @@ std::vector<float> synthetic_audio(size_t n, uint64_t seed) {
   return x;
 }
 
-void header() {
-  std::printf("| %-34s | %-30s | %7s | %5s | %8s | %8s | %8s | %8s | %8s | %7s | %6s |\n", "model", "device", "threads", "batch",
-              "audio s", "wall s", "RTFx", "encode s", "decode s", "tokens", "tok/s");
-  std::printf("|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|\n", std::string(36, '-').c_str(), std::string(32, '-').c_str(),
-              std::string(9, '-').c_str(), std::string(7, '-').c_str(), std::string(10, '-').c_str(), std::string(10, '-').c_str(),
-              std::string(10, '-').c_str(), std::string(10, '-').c_str(), std::string(10, '-').c_str(), std::string(9, '-').c_str(),
-              std::string(8, '-').c_str());
-}
+const Table kTable({{"model", 34, 0, true},
+                    {"device", 30, 0, true},
+                    {"threads", 7},
+                    {"batch", 5},
+                    {"audio s", 8, 1},
+                    {"wall s", 8, 2},
+                    {"RTFx", 8, 1},
+                    {"encode s", 8, 2},
+                    {"decode s", 8, 2},
+                    {"tokens", 7},
+                    {"tok/s", 6, 2}});
 
 }  // namespace
 
 int main(int argc, char** argv) {
   const Args a = parse(argc, argv);
   auto backend = parse_backend_kind(a.backend);
-  if (!backend.is_ok()) usage(backend.status().to_string().c_str());
+  if (!backend.is_ok()) kUsage.fail(backend.status().to_string());
   auto fail = [](const Status& s) {
     std::fprintf(stderr, "parakeet_bench: %s\n", s.to_string().c_str());
     return 1;
@@ -340,9 +321,7 @@ int main(int argc, char** argv) {
       }
     }
   } else {
-    name = a.model;
-    while (!name.empty() && name.back() == '/') name.pop_back();
-    name = "vrun " + name.substr(name.find_last_of('/') + 1);
+    name = "vrun " + model_basename(a.model);
     runner = parakeet::ParakeetRunner::load(a.model, ro);
   }
   if (!runner.is_ok()) return fail(runner.status());
@@ -359,8 +338,7 @@ int main(int argc, char** argv) {
     auto audio = preprocess::load_audio(a.audio);
     if (!audio.is_ok()) return fail(audio.status());
     if (audio->samples.empty()) return fail(err(ErrorCode::kInvalidArgument, a.audio, ": no samples"));
-    std::vector<float> tiled(want);
-    for (size_t i = 0; i < want; ++i) tiled[i] = audio->samples[i % audio->samples.size()];
+    const std::vector<float> tiled = tile_audio(audio->samples, want);
     // Batched streams are the same audio, each starting a little later (not identical work).
     for (int b = 0; b < a.batch; ++b) {
       std::vector<float> s(want);
@@ -382,7 +360,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "warm-up (10 s) in %.2f s\n", since(t0));
   }
   std::vector<std::span<const float>> spans(streams.begin(), streams.end());
-  header();
+  kTable.header();
   t0 = Clock::now();
   auto out = r.transcribe_batch(spans, o);
   const double wall = since(t0);
@@ -403,9 +381,7 @@ int main(int argc, char** argv) {
     for (unsigned char ch : t.text()) hash = (hash ^ ch) * 1099511628211ull;
   std::fprintf(stderr, "features %.2f s; text fnv1a %016llx; first words: %.60s\n", feat_s, static_cast<unsigned long long>(hash),
                (*out)[0].text().c_str());
-  std::printf("| %-34s | %-30s | %7d | %5d | %8.1f | %8.2f | %8.1f | %8.2f | %8.2f | %7d | %6.2f |\n", name.c_str(),
-              device.substr(0, 30).c_str(), a.threads, a.batch, audio_s, wall, audio_s / wall, enc_s, dec_s, tokens,
-              tokens / audio_s);
-  std::fflush(stdout);
+  kTable.row({name, device.substr(0, 30), int64_t{a.threads}, int64_t{a.batch}, audio_s, wall, audio_s / wall, enc_s, dec_s,
+              int64_t{tokens}, tokens / audio_s});
   return 0;
 }

@@ -11,21 +11,12 @@
 # else synthetic tones), VRUN_PARAKEET_PYTHON (python with torch + transformers: default
 # /tmp/vrun-llm-venv/bin/python when it exists, else python3), VRUN_PARAKEET_BATCH (4).
 # The transformers peer is skipped with a note when its Python lacks torch or ParakeetForTDT.
-set -euo pipefail
-cd "$(dirname "$0")/../.."
-gpu=0
-if [ "${1:-}" = "--gpu" ]; then gpu=1; shift; fi
-build="${1:-build}"
-seconds="${VRUN_BENCH_SECONDS:-600}"
+. "$(dirname "$0")/common.sh" parakeet_bench vrun-parakeet-bench "$@"
 batch="${VRUN_PARAKEET_BATCH:-4}"
 py="${VRUN_PARAKEET_PYTHON:-}"
 if [ -z "$py" ]; then
   if [ -x /tmp/vrun-llm-venv/bin/python ]; then py=/tmp/vrun-llm-venv/bin/python; else py=python3; fi
 fi
-work="${TMPDIR:-/tmp}/vrun-parakeet-bench"
-mkdir -p "$work"
-bench="$build/bin/parakeet_bench"
-[ -x "$bench" ] || cmake --build "$build" --target parakeet_bench -j"$(nproc)"
 audio=()
 [ -n "${VRUN_PARAKEET_AUDIO:-}" ] && audio=(--audio "$VRUN_PARAKEET_AUDIO")
 echo "audio: ${VRUN_PARAKEET_AUDIO:-synthetic tones} (${seconds} s)"

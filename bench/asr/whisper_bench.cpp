@@ -21,14 +21,13 @@
 #include <vector>
 
 #include "apps/whisper/whisper_runner.h"
+#include "bench_common.h"
 #include "preprocess/audio_loader.h"
 
 using namespace vrun;
-using Clock = std::chrono::steady_clock;
+using namespace vrun::bench;
 
 namespace {
-
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 struct Args {
   std::string model, audio, text_out, backend = "auto";
@@ -37,63 +36,46 @@ struct Args {
   bool random_turbo = false;
 };
 
-[[noreturn]] void usage(const char* why) {
-  std::fprintf(stderr, "whisper_bench: %s\n"
-               "usage: whisper_bench --model MODEL --audio FILE [--seconds S] [--threads N] [--backend cpu|vulkan|auto] [--text-out FILE]\n"
-               "       whisper_bench --random-turbo [--windows W] [--tokens T] [--threads N] [--backend cpu|vulkan|auto]\n", why);
-  std::exit(2);
-}
+constexpr Usage kUsage{"whisper_bench",
+                       "usage: whisper_bench --model MODEL --audio FILE [--seconds S] [--threads N] [--backend cpu|vulkan|auto] [--text-out FILE]\n"
+                       "       whisper_bench --random-turbo [--windows W] [--tokens T] [--threads N] [--backend cpu|vulkan|auto]\n"};
 
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage(("missing value after " + k).c_str());
-      return argv[++i];
-    };
-    if (k == "--model") a.model = value();
-    else if (k == "--audio") a.audio = value();
-    else if (k == "--seconds") a.seconds = std::stod(value());
-    else if (k == "--threads") a.threads = std::stoi(value());
-    else if (k == "--backend") a.backend = value();
-    else if (k == "--text-out") a.text_out = value();
-    else if (k == "--windows") a.windows = std::stoi(value());
-    else if (k == "--tokens") a.tokens = std::stoi(value());
+  OptionParser p(argc, argv, kUsage);
+  p.parse([&](const std::string& k) {
+    if (k == "--model") a.model = p.value();
+    else if (k == "--audio") a.audio = p.value();
+    else if (k == "--seconds") a.seconds = p.real();
+    else if (k == "--threads") a.threads = p.integer();
+    else if (k == "--backend") a.backend = p.value();
+    else if (k == "--text-out") a.text_out = p.value();
+    else if (k == "--windows") a.windows = p.integer();
+    else if (k == "--tokens") a.tokens = p.integer();
     else if (k == "--random-turbo") a.random_turbo = true;
-    else usage(("unknown option " + k).c_str());
-  }
-  if (!a.random_turbo && (a.model.empty() || a.audio.empty())) usage("--model and --audio are needed");
-  if (a.windows < 1 || a.tokens < 1) usage("--windows and --tokens must be positive");
+    else return false;
+    return true;
+  });
+  if (!a.random_turbo && (a.model.empty() || a.audio.empty())) kUsage.fail("--model and --audio are needed");
+  if (a.windows < 1 || a.tokens < 1) kUsage.fail("--windows and --tokens must be positive");
   return a;
 }
 
+const Table kTable({{"model", 28, 0, true},
+                    {"device", 30, 0, true},
+                    {"threads", 7},
+                    {"audio s", 8, 1},
+                    {"wall s", 8, 2},
+                    {"RTFx", 8, 1},
+                    {"encode s", 8, 2},
+                    {"decode s", 8, 2}});
+
 void row(const std::string& model, const std::string& device, int threads, double audio_s, double wall_s, double enc_s,
          double dec_s) {
-  std::printf("| %-28s | %-30s | %7d | %8.1f | %8.2f | %8.1f | %8.2f | %8.2f |\n", model.c_str(), device.c_str(), threads, audio_s,
-              wall_s, audio_s / wall_s, enc_s, dec_s);
-  std::fflush(stdout);
-}
-
-void header() {
-  std::printf("| %-28s | %-30s | %7s | %8s | %8s | %8s | %8s | %8s |\n", "model", "device", "threads", "audio s", "wall s", "RTFx",
-              "encode s", "decode s");
-  std::printf("|%s|%s|%s|%s|%s|%s|%s|%s|\n", std::string(30, '-').c_str(), std::string(32, '-').c_str(), std::string(9, '-').c_str(),
-              std::string(10, '-').c_str(), std::string(10, '-').c_str(), std::string(10, '-').c_str(), std::string(10, '-').c_str(),
-              std::string(10, '-').c_str());
+  kTable.row({model, device, int64_t{threads}, audio_s, wall_s, audio_s / wall_s, enc_s, dec_s});
 }
 
 // ---- the random large-v3-turbo-shaped model
-
-struct Rng {
-  uint64_t s;
-  float next() {  // uniform in [-1, 1)
-    s ^= s << 13;
-    s ^= s >> 7;
-    s ^= s << 17;
-    return static_cast<float>((s >> 40) & 0xFFFFFF) / 8388608.0f - 1.0f;
-  }
-};
 
 std::vector<int64_t> turbo_shape(const std::string& n, const whisper::WhisperConfig& c) {
   const int64_t d = c.n_text_state;
@@ -180,20 +162,15 @@ int run_random_turbo(const Args& a, BackendKind backend) {
 int main(int argc, char** argv) {
   const Args a = parse(argc, argv);
   auto backend = parse_backend_kind(a.backend);
-  if (!backend.is_ok()) usage(backend.status().to_string().c_str());
-  header();
+  if (!backend.is_ok()) kUsage.fail(backend.status().to_string());
+  kTable.header();
   if (a.random_turbo) return run_random_turbo(a, *backend);
 
   auto audio = preprocess::load_audio(a.audio);
   if (!audio.is_ok()) return std::fprintf(stderr, "%s\n", audio.status().to_string().c_str()), 1;
   std::vector<float> samples = std::move(audio->samples);
   if (samples.empty()) return std::fprintf(stderr, "%s: no samples\n", a.audio.c_str()), 1;
-  if (a.seconds > 0) {  // tile or cut to the length asked for
-    const size_t want = static_cast<size_t>(a.seconds * 16000.0);
-    std::vector<float> tiled(want);
-    for (size_t i = 0; i < want; ++i) tiled[i] = samples[i % samples.size()];
-    samples = std::move(tiled);
-  }
+  if (a.seconds > 0) samples = tile_audio(samples, static_cast<size_t>(a.seconds * 16000.0));
   whisper::RunnerOptions ro;
   ro.backend = *backend;
   ro.threads = a.threads;
@@ -213,10 +190,7 @@ int main(int argc, char** argv) {
     std::ofstream out(a.text_out);
     for (const auto& s : t->segments) out << s.text << "\n";
   }
-  std::string name = a.model;
-  while (!name.empty() && name.back() == '/') name.pop_back();
-  name = name.substr(name.find_last_of('/') + 1);
-  row("vrun " + name, (*runner)->device_description().substr(0, 30), a.threads, t->stats.audio_s, wall, t->stats.encode_s,
+  row("vrun " + model_basename(a.model), (*runner)->device_description().substr(0, 30), a.threads, t->stats.audio_s, wall, t->stats.encode_s,
       t->stats.decode_s);
   return 0;
 }

@@ -9,17 +9,9 @@
 # tiny.en comes from tests/reference/fetch_whisper_tiny_en.sh (or $VRUN_WHISPER_MODEL); the
 # faster-whisper venv from $VRUN_WHISPER_VENV (default /tmp/whisper-venv, made with
 # `python3 -m venv /tmp/whisper-venv && /tmp/whisper-venv/bin/pip install faster-whisper`).
-set -euo pipefail
-cd "$(dirname "$0")/../.."
-gpu=0
-if [ "${1:-}" = "--gpu" ]; then gpu=1; shift; fi
-build="${1:-build}"
-seconds="${VRUN_BENCH_SECONDS:-600}"
+. "$(dirname "$0")/common.sh" whisper_bench vrun-asr-bench "$@"
 model="${VRUN_WHISPER_MODEL:-$(sh tests/reference/fetch_whisper_tiny_en.sh)}"
 venv="${VRUN_WHISPER_VENV:-/tmp/whisper-venv}"
-work="${TMPDIR:-/tmp}/vrun-asr-bench"
-mkdir -p "$work"
-[ -x "$build/bin/whisper_bench" ] || cmake --build "$build" --target whisper_bench -j"$(nproc)"
 
 # The speech: every clip at 16 kHz mono, 0.5 s of silence after each, repeated to $seconds.
 # Without sox (a bare GPU machine), whisper_bench tiles one committed clip to $seconds itself.
@@ -52,15 +44,15 @@ fi
 echo "audio: $audio ${tile[*]:-}"
 
 if [ "$gpu" = 1 ]; then
-  "$build/bin/whisper_bench" --model "$model" --audio "$audio" "${tile[@]}" --backend vulkan --text-out "$work/vrun_gpu.txt"
-  "$build/bin/whisper_bench" --random-turbo --backend vulkan --windows 8 --tokens 100 | tail -n 1
+  "$bench" --model "$model" --audio "$audio" "${tile[@]}" --backend vulkan --text-out "$work/vrun_gpu.txt"
+  "$bench" --random-turbo --backend vulkan --windows 8 --tokens 100 | tail -n 1
   exit 0
 fi
 
 wall() { awk -F'|' '{gsub(/ /, "", $6); print $6}'; }
 ratios=()
 for t in 1 2; do
-  ours=$("$build/bin/whisper_bench" --model "$model" --audio "$audio" --threads "$t" --backend cpu --text-out "$work/vrun_t$t.txt")
+  ours=$("$bench" --model "$model" --audio "$audio" --threads "$t" --backend cpu --text-out "$work/vrun_t$t.txt")
   if [ "$t" = 1 ]; then echo "$ours"; else echo "$ours" | tail -n 1; fi
   ref=$("$venv/bin/python" bench/asr/whisper_reference.py --model "$model" --audio "$audio" --threads "$t" --text-out "$work/fw_t$t.txt" 2>/dev/null)
   echo "$ref"

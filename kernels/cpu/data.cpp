@@ -308,21 +308,6 @@ Status embedding_kernel(const KernelCall& c) {
 
 // ---- slice_update
 
-// src into dst (same shape, float dtypes), converting row by row along the last dim.
-bool convert_view(const TensorView& dst, const TensorView& src) {
-  const int r = dst.rank();
-  const int64_t n = r ? dst.shape[r - 1] : 1;
-  if (r && n > 1 && dst.strides[r - 1] != 1) return false;
-  const std::vector<int64_t> drows = row_offsets(dst), srows = row_offsets(src);
-  std::vector<float> buf(static_cast<size_t>(n));
-  const int64_t es = dtype_elem_size(dst.dtype);
-  for (size_t i = 0; i < drows.size(); ++i)
-    if (!load_row_f32(src.dtype, elem_ptr(src, srows[i]), r ? src.strides[r - 1] : 1, buf.data(), n) ||
-        !store_row_f32(buf.data(), dst.dtype, static_cast<uint8_t*>(dst.data) + drows[i] * es, n))
-      return false;
-  return true;
-}
-
 Status slice_update_kernel(const KernelCall& c) {
   VRUN_RETURN_IF_ERROR(check_arity(c, 2, 2, 1));
   const TensorView& state = c.in[0];
@@ -347,7 +332,8 @@ Status slice_update_kernel(const KernelCall& c) {
   if (y.data == state.data) target = state;
   else if (!copy_view(y, state, c.pool)) return unsupported_dtypes(c);
   const TensorView dst = offset_view(target, ax, start, src.shape);
-  const bool ok = src.dtype == state.dtype ? copy_view(dst, src, c.pool) : convert_view(dst, src);
+  const bool ok = src.dtype == state.dtype ? copy_view(dst, src, c.pool)
+                                           : is_float(src.dtype) && is_float(state.dtype) && convert_view(dst, src, c.pool);
   return ok ? Status::ok() : unsupported_dtypes(c);
 }
 

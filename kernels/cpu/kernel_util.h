@@ -35,4 +35,8 @@ inline Status check_arity(const KernelCall& c, int min_in, int max_in, int n_out
   return Status::ok();
 }
 
+// dst[...] = src[...] converted as the cast op converts (torch's rules), for two views of the same
+// shape and any plain dtypes, either side strided; false for block-quantised dtypes.
+bool convert_view(const TensorView& dst, const TensorView& src, ThreadPool* pool);
+
 }  // namespace vrun::cpu

@@ -158,12 +158,10 @@ inline D convert_value(S v, bool to_bool) {
 }
 
 template <typename D, typename S>
-void cast_plain(const KernelCall& c, bool to_bool) {
-  const TensorView& x = c.in[0];
-  const TensorView& y = c.out[0];
+void convert_elems(const TensorView& y, const TensorView& x, ThreadPool* pool, bool to_bool) {
   const StridedIter<2> it(y.shape, {y.strides, x.strides});
   const int64_t xs = it.inner_stride(1);
-  it.parallel(c.pool, [&](const int64_t* off, int64_t n) {
+  it.parallel(pool, [&](const int64_t* off, int64_t n) {
     D* yp = static_cast<D*>(y.data) + off[0];
     const S* xp = static_cast<const S*>(x.data) + off[1];
     if constexpr (std::is_same_v<D, S>) {
@@ -205,16 +203,20 @@ Status cast_kernel(const KernelCall& c) {
   if (y.shape != x.shape) return err(ErrorCode::kInvalidArgument, "cast: output shape ", y.shape.str(), " != input ", x.shape.str());
   if (is_quantized(y.dtype)) return unsupported_dtypes(c);
   if (is_quantized(x.dtype)) return is_float(y.dtype) ? cast_quantized(c) : unsupported_dtypes(c);
-  const bool to_bool = y.dtype == DType::bool_;
-  bool src_ok = false;
-  const bool dst_ok = dispatch_plain(y.dtype, [&](auto dtag) {
-    using D = typename decltype(dtag)::type;
-    src_ok = dispatch_plain(x.dtype, [&](auto stag) { cast_plain<D, typename decltype(stag)::type>(c, to_bool); });
-  });
-  return dst_ok && src_ok ? Status::ok() : unsupported_dtypes(c);
+  return convert_view(y, x, c.pool) ? Status::ok() : unsupported_dtypes(c);
 }
 
 }  // namespace
+
+bool convert_view(const TensorView& dst, const TensorView& src, ThreadPool* pool) {
+  const bool to_bool = dst.dtype == DType::bool_;
+  bool src_ok = false;
+  const bool dst_ok = dispatch_plain(dst.dtype, [&](auto dtag) {
+    using D = typename decltype(dtag)::type;
+    src_ok = dispatch_plain(src.dtype, [&](auto stag) { convert_elems<D, typename decltype(stag)::type>(dst, src, pool, to_bool); });
+  });
+  return dst_ok && src_ok;
+}
 
 void register_cpu_unary(CpuKernelTable& t) {
   for (OpKind op : {OpKind::neg, OpKind::abs, OpKind::exp, OpKind::log, OpKind::sqrt, OpKind::rsqrt,
