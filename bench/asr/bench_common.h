@@ -77,6 +77,23 @@ class OptionParser {
   std::string key_;
 };
 
+// The options both benches take; parse_run_option reads key into o when it is one of them.
+struct RunOptions {
+  std::string model, audio, backend = "auto";
+  double seconds = 0;
+  int threads = 0;
+};
+
+inline bool parse_run_option(OptionParser& p, const std::string& key, RunOptions* o) {
+  if (key == "--model") o->model = p.value();
+  else if (key == "--audio") o->audio = p.value();
+  else if (key == "--seconds") o->seconds = p.real();
+  else if (key == "--threads") o->threads = p.integer();
+  else if (key == "--backend") o->backend = p.value();
+  else return false;
+  return true;
+}
+
 // The last component of a model path ("models/tiny.en/" -> "tiny.en").
 inline std::string model_basename(std::string path) {
   while (!path.empty() && path.back() == '/') path.pop_back();

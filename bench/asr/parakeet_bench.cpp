@@ -49,10 +49,11 @@ using namespace vrun::bench;
 
 namespace {
 
-struct Args {
-  std::string model, audio, backend = "auto", vrp, dtype = "f32";
-  double seconds = 600, blank_bias = 1.4;
-  int threads = 0, batch = 1, warmup = 1;
+struct Args : RunOptions {
+  Args() { seconds = 600; }
+  std::string vrp, dtype = "f32";
+  double blank_bias = 1.4;
+  int batch = 1, warmup = 1;
   int64_t joint_frames = parakeet::TranscribeOptions{}.joint_frames;
   int64_t max_frames = parakeet::BuildSettings{}.max_encoder_frames;
   int64_t max_batch = parakeet::BuildSettings{}.max_batch;
@@ -70,12 +71,8 @@ Args parse(int argc, char** argv) {
   Args a;
   OptionParser p(argc, argv, kUsage);
   p.parse([&](const std::string& k) {
-    if (k == "--model") a.model = p.value();
-    else if (k == "--audio") a.audio = p.value();
-    else if (k == "--seconds") a.seconds = p.real();
-    else if (k == "--threads") a.threads = p.integer();
-    else if (k == "--backend") a.backend = p.value();
-    else if (k == "--batch") a.batch = p.integer();
+    if (parse_run_option(p, k, &a)) return true;
+    if (k == "--batch") a.batch = p.integer();
     else if (k == "--warmup") a.warmup = p.integer();
     else if (k == "--vrp") a.vrp = p.value();
     else if (k == "--dtype") a.dtype = p.value();

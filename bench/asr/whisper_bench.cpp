@@ -29,10 +29,9 @@ using namespace vrun::bench;
 
 namespace {
 
-struct Args {
-  std::string model, audio, text_out, backend = "auto";
-  double seconds = 0;
-  int threads = 0, windows = 4, tokens = 100;
+struct Args : RunOptions {
+  std::string text_out;
+  int windows = 4, tokens = 100;
   bool random_turbo = false;
 };
 
@@ -44,12 +43,8 @@ Args parse(int argc, char** argv) {
   Args a;
   OptionParser p(argc, argv, kUsage);
   p.parse([&](const std::string& k) {
-    if (k == "--model") a.model = p.value();
-    else if (k == "--audio") a.audio = p.value();
-    else if (k == "--seconds") a.seconds = p.real();
-    else if (k == "--threads") a.threads = p.integer();
-    else if (k == "--backend") a.backend = p.value();
-    else if (k == "--text-out") a.text_out = p.value();
+    if (parse_run_option(p, k, &a)) return true;
+    if (k == "--text-out") a.text_out = p.value();
     else if (k == "--windows") a.windows = p.integer();
     else if (k == "--tokens") a.tokens = p.integer();
     else if (k == "--random-turbo") a.random_turbo = true;

@@ -296,6 +296,36 @@ TEST(Embedding, OutOfRangeIdIsAnError) {
 
 // ---- slice_update
 
+// The kernel called as the executor calls it: y is the state's own memory.
+Status slice_update_in_place(const TensorView& state, const TensorView& src, const Attrs& attrs) {
+  TensorView y = state;
+  const TensorView in[2] = {state, src};
+  KernelCall call;
+  call.op = OpKind::slice_update;
+  call.in = in;
+  call.n_in = 2;
+  call.out = &y;
+  call.n_out = 1;
+  call.attrs = &attrs;
+  call.pool = &ThreadPool::global();
+  return cpu_kernels().get(OpKind::slice_update)(call);
+}
+
+// The rank-4 state `before` (shape ss) with src written at start along ax, in float64.
+std::vector<double> updated_state(const std::vector<double>& before, const TensorView& src, const Shape& ss, int ax,
+                                  int64_t start) {
+  std::vector<double> want;
+  size_t k = 0;
+  for_each_index(ss, [&](const int64_t* i) {
+    int64_t si[4] = {i[0], i[1], i[2], i[3]};
+    si[ax] -= start;
+    const bool in_src = si[ax] >= 0 && si[ax] < src.shape[ax];
+    want.push_back(in_src ? load_double(src, si) : before[k]);
+    ++k;
+  });
+  return want;
+}
+
 TEST(SliceUpdate, WritesInPlaceThroughTheAliasedOutput) {
   std::mt19937 rng(9);
   for (DType dt : {DType::f32, DType::f16, DType::i64})
@@ -309,45 +339,17 @@ TEST(SliceUpdate, WritesInPlaceThroughTheAliasedOutput) {
       HostTensor state = random_tensor(dt, ss, rng, -50, 50);
       HostTensor src = random_layout(dt, src_shape, Layout::kPermuted, rng, -50, 50);
       const std::vector<double> before = to_doubles(state.view);
-      // As the executor: y is the state's own memory.
-      TensorView y = state.view;
       Attrs attrs(OpKind::slice_update);
       attrs.set_i("axis", axis).set_i("start", start);
-      KernelCall call;
-      call.op = OpKind::slice_update;
-      const TensorView in[2] = {state.view, src.view};
-      call.in = in;
-      call.n_in = 2;
-      call.out = &y;
-      call.n_out = 1;
-      call.attrs = &attrs;
-      call.pool = &ThreadPool::global();
-      ASSERT_TRUE(cpu_kernels().get(OpKind::slice_update)(call).is_ok());
-      std::vector<double> want;
-      size_t k = 0;
-      for_each_index(ss, [&](const int64_t* i) {
-        int64_t si[4] = {i[0], i[1], i[2], i[3]};
-        si[ax] -= start;
-        const bool in_src = si[ax] >= 0 && si[ax] < src_shape[ax];
-        want.push_back(in_src ? load_double(src.view, si) : before[k]);
-        ++k;
-      });
-      expect_close(to_doubles(state.view), want, 0, 0, "slice_update in place");
+      ASSERT_TRUE(slice_update_in_place(state.view, src.view, attrs).is_ok());
+      expect_close(to_doubles(state.view), updated_state(before, src.view, ss, ax, start), 0, 0, "slice_update in place");
       // Through run_cpu the output is a separate buffer: it must hold the whole updated state.
       HostTensor state2 = random_tensor(dt, ss, rng, -50, 50);
       const std::vector<double> before2 = to_doubles(state2.view);
       RunResult r = run_cpu(OpKind::slice_update, {state2.view, src.view}, attrs);
       ASSERT_TRUE(r.status.is_ok()) << r.status.to_string();
-      k = 0;
-      want.clear();
-      for_each_index(ss, [&](const int64_t* i) {
-        int64_t si[4] = {i[0], i[1], i[2], i[3]};
-        si[ax] -= start;
-        const bool in_src = si[ax] >= 0 && si[ax] < src_shape[ax];
-        want.push_back(in_src ? load_double(src.view, si) : before2[k]);
-        ++k;
-      });
-      expect_close(to_doubles(r.outputs[0].view), want, 0, 0, "slice_update to a new buffer");
+      expect_close(to_doubles(r.outputs[0].view), updated_state(before2, src.view, ss, ax, start), 0, 0,
+                   "slice_update to a new buffer");
     }
 }
 
@@ -365,13 +367,7 @@ TEST(SliceUpdate, ConvertsAFloatSourceToTheStateType) {
       RunResult r = run_cpu(OpKind::slice_update, {state.view, src.view},
                             Attrs(OpKind::slice_update).set_i("axis", 2).set_i("start", 6));
       ASSERT_TRUE(r.status.is_ok()) << r.status.to_string();
-      std::vector<double> want;
-      size_t k = 0;
-      for_each_index(ss, [&](const int64_t* i) {
-        int64_t si[4] = {i[0], i[1], i[2] - 6, i[3]};
-        want.push_back(si[2] >= 0 && si[2] < 4 ? load_double(src.view, si) : before[k]);
-        ++k;
-      });
+      const std::vector<double> want = updated_state(before, src.view, ss, 2, 6);
       // Rounding to the state's type: half an ulp at most (f16 2^-11, bf16 2^-8 relative).
       const double rtol = state_dt == DType::f16 ? 0x1p-11 : state_dt == DType::bf16 ? 0x1p-8 : 0;
       expect_close(to_doubles(r.outputs[0].view), want, 1e-7, rtol, "converted slice_update");
@@ -397,19 +393,8 @@ TEST(SliceUpdate, OutOfBoundsIsAnError) {
                     Attrs(OpKind::slice_update).set_i("axis", 1).set_i("start", 0)).status.code(),
             ErrorCode::kInvalidArgument);
   // A direct kernel call (no shape inference in front) is bounds-checked too.
-  TensorView y = state.view;
-  Attrs attrs(OpKind::slice_update);
-  attrs.set_i("axis", 1).set_i("start", 14);
-  const TensorView in[2] = {state.view, src.view};
-  KernelCall call;
-  call.op = OpKind::slice_update;
-  call.in = in;
-  call.n_in = 2;
-  call.out = &y;
-  call.n_out = 1;
-  call.attrs = &attrs;
-  call.pool = &ThreadPool::global();
-  EXPECT_EQ(cpu_kernels().get(OpKind::slice_update)(call).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(slice_update_in_place(state.view, src.view, Attrs(OpKind::slice_update).set_i("axis", 1).set_i("start", 14)).code(),
+            ErrorCode::kInvalidArgument);
 }
 
 // ---- glu

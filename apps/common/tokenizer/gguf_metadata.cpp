@@ -63,6 +63,18 @@ class Cursor {
   bool short_ = false;
 };
 
+// n elements of type elem, each as read_scalar reads it (widened to T).
+template <typename T>
+Result<std::vector<T>> read_array(Cursor& c, uint32_t elem, const std::string& key, uint64_t n) {
+  std::vector<T> v;
+  v.reserve(n);
+  for (uint64_t k = 0; k < n; ++k) {
+    VRUN_ASSIGN_OR_RETURN(auto x, c.read_scalar(elem, key));
+    v.push_back(std::get<T>(std::move(x)));
+  }
+  return v;
+}
+
 Result<MetadataMap> parse(Cursor& c, const std::string& source) {
   VRUN_ASSIGN_OR_RETURN(uint32_t magic, c.read<uint32_t>("magic"));
   if (magic != 0x46554747u) return err(ErrorCode::kInvalidProgram, source, ": not a GGUF file (magic is not 'GGUF')");
@@ -85,33 +97,16 @@ Result<MetadataMap> parse(Cursor& c, const std::string& source) {
     // Every element takes at least one byte: checking n first keeps a corrupt count from
     // reserving memory the file cannot back.
     VRUN_RETURN_IF_ERROR(c.need(n, key.c_str()));
+    if (elem == kArray) return err(ErrorCode::kUnsupported, source, ": GGUF key '", key, "' is a nested array");
+    MetadataMap::Value array;
     if (elem == kString) {
-      std::vector<std::string> v;
-      v.reserve(n);
-      for (uint64_t k = 0; k < n; ++k) {
-        VRUN_ASSIGN_OR_RETURN(auto s, c.read_string(key.c_str()));
-        v.push_back(std::move(s));
-      }
-      meta.set(std::move(key), std::move(v));
+      VRUN_ASSIGN_OR_RETURN(array, read_array<std::string>(c, elem, key, n));
     } else if (elem == kF32 || elem == kF64) {
-      std::vector<double> v;
-      v.reserve(n);
-      for (uint64_t k = 0; k < n; ++k) {
-        VRUN_ASSIGN_OR_RETURN(auto x, c.read_scalar(elem, key));
-        v.push_back(std::get<double>(x));
-      }
-      meta.set(std::move(key), std::move(v));
-    } else if (elem == kArray) {
-      return err(ErrorCode::kUnsupported, source, ": GGUF key '", key, "' is a nested array");
+      VRUN_ASSIGN_OR_RETURN(array, read_array<double>(c, elem, key, n));
     } else {
-      std::vector<int64_t> v;
-      v.reserve(n);
-      for (uint64_t k = 0; k < n; ++k) {
-        VRUN_ASSIGN_OR_RETURN(auto x, c.read_scalar(elem, key));
-        v.push_back(std::get<int64_t>(x));
-      }
-      meta.set(std::move(key), std::move(v));
+      VRUN_ASSIGN_OR_RETURN(array, read_array<int64_t>(c, elem, key, n));
     }
+    meta.set(std::move(key), std::move(array));
   }
   return meta;
 }
