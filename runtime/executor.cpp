@@ -127,6 +127,7 @@ std::vector<std::string> Executor::node_backends(const std::string& method) cons
 }
 
 uint64_t Executor::gpu_validation_errors() const { return gpu_ ? gpu_->validation_errors() : 0; }
+uint64_t Executor::gpu_replayed_calls() const { return gpu_ ? gpu_->replayed_calls() : 0; }
 
 std::string Executor::device_description() const {
   return gpu_ ? "vulkan: " + gpu_->device_name() : "cpu (no GPU: " + gpu_why_not_ + ")";
@@ -226,7 +227,7 @@ Result<std::vector<TensorView>> Executor::run(const std::string& name, const std
       if (def.kind == ValueKind::kIntermediate) continue;
       plan->storage[v] = {static_cast<uint8_t*>(plan->values[v].data), plan->values[v].dense_bytes()};
     }
-    VRUN_RETURN_IF_ERROR(gpu_->begin(m, plan->arena.get()));
+    VRUN_RETURN_IF_ERROR(gpu_->begin(m, plan->arena.get(), sym));
   }
   for (size_t n = 0; n < m.nodes.size(); ++n) {
     const Status s = run_node(*plan, n, sym);

@@ -51,6 +51,8 @@ class Executor {
   std::string device_description() const;
   bool uses_gpu() const { return gpu_ != nullptr; }
   uint64_t gpu_validation_errors() const;
+  // GPU method calls served by replaying an earlier call's recording (0 without a GPU).
+  uint64_t gpu_replayed_calls() const;
 
  private:
   struct MethodPlan;

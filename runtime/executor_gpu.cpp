@@ -3,6 +3,8 @@
 #ifdef VRUN_HAVE_VULKAN
 
 #include <map>
+#include <memory>
+#include <tuple>
 
 #include "runtime/backends/vulkan/context.h"
 #include "runtime/backends/vulkan/memory.h"
@@ -88,8 +90,9 @@ class VulkanExecutor final : public GpuExecutor {
     return rec_->submit_and_wait();
   }
 
-  Status begin(const MethodDef& m, uint8_t* host_arena) override {
+  Status begin(const MethodDef& m, uint8_t* host_arena, const std::vector<int64_t>& sym) override {
     MethodState& ms = methods_[&m];
+    choose_replay(m, sym);
     if (!ms.arena.valid() && m.arena_size > 0) {
       VRUN_ASSIGN_OR_RETURN(ms.arena, ctx_->allocator().allocate(static_cast<uint64_t>(m.arena_size), vulkan::MemoryKind::kDevice,
                                                                  "scratch arena of method " + m.name));
@@ -129,6 +132,8 @@ class VulkanExecutor final : public GpuExecutor {
 
   Status sync_to_host(const MethodDef& m, const std::vector<int>& roots, const std::vector<Storage>& storage) override {
     MethodState& ms = method_state(m);
+    const bool finishing = finishing_;
+    finishing_ = false;
     bool any = false;
     for (int r : roots) {
       if (r < 0 || (fresh(m, ms, r) & kHost) || !(fresh(m, ms, r) & kDevice)) continue;
@@ -137,7 +142,18 @@ class VulkanExecutor final : public GpuExecutor {
       set_fresh(m, ms, r, kHost | kDevice);
       any = true;
     }
-    if (any || rec_->dispatch_count() > 0) VRUN_RETURN_IF_ERROR(rec_->submit_and_wait());
+    if (any || rec_->dispatch_count() > 0) {
+      if (!finishing) {
+        // A host round trip inside the call (a node on the CPU): such calls are not replayed.
+        if (rec_->replaying())
+          return err(ErrorCode::kInternal, "vulkan: a replayed call of method '", m.name, "' synchronised part way");
+        if (rec_->capturing()) {
+          rec_->cancel_capture();
+          if (call_) call_->never = true;
+        }
+      }
+      VRUN_RETURN_IF_ERROR(rec_->submit_and_wait());
+    }
     return Status::ok();
   }
 
@@ -148,11 +164,99 @@ class VulkanExecutor final : public GpuExecutor {
   }
 
   Status finish(const MethodDef& m, const std::vector<int>& output_roots, const std::vector<Storage>& storage) override {
-    return sync_to_host(m, output_roots, storage);
+    finishing_ = true;
+    Status s = sync_to_host(m, output_roots, storage);
+    if (call_) {
+      if (auto cap = rec_->end_capture()) {
+        call_->cap = std::move(cap);
+        captures_++;
+        evict_captures();
+      } else if (call_mode_ == kCapture) {
+        call_->never = true;  // given up part way: record this call normally from now on
+      }
+      if (!s.is_ok()) forget(*call_);
+    }
+    call_ = nullptr;
+    call_mode_ = kNormal;
+    return s;
   }
 
   void states_reset() override { state_fresh_.assign(state_fresh_.size(), kHost); }
+
+  // ---- replay of repeated calls
+  // A call is decided by its method, its symbol values and which states are current on the
+  // device; inputs and outputs go through staging that a replay refills. The first time a call
+  // is seen it is recorded as usual, the second time captured, from then on replayed: a decode
+  // step of a model whose positions come round again (each Whisper window, every Parakeet
+  // decode call) then costs one submit instead of a recording.
+  struct CallKey {
+    const MethodDef* m;
+    std::vector<int64_t> sym;
+    std::vector<uint8_t> states;
+    bool operator<(const CallKey& o) const { return std::tie(m, sym, states) < std::tie(o.m, o.sym, o.states); }
+  };
+  struct CallEntry {
+    int seen = 0;
+    bool never = false;
+    std::shared_ptr<vulkan::Recorder::Capture> cap;
+    uint64_t used = 0;
+  };
+  enum Mode { kNormal, kCapture, kReplay };
+  static constexpr size_t kMaxCaptures = 512, kMaxKeys = 16384;
+
+  void choose_replay(const MethodDef& m, const std::vector<int64_t>& sym) {
+    if (call_) forget(*call_);  // the previous call failed part way
+    rec_->reset_call_mode();
+    call_ = nullptr;
+    call_mode_ = kNormal;
+    finishing_ = false;
+    if (calls_.size() >= kMaxKeys) {
+      // Calls that never repeat (a decode position each): keep the captures, forget the rest.
+      for (auto it = calls_.begin(); it != calls_.end();) it = it->second.cap ? std::next(it) : calls_.erase(it);
+      if (calls_.size() >= kMaxKeys) return;
+    }
+    CallEntry& e = calls_[CallKey{&m, sym, state_fresh_}];
+    e.used = ++clock_;
+    e.seen++;
+    call_ = &e;
+    if (e.cap) {
+      rec_->begin_replay(e.cap);
+      call_mode_ = rec_->replaying() ? kReplay : kNormal;
+      if (call_mode_ == kReplay) replayed_++;
+    } else if (!e.never && e.seen >= 2 && rec_->begin_capture()) {
+      call_mode_ = kCapture;
+    }
+  }
+
+  void forget(CallEntry& e) {
+    if (e.cap) captures_--;
+    e.cap.reset();
+    e.never = true;
+  }
+
+  void evict_captures() {
+    while (captures_ > kMaxCaptures) {
+      CallEntry* oldest = nullptr;
+      for (auto& [k, e] : calls_)
+        if (e.cap && (!oldest || e.used < oldest->used)) oldest = &e;
+      if (!oldest) return;
+      oldest->cap.reset();
+      oldest->seen = 0;
+      captures_--;
+    }
+  }
+
+  // An input buffer of m was reallocated: captures of m point at the old one.
+  void drop_captures(const MethodDef& m) {
+    for (auto& [k, e] : calls_)
+      if (k.m == &m && e.cap) {
+        e.cap.reset();
+        e.seen = 0;
+        captures_--;
+      }
+  }
   uint64_t validation_errors() const override { return ctx_->validation_errors(); }
+  uint64_t replayed_calls() const override { return replayed_; }
 
  private:
   struct MethodState {
@@ -187,7 +291,9 @@ class VulkanExecutor final : public GpuExecutor {
       case ValueKind::kInput: {
         const uint64_t bytes = std::max<uint64_t>(static_cast<uint64_t>(storage[r].bytes), 4);
         if (!ms.inputs[r].valid() || ms.inputs[r].size() < bytes) {
+          if (rec_->replaying()) return err(ErrorCode::kInternal, "vulkan: a replayed call needs a larger input buffer");
           VRUN_ASSIGN_OR_RETURN(ms.inputs[r], ctx_->allocator().allocate(bytes, vulkan::MemoryKind::kDevice, "input " + d.name));
+          drop_captures(m);
         }
         return ms.inputs[r].ref();
       }
@@ -238,6 +344,13 @@ class VulkanExecutor final : public GpuExecutor {
   mutable const std::vector<bool>* flags_ = nullptr;
   MethodState* last_state_ = nullptr;
   std::vector<vulkan::DeviceView> din_, dout_;
+  // Declared after rec_: captures go before the recorder whose command pool they came from.
+  std::map<CallKey, CallEntry> calls_;
+  CallEntry* call_ = nullptr;  // this call's entry (std::map nodes stay put)
+  Mode call_mode_ = kNormal;
+  bool finishing_ = false;
+  size_t captures_ = 0;
+  uint64_t clock_ = 0, replayed_ = 0;
 };
 
 }  // namespace

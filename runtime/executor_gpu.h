@@ -34,7 +34,9 @@ class GpuExecutor {
     uint8_t* host = nullptr;  // base of the root's host storage
     int64_t bytes = 0;        // bytes currently in use
   };
-  virtual Status begin(const MethodDef& m, uint8_t* host_arena) = 0;
+  // sym: the call's symbol values (with the method and the residency of the states, they decide
+  // everything the GPU records for the call, which lets a repeated call replay its recording).
+  virtual Status begin(const MethodDef& m, uint8_t* host_arena, const std::vector<int64_t>& sym) = 0;
   // roots: the storage root value id of each input/output view, and the value's host storage.
   virtual Status gpu_node(const MethodDef& m, size_t n, const std::vector<TensorView>& in, const std::vector<int>& in_roots,
                           const std::vector<TensorView>& out, const std::vector<int>& out_roots, const Attrs& attrs,
@@ -46,6 +48,8 @@ class GpuExecutor {
   virtual void states_reset() = 0;
   // Errors the Vulkan validation layer reported (0 when it is off).
   virtual uint64_t validation_errors() const = 0;
+  // Calls served by replaying a captured recording.
+  virtual uint64_t replayed_calls() const = 0;
 };
 
 }  // namespace vrun

@@ -214,5 +214,42 @@ TEST(RoundTrip, VulkanBackendMatchesReference) {
   EXPECT_EQ((*ex)->gpu_validation_errors(), 0u);
 }
 
+// Calls that repeat (same method, symbol values and state residency) are recorded the first
+// time, captured the second and replayed after that: each round here feeds other tokens, so a
+// replay that kept stale inputs, outputs or cache writes would give other logits.
+TEST(RoundTrip, VulkanRepeatedCallsReplayWithFreshData) {
+  TinyConfig cfg;
+  const TinyWeights w = make_tiny_weights(cfg, 99);
+  auto built = build_tiny_transformer(w);
+  ASSERT_TRUE(built.is_ok()) << built.status().to_string();
+  ExecutorOptions o;
+  o.backend = BackendKind::kVulkan;
+  o.threads = 1;
+  const char* val = std::getenv("VRUN_VALIDATION");
+  o.validation = !(val && std::string(val) == "0");
+  auto ex = Executor::create(*built, o);
+  if (!ex.is_ok()) GTEST_SKIP() << "no Vulkan device: " << ex.status().message();
+  for (int round = 0; round < 4; ++round) {
+    (*ex)->reset_state();
+    std::vector<int> toks = {3 + round, 1, 30 - round, 8, 19};
+    std::vector<int32_t> in(toks.begin(), toks.end());
+    auto out = (*ex)->run("forward", {TensorView::dense(in.data(), DType::i32, {1, 5})}, {{"pos", 0}});
+    ASSERT_TRUE(out.is_ok()) << out.status().to_string();
+    expect_logits((*out)[0], reference_logits(w, toks), "round " + std::to_string(round) + " prefill");
+    for (int s = 0; s < 3; ++s) {
+      int32_t t = (7 + 5 * s + 3 * round) % cfg.vocab;
+      out = (*ex)->run("forward", {TensorView::dense(&t, DType::i32, {1, 1})}, {{"pos", static_cast<int64_t>(toks.size())}});
+      ASSERT_TRUE(out.is_ok()) << out.status().to_string();
+      toks.push_back(t);
+      expect_logits((*out)[0], reference_logits(w, toks), "round " + std::to_string(round) + " decode " + std::to_string(s));
+    }
+  }
+  // Rounds 2 and 3 replay all four calls, unless this device cannot replay (no push descriptors).
+  const uint64_t replayed = (*ex)->gpu_replayed_calls();
+  EXPECT_TRUE(replayed == 8 || replayed == 0) << replayed;
+  std::printf("replayed calls: %llu\n", static_cast<unsigned long long>(replayed));
+  EXPECT_EQ((*ex)->gpu_validation_errors(), 0u);
+}
+
 }  // namespace
 }  // namespace vrun::test

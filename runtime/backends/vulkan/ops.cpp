@@ -115,6 +115,11 @@ std::string coopmat_kernel(const Context& ctx, const std::string& base) {
 
 Status Recorder::record(OpKind op, const std::vector<DeviceView>& inputs, const std::vector<DeviceView>& outputs,
                         const Attrs& attrs) {
+  if (replay_) {  // the capture holds this op's commands
+    replay_ops_++;
+    return Status::ok();
+  }
+  if (capture_) capture_ops_++;
   if (!stats_.on) return record_op(op, inputs, outputs, attrs);
   const auto t0 = std::chrono::steady_clock::now();
   Status s = record_op(op, inputs, outputs, attrs);

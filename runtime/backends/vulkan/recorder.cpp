@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <tuple>
 
 #include "runtime/backends/vulkan/context.h"
 #include "runtime/backends/vulkan/pipelines.h"
@@ -32,6 +33,33 @@ uint64_t span_bytes(const DeviceView& v) {
   return static_cast<uint64_t>(last + 1) * static_cast<uint64_t>(dtype_elem_size(v.dtype));
 }
 }  // namespace
+
+struct Recorder::Capture {
+  VkDevice device = VK_NULL_HANDLE;
+  VkCommandPool pool = VK_NULL_HANDLE;
+  VkCommandBuffer cmd = VK_NULL_HANDLE;
+  std::vector<Buffer> keep;  // scratch tensors the commands use
+  uint64_t keep_bytes = 0;
+  struct Transfer {
+    std::shared_ptr<Buffer> staging;
+    VkBuffer buffer;  // the device side
+    uint64_t offset, bytes;
+  };
+  std::vector<Transfer> uploads, downloads;
+  int ops = 0, dispatches = 0, barriers = 0;
+  ~Capture() {
+    if (cmd) vkFreeCommandBuffers(device, pool, 1, &cmd);
+  }
+};
+
+namespace {
+// Scratch one capture may keep; a call needing more is not worth holding on to.
+constexpr uint64_t kMaxCaptureScratch = 64ull << 20;
+}  // namespace
+
+bool Recorder::StagingKey::operator<(const StagingKey& o) const {
+  return std::tie(buffer, offset, bytes, nth, down) < std::tie(o.buffer, o.offset, o.bytes, o.nth, o.down);
+}
 
 DeviceView DeviceView::dense(const BufferRef& buffer, DType dtype, const Shape& shape, uint64_t offset) {
   DeviceView v;
@@ -66,6 +94,9 @@ Status Recorder::init() {
   VRUN_VK_CHECK(vkCreateCommandPool(dev, &pi, nullptr, &pool_), "creating a command pool");
   VRUN_RETURN_IF_ERROR(add_command_buffer());
   cmd_ = cmds_[0];
+  VRUN_VK_CHECK(vkCreateCommandPool(dev, &pi, nullptr, &cap_pool_), "creating a command pool");
+  const char* rp = std::getenv("VRUN_VK_REPLAY");
+  replay_allowed_ = !(rp && std::string(rp) == "0");
   const char* st = std::getenv("VRUN_VK_STATS");
   stats_.on = st && *st && std::string(st) != "0";
   profile_ = GpuProfile::create(ctx_);
@@ -85,10 +116,11 @@ Recorder::~Recorder() {
   if (flushes_ > 0) vkQueueWaitIdle(ctx_.queue());
   if (stats_.on && stats_.calls > 0)
     std::fprintf(stderr,
-                 "vulkan stats: %llu method calls, %.1f dispatches, %.1f barriers and %.1f submits per call; "
+                 "vulkan stats: %llu method calls (%llu replayed), %.1f dispatches, %.1f barriers and %.1f submits per call; "
                  "host recording %.3f ms (%.3f in record(), %.3f of it in dispatch()), waiting %.3f ms per call; "
                  "last call: %d dispatches, recording %.3f ms (%.3f in record(), %.3f in dispatch()), waiting %.3f ms\n",
-                 static_cast<unsigned long long>(stats_.calls), double(stats_.dispatches) / stats_.calls,
+                 static_cast<unsigned long long>(stats_.calls), static_cast<unsigned long long>(stats_.replays),
+                 double(stats_.dispatches) / stats_.calls,
                  double(stats_.barriers) / stats_.calls, double(stats_.submits) / stats_.calls,
                  1e3 * stats_.record_s / stats_.calls, 1e3 * stats_.in_record_s / stats_.calls,
                  1e3 * stats_.in_dispatch_s / stats_.calls, 1e3 * stats_.wait_s / stats_.calls, stats_.last_dispatches,
@@ -97,12 +129,30 @@ Recorder::~Recorder() {
   for (auto p : desc_pools_) vkDestroyDescriptorPool(dev, p, nullptr);
   if (fence_) vkDestroyFence(dev, fence_, nullptr);
   if (pool_) vkDestroyCommandPool(dev, pool_, nullptr);
+  // Captures the executor still holds free their command buffers into cap_pool_ when they go:
+  // the executor drops them before the recorder (it owns both, captures declared later).
+  capture_.reset();
+  finished_capture_.reset();
+  replay_.reset();
+  if (cancelled_cmd_) vkFreeCommandBuffers(dev, cap_pool_, 1, &cancelled_cmd_);
+  if (cap_pool_) vkDestroyCommandPool(dev, cap_pool_, nullptr);
 }
 
 Status Recorder::begin_if_needed() {
   if (recording_) return Status::ok();
   VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  if (capture_) {
+    VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+    ai.commandPool = cap_pool_;
+    ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    ai.commandBufferCount = 1;
+    VRUN_VK_CHECK(vkAllocateCommandBuffers(ctx_.device(), &ai, &capture_->cmd), "allocating a command buffer");
+    capture_->device = ctx_.device();
+    capture_->pool = cap_pool_;
+    cmd_ = capture_->cmd;
+    bi.flags = 0;  // submitted again on every replay
+  }
   VRUN_VK_CHECK(vkBeginCommandBuffer(cmd_, &bi), "beginning a command buffer");
   if (profile_) {
     if (flushes_ == 0) profile_->begin_call(cmd_);
@@ -306,7 +356,7 @@ Status Recorder::dispatch_impl(std::string_view kernel, std::span<const int32_t>
     else profile_->after(cmd_, kernel);
   }
   dispatches_++;
-  if (++since_flush_ >= flush_threshold(flushes_) && pieces_) return flush();
+  if (++since_flush_ >= flush_threshold(flushes_) && pieces_ && !capture_) return flush();
   return Status::ok();
 }
 
@@ -314,7 +364,13 @@ Result<DeviceView> Recorder::scratch(DType dtype, const Shape& shape) {
   VRUN_ASSIGN_OR_RETURN(Buffer b, ctx_.allocator().allocate(std::max<int64_t>(dtype_bytes(dtype, shape.numel()), 4),
                                                            MemoryKind::kDevice, "scratch tensor"));
   DeviceView v = DeviceView::dense(b.ref(), dtype, shape);
-  scratch_.push_back(std::move(b));
+  if (capture_) {
+    capture_->keep_bytes += b.size();
+    capture_->keep.push_back(std::move(b));
+    if (capture_->keep_bytes > kMaxCaptureScratch) cancel_capture();
+  } else {
+    scratch_.push_back(std::move(b));
+  }
   return v;
 }
 
@@ -362,8 +418,33 @@ Status Recorder::record_buffer_copy(const BufferRef& src, uint64_t src_offset, c
   return Status::ok();
 }
 
+Result<std::shared_ptr<Buffer>> Recorder::capture_staging(VkBuffer buffer, uint64_t offset, uint64_t bytes, bool down) {
+  int nth = 0;
+  for (const auto& t : down ? capture_->downloads : capture_->uploads)
+    if (t.buffer == buffer && t.offset == offset && t.bytes == bytes) nth++;
+  std::shared_ptr<Buffer>& slot = shared_staging_[StagingKey{buffer, offset, bytes, nth, down}];
+  if (!slot) {
+    VRUN_ASSIGN_OR_RETURN(Buffer b, ctx_.allocator().allocate(bytes, MemoryKind::kHost, down ? "download staging" : "upload staging"));
+    slot = std::make_shared<Buffer>(std::move(b));
+  }
+  (down ? capture_->downloads : capture_->uploads).push_back({slot, buffer, offset, bytes});
+  return slot;
+}
+
 Status Recorder::record_upload(const void* src, const BufferRef& dst, uint64_t dst_offset, uint64_t bytes) {
   if (bytes == 0) return Status::ok();
+  if (replay_) {
+    if (replay_ups_ >= replay_->uploads.size() || replay_->uploads[replay_ups_].buffer != dst.buffer ||
+        replay_->uploads[replay_ups_].offset != dst.offset + dst_offset || replay_->uploads[replay_ups_].bytes != bytes)
+      return err(ErrorCode::kInternal, "vulkan: a replayed call uploads other data than its capture (upload ", replay_ups_, ")");
+    std::memcpy(replay_->uploads[replay_ups_++].staging->mapped(), src, bytes);
+    return Status::ok();
+  }
+  if (capture_) {
+    VRUN_ASSIGN_OR_RETURN(auto staging, capture_staging(dst.buffer, dst.offset + dst_offset, bytes, false));
+    std::memcpy(staging->mapped(), src, bytes);
+    return record_buffer_copy(staging->ref(), 0, dst, dst_offset, bytes);
+  }
   VRUN_ASSIGN_OR_RETURN(Buffer staging, ctx_.allocator().allocate(bytes, MemoryKind::kHost, "upload staging"));
   std::memcpy(staging.mapped(), src, bytes);
   VRUN_RETURN_IF_ERROR(record_buffer_copy(staging.ref(), 0, dst, dst_offset, bytes));
@@ -373,13 +454,70 @@ Status Recorder::record_upload(const void* src, const BufferRef& dst, uint64_t d
 
 Status Recorder::record_download(const BufferRef& src, uint64_t src_offset, void* dst, uint64_t bytes) {
   if (bytes == 0) return Status::ok();
+  if (replay_) {
+    if (replay_downs_ >= replay_->downloads.size() || replay_->downloads[replay_downs_].buffer != src.buffer ||
+        replay_->downloads[replay_downs_].offset != src.offset + src_offset ||
+        replay_->downloads[replay_downs_].bytes != bytes)
+      return err(ErrorCode::kInternal, "vulkan: a replayed call reads back other data than its capture (download ",
+                 replay_downs_, ")");
+    downloads_.push_back({Buffer{}, replay_->downloads[replay_downs_++].staging->mapped(), dst, bytes});
+    return Status::ok();
+  }
+  if (capture_) {
+    VRUN_ASSIGN_OR_RETURN(auto staging, capture_staging(src.buffer, src.offset + src_offset, bytes, true));
+    VRUN_RETURN_IF_ERROR(record_buffer_copy(src, src_offset, staging->ref(), 0, bytes));
+    downloads_.push_back({Buffer{}, staging->mapped(), dst, bytes});
+    return Status::ok();
+  }
   VRUN_ASSIGN_OR_RETURN(Buffer staging, ctx_.allocator().allocate(bytes, MemoryKind::kHost, "download staging"));
   VRUN_RETURN_IF_ERROR(record_buffer_copy(src, src_offset, staging.ref(), 0, bytes));
-  downloads_.push_back({std::move(staging), dst, bytes});
+  const void* mapped = staging.mapped();
+  downloads_.push_back({std::move(staging), mapped, dst, bytes});
   return Status::ok();
 }
 
+int Recorder::dispatch_count() const { return replay_ ? replay_->dispatches : dispatches_; }
+
+bool Recorder::begin_capture() {
+  reset_call_mode();
+  if (!replay_allowed_ || !ctx_.push_descriptor_fn() || profile_ || recording_ || flushes_ > 0) return false;
+  capture_ = std::make_shared<Capture>();
+  capture_ops_ = 0;
+  return true;
+}
+
+void Recorder::cancel_capture() {
+  if (!capture_) return;
+  // The commands so far stay in the capture's buffer, submitted once by this call's
+  // submit_and_wait and freed after its wait; its scratch lives until then too.
+  if (recording_) cancelled_cmd_ = capture_->cmd;
+  else if (capture_->cmd) vkFreeCommandBuffers(ctx_.device(), cap_pool_, 1, &capture_->cmd);
+  capture_->cmd = VK_NULL_HANDLE;
+  for (auto& b : capture_->keep) scratch_.push_back(std::move(b));
+  capture_.reset();
+}
+
+std::shared_ptr<Recorder::Capture> Recorder::end_capture() { return std::move(finished_capture_); }
+
+void Recorder::begin_replay(std::shared_ptr<Capture> cap) {
+  reset_call_mode();
+  if (recording_ || flushes_ > 0) return;  // leftovers of a failed call: record normally
+  replay_ = std::move(cap);
+  replay_ups_ = replay_downs_ = 0;
+  replay_ops_ = 0;
+}
+
+void Recorder::reset_call_mode() {
+  cancel_capture();
+  finished_capture_.reset();
+  if (replay_) {
+    replay_.reset();
+    downloads_.clear();
+  }
+}
+
 Status Recorder::submit_and_wait() {
+  if (replay_) return submit_replay();
   Status result = Status::ok();
   if (recording_) {
     // Make device writes visible to the host reads that follow the fence.
@@ -418,6 +556,20 @@ Status Recorder::submit_and_wait() {
     if (profile_ && r == VK_SUCCESS) profile_->collect();
     vkResetFences(ctx_.device(), 1, &fence_);
     vkResetCommandPool(ctx_.device(), pool_, 0);
+    if (capture_) {
+      if (r == VK_SUCCESS) {
+        capture_->ops = capture_ops_;
+        capture_->dispatches = dispatches_;
+        capture_->barriers = barriers_;
+        finished_capture_ = std::move(capture_);
+      } else {
+        cancel_capture();
+      }
+    }
+    if (cancelled_cmd_) {
+      vkFreeCommandBuffers(ctx_.device(), cap_pool_, 1, &cancelled_cmd_);
+      cancelled_cmd_ = VK_NULL_HANDLE;
+    }
   } else if (flushes_ > 0) {
     vkQueueWaitIdle(ctx_.queue());
     vkResetCommandPool(ctx_.device(), pool_, 0);
@@ -427,7 +579,7 @@ Status Recorder::submit_and_wait() {
   cmd_index_ = 0;
   cmd_ = cmds_[0];
   if (result.is_ok())
-    for (auto& d : downloads_) std::memcpy(d.dst, d.staging.mapped(), d.bytes);
+    for (auto& d : downloads_) std::memcpy(d.dst, d.src, d.bytes);
   downloads_.clear();
   scratch_.clear();
   pending_writes_.clear();
@@ -441,6 +593,45 @@ Status Recorder::submit_and_wait() {
   }
   desc_pool_used_ = 0;
   dispatches_ = 0;
+  return result;
+}
+
+Status Recorder::submit_replay() {
+  std::shared_ptr<Capture> cap = std::move(replay_);
+  Status result = Status::ok();
+  if (replay_ops_ != cap->ops || replay_ups_ != cap->uploads.size() || replay_downs_ != cap->downloads.size())
+    result = err(ErrorCode::kInternal, "vulkan: a replayed call differs from its capture (", replay_ops_, " ops, ",
+                 replay_ups_, " uploads, ", replay_downs_, " downloads; the capture had ", cap->ops, ", ",
+                 cap->uploads.size(), ", ", cap->downloads.size(), ")");
+  const double t0 = stats_.on ? now_s() : 0;
+  if (result.is_ok()) {
+    VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+    si.commandBufferCount = 1;
+    si.pCommandBuffers = &cap->cmd;
+    VkResult r = vkQueueSubmit(ctx_.queue(), 1, &si, fence_);
+    if (r == VK_SUCCESS) r = vkWaitForFences(ctx_.device(), 1, &fence_, VK_TRUE, UINT64_MAX);
+    if (r != VK_SUCCESS) {
+      result = vk_error(r, "running a replayed method call");
+      vkQueueWaitIdle(ctx_.queue());
+    }
+    vkResetFences(ctx_.device(), 1, &fence_);
+  }
+  if (stats_.on) {
+    const double t1 = now_s();
+    stats_.calls++;
+    stats_.replays++;
+    stats_.dispatches += static_cast<uint64_t>(cap->dispatches);
+    stats_.barriers += static_cast<uint64_t>(cap->barriers);
+    stats_.submits++;
+    stats_.wait_s += t1 - t0;
+    stats_.last_dispatches = cap->dispatches;
+    stats_.last_record_s = 0;
+    stats_.last_wait_s = t1 - t0;
+    stats_.last_in_record_s = stats_.last_in_dispatch_s = 0;
+  }
+  if (result.is_ok())
+    for (auto& d : downloads_) std::memcpy(d.dst, d.src, d.bytes);
+  downloads_.clear();
   return result;
 }
 

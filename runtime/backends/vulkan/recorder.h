@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -77,9 +78,31 @@ class Recorder {
   // Whether long recordings are submitted in pieces as they grow (default on). Benchmarks turn it
   // off to time whole recordings from their submission.
   void set_submit_in_pieces(bool on) { pieces_ = on; }
-  // Dispatches recorded since the last submit.
-  int dispatch_count() const { return dispatches_; }
+  // Dispatches recorded since the last submit (a replayed call counts its capture's).
+  int dispatch_count() const;
   int barrier_count() const { return barriers_; }
+
+  // Replaying whole method calls. A capture keeps the command buffer of one call together with
+  // the scratch tensors and staging buffers it used; replaying it copies the new call's inputs
+  // into that staging and submits the same command buffer again, so a call that repeats (same
+  // method, shapes and state residency: the executor decides) costs no recording at all.
+  struct Capture;
+  // The call starting now (until submit_and_wait) is recorded into a kept command buffer, in one
+  // piece. False (and a normal recording) where replay cannot work: no push descriptors (sets
+  // are recycled every call), the GPU profiler on, or a recording already under way.
+  bool begin_capture();
+  // Gives up the capture in progress; the call goes on as a normal recording.
+  void cancel_capture();
+  // After the call's submit_and_wait: the finished capture, or null when it was given up.
+  std::shared_ptr<Capture> end_capture();
+  // The call starting now replays `cap`: record() only counts, record_upload() fills the
+  // capture's staging, record_download() is served from it after the wait. A call that does not
+  // match its capture (another upload, another count of ops) is a kInternal error.
+  void begin_replay(std::shared_ptr<Capture> cap);
+  // Leaves capture / replay after a call that failed part way.
+  void reset_call_mode();
+  bool capturing() const { return capture_ != nullptr; }
+  bool replaying() const { return replay_ != nullptr; }
 
   // For the per-family op files.
   Context& context() { return ctx_; }
@@ -121,6 +144,7 @@ class Recorder {
                        const void* push, uint32_t push_bytes, uint32_t gx, uint32_t gy, uint32_t gz,
                        std::vector<uint32_t>* offsets);
   Status init();
+  Status submit_replay();
   Status begin_if_needed();
   // Ends the current command buffer and submits it without waiting; recording goes on in the next.
   Status flush();
@@ -156,18 +180,36 @@ class Recorder {
   int barriers_ = 0;
   std::vector<Buffer> scratch_;
   struct Download {
-    Buffer staging;
+    Buffer staging;  // owned for a normal call; empty when a capture's shared staging serves it
+    const void* src;  // mapped staging
     void* dst;
     uint64_t bytes;
   };
   std::vector<Download> downloads_;
+  // Staging of captured calls, shared between captures by (device buffer, offset, bytes, n-th
+  // use in the call): calls run one at a time, so captures of one method reuse the same few.
+  struct StagingKey {
+    VkBuffer buffer;
+    uint64_t offset, bytes;
+    int nth;
+    bool down;
+    bool operator<(const StagingKey& o) const;
+  };
+  std::map<StagingKey, std::shared_ptr<Buffer>> shared_staging_;
+  Result<std::shared_ptr<Buffer>> capture_staging(VkBuffer buffer, uint64_t offset, uint64_t bytes, bool down);
+  VkCommandPool cap_pool_ = VK_NULL_HANDLE;  // command buffers of captures (never reset wholesale)
+  std::shared_ptr<Capture> capture_, finished_capture_, replay_;
+  VkCommandBuffer cancelled_cmd_ = VK_NULL_HANDLE;  // a given-up capture's buffer, freed after its wait
+  size_t replay_ups_ = 0, replay_downs_ = 0;
+  int replay_ops_ = 0, capture_ops_ = 0;
+  bool replay_allowed_ = true;  // VRUN_VK_REPLAY=0 turns capture off
   Buffer dummy_;
   std::vector<TensorDesc> record_descs_;
   std::vector<const TensorDesc*> record_ptrs_;
   // VRUN_VK_STATS=1: totals printed when the recorder goes away.
   struct Stats {
     bool on = false;
-    uint64_t calls = 0, dispatches = 0, barriers = 0, submits = 0;
+    uint64_t calls = 0, dispatches = 0, barriers = 0, submits = 0, replays = 0;
     double record_s = 0, wait_s = 0;
     int last_dispatches = 0;
     double last_record_s = 0, last_wait_s = 0;
