@@ -1,7 +1,8 @@
-// linear for few rows (decode): y[m, n] = sum_k x[m, k] * W[n, k] + bias[n], m < MR <= 8.
-// Included by matvec.comp (subgroup reduction) and matvec_shared.comp (shared-memory reduction,
-// for devices without subgroup arithmetic). Bindings: 0 y, 1 x, 2 weight, 3 bias. One row of x
-// with q4_0 weights goes to matvec_q4_0.comp instead where subgroups allow.
+// linear for few rows (decode): y[m, n] = sum_k x[m, k] * W[n, k] + bias[n] + residual[m, n],
+// m < MR <= 8. Included by matvec.comp (subgroup reduction) and matvec_shared.comp (shared-memory
+// reduction, for devices without subgroup arithmetic). Bindings: 0 y, 1 x, 2 weight, 3 bias,
+// 4 residual (a transformer's skip connection: added here, it costs no pass of its own). One row
+// of x with q4_0 weights goes to matvec_q4_0.comp instead where subgroups allow.
 //
 // Decode is bound by reading W once. One workgroup computes RS rows of W together: all of its
 // invocations split K between them (consecutive invocations read consecutive 16-byte chunks or
@@ -31,6 +32,7 @@ layout(constant_id = 6) const uint WVEC = 0;
 layout(constant_id = 7) const uint XVEC = 0;
 // 1: q4_1 rows start 4 bytes aligned (20-byte blocks keep it): 32-bit loads of W.
 layout(constant_id = 8) const uint A4 = 0;
+layout(constant_id = 10) const uint DT_RES = DT_NONE;
 
 layout(set = 0, binding = 1, std430) readonly buffer XF4 { vec4 xf4[]; };
 layout(set = 0, binding = 1, std430) readonly buffer XU4 { uvec4 xu4[]; };
@@ -42,6 +44,7 @@ layout(push_constant) uniform Push {
   uint N, K;
   uint x_sm;
   uint off_y, off_x, off_w, off_b;  // elements; off_w is in bytes for block-quantised weights
+  uint off_r, r_sm;                 // residual: first element, rows' stride (elements)
 } pc;
 
 // Chunks each invocation has in flight per row.
@@ -275,6 +278,8 @@ void main() {
     if (n >= pc.N) continue;
     float v = DT_BIAS != DT_NONE ? load3(DT_BIAS, pc.off_b + n) : 0.0;
     for (uint p = 0; p < parts; ++p) v += red[i * WG + p];
+    // After the bias, as a separate add of the projection would round.
+    if (DT_RES != DT_NONE) v += load4(DT_RES, pc.off_r + m * pc.r_sm + n);
     store0(DT_Y, pc.off_y + m * pc.N + n, v);
   }
 }

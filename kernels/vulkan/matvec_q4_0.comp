@@ -3,7 +3,8 @@
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 // linear for one row of x with q4_0 weights (GGUF layout, used in place), on devices with
-// subgroup arithmetic: y[n] = sum_k x[k] * W[n, k] + bias[n]. Bindings: 0 y, 1 x, 2 weight, 3 bias.
+// subgroup arithmetic: y[n] = sum_k x[k] * W[n, k] + bias[n] + residual[n]. Bindings: 0 y, 1 x,
+// 2 weight, 3 bias, 4 residual.
 //
 // Each workgroup owns pc.R rows of W; each subgroup takes RG of them at a time, its lanes split
 // the row's blocks (a lane reads a whole 18-byte block as five 32-bit words, so its scale once
@@ -25,6 +26,7 @@ layout(constant_id = 3) const uint DT_BIAS = DT_NONE;
 layout(constant_id = 7) const uint XVEC = 0;
 // Floats of x kept in shared memory: K when that fits, else 0 (x is read from memory).
 layout(constant_id = 10) const uint XSN = 0;
+layout(constant_id = 12) const uint DT_RES = DT_NONE;
 
 layout(set = 0, binding = 1, std430) readonly buffer XF4 { vec4 xf4[]; };
 layout(set = 0, binding = 1, std430) readonly buffer XU2 { uvec2 xu2[]; };
@@ -35,6 +37,7 @@ layout(push_constant) uniform Push {
   uint x_sm;
   uint off_y, off_x, off_w, off_b;  // elements; off_w is in bytes
   uint R;                           // rows of W per workgroup
+  uint off_r;                       // residual's first element
 } pc;
 
 // Rows a subgroup works on at once (their loads all issued before any is used), one block of each
@@ -139,7 +142,9 @@ void main() {
       const uint n = rb + r;
       if (lane == 0u && n < rend) {
         const float bv = DT_BIAS != DT_NONE ? load3(DT_BIAS, pc.off_b + n) : 0.0;
-        store0(DT_Y, pc.off_y + n, s + bv);
+        float v = s + bv;
+        if (DT_RES != DT_NONE) v += load4(DT_RES, pc.off_r + n);
+        store0(DT_Y, pc.off_y + n, v);
       }
     }
   }

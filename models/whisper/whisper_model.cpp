@@ -125,11 +125,13 @@ Result<std::shared_ptr<Program>> build_whisper_program(const WhisperConfig& c, c
   const Norm enc_ln = norm("encoder/layer_norm", d);
   const int embed = weight("decoder/embeddings/weight", {c.n_vocab, d});
   const int dec_pos = weight("decoder/position_encodings/encodings", {c.n_text_ctx, d}, true);
+  // Keys and values share one state per layer, keys in heads [0, H) and values in [H, 2H): the
+  // projection writes both with one slice_update.
   struct DecLayer {
     Norm ln1, ln2, ln3;
     Lin qkv, out, cq, ckv, cout, fc1, fc2;
-    int k_cache, v_cache, k_cross, v_cross;
-    int k_batch = -1, v_batch = -1;
+    int kv_cache, kv_cross;
+    int kv_batch = -1;
   };
   std::vector<DecLayer> D;
   for (int64_t l = 0; l < c.n_text_layer; ++l) {
@@ -139,14 +141,10 @@ Result<std::shared_ptr<Program>> build_whisper_program(const WhisperConfig& c, c
                  lin(p + "/self_attention/linear_1", d, d), lin(p + "/attention/linear_0", d, d),
                  lin(p + "/attention/linear_1", 2 * d, d), lin(p + "/attention/linear_2", d, d),
                  lin(p + "/ffn/linear_0", 4 * d, d), lin(p + "/ffn/linear_1", d, 4 * d),
-                 pb.add_state("cache.k." + n, DType::f32, {1, c.n_text_head, c.n_text_ctx, hd_t}),
-                 pb.add_state("cache.v." + n, DType::f32, {1, c.n_text_head, c.n_text_ctx, hd_t}),
-                 pb.add_state("cross.k." + n, DType::f32, {1, c.n_text_head, c.n_audio_ctx, hd_t}),
-                 pb.add_state("cross.v." + n, DType::f32, {1, c.n_text_head, c.n_audio_ctx, hd_t})});
-    if (settings.decode_batch > 1) {
-      D.back().k_batch = pb.add_state("batch.k." + n, DType::f32, {settings.decode_batch, c.n_text_head, c.n_text_ctx, hd_t});
-      D.back().v_batch = pb.add_state("batch.v." + n, DType::f32, {settings.decode_batch, c.n_text_head, c.n_text_ctx, hd_t});
-    }
+                 pb.add_state("cache.kv." + n, DType::f32, {1, 2 * c.n_text_head, c.n_text_ctx, hd_t}),
+                 pb.add_state("cross.kv." + n, DType::f32, {1, 2 * c.n_text_head, c.n_audio_ctx, hd_t})});
+    if (settings.decode_batch > 1)
+      D.back().kv_batch = pb.add_state("batch.kv." + n, DType::f32, {settings.decode_batch, 2 * c.n_text_head, c.n_text_ctx, hd_t});
   }
   const Norm dec_ln = norm("decoder/layer_norm", d);
   VRUN_RETURN_IF_ERROR(bad);
@@ -155,8 +153,9 @@ Result<std::shared_ptr<Program>> build_whisper_program(const WhisperConfig& c, c
   // ---- encode
   {
     MethodBuilder g = pb.method("encode");
-    auto L = [&](Val x, Lin w, const std::string& name) {
-      return g.op(OpKind::linear, {x, g.constant(w.w), w.b >= 0 ? g.constant(w.b) : Val::none()}, {}, name);
+    // residual: the skip connection, added by the projection itself (no pass of its own).
+    auto L = [&](Val x, Lin w, const std::string& name, Val residual = Val::none()) {
+      return g.op(OpKind::linear, {x, g.constant(w.w), w.b >= 0 ? g.constant(w.b) : Val::none(), residual}, {}, name);
     };
     auto LN = [&](Val x, Norm n, const std::string& name) {
       return g.op(OpKind::layer_norm, {x, g.constant(n.g), g.constant(n.b)}, {{"eps", 1e-5}}, name);
@@ -187,18 +186,17 @@ Result<std::shared_ptr<Program>> build_whisper_program(const WhisperConfig& c, c
       if (!w.qkv.q_scaled) sc = g.op(OpKind::scale, {sc}, {{"scale", att_scale}});
       sc = g.op(OpKind::softmax, {sc});
       Val att = g.op(OpKind::bmm, {sc, heads(qkv[2], c.n_audio_head, hd_a)}, {}, p + "attn");
-      x = g.op(OpKind::add, {x, L(merge(att), w.out, p + "attn_out")});
+      x = L(merge(att), w.out, p + "attn_out", x);
       h = LN(x, w.ln2, p + "ffn_ln");
-      x = g.op(OpKind::add, {x, L(g.op(OpKind::gelu, {L(h, w.fc1, p + "fc1")}), w.fc2, p + "fc2")});
+      x = L(g.op(OpKind::gelu, {L(h, w.fc1, p + "fc1")}), w.fc2, p + "fc2", x);
     }
     Val enc = LN(x, enc_ln, "enc_ln");
     for (int64_t l = 0; l < c.n_text_layer; ++l) {
       const DecLayer& w = D[l];
       const std::string p = "dec." + std::to_string(l) + ".";
-      std::vector<Val> kv = g.op_n(OpKind::split, {L(enc, w.ckv, p + "cross_kv")}, {{"axis", -1}, {"sizes", {d, d}}});
-      if (kv.size() != 2) return pb.finish();
-      g.op(OpKind::slice_update, {g.state(w.k_cross), heads(kv[0], c.n_text_head, hd_t)}, {{"axis", 2}, {"start", 0}}, p + "cross_k");
-      g.op(OpKind::slice_update, {g.state(w.v_cross), heads(kv[1], c.n_text_head, hd_t)}, {{"axis", 2}, {"start", 0}}, p + "cross_v");
+      // [k | v] rows as 2H heads: the keys' heads, then the values'.
+      Val kv = heads(L(enc, w.ckv, p + "cross_kv"), 2 * c.n_text_head, hd_t);
+      g.op(OpKind::slice_update, {g.state(w.kv_cross), kv}, {{"axis", 2}, {"start", 0}}, p + "cross_kv_store");
     }
     g.output(enc, "encoder_out");
   }
@@ -224,8 +222,9 @@ Result<std::shared_ptr<Program>> build_whisper_program(const WhisperConfig& c, c
   }
   for (const DecodeVariant& var : variants) {
     MethodBuilder g = pb.method(var.name);
-    auto L = [&](Val x, Lin w, const std::string& name) {
-      return g.op(OpKind::linear, {x, g.constant(w.w), w.b >= 0 ? g.constant(w.b) : Val::none()}, {}, name);
+    // residual: the skip connection, added by the projection itself (no pass of its own).
+    auto L = [&](Val x, Lin w, const std::string& name, Val residual = Val::none()) {
+      return g.op(OpKind::linear, {x, g.constant(w.w), w.b >= 0 ? g.constant(w.b) : Val::none(), residual}, {}, name);
     };
     auto LN = [&](Val x, Norm n, const std::string& name) {
       return g.op(OpKind::layer_norm, {x, g.constant(n.g), g.constant(n.b)}, {{"eps", 1e-5}}, name);
@@ -242,6 +241,13 @@ Result<std::shared_ptr<Program>> build_whisper_program(const WhisperConfig& c, c
     auto merge = [&](Val t) {
       return g.op(OpKind::reshape, {g.op(OpKind::permute, {t}, to_heads)}, {{"shape", {B, -1, d}}});
     };
+    auto heads2 = [&](Val t) {  // [k | v] rows as 2H heads
+      return g.op(OpKind::permute, {g.op(OpKind::reshape, {t}, {{"shape", {B, -1, 2 * c.n_text_head, hd_t}}})}, to_heads);
+    };
+    auto key_heads = [&](Val kv) { return g.op(OpKind::slice, {kv}, {{"axis", 1}, {"start", 0}, {"end", c.n_text_head}}); };
+    auto value_heads = [&](Val kv) {
+      return g.op(OpKind::slice, {kv}, {{"axis", 1}, {"start", c.n_text_head}, {"end", 2 * c.n_text_head}});
+    };
     Val x = g.op(OpKind::embedding, {g.constant(embed), tokens}, {}, "tok_embed");
     // Position rows are looked up by index: a slice [pos, pos + seq) of the table would make the
     // builder's shape samples disagree at the symbols' bounds.
@@ -252,28 +258,33 @@ Result<std::shared_ptr<Program>> build_whisper_program(const WhisperConfig& c, c
       const DecLayer& w = D[l];
       const std::string p = "dec." + std::to_string(l) + ".";
       Val h = LN(x, w.ln1, p + "attn_ln");
-      std::vector<Val> qkv = g.op_n(OpKind::split, {L(h, w.qkv, p + "qkv")}, {{"axis", -1}, {"sizes", {d, d, d}}});
-      if (qkv.size() != 3) return pb.finish();
-      Val keys = heads(qkv[1]), vals = heads(qkv[2]);
+      std::vector<Val> qkv = g.op_n(OpKind::split, {L(h, w.qkv, p + "qkv")}, {{"axis", -1}, {"sizes", {d, 2 * d}}});
+      if (qkv.size() != 2) return pb.finish();
+      Val kv = heads2(qkv[1]);
       if (!var.align) {
-        const int ks = var.batched_cache ? w.k_batch : w.k_cache, vs = var.batched_cache ? w.v_batch : w.v_cache;
-        Val kc = g.op(OpKind::slice_update, {g.state(ks), keys}, {{"axis", 2}, {"start", pos}}, p + "cache_k");
-        Val vc = g.op(OpKind::slice_update, {g.state(vs), vals}, {{"axis", 2}, {"start", pos}}, p + "cache_v");
-        keys = g.op(OpKind::slice, {kc}, {{"axis", 2}, {"start", 0}, {"end", pos + seq}});
-        vals = g.op(OpKind::slice, {vc}, {{"axis", 2}, {"start", 0}, {"end", pos + seq}});
+        const int st = var.batched_cache ? w.kv_batch : w.kv_cache;
+        kv = g.op(OpKind::slice_update, {g.state(st), kv}, {{"axis", 2}, {"start", pos}}, p + "cache_kv");
+        kv = g.op(OpKind::slice, {kv}, {{"axis", 2}, {"start", 0}, {"end", pos + seq}});
       }
-      Val att = g.op(OpKind::sdpa, {heads(qkv[0]), keys, vals}, {{"causal", 1}}, p + "attn");
-      x = g.op(OpKind::add, {x, L(merge(att), w.out, p + "attn_out")});
+      Val att = g.op(OpKind::sdpa, {heads(qkv[0]), key_heads(kv), value_heads(kv)}, {{"causal", 1}}, p + "attn");
+      x = L(merge(att), w.out, p + "attn_out", x);
       h = LN(x, w.ln2, p + "cross_ln");
-      Val q = heads(L(h, w.cq, p + "cross_q"));
-      Val ck = g.state(w.k_cross), cv = g.state(w.v_cross);
-      if (B > 1) {  // one encoder window serves every row: a broadcast view, no copy
-        ck = g.op(OpKind::expand, {ck}, {{"shape", {B, -1, -1, -1}}});
-        cv = g.op(OpKind::expand, {cv}, {{"shape", {B, -1, -1, -1}}});
-      }
+      Val cq = L(h, w.cq, p + "cross_q");
+      Val ckv = g.state(w.kv_cross);
+      Val ck = key_heads(ckv), cv = value_heads(ckv);
       Val cross;
       const auto& ah = heads_of_layer[static_cast<size_t>(l)];
       const bool prefill = std::string(var.name) == "prefill";
+      // Prefill and the alignment scores: scores as GEMMs, over [B, H, seq, hd] queries.
+      const bool gemm_scores = prefill || (var.align && !ah.empty());
+      Val q;
+      if (gemm_scores) {
+        q = heads(cq);
+        if (B > 1) {  // one encoder window serves every row: a broadcast view, no copy
+          ck = g.op(OpKind::expand, {ck}, {{"shape", {B, -1, -1, -1}}});
+          cv = g.op(OpKind::expand, {cv}, {{"shape", {B, -1, -1, -1}}});
+        }
+      }
       if (prefill) {
         Val sc = g.op(OpKind::bmm, {q, g.op(OpKind::permute, {ck}, {{"perm", {0, 1, 3, 2}}})}, {}, p + "cross_scores");
         sc = g.op(OpKind::softmax, {g.op(OpKind::scale, {sc}, {{"scale", 1.0 / std::sqrt(static_cast<double>(hd_t))}})});
@@ -285,11 +296,21 @@ Result<std::shared_ptr<Program>> build_whisper_program(const WhisperConfig& c, c
         for (int64_t head : ah) scores.push_back(g.op(OpKind::slice, {sc}, {{"axis", 1}, {"start", head}, {"end", head + 1}}));
         cross = g.op(OpKind::bmm, {g.op(OpKind::softmax, {sc}), cv}, {}, p + "cross");
       } else {
+        // Every query row on its own (cross-attention has no mask): rows are the batch of a
+        // [rows, H, 1, hd] query, so that the result is [B, seq, d] as it stands, where the
+        // [B, H, seq, hd] layout would take a copy to merge the heads. The window's K/V serve
+        // every row through a broadcast view.
+        const SymExpr rows = seq * B;
+        q = g.op(OpKind::reshape, {cq}, {{"shape", {-1, c.n_text_head, 1, hd_t}}});
+        ck = g.op(OpKind::expand, {ck}, {{"shape", std::vector<SymExpr>{rows, -1, -1, -1}}});
+        cv = g.op(OpKind::expand, {cv}, {{"shape", std::vector<SymExpr>{rows, -1, -1, -1}}});
         cross = g.op(OpKind::sdpa, {q, ck, cv}, {}, p + "cross");
+        cross = g.op(OpKind::reshape, {cross}, {{"shape", {B, -1, d}}});
       }
-      x = g.op(OpKind::add, {x, L(merge(cross), w.cout, p + "cross_out")});
+      if (gemm_scores) cross = merge(cross);
+      x = L(cross, w.cout, p + "cross_out", x);
       h = LN(x, w.ln3, p + "ffn_ln");
-      x = g.op(OpKind::add, {x, L(g.op(OpKind::gelu, {L(h, w.fc1, p + "fc1")}), w.fc2, p + "fc2")});
+      x = L(g.op(OpKind::gelu, {L(h, w.fc1, p + "fc1")}), w.fc2, p + "fc2", x);
     }
     // align: logits of every position (token probabilities); decoding: of the last one only.
     if (!var.align) x = g.op(OpKind::slice, {x}, {{"axis", 1}, {"start", seq - 1}, {"end", seq}});
@@ -305,14 +326,14 @@ Result<std::shared_ptr<Program>> build_whisper_program(const WhisperConfig& c, c
     const int64_t B = settings.decode_batch;
     const SymExpr len = g.symbol("len", 1, c.n_text_ctx);
     Val rows = g.input("rows", DType::i32, {B});
-    for (int64_t l = 0; l < c.n_text_layer; ++l)
-      for (int s : {D[l].k_batch, D[l].v_batch}) {
-        Val filled = g.op(OpKind::copy, {g.op(OpKind::slice, {g.state(s)}, {{"axis", 2}, {"start", 0}, {"end", len}})});
-        Val flat = g.op(OpKind::reshape, {filled}, {{"shape", {B, -1}}});
-        Val picked = g.op(OpKind::embedding, {flat, rows});
-        picked = g.op(OpKind::reshape, {picked}, {{"shape", {B, c.n_text_head, -1, hd_t}}});
-        g.op(OpKind::slice_update, {g.state(s), picked}, {{"axis", 2}, {"start", 0}}, "reorder." + std::to_string(l));
-      }
+    for (int64_t l = 0; l < c.n_text_layer; ++l) {
+      const int s = D[l].kv_batch;
+      Val filled = g.op(OpKind::copy, {g.op(OpKind::slice, {g.state(s)}, {{"axis", 2}, {"start", 0}, {"end", len}})});
+      Val flat = g.op(OpKind::reshape, {filled}, {{"shape", {B, -1}}});
+      Val picked = g.op(OpKind::embedding, {flat, rows});
+      picked = g.op(OpKind::reshape, {picked}, {{"shape", {B, 2 * c.n_text_head, -1, hd_t}}});
+      g.op(OpKind::slice_update, {g.state(s), picked}, {{"axis", 2}, {"start", 0}}, "reorder." + std::to_string(l));
+    }
   }
   pb.set_meta("general.architecture", MetaValue::str("whisper"));
   pb.set_meta("vrun.runner", MetaValue::str("whisper"));

@@ -1,18 +1,19 @@
 // Whisper encoder-decoder: hyper-parameters, where the weights come from, and the graph. One
 // program with two methods sharing state:
 //   encode(mel [1, n_mels, 3000]) -> encoder output [1, 1500, d]; also writes every decoder
-//     layer's cross-attention K/V into the states cross.k.N / cross.v.N (once per 30-s window);
+//     layer's cross-attention K/V into the state cross.kv.N (once per 30-s window);
 //   decode(tokens [1, seq], positions [1, seq] = pos .. pos + seq - 1, symbol pos) -> logits [1, 1, vocab] of the last token; the
-//     self-attention KV cache (cache.k.N / cache.v.N, n_text_ctx rows) is updated in place;
+//     self-attention KV cache (cache.kv.N, n_text_ctx rows) is updated in place;
 //   prefill(tokens [1, seq], positions [1, seq], symbol pos): decode for prompts (the same
 //     result, cross-attention through GEMMs);
 //   decode_batch(tokens [B, seq], positions [1, seq], symbol pos) -> logits [B, 1, vocab]: the same for B
-//     rows (beam search, best-of sampling) with its own caches batch.k.N / batch.v.N (B = the
+//     rows (beam search, best-of sampling) with its own caches batch.kv.N (B = the
 //     whisper.decode_batch metadata; absent when it is 1);
 //   reorder_batch(rows [B], symbol len): batch cache row r takes row rows[r]'s first len positions;
 //   align(tokens [1, seq <= n_text_ctx / 2 + 8], positions [1, seq]) -> logits [1, seq, vocab] of every position and
 //     alignment_scores [1, heads, seq, n_audio_ctx]: the scaled cross-attention scores (before the
 //     softmax) of the alignment heads in whisper.alignment_heads order (word timestamps).
+// Each K/V state holds a layer's keys and values as 2H heads, the keys' first: [rows, 2H, len, hd].
 #pragma once
 
 #include <functional>

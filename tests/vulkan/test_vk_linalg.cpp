@@ -121,8 +121,8 @@ TEST_F(VkLinalg, MatvecTailsOffsetsAndReductions) {
   }
 }
 
-// The residual input: for one row without a bias it rides in the bias slot of the matvec; else it
-// is added after the projection.
+// The residual input: decode rows (M <= 8) add it in the matvec's epilogue; else it is added
+// after the projection.
 TEST_F(VkLinalg, LinearResidual) {
   std::mt19937 rng(14);
   const int64_t K = 96, N = 40;

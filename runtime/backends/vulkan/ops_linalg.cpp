@@ -22,19 +22,13 @@ int64_t row_stride(const DeviceView& v) {
 
 Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y);
 
-// The residual: one row (a decode step) without a bias rides in the bias slot, which the kernels
-// add per output; otherwise it is added to y after the projection.
+// The residual: decode rows add it (after the bias) in the matvec's epilogue; otherwise it is
+// added to y after the projection.
 Status record_linear(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y) {
   if (in.size() < 4 || !in[3].present()) return record_linear_core(rec, in, y);
+  if (matvec_rows(in[0], in[1])) return record_matvec_linear(rec, in, y);
   const DeviceView& r = in[3];
-  const int64_t N = in[1].shape[0];
   const bool bias = in.size() > 2 && in[2].present();
-  if (!bias && r.numel() == N && r.shape.rank >= 1 && (N == 1 || r.strides[r.shape.rank - 1] == 1)) {
-    DeviceView row = r;
-    row.shape = Shape{N};
-    row.strides = contiguous_strides(row.shape);
-    return record_linear_core(rec, {in[0], in[1], row}, y);
-  }
   VRUN_RETURN_IF_ERROR(record_linear_core(rec, {in[0], in[1], bias ? in[2] : DeviceView{}}, y));
   return record_eltwise(rec, kOpAdd, y, &y, &r, nullptr);
 }

@@ -25,19 +25,53 @@ bool has_subgroup_arithmetic(const Context& ctx) {
 
 bool is_float16ish(DType t) { return t == DType::f16 || t == DType::bf16; }
 
+// Stride between consecutive rows of a view whose last dim is dense and whose leading dims
+// collapse (what Recorder::rows_view guarantees).
+int64_t row_stride(const DeviceView& v) {
+  for (int i = v.shape.rank - 2; i >= 0; --i)
+    if (v.shape[i] != 1) return v.strides[i];
+  return v.shape.rank ? v.shape[v.shape.rank - 1] : 1;
+}
+
 }  // namespace
+
+bool matvec_rows(const DeviceView& x, const DeviceView& w) {
+  const int64_t K = w.shape.rank == 2 ? w.shape[1] : 0;
+  const int64_t M = K ? x.numel() / K : 0;
+  return M >= 1 && M <= kMaxRows;
+}
+
+Status record_matvec_linear(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y) {
+  VRUN_ASSIGN_OR_RETURN(DeviceView x, rec.rows_view(in[0], 1));
+  const DeviceView& w = in[1];
+  DeviceView b, r;
+  const bool has_bias = in.size() > 2 && in[2].present(), has_res = in.size() > 3 && in[3].present();
+  if (has_bias) {
+    VRUN_ASSIGN_OR_RETURN(b, rec.dense_view(in[2]));
+  }
+  if (has_res) {
+    VRUN_ASSIGN_OR_RETURN(r, rec.rows_view(in[3], 1));
+  }
+  const int64_t K = w.shape[1], N = w.shape[0];
+  const int64_t M = K ? x.numel() / K : 0;
+  if (N == 0) return Status::ok();
+  return record_matvec(rec, x, w, has_bias ? &b : nullptr, y, M, N, K, row_stride(x), has_res ? &r : nullptr,
+                       has_res ? row_stride(r) : 0);
+}
 
 void set_matvec_shared_reduce_for_testing(bool on) { g_force_shared_reduce = on; }
 void set_q4_0_tuning_for_bench(const Q4Tuning* t) { g_q4_tuning = t; }
 
 Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, const DeviceView* bias,
-                     const DeviceView& y, int64_t M, int64_t N, int64_t K, int64_t x_row_stride) {
+                     const DeviceView& y, int64_t M, int64_t N, int64_t K, int64_t x_row_stride,
+                     const DeviceView* residual, int64_t residual_row_stride) {
   if (M < 1 || M > kMaxRows)
     return err(ErrorCode::kInternal, "vulkan: matvec takes 1..", kMaxRows, " rows of x, got ", M);
   if (is_quantized(w.dtype) && K % 32)
     return err(ErrorCode::kInvalidArgument, "vulkan: linear weight ", dtype_name(w.dtype), " needs K % 32 == 0, got K ",
                K);
-  std::vector<Binding> bindings = {{&y, true}, {&x, false}, {&w, false}, {bias, false}};
+  std::vector<Binding> bindings = {{&y, true}, {&x, false}, {&w, false}, {bias, false}, {residual, false}};
+  const int32_t res_dt = residual ? dt_code(*residual) : 255;
   VRUN_ASSIGN_OR_RETURN(auto offs, rec.binding_offsets(bindings));
 
   const int64_t wv = w.dtype == DType::f32 ? 4 : 8;  // elements per 16 bytes
@@ -64,12 +98,12 @@ Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, co
       if (!t->stage_x) xsn = 0;
     }
     PushWords pw;
-    pw.u(N).u(K).u(x_row_stride).u(offs[0]).u(offs[1]).u(offs[2]).u(offs[3]).u(r);
+    pw.u(N).u(K).u(x_row_stride).u(offs[0]).u(offs[1]).u(offs[2]).u(offs[3]).u(r).u(offs[4]);
     uint32_t gx, gy;
     rec.grid_1d(static_cast<uint64_t>((N + r - 1) / r), &gx, &gy);
     return rec.dispatch("matvec_q4_0",
                         {dt_code(x.dtype), 0, dt_code(y.dtype), bias ? dt_code(*bias) : 255, 0, 0, 0, xvec ? 1 : 0, 0,
-                         wgs, static_cast<int32_t>(xsn), rg},
+                         wgs, static_cast<int32_t>(xsn), rg, res_dt},
                         bindings, pw.w, pw.bytes(), gx, gy, 1);
   }
 
@@ -88,13 +122,13 @@ Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, co
   while (wg > 32 && wg >= items) wg /= 2;
 
   PushWords pw;
-  pw.u(N).u(K).u(x_row_stride).u(offs[0]).u(offs[1]).u(offs[2]).u(offs[3]);
+  pw.u(N).u(K).u(x_row_stride).u(offs[0]).u(offs[1]).u(offs[2]).u(offs[3]).u(offs[4]).u(residual_row_stride);
   uint32_t gx, gy;
   rec.grid_1d(static_cast<uint64_t>((N + rs - 1) / rs), &gx, &gy);
   return rec.dispatch(subgroups ? "matvec" : "matvec_shared",
                       {dt_code(x.dtype), dt_code(w.dtype), dt_code(y.dtype), bias ? dt_code(*bias) : 255,
                        static_cast<int32_t>(M), static_cast<int32_t>(rs), wvec ? 1 : 0, xvec ? 1 : 0, a4 ? 1 : 0,
-                       static_cast<int32_t>(wg)},
+                       static_cast<int32_t>(wg), res_dt},
                       bindings, pw.w, pw.bytes(), gx, gy, 1);
 }
 

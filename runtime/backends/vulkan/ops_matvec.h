@@ -3,17 +3,28 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "runtime/backends/vulkan/recorder.h"
 #include "runtime/status.h"
 
 namespace vrun::vulkan {
 
-// y[m, n] = sum_k x[m, k] w[n, k] (+ bias[n]) for 1 <= M <= 8 rows of x, whose last dim
-// is dense and whose rows are x_row_stride elements apart. w is [N, K] in any weight dtype
-// (block-quantised ones as stored), bias nullptr or [N] dense, y [M, N] dense.
+// y[m, n] = sum_k x[m, k] w[n, k] (+ bias[n]) (+ residual[m, n]) for 1 <= M <= 8 rows of x,
+// whose last dim is dense and whose rows are x_row_stride elements apart. w is [N, K] in any
+// weight dtype (block-quantised ones as stored), bias nullptr or [N] dense, residual nullptr or
+// rows of N dense elements residual_row_stride apart (y itself is fine: each output element is
+// read and written by one invocation), y [M, N] dense.
 Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, const DeviceView* bias,
-                     const DeviceView& y, int64_t M, int64_t N, int64_t K, int64_t x_row_stride);
+                     const DeviceView& y, int64_t M, int64_t N, int64_t K, int64_t x_row_stride,
+                     const DeviceView* residual = nullptr, int64_t residual_row_stride = 0);
+
+// Whether linear(x, w, ...) has few enough rows of x for the matvec kernel.
+bool matvec_rows(const DeviceView& x, const DeviceView& w);
+
+// The linear op (inputs x, weight, bias?, residual? as ops.def has them) for matvec_rows shapes:
+// bias and residual both added in the kernel's epilogue.
+Status record_matvec_linear(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y);
 
 // Tests use this to run the shared-memory reduction kernel that devices without subgroup
 // arithmetic get, on a device that has it.

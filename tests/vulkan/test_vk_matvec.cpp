@@ -1,0 +1,118 @@
+// The decode-shape linear (matvec kernels) with a bias and a residual both added in its epilogue:
+// every weight dtype, 1 to 8 rows of x, residuals dense, with padded rows, broadcast over rows,
+// in f16, and the residual being the output buffer itself, against float64 math on the same
+// rounded inputs.
+#include <cmath>
+#include <cstring>
+
+#include "runtime/backends/vulkan/ops_matvec.h"
+#include "tests/vulkan/vk_test_util.h"
+
+namespace vrun::test {
+namespace {
+
+class VkMatvec : public VulkanTest {};
+
+// y[m, n] = sum_k x[m, k] w[n, k] + b[n] + r[m, n], all from the stored (rounded/quantised) values.
+std::vector<double> reference(const HostTensor& x, const HostTensor& w, const HostTensor* b, const HostTensor& r,
+                              int64_t M, int64_t N, int64_t K) {
+  const auto xv = to_doubles(x.view), wv = to_doubles(w.view), rv = to_doubles(r.view);
+  const std::vector<double> bv = b ? to_doubles(b->view) : std::vector<double>();
+  std::vector<double> y(static_cast<size_t>(M * N));
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double s = b ? bv[n] : 0;
+      for (int64_t k = 0; k < K; ++k) s += xv[m * K + k] * wv[n * K + k];
+      y[m * N + n] = s + rv[m * N + n];
+    }
+  return y;
+}
+
+// [1, M, N] whose rows lie `pad` elements apart beyond N (a slice of a wider tensor).
+HostTensor padded_rows(DType dt, int64_t M, int64_t N, int64_t pad, std::mt19937& rng) {
+  HostTensor t = random_tensor(dt, Shape{1, M, N + pad}, rng);
+  t.view.shape = Shape{1, M, N};
+  return t;
+}
+
+// [1, M, N] reading one row of N values for every m (0 row stride).
+HostTensor broadcast_rows(int64_t M, int64_t N, std::mt19937& rng) {
+  HostTensor t = random_tensor(DType::f32, Shape{1, 1, N}, rng);
+  t.view = broadcast_view(t.view, Shape{1, M, N});
+  return t;
+}
+
+enum class ResidualLayout { kDense, kPadded, kBroadcast, kHalf };
+
+TEST_F(VkMatvec, BiasAndResidualEveryWeightDtype) {
+  std::mt19937 rng(21);
+  struct Case {
+    int64_t M, N, K;
+    ResidualLayout layout;
+    bool bias;
+  };
+  // N 4097: 4 weight rows per workgroup with a remainder; K 256: 8-element chunks and half-blocks
+  // on 32 invocations; K 1056: a second step on 64.
+  const std::vector<Case> cases = {{1, 4097, 96, ResidualLayout::kDense, true},
+                                   {1, 37, 256, ResidualLayout::kPadded, true},
+                                   {1, 40, 1056, ResidualLayout::kHalf, false},
+                                   {3, 37, 256, ResidualLayout::kBroadcast, true},
+                                   {8, 70, 96, ResidualLayout::kPadded, false},
+                                   {5, 2050, 1056, ResidualLayout::kDense, true}};
+  struct ResetReduction {
+    ~ResetReduction() { vulkan::set_matvec_shared_reduce_for_testing(false); }
+  } reset;
+  for (bool shared_reduce : {false, true}) {
+    vulkan::set_matvec_shared_reduce_for_testing(shared_reduce);
+    for (DType wdt : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1})
+      for (size_t ci = 0; ci < cases.size(); ++ci) {
+        const Case& c = cases[ci];
+        if (shared_reduce && c.N > 100) continue;  // one reduction check per path is enough there
+        // bf16 and q4_1 share their epilogue with f16 and q4_0: two shapes each keep CI time down.
+        if ((wdt == DType::bf16 || wdt == DType::q4_1) && ci != 1 && ci != 3) continue;
+        const std::string what = std::string("matvec+residual w=") + dtype_name(wdt) + " M=" + std::to_string(c.M) +
+                                 " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) + " layout " +
+                                 std::to_string(static_cast<int>(c.layout)) + (c.bias ? " bias" : "") +
+                                 (shared_reduce ? " shared reduction" : "");
+        SCOPED_TRACE(what);
+        HostTensor x = random_tensor(DType::f32, Shape{1, c.M, c.K}, rng);
+        HostTensor w = random_tensor(wdt, Shape{c.N, c.K}, rng);
+        HostTensor b = random_tensor(DType::f32, Shape{c.N}, rng);
+        HostTensor r = c.layout == ResidualLayout::kPadded      ? padded_rows(DType::f32, c.M, c.N, 5, rng)
+                       : c.layout == ResidualLayout::kBroadcast ? broadcast_rows(c.M, c.N, rng)
+                       : c.layout == ResidualLayout::kHalf      ? random_strided(DType::f16, Shape{1, c.M, c.N}, {0, 1, 2}, 3, rng)
+                                                                : random_strided(DType::f32, Shape{1, c.M, c.N}, {0, 1, 2}, 2, rng);
+        auto out = run_gpu(OpKind::linear, {&x, &w, c.bias ? &b : nullptr, &r}, Attrs(OpKind::linear));
+        ASSERT_EQ(out[0].view.shape, (Shape{1, c.M, c.N}));
+        expect_close(to_doubles(out[0].view), reference(x, w, c.bias ? &b : nullptr, r, c.M, c.N, c.K),
+                     1e-5 * std::sqrt(static_cast<double>(c.K)), 1e-5, what.c_str());
+      }
+  }
+}
+
+// The executor may hand the residual's own buffer over as the output: y = x W^T + b + y.
+TEST_F(VkMatvec, ResidualInPlace) {
+  std::mt19937 rng(22);
+  for (DType wdt : {DType::f16, DType::q4_0, DType::q8_0})
+    for (int64_t M : {1, 4}) {
+      SCOPED_TRACE(std::string(dtype_name(wdt)) + " M=" + std::to_string(M));
+      const int64_t N = 300, K = 512;
+      HostTensor x = random_tensor(DType::f32, Shape{1, M, K}, rng);
+      HostTensor w = random_tensor(wdt, Shape{N, K}, rng);
+      HostTensor b = random_tensor(DType::f32, Shape{N}, rng);
+      HostTensor r = random_tensor(DType::f32, Shape{1, M, N}, rng);
+      const std::vector<double> want = reference(x, w, &b, r, M, N, K);
+      DeviceTensor dx = to_device(x), dw = to_device(w), db = to_device(b), dr = to_device(r);
+      auto rec = vulkan::Recorder::create(ctx());
+      ASSERT_TRUE(rec.is_ok());
+      Status s = (*rec)->record(OpKind::linear, {dx.view, dw.view, db.view, dr.view}, {dr.view}, Attrs(OpKind::linear));
+      ASSERT_TRUE(s.is_ok()) << s.to_string();
+      s = (*rec)->submit_and_wait();
+      ASSERT_TRUE(s.is_ok()) << s.to_string();
+      expect_close(to_doubles(to_host(dr.view).view), want, 1e-5 * std::sqrt(static_cast<double>(K)), 1e-5,
+                   "matvec with the residual as its output");
+    }
+}
+
+}  // namespace
+}  // namespace vrun::test
