@@ -6,6 +6,7 @@
 #include <limits>
 #include <numeric>
 
+#include "apps/whisper/logit_scan.h"
 #include "apps/whisper/whisper_runner.h"
 
 namespace vrun::whisper {
@@ -35,18 +36,23 @@ void log_softmax(const float* x, size_t n, std::vector<double>& out) {
 }  // namespace
 
 Result<std::vector<float>> WhisperRunner::forward(std::span<const int32_t> tokens, int64_t pos) {
+  VRUN_ASSIGN_OR_RETURN(float* l, forward_in_place(tokens, pos));
+  return std::vector<float>(l, l + config_.n_vocab);
+}
+
+Result<float*> WhisperRunner::forward_in_place(std::span<const int32_t> tokens, int64_t pos) {
   const auto seq = static_cast<int64_t>(tokens.size());
   if (seq < 1 || pos + seq > config_.n_text_ctx)
     return err(ErrorCode::kInvalidArgument, "whisper decode: ", seq, " tokens at position ", pos, " do not fit the ", config_.n_text_ctx,
                "-token context");
   std::vector<int32_t> t(tokens.begin(), tokens.end()), p(static_cast<size_t>(seq));
   std::iota(p.begin(), p.end(), static_cast<int32_t>(pos));
-  // Prompts go through prefill where the program has it (exported before it existed: decode).
-  const char* method = seq > 1 && has_prefill_ ? "prefill" : "decode";
+  // Prompts go through prefill, single tokens through step, where the program has them (exported
+  // before they existed: decode).
+  const char* method = seq > 1 ? (has_prefill_ ? "prefill" : "decode") : has_step_ ? "step" : "decode";
   VRUN_ASSIGN_OR_RETURN(auto outs, executor_->run(method, {TensorView::dense(t.data(), DType::i32, {1, seq}), TensorView::dense(p.data(), DType::i32, {1, seq})},
                                                   {{"pos", pos}}));
-  const float* l = outs[0].ptr<float>();
-  return std::vector<float>(l, l + config_.n_vocab);
+  return outs[0].ptr<float>();
 }
 
 // tokens: decode_batch_ rows of seq tokens each.
@@ -166,11 +172,17 @@ void WhisperRunner::filter_logits(float* logits, const std::vector<int32_t>& seq
   if (check_prob) {
     // Timestamps win when their total probability beats the most probable text token. Both
     // sides are log-probabilities sharing the full log-sum-exp, so it cancels: compare the
-    // timestamps' log-sum-exp with the largest text logit.
-    double max_text = kNegInf;
-    for (int32_t i = 0; i < timestamp_begin_; ++i) max_text = std::max<double>(max_text, logits[i]);
-    const double ts = log_sum_exp(logits + timestamp_begin_, static_cast<size_t>(n - timestamp_begin_));
-    if (ts > max_text) disable(0, timestamp_begin_);
+    // timestamps' log-sum-exp with the largest text logit. That log-sum-exp lies within
+    // [max, max + log(count)] of the timestamp logits: outside that band the comparison is
+    // decided without it.
+    const double max_text = max_logit(logits, static_cast<size_t>(timestamp_begin_));
+    const auto n_ts = static_cast<size_t>(n - timestamp_begin_);
+    const double max_ts = max_logit(logits + timestamp_begin_, n_ts);
+    bool ts_wins;
+    if (max_ts > max_text) ts_wins = true;
+    else if (max_ts + std::log(static_cast<double>(n_ts)) + 1e-6 < max_text) ts_wins = false;
+    else ts_wins = log_sum_exp(logits + timestamp_begin_, n_ts) > max_text;
+    if (ts_wins) disable(0, timestamp_begin_);
   }
 }
 
@@ -178,17 +190,20 @@ Result<WindowResult> WhisperRunner::decode_greedy(const TranscribeOptions& o, co
   VRUN_ASSIGN_OR_RETURN(Primed pr, prime(p, false));
   WindowResult w;
   w.no_speech_prob = pr.no_speech_prob;
-  std::vector<float> logits = std::move(pr.logits);
+  // After the prompt's logits, each step's are filtered where the executor left them.
+  float* logits = pr.logits.data();
+  const auto V = static_cast<size_t>(config_.n_vocab);
   const int steps = max_steps(p, o);
   for (int i = 0; i < steps; ++i) {
-    filter_logits(logits.data(), w.tokens, o);
-    const auto token = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    w.sum_logprob += static_cast<double>(logits[static_cast<size_t>(token)]) - log_sum_exp(logits.data(), logits.size());
-    if (token == eot_) break;
-    w.tokens.push_back(token);
+    filter_logits(logits, w.tokens, o);
+    const size_t token = argmax_logit(logits, V);
+    const float top = logits[token];
+    w.sum_logprob += static_cast<double>(top) - log_sum_exp_logits(logits, V, top);
+    if (static_cast<int32_t>(token) == eot_) break;
+    w.tokens.push_back(static_cast<int32_t>(token));
     if (i + 1 == steps) break;
-    const int32_t t = token;
-    VRUN_ASSIGN_OR_RETURN(logits, forward(std::span<const int32_t>(&t, 1), pr.pos++));
+    const auto t = static_cast<int32_t>(token);
+    VRUN_ASSIGN_OR_RETURN(logits, forward_in_place(std::span<const int32_t>(&t, 1), pr.pos++));
   }
   return w;
 }

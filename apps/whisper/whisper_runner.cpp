@@ -108,6 +108,7 @@ Result<std::unique_ptr<WhisperRunner>> WhisperRunner::load(const std::string& pa
       r->program_->method("decode_batch"))
     r->decode_batch_ = static_cast<int>(b->i);
   r->has_prefill_ = r->program_->method("prefill") != nullptr;
+  r->has_step_ = r->program_->method("step") != nullptr;
   r->rng_.seed(0);
   ExecutorOptions eo;
   eo.backend = options.backend;

@@ -103,6 +103,9 @@ class WhisperRunner {
   };
   Result<Prompt> make_prompt(const TranscribeOptions& o, const std::string& language, std::span<const int32_t> previous) const;
   Result<std::vector<float>> forward(std::span<const int32_t> tokens, int64_t pos);
+  // The same where the executor left them (valid, and free to be filtered in place, until the
+  // method runs again): no copy of the vocabulary row per token.
+  Result<float*> forward_in_place(std::span<const int32_t> tokens, int64_t pos);
   Result<std::vector<float>> forward_batch(std::span<const int32_t> tokens, int64_t seq, int64_t pos);
   Status reorder_batch(const std::vector<int32_t>& rows, int64_t len);
   // Feeds the prompt (to the batch-1 or the batched cache): the first step's logits, the
@@ -135,7 +138,7 @@ class WhisperRunner {
   std::vector<std::pair<std::string, int32_t>> languages_;  // code, token (multilingual models)
   std::vector<int32_t> suppress_, suppress_begin_;
   int decode_batch_ = 1;
-  bool has_prefill_ = false;
+  bool has_prefill_ = false, has_step_ = false;
   std::mt19937_64 rng_;
 };
 

@@ -200,17 +200,23 @@ Result<std::shared_ptr<Program>> build_whisper_program(const WhisperConfig& c, c
     }
     g.output(enc, "encoder_out");
   }
-  // ---- decoder methods: one block stack, three ways to run it
+  // ---- decoder methods: one block stack, several ways to run it
   // rows: batch rows; cache: the per-layer self-attention states (-1: none, attend within the
-  // input only); align: collect the alignment heads' raw cross-attention scores.
+  // input only); align: collect the alignment heads' raw cross-attention scores; one_token: seq
+  // is 1, not a symbol.
   struct DecodeVariant {
     const char* name;
     int64_t rows;
-    bool batched_cache, align;
+    bool batched_cache, align, one_token = false;
   };
   // prefill: decode for prompts (many tokens at once), cross-attention as two batched matmuls
   // (GEMM kernels) instead of the streaming sdpa kernel, which takes one query row at a time.
-  std::vector<DecodeVariant> variants = {{"decode", 1, false, false}, {"align", 1, false, true}, {"prefill", 1, false, false}};
+  // step: decode of one token, the runner's per-token call. With seq fixed at 1 the attention
+  // output's [1, H, 1, hd] -> [1, 1, d] head merge is a view; with a symbolic seq it is a copy.
+  std::vector<DecodeVariant> variants = {{"decode", 1, false, false},
+                                         {"align", 1, false, true},
+                                         {"prefill", 1, false, false},
+                                         {"step", 1, false, false, true}};
   if (settings.decode_batch > 1) variants.push_back({"decode_batch", settings.decode_batch, true, false});
   std::vector<std::vector<int64_t>> heads_of_layer(static_cast<size_t>(c.n_text_layer));
   for (size_t i = 0; i + 1 < extras.alignment_heads.size(); i += 2) {
@@ -232,7 +238,8 @@ Result<std::shared_ptr<Program>> build_whisper_program(const WhisperConfig& c, c
     const int64_t B = var.rows;
     // align sees the start-of-transcript sequence, <|notimestamps|>, at most half the context
     // of text and the end token: its arena (logits of every position) is sized for that.
-    const SymExpr seq = g.symbol("seq", 1, var.align ? std::min(c.n_text_ctx, c.n_text_ctx / 2 + 8) : c.n_text_ctx);
+    const SymExpr seq = var.one_token ? SymExpr(1)
+                                      : g.symbol("seq", 1, var.align ? std::min(c.n_text_ctx, c.n_text_ctx / 2 + 8) : c.n_text_ctx);
     const SymExpr pos = var.align ? SymExpr(0) : g.symbol("pos", 0, c.n_text_ctx - 1);
     Val tokens = g.input("tokens", DType::i32, {B, seq});
     auto heads = [&](Val t) {

@@ -1,11 +1,13 @@
 // Whisper encoder-decoder: hyper-parameters, where the weights come from, and the graph. One
-// program with two methods sharing state:
+// program whose methods share state:
 //   encode(mel [1, n_mels, 3000]) -> encoder output [1, 1500, d]; also writes every decoder
 //     layer's cross-attention K/V into the state cross.kv.N (once per 30-s window);
 //   decode(tokens [1, seq], positions [1, seq] = pos .. pos + seq - 1, symbol pos) -> logits [1, 1, vocab] of the last token; the
 //     self-attention KV cache (cache.kv.N, n_text_ctx rows) is updated in place;
 //   prefill(tokens [1, seq], positions [1, seq], symbol pos): decode for prompts (the same
 //     result, cross-attention through GEMMs);
+//   step(tokens [1, 1], positions [1, 1], symbol pos): decode of one token (the same result, no
+//     head-merge copies);
 //   decode_batch(tokens [B, seq], positions [1, seq], symbol pos) -> logits [B, 1, vocab]: the same for B
 //     rows (beam search, best-of sampling) with its own caches batch.kv.N (B = the
 //     whisper.decode_batch metadata; absent when it is 1);
