@@ -128,18 +128,22 @@ Status linear_kernel(const KernelCall& call) {
   } else {
     linear_float(xf, m, k, w, n, yf, call.pool);
   }
-  if (call.has_input(2)) {
-    const TensorView& b = call.input(2);
-    std::vector<float> bias(static_cast<size_t>(n));
-    load_row_f32(b.data, b.dtype, b.strides[0], n, bias.data());
+  // Bias and residual in one pass over y (the residual read in place when it is dense f32), in
+  // the order a separate add would round: (x W^T + bias) + residual.
+  const bool has_bias = call.has_input(2), has_res = call.has_input(3);
+  if (has_bias || has_res) {
+    std::vector<float> bias(has_bias ? static_cast<size_t>(n) : 0), rs;
+    if (has_bias) load_row_f32(call.input(2).data, call.input(2).dtype, call.input(2).strides[0], n, bias.data());
+    const float* rf = has_res ? dense_x(call.input(3), m, n, &rs) : nullptr;
     call.pool->parallel_for(m, 64, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i)
-        for (int64_t j = 0; j < n; ++j) yf[i * n + j] += bias[j];
+      for (int64_t i = i0; i < i1; ++i) {
+        float* yr = yf + i * n;
+        if (has_bias)
+          for (int64_t j = 0; j < n; ++j) yr[j] += bias[static_cast<size_t>(j)];
+        if (rf)
+          for (int64_t j = 0; j < n; ++j) yr[j] += rf[i * n + j];
+      }
     });
-  }
-  if (call.has_input(3)) {
-    const std::vector<float> r = to_dense_f32(call.input(3));
-    for (size_t i = 0; i < r.size(); ++i) yf[i] += r[i];
   }
   if (y.dtype != DType::f32) {
     for (int64_t i = 0; i < m; ++i)
