@@ -138,6 +138,9 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
   const int64_t base_groups = row_blocks * Hkv * B;
   int64_t want = std::max<int64_t>(1, 512 / std::max<int64_t>(1, base_groups));
   int64_t kchunk = std::clamp<int64_t>((Lk + want - 1) / want, 64, kch);
+  // Up to one chunk of keys, a workgroup per row block takes them all: splitting that little work
+  // costs a second pass (the combine) and a barrier, more than the parallelism wins.
+  if (Lk <= kch) kchunk = kch;
   kchunk = std::min<int64_t>(kch, (kchunk + 15) / 16 * 16);
   const int64_t nsplit = (Lk + kchunk - 1) / kchunk;
   if (row_blocks > 65535 || Hkv > 65535 || B * nsplit > 65535)
