@@ -18,24 +18,12 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr size_t kBlock = 256;
 
 // exp(x) for x <= 0 (logits less their maximum): Cody-Waite reduction x = n ln2 + r and the
-// Cephes minimax polynomial on r, as cpu::exp_fast, without its overflow and subnormal handling
+// Cephes minimax polynomial on r (cpu::exp_reduced), without exp_fast's overflow and subnormal handling
 // (below -87.3 it returns 2^-126 times the polynomial or less: nothing beside the max's 1).
 VRUN_ALWAYS_INLINE float exp_nonpositive(float x) {
   x = cpu::select(x < -87.3f, -87.3f, x);  // also maps -inf (suppressed tokens) into range; NaN stays
-  constexpr float kRound = 12582912.f;  // 1.5 * 2^23: adding it rounds to an integer
-  const float t = x * 1.44269504088896341f + kRound;
-  const float fn = t - kRound;
-  const int32_t n = static_cast<int32_t>(cpu::float_to_bits(t) - cpu::float_to_bits(kRound));
-  float r = x - fn * 0.693359375f;
-  r = r + fn * 2.12194440e-4f;
-  const float r2 = r * r;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r2 + r + 1.f;
+  int32_t n;
+  const float p = cpu::exp_reduced(x, &n);
   return p * cpu::bits_to_float(static_cast<uint32_t>(n + 127) << 23);
 }
 

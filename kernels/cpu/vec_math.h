@@ -17,16 +17,15 @@ VRUN_ALWAYS_INLINE float select(bool c, float a, float b) {
 }
 
 // exp(x) by Cody-Waite reduction x = n ln2 + r and the Cephes minimax polynomial on r; the
-// scale 2^n is applied in two halves so results down to the subnormal range stay exact.
-VRUN_ALWAYS_INLINE float exp_fast(float x) {
-  constexpr float kHi = 88.72283935546875f;  // ln(FLT_MAX)
-  constexpr float kLo = -103.972076416015625f;  // below this exp rounds to 0
-  const float xc = select(x < kLo, kLo, select(x > kHi, kHi, x));
+
+// exp(x) = p * 2^n for x in exp_fast's clamped range: Cody-Waite reduction x = n ln2 + r and the
+// Cephes minimax polynomial p on r; callers apply 2^n as their range needs.
+VRUN_ALWAYS_INLINE float exp_reduced(float x, int32_t* n) {
   constexpr float kRound = 12582912.f;  // 1.5 * 2^23: adding it rounds to an integer
-  const float t = xc * 1.44269504088896341f + kRound;
+  const float t = x * 1.44269504088896341f + kRound;
   const float fn = t - kRound;
-  const int32_t n = static_cast<int32_t>(float_to_bits(t) - float_to_bits(kRound));
-  float r = xc - fn * 0.693359375f;
+  *n = static_cast<int32_t>(float_to_bits(t) - float_to_bits(kRound));
+  float r = x - fn * 0.693359375f;
   r = r + fn * 2.12194440e-4f;
   const float r2 = r * r;
   float p = 1.9875691500e-4f;
@@ -35,7 +34,16 @@ VRUN_ALWAYS_INLINE float exp_fast(float x) {
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
-  p = p * r2 + r + 1.f;
+  return p * r2 + r + 1.f;
+}
+
+// scale 2^n is applied in two halves so results down to the subnormal range stay exact.
+VRUN_ALWAYS_INLINE float exp_fast(float x) {
+  constexpr float kHi = 88.72283935546875f;  // ln(FLT_MAX)
+  constexpr float kLo = -103.972076416015625f;  // below this exp rounds to 0
+  const float xc = select(x < kLo, kLo, select(x > kHi, kHi, x));
+  int32_t n;
+  const float p = exp_reduced(xc, &n);
   const int32_t n1 = n / 2, n2 = n - n1;
   const float s1 = bits_to_float(static_cast<uint32_t>(n1 + 127) << 23);
   const float s2 = bits_to_float(static_cast<uint32_t>(n2 + 127) << 23);
