@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/cli/command.h"
+#include "apps/cli/model_options.h"
 #include "apps/common/tokenizer/chat_template.h"
 #include "apps/llama/llama_runner.h"
 
@@ -11,8 +12,9 @@ namespace vrun::cli {
 namespace {
 
 struct GenerateArgs {
-  std::string model, prompt, system, chat_format = "auto", backend = "auto";
-  int max_tokens = 256, threads = 0;
+  std::string model, prompt, system, chat_format = "auto";
+  int max_tokens = 256;
+  BackendArgs run;
   int64_t ctx = 0;
   bool interactive = false, json = false, raw = false, truncate = false, ignore_eos = false, quiet = false;
   std::vector<std::string> stop;
@@ -36,15 +38,11 @@ nlohmann::json stats_json(const llama::GenerateStats& st) {
 
 int run_generate(GenerateArgs a) {
   if (a.max_tokens < -1) return fail("generate", "-n/--max-tokens must be -1 (no limit) or more, got " + std::to_string(a.max_tokens));
-  auto backend = parse_backend_kind(a.backend);
-  if (!backend.is_ok()) return fail("generate", backend.status().message());
   llama::LoadOptions lo;
-  lo.backend = *backend;
-  lo.threads = a.threads;
   lo.context = a.ctx;
-  auto runner = llama::LlamaRunner::load(a.model, lo);
-  if (!runner.is_ok()) return fail("generate", runner.status().to_string());
-  llama::LlamaRunner& r = **runner;
+  auto runner = load_llama_runner("generate", a.model, a.run, lo);
+  if (!runner) return 1;
+  llama::LlamaRunner& r = *runner;
   const tok::Tokenizer& tk = r.tokenizer();
   auto fmt_opt = tok::parse_chat_format(a.chat_format);
   if (!fmt_opt.is_ok()) return fail("generate", fmt_opt.status().message());
@@ -171,8 +169,7 @@ CommandRegistrar reg(
       sub.add_flag("--truncate", a->truncate, "Keep the end of a prompt longer than the context instead of failing");
       sub.add_flag("--json", a->json, "Print one JSON object: text, token ids and stats");
       sub.add_flag("-q,--quiet", a->quiet, "No stats line on stderr");
-      sub.add_option("--backend", a->backend, "cpu, vulkan or auto")->capture_default_str();
-      sub.add_option("-t,--threads", a->threads, "CPU threads (0: all cores)")->capture_default_str();
+      add_backend_options(sub, a->run);
       return [a] { return run_generate(*a); };
     });
 

@@ -4,15 +4,16 @@
 #include <sstream>
 
 #include "apps/cli/command.h"
+#include "apps/cli/model_options.h"
 #include "apps/llama/llama_runner.h"
 
 namespace vrun::cli {
 namespace {
 
 struct PerplexityArgs {
-  std::string model, file, backend = "auto";
+  std::string model, file;
   int64_t ctx = 512;
-  int threads = 0;
+  BackendArgs run;
 };
 
 int run_perplexity(const PerplexityArgs& a) {
@@ -22,23 +23,19 @@ int run_perplexity(const PerplexityArgs& a) {
   ss << f.rdbuf();
   const std::string text = ss.str();
   if (text.empty()) return fail("perplexity", a.file + " is empty");
-  auto backend = parse_backend_kind(a.backend);
-  if (!backend.is_ok()) return fail("perplexity", backend.status().message());
   llama::LoadOptions lo;
-  lo.backend = *backend;
-  lo.threads = a.threads;
   lo.context = a.ctx;
   lo.chunk = a.ctx;
-  auto runner = llama::LlamaRunner::load(a.model, lo);
-  if (!runner.is_ok()) return fail("perplexity", runner.status().to_string());
+  auto runner = load_llama_runner("perplexity", a.model, a.run, lo);
+  if (!runner) return 1;
   tok::EncodeOptions eo;
   eo.allow_special = false;
   eo.add_bos = false;
-  const std::vector<int32_t> toks = (*runner)->tokenizer().encode(text, eo);
+  const std::vector<int32_t> toks = runner->tokenizer().encode(text, eo);
   // BOS opens every chunk only when the model's metadata asks for it.
   std::vector<int32_t> stream;
-  const int32_t bos = (*runner)->tokenizer().special_ids().bos;
-  const bool add_bos = (*runner)->add_bos() && bos >= 0;
+  const int32_t bos = runner->tokenizer().special_ids().bos;
+  const bool add_bos = runner->add_bos() && bos >= 0;
   const int64_t body = add_bos ? a.ctx - 1 : a.ctx;
   if (body < 1) return fail("perplexity", "--ctx too small");
   for (size_t at = 0; at + static_cast<size_t>(body) <= toks.size(); at += static_cast<size_t>(body)) {
@@ -50,7 +47,7 @@ int run_perplexity(const PerplexityArgs& a) {
   if (stream.empty())
     return fail("perplexity", "the text has " + std::to_string(toks.size()) + " tokens, fewer than one " +
                                   std::to_string(a.ctx) + "-token chunk");
-  auto r = (*runner)->perplexity(stream, a.ctx, [](int c, int n, double ppl) {
+  auto r = runner->perplexity(stream, a.ctx, [](int c, int n, double ppl) {
     std::fprintf(stderr, "[%d/%d] %.4f\n", c, n, ppl);
   });
   if (!r.is_ok()) return fail("perplexity", r.status().to_string());
@@ -69,8 +66,7 @@ CommandRegistrar reg("perplexity",
                        sub.add_option("-m,--model", a->model, "Model: .gguf or .vrp")->required();
                        sub.add_option("-f,--file", a->file, "Text file")->required();
                        sub.add_option("--ctx", a->ctx, "Tokens per chunk")->capture_default_str();
-                       sub.add_option("--backend", a->backend, "cpu, vulkan or auto")->capture_default_str();
-                       sub.add_option("-t,--threads", a->threads, "CPU threads (0: all cores)")->capture_default_str();
+                       add_backend_options(sub, a->run);
                        return [a] { return run_perplexity(*a); };
                      });
 

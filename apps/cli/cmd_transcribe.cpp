@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "apps/cli/command.h"
+#include "apps/cli/model_options.h"
 
 #if VRUN_WHISPER && VRUN_PREPROCESS
 #include "apps/common/transcript/writers.h"
@@ -28,11 +29,12 @@ namespace vrun::cli {
 namespace {
 
 struct TranscribeArgs {
-  std::string model, backend = "auto", formats, output_dir = ".", raw_encoding = "s16";
+  std::string model, formats, output_dir = ".", raw_encoding = "s16";
   int raw_rate = 0, raw_channels = 1;
   std::vector<std::string> audio;
   bool no_timestamps = false;
-  int threads = 0, batch_size = 1;
+  int batch_size = 1;
+  BackendArgs run;
   std::string language = "auto", task = "transcribe", prompt;
   int beam_size = 1, best_of = 5;
   double patience = 1.0, length_penalty = 1.0, temperature = 0.0, temperature_increment = 0.2;
@@ -52,7 +54,7 @@ std::vector<std::string> split_list(const std::string& s) {
 
 int run_transcribe(const TranscribeArgs& a) {
   using Clock = std::chrono::steady_clock;
-  auto backend = parse_backend_kind(a.backend);
+  auto backend = parse_backend_kind(a.run.backend);
   if (!backend.is_ok()) return fail("transcribe", backend.status().message());
   const std::vector<std::string> formats = split_list(a.formats);
   for (const auto& f : formats)
@@ -98,7 +100,7 @@ int run_transcribe(const TranscribeArgs& a) {
       std::fprintf(stderr, "vrun: -l %s ignored: Parakeet models transcribe the language they were trained on\n", a.language.c_str());
     parakeet::RunnerOptions po;
     po.backend = *backend;
-    po.threads = a.threads;
+    po.threads = a.run.threads;
     auto r = parakeet::ParakeetRunner::load(a.model, po);
     if (!r.is_ok()) return fail("transcribe", r.status().message());
     parakeet_runner = std::move(*r);
@@ -112,7 +114,7 @@ int run_transcribe(const TranscribeArgs& a) {
   if (!transcribe) {
     whisper::RunnerOptions ro;
     ro.backend = *backend;
-    ro.threads = a.threads;
+    ro.threads = a.run.threads;
     ro.decode_batch = std::max(a.beam_size, sampling ? a.best_of : 1);
     auto r = whisper::WhisperRunner::load(a.model, ro);
     if (!r.is_ok()) return fail("transcribe", r.status().message());
@@ -309,8 +311,7 @@ const CommandRegistrar kRegistrar("transcribe", "Transcribe speech with a Whispe
   sub.add_option("--encoding", a->raw_encoding, "Headerless PCM sample type, little-endian")
       ->check(CLI::IsMember({"s16", "s24", "s32", "u8", "f32", "f64"}))
       ->capture_default_str();
-  sub.add_option("--backend", a->backend, "cpu, vulkan or auto")->capture_default_str();
-  sub.add_option("-t,--threads", a->threads, "CPU threads (default: VRUN_THREADS or all)");
+  add_backend_options(sub, a->run);
   sub.add_option("--batch-size", a->batch_size,
                  "Parakeet: files encoded together (their 160-s chunks share batched encoder calls, up to the model's "
                  "batch of 4); each file's transcript is the same as alone")
