@@ -144,6 +144,8 @@ class Recorder {
                        const void* push, uint32_t push_bytes, uint32_t gx, uint32_t gy, uint32_t gz,
                        std::vector<uint32_t>* offsets);
   Status init();
+  // Steady-clock seconds, for the VRUN_VK_STATS timings.
+  static double now_s();
   Status submit_replay();
   Status begin_if_needed();
   // Ends the current command buffer and submits it without waiting; recording goes on in the next.
@@ -218,6 +220,25 @@ class Recorder {
   } stats_;
   double record_start_ = 0;  // steady-clock seconds when the current recording began
   std::unique_ptr<GpuProfile> profile_;  // VRUN_VK_PROFILE=1
+};
+
+// A captured call: its command buffer, the scratch it uses and the staging of its transfers.
+struct Recorder::Capture {
+  VkDevice device = VK_NULL_HANDLE;
+  VkCommandPool pool = VK_NULL_HANDLE;
+  VkCommandBuffer cmd = VK_NULL_HANDLE;
+  std::vector<Buffer> keep;  // scratch tensors the commands use
+  uint64_t keep_bytes = 0;
+  struct Transfer {
+    std::shared_ptr<Buffer> staging;
+    VkBuffer buffer;  // the device side
+    uint64_t offset, bytes;
+  };
+  std::vector<Transfer> uploads, downloads;
+  int ops = 0, dispatches = 0, barriers = 0;
+  ~Capture() {
+    if (cmd) vkFreeCommandBuffers(device, pool, 1, &cmd);
+  }
 };
 
 // Synchronous transfers for loading constants (e.g. from an mmapped program) and tests; large
