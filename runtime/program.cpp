@@ -1,5 +1,7 @@
 #include "runtime/program.h"
 
+#include <utility>
+
 namespace vrun {
 
 const char* value_kind_name(ValueKind k) {
@@ -42,48 +44,27 @@ int MethodDef::symbol_index(const std::string& n) const {
   return -1;
 }
 
-MetaValue MetaValue::str(std::string v) {
+namespace {
+// A MetaValue of `type` whose `field` holds v.
+template <typename T>
+MetaValue meta_value(MetaType type, T MetaValue::*field, T v) {
   MetaValue m;
-  m.type = MetaType::kString;
-  m.s = std::move(v);
+  m.type = type;
+  m.*field = std::move(v);
   return m;
 }
-MetaValue MetaValue::integer(int64_t v) {
-  MetaValue m;
-  m.type = MetaType::kInt;
-  m.i = v;
-  return m;
-}
-MetaValue MetaValue::real(double v) {
-  MetaValue m;
-  m.type = MetaType::kFloat;
-  m.f = v;
-  return m;
-}
-MetaValue MetaValue::bytes(std::string v) {
-  MetaValue m;
-  m.type = MetaType::kBytes;
-  m.s = std::move(v);
-  return m;
-}
-MetaValue MetaValue::int_list(std::vector<int64_t> v) {
-  MetaValue m;
-  m.type = MetaType::kInts;
-  m.ints = std::move(v);
-  return m;
-}
-MetaValue MetaValue::string_list(std::vector<std::string> v) {
-  MetaValue m;
-  m.type = MetaType::kStrings;
-  m.strings = std::move(v);
-  return m;
-}
+}  // namespace
 
+MetaValue MetaValue::str(std::string v) { return meta_value(MetaType::kString, &MetaValue::s, std::move(v)); }
+MetaValue MetaValue::integer(int64_t v) { return meta_value(MetaType::kInt, &MetaValue::i, v); }
+MetaValue MetaValue::real(double v) { return meta_value(MetaType::kFloat, &MetaValue::f, v); }
+MetaValue MetaValue::bytes(std::string v) { return meta_value(MetaType::kBytes, &MetaValue::s, std::move(v)); }
+MetaValue MetaValue::int_list(std::vector<int64_t> v) { return meta_value(MetaType::kInts, &MetaValue::ints, std::move(v)); }
+MetaValue MetaValue::string_list(std::vector<std::string> v) {
+  return meta_value(MetaType::kStrings, &MetaValue::strings, std::move(v));
+}
 MetaValue MetaValue::float_list(std::vector<double> v) {
-  MetaValue m;
-  m.type = MetaType::kFloats;
-  m.floats = std::move(v);
-  return m;
+  return meta_value(MetaType::kFloats, &MetaValue::floats, std::move(v));
 }
 
 const MethodDef* Program::method(const std::string& name) const {
