@@ -178,6 +178,17 @@ TEST(RoundTrip, BadCallsAreClearErrors) {
 namespace vrun::test {
 namespace {
 
+// One thread, and the validation layer on unless VRUN_VALIDATION=0 (machines without the layer
+// installed).
+Result<std::unique_ptr<Executor>> vulkan_executor(std::shared_ptr<const Program> program) {
+  ExecutorOptions o;
+  o.backend = BackendKind::kVulkan;
+  o.threads = 1;
+  const char* val = std::getenv("VRUN_VALIDATION");
+  o.validation = !(val && std::string(val) == "0");
+  return Executor::create(std::move(program), o);
+}
+
 // The same program on the Vulkan backend (lavapipe here, a GPU elsewhere): same logits as the
 // float64 reference, nodes really on the GPU, and no validation-layer errors.
 TEST(RoundTrip, VulkanBackendMatchesReference) {
@@ -185,13 +196,7 @@ TEST(RoundTrip, VulkanBackendMatchesReference) {
   const TinyWeights w = make_tiny_weights(cfg, 4321);
   auto built = build_tiny_transformer(w);
   ASSERT_TRUE(built.is_ok()) << built.status().to_string();
-  ExecutorOptions o;
-  o.backend = BackendKind::kVulkan;
-  o.threads = 1;
-  // The validation layer is on unless VRUN_VALIDATION=0 (machines without the layer installed).
-  const char* val = std::getenv("VRUN_VALIDATION");
-  o.validation = !(val && std::string(val) == "0");
-  auto ex = Executor::create(*built, o);
+  auto ex = vulkan_executor(*built);
   if (!ex.is_ok()) GTEST_SKIP() << "no Vulkan device: " << ex.status().message();
   const auto backends = (*ex)->node_backends("forward");
   EXPECT_GT(std::count(backends.begin(), backends.end(), "vulkan"), 20) << (*ex)->device_description();
@@ -222,12 +227,7 @@ TEST(RoundTrip, VulkanRepeatedCallsReplayWithFreshData) {
   const TinyWeights w = make_tiny_weights(cfg, 99);
   auto built = build_tiny_transformer(w);
   ASSERT_TRUE(built.is_ok()) << built.status().to_string();
-  ExecutorOptions o;
-  o.backend = BackendKind::kVulkan;
-  o.threads = 1;
-  const char* val = std::getenv("VRUN_VALIDATION");
-  o.validation = !(val && std::string(val) == "0");
-  auto ex = Executor::create(*built, o);
+  auto ex = vulkan_executor(*built);
   if (!ex.is_ok()) GTEST_SKIP() << "no Vulkan device: " << ex.status().message();
   for (int round = 0; round < 4; ++round) {
     (*ex)->reset_state();
