@@ -6,6 +6,7 @@
 
 #include "kernels/cpu/cpu_kernel.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/norm.h"
 #include "kernels/cpu/quant_dot.h"
 
 namespace vrun {
@@ -119,6 +120,21 @@ Status linear_kernel(const KernelCall& call) {
     return err(ErrorCode::kInvalidArgument, "linear: weight must be dense, got strides for ", w.shape.str());
   std::vector<float> xs;
   const float* xf = dense_x(x, m, k, &xs);
+  const std::string& norm = call.attr().s("norm");
+  if (norm != "none") {
+    // The norm prologue: x's rows normalised in an f32 copy, as the layer_norm / rms_norm op would.
+    if (!call.has_input(4)) return err(ErrorCode::kInvalidArgument, "linear: norm = ", norm, " needs norm_weight");
+    std::vector<float> g(static_cast<size_t>(k)), b(call.has_input(5) ? static_cast<size_t>(k) : 0);
+    load_row_f32(call.input(4).data, call.input(4).dtype, call.input(4).strides[0], k, g.data());
+    if (!b.empty()) load_row_f32(call.input(5).data, call.input(5).dtype, call.input(5).strides[0], k, b.data());
+    if (xf != xs.data()) xs.assign(xf, xf + m * k);
+    const bool rms = norm == "rms";
+    const float eps = static_cast<float>(call.attr().f("eps"));
+    call.pool->parallel_for(m, 8, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) cpu::normalize_row(xs.data() + i * k, k, rms, eps, g.data(), b.empty() ? nullptr : b.data());
+    });
+    xf = xs.data();
+  }
   std::vector<float> ys;
   float* yf = y.dtype == DType::f32 ? y.ptr<float>() : (ys.resize(static_cast<size_t>(m * n)), ys.data());
   if (k == 0) {

@@ -6,6 +6,7 @@
 
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/norm.h"
 #include "kernels/cpu/strided_iter.h"
 
 namespace vrun::cpu {
@@ -51,6 +52,27 @@ bool load_param(const KernelCall& c, int k, int64_t n, float fill, std::vector<f
   return load_row_f32(p.dtype, p.data, p.strides[0], out->data(), n);
 }
 
+}  // namespace
+
+void normalize_row(float* r, int64_t d, bool rms, float eps, const float* w, const float* b) {
+  if (rms) {
+    const float ms = lane_sum_sq_dev(r, d, 0.f) / static_cast<float>(d);
+    const float inv = 1.f / std::sqrt(ms + eps);
+    for (int64_t j = 0; j < d; ++j) r[j] = r[j] * inv * w[j];
+    return;
+  }
+  const float mean = lane_sum(r, d) / static_cast<float>(d);
+  const float var = lane_sum_sq_dev(r, d, mean) / static_cast<float>(d);
+  const float inv = 1.f / std::sqrt(var + eps);
+  if (b) {
+    for (int64_t j = 0; j < d; ++j) r[j] = (r[j] - mean) * inv * w[j] + b[j];
+  } else {
+    for (int64_t j = 0; j < d; ++j) r[j] = (r[j] - mean) * inv * w[j];
+  }
+}
+
+namespace {
+
 template <typename T>
 void row_norm(const KernelCall& c, bool rms, const std::vector<float>& w, const std::vector<float>& b, bool has_bias) {
   const TensorView& x = c.in[0];
@@ -73,20 +95,7 @@ void row_norm(const KernelCall& c, bool rms, const std::vector<float>& w, const 
         float* r = buf.data();
         for (int64_t i = 0; i < cnt; ++i) {
           load_row(xp + off[1] + i * xs, x_step, r, d);
-          if (rms) {
-            const float ms = lane_sum_sq_dev(r, d, 0.f) / static_cast<float>(d);
-            const float inv = 1.f / std::sqrt(ms + eps);
-            for (int64_t j = 0; j < d; ++j) r[j] = r[j] * inv * wp[j];
-          } else {
-            const float mean = lane_sum(r, d) / static_cast<float>(d);
-            const float var = lane_sum_sq_dev(r, d, mean) / static_cast<float>(d);
-            const float inv = 1.f / std::sqrt(var + eps);
-            if (has_bias) {
-              for (int64_t j = 0; j < d; ++j) r[j] = (r[j] - mean) * inv * wp[j] + bp[j];
-            } else {
-              for (int64_t j = 0; j < d; ++j) r[j] = (r[j] - mean) * inv * wp[j];
-            }
-          }
+          normalize_row(r, d, rms, eps, wp, has_bias ? bp : nullptr);
           store_row(r, yp + off[0] + i * ys, d);
         }
       },

@@ -24,7 +24,7 @@ Status need_activation(const char* op, const char* name, const TensorDesc& t) {
   return Status::ok();
 }
 
-Status infer_linear(const std::vector<const TensorDesc*>& in, std::vector<TensorDesc>* out) {
+Status infer_linear(const std::vector<const TensorDesc*>& in, const Attrs& attrs, std::vector<TensorDesc>* out) {
   const TensorDesc *x, *w;
   VRUN_RETURN_IF_ERROR(need(in, 0, "linear", "x", &x));
   VRUN_RETURN_IF_ERROR(need(in, 1, "linear", "weight", &w));
@@ -54,6 +54,19 @@ Status infer_linear(const std::vector<const TensorDesc*>& in, std::vector<Tensor
     if (r->shape != y.shape)
       return err(ErrorCode::kInvalidArgument, "linear: residual must have the output's shape ", y.shape.str(), ", got ",
                  r->shape.str());
+  }
+  const std::string& norm = attrs.s("norm");
+  if (norm != "none" && norm != "layer" && norm != "rms")
+    return err(ErrorCode::kInvalidArgument, "linear: norm must be none, layer or rms, got '", norm, "'");
+  for (size_t slot : {size_t{4}, size_t{5}}) {
+    const TensorDesc* p = input_at(in, slot);
+    if (!p) continue;
+    const char* name = slot == 4 ? "norm_weight" : "norm_bias";
+    if (norm == "none" || (slot == 5 && norm != "layer"))
+      return err(ErrorCode::kInvalidArgument, "linear: ", name, " given with norm = ", norm);
+    VRUN_RETURN_IF_ERROR(need_activation("linear", name, *p));
+    if (p->shape.rank != 1 || p->shape[0] != k)
+      return err(ErrorCode::kInvalidArgument, "linear: ", name, " must be [", k, "], got ", p->shape.str());
   }
   out->push_back(y);
   return Status::ok();
@@ -163,7 +176,7 @@ Status infer_rope(const std::vector<const TensorDesc*>& in, const Attrs& attrs, 
 Status infer_shapes_linalg(OpKind op, const std::vector<const TensorDesc*>& in, const Attrs& attrs,
                            std::vector<TensorDesc>* out) {
   switch (op) {
-    case OpKind::linear: return infer_linear(in, out);
+    case OpKind::linear: return infer_linear(in, attrs, out);
     case OpKind::bmm: return infer_bmm(in, out);
     case OpKind::sdpa: return infer_sdpa(in, attrs, out);
     case OpKind::rope: return infer_rope(in, attrs, out);

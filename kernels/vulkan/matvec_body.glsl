@@ -33,6 +33,17 @@ layout(constant_id = 7) const uint XVEC = 0;
 // 1: q4_1 rows start 4 bytes aligned (20-byte blocks keep it): 32-bit loads of W.
 layout(constant_id = 8) const uint A4 = 0;
 layout(constant_id = 10) const uint DT_RES = DT_NONE;
+// Norm prologue (linear's norm attribute): 0 none, 1 layer, 2 rms. x's MR rows are normalised
+// once per workgroup into shared memory as f32 (two-pass statistics, as the layer_norm op has
+// them) and read from there: the normalised rows are never written out, and the norm costs no
+// dispatch or barrier of its own. Bindings 5 (norm weight) and 6 (norm bias), both [K].
+layout(constant_id = 11) const uint NORM = 0;
+layout(constant_id = 12) const uint DT_G = DT_NONE;
+layout(constant_id = 13) const uint DT_BETA = DT_NONE;
+// Floats of shared memory for the normalised rows: MR * K rounded up to 4 (4 without a norm).
+layout(constant_id = 14) const uint XN = 4;
+BINDING(5)
+BINDING(6)
 
 layout(set = 0, binding = 1, std430) readonly buffer XF4 { vec4 xf4[]; };
 layout(set = 0, binding = 1, std430) readonly buffer XU4 { uvec4 xu4[]; };
@@ -45,6 +56,8 @@ layout(push_constant) uniform Push {
   uint x_sm;
   uint off_y, off_x, off_w, off_b;  // elements; off_w is in bytes for block-quantised weights
   uint off_r, r_sm;                 // residual: first element, rows' stride (elements)
+  float eps;
+  uint off_g, off_beta;             // norm weight and bias, first elements
 } pc;
 
 // Chunks each invocation has in flight per row.
@@ -74,6 +87,85 @@ void load_x8(uint xo, out float v[8]) {
   } else {
     [[unroll]] for (uint j = 0; j < 8u; ++j) v[j] = load1(DT_X, xo + j);
   }
+}
+
+shared vec4 xn[XN / 4u];
+
+// Sum of v over the workgroup (every invocation gets it); red[] is free until the epilogue.
+float wg_sum(float v) {
+  const uint t = gl_LocalInvocationID.x;
+#ifdef MATVEC_SHARED_REDUCE
+  red[t] = v;
+  barrier();
+  for (uint s = WG / 2u; s > 0u; s >>= 1) {
+    if (t < s) red[t] += red[t + s];
+    barrier();
+  }
+  const float r = red[0];
+#else
+  const float s = subgroupAdd(v);
+  if (subgroupElect()) red[gl_SubgroupID] = s;
+  barrier();
+  float r = 0.0;
+  for (uint p = 0; p < gl_NumSubgroups; ++p) r += red[p];
+#endif
+  barrier();
+  return r;
+}
+
+// x's rows normalised into xn (NORM != 0). Each invocation normalises the elements it loaded,
+// so only the statistics cross invocations.
+void norm_prologue() {
+  const uint t = gl_LocalInvocationID.x, K = pc.K;
+  const float inv_k = 1.0 / float(K);
+  for (uint m = 0; m < MR; ++m) {
+    const uint xo = pc.off_x + m * pc.x_sm, base = m * K;
+    float s = 0.0;
+    for (uint k = t; k < K; k += WG) {
+      const float v = load1(DT_X, xo + k);
+      xn[(base + k) >> 2][(base + k) & 3u] = v;
+      s += NORM == 1u ? v : v * v;
+    }
+    float mean = 0.0, rstd;
+    if (NORM == 1u) {
+      mean = wg_sum(s) * inv_k;
+      float q = 0.0;
+      for (uint k = t; k < K; k += WG) {
+        const float d = xn[(base + k) >> 2][(base + k) & 3u] - mean;
+        q += d * d;
+      }
+      rstd = inversesqrt(wg_sum(q) * inv_k + pc.eps);
+    } else {
+      rstd = inversesqrt(wg_sum(s) * inv_k + pc.eps);
+    }
+    for (uint k = t; k < K; k += WG) {
+      const uint i = base + k;
+      float v = (xn[i >> 2][i & 3u] - mean) * rstd * load5(DT_G, pc.off_g + k);
+      if (DT_BETA != DT_NONE) v += load6(DT_BETA, pc.off_beta + k);
+      xn[i >> 2][i & 3u] = v;
+    }
+  }
+  barrier();
+}
+
+// Row m of x, elements k .. k + 8 (k % 8 == 0 and K % 8 == 0 when normalised).
+void load_xr8(uint m, uint k, out float v[8]) {
+  if (NORM != 0u) {
+    const uint i = (m * pc.K + k) >> 2;
+    const vec4 a = xn[i], b = xn[i + 1u];
+    v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
+    v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+    return;
+  }
+  load_x8(pc.off_x + m * pc.x_sm + k, v);
+}
+
+float load_xr1(uint m, uint k) {
+  if (NORM != 0u) {
+    const uint i = m * pc.K + k;
+    return xn[i >> 2][i & 3u];
+  }
+  return load1(DT_X, pc.off_x + m * pc.x_sm + k);
 }
 
 // Eight f16 or bf16 weights from one 16-byte load.
@@ -122,6 +214,7 @@ void main() {
   const uint row0 = flat_group() * RS;
   if (row0 >= pc.N) return;
   const uint t = gl_LocalInvocationID.x;
+  if (NORM != 0u) norm_prologue();
   float acc[NACC];
   [[unroll]] for (uint i = 0; i < NACC; ++i) acc[i] = 0.0;
   uint rows[RS];
@@ -168,8 +261,8 @@ void main() {
         const uint k1 = DT_W == DT_Q8_0 ? k0 + 8u : k0 + 16u;
         [[unroll]] for (uint m = 0; m < MR; ++m) {
           float xa[8], xb[8];
-          load_x8(pc.off_x + m * pc.x_sm + k0, xa);
-          load_x8(pc.off_x + m * pc.x_sm + k1, xb);
+          load_xr8(m, k0, xa);
+          load_xr8(m, k1, xb);
           float xsum = 0.0;
           if (DT_W != DT_Q8_0)
             [[unroll]] for (uint j = 0; j < 8u; ++j) xsum += xa[j] + xb[j];
@@ -235,7 +328,7 @@ void main() {
         }
         [[unroll]] for (uint m = 0; m < MR; ++m) {
           float xv[8];
-          load_x8(pc.off_x + m * pc.x_sm + it * 8u, xv);
+          load_xr8(m, it * 8u, xv);
           [[unroll]] for (uint r = 0; r < RS; ++r) {
             float sum = 0.0;
             [[unroll]] for (uint j = 0; j < 8u; ++j) sum += w[r][j] * xv[j];
@@ -250,7 +343,7 @@ void main() {
       float w[RS];
       [[unroll]] for (uint r = 0; r < RS; ++r) w[r] = load2(DT_W, pc.off_w + rows[r] * pc.K + k);
       [[unroll]] for (uint m = 0; m < MR; ++m) {
-        const float xv = load1(DT_X, pc.off_x + m * pc.x_sm + k);
+        const float xv = load_xr1(m, k);
         [[unroll]] for (uint r = 0; r < RS; ++r) acc[r * MR + m] += w[r] * xv;
       }
     }

@@ -27,6 +27,13 @@ layout(constant_id = 7) const uint XVEC = 0;
 // Floats of x kept in shared memory: K when that fits, else 0 (x is read from memory).
 layout(constant_id = 10) const uint XSN = 0;
 layout(constant_id = 12) const uint DT_RES = DT_NONE;
+// Norm prologue (linear's norm attribute, x staged): 0 none, 1 layer, 2 rms, applied to the staged
+// x with two-pass statistics as in matvec_body.glsl. Bindings 5 (norm weight), 6 (norm bias).
+layout(constant_id = 13) const uint NORM = 0;
+layout(constant_id = 14) const uint DT_G = DT_NONE;
+layout(constant_id = 15) const uint DT_BETA = DT_NONE;
+BINDING(5)
+BINDING(6)
 
 layout(set = 0, binding = 1, std430) readonly buffer XF4 { vec4 xf4[]; };
 layout(set = 0, binding = 1, std430) readonly buffer XU2 { uvec2 xu2[]; };
@@ -38,6 +45,8 @@ layout(push_constant) uniform Push {
   uint off_y, off_x, off_w, off_b;  // elements; off_w is in bytes
   uint R;                           // rows of W per workgroup
   uint off_r;                       // residual's first element
+  float eps;
+  uint off_g, off_beta;             // norm weight and bias, first elements
 } pc;
 
 // Rows a subgroup works on at once (their loads all issued before any is used), one block of each
@@ -51,6 +60,25 @@ const uint XS = XSN > 0u ? 1u : 0u;
 shared vec4 xs[XS == 1u ? XSN / 4u : 1u];
 shared float xsb[XS == 1u ? XSN / 32u : 1u];
 uint swz(uint s4) { return s4 ^ ((s4 >> 3) & 7u); }
+shared float nred[NORM != 0u ? WG : 1u];
+
+// Sum of v over the workgroup, every invocation getting it.
+float wg_sum(float v) {
+  const float s = subgroupAdd(v);
+  if (subgroupElect()) nred[gl_SubgroupID] = s;
+  barrier();
+  float r = 0.0;
+  for (uint p = 0; p < gl_NumSubgroups; ++p) r += nred[p];
+  barrier();
+  return r;
+}
+
+vec4 load5x4(uint k) {
+  return vec4(load5(DT_G, k), load5(DT_G, k + 1u), load5(DT_G, k + 2u), load5(DT_G, k + 3u));
+}
+vec4 load6x4(uint k) {
+  return vec4(load6(DT_BETA, k), load6(DT_BETA, k + 1u), load6(DT_BETA, k + 2u), load6(DT_BETA, k + 3u));
+}
 
 // x[32 b + 4 c .. + 4).
 vec4 xblk(uint b, uint c) {
@@ -80,6 +108,26 @@ void main() {
     for (uint s = t; s < (pc.K >> 2); s += WG) {
       const uint xo = pc.off_x + 4u * s;
       xs[swz(s)] = vec4(load1(DT_X, xo), load1(DT_X, xo + 1u), load1(DT_X, xo + 2u), load1(DT_X, xo + 3u));
+    }
+    if (NORM != 0u) {
+      // Each invocation normalises the slots it staged: only the statistics cross invocations.
+      const float inv_k = 1.0 / float(pc.K);
+      float mean = 0.0, q = 0.0;
+      if (NORM == 1u) {
+        float s1 = 0.0;
+        for (uint s = t; s < (pc.K >> 2); s += WG) s1 += dot(xs[swz(s)], vec4(1.0));
+        mean = wg_sum(s1) * inv_k;
+      }
+      for (uint s = t; s < (pc.K >> 2); s += WG) {
+        const vec4 d = xs[swz(s)] - mean;
+        q += dot(d, d);
+      }
+      const float rstd = inversesqrt(wg_sum(q) * inv_k + pc.eps);
+      for (uint s = t; s < (pc.K >> 2); s += WG) {
+        vec4 v = (xs[swz(s)] - mean) * rstd * load5x4(pc.off_g + 4u * s);
+        if (DT_BETA != DT_NONE) v += load6x4(pc.off_beta + 4u * s);
+        xs[swz(s)] = v;
+      }
     }
     barrier();
     for (uint b = t; b < nb; b += WG) {

@@ -143,17 +143,20 @@ Result<std::shared_ptr<Program>> build_llama_program(const LlamaConfig& c, const
     auto linear = [&](Val x, int w, int b, const std::string& name, Val residual = Val::none()) {
       return g.op(OpKind::linear, {x, g.constant(w), opt(b), residual}, {}, name);
     };
+    // A projection of rms_norm(x, norm): the linear normalises x's rows itself (its norm prologue).
+    auto normed = [&](Val x, int norm, int w, int b, const std::string& name) {
+      return g.op(OpKind::linear, {x, g.constant(w), opt(b), Val::none(), g.constant(norm)}, {{"norm", "rms"}, {"eps", c.rms_eps}}, name);
+    };
     const std::vector<NamedAttr> to_heads = {{"perm", {0, 2, 1, 3}}};
     Val x = g.op(OpKind::embedding, {g.constant(embed), tokens}, {}, "token_embd");
     for (int64_t l = 0; l < c.layers; ++l) {
       const LayerW& w = L[l];
       const std::string p = "blk." + std::to_string(l) + ".";
-      Val h = g.op(OpKind::rms_norm, {x, g.constant(w.attn_norm)}, {{"eps", c.rms_eps}}, p + "attn_norm");
       const std::vector<NamedAttr> rope_attrs = {{"pos", pos}, {"mode", rope_mode_name(c.rope_mode)}};
       Val q, k, v;
       if (w.qkv >= 0) {
         // One projection; q and k heads side by side get one rope (same positions, same frequencies).
-        Val qkv = linear(h, w.qkv, w.qkv_b, p + "attn_qkv");
+        Val qkv = normed(x, w.attn_norm, w.qkv, w.qkv_b, p + "attn_qkv");
         auto cols = [&](int64_t from, int64_t to, int64_t heads) {
           return g.op(OpKind::reshape, {g.op(OpKind::slice, {qkv}, {{"axis", 2}, {"start", from}, {"end", to}})},
                       {{"shape", {1, -1, heads, hd}}});
@@ -163,9 +166,9 @@ Result<std::shared_ptr<Program>> build_llama_program(const LlamaConfig& c, const
         k = g.op(OpKind::slice, {qk}, {{"axis", 2}, {"start", c.heads}, {"end", c.heads + c.kv_heads}});
         v = cols(nq + nkv, nq + 2 * nkv, c.kv_heads);
       } else {
-        q = g.op(OpKind::reshape, {linear(h, w.q, w.qb, p + "attn_q")}, {{"shape", {1, -1, c.heads, hd}}});
-        k = g.op(OpKind::reshape, {linear(h, w.k, w.kb, p + "attn_k")}, {{"shape", {1, -1, c.kv_heads, hd}}});
-        v = g.op(OpKind::reshape, {linear(h, w.v, w.vb, p + "attn_v")}, {{"shape", {1, -1, c.kv_heads, hd}}});
+        q = g.op(OpKind::reshape, {normed(x, w.attn_norm, w.q, w.qb, p + "attn_q")}, {{"shape", {1, -1, c.heads, hd}}});
+        k = g.op(OpKind::reshape, {normed(x, w.attn_norm, w.k, w.kb, p + "attn_k")}, {{"shape", {1, -1, c.kv_heads, hd}}});
+        v = g.op(OpKind::reshape, {normed(x, w.attn_norm, w.v, w.vb, p + "attn_v")}, {{"shape", {1, -1, c.kv_heads, hd}}});
         q = g.op(OpKind::rope, {q, inv}, rope_attrs, p + "rope_q");
         k = g.op(OpKind::rope, {k, inv}, rope_attrs, p + "rope_k");
       }
@@ -179,18 +182,16 @@ Result<std::shared_ptr<Program>> build_llama_program(const LlamaConfig& c, const
       Val att = g.op(OpKind::sdpa, {g.op(OpKind::permute, {q}, to_heads), keys, vals}, {{"causal", 1}}, p + "attn");
       att = g.op(OpKind::reshape, {g.op(OpKind::permute, {att}, to_heads)}, {{"shape", {1, -1, c.heads * hd}}});
       x = linear(att, w.o, -1, p + "attn_output", x);
-      Val h2 = g.op(OpKind::rms_norm, {x, g.constant(w.ffn_norm)}, {{"eps", c.rms_eps}}, p + "ffn_norm");
       Val act;
       if (w.gate_up >= 0) {
-        act = g.op(OpKind::glu, {linear(h2, w.gate_up, -1, p + "ffn_up_gate")}, {{"axis", -1}, {"act", "silu"}}, p + "ffn_swiglu");
+        act = g.op(OpKind::glu, {normed(x, w.ffn_norm, w.gate_up, -1, p + "ffn_up_gate")}, {{"axis", -1}, {"act", "silu"}}, p + "ffn_swiglu");
       } else {
-        act = g.op(OpKind::mul, {g.op(OpKind::silu, {linear(h2, w.gate, -1, p + "ffn_gate")}), linear(h2, w.up, -1, p + "ffn_up")});
+        act = g.op(OpKind::mul, {g.op(OpKind::silu, {normed(x, w.ffn_norm, w.gate, -1, p + "ffn_gate")}), normed(x, w.ffn_norm, w.up, -1, p + "ffn_up")});
       }
       x = linear(act, w.down, -1, p + "ffn_down", x);
     }
     if (!all_positions) x = g.op(OpKind::slice, {x}, {{"axis", 1}, {"start", seq - 1}, {"end", seq}});
-    x = g.op(OpKind::rms_norm, {x, g.constant(out_norm)}, {{"eps", c.rms_eps}}, "output_norm");
-    g.output(g.op(OpKind::linear, {x, g.constant(out_w)}, {}, "output"), "logits");
+    g.output(normed(x, out_norm, out_w, -1, "output"), "logits");
   }
   pb.set_meta("general.architecture", MetaValue::str(c.arch));
   pb.set_meta("vrun.runner", MetaValue::str("llama"));

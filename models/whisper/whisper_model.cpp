@@ -160,6 +160,13 @@ Result<std::shared_ptr<Program>> build_whisper_program(const WhisperConfig& c, c
     auto LN = [&](Val x, Norm n, const std::string& name) {
       return g.op(OpKind::layer_norm, {x, g.constant(n.g), g.constant(n.b)}, {{"eps", 1e-5}}, name);
     };
+    // A projection of layer_norm(x): the linear normalises x's rows itself (its norm prologue).
+    auto NL = [&](Val x, Norm n, Val w, Val b, const std::string& name) {
+      return g.op(OpKind::linear, {x, w, b, Val::none(), g.constant(n.g), g.constant(n.b)}, {{"norm", "layer"}, {"eps", 1e-5}}, name);
+    };
+    auto NLin = [&](Val x, Norm n, Lin w, const std::string& name) {
+      return NL(x, n, g.constant(w.w), w.b >= 0 ? g.constant(w.b) : Val::none(), name);
+    };
     Val mel = g.input("mel", DType::f32, {1, c.n_mels, frames});
     Val x = g.op(OpKind::conv1d, {mel, g.constant(conv1_w), g.constant(conv1_b)}, {{"padding", {1}}}, "conv1");
     x = g.op(OpKind::gelu, {x});
@@ -176,8 +183,7 @@ Result<std::shared_ptr<Program>> build_whisper_program(const WhisperConfig& c, c
     for (int64_t l = 0; l < c.n_audio_layer; ++l) {
       const EncLayer& w = E[l];
       const std::string p = "enc." + std::to_string(l) + ".";
-      Val h = LN(x, w.ln1, p + "attn_ln");
-      std::vector<Val> qkv = g.op_n(OpKind::split, {L(h, w.qkv, p + "qkv")}, {{"axis", -1}, {"sizes", {d, d, d}}});
+      std::vector<Val> qkv = g.op_n(OpKind::split, {NLin(x, w.ln1, w.qkv, p + "qkv")}, {{"axis", -1}, {"sizes", {d, d, d}}});
       if (qkv.size() != 3) return pb.finish();  // reports the builder's error
       // Encoder attention is one fixed 1500 x 1500 product per head: two batched matmuls (GEMM
       // kernels) beat the streaming sdpa kernel there; the scores take heads x 9 MB.
@@ -187,8 +193,7 @@ Result<std::shared_ptr<Program>> build_whisper_program(const WhisperConfig& c, c
       sc = g.op(OpKind::softmax, {sc});
       Val att = g.op(OpKind::bmm, {sc, heads(qkv[2], c.n_audio_head, hd_a)}, {}, p + "attn");
       x = L(merge(att), w.out, p + "attn_out", x);
-      h = LN(x, w.ln2, p + "ffn_ln");
-      x = L(g.op(OpKind::gelu, {L(h, w.fc1, p + "fc1")}), w.fc2, p + "fc2", x);
+      x = L(g.op(OpKind::gelu, {NLin(x, w.ln2, w.fc1, p + "fc1")}), w.fc2, p + "fc2", x);
     }
     Val enc = LN(x, enc_ln, "enc_ln");
     for (int64_t l = 0; l < c.n_text_layer; ++l) {
@@ -232,8 +237,12 @@ Result<std::shared_ptr<Program>> build_whisper_program(const WhisperConfig& c, c
     auto L = [&](Val x, Lin w, const std::string& name, Val residual = Val::none()) {
       return g.op(OpKind::linear, {x, g.constant(w.w), w.b >= 0 ? g.constant(w.b) : Val::none(), residual}, {}, name);
     };
-    auto LN = [&](Val x, Norm n, const std::string& name) {
-      return g.op(OpKind::layer_norm, {x, g.constant(n.g), g.constant(n.b)}, {{"eps", 1e-5}}, name);
+    // A projection of layer_norm(x): the linear normalises x's rows itself (its norm prologue).
+    auto NL = [&](Val x, Norm n, Val w, Val b, const std::string& name) {
+      return g.op(OpKind::linear, {x, w, b, Val::none(), g.constant(n.g), g.constant(n.b)}, {{"norm", "layer"}, {"eps", 1e-5}}, name);
+    };
+    auto NLin = [&](Val x, Norm n, Lin w, const std::string& name) {
+      return NL(x, n, g.constant(w.w), w.b >= 0 ? g.constant(w.b) : Val::none(), name);
     };
     const int64_t B = var.rows;
     // align sees the start-of-transcript sequence, <|notimestamps|>, at most half the context
@@ -264,8 +273,7 @@ Result<std::shared_ptr<Program>> build_whisper_program(const WhisperConfig& c, c
     for (int64_t l = 0; l < c.n_text_layer; ++l) {
       const DecLayer& w = D[l];
       const std::string p = "dec." + std::to_string(l) + ".";
-      Val h = LN(x, w.ln1, p + "attn_ln");
-      std::vector<Val> qkv = g.op_n(OpKind::split, {L(h, w.qkv, p + "qkv")}, {{"axis", -1}, {"sizes", {d, 2 * d}}});
+      std::vector<Val> qkv = g.op_n(OpKind::split, {NLin(x, w.ln1, w.qkv, p + "qkv")}, {{"axis", -1}, {"sizes", {d, 2 * d}}});
       if (qkv.size() != 2) return pb.finish();
       Val kv = heads2(qkv[1]);
       if (!var.align) {
@@ -275,8 +283,7 @@ Result<std::shared_ptr<Program>> build_whisper_program(const WhisperConfig& c, c
       }
       Val att = g.op(OpKind::sdpa, {heads(qkv[0]), key_heads(kv), value_heads(kv)}, {{"causal", 1}}, p + "attn");
       x = L(merge(att), w.out, p + "attn_out", x);
-      h = LN(x, w.ln2, p + "cross_ln");
-      Val cq = L(h, w.cq, p + "cross_q");
+      Val cq = NLin(x, w.ln2, w.cq, p + "cross_q");
       Val ckv = g.state(w.kv_cross);
       Val ck = key_heads(ckv), cv = value_heads(ckv);
       Val cross;
@@ -316,13 +323,11 @@ Result<std::shared_ptr<Program>> build_whisper_program(const WhisperConfig& c, c
       }
       if (gemm_scores) cross = merge(cross);
       x = L(cross, w.cout, p + "cross_out", x);
-      h = LN(x, w.ln3, p + "ffn_ln");
-      x = L(g.op(OpKind::gelu, {L(h, w.fc1, p + "fc1")}), w.fc2, p + "fc2", x);
+      x = L(g.op(OpKind::gelu, {NLin(x, w.ln3, w.fc1, p + "fc1")}), w.fc2, p + "fc2", x);
     }
     // align: logits of every position (token probabilities); decoding: of the last one only.
     if (!var.align) x = g.op(OpKind::slice, {x}, {{"axis", 1}, {"start", seq - 1}, {"end", seq}});
-    x = LN(x, dec_ln, "dec_ln");
-    g.output(g.op(OpKind::linear, {x, g.constant(embed)}, {}, "logits"), "logits");
+    g.output(NL(x, dec_ln, g.constant(embed), Val::none(), "logits"), "logits");
     if (var.align && !scores.empty())
       g.output(scores.size() == 1 ? scores[0] : g.op(OpKind::concat, scores, {{"axis", 1}}), "alignment_scores");
   }

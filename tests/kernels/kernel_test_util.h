@@ -237,6 +237,24 @@ inline HostTensor random_layout(DType dtype, const Shape& shape, Layout layout, 
   return random_tensor(dtype, shape, rng, lo, hi);
 }
 
+// rows [m, k] (row-major doubles) normalised in float64 as layer_norm (gamma, beta; beta may be
+// empty) or rms_norm (rms true) define them: linear's norm prologue is checked against this.
+inline std::vector<double> ref_norm_rows(std::vector<double> x, int64_t m, int64_t k, bool rms, double eps,
+                                         const std::vector<double>& gamma, const std::vector<double>& beta) {
+  for (int64_t i = 0; i < m; ++i) {
+    double* r = x.data() + i * k;
+    double mean = 0, var = 0;
+    if (!rms) {
+      for (int64_t j = 0; j < k; ++j) mean += r[j];
+      mean /= static_cast<double>(k);
+    }
+    for (int64_t j = 0; j < k; ++j) var += (r[j] - mean) * (r[j] - mean);
+    const double inv = 1.0 / std::sqrt(var / static_cast<double>(k) + eps);
+    for (int64_t j = 0; j < k; ++j) r[j] = (r[j] - mean) * inv * gamma[j] + (beta.empty() ? 0.0 : beta[j]);
+  }
+  return x;
+}
+
 // Tolerances for results stored in `dtype` from f32 computation: about a few ulp of the
 // storage type, relative, with an absolute floor for values near zero.
 struct Tolerance {

@@ -230,6 +230,59 @@ TEST(Linear, ResidualIsAddedToEveryOutput) {
   EXPECT_FALSE(run_cpu(OpKind::linear, {x.view, w.view, TensorView{}, bad.view}, Attrs(OpKind::linear)).status.is_ok());
 }
 
+// norm prologue: y = norm(x) W^T + b (+ r) with norm layer (with and without its bias) and rms,
+// against float64 normalisation and products. x carries a common offset of 3 (a mean that
+// one-pass statistics would lose precision to) and is strided; M = 1 takes the decode path.
+TEST(Linear, NormPrologueMatchesLayerAndRmsNorm) {
+  std::mt19937 rng(24);
+  ThreadPool pool(2);
+  const int64_t K = 96, N = 13;
+  for (const char* norm : {"layer", "rms"})
+    for (bool norm_bias : {false, true})
+      for (int64_t M : {1, 6, 40})
+        for (DType wt : {DType::f16, DType::q8_0}) {
+          if (norm_bias && std::string(norm) == "rms") continue;
+          SCOPED_TRACE(std::string(norm) + (norm_bias ? " with bias" : "") + " M " + std::to_string(M) + " " + dtype_name(wt));
+          HostTensor x = random_strided(DType::f32, Shape{M, K}, {1, 0}, 3, rng);
+          fill_uniform(x.view, rng, 2, 4);
+          HostTensor w = random_tensor(wt, Shape{N, K}, rng);
+          HostTensor b = random_tensor(DType::f32, Shape{N}, rng);
+          HostTensor g = random_tensor(DType::f32, Shape{K}, rng, 0.5, 1.5);
+          HostTensor nb = random_tensor(DType::f16, Shape{K}, rng);
+          HostTensor r = random_tensor(DType::f32, Shape{M, N}, rng);
+          Attrs a(OpKind::linear);
+          a.set_s("norm", norm).set_f("eps", 1e-5);
+          RunResult got = run_cpu(OpKind::linear, {x.view, w.view, b.view, r.view, g.view, norm_bias ? nb.view : TensorView{}}, a, &pool);
+          ASSERT_TRUE(got.status.is_ok()) << got.status.to_string();
+          const std::vector<double> xn = ref_norm_rows(to_doubles(x.view), M, K, std::string(norm) == "rms", 1e-5, to_doubles(g.view),
+                                                       norm_bias ? to_doubles(nb.view) : std::vector<double>());
+          const std::vector<double> wd = ref_dequant(w.view), bd = to_doubles(b.view), rd = to_doubles(r.view);
+          std::vector<double> want(static_cast<size_t>(M * N));
+          for (int64_t i = 0; i < M; ++i)
+            for (int64_t j = 0; j < N; ++j) {
+              double s = bd[j] + rd[i * N + j];
+              for (int64_t k = 0; k < K; ++k) s += xn[i * K + k] * wd[j * K + k];
+              want[i * N + j] = s;
+            }
+          // Quantised weights with few rows quantise the normalised x per block (about 1e-4 of a
+          // product of sums of ~10); float paths stay near f32 rounding.
+          const double tol = is_quantized(wt) ? 3e-3 : 2e-4;
+          expect_close(to_doubles(got.outputs[0].view), want, tol, tol, "linear with a norm prologue");
+        }
+  // norm_bias without a layer norm, and an unknown norm, are refused by name.
+  HostTensor x = random_tensor(DType::f32, Shape{2, 32}, rng);
+  HostTensor w = random_tensor(DType::f32, Shape{8, 32}, rng);
+  HostTensor g = random_tensor(DType::f32, Shape{32}, rng);
+  Attrs rms(OpKind::linear);
+  rms.set_s("norm", "rms");
+  RunResult r = run_cpu(OpKind::linear, {x.view, w.view, TensorView{}, TensorView{}, g.view, g.view}, rms);
+  EXPECT_NE(r.status.message().find("norm_bias given with norm = rms"), std::string::npos) << r.status.message();
+  Attrs bad(OpKind::linear);
+  bad.set_s("norm", "batch");
+  r = run_cpu(OpKind::linear, {x.view, w.view, TensorView{}, TensorView{}, g.view}, bad);
+  EXPECT_NE(r.status.message().find("norm must be none, layer or rms"), std::string::npos) << r.status.message();
+}
+
 TEST(Linear, RejectsBadShapes) {
   std::mt19937 rng(5);
   HostTensor x = random_tensor(DType::f32, Shape{2, 40}, rng);

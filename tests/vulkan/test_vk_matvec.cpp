@@ -114,5 +114,60 @@ TEST_F(VkMatvec, ResidualInPlace) {
     }
 }
 
+// linear's norm prologue (layer with and without its bias, rms): decode rows normalise x in the
+// matvec kernels (both reductions; q4_0 with one row in its own kernel), other shapes (9 rows,
+// K % 8 != 0) through a normalised scratch copy; against float64 normalisation and products.
+TEST_F(VkMatvec, NormPrologue) {
+  std::mt19937 rng(25);
+  struct Case {
+    int64_t M, N, K;
+  };
+  const std::vector<Case> cases = {{1, 300, 256}, {3, 37, 1056}, {8, 70, 96}, {9, 33, 64}, {1, 20, 100}};
+  struct ResetReduction {
+    ~ResetReduction() { vulkan::set_matvec_shared_reduce_for_testing(false); }
+  } reset;
+  for (bool shared_reduce : {false, true})
+    for (const char* norm : {"layer", "layer+bias", "rms"})
+      for (DType wdt : {DType::f32, DType::f16, DType::q8_0, DType::q4_0})
+        for (const Case& c : cases) {
+          if (is_quantized(wdt) && c.K % 32) continue;
+          if (shared_reduce && (wdt != DType::f16 || c.M > 8)) continue;
+          vulkan::set_matvec_shared_reduce_for_testing(shared_reduce);
+          const bool rms = std::string(norm) == "rms", nbias = std::string(norm) == "layer+bias";
+          const std::string what = std::string(norm) + " w=" + dtype_name(wdt) + " M=" + std::to_string(c.M) + " N=" +
+                                   std::to_string(c.N) + " K=" + std::to_string(c.K) + (shared_reduce ? " shared reduction" : "");
+          SCOPED_TRACE(what);
+          // x with a common offset (the mean the statistics must take off) in a strided view.
+          HostTensor x = random_strided(DType::f32, Shape{1, c.M, c.K}, {0, 1, 2}, 3, rng);
+          fill_uniform(x.view, rng, 1, 3);
+          HostTensor w = random_tensor(wdt, Shape{c.N, c.K}, rng);
+          HostTensor b = random_tensor(DType::f32, Shape{c.N}, rng);
+          HostTensor g = random_tensor(DType::f16, Shape{c.K}, rng, 0.5, 1.5);
+          HostTensor nb = random_tensor(DType::f32, Shape{c.K}, rng);
+          Attrs a(OpKind::linear);
+          a.set_s("norm", rms ? "rms" : "layer").set_f("eps", 1e-5);
+          auto out = run_gpu(OpKind::linear, {&x, &w, &b, nullptr, &g, nbias ? &nb : nullptr}, a);
+          const std::vector<double> xn = ref_norm_rows(to_doubles(x.view), c.M, c.K, rms, 1e-5, to_doubles(g.view),
+                                                       nbias ? to_doubles(nb.view) : std::vector<double>());
+          const std::vector<double> wv = to_doubles(w.view), bv = to_doubles(b.view);
+          std::vector<double> want(static_cast<size_t>(c.M * c.N));
+          double mag = 0;
+          for (int64_t m = 0; m < c.M; ++m)
+            for (int64_t n = 0; n < c.N; ++n) {
+              double s = bv[n], sa = 0;
+              for (int64_t k = 0; k < c.K; ++k) {
+                s += xn[m * c.K + k] * wv[n * c.K + k];
+                sa += std::fabs(xn[m * c.K + k] * wv[n * c.K + k]);
+              }
+              want[m * c.N + n] = s;
+              mag = std::max(mag, sa);
+            }
+          // f32 statistics and sums; 9 rows go through the tiled matmul, which may round x to
+          // halves (tensor cores): 1e-3 of the sum of |products| covers that.
+          const double atol = (c.M > 8 ? 1e-3 : 2e-5) * mag;
+          expect_close(to_doubles(out[0].view), want, atol, 1e-4, what.c_str());
+        }
+}
+
 }  // namespace
 }  // namespace vrun::test

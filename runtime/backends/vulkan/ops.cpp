@@ -53,8 +53,9 @@ bool supports(const Context& ctx, OpKind op, const std::vector<const TensorDesc*
       return false;
     case OpFamily::linalg:
       if (op == OpKind::linear) {
-        const TensorDesc *w = in(inputs, 1), *b = in(inputs, 2), *r = in(inputs, 3);
-        return w && is_act(x->dtype) && is_weight(w->dtype) && (!b || is_act(b->dtype)) && (!r || is_act(r->dtype));
+        const TensorDesc *w = in(inputs, 1), *b = in(inputs, 2), *r = in(inputs, 3), *g = in(inputs, 4), *nb = in(inputs, 5);
+        return w && is_act(x->dtype) && is_weight(w->dtype) && (!b || is_act(b->dtype)) && (!r || is_act(r->dtype)) &&
+               (!g || is_act(g->dtype)) && (!nb || is_act(nb->dtype));
       }
       return in(inputs, 1) && is_act(x->dtype) && is_act(in(inputs, 1)->dtype);
     case OpFamily::attention:

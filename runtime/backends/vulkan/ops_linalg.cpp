@@ -24,13 +24,44 @@ Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, cons
 
 // The residual: decode rows add it (after the bias) in the matvec's epilogue; otherwise it is
 // added to y after the projection.
-Status record_linear(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y) {
+Status record_linear_plain(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y) {
   if (in.size() < 4 || !in[3].present()) return record_linear_core(rec, in, y);
   if (matvec_rows(in[0], in[1])) return record_matvec_linear(rec, in, y);
   const DeviceView& r = in[3];
   const bool bias = in.size() > 2 && in[2].present();
   VRUN_RETURN_IF_ERROR(record_linear_core(rec, {in[0], in[1], bias ? in[2] : DeviceView{}}, y));
   return record_eltwise(rec, kOpAdd, y, &y, &r, nullptr);
+}
+
+// The norm prologue: decode rows are normalised inside the matvec kernel; other shapes get their
+// rows normalised into an f32 scratch tensor first, as the layer_norm / rms_norm op would.
+Status record_linear(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, const Attrs& attrs) {
+  const std::string& norm = attrs.s("norm");
+  if (norm == "none") return record_linear_plain(rec, in, y);
+  const bool rms = norm == "rms";
+  if (in.size() < 5 || !in[4].present())
+    return err(ErrorCode::kInvalidArgument, "vulkan: linear with norm = ", norm, " needs norm_weight");
+  const bool has_nb = !rms && in.size() > 5 && in[5].present();
+  const float eps = static_cast<float>(attrs.f("eps"));
+  if (matvec_norm_fits(in[0], in[1])) {
+    DeviceView g, b;
+    VRUN_ASSIGN_OR_RETURN(g, rec.dense_view(in[4]));
+    if (has_nb) {
+      VRUN_ASSIGN_OR_RETURN(b, rec.dense_view(in[5]));
+    }
+    const MatvecNorm mn{rms, eps, &g, has_nb ? &b : nullptr};
+    return record_matvec_linear(rec, in, y, &mn);
+  }
+  VRUN_ASSIGN_OR_RETURN(DeviceView xs, rec.scratch(DType::f32, in[0].shape));
+  const OpKind op = rms ? OpKind::rms_norm : OpKind::layer_norm;
+  Attrs na(op);
+  na.set_f("eps", eps);
+  std::vector<DeviceView> nin = {in[0], in[4]};
+  if (has_nb) nin.push_back(in[5]);
+  VRUN_RETURN_IF_ERROR(record_norm(rec, op, nin, {xs}, na));
+  std::vector<DeviceView> rest(in.begin(), in.begin() + 4);
+  rest[0] = xs;
+  return record_linear_plain(rec, rest, y);
 }
 
 Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y) {
@@ -170,8 +201,8 @@ Status record_bmm(Recorder& rec, const std::vector<DeviceView>& in, const Device
 }  // namespace
 
 Status record_linalg(Recorder& rec, OpKind op, const std::vector<DeviceView>& in, const std::vector<DeviceView>& out,
-                     const Attrs&) {
-  if (op == OpKind::linear) return record_linear(rec, in, out[0]);
+                     const Attrs& attrs) {
+  if (op == OpKind::linear) return record_linear(rec, in, out[0], attrs);
   if (op == OpKind::bmm) return record_bmm(rec, in, out[0]);
   return err(ErrorCode::kUnsupported, "vulkan: no kernel for ", op_name(op));
 }

@@ -13,6 +13,9 @@ namespace {
 
 // The kernel keeps one accumulator per row of x in registers (its MR constant).
 constexpr int64_t kMaxRows = 8;
+// Shared memory for a norm prologue's rows (32 KiB of f32, beside the reduction's 4 KiB; the
+// q4_0 kernel stages up to 7168).
+constexpr int64_t kMaxNormFloats = 7168;
 
 std::atomic<bool> g_force_shared_reduce{false};
 std::atomic<const Q4Tuning*> g_q4_tuning{nullptr};
@@ -41,7 +44,14 @@ bool matvec_rows(const DeviceView& x, const DeviceView& w) {
   return M >= 1 && M <= kMaxRows;
 }
 
-Status record_matvec_linear(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y) {
+bool matvec_norm_fits(const DeviceView& x, const DeviceView& w) {
+  const int64_t K = w.shape.rank == 2 ? w.shape[1] : 0;
+  // The normalised rows are read 8 at a time from shared memory, where they take M * K floats.
+  return matvec_rows(x, w) && K % 8 == 0 && x.numel() <= kMaxNormFloats;
+}
+
+Status record_matvec_linear(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y,
+                            const MatvecNorm* norm) {
   VRUN_ASSIGN_OR_RETURN(DeviceView x, rec.rows_view(in[0], 1));
   const DeviceView& w = in[1];
   DeviceView b, r;
@@ -56,7 +66,7 @@ Status record_matvec_linear(Recorder& rec, const std::vector<DeviceView>& in, co
   const int64_t M = K ? x.numel() / K : 0;
   if (N == 0) return Status::ok();
   return record_matvec(rec, x, w, has_bias ? &b : nullptr, y, M, N, K, row_stride(x), has_res ? &r : nullptr,
-                       has_res ? row_stride(r) : 0);
+                       has_res ? row_stride(r) : 0, norm);
 }
 
 void set_matvec_shared_reduce_for_testing(bool on) { g_force_shared_reduce = on; }
@@ -64,13 +74,20 @@ void set_q4_0_tuning_for_bench(const Q4Tuning* t) { g_q4_tuning = t; }
 
 Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, const DeviceView* bias,
                      const DeviceView& y, int64_t M, int64_t N, int64_t K, int64_t x_row_stride,
-                     const DeviceView* residual, int64_t residual_row_stride) {
+                     const DeviceView* residual, int64_t residual_row_stride, const MatvecNorm* norm) {
   if (M < 1 || M > kMaxRows)
     return err(ErrorCode::kInternal, "vulkan: matvec takes 1..", kMaxRows, " rows of x, got ", M);
+  if (norm && (K % 8 || M * K > kMaxNormFloats || !norm->weight))
+    return err(ErrorCode::kInternal, "vulkan: matvec norm prologue over ", M, "x", K, " rows (at most ", kMaxNormFloats,
+               " floats, K % 8 == 0, a weight)");
   if (is_quantized(w.dtype) && K % 32)
     return err(ErrorCode::kInvalidArgument, "vulkan: linear weight ", dtype_name(w.dtype), " needs K % 32 == 0, got K ",
                K);
-  std::vector<Binding> bindings = {{&y, true}, {&x, false}, {&w, false}, {bias, false}, {residual, false}};
+  std::vector<Binding> bindings = {{&y, true}, {&x, false}, {&w, false}, {bias, false}, {residual, false},
+                                   {norm ? norm->weight : nullptr, false}, {norm ? norm->bias : nullptr, false}};
+  const int32_t norm_mode = norm ? (norm->rms ? 2 : 1) : 0;
+  const int32_t g_dt = norm ? dt_code(*norm->weight) : 255, beta_dt = norm && norm->bias ? dt_code(*norm->bias) : 255;
+  const float eps = norm ? norm->eps : 0.f;
   const int32_t res_dt = residual ? dt_code(*residual) : 255;
   VRUN_ASSIGN_OR_RETURN(auto offs, rec.binding_offsets(bindings));
 
@@ -97,13 +114,14 @@ Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, co
       wgs = t->invocations;
       if (!t->stage_x) xsn = 0;
     }
+    if (norm) xsn = K;  // the prologue normalises the staged x
     PushWords pw;
-    pw.u(N).u(K).u(x_row_stride).u(offs[0]).u(offs[1]).u(offs[2]).u(offs[3]).u(r).u(offs[4]);
+    pw.u(N).u(K).u(x_row_stride).u(offs[0]).u(offs[1]).u(offs[2]).u(offs[3]).u(r).u(offs[4]).f(eps).u(offs[5]).u(offs[6]);
     uint32_t gx, gy;
     rec.grid_1d(static_cast<uint64_t>((N + r - 1) / r), &gx, &gy);
     return rec.dispatch("matvec_q4_0",
                         {dt_code(x.dtype), 0, dt_code(y.dtype), bias ? dt_code(*bias) : 255, 0, 0, 0, xvec ? 1 : 0, 0,
-                         wgs, static_cast<int32_t>(xsn), rg, res_dt},
+                         wgs, static_cast<int32_t>(xsn), rg, res_dt, norm_mode, g_dt, beta_dt},
                         bindings, pw.w, pw.bytes(), gx, gy, 1);
   }
 
@@ -123,12 +141,14 @@ Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, co
 
   PushWords pw;
   pw.u(N).u(K).u(x_row_stride).u(offs[0]).u(offs[1]).u(offs[2]).u(offs[3]).u(offs[4]).u(residual_row_stride);
+  pw.f(eps).u(offs[5]).u(offs[6]);
+  const int32_t xn = norm ? static_cast<int32_t>((M * K + 3) / 4 * 4) : 4;
   uint32_t gx, gy;
   rec.grid_1d(static_cast<uint64_t>((N + rs - 1) / rs), &gx, &gy);
   return rec.dispatch(subgroups ? "matvec" : "matvec_shared",
                       {dt_code(x.dtype), dt_code(w.dtype), dt_code(y.dtype), bias ? dt_code(*bias) : 255,
                        static_cast<int32_t>(M), static_cast<int32_t>(rs), wvec ? 1 : 0, xvec ? 1 : 0, a4 ? 1 : 0,
-                       static_cast<int32_t>(wg), res_dt},
+                       static_cast<int32_t>(wg), res_dt, norm_mode, g_dt, beta_dt, xn},
                       bindings, pw.w, pw.bytes(), gx, gy, 1);
 }
 
