@@ -72,21 +72,12 @@ int ct2_dtype_size(Ct2DType t) {
   }
 }
 
-int64_t Variable::numel() const {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
+int64_t Variable::numel() const { return models::shape_numel(shape); }
 
 Result<std::shared_ptr<File>> File::open(const std::string& path) {
   VRUN_ASSIGN_OR_RETURN(auto map, MappedFile::open(path));
   if (map->size() == 0) return err(ErrorCode::kInvalidProgram, path, ": empty file");
   return parse(map, map->data(), map->size(), path);
-}
-
-Result<std::shared_ptr<File>> File::from_bytes(const std::string& bytes, const std::string& name) {
-  auto copy = std::make_shared<std::string>(bytes);
-  return parse(copy, reinterpret_cast<const uint8_t*>(copy->data()), copy->size(), name);
 }
 
 Result<std::shared_ptr<File>> File::parse(std::shared_ptr<const void> storage, const uint8_t* d, size_t size,

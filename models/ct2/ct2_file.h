@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "models/common/checkpoint_file.h"
 #include "runtime/dtype.h"
 #include "runtime/status.h"
 
@@ -30,13 +31,10 @@ struct Variable {
   int64_t numel() const;
 };
 
-class File {
+class File : public models::CheckpointFile<File> {
  public:
   static Result<std::shared_ptr<File>> open(const std::string& path);
-  // The same checks on bytes in memory (copied); `name` is used in messages.
-  static Result<std::shared_ptr<File>> from_bytes(const std::string& bytes, const std::string& name);
 
-  const std::string& path() const { return path_; }
   uint32_t binary_version() const { return version_; }
   const std::string& spec() const { return spec_; }
   uint32_t spec_revision() const { return revision_; }
@@ -49,18 +47,15 @@ class File {
   Result<int64_t> scalar_int(const std::string& name) const;
   Result<double> scalar_float(const std::string& name) const;
 
-  // Keeps the mapping alive for borrowed bytes.
-  std::shared_ptr<const void> keep_alive() const { return storage_; }
-
  private:
+  friend class models::CheckpointFile<File>;
   static Result<std::shared_ptr<File>> parse(std::shared_ptr<const void> storage, const uint8_t* d, size_t size,
                                              const std::string& path);
-  std::string path_, spec_;
+  std::string spec_;
   uint32_t version_ = 0, revision_ = 0;
   std::vector<Variable> variables_;
   std::map<std::string, size_t> index_;
   std::map<std::string, std::string> aliases_;
-  std::shared_ptr<const void> storage_;
 };
 
 // A weight in a type vrun runs. Float types are borrowed from the file as they are; int8/int16

@@ -32,11 +32,7 @@ int64_t element_bytes(const std::string& s) {
 
 }  // namespace
 
-int64_t TensorInfo::numel() const {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
+int64_t TensorInfo::numel() const { return models::shape_numel(shape); }
 
 const TensorInfo* File::tensor(const std::string& name) const {
   auto it = index_.find(name);
@@ -48,12 +44,6 @@ Result<std::shared_ptr<File>> File::open(const std::string& path) {
   if (map->size() < 8)
     return err(ErrorCode::kInvalidProgram, path, ": ", map->size(), " bytes is too short for a safetensors file");
   return parse(map, map->data(), map->size(), path);
-}
-
-Result<std::shared_ptr<File>> File::from_bytes(const std::string& bytes, const std::string& name) {
-  auto copy = std::make_shared<std::string>(bytes);
-  const auto* d = reinterpret_cast<const uint8_t*>(copy->data());
-  return parse(std::move(copy), d, bytes.size(), name);
 }
 
 Result<std::shared_ptr<File>> File::parse(std::shared_ptr<const void> storage, const uint8_t* d, size_t size,

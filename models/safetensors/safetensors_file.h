@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "models/common/checkpoint_file.h"
 #include "runtime/dtype.h"
 #include "runtime/status.h"
 
@@ -25,28 +26,22 @@ struct TensorInfo {
   int64_t numel() const;
 };
 
-class File {
+class File : public models::CheckpointFile<File> {
  public:
   static Result<std::shared_ptr<File>> open(const std::string& path);
-  // The same checks on bytes in memory (copied); `name` is used in messages.
-  static Result<std::shared_ptr<File>> from_bytes(const std::string& bytes, const std::string& name);
 
-  const std::string& path() const { return path_; }
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
   const TensorInfo* tensor(const std::string& name) const;
   // The header's free-form "__metadata__" string map.
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
-  // Keeps the mapping alive for borrowed tensor bytes.
-  std::shared_ptr<const void> keep_alive() const { return storage_; }
 
  private:
+  friend class models::CheckpointFile<File>;
   static Result<std::shared_ptr<File>> parse(std::shared_ptr<const void> storage, const uint8_t* d, size_t size,
                                              const std::string& path);
-  std::string path_;
   std::vector<TensorInfo> tensors_;
   std::map<std::string, size_t> index_;
   std::map<std::string, std::string> metadata_;
-  std::shared_ptr<const void> storage_;
 };
 
 }  // namespace vrun::safetensors

@@ -2,15 +2,12 @@
 
 #include <cstring>
 
+#include "models/common/checkpoint_file.h"
 #include "models/torch_ckpt/pickle.h"
 
 namespace vrun::torch_ckpt {
 
-int64_t CkptTensor::numel() const {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
+int64_t CkptTensor::numel() const { return models::shape_numel(shape); }
 
 namespace {
 
