@@ -1,5 +1,6 @@
 #include "models/gguf/gguf_file.h"
 
+#include "models/common/checkpoint_file.h"
 #include "runtime/mapped_file.h"
 
 #include <cerrno>
@@ -68,11 +69,7 @@ bool ggml_type_layout(uint32_t t, int64_t* be, int64_t* bb) {
   return false;
 }
 
-int64_t TensorInfo::numel() const {
-  int64_t n = 1;
-  for (int64_t d : ne) n *= d;
-  return n;
-}
+int64_t TensorInfo::numel() const { return models::shape_numel(ne); }
 
 namespace {
 
@@ -108,42 +105,28 @@ class Cursor {
 
 enum : uint32_t { kU8 = 0, kI8, kU16, kI16, kU32, kI32, kF32, kBool, kString, kArray, kU64, kI64, kF64 };
 
+// One T from the file, stored in *out as U.
+template <typename T, typename U>
+Status read_as(Cursor& c, Value* out, const std::string& key) {
+  T v{};
+  VRUN_RETURN_IF_ERROR(c.read(&v, key.c_str()));
+  *out = static_cast<U>(v);
+  return Status::ok();
+}
+
 Status read_scalar(Cursor& c, uint32_t type, Value* out, const std::string& key, const std::string& path) {
   switch (type) {
-#define VRUN_GGUF_INT(code, T)                      \
-  case code: {                                      \
-    T v{};                                          \
-    VRUN_RETURN_IF_ERROR(c.read(&v, key.c_str()));  \
-    *out = static_cast<int64_t>(v);                 \
-    return Status::ok();                            \
-  }
-    VRUN_GGUF_INT(kU8, uint8_t)
-    VRUN_GGUF_INT(kI8, int8_t)
-    VRUN_GGUF_INT(kU16, uint16_t)
-    VRUN_GGUF_INT(kI16, int16_t)
-    VRUN_GGUF_INT(kU32, uint32_t)
-    VRUN_GGUF_INT(kI32, int32_t)
-    VRUN_GGUF_INT(kU64, uint64_t)
-    VRUN_GGUF_INT(kI64, int64_t)
-#undef VRUN_GGUF_INT
-    case kF32: {
-      float v = 0;
-      VRUN_RETURN_IF_ERROR(c.read(&v, key.c_str()));
-      *out = static_cast<double>(v);
-      return Status::ok();
-    }
-    case kF64: {
-      double v = 0;
-      VRUN_RETURN_IF_ERROR(c.read(&v, key.c_str()));
-      *out = v;
-      return Status::ok();
-    }
-    case kBool: {
-      uint8_t v = 0;
-      VRUN_RETURN_IF_ERROR(c.read(&v, key.c_str()));
-      *out = v != 0;
-      return Status::ok();
-    }
+    case kU8: return read_as<uint8_t, int64_t>(c, out, key);
+    case kI8: return read_as<int8_t, int64_t>(c, out, key);
+    case kU16: return read_as<uint16_t, int64_t>(c, out, key);
+    case kI16: return read_as<int16_t, int64_t>(c, out, key);
+    case kU32: return read_as<uint32_t, int64_t>(c, out, key);
+    case kI32: return read_as<int32_t, int64_t>(c, out, key);
+    case kU64: return read_as<uint64_t, int64_t>(c, out, key);
+    case kI64: return read_as<int64_t, int64_t>(c, out, key);
+    case kF32: return read_as<float, double>(c, out, key);
+    case kF64: return read_as<double, double>(c, out, key);
+    case kBool: return read_as<uint8_t, bool>(c, out, key);
     case kString: {
       std::string s;
       VRUN_RETURN_IF_ERROR(c.read_string(&s, key.c_str()));
