@@ -41,15 +41,17 @@ void scale_min_k4(int j, const uint8_t* q, int* sc, int* m) {
   }
 }
 
+// Quant j (0..15) of a q5_0 / q5_1 block and quant j + 16: four low bits from qs, the fifth from qh.
+int q5_low(const uint8_t* qs, uint32_t qh, int j) { return static_cast<int>((qs[j] & 0x0F) | (((qh >> j) << 4) & 0x10)); }
+int q5_high(const uint8_t* qs, uint32_t qh, int j) { return static_cast<int>((qs[j] >> 4) | ((qh >> (j + 12)) & 0x10)); }
+
 void q5_0(const uint8_t* b, float* y) {  // d, qh[4], qs[16]
   const float d = h(b);
   const uint32_t qh = u32(b + 2);
   const uint8_t* qs = b + 6;
   for (int j = 0; j < 16; ++j) {
-    const int x0 = static_cast<int>((qs[j] & 0x0F) | (((qh >> j) << 4) & 0x10)) - 16;
-    const int x1 = static_cast<int>((qs[j] >> 4) | ((qh >> (j + 12)) & 0x10)) - 16;
-    y[j] = static_cast<float>(x0) * d;
-    y[j + 16] = static_cast<float>(x1) * d;
+    y[j] = static_cast<float>(q5_low(qs, qh, j) - 16) * d;
+    y[j + 16] = static_cast<float>(q5_high(qs, qh, j) - 16) * d;
   }
 }
 
@@ -58,10 +60,8 @@ void q5_1(const uint8_t* b, float* y) {  // d, m, qh[4], qs[16]
   const uint32_t qh = u32(b + 4);
   const uint8_t* qs = b + 8;
   for (int j = 0; j < 16; ++j) {
-    const int x0 = static_cast<int>((qs[j] & 0x0F) | (((qh >> j) << 4) & 0x10));
-    const int x1 = static_cast<int>((qs[j] >> 4) | ((qh >> (j + 12)) & 0x10));
-    y[j] = static_cast<float>(x0) * d + m;
-    y[j + 16] = static_cast<float>(x1) * d + m;
+    y[j] = static_cast<float>(q5_low(qs, qh, j)) * d + m;
+    y[j + 16] = static_cast<float>(q5_high(qs, qh, j)) * d + m;
   }
 }
 
@@ -112,16 +112,24 @@ void q3_k(const uint8_t* b, float* y) {  // hmask[32], qs[64], scales[12], d
   }
 }
 
+// Scale and offset of sub-blocks 2j and 2j + 1 of a q4_K / q5_K block: value = d * q - c.
+struct SubBlockPair {
+  float d1, c1, d2, c2;
+};
+SubBlockPair k4_sub_blocks(int j, const uint8_t* sc, float d, float dmin) {
+  int s1, m1, s2, m2;
+  scale_min_k4(2 * j, sc, &s1, &m1);
+  scale_min_k4(2 * j + 1, sc, &s2, &m2);
+  return {d * static_cast<float>(s1), dmin * static_cast<float>(m1), d * static_cast<float>(s2),
+          dmin * static_cast<float>(m2)};
+}
+
 void q4_k(const uint8_t* b, float* y) {  // d, dmin, scales[12], qs[128]
   const float d = h(b), dmin = h(b + 2);
   const uint8_t* sc = b + 4;
   const uint8_t* q = b + 16;
   for (int j = 0; j < 4; ++j) {
-    int s1, m1, s2, m2;
-    scale_min_k4(2 * j, sc, &s1, &m1);
-    scale_min_k4(2 * j + 1, sc, &s2, &m2);
-    const float d1 = d * static_cast<float>(s1), c1 = dmin * static_cast<float>(m1);
-    const float d2 = d * static_cast<float>(s2), c2 = dmin * static_cast<float>(m2);
+    const auto [d1, c1, d2, c2] = k4_sub_blocks(j, sc, d, dmin);
     for (int l = 0; l < 32; ++l) *y++ = d1 * static_cast<float>(q[l] & 0xF) - c1;
     for (int l = 0; l < 32; ++l) *y++ = d2 * static_cast<float>(q[l] >> 4) - c2;
     q += 32;
@@ -134,11 +142,7 @@ void q5_k(const uint8_t* b, float* y) {  // d, dmin, scales[12], qh[32], qs[128]
   const uint8_t* qh = b + 16;
   const uint8_t* ql = b + 48;
   for (int j = 0; j < 4; ++j) {
-    int s1, m1, s2, m2;
-    scale_min_k4(2 * j, sc, &s1, &m1);
-    scale_min_k4(2 * j + 1, sc, &s2, &m2);
-    const float d1 = d * static_cast<float>(s1), c1 = dmin * static_cast<float>(m1);
-    const float d2 = d * static_cast<float>(s2), c2 = dmin * static_cast<float>(m2);
+    const auto [d1, c1, d2, c2] = k4_sub_blocks(j, sc, d, dmin);
     const uint8_t u1 = static_cast<uint8_t>(1u << (2 * j)), u2 = static_cast<uint8_t>(2u << (2 * j));
     for (int l = 0; l < 32; ++l) *y++ = d1 * static_cast<float>((ql[l] & 0xF) + ((qh[l] & u1) ? 16 : 0)) - c1;
     for (int l = 0; l < 32; ++l) *y++ = d2 * static_cast<float>((ql[l] >> 4) + ((qh[l] & u2) ? 16 : 0)) - c2;
@@ -170,12 +174,17 @@ void q6_k(const uint8_t* b, float* y) {  // ql[128], qh[64], scales[16] (int8), 
   }
 }
 
-void iq4_nl(const uint8_t* b, float* y) {  // d, qs[16]
-  const float d = h(b);
+// 32 values from 16 bytes of 4-bit indices into a level table: the low nibbles give values 0..15,
+// the high nibbles 16..31.
+void nibble_levels(const int8_t* levels, const uint8_t* qs, float d, float* y) {
   for (int j = 0; j < 16; ++j) {
-    y[j] = d * static_cast<float>(kIq4Levels[b[2 + j] & 0xF]);
-    y[j + 16] = d * static_cast<float>(kIq4Levels[b[2 + j] >> 4]);
+    y[j] = d * static_cast<float>(levels[qs[j] & 0xF]);
+    y[j + 16] = d * static_cast<float>(levels[qs[j] >> 4]);
   }
+}
+
+void iq4_nl(const uint8_t* b, float* y) {  // d, qs[16]
+  nibble_levels(kIq4Levels, b + 2, h(b), y);
 }
 
 void iq4_xs(const uint8_t* b, float* y) {  // d, scales_h (u16), scales_l[4], qs[128]
@@ -186,11 +195,7 @@ void iq4_xs(const uint8_t* b, float* y) {  // d, scales_h (u16), scales_l[4], qs
   const uint8_t* qs = b + 8;
   for (int ib = 0; ib < 8; ++ib) {
     const int ls = ((scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((scales_h >> (2 * ib)) & 3) << 4);
-    const float dl = d * static_cast<float>(ls - 32);
-    for (int j = 0; j < 16; ++j) {
-      y[j] = dl * static_cast<float>(kIq4Levels[qs[j] & 0xF]);
-      y[j + 16] = dl * static_cast<float>(kIq4Levels[qs[j] >> 4]);
-    }
+    nibble_levels(kIq4Levels, qs, d * static_cast<float>(ls - 32), y);
     y += 32;
     qs += 16;
   }
@@ -198,11 +203,7 @@ void iq4_xs(const uint8_t* b, float* y) {  // d, scales_h (u16), scales_l[4], qs
 
 void mxfp4(const uint8_t* b, float* y) {  // e (E8M0 scale), qs[16]
   // 2^(e - 127), halved for the doubled level table; e = 0 gives 2^-128 (a subnormal float).
-  const float d = std::ldexp(1.0f, static_cast<int>(b[0]) - 128);
-  for (int j = 0; j < 16; ++j) {
-    y[j] = d * static_cast<float>(kMxfp4Levels[b[1 + j] & 0xF]);
-    y[j + 16] = d * static_cast<float>(kMxfp4Levels[b[1 + j] >> 4]);
-  }
+  nibble_levels(kMxfp4Levels, b + 1, std::ldexp(1.0f, static_cast<int>(b[0]) - 128), y);
 }
 
 struct Codec {
@@ -226,33 +227,23 @@ const Codec* codec(uint32_t type) {
   return nullptr;
 }
 
+// n elements of type T (at any byte offset) to f32.
+template <typename T>
+void cast_to_f32(const uint8_t* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    T v;
+    std::memcpy(&v, src + static_cast<int64_t>(sizeof(T)) * i, sizeof(T));
+    dst[i] = static_cast<float>(v);
+  }
+}
+
 // f64 and the integer types widen (or narrow, for f64) to f32 element by element.
 bool plain_to_f32(uint32_t type, const uint8_t* src, float* dst, int64_t n) {
   switch (static_cast<GgmlType>(type)) {
-    case GgmlType::F64:
-      for (int64_t i = 0; i < n; ++i) {
-        double v;
-        std::memcpy(&v, src + 8 * i, 8);
-        dst[i] = static_cast<float>(v);
-      }
-      return true;
-    case GgmlType::I8:
-      for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(static_cast<int8_t>(src[i]));
-      return true;
-    case GgmlType::I16:
-      for (int64_t i = 0; i < n; ++i) {
-        int16_t v;
-        std::memcpy(&v, src + 2 * i, 2);
-        dst[i] = static_cast<float>(v);
-      }
-      return true;
-    case GgmlType::I32:
-      for (int64_t i = 0; i < n; ++i) {
-        int32_t v;
-        std::memcpy(&v, src + 4 * i, 4);
-        dst[i] = static_cast<float>(v);
-      }
-      return true;
+    case GgmlType::F64: cast_to_f32<double>(src, dst, n); return true;
+    case GgmlType::I8: cast_to_f32<int8_t>(src, dst, n); return true;
+    case GgmlType::I16: cast_to_f32<int16_t>(src, dst, n); return true;
+    case GgmlType::I32: cast_to_f32<int32_t>(src, dst, n); return true;
     default: return false;
   }
 }
@@ -329,14 +320,9 @@ Result<ConvertedTensor> convert_ggml_tensor(uint32_t type, const void* src, int6
   if (!target || !can_dequantize_ggml(type))
     return err(ErrorCode::kUnsupported, "GGUF tensor type ", ggml_type_name(type), " has no conversion");
   DType to = *target;
-  if (to == DType::f32 && c) {
+  if (to == DType::f32) {  // can_dequantize_ggml: a codec or a plain type
     auto buf = std::make_shared<std::vector<float>>(static_cast<size_t>(rows * cols));
     dequantize_ggml_row(type, src, buf->data(), rows * cols);
-    return ConvertedTensor{to, std::shared_ptr<const void>(buf, buf->data())};
-  }
-  if (to == DType::f32 && is_plain(type)) {
-    auto buf = std::make_shared<std::vector<float>>(static_cast<size_t>(rows * cols));
-    plain_to_f32(type, static_cast<const uint8_t*>(src), buf->data(), rows * cols);
     return ConvertedTensor{to, std::shared_ptr<const void>(buf, buf->data())};
   }
   if (!c || cols % c->elems != 0 || (to != DType::q8_0 && to != DType::q4_1) || cols % kQuantBlock != 0)
