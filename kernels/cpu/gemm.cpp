@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/cpu/convert.h"
 #include "kernels/cpu/cpu_features.h"
 
 #ifdef VRUN_HAVE_OPENBLAS
@@ -223,15 +224,9 @@ void load_row_f32(const void* src, DType t, int64_t stride, int64_t n, float* ds
 }
 
 void store_row_f32(const float* src, void* dst, DType t, int64_t n) {
-  switch (t) {
-    case DType::f16:
-      for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = f32_to_f16(src[i]);
-      break;
-    case DType::bf16:
-      for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = f32_to_bf16(src[i]);
-      break;
-    default: std::memcpy(dst, src, static_cast<size_t>(n) * 4);
-  }
+  // Any dtype but f16 and bf16 gets the f32 bits, as this function always did (its callers only
+  // pass float outputs).
+  cpu::store_row_f32(src, t == DType::f16 || t == DType::bf16 ? t : DType::f32, dst, n);
 }
 
 std::vector<int64_t> row_offsets(const TensorView& v) {

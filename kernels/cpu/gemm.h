@@ -24,9 +24,12 @@ void axpy_f32(float a, const float* x, float* y, int64_t n);
 // y[i] *= a (dense f32).
 void scale_f32(float a, float* y, int64_t n);
 
-// n elements of a f32/f16/bf16 row with element stride `stride` into dense f32.
+// n elements of a f32/f16/bf16 row with element stride `stride` into dense f32; the row may sit
+// at any byte offset (checkpoint data), and dense f16/bf16 rows widen with AVX2 where there is
+// AVX2. cpu::load_row_f32 (convert.h) is the version for every float and block dtype.
 void load_row_f32(const void* src, DType t, int64_t stride, int64_t n, float* dst);
-// n dense f32 into a dense f32/f16/bf16 row.
+// n dense f32 into a dense f32/f16/bf16 row: cpu::store_row_f32, with every other dtype
+// written as f32.
 void store_row_f32(const float* src, void* dst, DType t, int64_t n);
 
 // Element offsets of every row (all dims but the last, row-major) of a view.
