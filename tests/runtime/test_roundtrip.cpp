@@ -178,77 +178,79 @@ TEST(RoundTrip, BadCallsAreClearErrors) {
 namespace vrun::test {
 namespace {
 
-// One thread, and the validation layer on unless VRUN_VALIDATION=0 (machines without the layer
-// installed).
-Result<std::unique_ptr<Executor>> vulkan_executor(std::shared_ptr<const Program> program) {
+// The tiny transformer with the weights of `seed` on a Vulkan executor: one thread, and the
+// validation layer on unless VRUN_VALIDATION=0 (machines without the layer installed). Without a
+// Vulkan device the test is skipped and *ex stays null: the caller returns then.
+void vulkan_tiny_transformer(unsigned seed, TinyWeights* w, std::unique_ptr<Executor>* ex) {
+  *w = make_tiny_weights(TinyConfig{}, seed);
+  auto built = build_tiny_transformer(*w);
+  ASSERT_TRUE(built.is_ok()) << built.status().to_string();
   ExecutorOptions o;
   o.backend = BackendKind::kVulkan;
   o.threads = 1;
   const char* val = std::getenv("VRUN_VALIDATION");
   o.validation = !(val && std::string(val) == "0");
-  return Executor::create(std::move(program), o);
+  auto created = Executor::create(*built, o);
+  if (!created.is_ok()) GTEST_SKIP() << "no Vulkan device: " << created.status().message();
+  *ex = std::move(*created);
 }
 
 // The same program on the Vulkan backend (lavapipe here, a GPU elsewhere): same logits as the
 // float64 reference, nodes really on the GPU, and no validation-layer errors.
 TEST(RoundTrip, VulkanBackendMatchesReference) {
-  TinyConfig cfg;
-  const TinyWeights w = make_tiny_weights(cfg, 4321);
-  auto built = build_tiny_transformer(w);
-  ASSERT_TRUE(built.is_ok()) << built.status().to_string();
-  auto ex = vulkan_executor(*built);
-  if (!ex.is_ok()) GTEST_SKIP() << "no Vulkan device: " << ex.status().message();
-  const auto backends = (*ex)->node_backends("forward");
-  EXPECT_GT(std::count(backends.begin(), backends.end(), "vulkan"), 20) << (*ex)->device_description();
+  TinyWeights w;
+  std::unique_ptr<Executor> ex;
+  vulkan_tiny_transformer(4321, &w, &ex);
+  if (!ex) return;
+  const auto backends = ex->node_backends("forward");
+  EXPECT_GT(std::count(backends.begin(), backends.end(), "vulkan"), 20) << ex->device_description();
   std::vector<int> toks = {5, 1, 33, 8, 19};
   std::vector<int32_t> in(toks.begin(), toks.end());
-  auto out = (*ex)->run("forward", {TensorView::dense(in.data(), DType::i32, {1, 5})}, {{"pos", 0}});
+  auto out = ex->run("forward", {TensorView::dense(in.data(), DType::i32, {1, 5})}, {{"pos", 0}});
   ASSERT_TRUE(out.is_ok()) << out.status().to_string();
   expect_logits((*out)[0], reference_logits(w, toks), "vulkan prefill");
   for (int s = 0; s < 3; ++s) {
     int32_t t = 7 + s;
-    out = (*ex)->run("forward", {TensorView::dense(&t, DType::i32, {1, 1})}, {{"pos", static_cast<int64_t>(toks.size())}});
+    out = ex->run("forward", {TensorView::dense(&t, DType::i32, {1, 1})}, {{"pos", static_cast<int64_t>(toks.size())}});
     ASSERT_TRUE(out.is_ok()) << out.status().to_string();
     toks.push_back(t);
     expect_logits((*out)[0], reference_logits(w, toks), "vulkan decode step " + std::to_string(s));
   }
-  (*ex)->reset_state();
-  out = (*ex)->run("forward", {TensorView::dense(in.data(), DType::i32, {1, 5})}, {{"pos", 0}});
+  ex->reset_state();
+  out = ex->run("forward", {TensorView::dense(in.data(), DType::i32, {1, 5})}, {{"pos", 0}});
   ASSERT_TRUE(out.is_ok()) << out.status().to_string();
   expect_logits((*out)[0], reference_logits(w, {5, 1, 33, 8, 19}), "vulkan after reset");
-  EXPECT_EQ((*ex)->gpu_validation_errors(), 0u);
+  EXPECT_EQ(ex->gpu_validation_errors(), 0u);
 }
 
 // Calls that repeat (same method, symbol values and state residency) are recorded the first
 // time, captured the second and replayed after that: each round here feeds other tokens, so a
 // replay that kept stale inputs, outputs or cache writes would give other logits.
 TEST(RoundTrip, VulkanRepeatedCallsReplayWithFreshData) {
-  TinyConfig cfg;
-  const TinyWeights w = make_tiny_weights(cfg, 99);
-  auto built = build_tiny_transformer(w);
-  ASSERT_TRUE(built.is_ok()) << built.status().to_string();
-  auto ex = vulkan_executor(*built);
-  if (!ex.is_ok()) GTEST_SKIP() << "no Vulkan device: " << ex.status().message();
+  TinyWeights w;
+  std::unique_ptr<Executor> ex;
+  vulkan_tiny_transformer(99, &w, &ex);
+  if (!ex) return;
   for (int round = 0; round < 4; ++round) {
-    (*ex)->reset_state();
+    ex->reset_state();
     std::vector<int> toks = {3 + round, 1, 30 - round, 8, 19};
     std::vector<int32_t> in(toks.begin(), toks.end());
-    auto out = (*ex)->run("forward", {TensorView::dense(in.data(), DType::i32, {1, 5})}, {{"pos", 0}});
+    auto out = ex->run("forward", {TensorView::dense(in.data(), DType::i32, {1, 5})}, {{"pos", 0}});
     ASSERT_TRUE(out.is_ok()) << out.status().to_string();
     expect_logits((*out)[0], reference_logits(w, toks), "round " + std::to_string(round) + " prefill");
     for (int s = 0; s < 3; ++s) {
-      int32_t t = (7 + 5 * s + 3 * round) % cfg.vocab;
-      out = (*ex)->run("forward", {TensorView::dense(&t, DType::i32, {1, 1})}, {{"pos", static_cast<int64_t>(toks.size())}});
+      int32_t t = (7 + 5 * s + 3 * round) % w.cfg.vocab;
+      out = ex->run("forward", {TensorView::dense(&t, DType::i32, {1, 1})}, {{"pos", static_cast<int64_t>(toks.size())}});
       ASSERT_TRUE(out.is_ok()) << out.status().to_string();
       toks.push_back(t);
       expect_logits((*out)[0], reference_logits(w, toks), "round " + std::to_string(round) + " decode " + std::to_string(s));
     }
   }
   // Rounds 2 and 3 replay all four calls, unless this device cannot replay (no push descriptors).
-  const uint64_t replayed = (*ex)->gpu_replayed_calls();
+  const uint64_t replayed = ex->gpu_replayed_calls();
   EXPECT_TRUE(replayed == 8 || replayed == 0) << replayed;
   std::printf("replayed calls: %llu\n", static_cast<unsigned long long>(replayed));
-  EXPECT_EQ((*ex)->gpu_validation_errors(), 0u);
+  EXPECT_EQ(ex->gpu_validation_errors(), 0u);
 }
 
 }  // namespace
