@@ -440,6 +440,22 @@ Status Recorder::record_download(const BufferRef& src, uint64_t src_offset, void
 
 int Recorder::dispatch_count() const { return replay_ ? replay_->dispatches : dispatches_; }
 
+VkResult Recorder::submit_with_fence(VkCommandBuffer cmd) {
+  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &cmd;
+  VkResult r = vkQueueSubmit(ctx_.queue(), 1, &si, fence_);
+  if (r == VK_SUCCESS) r = vkWaitForFences(ctx_.device(), 1, &fence_, VK_TRUE, UINT64_MAX);
+  if (r != VK_SUCCESS) vkQueueWaitIdle(ctx_.queue());
+  return r;
+}
+
+void Recorder::finish_downloads(bool ok) {
+  if (ok)
+    for (auto& d : downloads_) std::memcpy(d.dst, d.src, d.bytes);
+  downloads_.clear();
+}
+
 Status Recorder::submit_and_wait() {
   if (replay_) return submit_replay();
   Status result = Status::ok();
@@ -452,17 +468,10 @@ Status Recorder::submit_and_wait() {
                          VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
     VRUN_VK_CHECK(vkEndCommandBuffer(cmd_), "ending a command buffer");
     recording_ = false;
-    VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
-    si.commandBufferCount = 1;
-    si.pCommandBuffers = &cmd_;
     const double t0 = stats_.on ? now_s() : 0;
     // The fence covers every earlier submission of the queue too (the flushed pieces).
-    VkResult r = vkQueueSubmit(ctx_.queue(), 1, &si, fence_);
-    if (r == VK_SUCCESS) r = vkWaitForFences(ctx_.device(), 1, &fence_, VK_TRUE, UINT64_MAX);
-    if (r != VK_SUCCESS) {
-      result = vk_error(r, "running a recorded method");
-      vkQueueWaitIdle(ctx_.queue());
-    }
+    const VkResult r = submit_with_fence(cmd_);
+    if (r != VK_SUCCESS) result = vk_error(r, "running a recorded method");
     if (stats_.on) {
       const double t1 = now_s();
       stats_.calls++;
@@ -502,9 +511,7 @@ Status Recorder::submit_and_wait() {
   since_flush_ = 0;
   cmd_index_ = 0;
   cmd_ = cmds_[0];
-  if (result.is_ok())
-    for (auto& d : downloads_) std::memcpy(d.dst, d.src, d.bytes);
-  downloads_.clear();
+  finish_downloads(result.is_ok());
   scratch_.clear();
   pending_writes_.clear();
   pending_reads_.clear();

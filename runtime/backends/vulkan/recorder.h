@@ -147,6 +147,11 @@ class Recorder {
   // Steady-clock seconds, for the VRUN_VK_STATS timings.
   static double now_s();
   Status submit_replay();
+  // Submits one command buffer signalling fence_ and waits for the fence; after a failure the
+  // queue is drained, so nothing in flight still uses the call's buffers. The caller resets fence_.
+  VkResult submit_with_fence(VkCommandBuffer cmd);
+  // Copies the downloads' staging into their destinations when the call succeeded; forgets them.
+  void finish_downloads(bool ok);
   Status begin_if_needed();
   // Ends the current command buffer and submits it without waiting; recording goes on in the next.
   Status flush();

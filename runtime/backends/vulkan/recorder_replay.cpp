@@ -1,6 +1,5 @@
 // Capture and replay of whole method calls (see Recorder::begin_capture): the recorder's state
 // machine for a call that is recorded once into a kept command buffer and submitted again later.
-#include <cstring>
 #include <tuple>
 
 #include "runtime/backends/vulkan/context.h"
@@ -72,15 +71,8 @@ Status Recorder::submit_replay() {
                  cap->uploads.size(), ", ", cap->downloads.size(), ")");
   const double t0 = stats_.on ? now_s() : 0;
   if (result.is_ok()) {
-    VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
-    si.commandBufferCount = 1;
-    si.pCommandBuffers = &cap->cmd;
-    VkResult r = vkQueueSubmit(ctx_.queue(), 1, &si, fence_);
-    if (r == VK_SUCCESS) r = vkWaitForFences(ctx_.device(), 1, &fence_, VK_TRUE, UINT64_MAX);
-    if (r != VK_SUCCESS) {
-      result = vk_error(r, "running a replayed method call");
-      vkQueueWaitIdle(ctx_.queue());
-    }
+    const VkResult r = submit_with_fence(cap->cmd);
+    if (r != VK_SUCCESS) result = vk_error(r, "running a replayed method call");
     vkResetFences(ctx_.device(), 1, &fence_);
   }
   if (stats_.on) {
@@ -96,9 +88,7 @@ Status Recorder::submit_replay() {
     stats_.last_wait_s = t1 - t0;
     stats_.last_in_record_s = stats_.last_in_dispatch_s = 0;
   }
-  if (result.is_ok())
-    for (auto& d : downloads_) std::memcpy(d.dst, d.src, d.bytes);
-  downloads_.clear();
+  finish_downloads(result.is_ok());
   return result;
 }
 
