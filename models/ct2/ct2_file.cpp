@@ -170,18 +170,16 @@ double element(const Variable& v, int64_t i) {
 
 }  // namespace
 
-Result<int64_t> File::scalar_int(const std::string& name) const {
-  const Variable* v = find(name);
-  if (!v) return err(ErrorCode::kNotFound, path_, ": no variable '", name, "'");
-  if (v->numel() != 1) return err(ErrorCode::kInvalidProgram, path_, ": '", name, "' should be a scalar, has ", v->numel(), " elements");
-  return static_cast<int64_t>(element(*v, 0));
-}
-
 Result<double> File::scalar_float(const std::string& name) const {
   const Variable* v = find(name);
   if (!v) return err(ErrorCode::kNotFound, path_, ": no variable '", name, "'");
   if (v->numel() != 1) return err(ErrorCode::kInvalidProgram, path_, ": '", name, "' should be a scalar, has ", v->numel(), " elements");
   return element(*v, 0);
+}
+
+Result<int64_t> File::scalar_int(const std::string& name) const {
+  VRUN_ASSIGN_OR_RETURN(double x, scalar_float(name));
+  return static_cast<int64_t>(x);
 }
 
 Result<Tensor> load_tensor(const File& file, const std::string& name) {
