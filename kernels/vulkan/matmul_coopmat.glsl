@@ -1,10 +1,11 @@
 // Body of the cooperative-matrix (tensor core) linear kernel for f16 or f32 x and f16 W [N, K]; the
 // NV and KHR variants define the matrix types and load/store/multiply macros, then include
-// this. 128x128 output tile per workgroup of 8 subgroups (32 invocations each, checked on the
-// host) arranged 2 x 4, each computing a 64x32 warp tile as 4x2 16x16 fragments. K advances
-// 64 at a time through shared memory kept as 16-byte words (one store per 8 halves); the next
-// step's global loads are issued before the current step's multiplies, so their latency hides
-// behind the tensor-core work. The host guarantees K % 8 == 0 and rows aligned to 8 elements.
+// this. The tile shape is a set of specialisation constants: WGM x WGN subgroups (32
+// invocations each, checked on the host), each computing an FM x FN grid of 16x16 fragments, so
+// a workgroup covers BM = 16 WGM FM rows by BN = 16 WGN FN columns; K advances BK at a time
+// through shared memory kept as 16-byte words (one store per 8 halves); the next step's global
+// loads are issued before the current step's multiplies, so their latency hides behind the
+// tensor-core work. The host guarantees K % 8 == 0 and rows aligned to 8 elements.
 // An f32 x is rounded to f16 as it is loaded (the tensor cores multiply halves; sums stay f32).
 // Accumulates in f32; bias and the output dtype are applied while each fragment is written out
 // through a per-subgroup staging area.
@@ -13,7 +14,14 @@
 // which the host checks), B f16 or f32 (rounded to f16 as it loads), no bias.
 // Bindings: 0 y, 1 x, 2 W, 3 bias.
 
-layout(local_size_x = 256) in;
+layout(local_size_x_id = 10) in;
+layout(constant_id = 5) const uint WGM = 2;
+layout(constant_id = 6) const uint WGN = 4;
+layout(constant_id = 7) const uint FM = 4;
+layout(constant_id = 8) const uint FN = 4;
+layout(constant_id = 9) const uint BK = 32;
+// Invocations: 32 WGM WGN (the local size, given by the host as this constant).
+layout(constant_id = 10) const uint NT = 256;
 layout(constant_id = 0) const uint DT_Y = 0;
 layout(constant_id = 1) const uint DT_BIAS = DT_NONE;
 layout(constant_id = 2) const uint DT_A = DT_F16;
@@ -35,13 +43,14 @@ layout(set = 0, binding = 1, std430) buffer BufAF4 { vec4 af4[]; };
 layout(set = 0, binding = 2, std430) buffer BufB4 { uvec4 w4[]; };
 layout(set = 0, binding = 2, std430) buffer BufBF4 { vec4 wf4[]; };
 
-const uint BM = 128, BN = 128, BK = 64;
-const uint CH = BK / 8u;        // 16-byte chunks per row and step
-const uint LDS4 = CH + 1u;      // padded row stride in 16-byte words (against bank conflicts)
-const uint PER = BM * CH / 256u;  // chunks per invocation per operand and step
+const uint BM = 16u * WGM * FM, BN = 16u * WGN * FN;
+const uint CH = BK / 8u;          // 16-byte chunks per row and step
+const uint LDS4 = CH + 1u;        // padded row stride in 16-byte words (against bank conflicts)
+const uint PA = BM * CH / NT;     // chunks per invocation and step: A
+const uint PB = BN * CH / NT;     // and B
 shared uvec4 As[BM * LDS4];  // [m][k]
 shared uvec4 Bs[BN * LDS4];  // [n][k]: column-major K x N for the B operand
-shared float Cs[8][16 * 16];
+shared float Cs[WGM * WGN][16 * 16];
 
 // Eight consecutive elements of x starting at element e (a multiple of 8), as packed halves.
 uvec4 load_a8(uint e) {
@@ -95,7 +104,7 @@ uvec4 load_b8(uint n, uint k) {
 void main() {
   uint t = gl_LocalInvocationID.x;
   uint warp = t / 32u, lane = t % 32u;
-  uint wm = (warp / 4u) * 64u, wn = (warp % 4u) * 32u;
+  uint wm = (warp / WGN) * (16u * FM), wn = (warp % WGN) * (16u * FN);
   uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
   uint a_base = pc.off_a, y_base = pc.off_y;
   if (IS_LINEAR == 0) {
@@ -105,45 +114,56 @@ void main() {
     y_base += z * pc.M * pc.N;
   }
 
-  C_T acc[4][2];
-  [[unroll]] for (uint i = 0; i < 4; ++i)
-    [[unroll]] for (uint j = 0; j < 2; ++j) acc[i][j] = C_T(0.0);
+  C_T acc[FM][FN];
+  [[unroll]] for (uint i = 0; i < FM; ++i)
+    [[unroll]] for (uint j = 0; j < FN; ++j) acc[i][j] = C_T(0.0);
 
-  uvec4 ra[PER], rb[PER];
-  [[unroll]] for (uint p = 0; p < PER; ++p) {
-    uint c = t + p * 256u, r = c / CH, k = (c % CH) * 8u;
-    uint m = m0 + r, n = n0 + r;
+  uvec4 ra[PA], rb[PB];
+  [[unroll]] for (uint p = 0; p < PA; ++p) {
+    uint c = t + p * NT, r = c / CH, k = (c % CH) * 8u;
+    uint m = m0 + r;
     ra[p] = (m < pc.M && k < pc.K) ? load_a8(a_base + m * pc.a_sm + k) : uvec4(0);
+  }
+  [[unroll]] for (uint p = 0; p < PB; ++p) {
+    uint c = t + p * NT, r = c / CH, k = (c % CH) * 8u;
+    uint n = n0 + r;
     rb[p] = (n < pc.N && k < pc.K) ? load_b8(n, k) : uvec4(0);
   }
   for (uint k0 = 0; k0 < pc.K; k0 += BK) {
     barrier();  // the previous step's multiplies are done with the tiles
-    [[unroll]] for (uint p = 0; p < PER; ++p) {
-      uint c = t + p * 256u, at = (c / CH) * LDS4 + c % CH;
-      As[at] = ra[p];
-      Bs[at] = rb[p];
+    [[unroll]] for (uint p = 0; p < PA; ++p) {
+      uint c = t + p * NT;
+      As[(c / CH) * LDS4 + c % CH] = ra[p];
+    }
+    [[unroll]] for (uint p = 0; p < PB; ++p) {
+      uint c = t + p * NT;
+      Bs[(c / CH) * LDS4 + c % CH] = rb[p];
     }
     barrier();
     uint k1 = k0 + BK;
     if (k1 < pc.K) {
-      [[unroll]] for (uint p = 0; p < PER; ++p) {
-        uint c = t + p * 256u, r = c / CH, k = k1 + (c % CH) * 8u;
-        uint m = m0 + r, n = n0 + r;
+      [[unroll]] for (uint p = 0; p < PA; ++p) {
+        uint c = t + p * NT, r = c / CH, k = k1 + (c % CH) * 8u;
+        uint m = m0 + r;
         ra[p] = (m < pc.M && k < pc.K) ? load_a8(a_base + m * pc.a_sm + k) : uvec4(0);
+      }
+      [[unroll]] for (uint p = 0; p < PB; ++p) {
+        uint c = t + p * NT, r = c / CH, k = k1 + (c % CH) * 8u;
+        uint n = n0 + r;
         rb[p] = (n < pc.N && k < pc.K) ? load_b8(n, k) : uvec4(0);
       }
     }
     [[unroll]] for (uint kk = 0; kk < CH; kk += 2u) {  // 16 halves = 2 words per fragment step
-      A_T a[4];
-      B_T b[2];
-      [[unroll]] for (uint i = 0; i < 4; ++i) LOAD_A(a[i], As, (wm + 16u * i) * LDS4 + kk, LDS4);
-      [[unroll]] for (uint j = 0; j < 2; ++j) LOAD_B(b[j], Bs, (wn + 16u * j) * LDS4 + kk, LDS4);
-      [[unroll]] for (uint i = 0; i < 4; ++i)
-        [[unroll]] for (uint j = 0; j < 2; ++j) acc[i][j] = MMA(a[i], b[j], acc[i][j]);
+      A_T a[FM];
+      B_T b[FN];
+      [[unroll]] for (uint i = 0; i < FM; ++i) LOAD_A(a[i], As, (wm + 16u * i) * LDS4 + kk, LDS4);
+      [[unroll]] for (uint j = 0; j < FN; ++j) LOAD_B(b[j], Bs, (wn + 16u * j) * LDS4 + kk, LDS4);
+      [[unroll]] for (uint i = 0; i < FM; ++i)
+        [[unroll]] for (uint j = 0; j < FN; ++j) acc[i][j] = MMA(a[i], b[j], acc[i][j]);
     }
   }
-  [[unroll]] for (uint i = 0; i < 4; ++i)
-    [[unroll]] for (uint j = 0; j < 2; ++j) {
+  [[unroll]] for (uint i = 0; i < FM; ++i)
+    [[unroll]] for (uint j = 0; j < FN; ++j) {
       STORE_C(acc[i][j], Cs[warp], 0, 16);
       subgroupMemoryBarrierShared();
       subgroupBarrier();

@@ -33,15 +33,19 @@ layout(constant_id = 7) const uint XVEC = 0;
 // 1: q4_1 rows start 4 bytes aligned (20-byte blocks keep it): 32-bit loads of W.
 layout(constant_id = 8) const uint A4 = 0;
 layout(constant_id = 10) const uint DT_RES = DT_NONE;
-// Norm prologue (linear's norm attribute): 0 none, 1 layer, 2 rms. x's MR rows are normalised
-// once per workgroup into shared memory as f32 (two-pass statistics, as the layer_norm op has
-// them) and read from there: the normalised rows are never written out, and the norm costs no
-// dispatch or barrier of its own. Bindings 5 (norm weight) and 6 (norm bias), both [K].
+// Norm (linear's norm attribute): 0 none, 1 layer, 2 rms, with no pass over x of its own (a
+// prologue that normalised x in shared memory cost the Llama-1B decode step 20%: its barriers
+// delay every workgroup's first weight loads). The dot products take g * x (g the norm weight),
+// each invocation sums x and x^2 over the elements it loads (every element of a row is loaded
+// once per workgroup), and the epilogue applies the statistics:
+//   rms:   y = rstd * sum_k w (g x)
+//   layer: y = rstd * (sum_k w (g x) - mean * sum_k w g) + sum_k w beta
+// where sum w g and sum w beta come from two extra "rows" of x (g and beta themselves) run through
+// the same dot-product code, so quantised weights need nothing of their own.
+// Bindings 5 (norm weight) and 6 (norm bias), both [K].
 layout(constant_id = 11) const uint NORM = 0;
 layout(constant_id = 12) const uint DT_G = DT_NONE;
 layout(constant_id = 13) const uint DT_BETA = DT_NONE;
-// Floats of shared memory for the normalised rows: MR * K rounded up to 4 (4 without a norm).
-layout(constant_id = 14) const uint XN = 4;
 BINDING(5)
 BINDING(6)
 
@@ -62,8 +66,13 @@ layout(push_constant) uniform Push {
 
 // Chunks each invocation has in flight per row.
 const uint U = 2;
-const uint NACC = RS * MR;
-shared float red[NACC * WG];
+// Rows of x the dot products run over: x's MR, then (layer norm) g and beta.
+const uint MX = MR + (NORM == 1u ? 2u : 0u);
+const uint NACC = RS * MX;
+// Accumulators: the dot products, then (norm) each row's sum of x and sum of x^2.
+const uint NS = NORM != 0u ? 2u * MR : 0u;
+const uint NA = NACC + NS;
+shared float red[NA * WG];
 
 // x[xo .. xo + 8) as floats (x's last dim is dense).
 void load_x8(uint xo, out float v[8]) {
@@ -89,83 +98,41 @@ void load_x8(uint xo, out float v[8]) {
   }
 }
 
-shared vec4 xn[XN / 4u];
+float acc[NA];
 
-// Sum of v over the workgroup (every invocation gets it); red[] is free until the epilogue.
-float wg_sum(float v) {
-  const uint t = gl_LocalInvocationID.x;
-#ifdef MATVEC_SHARED_REDUCE
-  red[t] = v;
-  barrier();
-  for (uint s = WG / 2u; s > 0u; s >>= 1) {
-    if (t < s) red[t] += red[t + s];
-    barrier();
-  }
-  const float r = red[0];
-#else
-  const float s = subgroupAdd(v);
-  if (subgroupElect()) red[gl_SubgroupID] = s;
-  barrier();
-  float r = 0.0;
-  for (uint p = 0; p < gl_NumSubgroups; ++p) r += red[p];
-#endif
-  barrier();
-  return r;
+// Eight elements of g (m == MR) or beta (m == MR + 1) from k.
+void load_param8(uint m, uint k, out float v[8]) {
+  [[unroll]] for (uint j = 0; j < 8u; ++j)
+    v[j] = m == MR ? load5(DT_G, pc.off_g + k + j) : DT_BETA != DT_NONE ? load6(DT_BETA, pc.off_beta + k + j) : 0.0;
 }
 
-// x's rows normalised into xn (NORM != 0). Each invocation normalises the elements it loaded,
-// so only the statistics cross invocations.
-void norm_prologue() {
-  const uint t = gl_LocalInvocationID.x, K = pc.K;
-  const float inv_k = 1.0 / float(K);
-  for (uint m = 0; m < MR; ++m) {
-    const uint xo = pc.off_x + m * pc.x_sm, base = m * K;
-    float s = 0.0;
-    for (uint k = t; k < K; k += WG) {
-      const float v = load1(DT_X, xo + k);
-      xn[(base + k) >> 2][(base + k) & 3u] = v;
-      s += NORM == 1u ? v : v * v;
-    }
-    float mean = 0.0, rstd;
-    if (NORM == 1u) {
-      mean = wg_sum(s) * inv_k;
-      float q = 0.0;
-      for (uint k = t; k < K; k += WG) {
-        const float d = xn[(base + k) >> 2][(base + k) & 3u] - mean;
-        q += d * d;
-      }
-      rstd = inversesqrt(wg_sum(q) * inv_k + pc.eps);
-    } else {
-      rstd = inversesqrt(wg_sum(s) * inv_k + pc.eps);
-    }
-    for (uint k = t; k < K; k += WG) {
-      const uint i = base + k;
-      float v = (xn[i >> 2][i & 3u] - mean) * rstd * load5(DT_G, pc.off_g + k);
-      if (DT_BETA != DT_NONE) v += load6(DT_BETA, pc.off_beta + k);
-      xn[i >> 2][i & 3u] = v;
-    }
-  }
-  barrier();
-}
-
-// Row m of x, elements k .. k + 8 (k % 8 == 0 and K % 8 == 0 when normalised).
+// Row m of the dot products' x, elements k .. k + 8: x itself, or (norm) g * x with the row's
+// statistics gathered on the way, or g / beta.
 void load_xr8(uint m, uint k, out float v[8]) {
-  if (NORM != 0u) {
-    const uint i = (m * pc.K + k) >> 2;
-    const vec4 a = xn[i], b = xn[i + 1u];
-    v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
-    v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+  if (NORM != 0u && m >= MR) {
+    load_param8(m, k, v);
     return;
   }
   load_x8(pc.off_x + m * pc.x_sm + k, v);
+  if (NORM != 0u) {
+    float g[8];
+    load_param8(MR, k, g);
+    [[unroll]] for (uint j = 0; j < 8u; ++j) {
+      acc[NACC + m] += v[j];
+      acc[NACC + MR + m] += v[j] * v[j];
+      v[j] *= g[j];
+    }
+  }
 }
 
 float load_xr1(uint m, uint k) {
-  if (NORM != 0u) {
-    const uint i = m * pc.K + k;
-    return xn[i >> 2][i & 3u];
-  }
-  return load1(DT_X, pc.off_x + m * pc.x_sm + k);
+  if (NORM != 0u && m >= MR)
+    return m == MR ? load5(DT_G, pc.off_g + k) : DT_BETA != DT_NONE ? load6(DT_BETA, pc.off_beta + k) : 0.0;
+  const float v = load1(DT_X, pc.off_x + m * pc.x_sm + k);
+  if (NORM == 0u) return v;
+  acc[NACC + m] += v;
+  acc[NACC + MR + m] += v * v;
+  return v * load5(DT_G, pc.off_g + k);
 }
 
 // Eight f16 or bf16 weights from one 16-byte load.
@@ -214,9 +181,7 @@ void main() {
   const uint row0 = flat_group() * RS;
   if (row0 >= pc.N) return;
   const uint t = gl_LocalInvocationID.x;
-  if (NORM != 0u) norm_prologue();
-  float acc[NACC];
-  [[unroll]] for (uint i = 0; i < NACC; ++i) acc[i] = 0.0;
+  [[unroll]] for (uint i = 0; i < NA; ++i) acc[i] = 0.0;
   uint rows[RS];
   [[unroll]] for (uint r = 0; r < RS; ++r) rows[r] = min(row0 + r, pc.N - 1u);
 
@@ -259,7 +224,7 @@ void main() {
         // low nibble and j + 16 in the high one, so a half is two runs of 8.
         const uint k0 = blk * 32u + (DT_W == DT_Q8_0 ? 16u * h : 8u * h);
         const uint k1 = DT_W == DT_Q8_0 ? k0 + 8u : k0 + 16u;
-        [[unroll]] for (uint m = 0; m < MR; ++m) {
+        [[unroll]] for (uint m = 0; m < MX; ++m) {
           float xa[8], xb[8];
           load_xr8(m, k0, xa);
           load_xr8(m, k1, xb);
@@ -289,7 +254,7 @@ void main() {
             const vec2 d = unpackHalf2x16(dm[s]);
             float v = d.x * sum;
             if (DT_W == DT_Q4_1) v += d.y * xsum;
-            acc[r * MR + m] += v;
+            acc[r * MX + m] += v;
           }
         }
       }
@@ -326,13 +291,13 @@ void main() {
             unpack8(wa[s], w[r]);
           }
         }
-        [[unroll]] for (uint m = 0; m < MR; ++m) {
+        [[unroll]] for (uint m = 0; m < MX; ++m) {
           float xv[8];
           load_xr8(m, it * 8u, xv);
           [[unroll]] for (uint r = 0; r < RS; ++r) {
             float sum = 0.0;
             [[unroll]] for (uint j = 0; j < 8u; ++j) sum += w[r][j] * xv[j];
-            acc[r * MR + m] += sum;
+            acc[r * MX + m] += sum;
           }
         }
       }
@@ -342,35 +307,56 @@ void main() {
     for (uint k = t; k < pc.K; k += WG) {
       float w[RS];
       [[unroll]] for (uint r = 0; r < RS; ++r) w[r] = load2(DT_W, pc.off_w + rows[r] * pc.K + k);
-      [[unroll]] for (uint m = 0; m < MR; ++m) {
+      [[unroll]] for (uint m = 0; m < MX; ++m) {
         const float xv = load_xr1(m, k);
-        [[unroll]] for (uint r = 0; r < RS; ++r) acc[r * MR + m] += w[r] * xv;
+        [[unroll]] for (uint r = 0; r < RS; ++r) acc[r * MX + m] += w[r] * xv;
       }
     }
   }
 
 #ifdef MATVEC_SHARED_REDUCE
-  [[unroll]] for (uint i = 0; i < NACC; ++i) red[i * WG + t] = acc[i];
+  [[unroll]] for (uint i = 0; i < NA; ++i) red[i * WG + t] = acc[i];
   barrier();
   for (uint s = WG / 2u; s > 0u; s >>= 1) {
     if (t < s)
-      [[unroll]] for (uint i = 0; i < NACC; ++i) red[i * WG + t] += red[i * WG + t + s];
+      [[unroll]] for (uint i = 0; i < NA; ++i) red[i * WG + t] += red[i * WG + t + s];
     barrier();
   }
   const uint parts = 1u;
 #else
-  [[unroll]] for (uint i = 0; i < NACC; ++i) {
+  [[unroll]] for (uint i = 0; i < NA; ++i) {
     const float s = subgroupAdd(acc[i]);
     if (subgroupElect()) red[i * WG + gl_SubgroupID] = s;
   }
   barrier();
   const uint parts = gl_NumSubgroups;
 #endif
-  for (uint i = t; i < NACC; i += WG) {
+  for (uint i = t; i < RS * MR; i += WG) {
     const uint r = i / MR, m = i % MR, n = row0 + r;
     if (n >= pc.N) continue;
+    float dot = 0.0;
+    for (uint p = 0; p < parts; ++p) dot += red[(r * MX + m) * WG + p];
+    if (NORM != 0u) {
+      float s1 = 0.0, s2 = 0.0;
+      for (uint p = 0; p < parts; ++p) {
+        s1 += red[(NACC + m) * WG + p];
+        s2 += red[(NACC + MR + m) * WG + p];
+      }
+      const float inv_k = 1.0 / float(pc.K);
+      if (NORM == 2u) {
+        dot *= inversesqrt(s2 * inv_k + pc.eps);
+      } else {
+        const float mean = s1 * inv_k, var = max(s2 * inv_k - mean * mean, 0.0);
+        float wg = 0.0, wb = 0.0;
+        for (uint p = 0; p < parts; ++p) {
+          wg += red[(r * MX + MR) * WG + p];
+          wb += red[(r * MX + MR + 1u) * WG + p];
+        }
+        dot = (dot - mean * wg) * inversesqrt(var + pc.eps) + wb;
+      }
+    }
     float v = DT_BIAS != DT_NONE ? load3(DT_BIAS, pc.off_b + n) : 0.0;
-    for (uint p = 0; p < parts; ++p) v += red[i * WG + p];
+    v += dot;
     // After the bias, as a separate add of the projection would round.
     if (DT_RES != DT_NONE) v += load4(DT_RES, pc.off_r + m * pc.r_sm + n);
     store0(DT_Y, pc.off_y + m * pc.N + n, v);

@@ -1,6 +1,8 @@
 // linear (matvec for decode-sized M, tiled matmul otherwise, cooperative-matrix matmul where the
 // device has it) and strided, broadcast bmm.
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 
 #include "runtime/backends/vulkan/context.h"
 #include "runtime/backends/vulkan/ops.h"
@@ -21,6 +23,40 @@ int64_t row_stride(const DeviceView& v) {
 }
 
 Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y);
+
+// The tensor-core matmul's tile (matmul_coopmat.glsl): WGM x WGN subgroups of FM x FN 16x16
+// fragments, K steps of BK. VRUN_MM_TILE=WGMxWGNxFMxFNxBK overrides it, for benchmarks that
+// compare shapes; a shape the kernel cannot take is refused with a warning.
+struct CoopTile {
+  // 128 x 256 tiles: on an H100 (bench/vulkan, 512x2048x8192 f16) 151.5 TFLOP/s against 143.4
+  // for 128 x 128 of 64 x 32 warp tiles and 85.9 for 128 x 128 on four subgroups.
+  int wgm = 2, wgn = 4, fm = 4, fn = 4, bk = 32;
+  int bm() const { return 16 * wgm * fm; }
+  int bn() const { return 16 * wgn * fn; }
+  int threads() const { return 32 * wgm * wgn; }
+  bool valid() const {
+    const int ch = bk / 8, shared = (bm() + bn()) * (ch + 1) * 16 + wgm * wgn * 1024;
+    return wgm > 0 && wgn > 0 && fm > 0 && fn > 0 && bk >= 16 && bk % 16 == 0 && threads() <= 1024 &&
+           bm() * ch % threads() == 0 && bn() * ch % threads() == 0 && shared <= 48 * 1024;
+  }
+  std::vector<int32_t> spec(DType y, int32_t bias, DType a, DType b, int linear) const {
+    return {dt_code(y), bias, dt_code(a), dt_code(b), linear, wgm, wgn, fm, fn, bk, threads()};
+  }
+};
+
+const CoopTile& coop_tile() {
+  static const CoopTile tile = [] {
+    CoopTile t;
+    const char* e = std::getenv("VRUN_MM_TILE");
+    if (!e || !*e) return t;
+    CoopTile o;
+    if (std::sscanf(e, "%dx%dx%dx%dx%d", &o.wgm, &o.wgn, &o.fm, &o.fn, &o.bk) == 5 && o.valid()) return o;
+    std::fprintf(stderr, "vrun: VRUN_MM_TILE=%s is not a tile the tensor-core matmul takes (WGMxWGNxFMxFNxBK within 48 KiB "
+                 "of shared memory); using %dx%dx%dx%dx%d\n", e, t.wgm, t.wgn, t.fm, t.fn, t.bk);
+    return t;
+  }();
+  return tile;
+}
 
 // The residual: decode rows add it (after the bias) in the matvec's epilogue; otherwise it is
 // added to y after the projection.
@@ -98,8 +134,9 @@ Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, cons
   const bool coop_ok = !coop.empty() && x_ok && w_ok && M >= 64 && K % 8 == 0 &&
                        row_stride(x) % 8 == 0 && offs[1] % 8 == 0;
   if (coop_ok) {
-    return rec.dispatch(coop, {dt_code(y.dtype), bias_dt, dt_code(x.dtype), dt_code(w.dtype)}, bindings, pw.w, pw.bytes(),
-                        static_cast<uint32_t>((N + 127) / 128), static_cast<uint32_t>((M + 127) / 128), 1);
+    const CoopTile& tl = coop_tile();
+    return rec.dispatch(coop, tl.spec(y.dtype, bias_dt, x.dtype, w.dtype, 1), bindings, pw.w, pw.bytes(),
+                        static_cast<uint32_t>((N + tl.bn() - 1) / tl.bn()), static_cast<uint32_t>((M + tl.bm() - 1) / tl.bm()), 1);
   }
   return rec.dispatch("matmul", {dt_code(x.dtype), dt_code(w.dtype), dt_code(y.dtype), bias_dt, 1}, bindings, pw.w,
                       pw.bytes(), static_cast<uint32_t>((N + 63) / 64), static_cast<uint32_t>((M + 63) / 64), 1);
@@ -187,8 +224,9 @@ Status record_bmm(Recorder& rec, const std::vector<DeviceView>& in, const Device
                          al8(b.strides[br - 1]) && al8(ya[0]) && al8(ya[1]) && al8(ya[2]) && al8(yb[0]) &&
                          al8(yb[1]) && al8(yb[2]) && offs[1] % 8 == 0 && offs[2] % 8 == 0;
     if (coop_ok) {
-      return rec.dispatch(coop, {dt_code(y.dtype), 255, dt_code(a.dtype), dt_code(b.dtype), 0}, bindings, pw.w, pw.bytes(),
-                          static_cast<uint32_t>((N + 127) / 128), static_cast<uint32_t>((M + 127) / 128),
+      const CoopTile& tl = coop_tile();
+      return rec.dispatch(coop, tl.spec(y.dtype, 255, a.dtype, b.dtype, 0), bindings, pw.w, pw.bytes(),
+                          static_cast<uint32_t>((N + tl.bn() - 1) / tl.bn()), static_cast<uint32_t>((M + tl.bm() - 1) / tl.bm()),
                           static_cast<uint32_t>(nb));
     }
     return rec.dispatch("matmul", {dt_code(a.dtype), dt_code(b.dtype), dt_code(y.dtype), 255, 0}, bindings, pw.w,

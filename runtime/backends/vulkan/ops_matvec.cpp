@@ -13,9 +13,8 @@ namespace {
 
 // The kernel keeps one accumulator per row of x in registers (its MR constant).
 constexpr int64_t kMaxRows = 8;
-// Shared memory for a norm prologue's rows (32 KiB of f32, beside the reduction's 4 KiB; the
-// q4_0 kernel stages up to 7168).
-constexpr int64_t kMaxNormFloats = 7168;
+// Rows of x and K a norm is folded into the kernel for (matvec_norm_fits).
+constexpr int64_t kMaxNormRows = 4, kMaxNormK = 7168;
 
 std::atomic<bool> g_force_shared_reduce{false};
 std::atomic<const Q4Tuning*> g_q4_tuning{nullptr};
@@ -46,8 +45,9 @@ bool matvec_rows(const DeviceView& x, const DeviceView& w) {
 
 bool matvec_norm_fits(const DeviceView& x, const DeviceView& w) {
   const int64_t K = w.shape.rank == 2 ? w.shape[1] : 0;
-  // The normalised rows are read 8 at a time from shared memory, where they take M * K floats.
-  return matvec_rows(x, w) && K % 8 == 0 && x.numel() <= kMaxNormFloats;
+  // Up to kMaxNormRows rows (a layer norm adds two more rows' accumulators); the q4_0 kernel
+  // normalises its staged x, which it stages up to kMaxNormK.
+  return matvec_rows(x, w) && x.numel() <= kMaxNormRows * K && K <= kMaxNormK;
 }
 
 Status record_matvec_linear(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y,
@@ -77,9 +77,9 @@ Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, co
                      const DeviceView* residual, int64_t residual_row_stride, const MatvecNorm* norm) {
   if (M < 1 || M > kMaxRows)
     return err(ErrorCode::kInternal, "vulkan: matvec takes 1..", kMaxRows, " rows of x, got ", M);
-  if (norm && (K % 8 || M * K > kMaxNormFloats || !norm->weight))
-    return err(ErrorCode::kInternal, "vulkan: matvec norm prologue over ", M, "x", K, " rows (at most ", kMaxNormFloats,
-               " floats, K % 8 == 0, a weight)");
+  if (norm && (M > kMaxNormRows || K > kMaxNormK || !norm->weight))
+    return err(ErrorCode::kInternal, "vulkan: matvec norm over ", M, "x", K, " rows (at most ", kMaxNormRows, "x", kMaxNormK,
+               ", with a weight)");
   if (is_quantized(w.dtype) && K % 32)
     return err(ErrorCode::kInvalidArgument, "vulkan: linear weight ", dtype_name(w.dtype), " needs K % 32 == 0, got K ",
                K);
@@ -131,6 +131,7 @@ Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, co
   int64_t rs = 4;
   while (rs > 1 && N / rs < 1024) rs /= 2;
   if (M > 4 && rs > 2) rs = 2;
+  if (norm && !norm->rms && M > 2 && rs > 2) rs = 2;  // two more accumulator rows per weight row
 
   // Invocations per workgroup: halved (down to 32) while the rest would still get the kernel's
   // two work items (8-element chunks or half-blocks; single elements without 16-byte loads)
@@ -142,13 +143,12 @@ Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, co
   PushWords pw;
   pw.u(N).u(K).u(x_row_stride).u(offs[0]).u(offs[1]).u(offs[2]).u(offs[3]).u(offs[4]).u(residual_row_stride);
   pw.f(eps).u(offs[5]).u(offs[6]);
-  const int32_t xn = norm ? static_cast<int32_t>((M * K + 3) / 4 * 4) : 4;
   uint32_t gx, gy;
   rec.grid_1d(static_cast<uint64_t>((N + rs - 1) / rs), &gx, &gy);
   return rec.dispatch(subgroups ? "matvec" : "matvec_shared",
                       {dt_code(x.dtype), dt_code(w.dtype), dt_code(y.dtype), bias ? dt_code(*bias) : 255,
                        static_cast<int32_t>(M), static_cast<int32_t>(rs), wvec ? 1 : 0, xvec ? 1 : 0, a4 ? 1 : 0,
-                       static_cast<int32_t>(wg), res_dt, norm_mode, g_dt, beta_dt, xn},
+                       static_cast<int32_t>(wg), res_dt, norm_mode, g_dt, beta_dt},
                       bindings, pw.w, pw.bytes(), gx, gy, 1);
 }
 
