@@ -100,10 +100,13 @@ void load_x8(uint xo, out float v[8]) {
 
 float acc[NA];
 
-// Eight elements of g (m == MR) or beta (m == MR + 1) from k.
+// Element k of g (m == MR) or beta (m == MR + 1; 0 without one).
+float load_param1(uint m, uint k) {
+  return m == MR ? load5(DT_G, pc.off_g + k) : DT_BETA != DT_NONE ? load6(DT_BETA, pc.off_beta + k) : 0.0;
+}
+
 void load_param8(uint m, uint k, out float v[8]) {
-  [[unroll]] for (uint j = 0; j < 8u; ++j)
-    v[j] = m == MR ? load5(DT_G, pc.off_g + k + j) : DT_BETA != DT_NONE ? load6(DT_BETA, pc.off_beta + k + j) : 0.0;
+  [[unroll]] for (uint j = 0; j < 8u; ++j) v[j] = load_param1(m, k + j);
 }
 
 // Row m of the dot products' x, elements k .. k + 8: x itself, or (norm) g * x with the row's
@@ -126,13 +129,12 @@ void load_xr8(uint m, uint k, out float v[8]) {
 }
 
 float load_xr1(uint m, uint k) {
-  if (NORM != 0u && m >= MR)
-    return m == MR ? load5(DT_G, pc.off_g + k) : DT_BETA != DT_NONE ? load6(DT_BETA, pc.off_beta + k) : 0.0;
+  if (NORM != 0u && m >= MR) return load_param1(m, k);
   const float v = load1(DT_X, pc.off_x + m * pc.x_sm + k);
   if (NORM == 0u) return v;
   acc[NACC + m] += v;
   acc[NACC + MR + m] += v * v;
-  return v * load5(DT_G, pc.off_g + k);
+  return v * load_param1(MR, k);
 }
 
 // Eight f16 or bf16 weights from one 16-byte load.
