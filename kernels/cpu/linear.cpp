@@ -8,6 +8,7 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/quant_dot.h"
+#include "kernels/cpu/vec_math.h"
 
 namespace vrun {
 
@@ -114,12 +115,34 @@ Status linear_kernel(const KernelCall& call) {
   const TensorView& w = call.input(1);
   TensorView& y = call.out[0];
   const int64_t k = w.shape[1], n = w.shape[0];
-  const int64_t m = k > 0 ? x.numel() / k : y.numel() / std::max<int64_t>(n, 1);
-  if (m == 0 || n == 0) return Status::ok();
+  if (n == 0 || y.numel() == 0) return Status::ok();
+  const int64_t m = y.numel() / n;
   if (!w.is_contiguous())
     return err(ErrorCode::kInvalidArgument, "linear: weight must be dense, got strides for ", w.shape.str());
+  const bool glu = call.attr().s("glu") == "silu";
   std::vector<float> xs;
-  const float* xf = dense_x(x, m, k, &xs);
+  const float* xf = nullptr;
+  if (k > 0) {
+    // x's rows (its trailing x_dims dims, 2K wide for glu) as dense f32: x's innermost dim
+    // gathered in row-major order is exactly that.
+    const int64_t last = x.shape[x.rank() - 1];
+    xf = dense_x(x, x.numel() / last, last, &xs);
+  }
+  if (glu && k > 0) {
+    // The gated row in f32, as the glu op computes it (first half times silu of the second),
+    // without the rounding to x's dtype that op's output would take.
+    std::vector<float> xg(static_cast<size_t>(m * k));
+    call.pool->parallel_for(m, 8, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const float* a = xf + i * 2 * k;
+        const float* b = a + k;
+        float* o = xg.data() + i * k;
+        for (int64_t j = 0; j < k; ++j) o[j] = a[j] * (b[j] * cpu::sigmoid_fast(b[j]));
+      }
+    });
+    xs.swap(xg);
+    xf = xs.data();
+  }
   const std::string& norm = call.attr().s("norm");
   if (norm != "none") {
     // The norm prologue: x's rows normalised in an f32 copy, as the layer_norm / rms_norm op would.

@@ -35,11 +35,28 @@ Status infer_linear(const std::vector<const TensorDesc*>& in, const Attrs& attrs
   if (!is_activation(w->dtype) && !is_quantized(w->dtype))
     return err(ErrorCode::kInvalidArgument, "linear: weight dtype must be f32/f16/bf16/q8_0/q4_0/q4_1, got ",
                dtype_name(w->dtype));
-  const int64_t k = x->shape[x->shape.rank - 1];
+  const std::string& glu = attrs.s("glu");
+  if (glu != "none" && glu != "silu")
+    return err(ErrorCode::kInvalidArgument, "linear: glu must be none or silu, got '", glu, "'");
+  const int64_t x_dims = attrs.i("x_dims");
+  if (x_dims < 1 || x_dims > x->shape.rank)
+    return err(ErrorCode::kInvalidArgument, "linear: x_dims must be in 1..", x->shape.rank, " (x's rank), got ", x_dims);
+  if (glu != "none" && x_dims != 1)
+    return err(ErrorCode::kInvalidArgument, "linear: glu = ", glu, " needs x_dims = 1, got x_dims = ", x_dims);
+  if (glu != "none" && attrs.s("norm") != "none")
+    return err(ErrorCode::kInvalidArgument, "linear: glu = ", glu, " and norm = ", attrs.s("norm"),
+               " cannot be combined (glu needs norm = none)");
+  // K: the trailing x_dims dims of x, halved for glu (its two halves make one x row).
+  int64_t xk = 1;
+  for (int64_t d = x->shape.rank - x_dims; d < x->shape.rank; ++d) xk *= x->shape[static_cast<int>(d)];
   const int64_t n = w->shape[0];
+  if (glu != "none" && xk != 2 * w->shape[1])
+    return err(ErrorCode::kInvalidArgument, "linear: glu = ", glu, " needs x's last dim = 2 * K = ", 2 * w->shape[1],
+               " for weight ", w->shape.str(), ", got x ", x->shape.str());
+  const int64_t k = glu != "none" ? xk / 2 : xk;
   if (w->shape[1] != k)
     return err(ErrorCode::kInvalidArgument, "linear: x ", x->shape.str(), " and weight ", w->shape.str(),
-               " disagree on K (", k, " vs ", w->shape[1], ")");
+               " disagree on K (", k, " vs ", w->shape[1], ")", x_dims > 1 ? " with x_dims > 1" : "");
   if (is_quantized(w->dtype) && k % kQuantBlock != 0)
     return err(ErrorCode::kInvalidArgument, "linear: ", dtype_name(w->dtype), " weight needs K % 32 == 0, got K = ", k);
   if (const TensorDesc* b = input_at(in, 2)) {
@@ -48,6 +65,8 @@ Status infer_linear(const std::vector<const TensorDesc*>& in, const Attrs& attrs
       return err(ErrorCode::kInvalidArgument, "linear: bias must be [", n, "], got ", b->shape.str());
   }
   TensorDesc y{x->dtype, x->shape};
+  y.shape.rank = x->shape.rank - static_cast<int>(x_dims) + 1;
+  for (int d = y.shape.rank; d < x->shape.rank; ++d) y.shape[d] = 0;
   y.shape[y.shape.rank - 1] = n;
   if (const TensorDesc* r = input_at(in, 3)) {
     VRUN_RETURN_IF_ERROR(need_activation("linear", "residual", *r));
@@ -167,6 +186,10 @@ Status infer_rope(const std::vector<const TensorDesc*>& in, const Attrs& attrs, 
   if (f->dtype != DType::f32 || f->shape.rank != 1 || f->shape[0] != rd / 2)
     return err(ErrorCode::kInvalidArgument, "rope: inv_freq must be f32 [", rd / 2, "], got ", dtype_name(f->dtype),
                " ", f->shape.str());
+  const int64_t heads = attrs.i("heads");
+  if (heads < 0 || heads > x->shape[r - 2] || (heads > 0 && seq == r - 2))
+    return err(ErrorCode::kInvalidArgument, "rope: heads ", heads, " must be in [0, ", x->shape[r - 2],
+               "] and the axis before the head dim must not be seq_axis, for x ", x->shape.str());
   out->push_back(*x);
   return Status::ok();
 }
