@@ -48,6 +48,9 @@ layout(constant_id = 12) const uint DT_G = DT_NONE;
 layout(constant_id = 13) const uint DT_BETA = DT_NONE;
 BINDING(5)
 BINDING(6)
+// 1: linear's glu = silu: x's rows hold 2K elements and the dot products take
+// x[k] * silu(x[K + k]) (f32), gated as each element is loaded.
+layout(constant_id = 14) const uint GLU = 0;
 
 layout(set = 0, binding = 1, std430) readonly buffer XF4 { vec4 xf4[]; };
 layout(set = 0, binding = 1, std430) readonly buffer XU4 { uvec4 xu4[]; };
@@ -100,6 +103,25 @@ void load_x8(uint xo, out float v[8]) {
 
 float acc[NA];
 
+float silu(float v) { return v / (1.0 + exp(-v)); }
+
+// Row m of x, elements k .. k + 8 (gated: the first half times silu of the second).
+void load_xrow8(uint m, uint k, out float v[8]) {
+  const uint xo = pc.off_x + m * pc.x_sm + k;
+  load_x8(xo, v);
+  if (GLU == 1u) {
+    float g[8];
+    load_x8(xo + pc.K, g);
+    [[unroll]] for (uint j = 0; j < 8u; ++j) v[j] *= silu(g[j]);
+  }
+}
+
+float load_xrow1(uint m, uint k) {
+  const uint xo = pc.off_x + m * pc.x_sm + k;
+  const float v = load1(DT_X, xo);
+  return GLU == 1u ? v * silu(load1(DT_X, xo + pc.K)) : v;
+}
+
 // Element k of g (m == MR) or beta (m == MR + 1; 0 without one).
 float load_param1(uint m, uint k) {
   return m == MR ? load5(DT_G, pc.off_g + k) : DT_BETA != DT_NONE ? load6(DT_BETA, pc.off_beta + k) : 0.0;
@@ -116,7 +138,7 @@ void load_xr8(uint m, uint k, out float v[8]) {
     load_param8(m, k, v);
     return;
   }
-  load_x8(pc.off_x + m * pc.x_sm + k, v);
+  load_xrow8(m, k, v);
   if (NORM != 0u) {
     float g[8];
     load_param8(MR, k, g);
@@ -130,7 +152,7 @@ void load_xr8(uint m, uint k, out float v[8]) {
 
 float load_xr1(uint m, uint k) {
   if (NORM != 0u && m >= MR) return load_param1(m, k);
-  const float v = load1(DT_X, pc.off_x + m * pc.x_sm + k);
+  const float v = load_xrow1(m, k);
   if (NORM == 0u) return v;
   acc[NACC + m] += v;
   acc[NACC + MR + m] += v * v;

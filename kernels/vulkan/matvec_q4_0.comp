@@ -34,6 +34,9 @@ layout(constant_id = 14) const uint DT_G = DT_NONE;
 layout(constant_id = 15) const uint DT_BETA = DT_NONE;
 BINDING(5)
 BINDING(6)
+// 1: linear's glu = silu: x holds 2K elements and the kernel takes x[k] * silu(x[K + k]) (f32),
+// gated as x is staged (or, unstaged, as it is loaded).
+layout(constant_id = 16) const uint GLU = 0;
 
 layout(set = 0, binding = 1, std430) readonly buffer XF4 { vec4 xf4[]; };
 layout(set = 0, binding = 1, std430) readonly buffer XU2 { uvec2 xu2[]; };
@@ -80,16 +83,29 @@ vec4 load6x4(uint k) {
   return vec4(load6(DT_BETA, k), load6(DT_BETA, k + 1u), load6(DT_BETA, k + 2u), load6(DT_BETA, k + 3u));
 }
 
-// x[32 b + 4 c .. + 4).
-vec4 xblk(uint b, uint c) {
-  if (XS == 1u) return xs[swz(b * 8u + c)];
-  const uint xo = pc.off_x + b * 32u + 4u * c;
-  if (XVEC == 1 && DT_X == DT_F32) return xf4[xo >> 2];
-  if (XVEC == 1 && DT_X == DT_F16) {
+// x's elements xo .. xo + 4 as stored; vector loads need XVEC and xo % 4 == 0.
+vec4 xraw4(uint xo, bool vec) {
+  if (vec && XVEC == 1 && DT_X == DT_F32) return xf4[xo >> 2];
+  if (vec && XVEC == 1 && DT_X == DT_F16) {
     const uvec2 p = xu2[xo >> 2];
     return vec4(unpackHalf2x16(p.x), unpackHalf2x16(p.y));
   }
   return vec4(load1(DT_X, xo), load1(DT_X, xo + 1u), load1(DT_X, xo + 2u), load1(DT_X, xo + 3u));
+}
+
+// Elements xo .. xo + 4 of the x the dot products take: gated (first half times silu of the
+// second, K further on) for GLU.
+vec4 xin4(uint xo, bool vec) {
+  const vec4 a = xraw4(xo, vec);
+  if (GLU == 0u) return a;
+  const vec4 g = xraw4(xo + pc.K, vec);
+  return a * (g / (1.0 + exp(-g)));
+}
+
+// x[32 b + 4 c .. + 4).
+vec4 xblk(uint b, uint c) {
+  if (XS == 1u) return xs[swz(b * 8u + c)];
+  return xin4(pc.off_x + b * 32u + 4u * c, true);
 }
 
 // 1 + (4-bit field of q at bit s) / 16, in [1, 2): the bits placed in a float's mantissa (exact;
@@ -106,8 +122,7 @@ void main() {
 
   if (XS == 1u) {
     for (uint s = t; s < (pc.K >> 2); s += WG) {
-      const uint xo = pc.off_x + 4u * s;
-      xs[swz(s)] = vec4(load1(DT_X, xo), load1(DT_X, xo + 1u), load1(DT_X, xo + 2u), load1(DT_X, xo + 3u));
+      xs[swz(s)] = xin4(pc.off_x + 4u * s, false);
     }
     if (NORM != 0u) {
       // Each invocation normalises the slots it staged: only the statistics cross invocations.

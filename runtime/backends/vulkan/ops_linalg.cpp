@@ -69,10 +69,52 @@ Status record_linear_plain(Recorder& rec, const std::vector<DeviceView>& in, con
   return record_eltwise(rec, kOpAdd, y, &y, &r, nullptr);
 }
 
+// glu = silu: decode rows are gated inside the matvec kernel as x is loaded; other shapes get
+// the gated rows in an f32 scratch tensor first (the glu op's math, unrounded).
+Status record_linear_glu(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y) {
+  const int64_t K = in[1].shape[1];
+  if (matvec_rows(in[0], in[1], true)) return record_matvec_linear(rec, in, y, nullptr, true);
+  const DeviceView& x = in[0];
+  const int last = x.shape.rank - 1;
+  Shape hs = x.shape;
+  hs[last] = K;
+  VRUN_ASSIGN_OR_RETURN(DeviceView xg, rec.scratch(DType::f32, hs));
+  DeviceView a = x, g = x;
+  a.shape = hs;
+  g.shape = hs;
+  g.offset += static_cast<uint64_t>(K * x.strides[last] * dtype_elem_size(x.dtype));
+  VRUN_RETURN_IF_ERROR(record_eltwise(rec, kOpGluSilu, xg, &a, &g, nullptr));
+  std::vector<DeviceView> rest(in.begin(), in.begin() + std::min<size_t>(in.size(), 4));
+  rest[0] = xg;
+  return record_linear_plain(rec, rest, y);
+}
+
+// x with its trailing x_dims dims merged into one dense K (copied when they are not dense).
+Result<DeviceView> merge_x_dims(Recorder& rec, const DeviceView& x, int x_dims) {
+  VRUN_ASSIGN_OR_RETURN(DeviceView v, rec.rows_view(x, x_dims));
+  const int lead = v.shape.rank - x_dims;
+  int64_t k = 1;
+  for (int i = lead; i < v.shape.rank; ++i) k *= v.shape[i];
+  v.shape.rank = lead + 1;
+  v.shape[lead] = k;
+  v.strides[lead] = 1;
+  return v;
+}
+
 // The norm prologue: decode rows are normalised inside the matvec kernel; other shapes get their
 // rows normalised into an f32 scratch tensor first, as the layer_norm / rms_norm op would.
-Status record_linear(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, const Attrs& attrs) {
+Status record_linear(Recorder& rec, const std::vector<DeviceView>& in_, const DeviceView& y, const Attrs& attrs) {
+  const int64_t x_dims = attrs.i("x_dims");
+  const bool glu = attrs.s("glu") == "silu";
   const std::string& norm = attrs.s("norm");
+  if (x_dims < 1 || x_dims > in_[0].shape.rank || (glu && (x_dims != 1 || norm != "none")))
+    return err(ErrorCode::kInvalidArgument, "vulkan: linear with x_dims = ", x_dims, ", glu = ", attrs.s("glu"), " and norm = ",
+               norm, " over x ", in_[0].shape.str(), " (glu needs x_dims = 1 and norm = none)");
+  std::vector<DeviceView> in = in_;
+  if (x_dims > 1) {
+    VRUN_ASSIGN_OR_RETURN(in[0], merge_x_dims(rec, in_[0], static_cast<int>(x_dims)));
+  }
+  if (glu) return record_linear_glu(rec, in, y);
   if (norm == "none") return record_linear_plain(rec, in, y);
   const bool rms = norm == "rms";
   if (in.size() < 5 || !in[4].present())

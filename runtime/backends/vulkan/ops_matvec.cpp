@@ -37,9 +37,9 @@ int64_t row_stride(const DeviceView& v) {
 
 }  // namespace
 
-bool matvec_rows(const DeviceView& x, const DeviceView& w) {
+bool matvec_rows(const DeviceView& x, const DeviceView& w, bool glu) {
   const int64_t K = w.shape.rank == 2 ? w.shape[1] : 0;
-  const int64_t M = K ? x.numel() / K : 0;
+  const int64_t M = K ? x.numel() / (glu ? 2 * K : K) : 0;
   return M >= 1 && M <= kMaxRows;
 }
 
@@ -51,7 +51,7 @@ bool matvec_norm_fits(const DeviceView& x, const DeviceView& w) {
 }
 
 Status record_matvec_linear(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y,
-                            const MatvecNorm* norm) {
+                            const MatvecNorm* norm, bool glu) {
   VRUN_ASSIGN_OR_RETURN(DeviceView x, rec.rows_view(in[0], 1));
   const DeviceView& w = in[1];
   DeviceView b, r;
@@ -63,10 +63,10 @@ Status record_matvec_linear(Recorder& rec, const std::vector<DeviceView>& in, co
     VRUN_ASSIGN_OR_RETURN(r, rec.rows_view(in[3], 1));
   }
   const int64_t K = w.shape[1], N = w.shape[0];
-  const int64_t M = K ? x.numel() / K : 0;
+  const int64_t M = K ? x.numel() / (glu ? 2 * K : K) : 0;
   if (N == 0) return Status::ok();
   return record_matvec(rec, x, w, has_bias ? &b : nullptr, y, M, N, K, row_stride(x), has_res ? &r : nullptr,
-                       has_res ? row_stride(r) : 0, norm);
+                       has_res ? row_stride(r) : 0, norm, glu);
 }
 
 void set_matvec_shared_reduce_for_testing(bool on) { g_force_shared_reduce = on; }
@@ -74,7 +74,8 @@ void set_q4_0_tuning_for_bench(const Q4Tuning* t) { g_q4_tuning = t; }
 
 Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, const DeviceView* bias,
                      const DeviceView& y, int64_t M, int64_t N, int64_t K, int64_t x_row_stride,
-                     const DeviceView* residual, int64_t residual_row_stride, const MatvecNorm* norm) {
+                     const DeviceView* residual, int64_t residual_row_stride, const MatvecNorm* norm, bool glu) {
+  if (glu && norm) return err(ErrorCode::kInvalidArgument, "vulkan: matvec takes glu or a norm, not both");
   if (M < 1 || M > kMaxRows)
     return err(ErrorCode::kInternal, "vulkan: matvec takes 1..", kMaxRows, " rows of x, got ", M);
   if (norm && (M > kMaxNormRows || K > kMaxNormK || !norm->weight))
@@ -94,8 +95,9 @@ Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, co
   const int64_t wv = w.dtype == DType::f32 ? 4 : 8;  // elements per 16 bytes
   const bool wvec = (w.dtype == DType::f32 || is_float16ish(w.dtype)) && K % 8 == 0 && offs[2] % wv == 0;
   const int64_t xv = x.dtype == DType::f32 ? 4 : 8;
+  // With glu the second half's loads (K further on) must keep the alignment too.
   const bool xvec = (x.dtype == DType::f32 || is_float16ish(x.dtype)) && offs[1] % xv == 0 &&
-                    (M == 1 || x_row_stride % xv == 0);
+                    (M == 1 || x_row_stride % xv == 0) && (!glu || K % xv == 0);
   const bool a4 = w.dtype == DType::q4_1 && offs[2] % 4 == 0;
   const bool subgroups = !g_force_shared_reduce && has_subgroup_arithmetic(rec.context());
 
@@ -121,7 +123,7 @@ Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, co
     rec.grid_1d(static_cast<uint64_t>((N + r - 1) / r), &gx, &gy);
     return rec.dispatch("matvec_q4_0",
                         {dt_code(x.dtype), 0, dt_code(y.dtype), bias ? dt_code(*bias) : 255, 0, 0, 0, xvec ? 1 : 0, 0,
-                         wgs, static_cast<int32_t>(xsn), rg, res_dt, norm_mode, g_dt, beta_dt},
+                         wgs, static_cast<int32_t>(xsn), rg, res_dt, norm_mode, g_dt, beta_dt, glu ? 1 : 0},
                         bindings, pw.w, pw.bytes(), gx, gy, 1);
   }
 
@@ -148,7 +150,7 @@ Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, co
   return rec.dispatch(subgroups ? "matvec" : "matvec_shared",
                       {dt_code(x.dtype), dt_code(w.dtype), dt_code(y.dtype), bias ? dt_code(*bias) : 255,
                        static_cast<int32_t>(M), static_cast<int32_t>(rs), wvec ? 1 : 0, xvec ? 1 : 0, a4 ? 1 : 0,
-                       static_cast<int32_t>(wg), res_dt, norm_mode, g_dt, beta_dt},
+                       static_cast<int32_t>(wg), res_dt, norm_mode, g_dt, beta_dt, glu ? 1 : 0},
                       bindings, pw.w, pw.bytes(), gx, gy, 1);
 }
 

@@ -17,6 +17,8 @@ namespace vrun::vulkan {
 // read and written by one invocation), y [M, N] dense.
 // norm: x's rows normalised first (linear's norm prologue), weight and bias dense [K] (bias
 // nullptr for rms or when absent); needs matvec_norm_fits.
+// glu: x's rows hold 2K elements (dense, rows x_row_stride apart) and the kernel projects
+// x[m, :K] * silu(x[m, K:]) (linear's glu = silu), gated as x is loaded; not with norm.
 struct MatvecNorm {
   bool rms = false;
   float eps = 1e-5f;
@@ -26,18 +28,20 @@ struct MatvecNorm {
 Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, const DeviceView* bias,
                      const DeviceView& y, int64_t M, int64_t N, int64_t K, int64_t x_row_stride,
                      const DeviceView* residual = nullptr, int64_t residual_row_stride = 0,
-                     const MatvecNorm* norm = nullptr);
+                     const MatvecNorm* norm = nullptr, bool glu = false);
 
-// Whether linear(x, w, ...) has few enough rows of x for the matvec kernel.
-bool matvec_rows(const DeviceView& x, const DeviceView& w);
+// Whether linear(x, w, ...) has few enough rows of x for the matvec kernel (rows of 2K
+// elements with glu).
+bool matvec_rows(const DeviceView& x, const DeviceView& w, bool glu = false);
 
 // Whether the matvec kernel can normalise x's rows itself (they fit its shared memory).
 bool matvec_norm_fits(const DeviceView& x, const DeviceView& w);
 
 // The linear op (inputs x, weight, bias?, residual? as ops.def has them) for matvec_rows shapes:
-// bias and residual both added in the kernel's epilogue; norm (nullptr: none) as record_matvec.
+// bias and residual both added in the kernel's epilogue; norm (nullptr: none) and glu as
+// record_matvec.
 Status record_matvec_linear(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y,
-                            const MatvecNorm* norm = nullptr);
+                            const MatvecNorm* norm = nullptr, bool glu = false);
 
 // Tests use this to run the shared-memory reduction kernel that devices without subgroup
 // arithmetic get, on a device that has it.
