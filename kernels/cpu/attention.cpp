@@ -174,11 +174,16 @@ Status rope_kernel(const KernelCall& call) {
   for (int a = seq + 1; a < r - 1; ++a) inner *= x.shape[a];
   const int64_t rows = static_cast<int64_t>(offs.size());
   const int64_t ye = dtype_elem_size(y.dtype);
+  const int64_t heads = at.i("heads"), nh = x.shape[r - 2];
   call.pool->parallel_for(rows, 64, [&](int64_t r0, int64_t r1) {
     std::vector<float> in(static_cast<size_t>(d)), out(static_cast<size_t>(d));
     for (int64_t row = r0; row < r1; ++row) {
       const int64_t s = (row / inner) % slen;
       load_row_f32(elem_ptr(x, offs[row]), x.dtype, x.strides[r - 1], d, in.data());
+      if (heads > 0 && row % nh >= heads) {  // a head past `heads` passes through
+        store_row_f32(in.data(), static_cast<uint8_t*>(y.data) + row * d * ye, y.dtype, d);
+        continue;
+      }
       const float* c = cs.data() + s * half;
       const float* sv = sn.data() + s * half;
       for (int64_t i = 0; i < half; ++i) {

@@ -1,6 +1,7 @@
 #version 450
 // Rotary embedding on a dense x [..., S, ..., D]; one invocation per output element reads its
-// pair partner. Bindings: 0 y, 1 x, 2 inv_freq.
+// pair partner. Bindings: 0 y, 1 x, 2 inv_freq. Rows of the axis before D from `heads` on (when
+// heads > 0) pass through.
 #include "common.glsl"
 
 layout(local_size_x = 256) in;
@@ -12,6 +13,7 @@ layout(constant_id = 3) const uint DT_Y = 0;
 layout(push_constant) uniform Push {
   uint n, D, S, seq_inner, rd, pos;
   uint off_y, off_x, off_f;
+  uint H, heads;  // extent of the axis before D; rows rotated along it (0: all)
 } pc;
 
 void main() {
@@ -22,7 +24,7 @@ void main() {
   uint xo = pc.off_x + idx;
   float x = load1(DT_X, xo);
   float y = x;
-  if (d < pc.rd) {
+  if (d < pc.rd && (pc.heads == 0u || (idx / pc.D) % pc.H < pc.heads)) {
     uint half_ = pc.rd / 2u;
     uint f;
     float partner, sgn;

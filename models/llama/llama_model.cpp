@@ -99,7 +99,9 @@ Result<std::shared_ptr<Program>> build_llama_program(const LlamaConfig& c, const
     int qkv = -1, qkv_b = -1, gate_up = -1;
   };
   std::vector<LayerW> L;
-  std::vector<int> k_cache, v_cache;
+  // One cache per layer, keys in heads [0, kv_heads) and values in [kv_heads, 2 kv_heads): a step
+  // writes both with one slice_update.
+  std::vector<int> kv_cache;
   const int64_t nq = c.heads * hd, nkv = c.kv_heads * hd;
   for (int64_t l = 0; l < c.layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
@@ -127,8 +129,7 @@ Result<std::shared_ptr<Program>> build_llama_program(const LlamaConfig& c, const
       w.up = weight(p + "ffn_up.weight", true);
     }
     L.push_back(w);
-    k_cache.push_back(pb.add_state("cache.k." + std::to_string(l), cache_dtype, {1, c.kv_heads, ctx, hd}));
-    v_cache.push_back(pb.add_state("cache.v." + std::to_string(l), cache_dtype, {1, c.kv_heads, ctx, hd}));
+    kv_cache.push_back(pb.add_state("cache.kv." + std::to_string(l), cache_dtype, {1, 2 * c.kv_heads, ctx, hd}));
   }
   VRUN_RETURN_IF_ERROR(missing);
 
@@ -153,32 +154,32 @@ Result<std::shared_ptr<Program>> build_llama_program(const LlamaConfig& c, const
       const LayerW& w = L[l];
       const std::string p = "blk." + std::to_string(l) + ".";
       const std::vector<NamedAttr> rope_attrs = {{"pos", pos}, {"mode", rope_mode_name(c.rope_mode)}};
-      Val q, k, v;
+      // q, k and v heads side by side: [1, seq, heads + 2 kv_heads, hd].
+      Val q, kv;
       if (w.qkv >= 0) {
-        // One projection; q and k heads side by side get one rope (same positions, same frequencies).
-        Val qkv = normed(x, w.attn_norm, w.qkv, w.qkv_b, p + "attn_qkv");
-        auto cols = [&](int64_t from, int64_t to, int64_t heads) {
-          return g.op(OpKind::reshape, {g.op(OpKind::slice, {qkv}, {{"axis", 2}, {"start", from}, {"end", to}})},
-                      {{"shape", {1, -1, heads, hd}}});
-        };
-        Val qk = g.op(OpKind::rope, {cols(0, nq + nkv, c.heads + c.kv_heads), inv}, rope_attrs, p + "rope_qk");
-        q = g.op(OpKind::slice, {qk}, {{"axis", 2}, {"start", 0}, {"end", c.heads}});
-        k = g.op(OpKind::slice, {qk}, {{"axis", 2}, {"start", c.heads}, {"end", c.heads + c.kv_heads}});
-        v = cols(nq + nkv, nq + 2 * nkv, c.kv_heads);
+        // One projection and one rope over its q and k heads (same positions, same frequencies),
+        // the v heads passing through beside them.
+        Val qkv = g.op(OpKind::reshape, {normed(x, w.attn_norm, w.qkv, w.qkv_b, p + "attn_qkv")},
+                       {{"shape", {1, -1, c.heads + 2 * c.kv_heads, hd}}});
+        std::vector<NamedAttr> qk_only = rope_attrs;
+        qk_only.push_back({"heads", c.heads + c.kv_heads});
+        Val r = g.op(OpKind::rope, {qkv, inv}, qk_only, p + "rope_qk");
+        q = g.op(OpKind::slice, {r}, {{"axis", 2}, {"start", 0}, {"end", c.heads}});
+        kv = g.op(OpKind::slice, {r}, {{"axis", 2}, {"start", c.heads}, {"end", c.heads + 2 * c.kv_heads}});
       } else {
         q = g.op(OpKind::reshape, {normed(x, w.attn_norm, w.q, w.qb, p + "attn_q")}, {{"shape", {1, -1, c.heads, hd}}});
-        k = g.op(OpKind::reshape, {normed(x, w.attn_norm, w.k, w.kb, p + "attn_k")}, {{"shape", {1, -1, c.kv_heads, hd}}});
-        v = g.op(OpKind::reshape, {normed(x, w.attn_norm, w.v, w.vb, p + "attn_v")}, {{"shape", {1, -1, c.kv_heads, hd}}});
+        Val k = g.op(OpKind::reshape, {normed(x, w.attn_norm, w.k, w.kb, p + "attn_k")}, {{"shape", {1, -1, c.kv_heads, hd}}});
+        Val v = g.op(OpKind::reshape, {normed(x, w.attn_norm, w.v, w.vb, p + "attn_v")}, {{"shape", {1, -1, c.kv_heads, hd}}});
         q = g.op(OpKind::rope, {q, inv}, rope_attrs, p + "rope_q");
         k = g.op(OpKind::rope, {k, inv}, rope_attrs, p + "rope_k");
+        kv = g.op(OpKind::concat, {k, v}, {{"axis", 2}});
       }
       // slice_update converts to the cache's type as it writes.
-      Val kc = g.op(OpKind::slice_update, {g.state(k_cache[l]), g.op(OpKind::permute, {k}, to_heads)},
-                    {{"axis", 2}, {"start", pos}}, p + "cache_k");
-      Val vc = g.op(OpKind::slice_update, {g.state(v_cache[l]), g.op(OpKind::permute, {v}, to_heads)},
-                    {{"axis", 2}, {"start", pos}}, p + "cache_v");
-      Val keys = g.op(OpKind::slice, {kc}, {{"axis", 2}, {"start", 0}, {"end", pos + seq}});
-      Val vals = g.op(OpKind::slice, {vc}, {{"axis", 2}, {"start", 0}, {"end", pos + seq}});
+      Val kvc = g.op(OpKind::slice_update, {g.state(kv_cache[l]), g.op(OpKind::permute, {kv}, to_heads)},
+                     {{"axis", 2}, {"start", pos}}, p + "cache_kv");
+      Val cached = g.op(OpKind::slice, {kvc}, {{"axis", 2}, {"start", 0}, {"end", pos + seq}});
+      Val keys = g.op(OpKind::slice, {cached}, {{"axis", 1}, {"start", 0}, {"end", c.kv_heads}});
+      Val vals = g.op(OpKind::slice, {cached}, {{"axis", 1}, {"start", c.kv_heads}, {"end", 2 * c.kv_heads}});
       Val att = g.op(OpKind::sdpa, {g.op(OpKind::permute, {q}, to_heads), keys, vals}, {{"causal", 1}}, p + "attn");
       att = g.op(OpKind::reshape, {g.op(OpKind::permute, {att}, to_heads)}, {{"shape", {1, -1, c.heads * hd}}});
       x = linear(att, w.o, -1, p + "attn_output", x);

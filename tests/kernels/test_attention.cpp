@@ -170,7 +170,7 @@ TEST(Sdpa, RejectsBadShapes) {
 // rope in float64 with the angle rounded as the kernel's contract says: float(pos) * inv_freq
 // in f32, then exact cos/sin.
 std::vector<double> ref_rope(const TensorView& x, const std::vector<float>& f, int64_t pos, int seq, bool inter,
-                             int64_t rd) {
+                             int64_t rd, int64_t heads = 0) {
   const int r = x.rank();
   const int64_t d = x.shape[r - 1];
   std::vector<double> out;
@@ -179,7 +179,7 @@ std::vector<double> ref_rope(const TensorView& x, const std::vector<float>& f, i
     int64_t j[kMaxRank];
     std::copy(idx, idx + r, j);
     double y = load_double(x, idx);
-    if (c < rd) {
+    if (c < rd && (heads == 0 || idx[r - 2] < heads)) {
       const int64_t half = rd / 2;
       const int64_t pair = inter ? c / 2 : c % half;
       const bool first = inter ? c % 2 == 0 : c < half;
@@ -195,7 +195,8 @@ std::vector<double> ref_rope(const TensorView& x, const std::vector<float>& f, i
   return out;
 }
 
-void check_rope(const TensorView& x, int64_t pos, int seq_axis, const char* mode, int64_t rotary_dim, double tol) {
+void check_rope(const TensorView& x, int64_t pos, int seq_axis, const char* mode, int64_t rotary_dim, double tol,
+                int64_t heads = 0) {
   const int64_t d = x.shape[x.rank() - 1], rd = rotary_dim ? rotary_dim : d;
   HostTensor f = make_tensor(DType::f32, Shape{rd / 2});
   std::vector<float> fv;
@@ -203,11 +204,12 @@ void check_rope(const TensorView& x, int64_t pos, int seq_axis, const char* mode
   std::copy(fv.begin(), fv.end(), f.view.ptr<float>());
   Attrs at(OpKind::rope);
   at.set_i("pos", pos).set_i("seq_axis", seq_axis).set_s("mode", mode).set_i("rotary_dim", rotary_dim);
+  at.set_i("heads", heads);
   RunResult r = run_cpu(OpKind::rope, {x, f.view}, at);
   ASSERT_TRUE(r.status.is_ok()) << r.status.to_string();
   const int seq = normalize_axis(seq_axis, x.rank());
-  expect_close(to_doubles(r.outputs[0].view), ref_rope(x, fv, pos, seq, std::string(mode) == "interleaved", rd), tol,
-               tol, mode);
+  expect_close(to_doubles(r.outputs[0].view), ref_rope(x, fv, pos, seq, std::string(mode) == "interleaved", rd, heads),
+               tol, tol, mode);
 }
 
 TEST(Rope, HalfAndInterleavedModes) {
@@ -223,6 +225,17 @@ TEST(Rope, HalfAndInterleavedModes) {
   check_rope(xh.view, 5, 1, "half", 0, 1e-3);
 }
 
+// Stacked q, k and v heads: the first `heads` rotate, the values pass through bit for bit.
+TEST(Rope, LeadingHeadsOnly) {
+  std::mt19937 rng(8);
+  HostTensor x = random_tensor(DType::f32, Shape{1, 3, 7, 16}, rng);  // [B, S, q 4 + k 1 + v 2 heads, D]
+  check_rope(x.view, 9, -3, "half", 0, 2e-6, 5);
+  check_rope(x.view, 9, -3, "interleaved", 8, 2e-6, 1);
+  check_rope(x.view, 9, -3, "half", 0, 2e-6, 7);  // all of them
+  HostTensor xs = random_strided(DType::f16, Shape{2, 5, 6, 8}, {0, 2, 1, 3}, 3, rng);
+  check_rope(xs.view, 3, 1, "half", 0, 1e-3, 4);
+}
+
 TEST(Rope, RejectsBadAttributes) {
   std::mt19937 rng(7);
   HostTensor x = random_tensor(DType::f32, Shape{4, 2, 8}, rng);
@@ -233,6 +246,13 @@ TEST(Rope, RejectsBadAttributes) {
             std::string::npos);
   HostTensor f3 = random_tensor(DType::f32, Shape{3}, rng);
   EXPECT_NE(run_cpu(OpKind::rope, {x.view, f3.view}, Attrs(OpKind::rope)).status.message().find("inv_freq must be"),
+            std::string::npos);
+  Attrs heads(OpKind::rope);
+  heads.set_i("heads", 3);  // x has 2 rows on the axis before D
+  EXPECT_NE(run_cpu(OpKind::rope, {x.view, f.view}, heads).status.message().find("rope: heads 3"), std::string::npos);
+  Attrs seq_heads(OpKind::rope);
+  seq_heads.set_i("heads", 1).set_i("seq_axis", -2);  // the axis before D is the sequence
+  EXPECT_NE(run_cpu(OpKind::rope, {x.view, f.view}, seq_heads).status.message().find("rope: heads 1"),
             std::string::npos);
   Attrs mode(OpKind::rope);
   mode.set_s("mode", "spiral");

@@ -230,34 +230,42 @@ TEST_F(VkAttention, RopeHalfAndInterleaved) {
   std::mt19937 rng(22);
   const int64_t B = 2, S = 7, H = 3, D = 24, rd = 16, pos = 37;
   HostTensor f = make_tensor(DType::f32, Shape{rd / 2});
-  for (int64_t i = 0; i < rd / 2; ++i) f.view.ptr<float>()[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / rd));
+  for (int64_t i = 0; i < rd / 2; ++i)
+    f.view.ptr<float>()[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / rd));
   for (DType dt : {DType::f32, DType::f16}) {
     for (const char* mode : {"half", "interleaved"}) {
-      HostTensor x = random_strided(dt, Shape{B, S, H, D}, {0, 2, 1, 3}, 3, rng);
-      Attrs a(OpKind::rope);
-      a.set_i("pos", pos).set_s("mode", mode).set_i("rotary_dim", rd);
-      auto out = run_gpu(OpKind::rope, {&x, &f}, a);
-      const auto xv = to_doubles(x.view);
-      std::vector<double> want(xv.size());
-      const bool inter = std::string(mode) == "interleaved";
-      for (int64_t r = 0; r < B * S * H; ++r) {
-        const int64_t s = (r / H) % S;
-        const double* xr = &xv[r * D];
-        for (int64_t d = 0; d < D; ++d) {
-          double y = xr[d];
-          if (d < rd) {
-            const int64_t fi = inter ? d / 2 : d % (rd / 2);
-            const double ang = static_cast<double>(pos + s) * f.view.ptr<float>()[fi];
-            if (inter) y = d % 2 == 0 ? xr[d] * std::cos(ang) - xr[d + 1] * std::sin(ang) : xr[d] * std::cos(ang) + xr[d - 1] * std::sin(ang);
-            else y = d < rd / 2 ? xr[d] * std::cos(ang) - xr[d + rd / 2] * std::sin(ang) : xr[d] * std::cos(ang) + xr[d - rd / 2] * std::sin(ang);
+      for (int64_t heads : {0, 2}) {  // 2: the last head passes through
+        HostTensor x = random_strided(dt, Shape{B, S, H, D}, {0, 2, 1, 3}, 3, rng);
+        Attrs a(OpKind::rope);
+        a.set_i("pos", pos).set_s("mode", mode).set_i("rotary_dim", rd).set_i("heads", heads);
+        auto out = run_gpu(OpKind::rope, {&x, &f}, a);
+        const auto xv = to_doubles(x.view);
+        std::vector<double> want(xv.size());
+        const bool inter = std::string(mode) == "interleaved";
+        for (int64_t r = 0; r < B * S * H; ++r) {
+          const int64_t s = (r / H) % S;
+          const double* xr = &xv[r * D];
+          for (int64_t d = 0; d < D; ++d) {
+            double y = xr[d];
+            if (d < rd && (heads == 0 || r % H < heads)) {
+              const int64_t fi = inter ? d / 2 : d % (rd / 2);
+              const double ang = static_cast<double>(pos + s) * f.view.ptr<float>()[fi];
+              if (inter)
+                y = d % 2 == 0 ? xr[d] * std::cos(ang) - xr[d + 1] * std::sin(ang)
+                               : xr[d] * std::cos(ang) + xr[d - 1] * std::sin(ang);
+              else
+                y = d < rd / 2 ? xr[d] * std::cos(ang) - xr[d + rd / 2] * std::sin(ang)
+                               : xr[d] * std::cos(ang) + xr[d - rd / 2] * std::sin(ang);
+            }
+            want[r * D + d] = y;
           }
-          want[r * D + d] = y;
         }
       }
-      expect_close(to_doubles(out[0].view), want, 2e-5, rtol_for(dt) + 1e-5, (std::string("rope ") + mode).c_str());
     }
   }
 }
 
 }  // namespace
 }  // namespace vrun::test
+        expect_close(to_doubles(out[0].view), want, 2e-5, rtol_for(dt) + 1e-5,
+                     (std::string("rope ") + mode).c_str());

@@ -219,3 +219,4 @@ Status record_attention(Recorder& rec, OpKind op, const std::vector<DeviceView>&
 }
 
 }  // namespace vrun::vulkan
+  pw.u(x.shape[r - 2]).u(attrs.i("heads"));

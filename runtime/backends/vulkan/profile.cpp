@@ -32,6 +32,7 @@ std::unique_ptr<GpuProfile> GpuProfile::create(Context& ctx) {
   qi.queryCount = kQueries;
   if (vkCreateQueryPool(ctx.device(), &qi, nullptr, &p->pool_) != VK_SUCCESS) return nullptr;
   p->ns_per_tick_ = ctx.limits().timestampPeriod;
+  p->by_grid_ = std::string_view(e) == "grid";
   p->valid_mask_ = bits >= 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1;
   return p;
 }

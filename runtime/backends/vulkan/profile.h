@@ -2,7 +2,9 @@
 // every dispatch and copy; the time between one and the next is charged to the later command
 // (launch, barrier wait and run time together: what that command costs the queue), and the time
 // between the end of one submitted piece and the start of the next to "(idle: host recording)".
-// Totals are printed to stderr when the recorder goes away.
+// Totals are printed to stderr when the recorder goes away. VRUN_VK_PROFILE=grid also splits each
+// kernel's row by its workgroup count, which tells apart the shapes one kernel runs at (the
+// projections of a decode step, say).
 #pragma once
 
 #include <vulkan/vulkan.h>
@@ -30,6 +32,7 @@ class GpuProfile {
   void begin_call(VkCommandBuffer cmd);
   void begin_piece(VkCommandBuffer cmd);
   void after(VkCommandBuffer cmd, std::string_view label);
+  bool by_grid() const { return by_grid_; }
   // After the call's fence: reads the timestamps back and adds them up.
   void collect();
 
@@ -46,6 +49,7 @@ class GpuProfile {
     double ns = 0;
   };
   std::map<std::string, Total, std::less<>> totals_;
+  bool by_grid_ = false;
   uint64_t calls_ = 0;
   double busy_ns_ = 0;
 };

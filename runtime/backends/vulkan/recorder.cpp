@@ -327,8 +327,9 @@ Status Recorder::dispatch_impl(std::string_view kernel, std::span<const int32_t>
   vkCmdDispatch(cmd_, gx, gy, gz);
   if (profile_) {
     // Elementwise passes by opcode (copies, adds, ...): one kernel does them all.
-    if (kernel == "eltwise" && !spec.empty()) profile_->after(cmd_, "eltwise op " + std::to_string(spec[0]));
-    else profile_->after(cmd_, kernel);
+    std::string label = kernel == "eltwise" && !spec.empty() ? "eltwise op " + std::to_string(spec[0]) : std::string(kernel);
+    if (profile_->by_grid()) label += " x" + std::to_string(uint64_t{gx} * gy * gz);
+    profile_->after(cmd_, label);
   }
   dispatches_++;
   if (++since_flush_ >= flush_threshold(flushes_) && pieces_ && !capture_) return flush();
