@@ -74,8 +74,10 @@ TEST_F(VkAttention, SdpaCausalGqaStridedCache) {
   }
 }
 
-// Decode-like shapes (few query rows, long cache) take the split-K path with a combine pass.
+// Decode-like shapes (few query rows, long cache) under VRUN_SDPA=split take the split-K path with
+// a combine pass (by default they go to the one-pass decode kernel, see VkSdpa.DecodeOnePass).
 TEST_F(VkAttention, SdpaSplitKeysCausalDecode) {
+  setenv("VRUN_SDPA", "split", 1);
   std::mt19937 rng(23);
   const int64_t B = 1, Hq = 4, Hkv = 1, Lq = 2, Lk = 1500, D = 64;
   HostTensor q = random_tensor(DType::f16, Shape{B, Hq, Lq, D}, rng);
@@ -86,6 +88,7 @@ TEST_F(VkAttention, SdpaSplitKeysCausalDecode) {
   auto out = run_gpu(OpKind::sdpa, {&q, &k, &v, nullptr}, a);
   expect_close(to_doubles(out[0].view), sdpa_ref(q.view, k.view, v.view, nullptr, 1 / std::sqrt(64.0), true), 1e-5, 2e-3,
                "sdpa split causal decode");
+  unsetenv("VRUN_SDPA");
 }
 
 TEST_F(VkAttention, SdpaMasksAndLongKeys) {
@@ -199,12 +202,15 @@ TEST_F(VkSdpa, TiledTailsHeadDimsAndMasks) {
   for (size_t i = 0; i < cases.size(); ++i) check(cases[i], 30 + static_cast<uint32_t>(i));
 }
 
-// Decode and short-prompt shapes (and a few query blocks over a long cache) take the row kernel
-// (split over key chunks past 64 keys, merged by the combine pass): 1 / 7 query rows, 1 / 7 / 33 / 130 / 1500 keys, GQA groups of 4, head
-// dims 64 / 80 / 128 / 256, masks.
+// Short-prompt shapes (and a few query blocks over a long cache) take the row kernel (split over
+// key chunks past 64 keys, merged by the combine pass), and so do decode shapes under
+// VRUN_SDPA=split (the comparison switch for the one-pass decode kernel): 1 / 7 query rows,
+// 1 / 7 / 33 / 130 / 1500 keys, GQA groups of 4, head dims 64 / 80 / 128 / 256, masks.
 TEST_F(VkSdpa, RowKernelDecodeSplitsAndHeadDims) {
+  setenv("VRUN_SDPA", "split", 1);
   const std::vector<SdpaCase> cases = {
       {DType::f16, 1, 8, 2, 1, 1500, 128, 128, true},
+      {DType::f16, 1, 32, 8, 1, 1500, 64, 64, true},
       {DType::f16, 2, 4, 1, 7, 130, 64, 64, true, DType::bool_},
       {DType::f16, 1, 4, 4, 1, 7, 80, 80, false},
       {DType::f32, 1, 2, 1, 7, 33, 256, 200, false, DType::f32},
@@ -213,6 +219,37 @@ TEST_F(VkSdpa, RowKernelDecodeSplitsAndHeadDims) {
       {DType::f16, 1, 2, 1, 32, 300, 64, 64, true},  // a query block over a long cache
   };
   for (size_t i = 0; i < cases.size(); ++i) check(cases[i], 40 + static_cast<uint32_t>(i));
+  unsetenv("VRUN_SDPA");
+}
+
+// Decode shapes (at most 8 query rows per KV head, head dims up to 128) take the one-pass decode
+// kernel: Llama-3.2-1B (32 / 8 heads of 64) and Whisper (6 / 6) over 1 to 4097 keys of a strided
+// f16 / f32 cache, head dim 128, masks, causal with 2-4 query rows (as many as keys: the first sees one),
+// unaligned rows and bf16 read element by element.
+TEST_F(VkSdpa, DecodeOnePass) {
+  const std::vector<SdpaCase> cases = {
+      {DType::f16, 1, 32, 8, 1, 1, 64, 64, true},
+      {DType::f16, 1, 32, 8, 1, 7, 64, 64, true},
+      {DType::f16, 1, 32, 8, 1, 33, 64, 64, true},
+      {DType::f16, 1, 32, 8, 1, 257, 64, 64, true},
+      {DType::f16, 1, 32, 8, 1, 1500, 64, 64, true},
+      {DType::f16, 1, 32, 8, 1, 4097, 64, 64, true},
+      {DType::f16, 2, 6, 6, 1, 448, 64, 64, false},
+      {DType::f32, 1, 6, 6, 1, 1500, 64, 64, false},
+      {DType::f32, 1, 32, 8, 1, 4097, 64, 64, true},
+      {DType::f16, 1, 8, 2, 1, 4097, 128, 128, true},
+      {DType::f32, 1, 8, 2, 1, 257, 128, 128, false},
+      {DType::f16, 2, 2, 1, 1, 33, 128, 128, false},
+      {DType::f16, 1, 6, 6, 1, 1500, 64, 64, false, DType::f32},
+      {DType::f16, 1, 32, 8, 1, 257, 64, 64, false, DType::bool_},
+      {DType::f16, 1, 8, 2, 2, 257, 64, 64, true},
+      {DType::f32, 1, 4, 2, 4, 33, 64, 64, true},
+      {DType::f16, 1, 6, 6, 3, 1500, 64, 64, true},
+      {DType::f16, 1, 4, 4, 3, 3, 64, 64, true},
+      {DType::f32, 1, 4, 2, 2, 130, 40, 40, true},
+      {DType::bf16, 1, 6, 6, 1, 257, 64, 64, false},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) check(cases[i], 60 + static_cast<uint32_t>(i));
 }
 
 // VRUN_SDPA=rows / tile force the row kernel / the portable tiled kernel on prefill shapes (the
@@ -260,6 +297,8 @@ TEST_F(VkAttention, RopeHalfAndInterleaved) {
             want[r * D + d] = y;
           }
         }
+        expect_close(to_doubles(out[0].view), want, 2e-5, rtol_for(dt) + 1e-5,
+                     (std::string("rope ") + mode).c_str());
       }
     }
   }
@@ -267,5 +306,3 @@ TEST_F(VkAttention, RopeHalfAndInterleaved) {
 
 }  // namespace
 }  // namespace vrun::test
-        expect_close(to_doubles(out[0].view), want, 2e-5, rtol_for(dt) + 1e-5,
-                     (std::string("rope ") + mode).c_str());

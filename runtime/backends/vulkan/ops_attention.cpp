@@ -32,10 +32,26 @@ bool coop_rows(const Context& ctx, const DeviceView& v, uint32_t elem_offset) {
          elem_offset % 8 == 0;
 }
 
+// Rows of an f32 view can be read 4 floats (16 bytes) at a time.
+bool rows_vec4_f32(const DeviceView& v, uint32_t elem_offset) {
+  return v.dtype == DType::f32 && v.shape[3] % 4 == 0 && v.strides[0] % 4 == 0 && v.strides[1] % 4 == 0 &&
+         v.strides[2] % 4 == 0 && elem_offset % 4 == 0;
+}
+
+// The one-pass decode kernel sums each key's partial dot products over up to 8 lanes of a
+// subgroup with shuffles; 8 lanes also fit devices whose shaders may run narrower subgroups than
+// the reported size (8 is the least of those).
+bool decode_subgroups(const Context& ctx) {
+  const auto& i = ctx.info();
+  return (i.subgroup_ops & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) && i.subgroup_size >= 1 && 256 % i.subgroup_size == 0;
+}
+
 int64_t padded_head_dim(int64_t d) { return d <= 64 ? 64 : d <= 128 ? 128 : 256; }
 
 // VRUN_SDPA picks a kernel for comparisons on a GPU: "rows" sends prefill shapes to the row
-// kernel, "tile" to the portable tiled kernel even where the cooperative-matrix one could run.
+// kernel, "tile" to the portable tiled kernel even where the cooperative-matrix one could run,
+// "split" decode shapes to the split-K row kernel and its combine pass instead of the one-pass
+// decode kernel.
 // Read on every call so tests can cover every path in one process.
 std::string forced_kernel() {
   const char* e = std::getenv("VRUN_SDPA");
@@ -121,9 +137,36 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
                         static_cast<uint32_t>(B));
   }
 
+  const int64_t group_rows = (Hq / Hkv) * Lq;
+  // Decode (at most 8 query rows per KV head): one workgroup per KV head and batch row takes all
+  // of its keys in one pass (sdpa_decode.comp), no combine pass. Each lane keeps rows x dims-per-
+  // lane query values and accumulators in registers: at most 64 of each.
+  {
+    const int64_t sg = ctx.info().subgroup_size;
+    const int64_t lpk = std::min<int64_t>(8, sg);
+    const int64_t dpl = dmax / lpk;
+    int64_t r = 1;
+    while (r < group_rows) r *= 2;
+    if (forced != "split" && group_rows <= 8 && dmax <= 128 && r * dpl <= 64 && decode_subgroups(ctx) &&
+        Hkv <= 65535 && B <= 65535) {
+      std::vector<Binding> bindings = {{&y, true}, {&q, false}, {&k, false}, {&v, false}, {has_mask ? &mask : nullptr, false}};
+      VRUN_ASSIGN_OR_RETURN(auto offs, rec.binding_offsets(bindings));
+      const PushWords pw = push_words(offs, 1, Lk);
+      const int32_t kmode = rows_vec8(k, offs[2]) ? 1 : rows_vec4_f32(k, offs[2]) ? 2 : 0;
+      const int32_t vmode = rows_vec8(v, offs[3]) ? 1 : rows_vec4_f32(v, offs[3]) ? 2 : 0;
+      // Keys per group and step: about 8 16-byte K and V words per lane in flight.
+      const int64_t words = std::max(kmode == 1 ? dpl / 8 : dpl / 4, vmode == 1 ? dpl / 8 : dpl / 4);
+      const int64_t unroll = words <= 1 ? 4 : 2;
+      return rec.dispatch("sdpa_decode",
+                          {dt_code(q.dtype), dt_code(k.dtype), dt_code(v.dtype), dt_code(y.dtype),
+                           has_mask ? dt_code(mask.dtype) : 255, causal, kmode, vmode, static_cast<int32_t>(dmax),
+                           static_cast<int32_t>(lpk), static_cast<int32_t>(r), static_cast<int32_t>(unroll)},
+                          bindings, pw.w, pw.bytes(), 1, static_cast<uint32_t>(Hkv), static_cast<uint32_t>(B));
+    }
+  }
+
   // Row kernel: 2, 4 or 8 query rows sharing a KV head per workgroup, keys cut into chunks of at
   // most kch (split-K, merged by sdpa_combine) so that even one decode row fills the GPU.
-  const int64_t group_rows = (Hq / Hkv) * Lq;
   int64_t rmax = 2;
   while (rmax < 8 && rmax < group_rows) rmax *= 2;
   const int64_t row_blocks = (group_rows + rmax - 1) / rmax;

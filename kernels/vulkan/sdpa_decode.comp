@@ -1,0 +1,218 @@
+#version 450
+// Decode attention in one pass (flash-decoding inside one workgroup): a workgroup owns up to R
+// query rows that share one KV head (the G = Hq / Hkv heads of a grouped-query group times their
+// Lq rows, G * Lq <= 8) and ALL of that head's keys, so no second (combine) pass is needed.
+//   - The WG invocations form NG = WG / LPK groups of LPK lanes (LPK <= the subgroup size); a
+//     group takes one key at a time, each lane DPL = DMAX / LPK of its dims. Keys are dealt to
+//     the groups U at a time (group g of step s takes keys s * NG * U + u * NG + g): the K and V
+//     rows of all U keys are loaded up front (16-byte loads where rows are aligned), so U * 2
+//     loads per lane are in flight at once.
+//   - Scores: each lane's partial dot products meet through subgroupShuffleXor inside the group,
+//     leaving every lane with the full scores; each group keeps its own running max, sum and
+//     accumulator (online softmax, base-2 exponent: q is scaled by scale * log2(e)) in registers.
+//   - The groups' partials merge through shared memory at the end, rescaled to the row's max.
+// Rows whose every key is masked output zeros, as the CPU kernel does.
+// Bindings: 0 y, 1 q, 2 k, 3 v, 4 mask. Push constants: sdpa.comp's layout.
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#include "common.glsl"
+
+layout(local_size_x = 256) in;
+layout(constant_id = 0) const uint DT_Q = 0;
+layout(constant_id = 1) const uint DT_K = 0;
+layout(constant_id = 2) const uint DT_V = 0;
+layout(constant_id = 3) const uint DT_Y = 0;
+layout(constant_id = 4) const uint DT_MASK = DT_NONE;
+layout(constant_id = 5) const uint CAUSAL = 0;
+// Row loads of K (V): 0 element by element (any dtype), 1 f16 rows 8 halves per 16-byte load,
+// 2 f32 rows 4 floats per 16-byte load (rows and offsets aligned, D % 8 or D % 4 == 0).
+layout(constant_id = 6) const uint KMODE = 0;
+layout(constant_id = 7) const uint VMODE = 0;
+// Head dims padded to DMAX (64 or 128).
+layout(constant_id = 8) const uint DMAX = 64;
+// Lanes per key: a power of two dividing the subgroup size, at most DMAX / 8.
+layout(constant_id = 9) const uint LPK = 8;
+// Query rows per workgroup (1, 2, 4 or 8).
+layout(constant_id = 10) const uint R = 4;
+// Keys per group per step.
+layout(constant_id = 11) const uint U = 4;
+layout(set = 0, binding = 2, std430) buffer BufK4 { uvec4 k4[]; };
+layout(set = 0, binding = 3, std430) buffer BufV4 { uvec4 v4[]; };
+
+layout(push_constant) uniform Push {
+  uint Lq, Lk, D, Dv, Hq, Hkv;
+  float scale;
+  uint q_sb, q_sh, q_sl;
+  uint k_sb, k_sh, k_sl;
+  uint v_sb, v_sh, v_sl;
+  uint m_sb, m_sh, m_sl, m_sk;
+  uint off_q, off_k, off_v, off_m, off_y;
+  uint nsplit, kchunk;
+} pc;
+
+const uint WG = 256;
+const uint NG = WG / LPK;     // key groups
+const uint DPL = DMAX / LPK;  // dims per lane (a multiple of 8)
+const uint NW = DPL / 4u;     // 16-byte words per lane and row in f32 mode (f16 mode uses half)
+const float NEG_INF = -1.0 / 0.0;
+const float LOG2E = 1.4426950408889634;
+// The merge's staging block: 8 KiB of f32, SACC / DMAX groups' rows per pass.
+const uint SACC = 2048;
+const uint GPP = SACC / DMAX;
+shared float sacc[SACC];
+shared float sm_m[R * NG], sm_l[R * NG];
+shared float row_m[R], row_l[R];
+
+// One lane's DPL dims of a row starting at element `at` (d0 = the lane's first dim): raw words
+// first, converted when used, so that the loads of all U keys are issued before any is waited on.
+void load_words(uint mode, uint which, uint at, uint d0, uint dim, out uvec4 w[NW]) {
+  [[unroll]] for (uint c = 0; c < NW; ++c) w[c] = uvec4(0);
+  if (mode == 1) {
+    [[unroll]] for (uint c = 0; c < NW / 2u; ++c)
+      if (d0 + 8u * c < dim) w[c] = which == 0 ? k4[(at + 8u * c) / 8u] : v4[(at + 8u * c) / 8u];
+  } else if (mode == 2) {
+    [[unroll]] for (uint c = 0; c < NW; ++c)
+      if (d0 + 4u * c < dim) w[c] = which == 0 ? k4[(at + 4u * c) / 4u] : v4[(at + 4u * c) / 4u];
+  }
+}
+
+void unpack_words(uint mode, uint dt, uint which, uint at, uint d0, uint dim, uvec4 w[NW], out float x[DPL]) {
+  if (mode == 1) {
+    [[unroll]] for (uint c = 0; c < DPL / 8u; ++c) {
+      vec2 h0 = unpackHalf2x16(w[c].x), h1 = unpackHalf2x16(w[c].y);
+      vec2 h2 = unpackHalf2x16(w[c].z), h3 = unpackHalf2x16(w[c].w);
+      x[8u * c] = h0.x; x[8u * c + 1u] = h0.y; x[8u * c + 2u] = h1.x; x[8u * c + 3u] = h1.y;
+      x[8u * c + 4u] = h2.x; x[8u * c + 5u] = h2.y; x[8u * c + 6u] = h3.x; x[8u * c + 7u] = h3.y;
+    }
+  } else if (mode == 2) {
+    [[unroll]] for (uint c = 0; c < NW; ++c) {
+      vec4 f = uintBitsToFloat(w[c]);
+      x[4u * c] = f.x; x[4u * c + 1u] = f.y; x[4u * c + 2u] = f.z; x[4u * c + 3u] = f.w;
+    }
+  } else {
+    [[unroll]] for (uint e = 0; e < DPL; ++e)
+      x[e] = d0 + e < dim ? (which == 0 ? load2(dt, at + e) : load3(dt, at + e)) : 0.0;
+  }
+}
+
+void main() {
+  uint t = gl_LocalInvocationID.x;
+  uint hk = gl_WorkGroupID.y, b = gl_WorkGroupID.z;
+  uint G = pc.Hq / pc.Hkv;
+  uint rr0 = gl_WorkGroupID.x * R;
+  uint nr = min(R, G * pc.Lq - rr0);
+  uint g = t / LPK, lane = t % LPK;
+  uint d0 = lane * DPL;
+  uint ko = pc.off_k + b * pc.k_sb + hk * pc.k_sh + d0;
+  uint vo = pc.off_v + b * pc.v_sb + hk * pc.v_sh + d0;
+
+  // This lane's dims of the (scaled) query rows; rows past nr are zeros and never written.
+  float q[R][DPL];
+  uint head[R], qi[R];
+  [[unroll]] for (uint r = 0; r < R; ++r) {
+    uint rr = min(rr0 + r, G * pc.Lq - 1u);
+    head[r] = hk * G + rr / pc.Lq;
+    qi[r] = rr % pc.Lq;
+    uint qo = pc.off_q + b * pc.q_sb + head[r] * pc.q_sh + qi[r] * pc.q_sl + d0;
+    [[unroll]] for (uint e = 0; e < DPL; ++e)
+      q[r][e] = r < nr && d0 + e < pc.D ? load1(DT_Q, qo + e) * (pc.scale * LOG2E) : 0.0;
+  }
+
+  float m[R], l[R], acc[R][DPL];
+  [[unroll]] for (uint r = 0; r < R; ++r) {
+    m[r] = NEG_INF;
+    l[r] = 0.0;
+    [[unroll]] for (uint e = 0; e < DPL; ++e) acc[r][e] = 0.0;
+  }
+
+  for (uint j0 = 0; j0 < pc.Lk; j0 += NG * U) {
+    // Loads first (indices clamped to the last key, so the block has no branches), then math.
+    uvec4 kw[U][NW], vw[U][NW];
+    uint jk[U];
+    [[unroll]] for (uint u = 0; u < U; ++u) {
+      jk[u] = j0 + u * NG + g;
+      uint jc = min(jk[u], pc.Lk - 1u);
+      load_words(KMODE, 0, ko + jc * pc.k_sl, d0, pc.D, kw[u]);
+      load_words(VMODE, 1, vo + jc * pc.v_sl, d0, pc.Dv, vw[u]);
+    }
+    float s[U][R];
+    [[unroll]] for (uint u = 0; u < U; ++u) {
+      uint jc = min(jk[u], pc.Lk - 1u);
+      float kx[DPL];
+      unpack_words(KMODE, DT_K, 0, ko + jc * pc.k_sl, d0, pc.D, kw[u], kx);
+      [[unroll]] for (uint r = 0; r < R; ++r) {
+        float a = 0.0;
+        [[unroll]] for (uint e = 0; e < DPL; ++e) a += q[r][e] * kx[e];
+        [[unroll]] for (uint x = 1; x < LPK; x *= 2u) a += subgroupShuffleXor(a, x);
+        bool live = jk[u] < pc.Lk;
+        if (CAUSAL == 1) live = live && int(jk[u]) <= int(pc.Lk) - int(pc.Lq) + int(qi[r]);
+        if (live && DT_MASK != DT_NONE) {
+          float mv = load4(DT_MASK, pc.off_m + b * pc.m_sb + head[r] * pc.m_sh + qi[r] * pc.m_sl + jk[u] * pc.m_sk);
+          if (DT_MASK == DT_BOOL || DT_MASK == DT_U8) live = mv != 0.0;
+          else a += mv * LOG2E;
+        }
+        s[u][r] = live ? a : NEG_INF;
+      }
+    }
+    [[unroll]] for (uint r = 0; r < R; ++r) {
+      float mn = m[r];
+      [[unroll]] for (uint u = 0; u < U; ++u) mn = max(mn, s[u][r]);
+      // Still no live key: nothing to add (and -inf - -inf must not reach exp2).
+      float alpha = mn == NEG_INF ? 1.0 : exp2(m[r] - mn);
+      m[r] = mn;
+      l[r] *= alpha;
+      [[unroll]] for (uint e = 0; e < DPL; ++e) acc[r][e] *= alpha;
+      [[unroll]] for (uint u = 0; u < U; ++u) {
+        float p = s[u][r] == NEG_INF ? 0.0 : exp2(s[u][r] - mn);
+        s[u][r] = p;
+        l[r] += p;
+      }
+    }
+    [[unroll]] for (uint u = 0; u < U; ++u) {
+      uint jc = min(jk[u], pc.Lk - 1u);
+      float vx[DPL];
+      unpack_words(VMODE, DT_V, 1, vo + jc * pc.v_sl, d0, pc.Dv, vw[u], vx);
+      [[unroll]] for (uint r = 0; r < R; ++r)
+        [[unroll]] for (uint e = 0; e < DPL; ++e) acc[r][e] += s[u][r] * vx[e];
+    }
+  }
+
+  // Merge the groups: the row max M over the groups' maxima, the sum L = sum_g l_g 2^(m_g - M),
+  // then y = sum_g acc_g 2^(m_g - M) / L, staged GPP groups at a time.
+  if (lane == 0)
+    [[unroll]] for (uint r = 0; r < R; ++r) {
+      sm_m[r * NG + g] = m[r];
+      sm_l[r * NG + g] = l[r];
+    }
+  barrier();
+  if (t < R) {
+    float M = NEG_INF, L = 0.0;
+    for (uint x = 0; x < NG; ++x) M = max(M, sm_m[t * NG + x]);
+    for (uint x = 0; x < NG; ++x) {
+      float mx = sm_m[t * NG + x];
+      L += mx == NEG_INF ? 0.0 : sm_l[t * NG + x] * exp2(mx - M);
+    }
+    row_m[t] = M;
+    row_l[t] = L;
+  }
+  barrier();
+  [[unroll]] for (uint r = 0; r < R; ++r) {
+    if (r >= nr) break;  // nr is the same for the whole workgroup: the barriers stay uniform
+    float w = m[r] == NEG_INF ? 0.0 : exp2(m[r] - row_m[r]);
+    float o = 0.0;
+    for (uint g0 = 0; g0 < NG; g0 += GPP) {
+      if (g >= g0 && g < g0 + GPP)
+        [[unroll]] for (uint e = 0; e < DPL; ++e) sacc[(g - g0) * DMAX + d0 + e] = acc[r][e] * w;
+      barrier();
+      if (t < pc.Dv)
+        for (uint x = 0; x < min(GPP, NG - g0); ++x) o += sacc[x * DMAX + t];
+      barrier();
+    }
+    if (t < pc.Dv) {
+      uint rr = rr0 + r;
+      uint row = (b * pc.Hq + hk * G + rr / pc.Lq) * pc.Lq + rr % pc.Lq;
+      store0(DT_Y, pc.off_y + row * pc.Dv + t, row_l[r] > 0.0 ? o / row_l[r] : 0.0);
+    }
+  }
+}
