@@ -141,8 +141,9 @@ Result<std::shared_ptr<Program>> build_llama_program(const LlamaConfig& c, const
     Val tokens = g.input("tokens", DType::i32, {1, seq});
     Val inv = g.constant(freq);
     auto opt = [&](int id) { return id >= 0 ? g.constant(id) : Val::none(); };
-    auto linear = [&](Val x, int w, int b, const std::string& name, Val residual = Val::none()) {
-      return g.op(OpKind::linear, {x, g.constant(w), opt(b), residual}, {}, name);
+    auto linear = [&](Val x, int w, int b, const std::string& name, Val residual = Val::none(),
+                      std::vector<NamedAttr> attrs = {}) {
+      return g.op(OpKind::linear, {x, g.constant(w), opt(b), residual}, attrs, name);
     };
     // A projection of rms_norm(x, norm): the linear normalises x's rows itself (its norm prologue).
     auto normed = [&](Val x, int norm, int w, int b, const std::string& name) {
@@ -181,15 +182,17 @@ Result<std::shared_ptr<Program>> build_llama_program(const LlamaConfig& c, const
       Val keys = g.op(OpKind::slice, {cached}, {{"axis", 1}, {"start", 0}, {"end", c.kv_heads}});
       Val vals = g.op(OpKind::slice, {cached}, {{"axis", 1}, {"start", c.kv_heads}, {"end", 2 * c.kv_heads}});
       Val att = g.op(OpKind::sdpa, {g.op(OpKind::permute, {q}, to_heads), keys, vals}, {{"causal", 1}}, p + "attn");
-      att = g.op(OpKind::reshape, {g.op(OpKind::permute, {att}, to_heads)}, {{"shape", {1, -1, c.heads * hd}}});
-      x = linear(att, w.o, -1, p + "attn_output", x);
-      Val act;
+      // The heads' outputs [1, seq, heads, hd] feed the projection as they lie (x_dims 2): a
+      // reshape of the permuted view would copy them first.
+      x = linear(g.op(OpKind::permute, {att}, to_heads), w.o, -1, p + "attn_output", x, {{"x_dims", 2}});
       if (w.gate_up >= 0) {
-        act = g.op(OpKind::glu, {normed(x, w.ffn_norm, w.gate_up, -1, p + "ffn_up_gate")}, {{"axis", -1}, {"act", "silu"}}, p + "ffn_swiglu");
+        // SwiGLU in the down projection's reads of x (up * silu(gate)): no kernel of its own.
+        Val up_gate = normed(x, w.ffn_norm, w.gate_up, -1, p + "ffn_up_gate");
+        x = linear(up_gate, w.down, -1, p + "ffn_down", x, {{"glu", "silu"}});
       } else {
-        act = g.op(OpKind::mul, {g.op(OpKind::silu, {normed(x, w.ffn_norm, w.gate, -1, p + "ffn_gate")}), normed(x, w.ffn_norm, w.up, -1, p + "ffn_up")});
+        Val act = g.op(OpKind::mul, {g.op(OpKind::silu, {normed(x, w.ffn_norm, w.gate, -1, p + "ffn_gate")}), normed(x, w.ffn_norm, w.up, -1, p + "ffn_up")});
+        x = linear(act, w.down, -1, p + "ffn_down", x);
       }
-      x = linear(act, w.down, -1, p + "ffn_down", x);
     }
     if (!all_positions) x = g.op(OpKind::slice, {x}, {{"axis", 1}, {"start", seq - 1}, {"end", seq}});
     g.output(normed(x, out_norm, out_w, -1, "output"), "logits");
