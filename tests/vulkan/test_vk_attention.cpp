@@ -248,6 +248,11 @@ TEST_F(VkSdpa, DecodeOnePass) {
       {DType::f16, 1, 4, 4, 3, 3, 64, 64, true},
       {DType::f32, 1, 4, 2, 2, 130, 40, 40, true},
       {DType::bf16, 1, 6, 6, 1, 257, 64, 64, false},
+      // Batches large enough that a workgroup takes 4 / 8 / 4 query rows of a KV head (2 blocks
+      // of 4 for the last: head dim 128 keeps 4 rows' values per lane at most).
+      {DType::f16, 40, 32, 8, 1, 33, 64, 64, true},
+      {DType::f32, 64, 8, 4, 3, 20, 64, 64, true},
+      {DType::f16, 64, 8, 2, 2, 9, 128, 128, true, DType::f32},
   };
   for (size_t i = 0; i < cases.size(); ++i) check(cases[i], 60 + static_cast<uint32_t>(i));
 }

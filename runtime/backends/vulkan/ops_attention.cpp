@@ -138,30 +138,39 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
   }
 
   const int64_t group_rows = (Hq / Hkv) * Lq;
-  // Decode (at most 8 query rows per KV head): one workgroup per KV head and batch row takes all
-  // of its keys in one pass (sdpa_decode.comp), no combine pass. Each lane keeps rows x dims-per-
-  // lane query values and accumulators in registers: at most 64 of each.
+  // Decode (at most 8 query rows per KV head): a workgroup takes rows_wg of a KV head's query rows
+  // and all of the head's keys in one pass (sdpa_decode.comp), no combine pass. Each lane keeps
+  // rows_wg x dims-per-lane query values and accumulators in registers: at most 64 of each.
   {
-    const int64_t sg = ctx.info().subgroup_size;
-    const int64_t lpk = std::min<int64_t>(8, sg);
+    const int64_t lpk = std::min<int64_t>(8, ctx.info().subgroup_size);
     const int64_t dpl = dmax / lpk;
-    int64_t r = 1;
-    while (r < group_rows) r *= 2;
-    if (forced != "split" && group_rows <= 8 && dmax <= 128 && r * dpl <= 64 && decode_subgroups(ctx) &&
+    int64_t rows_wg = 1;
+    while (rows_wg < group_rows) rows_wg *= 2;
+    rows_wg = std::min<int64_t>(rows_wg, 64 / std::max<int64_t>(1, dpl));
+    // A workgroup streams all of its head's keys through one compute unit, which bounds its time
+    // by that unit's load and arithmetic rate: small grids (Llama-1B: 8 KV heads) spread the rows
+    // of a head over more workgroups, up to about 256, each re-reading the head's K/V (from L2).
+    auto groups = [&](int64_t r) { return (group_rows + r - 1) / r * Hkv * B; };
+    while (rows_wg > 1 && groups(rows_wg / 2) <= 256) rows_wg /= 2;
+    const int64_t row_blocks = (group_rows + rows_wg - 1) / rows_wg;
+    if (forced != "split" && group_rows <= 8 && dmax <= 128 && dpl <= 64 && decode_subgroups(ctx) &&
         Hkv <= 65535 && B <= 65535) {
       std::vector<Binding> bindings = {{&y, true}, {&q, false}, {&k, false}, {&v, false}, {has_mask ? &mask : nullptr, false}};
       VRUN_ASSIGN_OR_RETURN(auto offs, rec.binding_offsets(bindings));
       const PushWords pw = push_words(offs, 1, Lk);
       const int32_t kmode = rows_vec8(k, offs[2]) ? 1 : rows_vec4_f32(k, offs[2]) ? 2 : 0;
       const int32_t vmode = rows_vec8(v, offs[3]) ? 1 : rows_vec4_f32(v, offs[3]) ? 2 : 0;
-      // Keys per group and step: about 8 16-byte K and V words per lane in flight.
+      // Keys per group and step: about 16 16-byte K and V words per lane in flight, half that
+      // where the rows' registers are many.
       const int64_t words = std::max(kmode == 1 ? dpl / 8 : dpl / 4, vmode == 1 ? dpl / 8 : dpl / 4);
-      const int64_t unroll = words <= 1 ? 4 : 2;
+      int64_t unroll = std::clamp<int64_t>(8 / std::max<int64_t>(1, words), 1, 8);
+      if (rows_wg * dpl > 16) unroll = std::max<int64_t>(1, unroll / 2);
       return rec.dispatch("sdpa_decode",
                           {dt_code(q.dtype), dt_code(k.dtype), dt_code(v.dtype), dt_code(y.dtype),
                            has_mask ? dt_code(mask.dtype) : 255, causal, kmode, vmode, static_cast<int32_t>(dmax),
-                           static_cast<int32_t>(lpk), static_cast<int32_t>(r), static_cast<int32_t>(unroll)},
-                          bindings, pw.w, pw.bytes(), 1, static_cast<uint32_t>(Hkv), static_cast<uint32_t>(B));
+                           static_cast<int32_t>(lpk), static_cast<int32_t>(rows_wg), static_cast<int32_t>(unroll)},
+                          bindings, pw.w, pw.bytes(), static_cast<uint32_t>(row_blocks), static_cast<uint32_t>(Hkv),
+                          static_cast<uint32_t>(B));
     }
   }
 
