@@ -70,6 +70,9 @@ TEST_F(VkLinearFused, GluSilu) {
       for (const Case& c : cases) {
         if (is_quantized(wdt) && c.K % 32) continue;
         if (shared_reduce && (wdt != DType::f16 || c.M > 8)) continue;
+        // f32 and q8_0 weights share the gated loads with f16 and q4_0: fewer shapes keep CI time down.
+        if (wdt == DType::f32 && c.M != 3) continue;
+        if (wdt == DType::q8_0 && (c.M == 2 || c.M == 5 || c.M == 40)) continue;
         vulkan::set_matvec_shared_reduce_for_testing(shared_reduce);
         const std::string what = std::string("glu w=") + dtype_name(wdt) + " M=" + std::to_string(c.M) + " N=" +
                                  std::to_string(c.N) + " K=" + std::to_string(c.K) + (c.extras ? " bias+residual" : "") +
