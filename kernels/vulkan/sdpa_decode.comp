@@ -2,7 +2,7 @@
 // Decode attention in one pass (flash-decoding inside one workgroup): a workgroup owns up to R
 // query rows that share one KV head (the G = Hq / Hkv heads of a grouped-query group times their
 // Lq rows, G * Lq <= 8) and ALL of that head's keys, so no second (combine) pass is needed.
-//   - The WG invocations form NG = WG / LPK groups of LPK lanes (LPK <= the subgroup size); a
+//   - The WG (256 or 512) invocations form NG = WG / LPK groups of LPK lanes (LPK <= the subgroup size); a
 //     group takes one key at a time, each lane DPL = DMAX / LPK of its dims. Keys are dealt to
 //     the groups U at a time (group g of step s takes keys s * NG * U + u * NG + g): the K and V
 //     rows of all U keys are loaded up front (16-byte loads where rows are aligned), so U * 2
@@ -18,7 +18,8 @@
 #extension GL_KHR_shader_subgroup_shuffle : require
 #include "common.glsl"
 
-layout(local_size_x = 256) in;
+// Invocations per workgroup (constant 12): 256, or 512 where the lanes' registers are few.
+layout(local_size_x_id = 12) in;
 layout(constant_id = 0) const uint DT_Q = 0;
 layout(constant_id = 1) const uint DT_K = 0;
 layout(constant_id = 2) const uint DT_V = 0;
@@ -51,7 +52,7 @@ layout(push_constant) uniform Push {
   uint nsplit, kchunk;
 } pc;
 
-const uint WG = 256;
+const uint WG = gl_WorkGroupSize.x;
 const uint NG = WG / LPK;     // key groups
 const uint DPL = DMAX / LPK;  // dims per lane (a multiple of 8)
 const uint NW = DPL / 4u;     // 16-byte words per lane and row in f32 mode (f16 mode uses half)

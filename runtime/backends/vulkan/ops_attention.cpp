@@ -165,10 +165,17 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
       const int64_t words = std::max(kmode == 1 ? dpl / 8 : dpl / 4, vmode == 1 ? dpl / 8 : dpl / 4);
       int64_t unroll = std::clamp<int64_t>(8 / std::max<int64_t>(1, words), 1, 8);
       if (rows_wg * dpl > 16) unroll = std::max<int64_t>(1, unroll / 2);
+      // One or two rows' values per lane leave registers for twice the lanes: more loads in
+      // flight on the compute unit that streams the head's keys.
+      const auto& lim = ctx.limits();
+      const int32_t wg = rows_wg * dpl <= 16 && lim.maxComputeWorkGroupInvocations >= 512 &&
+                                 lim.maxComputeWorkGroupSize[0] >= 512
+                             ? 512
+                             : 256;
       return rec.dispatch("sdpa_decode",
                           {dt_code(q.dtype), dt_code(k.dtype), dt_code(v.dtype), dt_code(y.dtype),
                            has_mask ? dt_code(mask.dtype) : 255, causal, kmode, vmode, static_cast<int32_t>(dmax),
-                           static_cast<int32_t>(lpk), static_cast<int32_t>(rows_wg), static_cast<int32_t>(unroll)},
+                           static_cast<int32_t>(lpk), static_cast<int32_t>(rows_wg), static_cast<int32_t>(unroll), wg},
                           bindings, pw.w, pw.bytes(), static_cast<uint32_t>(row_blocks), static_cast<uint32_t>(Hkv),
                           static_cast<uint32_t>(B));
     }
