@@ -261,6 +261,7 @@ Status record_rope(Recorder& rec, const std::vector<DeviceView>& in, const Devic
   VRUN_ASSIGN_OR_RETURN(auto offs, rec.binding_offsets(bindings));
   PushWords pw;
   pw.u(n).u(D).u(x.shape[axis]).u(inner).u(rd).u(attrs.i("pos")).u(offs[0]).u(offs[1]).u(offs[2]);
+  pw.u(x.shape[r - 2]).u(attrs.i("heads"));
   uint32_t gx, gy;
   rec.grid_1d((static_cast<uint64_t>(n) + 255) / 256, &gx, &gy);
   const int32_t interleaved = attrs.s("mode") == "interleaved" ? 1 : 0;
@@ -278,4 +279,3 @@ Status record_attention(Recorder& rec, OpKind op, const std::vector<DeviceView>&
 }
 
 }  // namespace vrun::vulkan
-  pw.u(x.shape[r - 2]).u(attrs.i("heads"));
