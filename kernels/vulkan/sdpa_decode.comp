@@ -1,7 +1,8 @@
 #version 450
-// Decode attention in one pass (flash-decoding inside one workgroup): a workgroup owns up to R
-// query rows that share one KV head (the G = Hq / Hkv heads of a grouped-query group times their
-// Lq rows, G * Lq <= 8) and ALL of that head's keys, so no second (combine) pass is needed.
+// Decode attention in one dispatch (flash-decoding): a workgroup owns up to R query rows that
+// share one KV head (the G = Hq / Hkv heads of a grouped-query group times their Lq rows,
+// G * Lq <= 8) and one chunk of that head's keys (grid z = B * nsplit chunks; one chunk holds all
+// keys when the grid is large enough without splitting).
 //   - The WG (256 or 512) invocations form NG = WG / LPK groups of LPK lanes (LPK <= the subgroup size); a
 //     group takes one key at a time, each lane DPL = DMAX / LPK of its dims. Keys are dealt to
 //     the groups U at a time (group g of step s takes keys s * NG * U + u * NG + g): the K and V
@@ -11,8 +12,14 @@
 //     leaving every lane with the full scores; each group keeps its own running max, sum and
 //     accumulator (online softmax, base-2 exponent: q is scaled by scale * log2(e)) in registers.
 //   - The groups' partials merge through shared memory at the end, rescaled to the row's max.
+//   - Split keys (SPLIT = 1): each workgroup writes its rows' unnormalised result, max and sum to
+//     binding 5 and counts itself in on binding 6 (one counter per row block, KV head and batch
+//     row); the last of the nsplit workgroups to arrive merges all of them into y and returns the
+//     counter to zero. No second pass, so no second launch and barrier: a decode step's
+//     attention is one kernel whatever the cache length, with enough workgroups to fill the GPU.
 // Rows whose every key is masked output zeros, as the CPU kernel does.
-// Bindings: 0 y, 1 q, 2 k, 3 v, 4 mask. Push constants: sdpa.comp's layout.
+// Bindings: 0 y, 1 q, 2 k, 3 v, 4 mask, 5 partials (f32), 6 counters (u32). Push constants:
+// sdpa.comp's layout, then the partials' and counters' offsets.
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
@@ -38,7 +45,11 @@ layout(constant_id = 9) const uint LPK = 8;
 layout(constant_id = 10) const uint R = 4;
 // Keys per group per step.
 layout(constant_id = 11) const uint U = 4;
+layout(constant_id = 13) const uint SPLIT = 0;
 layout(set = 0, binding = 2, std430) buffer BufK4 { uvec4 k4[]; };
+// Written by one workgroup, read by another: coherent, so the reads bypass per-unit caches.
+layout(set = 0, binding = 5, std430) coherent buffer BufPart { float part[]; };
+layout(set = 0, binding = 6, std430) coherent buffer BufCnt { uint cnt[]; };
 layout(set = 0, binding = 3, std430) buffer BufV4 { uvec4 v4[]; };
 
 layout(push_constant) uniform Push {
@@ -50,6 +61,7 @@ layout(push_constant) uniform Push {
   uint m_sb, m_sh, m_sl, m_sk;
   uint off_q, off_k, off_v, off_m, off_y;
   uint nsplit, kchunk;
+  uint off_part, off_cnt;
 } pc;
 
 const uint WG = gl_WorkGroupSize.x;
@@ -64,6 +76,7 @@ const uint GPP = SACC / DMAX;
 shared float sacc[SACC];
 shared float sm_m[R * NG], sm_l[R * NG];
 shared float row_m[R], row_l[R];
+shared bool last_in;
 
 // One lane's DPL dims of a row starting at element `at` (d0 = the lane's first dim): raw words
 // first, converted when used, so that the loads of all U keys are issued before any is waited on.
@@ -99,7 +112,8 @@ void unpack_words(uint mode, uint dt, uint which, uint at, uint d0, uint dim, uv
 
 void main() {
   uint t = gl_LocalInvocationID.x;
-  uint hk = gl_WorkGroupID.y, b = gl_WorkGroupID.z;
+  uint hk = gl_WorkGroupID.y, b = gl_WorkGroupID.z / pc.nsplit, chunk = gl_WorkGroupID.z % pc.nsplit;
+  uint kbeg = chunk * pc.kchunk, kend = min(pc.Lk, kbeg + pc.kchunk);
   uint G = pc.Hq / pc.Hkv;
   uint rr0 = gl_WorkGroupID.x * R;
   uint nr = min(R, G * pc.Lq - rr0);
@@ -127,26 +141,26 @@ void main() {
     [[unroll]] for (uint e = 0; e < DPL; ++e) acc[r][e] = 0.0;
   }
 
-  for (uint j0 = 0; j0 < pc.Lk; j0 += NG * U) {
+  for (uint j0 = kbeg; j0 < kend; j0 += NG * U) {
     // Loads first (indices clamped to the last key, so the block has no branches), then math.
     uvec4 kw[U][NW], vw[U][NW];
     uint jk[U];
     [[unroll]] for (uint u = 0; u < U; ++u) {
       jk[u] = j0 + u * NG + g;
-      uint jc = min(jk[u], pc.Lk - 1u);
+      uint jc = min(jk[u], kend - 1u);
       load_words(KMODE, 0, ko + jc * pc.k_sl, d0, pc.D, kw[u]);
       load_words(VMODE, 1, vo + jc * pc.v_sl, d0, pc.Dv, vw[u]);
     }
     float s[U][R];
     [[unroll]] for (uint u = 0; u < U; ++u) {
-      uint jc = min(jk[u], pc.Lk - 1u);
+      uint jc = min(jk[u], kend - 1u);
       float kx[DPL];
       unpack_words(KMODE, DT_K, 0, ko + jc * pc.k_sl, d0, pc.D, kw[u], kx);
       [[unroll]] for (uint r = 0; r < R; ++r) {
         float a = 0.0;
         [[unroll]] for (uint e = 0; e < DPL; ++e) a += q[r][e] * kx[e];
         [[unroll]] for (uint x = 1; x < LPK; x *= 2u) a += subgroupShuffleXor(a, x);
-        bool live = jk[u] < pc.Lk;
+        bool live = jk[u] < kend;
         if (CAUSAL == 1) live = live && int(jk[u]) <= int(pc.Lk) - int(pc.Lq) + int(qi[r]);
         if (live && DT_MASK != DT_NONE) {
           float mv = load4(DT_MASK, pc.off_m + b * pc.m_sb + head[r] * pc.m_sh + qi[r] * pc.m_sl + jk[u] * pc.m_sk);
@@ -171,7 +185,7 @@ void main() {
       }
     }
     [[unroll]] for (uint u = 0; u < U; ++u) {
-      uint jc = min(jk[u], pc.Lk - 1u);
+      uint jc = min(jk[u], kend - 1u);
       float vx[DPL];
       unpack_words(VMODE, DT_V, 1, vo + jc * pc.v_sl, d0, pc.Dv, vw[u], vx);
       [[unroll]] for (uint r = 0; r < R; ++r)
@@ -213,7 +227,45 @@ void main() {
     if (t < pc.Dv) {
       uint rr = rr0 + r;
       uint row = (b * pc.Hq + hk * G + rr / pc.Lq) * pc.Lq + rr % pc.Lq;
-      store0(DT_Y, pc.off_y + row * pc.Dv + t, row_l[r] > 0.0 ? o / row_l[r] : 0.0);
+      if (SPLIT == 0) {
+        store0(DT_Y, pc.off_y + row * pc.Dv + t, row_l[r] > 0.0 ? o / row_l[r] : 0.0);
+      } else {
+        uint po = pc.off_part + (row * pc.nsplit + chunk) * (pc.Dv + 2u);
+        part[po + t] = o;
+        if (t == 0u) {
+          part[po + pc.Dv] = row_m[r];
+          part[po + pc.Dv + 1u] = row_l[r];
+        }
+      }
     }
   }
+  if (SPLIT == 0) return;
+
+  // Count this workgroup in; the last of the row block's nsplit workgroups merges them all.
+  memoryBarrierBuffer();
+  barrier();
+  uint ci = pc.off_cnt + (b * pc.Hkv + hk) * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+  if (t == 0u) last_in = atomicAdd(cnt[ci], 1u) == pc.nsplit - 1u;
+  barrier();
+  if (!last_in) return;
+  memoryBarrierBuffer();
+  for (uint r = 0; r < nr; ++r) {
+    if (t >= pc.Dv) break;
+    uint rr = rr0 + r;
+    uint row = (b * pc.Hq + hk * G + rr / pc.Lq) * pc.Lq + rr % pc.Lq;
+    uint p0 = pc.off_part + row * pc.nsplit * (pc.Dv + 2u);
+    float M = NEG_INF;
+    for (uint c = 0; c < pc.nsplit; ++c) M = max(M, part[p0 + c * (pc.Dv + 2u) + pc.Dv]);
+    float L = 0.0, o = 0.0;
+    if (M != NEG_INF)
+      for (uint c = 0; c < pc.nsplit; ++c) {
+        uint pc0 = p0 + c * (pc.Dv + 2u);
+        float mc = part[pc0 + pc.Dv];
+        float w = mc == NEG_INF ? 0.0 : exp2(mc - M);
+        L += part[pc0 + pc.Dv + 1u] * w;
+        o += part[pc0 + t] * w;
+      }
+    store0(DT_Y, pc.off_y + row * pc.Dv + t, L > 0.0 ? o / L : 0.0);
+  }
+  if (t == 0u) cnt[ci] = 0u;
 }

@@ -181,8 +181,9 @@ namespace {
 // The tiny transformer with the weights of `seed` on a Vulkan executor: one thread, and the
 // validation layer on unless VRUN_VALIDATION=0 (machines without the layer installed). Without a
 // Vulkan device the test is skipped and *ex stays null: the caller returns then.
-void vulkan_tiny_transformer(unsigned seed, TinyWeights* w, std::unique_ptr<Executor>* ex) {
-  *w = make_tiny_weights(TinyConfig{}, seed);
+void vulkan_tiny_transformer(unsigned seed, TinyWeights* w, std::unique_ptr<Executor>* ex,
+                             const TinyConfig& cfg = TinyConfig{}) {
+  *w = make_tiny_weights(cfg, seed);
   auto built = build_tiny_transformer(*w);
   ASSERT_TRUE(built.is_ok()) << built.status().to_string();
   ExecutorOptions o;
@@ -250,6 +251,34 @@ TEST(RoundTrip, VulkanRepeatedCallsReplayWithFreshData) {
   const uint64_t replayed = ex->gpu_replayed_calls();
   EXPECT_TRUE(replayed == 8 || replayed == 0) << replayed;
   std::printf("replayed calls: %llu\n", static_cast<unsigned long long>(replayed));
+  EXPECT_EQ(ex->gpu_validation_errors(), 0u);
+}
+
+// Decode over a cache of 150+ keys: each layer's attention splits the keys over workgroups whose
+// last one merges them (counters that must return to zero for the next layer, call and replay).
+TEST(RoundTrip, VulkanLongCacheDecodeSplitsKeys) {
+  TinyConfig cfg;
+  cfg.ctx = 200;
+  cfg.max_seq = 160;
+  TinyWeights w;
+  std::unique_ptr<Executor> ex;
+  vulkan_tiny_transformer(7, &w, &ex, cfg);
+  if (!ex) return;
+  for (int round = 0; round < 3; ++round) {
+    ex->reset_state();
+    std::vector<int> toks;
+    for (int i = 0; i < 150; ++i) toks.push_back((i * 7 + round * 3 + 1) % w.cfg.vocab);
+    std::vector<int32_t> in(toks.begin(), toks.end());
+    auto out = ex->run("forward", {TensorView::dense(in.data(), DType::i32, {1, 150})}, {{"pos", 0}});
+    ASSERT_TRUE(out.is_ok()) << out.status().to_string();
+    for (int s = 0; s < 2; ++s) {
+      int32_t t = (5 + 11 * s + round) % w.cfg.vocab;
+      out = ex->run("forward", {TensorView::dense(&t, DType::i32, {1, 1})}, {{"pos", static_cast<int64_t>(toks.size())}});
+      ASSERT_TRUE(out.is_ok()) << out.status().to_string();
+      toks.push_back(t);
+      expect_logits((*out)[0], reference_logits(w, toks), "round " + std::to_string(round) + " decode " + std::to_string(s));
+    }
+  }
   EXPECT_EQ(ex->gpu_validation_errors(), 0u);
 }
 

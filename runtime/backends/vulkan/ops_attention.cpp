@@ -139,25 +139,40 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
 
   const int64_t group_rows = (Hq / Hkv) * Lq;
   // Decode (at most 8 query rows per KV head): a workgroup takes rows_wg of a KV head's query rows
-  // and all of the head's keys in one pass (sdpa_decode.comp), no combine pass. Each lane keeps
-  // rows_wg x dims-per-lane query values and accumulators in registers: at most 64 of each.
+  // (all of them where registers allow: each K/V row read once for the group) and one chunk of the
+  // head's keys (sdpa_decode.comp); the last workgroup of a row block to finish merges the chunks,
+  // so it is one kernel. Each lane keeps rows_wg x dims-per-lane query values and accumulators in
+  // registers: at most 64 of each.
   {
     const int64_t lpk = std::min<int64_t>(8, ctx.info().subgroup_size);
     const int64_t dpl = dmax / lpk;
     int64_t rows_wg = 1;
     while (rows_wg < group_rows) rows_wg *= 2;
     rows_wg = std::min<int64_t>(rows_wg, 64 / std::max<int64_t>(1, dpl));
-    // A workgroup streams all of its head's keys through one compute unit, which bounds its time
-    // by that unit's load and arithmetic rate: small grids (Llama-1B: 8 KV heads) spread the rows
-    // of a head over more workgroups, up to about 256, each re-reading the head's K/V (from L2).
-    auto groups = [&](int64_t r) { return (group_rows + r - 1) / r * Hkv * B; };
-    while (rows_wg > 1 && groups(rows_wg / 2) <= 256) rows_wg /= 2;
     const int64_t row_blocks = (group_rows + rows_wg - 1) / rows_wg;
+    // A workgroup streams its keys through one compute unit: chunks of at least 64 keys, enough of
+    // them for about 256 workgroups (a decode step of Llama-1B has 8 KV heads; Whisper's 6).
+    const int64_t base = row_blocks * Hkv * B;
+    const int64_t want = std::clamp<int64_t>((256 + base - 1) / base, 1, (Lk + 63) / 64);
+    const int64_t kchunk = ((Lk + want - 1) / want + 15) / 16 * 16;
+    const int64_t nsplit = (Lk + kchunk - 1) / kchunk;
     if (forced != "split" && group_rows <= 8 && dmax <= 128 && dpl <= 64 && decode_subgroups(ctx) &&
-        Hkv <= 65535 && B <= 65535) {
-      std::vector<Binding> bindings = {{&y, true}, {&q, false}, {&k, false}, {&v, false}, {has_mask ? &mask : nullptr, false}};
+        Hkv <= 65535 && B * nsplit <= 65535) {
+      DeviceView part, cnt;
+      if (nsplit > 1) {
+        VRUN_ASSIGN_OR_RETURN(part, rec.scratch(DType::f32, Shape{B * Hq * Lq * nsplit * (Dv + 2)}));
+        VRUN_ASSIGN_OR_RETURN(cnt, rec.counters(base));
+      }
+      std::vector<Binding> bindings = {{&y, true},
+                                       {&q, false},
+                                       {&k, false},
+                                       {&v, false},
+                                       {has_mask ? &mask : nullptr, false},
+                                       {nsplit > 1 ? &part : nullptr, true},
+                                       {nsplit > 1 ? &cnt : nullptr, true}};
       VRUN_ASSIGN_OR_RETURN(auto offs, rec.binding_offsets(bindings));
-      const PushWords pw = push_words(offs, 1, Lk);
+      PushWords pw = push_words(offs, nsplit, kchunk);
+      pw.u(offs[5]).u(offs[6]);
       const int32_t kmode = rows_vec8(k, offs[2]) ? 1 : rows_vec4_f32(k, offs[2]) ? 2 : 0;
       const int32_t vmode = rows_vec8(v, offs[3]) ? 1 : rows_vec4_f32(v, offs[3]) ? 2 : 0;
       // Keys per group and step: about 16 16-byte K and V words per lane in flight, half that
@@ -165,19 +180,22 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
       const int64_t words = std::max(kmode == 1 ? dpl / 8 : dpl / 4, vmode == 1 ? dpl / 8 : dpl / 4);
       int64_t unroll = std::clamp<int64_t>(8 / std::max<int64_t>(1, words), 1, 8);
       if (rows_wg * dpl > 16) unroll = std::max<int64_t>(1, unroll / 2);
-      // One or two rows' values per lane leave registers for twice the lanes: more loads in
-      // flight on the compute unit that streams the head's keys.
+      // Invocations: a key group (lpk lanes) per 2 to 4 keys of the chunk, at most 256 and at least
+      // the head dim (an invocation per output dim in the merges); one or two rows' values per
+      // lane leave registers for 512 where a chunk is long.
       const auto& lim = ctx.limits();
-      const int32_t wg = rows_wg * dpl <= 16 && lim.maxComputeWorkGroupInvocations >= 512 &&
-                                 lim.maxComputeWorkGroupSize[0] >= 512
-                             ? 512
-                             : 256;
+      int32_t wg = 256;
+      while (wg > std::max<int64_t>(64, dmax) && kchunk / (wg / lpk) < 2) wg /= 2;
+      if (kchunk >= 4096 && rows_wg * dpl <= 16 && lim.maxComputeWorkGroupInvocations >= 512 &&
+          lim.maxComputeWorkGroupSize[0] >= 512)
+        wg = 512;
       return rec.dispatch("sdpa_decode",
                           {dt_code(q.dtype), dt_code(k.dtype), dt_code(v.dtype), dt_code(y.dtype),
                            has_mask ? dt_code(mask.dtype) : 255, causal, kmode, vmode, static_cast<int32_t>(dmax),
-                           static_cast<int32_t>(lpk), static_cast<int32_t>(rows_wg), static_cast<int32_t>(unroll), wg},
+                           static_cast<int32_t>(lpk), static_cast<int32_t>(rows_wg), static_cast<int32_t>(unroll), wg,
+                           nsplit > 1 ? 1 : 0},
                           bindings, pw.w, pw.bytes(), static_cast<uint32_t>(row_blocks), static_cast<uint32_t>(Hkv),
-                          static_cast<uint32_t>(B));
+                          static_cast<uint32_t>(B * nsplit));
     }
   }
 

@@ -336,6 +336,28 @@ Status Recorder::dispatch_impl(std::string_view kernel, std::span<const int32_t>
   return Status::ok();
 }
 
+Result<DeviceView> Recorder::counters(int64_t n) {
+  constexpr uint64_t kCounters = 1 << 16;
+  if (n <= 0 || static_cast<uint64_t>(n) > kCounters)
+    return err(ErrorCode::kInternal, "vulkan: ", n, " workgroup counters asked for, at most ", kCounters);
+  if (!counters_.valid()) {
+    VRUN_ASSIGN_OR_RETURN(counters_,
+                          ctx_.allocator().allocate(kCounters * 4, MemoryKind::kDevice, "workgroup counters"));
+    VRUN_RETURN_IF_ERROR(begin_if_needed());
+    const BufferRef r = counters_.ref();
+    const Range all{r.buffer, r.offset, r.offset + kCounters * 4};
+    hazard({}, std::span<const Range>(&all, 1));
+    vkCmdFillBuffer(cmd_, r.buffer, r.offset, kCounters * 4, 0);
+    counters_next_ = 0;
+  }
+  // Wrapping around reuses counters that an earlier dispatch returned to zero; the hazard check
+  // on the written binding orders the two.
+  if (counters_next_ + static_cast<uint64_t>(n) > kCounters) counters_next_ = 0;
+  DeviceView v = DeviceView::dense(counters_.ref(), DType::i32, Shape{n}, counters_next_ * 4);
+  counters_next_ += static_cast<uint64_t>(n);
+  return v;
+}
+
 Result<DeviceView> Recorder::scratch(DType dtype, const Shape& shape) {
   VRUN_ASSIGN_OR_RETURN(Buffer b, ctx_.allocator().allocate(std::max<int64_t>(dtype_bytes(dtype, shape.numel()), 4),
                                                            MemoryKind::kDevice, "scratch tensor"));

@@ -108,6 +108,12 @@ class Recorder {
   Context& context() { return ctx_; }
   // A dense device tensor that lives until the next submit_and_wait() completes.
   Result<DeviceView> scratch(DType dtype, const Shape& shape);
+  // n u32 counters, zero when the dispatch they are bound to starts, for a kernel whose
+  // workgroups count their arrivals (the last to arrive merges the others' partial results, which
+  // saves a second pass and its barrier); the kernel must leave them at zero. They come from one
+  // buffer zeroed once per recorder; bind them as written so that a later user of the same
+  // counters waits for the earlier one.
+  Result<DeviceView> counters(int64_t n);
   // v itself when its innermost `inner_dims` dims are dense and the rest collapse to one stride,
   // else a dense scratch copy (recorded).
   Result<DeviceView> rows_view(const DeviceView& v, int inner_dims);
@@ -211,6 +217,8 @@ class Recorder {
   int replay_ops_ = 0, capture_ops_ = 0;
   bool replay_allowed_ = true;  // VRUN_VK_REPLAY=0 turns capture off
   Buffer dummy_;
+  Buffer counters_;
+  uint64_t counters_next_ = 0;
   std::vector<TensorDesc> record_descs_;
   std::vector<const TensorDesc*> record_ptrs_;
   // VRUN_VK_STATS=1: totals printed when the recorder goes away.
