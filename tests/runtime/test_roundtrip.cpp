@@ -254,9 +254,11 @@ TEST(RoundTrip, VulkanRepeatedCallsReplayWithFreshData) {
   EXPECT_EQ(ex->gpu_validation_errors(), 0u);
 }
 
-// Decode over a cache of 150+ keys: each layer's attention splits the keys over workgroups whose
-// last one merges them (counters that must return to zero for the next layer, call and replay).
+// Decode over a cache of 150+ keys under VRUN_SDPA=decode: each layer's attention splits the keys
+// over workgroups whose last one merges them (counters that must return to zero for the next
+// layer, call and replay).
 TEST(RoundTrip, VulkanLongCacheDecodeSplitsKeys) {
+  setenv("VRUN_SDPA", "decode", 1);
   TinyConfig cfg;
   cfg.ctx = 200;
   cfg.max_seq = 160;
@@ -279,6 +281,7 @@ TEST(RoundTrip, VulkanLongCacheDecodeSplitsKeys) {
       expect_logits((*out)[0], reference_logits(w, toks), "round " + std::to_string(round) + " decode " + std::to_string(s));
     }
   }
+  unsetenv("VRUN_SDPA");
   EXPECT_EQ(ex->gpu_validation_errors(), 0u);
 }
 

@@ -74,10 +74,9 @@ TEST_F(VkAttention, SdpaCausalGqaStridedCache) {
   }
 }
 
-// Decode-like shapes (few query rows, long cache) under VRUN_SDPA=split take the split-K path with
-// a combine pass (by default they go to the one-pass decode kernel, see VkSdpa.DecodeOnePass).
+// Decode-like shapes (few query rows, long cache) take the split-K path with a combine pass
+// (under VRUN_SDPA=decode the one-kernel decode kernel, see VkSdpa.DecodeOneKernel).
 TEST_F(VkAttention, SdpaSplitKeysCausalDecode) {
-  setenv("VRUN_SDPA", "split", 1);
   std::mt19937 rng(23);
   const int64_t B = 1, Hq = 4, Hkv = 1, Lq = 2, Lk = 1500, D = 64;
   HostTensor q = random_tensor(DType::f16, Shape{B, Hq, Lq, D}, rng);
@@ -88,7 +87,6 @@ TEST_F(VkAttention, SdpaSplitKeysCausalDecode) {
   auto out = run_gpu(OpKind::sdpa, {&q, &k, &v, nullptr}, a);
   expect_close(to_doubles(out[0].view), sdpa_ref(q.view, k.view, v.view, nullptr, 1 / std::sqrt(64.0), true), 1e-5, 2e-3,
                "sdpa split causal decode");
-  unsetenv("VRUN_SDPA");
 }
 
 TEST_F(VkAttention, SdpaMasksAndLongKeys) {
@@ -203,11 +201,9 @@ TEST_F(VkSdpa, TiledTailsHeadDimsAndMasks) {
 }
 
 // Short-prompt shapes (and a few query blocks over a long cache) take the row kernel (split over
-// key chunks past 64 keys, merged by the combine pass), and so do decode shapes under
-// VRUN_SDPA=split (the comparison switch for the one-pass decode kernel): 1 / 7 query rows,
-// 1 / 7 / 33 / 130 / 1500 keys, GQA groups of 4, head dims 64 / 80 / 128 / 256, masks.
+// key chunks past 64 keys, merged by the combine pass), and so do decode shapes: 1 / 7 query
+// rows, 1 / 7 / 33 / 130 / 1500 keys, GQA groups of 4, head dims 64 / 80 / 128 / 256, masks.
 TEST_F(VkSdpa, RowKernelDecodeSplitsAndHeadDims) {
-  setenv("VRUN_SDPA", "split", 1);
   const std::vector<SdpaCase> cases = {
       {DType::f16, 1, 8, 2, 1, 1500, 128, 128, true},
       {DType::f16, 1, 32, 8, 1, 1500, 64, 64, true},
@@ -219,14 +215,14 @@ TEST_F(VkSdpa, RowKernelDecodeSplitsAndHeadDims) {
       {DType::f16, 1, 2, 1, 32, 300, 64, 64, true},  // a query block over a long cache
   };
   for (size_t i = 0; i < cases.size(); ++i) check(cases[i], 40 + static_cast<uint32_t>(i));
-  unsetenv("VRUN_SDPA");
 }
 
-// Decode shapes (at most 8 query rows per KV head, head dims up to 128) take the one-pass decode
-// kernel: Llama-3.2-1B (32 / 8 heads of 64) and Whisper (6 / 6) over 1 to 4097 keys of a strided
+// Decode shapes (at most 8 query rows per KV head, head dims up to 128) under VRUN_SDPA=decode take
+// the one-kernel decode kernel (keys split over workgroups past 64, the last one merging): Llama-3.2-1B (32 / 8 heads of 64) and Whisper (6 / 6) over 1 to 4097 keys of a strided
 // f16 / f32 cache, head dim 128, masks, causal with 2-4 query rows (as many as keys: the first sees one),
 // unaligned rows and bf16 read element by element.
-TEST_F(VkSdpa, DecodeOnePass) {
+TEST_F(VkSdpa, DecodeOneKernel) {
+  setenv("VRUN_SDPA", "decode", 1);
   const std::vector<SdpaCase> cases = {
       {DType::f16, 1, 32, 8, 1, 1, 64, 64, true},
       {DType::f16, 1, 32, 8, 1, 7, 64, 64, true},
@@ -255,6 +251,7 @@ TEST_F(VkSdpa, DecodeOnePass) {
       {DType::f16, 64, 8, 2, 2, 9, 128, 128, true, DType::f32},
   };
   for (size_t i = 0; i < cases.size(); ++i) check(cases[i], 60 + static_cast<uint32_t>(i));
+  unsetenv("VRUN_SDPA");
 }
 
 // VRUN_SDPA=rows / tile force the row kernel / the portable tiled kernel on prefill shapes (the
