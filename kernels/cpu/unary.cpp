@@ -35,7 +35,6 @@ void map_unary(const KernelCall& c, int64_t cost, F f) {
       cost);
 }
 
-constexpr float kSqrtHalf = 0.70710678118654752f;
 constexpr float kSqrt2OverPi = 0.79788456080286536f;
 
 template <typename T>
@@ -67,7 +66,7 @@ Status run_float_unary(const KernelCall& c) {
           return 0.5f * v * (1.f + tanh_fast(kSqrt2OverPi * (v + 0.044715f * v * v * v)));
         });
       } else {
-        map_unary<T>(c, 8, [](float v) VRUN_ALWAYS_INLINE_LAMBDA { return 0.5f * v * (1.f + std::erf(v * kSqrtHalf)); });
+        map_unary<T>(c, 8, [](float v) VRUN_ALWAYS_INLINE_LAMBDA { return cpu::gelu_erf(v); });
       }
       break;
     case OpKind::clamp: {

@@ -2,6 +2,7 @@
 // friends do not vectorise without -ffast-math; these do, at about 1-2 ulp.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 
@@ -63,5 +64,8 @@ VRUN_ALWAYS_INLINE float tanh_fast(float x) {
   const float t = (1.f - e) / (1.f + e);
   return bits_to_float(float_to_bits(t) | sign);
 }
+
+// gelu, exact form (torch's approximate = none): the gelu op and linear's act = gelu.
+VRUN_ALWAYS_INLINE float gelu_erf(float v) { return 0.5f * v * (1.f + std::erf(v * 0.70710678118654752f)); }
 
 }  // namespace vrun::cpu

@@ -38,6 +38,9 @@ Status infer_linear(const std::vector<const TensorDesc*>& in, const Attrs& attrs
   const std::string& glu = attrs.s("glu");
   if (glu != "none" && glu != "silu")
     return err(ErrorCode::kInvalidArgument, "linear: glu must be none or silu, got '", glu, "'");
+  const std::string& act = attrs.s("act");
+  if (act != "none" && act != "gelu")
+    return err(ErrorCode::kInvalidArgument, "linear: act must be none or gelu, got '", act, "'");
   const int64_t x_dims = attrs.i("x_dims");
   if (x_dims < 1 || x_dims > x->shape.rank)
     return err(ErrorCode::kInvalidArgument, "linear: x_dims must be in 1..", x->shape.rank, " (x's rank), got ", x_dims);

@@ -79,6 +79,16 @@ BINDING(4)
 
 bool is_quant(uint dt) { return dt == DT_Q8_0 || dt == DT_Q4_0 || dt == DT_Q4_1; }
 
+// Abramowitz-Stegun 7.1.26 has 1.5e-7 absolute error, below f32 rounding of the result.
+float erf_approx(float x) {
+  float s = sign(x), a = abs(x);
+  float t = 1.0 / (1.0 + 0.3275911 * a);
+  float y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * exp(-a * a);
+  return s * y;
+}
+// gelu with the exact (erf) form, torch's default.
+float gelu_erf(float x) { return 0.5 * x * (1.0 + erf_approx(x * 0.70710678118654752)); }
+
 // Flat index over a grid that may be 2-D (more than 65535 workgroups in x).
 uint flat_group() { return gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x; }
 // A macro: gl_WorkGroupSize is only known after the kernel's local_size declaration, which

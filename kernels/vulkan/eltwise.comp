@@ -62,14 +62,6 @@ layout(push_constant) uniform Push {
 #define OP_WHERE 41
 #define OP_GLU_SILU 42
 
-// Abramowitz-Stegun 7.1.26 has 1.5e-7 absolute error, below f32 rounding of the result.
-float erf_approx(float x) {
-  float s = sign(x), a = abs(x);
-  float t = 1.0 / (1.0 + 0.3275911 * a);
-  float y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * exp(-a * a);
-  return s * y;
-}
-
 float sigmoid(float x) { return x >= 0.0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x)); }
 
 float tanh_safe(float x) {
@@ -96,7 +88,7 @@ float unary(float x) {
     case OP_RELU: return max(x, 0.0);
     case OP_SILU: return x * sigmoid(x);
     case OP_SOFTPLUS: return x > 20.0 ? x : log(1.0 + exp(x));
-    case OP_GELU: return 0.5 * x * (1.0 + erf_approx(x * 0.70710678118654752));
+    case OP_GELU: return gelu_erf(x);
     case OP_GELU_TANH: return 0.5 * x * (1.0 + tanh_safe(0.79788456080286536 * (x + 0.044715 * x * x * x)));
     case OP_CLAMP: return min(max(x, pc.p0), pc.p1);
     case OP_SCALE: return x * pc.p0 + pc.p1;

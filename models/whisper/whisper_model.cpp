@@ -244,6 +244,11 @@ Result<std::shared_ptr<Program>> build_whisper_program(const WhisperConfig& c, c
     auto NLin = [&](Val x, Norm n, Lin w, const std::string& name) {
       return NL(x, n, g.constant(w.w), w.b >= 0 ? g.constant(w.b) : Val::none(), name);
     };
+    // fc1 with its gelu (linear's act): no kernel of its own in a decode step.
+    auto NLinGelu = [&](Val x, Norm n, Lin w, const std::string& name) {
+      return g.op(OpKind::linear, {x, g.constant(w.w), w.b >= 0 ? g.constant(w.b) : Val::none(), Val::none(), g.constant(n.g), g.constant(n.b)},
+                  {{"norm", "layer"}, {"eps", 1e-5}, {"act", "gelu"}}, name);
+    };
     const int64_t B = var.rows;
     // align sees the start-of-transcript sequence, <|notimestamps|>, at most half the context
     // of text and the end token: its arena (logits of every position) is sized for that.
@@ -323,7 +328,7 @@ Result<std::shared_ptr<Program>> build_whisper_program(const WhisperConfig& c, c
       }
       if (gemm_scores) cross = merge(cross);
       x = L(cross, w.cout, p + "cross_out", x);
-      x = L(g.op(OpKind::gelu, {NLin(x, w.ln3, w.fc1, p + "fc1")}), w.fc2, p + "fc2", x);
+      x = L(NLinGelu(x, w.ln3, w.fc1, p + "fc1"), w.fc2, p + "fc2", x);
     }
     // align: logits of every position (token probabilities); decoding: of the last one only.
     if (!var.align) x = g.op(OpKind::slice, {x}, {{"axis", 1}, {"start", seq - 1}, {"end", seq}});

@@ -139,6 +139,52 @@ TEST(LinearXDims, TrailingDimsFormK) {
   expect_within(to_doubles(got.outputs[0].view), ref_linear(to_doubles(x.view), w.view, nullptr, nullptr, 6), 0, "dense x_dims=2");
 }
 
+double gelu(double v) { return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))); }
+
+// act = gelu: y = gelu(x W^T + bias) + residual, alone and after a layer norm prologue (Whisper's
+// fc1), over 1, 3 and 40 rows. gelu's slope stays below 1.13, so the pre-activation bound
+// carries over with that factor.
+TEST(LinearAct, GeluAfterBiasBeforeResidual) {
+  std::mt19937 rng(34);
+  ThreadPool pool(2);
+  const int64_t K = 64, N = 21;
+  for (DType wt : {DType::f16, DType::q8_0})
+    for (int64_t M : {1, 3, 40})
+      for (bool norm : {false, true}) {
+        const std::string what = std::string("gelu w=") + dtype_name(wt) + " M=" + std::to_string(M) + (norm ? " layer norm" : "");
+        SCOPED_TRACE(what);
+        HostTensor x = random_tensor(DType::f32, Shape{1, M, K}, rng, -2, 2);
+        HostTensor w = random_tensor(wt, Shape{N, K}, rng);
+        HostTensor b = random_tensor(DType::f32, Shape{N}, rng);
+        HostTensor r = random_tensor(DType::f32, Shape{1, M, N}, rng);
+        HostTensor g = random_tensor(DType::f32, Shape{K}, rng, 0.5, 1.5);
+        HostTensor be = random_tensor(DType::f32, Shape{K}, rng);
+        Attrs a(OpKind::linear);
+        a.set_s("act", "gelu");
+        if (norm) a.set_s("norm", "layer");
+        std::vector<TensorView> in = {x.view, w.view, b.view, r.view};
+        if (norm) in.insert(in.end(), {g.view, be.view});
+        RunResult got = run_cpu(OpKind::linear, in, a, &pool);
+        ASSERT_TRUE(got.status.is_ok()) << got.status.to_string();
+        std::vector<double> xe = to_doubles(x.view);
+        if (norm) xe = ref_norm_rows(xe, M, K, false, 1e-5, to_doubles(g.view), to_doubles(be.view));
+        Want want = ref_linear(xe, w.view, &b.view, nullptr, M);
+        const std::vector<double> rd = to_doubles(r.view);
+        for (size_t i = 0; i < want.y.size(); ++i) {
+          want.y[i] = gelu(want.y[i]) + rd[i];
+          want.bound[i] = 1.13 * want.bound[i] + 1e-6 * (1 + std::fabs(want.y[i]));
+        }
+        expect_within(to_doubles(got.outputs[0].view), want, norm ? 1e-5 : 0, what);
+      }
+  Attrs bad(OpKind::linear);
+  bad.set_s("act", "relu");
+  HostTensor x = random_tensor(DType::f32, Shape{2, K}, rng);
+  HostTensor w = random_tensor(DType::f32, Shape{N, K}, rng);
+  RunResult r = run_cpu(OpKind::linear, {x.view, w.view}, bad);
+  EXPECT_EQ(r.status.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(r.status.message().find("act must be none or gelu, got 'relu'"), std::string::npos) << r.status.message();
+}
+
 TEST(LinearGlu, RefusesBadCombinations) {
   std::mt19937 rng(33);
   HostTensor x = random_tensor(DType::f32, Shape{2, 64}, rng);

@@ -95,6 +95,42 @@ TEST_F(VkLinearFused, GluSilu) {
       }
 }
 
+double gelu(double v) { return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))); }
+
+// act = gelu in the matvec epilogue (1 and 3 rows, alone and after a layer norm folded into the
+// kernel, float and quantised weights, q4_0's single-row kernel) and after the tiled matmul for
+// 40 rows: y = gelu(x W^T + b) + r.
+TEST_F(VkLinearFused, GeluEpilogue) {
+  std::mt19937 rng(43);
+  const int64_t N = 70, K = 256;
+  for (DType wdt : {DType::f16, DType::q8_0, DType::q4_0})
+    for (int64_t M : {1, 3, 40})
+      for (bool norm : {false, true}) {
+        if (M == 40 && wdt != DType::f16) continue;
+        const std::string what = std::string("gelu w=") + dtype_name(wdt) + " M=" + std::to_string(M) + (norm ? " layer norm" : "");
+        SCOPED_TRACE(what);
+        HostTensor x = random_tensor(DType::f32, Shape{1, M, K}, rng, -2, 2);
+        HostTensor w = random_tensor(wdt, Shape{N, K}, rng);
+        HostTensor b = random_tensor(DType::f32, Shape{N}, rng);
+        HostTensor r = random_tensor(DType::f32, Shape{1, M, N}, rng);
+        HostTensor g = random_tensor(DType::f32, Shape{K}, rng, 0.5, 1.5);
+        HostTensor be = random_tensor(DType::f32, Shape{K}, rng);
+        Attrs a(OpKind::linear);
+        a.set_s("act", "gelu");
+        if (norm) a.set_s("norm", "layer");
+        std::vector<const HostTensor*> in = {&x, &w, &b, &r};
+        if (norm) in.insert(in.end(), {&g, &be});
+        auto out = run_gpu(OpKind::linear, in, a);
+        std::vector<double> xe = to_doubles(x.view);
+        if (norm) xe = ref_norm_rows(xe, M, K, false, 1e-5, to_doubles(g.view), to_doubles(be.view));
+        double mag = 0;
+        std::vector<double> want = reference(xe, w, &b, nullptr, M, &mag);
+        const auto rv = to_doubles(r.view);
+        for (size_t i = 0; i < want.size(); ++i) want[i] = gelu(want[i]) + rv[i];
+        expect_close(to_doubles(out[0].view), want, (M > 8 ? 1e-3 : 3e-5) * mag, 1e-4, what.c_str());
+      }
+}
+
 // One row of q4_0 (its own kernel): x staged in shared memory (K 256) or read in place (K 8192,
 // past the staging limit), f32 and f16 x, 16-byte-aligned or not.
 TEST_F(VkLinearFused, GluSiluQ4SingleRow) {

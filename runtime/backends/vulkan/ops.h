@@ -34,6 +34,7 @@ Status record_rnn(Recorder&, OpKind, const std::vector<DeviceView>&, const std::
 // where a, b, c are already broadcast to y's shape (0 strides) and y may be strided.
 Status record_eltwise(Recorder& rec, int opcode, const DeviceView& y, const DeviceView* a, const DeviceView* b,
                       const DeviceView* c, float p0 = 0, float p1 = 0);
+constexpr int kOpGelu = 16;
 constexpr int kOpCopy = 21;
 constexpr int kOpGlu = 40;
 constexpr int kOpGluSilu = 42;

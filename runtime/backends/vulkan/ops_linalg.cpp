@@ -60,7 +60,9 @@ const CoopTile& coop_tile() {
 
 // The residual: decode rows add it (after the bias) in the matvec's epilogue; otherwise it is
 // added to y after the projection.
-Status record_linear_plain(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y) {
+// gelu (act = gelu) only for matvec_rows shapes: the matvec epilogue applies it.
+Status record_linear_plain(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, bool gelu = false) {
+  if (gelu) return record_matvec_linear(rec, in, y, nullptr, false, true);
   if (in.size() < 4 || !in[3].present()) return record_linear_core(rec, in, y);
   if (matvec_rows(in[0], in[1])) return record_matvec_linear(rec, in, y);
   const DeviceView& r = in[3];
@@ -71,9 +73,9 @@ Status record_linear_plain(Recorder& rec, const std::vector<DeviceView>& in, con
 
 // glu = silu: decode rows are gated inside the matvec kernel as x is loaded; other shapes get
 // the gated rows in an f32 scratch tensor first (the glu op's math, unrounded).
-Status record_linear_glu(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y) {
+Status record_linear_glu(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, bool gelu) {
   const int64_t K = in[1].shape[1];
-  if (matvec_rows(in[0], in[1], true)) return record_matvec_linear(rec, in, y, nullptr, true);
+  if (matvec_rows(in[0], in[1], true)) return record_matvec_linear(rec, in, y, nullptr, true, gelu);
   const DeviceView& x = in[0];
   const int last = x.shape.rank - 1;
   Shape hs = x.shape;
@@ -107,6 +109,10 @@ Status record_linear(Recorder& rec, const std::vector<DeviceView>& in_, const De
   const int64_t x_dims = attrs.i("x_dims");
   const bool glu = attrs.s("glu") == "silu";
   const std::string& norm = attrs.s("norm");
+  const std::string& act = attrs.s("act");
+  if (act != "none" && act != "gelu")
+    return err(ErrorCode::kInvalidArgument, "vulkan: linear act must be none or gelu, got '", act, "'");
+  const bool gelu = act == "gelu";
   if (x_dims < 1 || x_dims > in_[0].shape.rank || (glu && (x_dims != 1 || norm != "none")))
     return err(ErrorCode::kInvalidArgument, "vulkan: linear with x_dims = ", x_dims, ", glu = ", attrs.s("glu"), " and norm = ",
                norm, " over x ", in_[0].shape.str(), " (glu needs x_dims = 1 and norm = none)");
@@ -114,8 +120,24 @@ Status record_linear(Recorder& rec, const std::vector<DeviceView>& in_, const De
   if (x_dims > 1) {
     VRUN_ASSIGN_OR_RETURN(in[0], merge_x_dims(rec, in_[0], static_cast<int>(x_dims)));
   }
-  if (glu) return record_linear_glu(rec, in, y);
-  if (norm == "none") return record_linear_plain(rec, in, y);
+  if (gelu) {
+    // Decode rows apply gelu in the matvec's epilogue; other shapes project without the residual,
+    // then gelu in place, then the residual.
+    const bool in_kernel = glu ? matvec_rows(in[0], in[1], true)
+                               : norm == "none" ? matvec_rows(in[0], in[1]) : matvec_norm_fits(in[0], in[1]);
+    if (!in_kernel) {
+      std::vector<DeviceView> plain = in;
+      if (plain.size() > 3) plain[3] = DeviceView{};
+      Attrs a = attrs;
+      a.set_s("act", "none").set_i("x_dims", 1);
+      VRUN_RETURN_IF_ERROR(record_linear(rec, plain, y, a));
+      VRUN_RETURN_IF_ERROR(record_eltwise(rec, kOpGelu, y, &y, nullptr, nullptr));
+      if (in.size() > 3 && in[3].present()) return record_eltwise(rec, kOpAdd, y, &y, &in[3], nullptr);
+      return Status::ok();
+    }
+  }
+  if (glu) return record_linear_glu(rec, in, y, gelu);
+  if (norm == "none") return record_linear_plain(rec, in, y, gelu);
   const bool rms = norm == "rms";
   if (in.size() < 5 || !in[4].present())
     return err(ErrorCode::kInvalidArgument, "vulkan: linear with norm = ", norm, " needs norm_weight");
@@ -128,7 +150,7 @@ Status record_linear(Recorder& rec, const std::vector<DeviceView>& in_, const De
       VRUN_ASSIGN_OR_RETURN(b, rec.dense_view(in[5]));
     }
     const MatvecNorm mn{rms, eps, &g, has_nb ? &b : nullptr};
-    return record_matvec_linear(rec, in, y, &mn);
+    return record_matvec_linear(rec, in, y, &mn, false, gelu);
   }
   VRUN_ASSIGN_OR_RETURN(DeviceView xs, rec.scratch(DType::f32, in[0].shape));
   const OpKind op = rms ? OpKind::rms_norm : OpKind::layer_norm;
