@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -254,6 +255,47 @@ inline std::vector<double> ref_norm_rows(std::vector<double> x, int64_t m, int64
   }
   return x;
 }
+
+// The error bound of a quantised-weight dot product of row x (k doubles) with row w: x is
+// quantised per block of 32 to 8 bits (error <= amax / 32512 per element), so the bound is
+// sum over blocks of amax_b / 32512 * sum_{k in b} |w_k| (with 1% slack).
+inline double quant_x_bound(const double* x, const double* w, int64_t k) {
+  double bound = 0;
+  for (int64_t b0 = 0; b0 < k; b0 += 32) {
+    double amax = 0, wsum = 0;
+    for (int64_t p = b0; p < b0 + 32 && p < k; ++p) {
+      amax = std::max(amax, std::fabs(x[p]));
+      wsum += std::fabs(w[p]);
+    }
+    bound += amax / 32512.0 * wsum * 1.01;
+  }
+  return bound;
+}
+
+// Inputs of linear with act = gelu, bias and residual, and with norm = layer (gamma in
+// [0.5, 1.5], beta) when `norm`: x [1, M, K] in [-2, 2], w [N, K] of `wt`; `rows` holds the
+// float64 rows the projection reads (x, normalised for a norm).
+struct GeluLinearCase {
+  HostTensor x, w, b, r, g, be;
+  Attrs attrs{OpKind::linear};
+  std::vector<double> rows;
+};
+inline GeluLinearCase make_gelu_linear_case(DType wt, int64_t M, int64_t N, int64_t K, bool norm, std::mt19937& rng) {
+  GeluLinearCase c;
+  c.x = random_tensor(DType::f32, Shape{1, M, K}, rng, -2, 2);
+  c.w = random_tensor(wt, Shape{N, K}, rng);
+  c.b = random_tensor(DType::f32, Shape{N}, rng);
+  c.r = random_tensor(DType::f32, Shape{1, M, N}, rng);
+  c.g = random_tensor(DType::f32, Shape{K}, rng, 0.5, 1.5);
+  c.be = random_tensor(DType::f32, Shape{K}, rng);
+  c.attrs.set_s("act", "gelu");
+  if (norm) c.attrs.set_s("norm", "layer");
+  c.rows = to_doubles(c.x.view);
+  if (norm) c.rows = ref_norm_rows(c.rows, M, K, false, 1e-5, to_doubles(c.g.view), to_doubles(c.be.view));
+  return c;
+}
+
+inline double gelu_f64(double v) { return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))); }
 
 // Tolerances for results stored in `dtype` from f32 computation: about a few ulp of the
 // storage type, relative, with an absolute floor for values near zero.

@@ -71,14 +71,7 @@ void check_linear(const TensorView& x, const TensorView& w, const TensorView* b,
       double want = bd[j], bound = 1e-4;
       for (int64_t p = 0; p < k; ++p) want += xd[i * k + p] * wd[j * k + p];
       if (is_quantized(w.dtype)) {
-        for (int64_t b0 = 0; b0 < k; b0 += 32) {
-          double amax = 0, wsum = 0;
-          for (int64_t p = b0; p < b0 + 32; ++p) {
-            amax = std::max(amax, std::fabs(xd[i * k + p]));
-            wsum += std::fabs(wd[j * k + p]);
-          }
-          bound += amax / 32512.0 * wsum * 1.01;
-        }
+        bound += quant_x_bound(&xd[i * k], &wd[j * k], k);
       } else {
         bound += 1e-4 * std::fabs(want);
       }

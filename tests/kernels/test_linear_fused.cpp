@@ -39,16 +39,7 @@ Want ref_linear(const std::vector<double>& xe, const TensorView& w, const Tensor
         s += xe[i * k + p] * wd[j * k + p];
         mag += std::fabs(xe[i * k + p] * wd[j * k + p]);
       }
-      if (is_quantized(w.dtype)) {
-        for (int64_t b0 = 0; b0 < k; b0 += 32) {
-          double amax = 0, wsum = 0;
-          for (int64_t p = b0; p < b0 + 32; ++p) {
-            amax = std::max(amax, std::fabs(xe[i * k + p]));
-            wsum += std::fabs(wd[j * k + p]);
-          }
-          bound += amax / 32512.0 * wsum * 1.01;
-        }
-      }
+      if (is_quantized(w.dtype)) bound += quant_x_bound(&xe[i * k], &wd[j * k], k);
       out.y[i * n + j] = s + rd[i * n + j];
       out.bound[i * n + j] = bound + 1e-5 * mag + 1e-6 * std::fabs(out.y[i * n + j]);
     }
@@ -139,8 +130,6 @@ TEST(LinearXDims, TrailingDimsFormK) {
   expect_within(to_doubles(got.outputs[0].view), ref_linear(to_doubles(x.view), w.view, nullptr, nullptr, 6), 0, "dense x_dims=2");
 }
 
-double gelu(double v) { return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))); }
-
 // act = gelu: y = gelu(x W^T + bias) + residual, alone and after a layer norm prologue (Whisper's
 // fc1), over 1, 3 and 40 rows. gelu's slope stays below 1.13, so the pre-activation bound
 // carries over with that factor.
@@ -153,25 +142,15 @@ TEST(LinearAct, GeluAfterBiasBeforeResidual) {
       for (bool norm : {false, true}) {
         const std::string what = std::string("gelu w=") + dtype_name(wt) + " M=" + std::to_string(M) + (norm ? " layer norm" : "");
         SCOPED_TRACE(what);
-        HostTensor x = random_tensor(DType::f32, Shape{1, M, K}, rng, -2, 2);
-        HostTensor w = random_tensor(wt, Shape{N, K}, rng);
-        HostTensor b = random_tensor(DType::f32, Shape{N}, rng);
-        HostTensor r = random_tensor(DType::f32, Shape{1, M, N}, rng);
-        HostTensor g = random_tensor(DType::f32, Shape{K}, rng, 0.5, 1.5);
-        HostTensor be = random_tensor(DType::f32, Shape{K}, rng);
-        Attrs a(OpKind::linear);
-        a.set_s("act", "gelu");
-        if (norm) a.set_s("norm", "layer");
-        std::vector<TensorView> in = {x.view, w.view, b.view, r.view};
-        if (norm) in.insert(in.end(), {g.view, be.view});
-        RunResult got = run_cpu(OpKind::linear, in, a, &pool);
+        const GeluLinearCase c = make_gelu_linear_case(wt, M, N, K, norm, rng);
+        std::vector<TensorView> in = {c.x.view, c.w.view, c.b.view, c.r.view};
+        if (norm) in.insert(in.end(), {c.g.view, c.be.view});
+        RunResult got = run_cpu(OpKind::linear, in, c.attrs, &pool);
         ASSERT_TRUE(got.status.is_ok()) << got.status.to_string();
-        std::vector<double> xe = to_doubles(x.view);
-        if (norm) xe = ref_norm_rows(xe, M, K, false, 1e-5, to_doubles(g.view), to_doubles(be.view));
-        Want want = ref_linear(xe, w.view, &b.view, nullptr, M);
-        const std::vector<double> rd = to_doubles(r.view);
+        Want want = ref_linear(c.rows, c.w.view, &c.b.view, nullptr, M);
+        const std::vector<double> rd = to_doubles(c.r.view);
         for (size_t i = 0; i < want.y.size(); ++i) {
-          want.y[i] = gelu(want.y[i]) + rd[i];
+          want.y[i] = gelu_f64(want.y[i]) + rd[i];
           want.bound[i] = 1.13 * want.bound[i] + 1e-6 * (1 + std::fabs(want.y[i]));
         }
         expect_within(to_doubles(got.outputs[0].view), want, norm ? 1e-5 : 0, what);

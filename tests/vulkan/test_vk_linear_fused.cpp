@@ -95,8 +95,6 @@ TEST_F(VkLinearFused, GluSilu) {
       }
 }
 
-double gelu(double v) { return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))); }
-
 // act = gelu in the matvec epilogue (1 and 3 rows, alone and after a layer norm folded into the
 // kernel, float and quantised weights, q4_0's single-row kernel) and after the tiled matmul for
 // 40 rows: y = gelu(x W^T + b) + r.
@@ -109,24 +107,14 @@ TEST_F(VkLinearFused, GeluEpilogue) {
         if (M == 40 && wdt != DType::f16) continue;
         const std::string what = std::string("gelu w=") + dtype_name(wdt) + " M=" + std::to_string(M) + (norm ? " layer norm" : "");
         SCOPED_TRACE(what);
-        HostTensor x = random_tensor(DType::f32, Shape{1, M, K}, rng, -2, 2);
-        HostTensor w = random_tensor(wdt, Shape{N, K}, rng);
-        HostTensor b = random_tensor(DType::f32, Shape{N}, rng);
-        HostTensor r = random_tensor(DType::f32, Shape{1, M, N}, rng);
-        HostTensor g = random_tensor(DType::f32, Shape{K}, rng, 0.5, 1.5);
-        HostTensor be = random_tensor(DType::f32, Shape{K}, rng);
-        Attrs a(OpKind::linear);
-        a.set_s("act", "gelu");
-        if (norm) a.set_s("norm", "layer");
-        std::vector<const HostTensor*> in = {&x, &w, &b, &r};
-        if (norm) in.insert(in.end(), {&g, &be});
-        auto out = run_gpu(OpKind::linear, in, a);
-        std::vector<double> xe = to_doubles(x.view);
-        if (norm) xe = ref_norm_rows(xe, M, K, false, 1e-5, to_doubles(g.view), to_doubles(be.view));
+        const GeluLinearCase c = make_gelu_linear_case(wdt, M, N, K, norm, rng);
+        std::vector<const HostTensor*> in = {&c.x, &c.w, &c.b, &c.r};
+        if (norm) in.insert(in.end(), {&c.g, &c.be});
+        auto out = run_gpu(OpKind::linear, in, c.attrs);
         double mag = 0;
-        std::vector<double> want = reference(xe, w, &b, nullptr, M, &mag);
-        const auto rv = to_doubles(r.view);
-        for (size_t i = 0; i < want.size(); ++i) want[i] = gelu(want[i]) + rv[i];
+        std::vector<double> want = reference(c.rows, c.w, &c.b, nullptr, M, &mag);
+        const auto rv = to_doubles(c.r.view);
+        for (size_t i = 0; i < want.size(); ++i) want[i] = gelu_f64(want[i]) + rv[i];
         expect_close(to_doubles(out[0].view), want, (M > 8 ? 1e-3 : 3e-5) * mag, 1e-4, what.c_str());
       }
 }
