@@ -71,7 +71,7 @@ layout(push_constant) uniform Push {
 } pc;
 
 // Chunks each invocation has in flight per row.
-const uint U = 2;
+layout(constant_id = 16) const uint U = 2;
 // Rows of x the dot products run over: x's MR, then (layer norm) g and beta.
 const uint MX = MR + (NORM == 1u ? 2u : 0u);
 const uint NACC = RS * MX;

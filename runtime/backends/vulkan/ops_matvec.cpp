@@ -3,6 +3,8 @@
 #include "runtime/backends/vulkan/ops_matvec.h"
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 
 #include "runtime/backends/vulkan/context.h"
 #include "runtime/backends/vulkan/ops.h"
@@ -17,6 +19,27 @@ constexpr int64_t kMaxRows = 8;
 constexpr int64_t kMaxNormRows = 4, kMaxNormK = 7168;
 
 std::atomic<bool> g_force_shared_reduce{false};
+
+// VRUN_MATVEC=RSxWGxU sets the float/q8_0/q4_1 matvec's rows per workgroup, invocations and chunks
+// in flight per row for comparisons on a GPU (bench/vulkan/README.md); unset, the heuristics below.
+struct MatvecShape {
+  int64_t rs = 0, wg = 0, u = 0;
+};
+const MatvecShape& matvec_override() {
+  static const MatvecShape s = [] {
+    MatvecShape m;
+    const char* e = std::getenv("VRUN_MATVEC");
+    long rs = 0, wg = 0, u = 0;
+    if (e && std::sscanf(e, "%ldx%ldx%ld", &rs, &wg, &u) == 3 && rs >= 1 && rs <= 16 && (wg == 32 || wg == 64 || wg == 128 || wg == 256) &&
+        u >= 1 && u <= 8) {
+      m = {rs, wg, u};
+    } else if (e && *e) {
+      std::fprintf(stderr, "vrun: VRUN_MATVEC=%s is not RSxWGxU (rows 1-16, 32/64/128/256 invocations, 1-8 chunks); ignored\n", e);
+    }
+    return m;
+  }();
+  return s;
+}
 std::atomic<const Q4Tuning*> g_q4_tuning{nullptr};
 
 // Whether compute shaders have subgroupAdd (the device's properties, read once with the context).
@@ -142,6 +165,8 @@ Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, co
   const int64_t items = is_quantized(w.dtype) ? K / 16 : wvec ? K / 8 : K / 2;
   int64_t wg = 128;
   while (wg > 32 && wg >= items) wg /= 2;
+  int64_t u = 2;
+  if (const MatvecShape& o = matvec_override(); o.rs) rs = o.rs, wg = o.wg, u = o.u;
 
   PushWords pw;
   pw.u(N).u(K).u(x_row_stride).u(offs[0]).u(offs[1]).u(offs[2]).u(offs[3]).u(offs[4]).u(residual_row_stride);
@@ -151,7 +176,8 @@ Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, co
   return rec.dispatch(subgroups ? "matvec" : "matvec_shared",
                       {dt_code(x.dtype), dt_code(w.dtype), dt_code(y.dtype), bias ? dt_code(*bias) : 255,
                        static_cast<int32_t>(M), static_cast<int32_t>(rs), wvec ? 1 : 0, xvec ? 1 : 0, a4 ? 1 : 0,
-                       static_cast<int32_t>(wg), res_dt, norm_mode, g_dt, beta_dt, glu ? 1 : 0, gelu ? 1 : 0},
+                       static_cast<int32_t>(wg), res_dt, norm_mode, g_dt, beta_dt, glu ? 1 : 0, gelu ? 1 : 0,
+                       static_cast<int32_t>(u)},
                       bindings, pw.w, pw.bytes(), gx, gy, 1);
 }
 
