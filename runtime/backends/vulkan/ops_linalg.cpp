@@ -14,14 +14,6 @@ namespace {
 
 constexpr int64_t kMatvecMaxRows = 8;
 
-// Stride between consecutive rows of a view whose last dim is dense and whose leading dims
-// collapse (what Recorder::rows_view guarantees).
-int64_t row_stride(const DeviceView& v) {
-  for (int i = v.shape.rank - 2; i >= 0; --i)
-    if (v.shape[i] != 1) return v.strides[i];
-  return v.shape.rank ? v.shape[v.shape.rank - 1] : 1;
-}
-
 Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y);
 
 // The tensor-core matmul's tile (matmul_coopmat.glsl): WGM x WGN subgroups of FM x FN 16x16

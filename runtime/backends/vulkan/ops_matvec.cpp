@@ -50,15 +50,13 @@ bool has_subgroup_arithmetic(const Context& ctx) {
 
 bool is_float16ish(DType t) { return t == DType::f16 || t == DType::bf16; }
 
-// Stride between consecutive rows of a view whose last dim is dense and whose leading dims
-// collapse (what Recorder::rows_view guarantees).
+}  // namespace
+
 int64_t row_stride(const DeviceView& v) {
   for (int i = v.shape.rank - 2; i >= 0; --i)
     if (v.shape[i] != 1) return v.strides[i];
   return v.shape.rank ? v.shape[v.shape.rank - 1] : 1;
 }
-
-}  // namespace
 
 bool matvec_rows(const DeviceView& x, const DeviceView& w, bool glu) {
   const int64_t K = w.shape.rank == 2 ? w.shape[1] : 0;

@@ -35,6 +35,10 @@ Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, co
 // elements with glu).
 bool matvec_rows(const DeviceView& x, const DeviceView& w, bool glu = false);
 
+// Stride between consecutive rows of a view whose last dim is dense and whose leading dims
+// collapse (what Recorder::rows_view guarantees).
+int64_t row_stride(const DeviceView& v);
+
 // Whether the matvec kernel can normalise x's rows itself (they fit its shared memory).
 bool matvec_norm_fits(const DeviceView& x, const DeviceView& w);
 
