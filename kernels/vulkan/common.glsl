@@ -86,6 +86,9 @@ float erf_approx(float x) {
   float y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * exp(-a * a);
   return s * y;
 }
+// silu(v) = v * sigmoid(v), as the matvec kernels gate x for linear's glu = silu.
+float silu(float v) { return v / (1.0 + exp(-v)); }
+vec4 silu4(vec4 v) { return v / (1.0 + exp(-v)); }
 // gelu with the exact (erf) form, torch's default.
 float gelu_erf(float x) { return 0.5 * x * (1.0 + erf_approx(x * 0.70710678118654752)); }
 

@@ -106,8 +106,6 @@ void load_x8(uint xo, out float v[8]) {
 
 float acc[NA];
 
-float silu(float v) { return v / (1.0 + exp(-v)); }
-
 // Row m of x, elements k .. k + 8 (gated: the first half times silu of the second).
 void load_xrow8(uint m, uint k, out float v[8]) {
   const uint xo = pc.off_x + m * pc.x_sm + k;

@@ -101,7 +101,7 @@ vec4 xin4(uint xo, bool vec) {
   const vec4 a = xraw4(xo, vec);
   if (GLU == 0u) return a;
   const vec4 g = xraw4(xo + pc.K, vec);
-  return a * (g / (1.0 + exp(-g)));
+  return a * silu4(g);
 }
 
 // x[32 b + 4 c .. + 4).

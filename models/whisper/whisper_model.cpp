@@ -237,17 +237,16 @@ Result<std::shared_ptr<Program>> build_whisper_program(const WhisperConfig& c, c
     auto L = [&](Val x, Lin w, const std::string& name, Val residual = Val::none()) {
       return g.op(OpKind::linear, {x, g.constant(w.w), w.b >= 0 ? g.constant(w.b) : Val::none(), residual}, {}, name);
     };
-    // A projection of layer_norm(x): the linear normalises x's rows itself (its norm prologue).
-    auto NL = [&](Val x, Norm n, Val w, Val b, const std::string& name) {
-      return g.op(OpKind::linear, {x, w, b, Val::none(), g.constant(n.g), g.constant(n.b)}, {{"norm", "layer"}, {"eps", 1e-5}}, name);
+    // A projection of layer_norm(x): the linear normalises x's rows itself (its norm prologue);
+    // with gelu, fc1's activation is part of it too (linear's act: no kernel of its own in a
+    // decode step).
+    auto NL = [&](Val x, Norm n, Val w, Val b, const std::string& name, bool gelu = false) {
+      std::vector<NamedAttr> attrs = {{"norm", "layer"}, {"eps", 1e-5}};
+      if (gelu) attrs.push_back({"act", "gelu"});
+      return g.op(OpKind::linear, {x, w, b, Val::none(), g.constant(n.g), g.constant(n.b)}, attrs, name);
     };
-    auto NLin = [&](Val x, Norm n, Lin w, const std::string& name) {
-      return NL(x, n, g.constant(w.w), w.b >= 0 ? g.constant(w.b) : Val::none(), name);
-    };
-    // fc1 with its gelu (linear's act): no kernel of its own in a decode step.
-    auto NLinGelu = [&](Val x, Norm n, Lin w, const std::string& name) {
-      return g.op(OpKind::linear, {x, g.constant(w.w), w.b >= 0 ? g.constant(w.b) : Val::none(), Val::none(), g.constant(n.g), g.constant(n.b)},
-                  {{"norm", "layer"}, {"eps", 1e-5}, {"act", "gelu"}}, name);
+    auto NLin = [&](Val x, Norm n, Lin w, const std::string& name, bool gelu = false) {
+      return NL(x, n, g.constant(w.w), w.b >= 0 ? g.constant(w.b) : Val::none(), name, gelu);
     };
     const int64_t B = var.rows;
     // align sees the start-of-transcript sequence, <|notimestamps|>, at most half the context
@@ -328,7 +327,7 @@ Result<std::shared_ptr<Program>> build_whisper_program(const WhisperConfig& c, c
       }
       if (gemm_scores) cross = merge(cross);
       x = L(cross, w.cout, p + "cross_out", x);
-      x = L(NLinGelu(x, w.ln3, w.fc1, p + "fc1"), w.fc2, p + "fc2", x);
+      x = L(NLin(x, w.ln3, w.fc1, p + "fc1", true), w.fc2, p + "fc2", x);
     }
     // align: logits of every position (token probabilities); decoding: of the last one only.
     if (!var.align) x = g.op(OpKind::slice, {x}, {{"axis", 1}, {"start", seq - 1}, {"end", seq}});

@@ -50,17 +50,17 @@ const CoopTile& coop_tile() {
   return tile;
 }
 
-// The residual: decode rows add it (after the bias) in the matvec's epilogue; otherwise it is
-// added to y after the projection.
-// gelu (act = gelu) only for matvec_rows shapes: the matvec epilogue applies it.
+// The residual and gelu (act = gelu): decode rows apply them in the matvec's epilogue (gelu
+// after the bias, then the residual); otherwise gelu runs in place on y after the projection,
+// then the residual is added.
 Status record_linear_plain(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, bool gelu = false) {
-  if (gelu) return record_matvec_linear(rec, in, y, nullptr, false, true);
-  if (in.size() < 4 || !in[3].present()) return record_linear_core(rec, in, y);
-  if (matvec_rows(in[0], in[1])) return record_matvec_linear(rec, in, y);
-  const DeviceView& r = in[3];
+  const bool res = in.size() > 3 && in[3].present();
+  if (!res && !gelu) return record_linear_core(rec, in, y);
+  if (matvec_rows(in[0], in[1])) return record_matvec_linear(rec, in, y, nullptr, false, gelu);
   const bool bias = in.size() > 2 && in[2].present();
   VRUN_RETURN_IF_ERROR(record_linear_core(rec, {in[0], in[1], bias ? in[2] : DeviceView{}}, y));
-  return record_eltwise(rec, kOpAdd, y, &y, &r, nullptr);
+  if (gelu) VRUN_RETURN_IF_ERROR(record_eltwise(rec, kOpGelu, y, &y, nullptr, nullptr));
+  return res ? record_eltwise(rec, kOpAdd, y, &y, &in[3], nullptr) : Status::ok();
 }
 
 // glu = silu: decode rows are gated inside the matvec kernel as x is loaded; other shapes get
@@ -80,7 +80,7 @@ Status record_linear_glu(Recorder& rec, const std::vector<DeviceView>& in, const
   VRUN_RETURN_IF_ERROR(record_eltwise(rec, kOpGluSilu, xg, &a, &g, nullptr));
   std::vector<DeviceView> rest(in.begin(), in.begin() + std::min<size_t>(in.size(), 4));
   rest[0] = xg;
-  return record_linear_plain(rec, rest, y);
+  return record_linear_plain(rec, rest, y, gelu);
 }
 
 // x with its trailing x_dims dims merged into one dense K (copied when they are not dense).
@@ -112,22 +112,6 @@ Status record_linear(Recorder& rec, const std::vector<DeviceView>& in_, const De
   if (x_dims > 1) {
     VRUN_ASSIGN_OR_RETURN(in[0], merge_x_dims(rec, in_[0], static_cast<int>(x_dims)));
   }
-  if (gelu) {
-    // Decode rows apply gelu in the matvec's epilogue; other shapes project without the residual,
-    // then gelu in place, then the residual.
-    const bool in_kernel = glu ? matvec_rows(in[0], in[1], true)
-                               : norm == "none" ? matvec_rows(in[0], in[1]) : matvec_norm_fits(in[0], in[1]);
-    if (!in_kernel) {
-      std::vector<DeviceView> plain = in;
-      if (plain.size() > 3) plain[3] = DeviceView{};
-      Attrs a = attrs;
-      a.set_s("act", "none").set_i("x_dims", 1);
-      VRUN_RETURN_IF_ERROR(record_linear(rec, plain, y, a));
-      VRUN_RETURN_IF_ERROR(record_eltwise(rec, kOpGelu, y, &y, nullptr, nullptr));
-      if (in.size() > 3 && in[3].present()) return record_eltwise(rec, kOpAdd, y, &y, &in[3], nullptr);
-      return Status::ok();
-    }
-  }
   if (glu) return record_linear_glu(rec, in, y, gelu);
   if (norm == "none") return record_linear_plain(rec, in, y, gelu);
   const bool rms = norm == "rms";
@@ -153,7 +137,7 @@ Status record_linear(Recorder& rec, const std::vector<DeviceView>& in_, const De
   VRUN_RETURN_IF_ERROR(record_norm(rec, op, nin, {xs}, na));
   std::vector<DeviceView> rest(in.begin(), in.begin() + 4);
   rest[0] = xs;
-  return record_linear_plain(rec, rest, y);
+  return record_linear_plain(rec, rest, y, gelu);
 }
 
 Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y) {
