@@ -13,6 +13,8 @@
 // Bandwidth-bound rows cycle through enough copies of their tensors (>= 256 MiB) that the
 // device's L2 cache (50 MB on an H100) cannot serve repeated runs.
 #include <algorithm>
+#include <array>
+#include <cstdlib>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -167,7 +169,7 @@ int main(int argc, char** argv) {
   bool small = false;
   int reps = 20;
   double tensor_roof = 0;
-  bool sweep = false, decode_shapes = false, q4_tune = false;
+  bool sweep = false, decode_shapes = false, q4_tune = false, attention_shapes = false;
   ContextOptions opts;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--small")) small = true;
@@ -177,8 +179,9 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--sweep")) sweep = true;
     else if (!std::strcmp(argv[i], "--decode-shapes")) decode_shapes = true;
     else if (!std::strcmp(argv[i], "--q4-tune")) decode_shapes = q4_tune = true;
+    else if (!std::strcmp(argv[i], "--attention-shapes")) attention_shapes = true;
     else {
-      std::fprintf(stderr, "usage: vrun_bench_vulkan [--small] [--reps N] [--device I] [--tensor-roof TFLOPS] [--sweep] [--decode-shapes] [--q4-tune]\n");
+      std::fprintf(stderr, "usage: vrun_bench_vulkan [--small] [--reps N] [--device I] [--tensor-roof TFLOPS] [--sweep] [--decode-shapes] [--q4-tune] [--attention-shapes]\n");
       return 2;
     }
   }
@@ -240,6 +243,49 @@ int main(int argc, char** argv) {
         }
         vulkan::set_q4_0_tuning_for_bench(nullptr);
       }
+    }
+    return 0;
+  }
+
+  if (attention_shapes) {
+    // Decode attention as a decode step runs it (each call waiting for the one before, K/V
+    // resident in L2 as a step's caches are), default kernel choice against VRUN_SDPA=decode,
+    // beside the floor a dependent dispatch costs (a 64-element add) and two small matvecs.
+    {
+      DevTensor a = make(ctx, DType::f32, Shape{1, 64}), b = make(ctx, DType::f32, Shape{1, 64});
+      const double t = run_op(ctx, reps, OpKind::add, {&a, &b}, Attrs(OpKind::add), false, true);
+      row("dependent dispatch", "add 64", t, 1e-9, "-", 0);
+    }
+    for (const auto& sh : std::vector<std::array<int64_t, 2>>{{384, 384}, {1536, 384}, {2048, 2048}}) {
+      DevTensor x = make(ctx, DType::f32, Shape{1, sh[1]}), w = make(ctx, DType::q8_0, Shape{sh[0], sh[1]});
+      const double t = run_op(ctx, reps, OpKind::linear, {&x, &w, nullptr}, Attrs(OpKind::linear), false, true);
+      row("linear q8_0 serial", std::to_string(sh[0]) + "x" + std::to_string(sh[1]), t,
+          static_cast<double>(dtype_bytes(DType::q8_0, sh[0] * sh[1])) / 1e9, "GB/s", bw);
+    }
+    struct Att {
+      const char* name;
+      int64_t hq, hkv, d, lk;
+      DType dt;
+    };
+    const Att shapes[] = {{"whisper-tiny self", 6, 6, 64, 64, DType::f32},    {"whisper-tiny self", 6, 6, 64, 224, DType::f32},
+                          {"whisper-tiny self", 6, 6, 64, 448, DType::f32},   {"whisper-tiny cross", 6, 6, 64, 1500, DType::f32},
+                          {"turbo cross", 20, 20, 64, 1500, DType::f32},      {"llama-1b", 32, 8, 64, 256, DType::f16},
+                          {"llama-1b", 32, 8, 64, 1024, DType::f16},          {"llama-1b", 32, 8, 64, 4096, DType::f16},
+                          {"llama-8b", 32, 8, 128, 4096, DType::f16}};
+    for (const Att& a : shapes) {
+      DevTensor q = make(ctx, DType::f32, Shape{1, a.hq, 1, a.d});
+      DevTensor k = make(ctx, a.dt, Shape{1, a.hkv, a.lk, a.d}), v = make(ctx, a.dt, Shape{1, a.hkv, a.lk, a.d});
+      const double bytes = 2.0 * a.hkv * a.lk * a.d * static_cast<double>(dtype_bytes(a.dt, 1));
+      for (const char* kern : {"", "decode"}) {
+        setenv("VRUN_SDPA", kern, 1);
+        const double t = run_op(ctx, reps, OpKind::sdpa, {&q, &k, &v, nullptr}, Attrs(OpKind::sdpa), false, true);
+        char shape[96];
+        std::snprintf(shape, sizeof shape, "Hq%lld Hkv%lld D%lld Lk%lld %s %s", static_cast<long long>(a.hq),
+                      static_cast<long long>(a.hkv), static_cast<long long>(a.d), static_cast<long long>(a.lk),
+                      dtype_name(a.dt), *kern ? kern : "default");
+        row(a.name, shape, t, bytes / 1e9, "GB/s", bw);
+      }
+      unsetenv("VRUN_SDPA");
     }
     return 0;
   }

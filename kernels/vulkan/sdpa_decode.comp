@@ -77,6 +77,9 @@ shared float sacc[SACC];
 shared float sm_m[R * NG], sm_l[R * NG];
 shared float row_m[R], row_l[R];
 shared bool last_in;
+// The last workgroup's merge: every chunk's max and sum (the host keeps nsplit <= MAX_SPLIT).
+const uint MAX_SPLIT = 256;
+shared float sp_m[MAX_SPLIT], sp_l[MAX_SPLIT];
 
 // One lane's DPL dims of a row starting at element `at` (d0 = the lane's first dim): raw words
 // first, converted when used, so that the loads of all U keys are issued before any is waited on.
@@ -249,23 +252,47 @@ void main() {
   barrier();
   if (!last_in) return;
   memoryBarrierBuffer();
+  // The merge reads every chunk's partials at once (all loads in flight, one round trip), not
+  // chunk after chunk: first the maxima and sums into shared memory, then each invocation takes
+  // one dim of CPD chunk slots, CPD = WG / DMAX, summed through shared memory.
+  const uint CPD = WG / DMAX;
+  const uint UM = 8;  // chunk loads in flight per invocation
+  uint dm = t % DMAX, cs = t / DMAX;
   for (uint r = 0; r < nr; ++r) {
-    if (t >= pc.Dv) break;
     uint rr = rr0 + r;
     uint row = (b * pc.Hq + hk * G + rr / pc.Lq) * pc.Lq + rr % pc.Lq;
     uint p0 = pc.off_part + row * pc.nsplit * (pc.Dv + 2u);
+    barrier();  // the previous row's readers of the staging arrays are done
+    for (uint c = t; c < pc.nsplit; c += WG) {
+      sp_m[c] = part[p0 + c * (pc.Dv + 2u) + pc.Dv];
+      sp_l[c] = part[p0 + c * (pc.Dv + 2u) + pc.Dv + 1u];
+    }
+    barrier();
     float M = NEG_INF;
-    for (uint c = 0; c < pc.nsplit; ++c) M = max(M, part[p0 + c * (pc.Dv + 2u) + pc.Dv]);
-    float L = 0.0, o = 0.0;
-    if (M != NEG_INF)
-      for (uint c = 0; c < pc.nsplit; ++c) {
-        uint pc0 = p0 + c * (pc.Dv + 2u);
-        float mc = part[pc0 + pc.Dv];
-        float w = mc == NEG_INF ? 0.0 : exp2(mc - M);
-        L += part[pc0 + pc.Dv + 1u] * w;
-        o += part[pc0 + t] * w;
+    for (uint c = 0; c < pc.nsplit; ++c) M = max(M, sp_m[c]);
+    float o = 0.0;
+    if (M != NEG_INF && dm < pc.Dv)
+      for (uint c0 = cs; c0 < pc.nsplit; c0 += CPD * UM) {
+        float pv[UM];
+        [[unroll]] for (uint u = 0; u < UM; ++u) {
+          uint c = c0 + u * CPD;
+          pv[u] = c < pc.nsplit ? part[p0 + c * (pc.Dv + 2u) + dm] : 0.0;
+        }
+        [[unroll]] for (uint u = 0; u < UM; ++u) {
+          uint c = c0 + u * CPD;
+          float mc = c < pc.nsplit ? sp_m[c] : NEG_INF;
+          o += mc == NEG_INF ? 0.0 : pv[u] * exp2(mc - M);
+        }
       }
-    store0(DT_Y, pc.off_y + row * pc.Dv + t, L > 0.0 ? o / L : 0.0);
+    sacc[t] = o;
+    barrier();
+    if (cs == 0u && dm < pc.Dv) {
+      for (uint x = 1; x < CPD; ++x) o += sacc[x * DMAX + dm];
+      float L = 0.0;
+      if (M != NEG_INF)
+        for (uint c = 0; c < pc.nsplit; ++c) L += sp_m[c] == NEG_INF ? 0.0 : sp_l[c] * exp2(sp_m[c] - M);
+      store0(DT_Y, pc.off_y + row * pc.Dv + dm, L > 0.0 ? o / L : 0.0);
+    }
   }
   if (t == 0u) cnt[ci] = 0u;
 }

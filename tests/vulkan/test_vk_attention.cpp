@@ -201,9 +201,11 @@ TEST_F(VkSdpa, TiledTailsHeadDimsAndMasks) {
 }
 
 // Short-prompt shapes (and a few query blocks over a long cache) take the row kernel (split over
-// key chunks past 64 keys, merged by the combine pass), and so do decode shapes: 1 / 7 query
-// rows, 1 / 7 / 33 / 130 / 1500 keys, GQA groups of 4, head dims 64 / 80 / 128 / 256, masks.
+// key chunks past 64 keys, merged by the combine pass), and so do decode shapes of GQA groups
+// (VRUN_SDPA=rows: those with one query row per KV head too): 1 / 7 query rows, 1 / 7 / 33 / 130 /
+// 1500 keys, GQA groups of 4, head dims 64 / 80 / 128 / 256, masks.
 TEST_F(VkSdpa, RowKernelDecodeSplitsAndHeadDims) {
+  setenv("VRUN_SDPA", "rows", 1);
   const std::vector<SdpaCase> cases = {
       {DType::f16, 1, 8, 2, 1, 1500, 128, 128, true},
       {DType::f16, 1, 32, 8, 1, 1500, 64, 64, true},
@@ -215,9 +217,11 @@ TEST_F(VkSdpa, RowKernelDecodeSplitsAndHeadDims) {
       {DType::f16, 1, 2, 1, 32, 300, 64, 64, true},  // a query block over a long cache
   };
   for (size_t i = 0; i < cases.size(); ++i) check(cases[i], 40 + static_cast<uint32_t>(i));
+  unsetenv("VRUN_SDPA");
 }
 
-// Decode shapes (at most 8 query rows per KV head, head dims up to 128) under VRUN_SDPA=decode take
+// Decode shapes with one query row per KV head, and under VRUN_SDPA=decode all decode shapes (at
+// most 8 query rows per KV head, head dims up to 128), take
 // the one-kernel decode kernel (keys split over workgroups past 64, the last one merging): Llama-3.2-1B (32 / 8 heads of 64) and Whisper (6 / 6) over 1 to 4097 keys of a strided
 // f16 / f32 cache, head dim 128, masks, causal with 2-4 query rows (as many as keys: the first sees one),
 // unaligned rows and bf16 read element by element.

@@ -48,10 +48,11 @@ bool decode_subgroups(const Context& ctx) {
 
 int64_t padded_head_dim(int64_t d) { return d <= 64 ? 64 : d <= 128 ? 128 : 256; }
 
-// VRUN_SDPA picks a kernel for comparisons on a GPU: "rows" sends prefill shapes to the row
-// kernel, "tile" to the portable tiled kernel even where the cooperative-matrix one could run,
-// "decode" decode shapes to the one-kernel decode kernel (sdpa_decode.comp) instead of the split-K
-// row kernel and its combine pass.
+// VRUN_SDPA picks a kernel for comparisons on a GPU: "rows" sends prefill and decode shapes to the
+// row kernel, "tile" prefill shapes to the portable tiled kernel even where the cooperative-matrix
+// one could run, "decode" every decode shape (not only those with one query row per KV head) to
+// the one-kernel decode kernel (sdpa_decode.comp) instead of the split-K row kernel and its combine
+// pass.
 // Read on every call so tests can cover every path in one process.
 std::string forced_kernel() {
   const char* e = std::getenv("VRUN_SDPA");
@@ -138,13 +139,16 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
   }
 
   const int64_t group_rows = (Hq / Hkv) * Lq;
-  // Decode under VRUN_SDPA=decode (on an H100 it ran 23 us a layer of Llama-1B against 17 us for
-  // the row kernel and its combine pass, so it is not the default yet): at most 8 query rows per
-  // KV head; a workgroup takes rows_wg of a KV head's query rows
-  // (all of them where registers allow: each K/V row read once for the group) and one chunk of the
-  // head's keys (sdpa_decode.comp); the last workgroup of a row block to finish merges the chunks,
-  // so it is one kernel. Each lane keeps rows_wg x dims-per-lane query values and accumulators in
-  // registers: at most 64 of each.
+  // Decode with one query row per KV head (Whisper's heads; VRUN_SDPA=decode: any decode shape):
+  // the one-kernel decode kernel. At most 8 query rows per KV head; a workgroup takes rows_wg of a
+  // KV head's query rows (all of them where registers allow: each K/V row read once for the group)
+  // and one chunk of the head's keys (sdpa_decode.comp); the last workgroup of a row block to
+  // finish merges the chunks, so it is one kernel. Each lane keeps rows_wg x dims-per-lane query
+  // values and accumulators in registers: at most 64 of each. On an H100 (vrun_bench_vulkan
+  // --attention-shapes) it takes 6-10 us for Whisper's shapes against 8-28 us for the row kernel
+  // and its combine pass, while for Llama's GQA groups of 4 rows the row kernel is as fast or
+  // faster (8 against 17 us over 1024 keys), so those stay there.
+  const bool decode_kernel = forced == "decode" || (forced.empty() && group_rows == 1);
   {
     const int64_t lpk = std::min<int64_t>(8, ctx.info().subgroup_size);
     const int64_t dpl = dmax / lpk;
@@ -158,7 +162,7 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
     const int64_t want = std::clamp<int64_t>((256 + base - 1) / base, 1, (Lk + 63) / 64);
     const int64_t kchunk = ((Lk + want - 1) / want + 15) / 16 * 16;
     const int64_t nsplit = (Lk + kchunk - 1) / kchunk;
-    if (forced == "decode" && group_rows <= 8 && dmax <= 128 && dpl <= 64 && decode_subgroups(ctx) &&
+    if (decode_kernel && group_rows <= 8 && dmax <= 128 && dpl <= 64 && nsplit <= 256 && decode_subgroups(ctx) &&
         Hkv <= 65535 && B * nsplit <= 65535) {
       DeviceView part, cnt;
       if (nsplit > 1) {
@@ -217,9 +221,11 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
   const int64_t base_groups = row_blocks * Hkv * B;
   int64_t want = std::max<int64_t>(1, 512 / std::max<int64_t>(1, base_groups));
   int64_t kchunk = std::clamp<int64_t>((Lk + want - 1) / want, 64, kch);
-  // Up to one chunk of keys, a workgroup per row block takes them all: splitting that little work
-  // costs a second pass (the combine) and a barrier, more than the parallelism wins.
-  if (Lk <= kch) kchunk = kch;
+  // Up to one chunk of keys, a workgroup per row block takes them all where there are enough
+  // such workgroups: splitting that little work costs a second pass (the combine) and a barrier.
+  // With few (a decode step's 8 KV heads) one workgroup streaming 256 keys takes longer than the
+  // split and the combine (H100: 13 us against 8 us for 4x the keys in chunks of 64).
+  if (Lk <= kch && base_groups >= 128) kchunk = kch;
   kchunk = std::min<int64_t>(kch, (kchunk + 15) / 16 * 16);
   const int64_t nsplit = (Lk + kchunk - 1) / kchunk;
   if (row_blocks > 65535 || Hkv > 65535 || B * nsplit > 65535)
