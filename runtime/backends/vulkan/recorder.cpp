@@ -16,8 +16,28 @@ constexpr uint32_t kSetsPerPool = 256;
 constexpr uint64_t kStagingChunk = 32ull << 20;
 
 // Dispatches recorded before a piece is submitted: small at first so the GPU starts early,
-// then larger so submission costs stay small against the work.
-int flush_threshold(int flushes) { return flushes == 0 ? 8 : flushes == 1 ? 24 : 64; }
+// then larger so submission costs stay small against the work. VRUN_VK_PIECES=a,b,c,... sets the
+// sizes for comparisons (the last repeats).
+const std::vector<int>& piece_sizes() {
+  static const std::vector<int> sizes = [] {
+    std::vector<int> v;
+    if (const char* e = std::getenv("VRUN_VK_PIECES"))
+      for (const char* p = e; *p;) {
+        char* end = nullptr;
+        const long n = std::strtol(p, &end, 10);
+        if (end == p) break;
+        if (n > 0) v.push_back(static_cast<int>(std::min<long>(n, 1 << 20)));
+        p = *end == ',' ? end + 1 : end;
+      }
+    if (v.empty()) v = {4, 8, 16, 32, 64};
+    return v;
+  }();
+  return sizes;
+}
+int flush_threshold(int flushes) {
+  const auto& v = piece_sizes();
+  return v[std::min<size_t>(static_cast<size_t>(flushes), v.size() - 1)];
+}
 
 // Bytes the view's elements span from element 0 (0 for an empty view).
 uint64_t span_bytes(const DeviceView& v) {
