@@ -1,5 +1,8 @@
 #include "runtime/executor.h"
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -55,9 +58,20 @@ struct Executor::MethodPlan {
   std::vector<int> root;                         // storage root of each value
   std::vector<GpuExecutor::Storage> storage;     // host storage of each root (GPU runs)
   std::vector<std::vector<uint8_t>> dense_inputs;  // dense copies of strided inputs (GPU runs)
+  // VRUN_CALL_STATS=1: calls and wall time of this method, printed when the executor goes.
+  uint64_t calls = 0;
+  double seconds = 0, max_seconds = 0;
 };
 
-Executor::~Executor() = default;
+Executor::~Executor() {
+  const char* e = std::getenv("VRUN_CALL_STATS");
+  if (!e || !*e || std::string_view(e) == "0") return;
+  for (const auto& p : plans_)
+    if (p->calls > 0)
+      std::fprintf(stderr, "call stats: method %-16s %8llu calls, %10.3f ms, %8.1f us each, longest %8.1f us\n",
+                   p->method->name.c_str(), static_cast<unsigned long long>(p->calls), p->seconds * 1e3,
+                   p->seconds * 1e6 / static_cast<double>(p->calls), p->max_seconds * 1e6);
+}
 
 Result<std::unique_ptr<Executor>> Executor::create(std::shared_ptr<const Program> program,
                                                    const ExecutorOptions& options) {
@@ -138,11 +152,23 @@ Result<std::vector<TensorView>> Executor::run(const std::string& name, const std
   MethodPlan* plan = nullptr;
   for (auto& p : plans_)
     if (p->method->name == name) plan = p.get();
-  if (!plan) {
-    std::string known;
-    for (const auto& m : program_->methods) known += (known.empty() ? "" : ", ") + m.name;
-    return err(ErrorCode::kNotFound, "method '", name, "' not in program (it has: ", known, ")");
+  if (plan) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = run_plan(*plan, inputs, given);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    plan->calls++;
+    plan->seconds += s;
+    plan->max_seconds = std::max(plan->max_seconds, s);
+    return r;
   }
+  std::string known;
+  for (const auto& m : program_->methods) known += (known.empty() ? "" : ", ") + m.name;
+  return err(ErrorCode::kNotFound, "method '", name, "' not in program (it has: ", known, ")");
+}
+
+Result<std::vector<TensorView>> Executor::run_plan(MethodPlan& plan_ref, const std::vector<TensorView>& inputs,
+                                                   const std::map<std::string, int64_t>& given) {
+  MethodPlan* plan = &plan_ref;
   const MethodDef& m = *plan->method;
   const std::string mw = "method '" + m.name + "'";
   if (inputs.size() != m.inputs.size())

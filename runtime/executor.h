@@ -58,6 +58,8 @@ class Executor {
   struct MethodPlan;
   Executor() = default;
   Status run_node(MethodPlan& plan, size_t index, const std::vector<int64_t>& symbols);
+  Result<std::vector<TensorView>> run_plan(MethodPlan& plan, const std::vector<TensorView>& inputs,
+                                           const std::map<std::string, int64_t>& given);
 
   std::shared_ptr<const Program> program_;
   std::unique_ptr<ThreadPool> pool_;

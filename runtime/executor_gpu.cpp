@@ -2,6 +2,7 @@
 
 #ifdef VRUN_HAVE_VULKAN
 
+#include <cstring>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -259,6 +260,7 @@ class VulkanExecutor final : public GpuExecutor {
   uint64_t replayed_calls() const override { return replayed_; }
 
  private:
+  static constexpr uint64_t kDirectInputBytes = 64u << 10;
   struct MethodState {
     vulkan::Buffer arena;
     std::vector<vulkan::Buffer> inputs;  // per value id (inputs only)
@@ -292,7 +294,11 @@ class VulkanExecutor final : public GpuExecutor {
         const uint64_t bytes = std::max<uint64_t>(static_cast<uint64_t>(storage[r].bytes), 4);
         if (!ms.inputs[r].valid() || ms.inputs[r].size() < bytes) {
           if (rec_->replaying()) return err(ErrorCode::kInternal, "vulkan: a replayed call needs a larger input buffer");
-          VRUN_ASSIGN_OR_RETURN(ms.inputs[r], ctx_->allocator().allocate(bytes, vulkan::MemoryKind::kDevice, "input " + d.name));
+          // Small inputs in host-mapped device memory: to_device writes them there directly.
+          const bool direct = bytes <= kDirectInputBytes && ctx_->allocator().upload_is_device_local();
+          VRUN_ASSIGN_OR_RETURN(ms.inputs[r], ctx_->allocator().allocate(bytes, direct ? vulkan::MemoryKind::kUpload
+                                                                                       : vulkan::MemoryKind::kDevice,
+                                                                         "input " + d.name));
           drop_captures(m);
         }
         return ms.inputs[r].ref();
@@ -312,7 +318,12 @@ class VulkanExecutor final : public GpuExecutor {
     const uint8_t f = fresh(m, ms, r);
     if (f & kDevice) return Status::ok();
     VRUN_ASSIGN_OR_RETURN(vulkan::BufferRef ref, device_ref(m, ms, r, storage));
-    if (storage[r].bytes > 0) VRUN_RETURN_IF_ERROR(rec_->record_upload(storage[r].host, ref, 0, static_cast<uint64_t>(storage[r].bytes)));
+    // A call's inputs are written before any of its work is submitted that reads them, and the
+    // previous call has finished: a mapped input buffer takes the host's bytes directly.
+    if (storage[r].bytes > 0 && m.values[r].kind == ValueKind::kInput && ref.mapped)
+      std::memcpy(ref.mapped, storage[r].host, static_cast<size_t>(storage[r].bytes));
+    else if (storage[r].bytes > 0)
+      VRUN_RETURN_IF_ERROR(rec_->record_upload(storage[r].host, ref, 0, static_cast<uint64_t>(storage[r].bytes)));
     set_fresh(m, ms, r, f | kDevice);
     return Status::ok();
   }

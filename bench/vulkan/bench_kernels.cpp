@@ -3,7 +3,7 @@
 // of the fastest linear kernel at 4096^3, or the rate the device's own PyTorch matmul reaches when
 // --tensor-roof gives it: bench/vulkan/run.sh measures it in the same run).
 //
-//   vrun_bench_vulkan [--small] [--reps N] [--device I] [--tensor-roof TFLOPS] [--sweep]
+//   vrun_bench_vulkan [--small] [--reps N] [--device I] [--tensor-roof TFLOPS] [--sweep] [--tiles]
 //
 // --sweep adds decode linear at 4x and 16x the rows (the slope between sizes separates the
 // bandwidth from fixed per-dispatch costs) and prefill linear at other M, K, N.
@@ -169,7 +169,7 @@ int main(int argc, char** argv) {
   bool small = false;
   int reps = 20;
   double tensor_roof = 0;
-  bool sweep = false, decode_shapes = false, q4_tune = false, attention_shapes = false;
+  bool sweep = false, decode_shapes = false, q4_tune = false, attention_shapes = false, tiles = false;
   ContextOptions opts;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--small")) small = true;
@@ -180,8 +180,9 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--decode-shapes")) decode_shapes = true;
     else if (!std::strcmp(argv[i], "--q4-tune")) decode_shapes = q4_tune = true;
     else if (!std::strcmp(argv[i], "--attention-shapes")) attention_shapes = true;
+    else if (!std::strcmp(argv[i], "--tiles")) tiles = true;
     else {
-      std::fprintf(stderr, "usage: vrun_bench_vulkan [--small] [--reps N] [--device I] [--tensor-roof TFLOPS] [--sweep] [--decode-shapes] [--q4-tune] [--attention-shapes]\n");
+      std::fprintf(stderr, "usage: vrun_bench_vulkan [--small] [--reps N] [--device I] [--tensor-roof TFLOPS] [--sweep] [--decode-shapes] [--q4-tune] [--attention-shapes] [--tiles]\n");
       return 2;
     }
   }
@@ -287,6 +288,36 @@ int main(int argc, char** argv) {
       }
       unsetenv("VRUN_SDPA");
     }
+    return 0;
+  }
+
+  if (tiles) {
+    std::printf("multiprocessors: %u\n", info.multiprocessors);
+    struct Mm {
+      const char* name;
+      int64_t m, k, n;
+    };
+    const Mm shapes[] = {{"parakeet ff up", 1875, 1024, 4096},   {"parakeet ff down", 1875, 4096, 1024},
+                         {"parakeet attn proj", 1875, 1024, 1024}, {"parakeet conv pw1", 1875, 1024, 2048},
+                         {"parakeet ff up 4x", 8000, 1024, 4096},  {"parakeet attn 4x", 8000, 1024, 1024},
+                         {"whisper-tiny fc1", 1500, 384, 1536},    {"whisper-tiny qkv", 1500, 384, 384},
+                         {"turbo fc1", 1500, 1280, 5120},          {"turbo attn", 1500, 1280, 1280},
+                         {"llama-1b qkv", 512, 2048, 3072},        {"llama-1b o", 512, 2048, 2048},
+                         {"llama-1b up", 512, 2048, 16384},        {"llama-1b down", 512, 8192, 2048}};
+    const char* cands[] = {"", "2x4x4x4x32", "2x4x4x2x32", "2x4x2x2x32", "2x2x2x2x32", "4x2x4x4x32"};
+    for (DType xdt : {DType::f32, DType::f16})
+      for (const Mm& m : shapes) {
+        DevTensor x = make(ctx, xdt, Shape{m.m, m.k}), w = make(ctx, DType::f16, Shape{m.n, m.k});
+        for (const char* c : cands) {
+          setenv("VRUN_MM_TILE", c, 1);
+          const double t = run_op(ctx, reps, OpKind::linear, {&x, &w, nullptr}, Attrs(OpKind::linear));
+          char shape[96];
+          std::snprintf(shape, sizeof shape, "%lldx%lldx%lld x %s %s", static_cast<long long>(m.m), static_cast<long long>(m.k),
+                        static_cast<long long>(m.n), dtype_name(xdt), *c ? c : "auto");
+          row(m.name, shape, t, 2.0 * m.m * m.k * m.n / 1e12, "TFLOP/s", 0);
+        }
+        unsetenv("VRUN_MM_TILE");
+      }
     return 0;
   }
 

@@ -99,6 +99,12 @@ DeviceInfo describe(VkPhysicalDevice pd, int index) {
   info.coopmat_khr = has_extension(exts, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
   info.coopmat_nv = has_extension(exts, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
   info.memory_budget = has_extension(exts, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
+  if (has_extension(exts, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME)) {
+    VkPhysicalDeviceShaderSMBuiltinsPropertiesNV sm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
+    VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &sm};
+    vkGetPhysicalDeviceProperties2(pd, &p2);
+    info.multiprocessors = sm.shaderSMCount;
+  }
   return info;
 }
 

@@ -31,6 +31,9 @@ struct DeviceInfo {
   bool coopmat_khr = false;  // VK_KHR_cooperative_matrix
   bool coopmat_nv = false;   // VK_NV_cooperative_matrix
   bool memory_budget = false;
+  // Streaming multiprocessors (VK_NV_shader_sm_builtins), 0 where the device does not say: the
+  // tensor-core matmul sizes its tiles so that a grid fills them.
+  uint32_t multiprocessors = 0;
 };
 
 struct ContextOptions {

@@ -70,7 +70,11 @@ Status Allocator::init() {
   if (!pick(VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT, VK_MEMORY_PROPERTY_HOST_CACHED_BIT,
             &type_index_[1]))
     return err(ErrorCode::kUnsupported, "vulkan: device has no host-visible coherent memory for staging");
-  for (int k = 0; k < 2; ++k) {
+  const VkMemoryPropertyFlags bar =
+      VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  upload_device_local_ = pick(bar, 0, &type_index_[2]);
+  if (!upload_device_local_) type_index_[2] = type_index_[1];
+  for (int k = 0; k < 3; ++k) {
     heap_index_[k] = mem.memoryTypes[type_index_[k]].heapIndex;
     // Small heaps (integrated GPUs, tests) get proportionally small blocks so one block never
     // takes a large share of them.
@@ -106,7 +110,7 @@ MemoryStats Allocator::stats() const {
 Status Allocator::out_of_memory(uint64_t asked, const std::string& what, MemoryKind kind) const {
   const MemoryStats s = stats();
   const uint64_t free = s.heap_budget > s.heap_usage ? s.heap_budget - s.heap_usage : 0;
-  return err(ErrorCode::kOutOfMemory, "vulkan: out of ", kind == MemoryKind::kDevice ? "device" : "host-visible",
+  return err(ErrorCode::kOutOfMemory, "vulkan: out of ", kind == MemoryKind::kDevice ? "device" : kind == MemoryKind::kUpload ? "upload" : "host-visible",
              " memory allocating ", asked, " bytes for ", what, " on ", ctx_.info().name, ": ", free, " bytes free of ",
              s.heap_budget, " (", mib(s.reserved), " reserved by vrun, ", mib(s.allocated), " in use)");
 }

@@ -19,7 +19,11 @@ namespace vrun::vulkan {
 class Context;
 class Allocator;
 
-enum class MemoryKind { kDevice, kHost };
+// kUpload: small host-written data of a call (token ids, positions, frame indices). Device-local
+// memory the host can map (resizable BAR) where the device has it, else the host-visible staging
+// memory. Where it is device-local, kernels read a call's small inputs from it in place: on an
+// H100 even a copy of a few bytes costs a decode step about 16 us of GPU time.
+enum class MemoryKind { kDevice, kHost, kUpload };
 
 // A non-owning reference to a range of device memory: what device views and descriptors carry.
 struct BufferRef {
@@ -74,6 +78,8 @@ class Allocator {
   // error naming the size asked, `what`, and the free memory.
   Result<Buffer> allocate(uint64_t bytes, MemoryKind kind = MemoryKind::kDevice, const std::string& what = "tensor");
   MemoryStats stats() const;
+  // Whether MemoryKind::kUpload is device-local (kernels may read it in place).
+  bool upload_is_device_local() const { return upload_device_local_; }
   // Binding alignment every Buffer offset honours.
   uint64_t alignment() const { return alignment_; }
 
@@ -95,10 +101,11 @@ class Allocator {
   Context& ctx_;
   mutable std::mutex mu_;
   std::vector<Block> blocks_;
-  uint32_t type_index_[2] = {0, 0};
-  uint32_t heap_index_[2] = {0, 0};
-  uint64_t block_size_[2] = {256ull << 20, 64ull << 20};
+  uint32_t type_index_[3] = {0, 0, 0};
+  uint32_t heap_index_[3] = {0, 0, 0};
+  uint64_t block_size_[3] = {256ull << 20, 64ull << 20, 4ull << 20};
   uint64_t alignment_ = 256;
+  bool upload_device_local_ = false;
   uint64_t allocated_ = 0;
 };
 

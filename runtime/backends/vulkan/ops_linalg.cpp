@@ -17,11 +17,10 @@ constexpr int64_t kMatvecMaxRows = 8;
 Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y);
 
 // The tensor-core matmul's tile (matmul_coopmat.glsl): WGM x WGN subgroups of FM x FN 16x16
-// fragments, K steps of BK. VRUN_MM_TILE=WGMxWGNxFMxFNxBK overrides it, for benchmarks that
-// compare shapes; a shape the kernel cannot take is refused with a warning.
+// fragments, K steps of BK. VRUN_MM_TILE=WGMxWGNxFMxFNxBK overrides the choice (read at each
+// recording, so that benchmarks can compare tiles in one process); a shape the kernel cannot
+// take is refused with a warning.
 struct CoopTile {
-  // 128 x 256 tiles: on an H100 (bench/vulkan, 512x2048x8192 f16) 151.5 TFLOP/s against 143.4
-  // for 128 x 128 of 64 x 32 warp tiles and 85.9 for 128 x 128 on four subgroups.
   int wgm = 2, wgn = 4, fm = 4, fn = 4, bk = 32;
   int bm() const { return 16 * wgm * fm; }
   int bn() const { return 16 * wgn * fn; }
@@ -36,18 +35,41 @@ struct CoopTile {
   }
 };
 
-const CoopTile& coop_tile() {
-  static const CoopTile tile = [] {
-    CoopTile t;
-    const char* e = std::getenv("VRUN_MM_TILE");
-    if (!e || !*e) return t;
-    CoopTile o;
-    if (std::sscanf(e, "%dx%dx%dx%dx%d", &o.wgm, &o.wgn, &o.fm, &o.fn, &o.bk) == 5 && o.valid()) return o;
-    std::fprintf(stderr, "vrun: VRUN_MM_TILE=%s is not a tile the tensor-core matmul takes (WGMxWGNxFMxFNxBK within 48 KiB "
-                 "of shared memory); using %dx%dx%dx%dx%d\n", e, t.wgm, t.wgn, t.fm, t.fn, t.bk);
-    return t;
-  }();
-  return tile;
+// The two tiles the shape chooses between. A big tile reuses each loaded element most, but a
+// grid of few of them leaves multiprocessors idle: Parakeet's attention projections at a 150-s
+// chunk (1875 x 1024) are 60 tiles of 128 x 256 on an H100's 132 multiprocessors. Measured there
+// (vrun_bench_vulkan --tiles, f16 weights): 128 x 256 wins by up to 1.3x where its grid fills the
+// device (1875 x 1024 x 4096 with f16 x: 152 TFLOP/s against 126), 64 x 128 by up to 2.1x where it
+// does not (512 x 2048 x 2048: 97 against 46); with f32 x (rounded to f16 as it loads, twice the
+// bytes a tile) 64 x 128 is as fast or faster on every shape measured (1875 x 1024 x 4096: 106
+// against 96). 128 x 128 tiles (2x4x4x2) and four-subgroup tiles were never the better choice.
+constexpr CoopTile kBigTile{2, 4, 4, 4, 32}, kSmallTile{2, 4, 2, 2, 32};
+
+const CoopTile& coop_tile(const Context& ctx, int64_t M, int64_t N, int64_t batches, DType x) {
+  static thread_local std::string env_seen;
+  static thread_local CoopTile env_tile;
+  static thread_local bool env_ok = false;
+  const char* e = std::getenv("VRUN_MM_TILE");
+  if (e && *e) {
+    if (env_seen != e) {
+      env_seen = e;
+      CoopTile o;
+      env_ok = std::sscanf(e, "%dx%dx%dx%dx%d", &o.wgm, &o.wgn, &o.fm, &o.fn, &o.bk) == 5 && o.valid();
+      if (env_ok) env_tile = o;
+      else
+        std::fprintf(stderr, "vrun: VRUN_MM_TILE=%s is not a tile the tensor-core matmul takes (WGMxWGNxFMxFNxBK within 48 KiB "
+                     "of shared memory); choosing by shape\n", e);
+    }
+    if (env_ok) return env_tile;
+  }
+  // Where the device does not say how many multiprocessors it has, the big tile.
+  const int64_t sms = ctx.info().multiprocessors;
+  if (sms <= 0) return kBigTile;
+  if (x == DType::f32) return kSmallTile;
+  // One big tile per multiprocessor at a time; the last wave counts as a whole one.
+  const int64_t tiles = ((M + kBigTile.bm() - 1) / kBigTile.bm()) * ((N + kBigTile.bn() - 1) / kBigTile.bn()) * batches;
+  const int64_t waves = (tiles + sms - 1) / sms;
+  return tiles * 4 >= waves * sms * 3 ? kBigTile : kSmallTile;
 }
 
 // The residual and gelu (act = gelu): decode rows apply them in the matvec's epilogue (gelu
@@ -174,7 +196,7 @@ Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, cons
   const bool coop_ok = !coop.empty() && x_ok && w_ok && M >= 64 && K % 8 == 0 &&
                        row_stride(x) % 8 == 0 && offs[1] % 8 == 0;
   if (coop_ok) {
-    const CoopTile& tl = coop_tile();
+    const CoopTile& tl = coop_tile(ctx, M, N, 1, x.dtype);
     return rec.dispatch(coop, tl.spec(y.dtype, bias_dt, x.dtype, w.dtype, 1), bindings, pw.w, pw.bytes(),
                         static_cast<uint32_t>((N + tl.bn() - 1) / tl.bn()), static_cast<uint32_t>((M + tl.bm() - 1) / tl.bm()), 1);
   }
@@ -264,7 +286,7 @@ Status record_bmm(Recorder& rec, const std::vector<DeviceView>& in, const Device
                          al8(b.strides[br - 1]) && al8(ya[0]) && al8(ya[1]) && al8(ya[2]) && al8(yb[0]) &&
                          al8(yb[1]) && al8(yb[2]) && offs[1] % 8 == 0 && offs[2] % 8 == 0;
     if (coop_ok) {
-      const CoopTile& tl = coop_tile();
+      const CoopTile& tl = coop_tile(ctx, M, N, static_cast<int64_t>(nb), a.dtype);
       return rec.dispatch(coop, tl.spec(y.dtype, 255, a.dtype, b.dtype, 0), bindings, pw.w, pw.bytes(),
                           static_cast<uint32_t>((N + tl.bn() - 1) / tl.bn()), static_cast<uint32_t>((M + tl.bm() - 1) / tl.bm()),
                           static_cast<uint32_t>(nb));

@@ -111,10 +111,12 @@ Recorder::~Recorder() {
   if (flushes_ > 0) vkQueueWaitIdle(ctx_.queue());
   if (stats_.on && stats_.calls > 0)
     std::fprintf(stderr,
-                 "vulkan stats: %llu method calls (%llu replayed), %.1f dispatches, %.1f barriers and %.1f submits per call; "
+                 "vulkan stats: %llu method calls (%llu replayed, %.3f ms on the host before each replay's submission), "
+                 "%.1f dispatches, %.1f barriers and %.1f submits per call; "
                  "host recording %.3f ms (%.3f in record(), %.3f of it in dispatch()), waiting %.3f ms per call; "
                  "last call: %d dispatches, recording %.3f ms (%.3f in record(), %.3f in dispatch()), waiting %.3f ms\n",
                  static_cast<unsigned long long>(stats_.calls), static_cast<unsigned long long>(stats_.replays),
+                 stats_.replays ? 1e3 * stats_.replay_host_s / static_cast<double>(stats_.replays) : 0.0,
                  double(stats_.dispatches) / stats_.calls,
                  double(stats_.barriers) / stats_.calls, double(stats_.submits) / stats_.calls,
                  1e3 * stats_.record_s / stats_.calls, 1e3 * stats_.in_record_s / stats_.calls,
@@ -450,7 +452,7 @@ Status Recorder::record_upload(const void* src, const BufferRef& dst, uint64_t d
     std::memcpy(staging->mapped(), src, bytes);
     return record_buffer_copy(staging->ref(), 0, dst, dst_offset, bytes);
   }
-  VRUN_ASSIGN_OR_RETURN(Buffer staging, ctx_.allocator().allocate(bytes, MemoryKind::kHost, "upload staging"));
+  VRUN_ASSIGN_OR_RETURN(Buffer staging, ctx_.allocator().allocate(bytes, upload_kind(bytes), "upload staging"));
   std::memcpy(staging.mapped(), src, bytes);
   VRUN_RETURN_IF_ERROR(record_buffer_copy(staging.ref(), 0, dst, dst_offset, bytes));
   scratch_.push_back(std::move(staging));

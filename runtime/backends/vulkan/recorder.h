@@ -156,6 +156,9 @@ class Recorder {
   // Submits one command buffer signalling fence_ and waits for the fence; after a failure the
   // queue is drained, so nothing in flight still uses the call's buffers. The caller resets fence_.
   VkResult submit_with_fence(VkCommandBuffer cmd);
+  // Staging memory for an upload: small ones (token ids, positions, frame indices) where a copy
+  // is a device copy (MemoryKind::kUpload), bulk ones (features, prompts) in host memory.
+  static MemoryKind upload_kind(uint64_t bytes) { return bytes <= (64u << 10) ? MemoryKind::kUpload : MemoryKind::kHost; }
   // Copies the downloads' staging into their destinations when the call succeeded; forgets them.
   void finish_downloads(bool ok);
   Status begin_if_needed();
@@ -226,6 +229,8 @@ class Recorder {
     bool on = false;
     uint64_t calls = 0, dispatches = 0, barriers = 0, submits = 0, replays = 0;
     double record_s = 0, wait_s = 0;
+    double replay_host_s = 0;  // replayed calls: host time from the call's start to its submission
+    double replay_begin = 0;
     int last_dispatches = 0;
     double last_record_s = 0, last_wait_s = 0;
     double in_record_s = 0, in_dispatch_s = 0;  // host time inside record() and dispatch()

@@ -17,7 +17,8 @@ Result<std::shared_ptr<Buffer>> Recorder::capture_staging(VkBuffer buffer, uint6
     if (t.buffer == buffer && t.offset == offset && t.bytes == bytes) nth++;
   std::shared_ptr<Buffer>& slot = shared_staging_[StagingKey{buffer, offset, bytes, nth, down}];
   if (!slot) {
-    VRUN_ASSIGN_OR_RETURN(Buffer b, ctx_.allocator().allocate(bytes, MemoryKind::kHost, down ? "download staging" : "upload staging"));
+    VRUN_ASSIGN_OR_RETURN(Buffer b, ctx_.allocator().allocate(bytes, down ? MemoryKind::kHost : upload_kind(bytes),
+                                                                down ? "download staging" : "upload staging"));
     slot = std::make_shared<Buffer>(std::move(b));
   }
   (down ? capture_->downloads : capture_->uploads).push_back({slot, buffer, offset, bytes});
@@ -49,6 +50,7 @@ void Recorder::begin_replay(std::shared_ptr<Capture> cap) {
   reset_call_mode();
   if (recording_ || flushes_ > 0) return;  // leftovers of a failed call: record normally
   replay_ = std::move(cap);
+  if (stats_.on) stats_.replay_begin = now_s();
   replay_ups_ = replay_downs_ = 0;
   replay_ops_ = 0;
 }
@@ -70,6 +72,7 @@ Status Recorder::submit_replay() {
                  replay_ups_, " uploads, ", replay_downs_, " downloads; the capture had ", cap->ops, ", ",
                  cap->uploads.size(), ", ", cap->downloads.size(), ")");
   const double t0 = stats_.on ? now_s() : 0;
+  if (stats_.on) stats_.replay_host_s += t0 - stats_.replay_begin;
   if (result.is_ok()) {
     const VkResult r = submit_with_fence(cap->cmd);
     if (r != VK_SUCCESS) result = vk_error(r, "running a replayed method call");
