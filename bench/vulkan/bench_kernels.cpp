@@ -257,6 +257,53 @@ int main(int argc, char** argv) {
       const double t = run_op(ctx, reps, OpKind::add, {&a, &b}, Attrs(OpKind::add), false, true);
       row("dependent dispatch", "add 64", t, 1e-9, "-", 0);
     }
+    {
+      // A chain of different small kernels, each reading the one before's output (a Parakeet
+      // decode step's pattern: matvec, elementwise, argmax): per dispatch, against the same
+      // kernel repeated above.
+      DevTensor a = make(ctx, DType::f32, Shape{1, 640}), b = make(ctx, DType::f32, Shape{1, 640});
+      DevTensor c = make(ctx, DType::f32, Shape{1, 640}, false), w = make(ctx, DType::f16, Shape{640, 640});
+      DevTensor d = make(ctx, DType::f32, Shape{1, 640}, false), e = make(ctx, DType::i32, Shape{1}, false);
+      const Attrs add(OpKind::add), lin(OpKind::linear), relu(OpKind::relu);
+      Attrs am(OpKind::argmax);
+      am.set_i("axis", -1);
+      const double t = time_runs(ctx, reps, [&](Recorder& r) -> Status {
+        VRUN_RETURN_IF_ERROR(r.record(OpKind::add, {a.view, b.view}, {c.view}, add));
+        VRUN_RETURN_IF_ERROR(r.record(OpKind::linear, {c.view, w.view, DeviceView{}}, {d.view}, lin));
+        VRUN_RETURN_IF_ERROR(r.record(OpKind::relu, {d.view}, {a.view}, relu));
+        return r.record(OpKind::argmax, {a.view}, {e.view}, am);
+      });
+      row("dependent dispatch", "add, matvec, relu, argmax", t / 4, 1e-9, "-", 0);
+      const double t2 = time_runs(ctx, reps, [&](Recorder& r) -> Status {
+        VRUN_RETURN_IF_ERROR(r.record(OpKind::add, {a.view, b.view}, {c.view}, add));
+        VRUN_RETURN_IF_ERROR(r.record(OpKind::add, {c.view, b.view}, {d.view}, add));
+        VRUN_RETURN_IF_ERROR(r.record(OpKind::add, {d.view, b.view}, {a.view}, add));
+        return r.record(OpKind::add, {a.view, b.view}, {c.view}, add);
+      });
+      row("dependent dispatch", "add x4 (640)", t2 / 4, 1e-9, "-", 0);
+      const double t3 = time_runs(ctx, reps, [&](Recorder& r) -> Status {
+        VRUN_RETURN_IF_ERROR(r.record(OpKind::linear, {a.view, w.view, DeviceView{}}, {c.view}, lin));
+        VRUN_RETURN_IF_ERROR(r.record(OpKind::linear, {c.view, w.view, DeviceView{}}, {d.view}, lin));
+        VRUN_RETURN_IF_ERROR(r.record(OpKind::linear, {d.view, w.view, DeviceView{}}, {a.view}, lin));
+        return r.record(OpKind::linear, {a.view, w.view, DeviceView{}}, {c.view}, lin);
+      });
+      row("dependent dispatch", "matvec 640x640 f16 x4", t3 / 4, 1e-9, "-", 0);
+      // A call as a decode step makes one: n dependent dispatches recorded, submitted, waited
+      // for; wall time per call (the intercept over n is the cost of a call beyond its work).
+      auto rec = std::move(Recorder::create(ctx)).value();
+      for (int n : {1, 4, 16}) {
+        double best = 1e30;
+        for (int pass = 0; pass < 3; ++pass) {
+          const auto t0 = std::chrono::steady_clock::now();
+          for (int call = 0; call < 200; ++call) {
+            for (int i = 0; i < n; ++i) must(rec->record(OpKind::add, {a.view, b.view}, {i % 2 ? a.view : c.view}, add));
+            must(rec->submit_and_wait());
+          }
+          best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 200);
+        }
+        row("call round trip", std::to_string(n) + " dependent adds", best, 1e-9, "-", 0);
+      }
+    }
     for (const auto& sh : std::vector<std::array<int64_t, 2>>{{384, 384}, {1536, 384}, {2048, 2048}}) {
       DevTensor x = make(ctx, DType::f32, Shape{1, sh[1]}), w = make(ctx, DType::q8_0, Shape{sh[0], sh[1]});
       const double t = run_op(ctx, reps, OpKind::linear, {&x, &w, nullptr}, Attrs(OpKind::linear), false, true);
