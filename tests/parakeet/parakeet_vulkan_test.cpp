@@ -138,7 +138,8 @@ TEST(ParakeetVulkan, ChunkedLongAudioSameTokensAsTheCpu) {
     Transcript s1, s2;
     auto a = (*cpu)->decode(samples, o, &s1);
     auto b = (*gpu)->decode(samples, o, &s2);
-    ASSERT_TRUE(a.is_ok() && b.is_ok());
+    ASSERT_TRUE(a.is_ok()) << a.status().message();
+    ASSERT_TRUE(b.is_ok()) << b.status().message();
     EXPECT_EQ(s2.stats.windows, 8);
     EXPECT_GT(a->tokens.size(), 10u);
     EXPECT_EQ(flat(*a), flat(*b));

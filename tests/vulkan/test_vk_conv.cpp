@@ -109,5 +109,35 @@ TEST_F(VkConv, Conv2dPaddedGrouped) {
   expect_close(to_doubles(out[0].view), want, 1e-5, 1e-5, "conv2d");
 }
 
+// Pointwise convolutions (1 x 1, stride 1, one group, no padding) run as a batched matmul plus a
+// broadcast bias: channel-major and channels-last x, a batch of two, f32 and f16, conv1d too.
+TEST_F(VkConv, PointwiseRunsAsMatmul) {
+  std::mt19937 rng(53);
+  struct Case {
+    int64_t cin, cout, h, w;
+    DType dt;
+    bool channels_last, bias, is1d;
+  };
+  for (const Case c : {Case{37, 70, 9, 13, DType::f32, false, true, false}, Case{64, 96, 5, 17, DType::f16, true, true, false},
+                       Case{16, 8, 1, 130, DType::f32, true, false, true}, Case{3, 5, 1, 7, DType::f16, false, true, true}}) {
+    const Shape xs = c.is1d ? Shape{2, c.cin, c.w} : Shape{2, c.cin, c.h, c.w};
+    HostTensor x = !c.channels_last ? random_tensor(c.dt, xs, rng)
+                   : c.is1d         ? random_strided(c.dt, xs, {0, 2, 1}, 1, rng)
+                                    : random_strided(c.dt, xs, {0, 2, 3, 1}, 1, rng);
+    HostTensor w = random_tensor(c.dt, c.is1d ? Shape{c.cout, c.cin, 1} : Shape{c.cout, c.cin, 1, 1}, rng);
+    HostTensor b = random_tensor(c.dt, Shape{c.cout}, rng);
+    const OpKind op = c.is1d ? OpKind::conv1d : OpKind::conv2d;
+    Attrs a(op);
+    auto out = run_gpu(op, {&x, &w, c.bias ? &b : nullptr}, a);
+    ASSERT_EQ(out[0].view.shape, c.is1d ? (Shape{2, c.cout, c.w}) : (Shape{2, c.cout, c.h, c.w}));
+    const auto want = conv_ref(x.view, w.view, c.bias ? &b.view : nullptr, out[0].view.shape, 1, 1, 0, 0, 1, 1, 1, c.is1d);
+    const std::string what = "pointwise conv " + std::string(dtype_name(c.dt)) + " " + xs.str();
+    // An f16 y is rounded twice (the product, then with the bias): half an f16 step of the
+    // product's magnitude (about 1-4 here) can stay where the bias cancels it.
+    const double atol = c.dt == DType::f16 ? 4.0 / 2048 : 1e-5 * static_cast<double>(c.cin);
+    expect_close(to_doubles(out[0].view), want, atol, rtol_for(c.dt) + 1e-5, what.c_str());
+  }
+}
+
 }  // namespace
 }  // namespace vrun::test
