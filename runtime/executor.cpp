@@ -166,10 +166,9 @@ Result<std::vector<TensorView>> Executor::run(const std::string& name, const std
   return err(ErrorCode::kNotFound, "method '", name, "' not in program (it has: ", known, ")");
 }
 
-Result<std::vector<TensorView>> Executor::run_plan(MethodPlan& plan_ref, const std::vector<TensorView>& inputs,
+Result<std::vector<TensorView>> Executor::run_plan(MethodPlan& plan, const std::vector<TensorView>& inputs,
                                                    const std::map<std::string, int64_t>& given) {
-  MethodPlan* plan = &plan_ref;
-  const MethodDef& m = *plan->method;
+  const MethodDef& m = *plan.method;
   const std::string mw = "method '" + m.name + "'";
   if (inputs.size() != m.inputs.size())
     return err(ErrorCode::kInvalidArgument, mw, " takes ", m.inputs.size(), " inputs, got ", inputs.size());
@@ -213,29 +212,29 @@ Result<std::vector<TensorView>> Executor::run_plan(MethodPlan& plan_ref, const s
                  m.symbols[s].min, ", ", m.symbols[s].max, "]");
   }
 
-  if (!plan->arena && m.arena_size > 0) {
-    plan->arena.reset(alloc_aligned(static_cast<size_t>(m.arena_size), false));
-    if (!plan->arena) return err(ErrorCode::kOutOfMemory, mw, ": scratch arena of ", human_bytes(m.arena_size), " could not be allocated");
+  if (!plan.arena && m.arena_size > 0) {
+    plan.arena.reset(alloc_aligned(static_cast<size_t>(m.arena_size), false));
+    if (!plan.arena) return err(ErrorCode::kOutOfMemory, mw, ": scratch arena of ", human_bytes(m.arena_size), " could not be allocated");
   }
   for (size_t v = 0; v < m.values.size(); ++v) {
     const ValueDef& def = m.values[v];
     if (def.kind == ValueKind::kConstant) {
       const ConstantDef& c = program_->constants[def.index];
-      plan->values[v] = TensorView::dense(const_cast<uint8_t*>(c.data), c.dtype, c.shape);
+      plan.values[v] = TensorView::dense(const_cast<uint8_t*>(c.data), c.dtype, c.shape);
     } else if (def.kind == ValueKind::kState) {
-      plan->values[v] = states_[def.index];
+      plan.values[v] = states_[def.index];
     } else {
-      plan->values[v] = TensorView{};
+      plan.values[v] = TensorView{};
     }
   }
-  for (size_t i = 0; i < inputs.size(); ++i) plan->values[m.inputs[i]] = inputs[i];
+  for (size_t i = 0; i < inputs.size(); ++i) plan.values[m.inputs[i]] = inputs[i];
   if (gpu_) {
     // The device holds dense copies: strided inputs are made dense here first.
     for (size_t i = 0; i < inputs.size(); ++i) {
-      TensorView& v = plan->values[m.inputs[i]];
+      TensorView& v = plan.values[m.inputs[i]];
       if (v.is_contiguous() || is_quantized(v.dtype)) continue;
-      plan->dense_inputs[i].resize(static_cast<size_t>(v.dense_bytes()));
-      TensorView d = TensorView::dense(plan->dense_inputs[i].data(), v.dtype, v.shape);
+      plan.dense_inputs[i].resize(static_cast<size_t>(v.dense_bytes()));
+      TensorView d = TensorView::dense(plan.dense_inputs[i].data(), v.dtype, v.shape);
       Attrs none(OpKind::copy);
       KernelCall call;
       call.op = OpKind::copy;
@@ -251,12 +250,12 @@ Result<std::vector<TensorView>> Executor::run_plan(MethodPlan& plan_ref, const s
     for (size_t v = 0; v < m.values.size(); ++v) {
       const ValueDef& def = m.values[v];
       if (def.kind == ValueKind::kIntermediate) continue;
-      plan->storage[v] = {static_cast<uint8_t*>(plan->values[v].data), plan->values[v].dense_bytes()};
+      plan.storage[v] = {static_cast<uint8_t*>(plan.values[v].data), plan.values[v].dense_bytes()};
     }
-    VRUN_RETURN_IF_ERROR(gpu_->begin(m, plan->arena.get(), sym));
+    VRUN_RETURN_IF_ERROR(gpu_->begin(m, plan.arena.get(), sym));
   }
   for (size_t n = 0; n < m.nodes.size(); ++n) {
-    const Status s = run_node(*plan, n, sym);
+    const Status s = run_node(plan, n, sym);
     if (!s.is_ok()) {
       const NodeDef& node = m.nodes[n];
       return s.with_context(mw + " node " + std::to_string(n) + " (" + op_name(node.op) +
@@ -265,11 +264,11 @@ Result<std::vector<TensorView>> Executor::run_plan(MethodPlan& plan_ref, const s
   }
   if (gpu_) {
     std::vector<int> roots;
-    for (int id : m.outputs) roots.push_back(plan->root[id]);
-    VRUN_RETURN_IF_ERROR(gpu_->finish(m, roots, plan->storage).with_context(mw));
+    for (int id : m.outputs) roots.push_back(plan.root[id]);
+    VRUN_RETURN_IF_ERROR(gpu_->finish(m, roots, plan.storage).with_context(mw));
   }
   std::vector<TensorView> outs;
-  for (int id : m.outputs) outs.push_back(plan->values[id]);
+  for (int id : m.outputs) outs.push_back(plan.values[id]);
   return outs;
 }
 

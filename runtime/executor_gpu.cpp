@@ -260,7 +260,6 @@ class VulkanExecutor final : public GpuExecutor {
   uint64_t replayed_calls() const override { return replayed_; }
 
  private:
-  static constexpr uint64_t kDirectInputBytes = 64u << 10;
   struct MethodState {
     vulkan::Buffer arena;
     std::vector<vulkan::Buffer> inputs;  // per value id (inputs only)
@@ -295,7 +294,7 @@ class VulkanExecutor final : public GpuExecutor {
         if (!ms.inputs[r].valid() || ms.inputs[r].size() < bytes) {
           if (rec_->replaying()) return err(ErrorCode::kInternal, "vulkan: a replayed call needs a larger input buffer");
           // Small inputs in host-mapped device memory: to_device writes them there directly.
-          const bool direct = bytes <= kDirectInputBytes && ctx_->allocator().upload_is_device_local();
+          const bool direct = bytes <= vulkan::kSmallUploadBytes && ctx_->allocator().upload_is_device_local();
           VRUN_ASSIGN_OR_RETURN(ms.inputs[r], ctx_->allocator().allocate(bytes, direct ? vulkan::MemoryKind::kUpload
                                                                                        : vulkan::MemoryKind::kDevice,
                                                                          "input " + d.name));

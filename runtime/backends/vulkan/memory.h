@@ -24,6 +24,9 @@ class Allocator;
 // memory. Where it is device-local, kernels read a call's small inputs from it in place: on an
 // H100 even a copy of a few bytes costs a decode step about 16 us of GPU time.
 enum class MemoryKind { kDevice, kHost, kUpload };
+// What counts as small for MemoryKind::kUpload: a call's inputs up to this size live there (where
+// it is device-local), and uploads up to it are staged there.
+constexpr uint64_t kSmallUploadBytes = 64u << 10;
 
 // A non-owning reference to a range of device memory: what device views and descriptors carry.
 struct BufferRef {

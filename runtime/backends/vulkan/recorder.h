@@ -158,7 +158,7 @@ class Recorder {
   VkResult submit_with_fence(VkCommandBuffer cmd);
   // Staging memory for an upload: small ones (token ids, positions, frame indices) where a copy
   // is a device copy (MemoryKind::kUpload), bulk ones (features, prompts) in host memory.
-  static MemoryKind upload_kind(uint64_t bytes) { return bytes <= (64u << 10) ? MemoryKind::kUpload : MemoryKind::kHost; }
+  static MemoryKind upload_kind(uint64_t bytes) { return bytes <= kSmallUploadBytes ? MemoryKind::kUpload : MemoryKind::kHost; }
   // Copies the downloads' staging into their destinations when the call succeeded; forgets them.
   void finish_downloads(bool ok);
   Status begin_if_needed();
