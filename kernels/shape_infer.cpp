@@ -4,6 +4,13 @@
 
 namespace vrun {
 
+Status check_device_scalar(const TensorDesc* t, const char* op, const char* name) {
+  if (t && (t->dtype != DType::i32 || t->shape.numel() != 1))
+    return err(ErrorCode::kInvalidArgument, op, ": ", name, " must be i32 with one element, got ", dtype_name(t->dtype),
+               " ", t->shape.str());
+  return Status::ok();
+}
+
 Status infer_shapes(OpKind op, const std::vector<const TensorDesc*>& in, const Attrs& attrs,
                     std::vector<TensorDesc>* out) {
   const OpSchema& sch = op_schema(op);

@@ -16,6 +16,10 @@ namespace vrun {
 Status infer_shapes(OpKind op, const std::vector<const TensorDesc*>& in, const Attrs& attrs,
                     std::vector<TensorDesc>* out);
 
+// A position held on the device (rope's and slice_update's offset, sdpa's pos):
+// absent, or an i32 tensor of one element.
+Status check_device_scalar(const TensorDesc* t, const char* op, const char* name);
+
 // Per-family shape functions (kernels/shapes/<family>.cpp); infer_shapes dispatches on family.
 using ShapeFn = Status (*)(OpKind op, const std::vector<const TensorDesc*>& in, const Attrs& attrs,
                            std::vector<TensorDesc>* out);

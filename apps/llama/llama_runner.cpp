@@ -73,6 +73,8 @@ Result<std::unique_ptr<LlamaRunner>> LlamaRunner::load(const std::string& path, 
   eo.backend = options.backend;
   eo.threads = options.threads;
   VRUN_ASSIGN_OR_RETURN(r->executor_, Executor::create(r->program_, eo));
+  // Programs exported before the decode method existed run their single tokens through forward.
+  r->has_decode_ = r->program_->method("decode") != nullptr;
   return r;
 }
 
@@ -98,8 +100,16 @@ Result<std::vector<float>> LlamaRunner::feed(std::span<const int32_t> tokens) {
   for (size_t at = 0; at < tokens.size(); at += static_cast<size_t>(chunk_)) {
     const size_t n = std::min(tokens.size() - at, static_cast<size_t>(chunk_));
     std::vector<int32_t> piece(tokens.begin() + static_cast<std::ptrdiff_t>(at), tokens.begin() + static_cast<std::ptrdiff_t>(at + n));
-    VRUN_ASSIGN_OR_RETURN(auto outs, executor_->run("forward", {TensorView::dense(piece.data(), DType::i32, {1, static_cast<int64_t>(n)})},
-                                                    {{"pos", n_past_}}));
+    std::vector<TensorView> outs;
+    if (n == 1 && has_decode_) {
+      // One token: the method whose position is an input, replayed on a GPU without recording.
+      const int32_t pos = static_cast<int32_t>(n_past_);
+      VRUN_ASSIGN_OR_RETURN(outs, executor_->run("decode", {TensorView::dense(piece.data(), DType::i32, {1, 1}),
+                                                            TensorView::dense(const_cast<int32_t*>(&pos), DType::i32, {1})}));
+    } else {
+      VRUN_ASSIGN_OR_RETURN(outs, executor_->run("forward", {TensorView::dense(piece.data(), DType::i32, {1, static_cast<int64_t>(n)})},
+                                                 {{"pos", n_past_}}));
+    }
     n_past_ += static_cast<int64_t>(n);
     if (at + n == tokens.size()) logits.assign(outs[0].ptr<float>(), outs[0].ptr<float>() + config_.vocab);
   }

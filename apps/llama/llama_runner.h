@@ -79,6 +79,7 @@ class LlamaRunner {
   std::unique_ptr<tok::Tokenizer> tokenizer_;
   LlamaConfig config_;
   int64_t context_ = 0, chunk_ = 0, n_past_ = 0;
+  bool has_decode_ = false;
   bool add_bos_ = false;
 };
 

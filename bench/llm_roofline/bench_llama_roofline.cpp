@@ -3,6 +3,7 @@
 // same run (memcpy on the CPU; a device-to-device copy on Vulkan).
 //
 //   bench_llama_roofline [--shape llama-1b|smollm2] [--dtype f16|q8_0|q4_0|q4_1] [--backend cpu|vulkan]
+//                        [--step decode|forward]
 //                        [--threads N] [--prompt 512] [--decode 64]
 #include <chrono>
 #include <cmath>
@@ -76,6 +77,7 @@ double vulkan_copy_gbs() {
 int main(int argc, char** argv) {
   std::string shape = "llama-1b", dtype_name_s = "f16", backend = "cpu";
   int threads = 0, prompt = 512, decode = 64;
+  std::string step_method = "decode";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--shape") shape = v;
@@ -84,6 +86,7 @@ int main(int argc, char** argv) {
     else if (k == "--threads") threads = std::stoi(v);
     else if (k == "--prompt") prompt = std::stoi(v);
     else if (k == "--decode") decode = std::stoi(v);
+    else if (k == "--step") step_method = v;
     else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
       return 2;
@@ -170,12 +173,21 @@ int main(int argc, char** argv) {
     if (!r.is_ok()) return std::fprintf(stderr, "%s\n", r.status().to_string().c_str()), 1;
     if (rep) prefill_best = std::min(prefill_best, secs(t));
   }
-  int32_t tok = 1;
-  auto warm = (*ex)->run("forward", {TensorView::dense(&tok, DType::i32, {1, 1})}, {{"pos", prompt}});
+  // Decode steps as the runner takes them: the decode method, its position an input (--step
+  // forward: the chunk method at seq 1, its position a symbol, recorded anew every step).
+  if (step_method != "decode" && step_method != "forward")
+    return std::fprintf(stderr, "--step takes decode or forward, not %s\n", step_method.c_str()), 2;
+  int32_t tok = 1, pos = prompt;
+  auto step = [&] {
+    if (step_method == "forward") return (*ex)->run("forward", {TensorView::dense(&tok, DType::i32, {1, 1})}, {{"pos", pos}});
+    return (*ex)->run("decode", {TensorView::dense(&tok, DType::i32, {1, 1}), TensorView::dense(&pos, DType::i32, {1})});
+  };
+  auto warm = step();
   if (!warm.is_ok()) return std::fprintf(stderr, "%s\n", warm.status().to_string().c_str()), 1;
   const auto t = Clock::now();
   for (int i = 1; i < decode; ++i) {
-    auto r = (*ex)->run("forward", {TensorView::dense(&tok, DType::i32, {1, 1})}, {{"pos", prompt + i}});
+    pos = prompt + i;
+    auto r = step();
     if (!r.is_ok()) return std::fprintf(stderr, "%s\n", r.status().to_string().c_str()), 1;
   }
   const double decode_tps = (decode - 1) / secs(t);

@@ -53,15 +53,20 @@ Status sdpa_kernel(const KernelCall& call) {
   const bool has_mask = call.has_input(3);
   TensorView& y = call.out[0];
   const int64_t nb = q.shape[0], hq = q.shape[1], lq = q.shape[2], d = q.shape[3];
-  const int64_t hkv = k.shape[1], lk = k.shape[2], dv = v.shape[3];
+  const int64_t hkv = k.shape[1], dv = v.shape[3];
+  // The keys that count: all of k, or those of a cache's capacity up to the last query's position.
+  const int64_t lk = call.scalar_input(4, k.shape[2] - lq) + lq;
+  const bool causal = call.attr().i("causal") != 0;
+  if (call.has_input(4) && (lk < lq || lk > k.shape[2]))
+    return err(ErrorCode::kInvalidArgument, "sdpa: queries at position ", lk - lq, " .. ", lk - 1, " outside the keys ",
+               k.shape.str());
   const int64_t group = hq / hkv;
   const float scale = call.attr().f("scale") != 0 ? static_cast<float>(call.attr().f("scale"))
                                                   : 1.f / std::sqrt(static_cast<float>(d));
-  const bool causal = call.attr().i("causal") != 0;
   Strides ms{};
   if (has_mask) {
     const TensorView& m = call.input(3);
-    ms = broadcast_strides(m.shape, m.strides, Shape{nb, hq, lq, lk});
+    ms = broadcast_strides(m.shape, m.strides, Shape{nb, hq, lq, k.shape[2]});
   }
   const int64_t ye = dtype_elem_size(y.dtype);
   // Query blocks of up to 32 rows: enough (B, H) x blocks to feed every thread.
@@ -157,7 +162,7 @@ Status rope_kernel(const KernelCall& call) {
   const int64_t rd = at.i("rotary_dim") == 0 ? d : at.i("rotary_dim");
   const int64_t half = rd / 2;
   const bool interleaved = at.s("mode") == "interleaved";
-  const int64_t pos = at.i("pos");
+  const int64_t pos = at.i("pos") + call.scalar_input(2, 0);
   const int64_t slen = x.shape[seq];
   std::vector<float> freq(static_cast<size_t>(half));
   load_row_f32(f.data, DType::f32, f.strides[0], half, freq.data());

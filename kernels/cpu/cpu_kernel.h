@@ -23,6 +23,10 @@ struct KernelCall {
 
   const TensorView& input(int k) const { return in[k]; }
   bool has_input(int k) const { return k < n_in && in[k].present(); }
+  // An optional i32 [1] input (a position or length held on the device): its value, or `absent`.
+  int64_t scalar_input(int k, int64_t absent) const {
+    return has_input(k) ? *static_cast<const int32_t*>(in[k].data) : absent;
+  }
   const Attrs& attr() const { return *attrs; }
 };
 

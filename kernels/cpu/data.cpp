@@ -309,12 +309,12 @@ Status embedding_kernel(const KernelCall& c) {
 // ---- slice_update
 
 Status slice_update_kernel(const KernelCall& c) {
-  VRUN_RETURN_IF_ERROR(check_arity(c, 2, 2, 1));
+  VRUN_RETURN_IF_ERROR(check_arity(c, 2, 3, 1));
   const TensorView& state = c.in[0];
   const TensorView& src = c.in[1];
   const TensorView& y = c.out[0];
   const int ax = normalize_axis(c.attr().i("axis"), state.rank());
-  const int64_t start = c.attr().i("start");
+  const int64_t start = c.attr().i("start") + c.scalar_input(2, 0);
   if (ax < 0 || src.rank() != state.rank())
     return err(ErrorCode::kInvalidArgument, "slice_update: axis ", c.attr().i("axis"), " invalid for state ",
                state.shape.str(), " and src ", src.shape.str());

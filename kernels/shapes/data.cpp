@@ -142,14 +142,17 @@ Status infer_shapes_data(OpKind op, const std::vector<const TensorDesc*>& in, co
   const OpSchema& s = op_schema(op);
   if (op == OpKind::concat) return infer_concat(in, attrs, out);
   const size_t n = s.inputs.size();
-  if (in.size() != n) return err(ErrorCode::kInvalidArgument, s.name, ": expected ", n, " inputs, got ", in.size());
+  if (in.size() > n) return err(ErrorCode::kInvalidArgument, s.name, ": expected at most ", n, " inputs, got ", in.size());
   for (size_t k = 0; k < n; ++k)
-    if (!in[k]) return err(ErrorCode::kInvalidArgument, s.name, ": input ", s.inputs[k].name, " is missing");
+    if ((k >= in.size() || !in[k]) && !s.inputs[k].optional)
+      return err(ErrorCode::kInvalidArgument, s.name, ": input ", s.inputs[k].name, " is missing");
   switch (op) {
     case OpKind::copy: out->push_back(*in[0]); return Status::ok();
     case OpKind::pad: return infer_pad(*in[0], attrs, out);
     case OpKind::embedding: return infer_embedding(*in[0], *in[1], attrs, out);
-    case OpKind::slice_update: return infer_slice_update(*in[0], *in[1], attrs, out);
+    case OpKind::slice_update:
+      VRUN_RETURN_IF_ERROR(check_device_scalar(in.size() > 2 ? in[2] : nullptr, "slice_update", "offset"));
+      return infer_slice_update(*in[0], *in[1], attrs, out);
     case OpKind::glu: return infer_glu(*in[0], attrs, out);
     default: return err(ErrorCode::kInternal, "infer_shapes_data called for ", s.name);
   }

@@ -13,6 +13,9 @@ layout(constant_id = 4) const uint DT_Y = 0;
 layout(constant_id = 5) const uint RANK = 5;
 // Bytes per element for a bit-exact copy (OP_COPY with equal dtypes); 0 otherwise.
 layout(constant_id = 6) const uint RAW_BYTES = 0;
+// 1: a copy into y at a position held on the device (slice_update's offset): binding 2 holds an
+// i32 index, clamped to [0, p1's bits] and times p0's bits elements of y added to y's offset.
+layout(constant_id = 7) const uint DYN_Y = 0;
 
 layout(push_constant) uniform Push {
   uint n;
@@ -119,6 +122,7 @@ void main() {
   uint idx = flat_invocation();
   if (idx >= pc.n) return;
   int oy = int(pc.off_y), oa = int(pc.off_a), ob = int(pc.off_b), oc = int(pc.off_c);
+  if (DYN_Y == 1) oy += clamp(b2_i32[ob], 0, floatBitsToInt(pc.p1)) * floatBitsToInt(pc.p0);
   uint rest = idx;
   for (int d = int(RANK) - 1; d >= 0; --d) {
     uint c = rest % pc.shape[d];

@@ -1,6 +1,6 @@
 #version 450
 // Rotary embedding on a dense x [..., S, ..., D]; one invocation per output element reads its
-// pair partner. Bindings: 0 y, 1 x, 2 inv_freq. Rows of the axis before D from `heads` on (when
+// pair partner. Bindings: 0 y, 1 x, 2 inv_freq, 3 offset (i32 [1], added to pos; with DYN). Rows of the axis before D from `heads` on (when
 // heads > 0) pass through.
 #include "common.glsl"
 
@@ -9,11 +9,13 @@ layout(constant_id = 0) const uint INTERLEAVED = 0;
 layout(constant_id = 1) const uint DT_X = 0;
 layout(constant_id = 2) const uint DT_F = 0;
 layout(constant_id = 3) const uint DT_Y = 0;
+layout(constant_id = 4) const uint DYN = 0;
 
 layout(push_constant) uniform Push {
   uint n, D, S, seq_inner, rd, pos;
   uint off_y, off_x, off_f;
   uint H, heads;  // extent of the axis before D; rows rotated along it (0: all)
+  uint off_o;
 } pc;
 
 void main() {
@@ -39,7 +41,8 @@ void main() {
       partner = load1(DT_X, lo ? xo + half_ : xo - half_);
       sgn = lo ? -1.0 : 1.0;
     }
-    float ang = float(pc.pos + s) * load2(DT_F, pc.off_f + f);
+    uint pos = pc.pos + (DYN == 1 ? uint(b3_i32[pc.off_o]) : 0u);
+    float ang = float(pos + s) * load2(DT_F, pc.off_f + f);
     y = x * cos(ang) + sgn * partner * sin(ang);
   }
   store0(DT_Y, pc.off_y + idx, y);

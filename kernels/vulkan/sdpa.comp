@@ -13,7 +13,10 @@
 // Split-K (flash-decoding): the host cuts the keys into chunks (grid z = B * nsplit). With
 // SPLIT = 1 each workgroup writes its unnormalised partial (acc[Dv], max, sum) as f32 to binding
 // 0 and sdpa_combine.comp merges them; with SPLIT = 0 (one chunk) it writes y.
-// Bindings: 0 y (or partials), 1 q, 2 k, 3 v, 4 mask.
+// Bindings: 0 y (or partials), 1 q, 2 k, 3 v, 4 mask, 5 pos (DYN_LEN = 1: an i32 on the device,
+// the first query's position in a cache of Lk keys: keys up to pos + Lq - 1 count, and the chunks
+// are cut from that length: dyn_kchunk in common.glsl;
+// chunks past the length write empty partials).
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 
@@ -35,6 +38,8 @@ layout(constant_id = 10) const uint KCH = 256;
 layout(constant_id = 11) const uint RMAX = 8;
 // Keys per K tile: 16 or 32 KiB of f32 (4096 / DMAX or 8192 / DMAX rows) as shared memory allows.
 layout(constant_id = 12) const uint BKV = 32;
+layout(constant_id = 13) const uint DYN_LEN = 0;
+BINDING(5)
 layout(set = 0, binding = 2, std430) buffer BufK4 { uvec4 k4[]; };
 layout(set = 0, binding = 3, std430) buffer BufV4 { uvec4 v4[]; };
 
@@ -47,6 +52,7 @@ layout(push_constant) uniform Push {
   uint m_sb, m_sh, m_sl, m_sk;
   uint off_q, off_k, off_v, off_m, off_y;
   uint nsplit, kchunk;
+  uint off_len, want;
 } pc;
 
 const uint WG = 128;
@@ -97,8 +103,13 @@ void main() {
     Qs[e] = x;
   }
 
-  uint kbeg = split * pc.kchunk;
-  uint kn = min(pc.kchunk, pc.Lk - kbeg);  // keys in this chunk
+  uint Lk = pc.Lk, kchunk = pc.kchunk;
+  if (DYN_LEN == 1) {
+    Lk = dyn_len(b5_i32[pc.off_len], pc.Lq, pc.Lk);
+    kchunk = SPLIT == 1 ? dyn_kchunk(Lk, pc.want, pc.nsplit, pc.kchunk) : Lk;
+  }
+  uint kbeg = split * kchunk;
+  uint kn = kbeg < Lk ? min(kchunk, Lk - kbeg) : 0u;  // keys in this chunk
   // P.V pass layout: invocation (slot ks, dims dq * 8 .. + 7). Its first VPRE V words are loaded
   // now, so their latency overlaps the K tiles and the scores.
   uint dq = t % DQ, ks = t / DQ;
@@ -143,7 +154,7 @@ void main() {
         uint rr = rr0 + r, h = hk * G + rr / pc.Lq, i = rr % pc.Lq;
         uint jj = kbeg + j0 + j;
         // Causal: query i sits at position Lk - Lq + i and sees keys up to it.
-        if (CAUSAL == 0 || jj <= pc.Lk - pc.Lq + i) {
+        if (CAUSAL == 0 || jj <= Lk - pc.Lq + i) {
           float a = 0.0;
           for (uint c = 0; c < DV4; ++c) a += dot(Qs[r * DV4 + c], Ks[j * LDK + c]);
           s = a;

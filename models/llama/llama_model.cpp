@@ -133,12 +133,19 @@ Result<std::shared_ptr<Program>> build_llama_program(const LlamaConfig& c, const
   }
   VRUN_RETURN_IF_ERROR(missing);
 
-  for (const char* method : {"forward", "score"}) {
-    const bool all_positions = std::string(method) == "score";
+  // forward: a chunk of seq tokens at cache position pos (symbols), logits of the last; score:
+  // the same with logits of every position; decode: one token at the position given by the i32
+  // input "pos", read on the device, so every decode step is the same recording (a GPU replays it
+  // instead of recording each step), and attention reads the cache's full capacity with the
+  // length cut at pos (sdpa's pos input).
+  for (const std::string method : {"forward", "score", "decode"}) {
+    const bool all_positions = method == "score";
+    const bool device_pos = method == "decode";
     MethodBuilder g = pb.method(method);
-    const SymExpr seq = g.symbol("seq", 1, chunk);
-    const SymExpr pos = g.symbol("pos", 0, ctx - 1);
+    const SymExpr seq = device_pos ? SymExpr(1) : g.symbol("seq", 1, chunk);
+    const SymExpr pos = device_pos ? SymExpr(0) : g.symbol("pos", 0, ctx - 1);
     Val tokens = g.input("tokens", DType::i32, {1, seq});
+    const Val at = device_pos ? g.input("pos", DType::i32, {1}) : Val::none();
     Val inv = g.constant(freq);
     auto opt = [&](int id) { return id >= 0 ? g.constant(id) : Val::none(); };
     auto linear = [&](Val x, int w, int b, const std::string& name, Val residual = Val::none(),
@@ -164,24 +171,26 @@ Result<std::shared_ptr<Program>> build_llama_program(const LlamaConfig& c, const
                        {{"shape", {1, -1, c.heads + 2 * c.kv_heads, hd}}});
         std::vector<NamedAttr> qk_only = rope_attrs;
         qk_only.push_back({"heads", c.heads + c.kv_heads});
-        Val r = g.op(OpKind::rope, {qkv, inv}, qk_only, p + "rope_qk");
+        Val r = g.op(OpKind::rope, {qkv, inv, at}, qk_only, p + "rope_qk");
         q = g.op(OpKind::slice, {r}, {{"axis", 2}, {"start", 0}, {"end", c.heads}});
         kv = g.op(OpKind::slice, {r}, {{"axis", 2}, {"start", c.heads}, {"end", c.heads + 2 * c.kv_heads}});
       } else {
         q = g.op(OpKind::reshape, {normed(x, w.attn_norm, w.q, w.qb, p + "attn_q")}, {{"shape", {1, -1, c.heads, hd}}});
         Val k = g.op(OpKind::reshape, {normed(x, w.attn_norm, w.k, w.kb, p + "attn_k")}, {{"shape", {1, -1, c.kv_heads, hd}}});
         Val v = g.op(OpKind::reshape, {normed(x, w.attn_norm, w.v, w.vb, p + "attn_v")}, {{"shape", {1, -1, c.kv_heads, hd}}});
-        q = g.op(OpKind::rope, {q, inv}, rope_attrs, p + "rope_q");
-        k = g.op(OpKind::rope, {k, inv}, rope_attrs, p + "rope_k");
+        q = g.op(OpKind::rope, {q, inv, at}, rope_attrs, p + "rope_q");
+        k = g.op(OpKind::rope, {k, inv, at}, rope_attrs, p + "rope_k");
         kv = g.op(OpKind::concat, {k, v}, {{"axis", 2}});
       }
       // slice_update converts to the cache's type as it writes.
-      Val kvc = g.op(OpKind::slice_update, {g.state(kv_cache[l]), g.op(OpKind::permute, {kv}, to_heads)},
+      Val kvc = g.op(OpKind::slice_update, {g.state(kv_cache[l]), g.op(OpKind::permute, {kv}, to_heads), at},
                      {{"axis", 2}, {"start", pos}}, p + "cache_kv");
-      Val cached = g.op(OpKind::slice, {kvc}, {{"axis", 2}, {"start", 0}, {"end", pos + seq}});
+      // The keys so far; with the position on the device, the whole cache (sdpa cuts it at pos).
+      Val cached = device_pos ? kvc : g.op(OpKind::slice, {kvc}, {{"axis", 2}, {"start", 0}, {"end", pos + seq}});
       Val keys = g.op(OpKind::slice, {cached}, {{"axis", 1}, {"start", 0}, {"end", c.kv_heads}});
       Val vals = g.op(OpKind::slice, {cached}, {{"axis", 1}, {"start", c.kv_heads}, {"end", 2 * c.kv_heads}});
-      Val att = g.op(OpKind::sdpa, {g.op(OpKind::permute, {q}, to_heads), keys, vals}, {{"causal", 1}}, p + "attn");
+      Val att = g.op(OpKind::sdpa, {g.op(OpKind::permute, {q}, to_heads), keys, vals, Val::none(), at}, {{"causal", 1}},
+                     p + "attn");
       // The heads' outputs [1, seq, heads, hd] feed the projection as they lie (x_dims 2): a
       // reshape of the permuted view would copy them first.
       x = linear(g.op(OpKind::permute, {att}, to_heads), w.o, -1, p + "attn_output", x, {{"x_dims", 2}});
@@ -194,7 +203,7 @@ Result<std::shared_ptr<Program>> build_llama_program(const LlamaConfig& c, const
         x = linear(act, w.down, -1, p + "ffn_down", x);
       }
     }
-    if (!all_positions) x = g.op(OpKind::slice, {x}, {{"axis", 1}, {"start", seq - 1}, {"end", seq}});
+    if (!all_positions && !device_pos) x = g.op(OpKind::slice, {x}, {{"axis", 1}, {"start", seq - 1}, {"end", seq}});
     g.output(normed(x, out_norm, out_w, -1, "output"), "logits");
   }
   pb.set_meta("general.architecture", MetaValue::str(c.arch));

@@ -95,6 +95,36 @@ TEST(Sdpa, DecodeOverManyKeyBlocks) {
   check_sdpa(q.view, cache_view(kc, 333), cache_view(vc, 333), nullptr, 0, true, 1e-5, "Lq = 1, Lk = 333");
 }
 
+// The queries' cache position on the device (sdpa's pos input): k/v are the whole capacity,
+// and only keys up to pos + Lq - 1 count, exactly as attention over the cache's prefix.
+TEST(Sdpa, PositionInputCutsTheCacheCapacity) {
+  std::mt19937 rng(11);
+  HostTensor kc = random_tensor(DType::f16, Shape{1, 3, 64, 32}, rng, -2, 2);
+  HostTensor vc = random_tensor(DType::f16, Shape{1, 3, 64, 32}, rng);
+  HostTensor pos = make_tensor(DType::i32, Shape{1});
+  for (int64_t lq : {1, 4})
+    for (int64_t at : {int64_t{0}, int64_t{9}, 64 - lq}) {
+      SCOPED_TRACE("Lq " + std::to_string(lq) + " at " + std::to_string(at));
+      HostTensor q = random_tensor(DType::f32, Shape{1, 9, lq, 32}, rng);
+      pos.view.ptr<int32_t>()[0] = static_cast<int32_t>(at);
+      for (bool causal : {true, false}) {
+        Attrs a(OpKind::sdpa);
+        a.set_i("causal", causal);
+        RunResult r = run_cpu(OpKind::sdpa, {q.view, kc.view, vc.view, TensorView{}, pos.view}, a);
+        ASSERT_TRUE(r.status.is_ok()) << r.status.to_string();
+        expect_close(to_doubles(r.outputs[0].view),
+                     ref_sdpa(q.view, cache_view(kc, at + lq), cache_view(vc, at + lq), nullptr, 0, causal), 1e-5, 1e-5,
+                     causal ? "causal" : "non-causal");
+      }
+    }
+  // Past the capacity: an error naming the positions.
+  HostTensor q = random_tensor(DType::f32, Shape{1, 3, 2, 32}, rng);
+  pos.view.ptr<int32_t>()[0] = 63;
+  RunResult r = run_cpu(OpKind::sdpa, {q.view, kc.view, vc.view, TensorView{}, pos.view}, Attrs(OpKind::sdpa));
+  EXPECT_EQ(r.status.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(r.status.message().find("position 63 .. 64"), std::string::npos) << r.status.message();
+}
+
 TEST(Sdpa, FloatAndBoolMasks) {
   std::mt19937 rng(3);
   HostTensor q = random_tensor(DType::f32, Shape{2, 4, 6, 8}, rng);
@@ -234,6 +264,26 @@ TEST(Rope, LeadingHeadsOnly) {
   check_rope(x.view, 9, -3, "half", 0, 2e-6, 7);  // all of them
   HostTensor xs = random_strided(DType::f16, Shape{2, 5, 6, 8}, {0, 2, 1, 3}, 3, rng);
   check_rope(xs.view, 3, 1, "half", 0, 1e-3, 4);
+}
+
+// The offset input (a position on the device) adds to pos.
+TEST(Rope, OffsetInputAddsToPos) {
+  std::mt19937 rng(9);
+  HostTensor x = random_tensor(DType::f32, Shape{1, 3, 4, 16}, rng);
+  HostTensor f = make_tensor(DType::f32, Shape{8});
+  std::vector<float> fv;
+  for (int64_t i = 0; i < 8; ++i) fv.push_back(static_cast<float>(std::pow(10000.0, -2.0 * i / 16)));
+  std::copy(fv.begin(), fv.end(), f.view.ptr<float>());
+  HostTensor off = make_tensor(DType::i32, Shape{1});
+  off.view.ptr<int32_t>()[0] = 700;
+  Attrs at(OpKind::rope);
+  at.set_i("pos", 5).set_i("heads", 3);
+  RunResult r = run_cpu(OpKind::rope, {x.view, f.view, off.view}, at);
+  ASSERT_TRUE(r.status.is_ok()) << r.status.to_string();
+  expect_close(to_doubles(r.outputs[0].view), ref_rope(x.view, fv, 705, 1, false, 16, 3), 2e-6, 2e-6, "rope offset");
+  HostTensor wrong = make_tensor(DType::f32, Shape{1});
+  r = run_cpu(OpKind::rope, {x.view, f.view, wrong.view}, at);
+  EXPECT_NE(r.status.message().find("offset must be i32"), std::string::npos) << r.status.message();
 }
 
 TEST(Rope, RejectsBadAttributes) {

@@ -378,6 +378,30 @@ TEST(SliceUpdate, ConvertsAFloatSourceToTheStateType) {
                    .status.is_ok());
 }
 
+// The offset input (a position on the device) adds to start; past the state it is an error.
+TEST(SliceUpdate, OffsetInputAddsToStart) {
+  std::mt19937 rng(13);
+  const Shape ss{1, 4, 20, 8};
+  HostTensor src = random_layout(DType::f32, Shape{1, 4, 1, 8}, Layout::kPermuted, rng);
+  HostTensor off = make_tensor(DType::i32, Shape{1});
+  for (int32_t at : {0, 7, 17}) {
+    HostTensor state = random_tensor(DType::f16, ss, rng);
+    const std::vector<double> before = to_doubles(state.view);
+    off.view.ptr<int32_t>()[0] = at;
+    RunResult r = run_cpu(OpKind::slice_update, {state.view, src.view, off.view},
+                          Attrs(OpKind::slice_update).set_i("axis", 2).set_i("start", 2));
+    ASSERT_TRUE(r.status.is_ok()) << r.status.to_string();
+    expect_close(to_doubles(r.outputs[0].view), updated_state(before, src.view, ss, 2, at + 2), 1e-7, 0x1p-11,
+                 "slice_update at an offset");
+  }
+  HostTensor state = random_tensor(DType::f16, ss, rng);
+  off.view.ptr<int32_t>()[0] = 18;
+  RunResult r = run_cpu(OpKind::slice_update, {state.view, src.view, off.view},
+                        Attrs(OpKind::slice_update).set_i("axis", 2).set_i("start", 2));
+  EXPECT_EQ(r.status.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(r.status.message().find("start 20"), std::string::npos) << r.status.message();
+}
+
 TEST(SliceUpdate, OutOfBoundsIsAnError) {
   std::mt19937 rng(10);
   HostTensor state = random_tensor(DType::f32, Shape{2, 16, 4}, rng);

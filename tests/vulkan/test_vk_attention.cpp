@@ -125,13 +125,14 @@ struct SdpaCase {
   DType mask = DType::u8;  // u8: none
   double scale = 0;
   int64_t q_offset = 1;  // elements before q's storage: 8 keeps rows aligned for the tensor-core kernel
+  int64_t cap = 0;  // > 0: k/v hold a cache of cap keys and the queries' position Lk - Lq comes as sdpa's pos input
 };
 
 class VkSdpa : public VulkanTest {
  protected:
   void check(const SdpaCase& c, uint32_t seed) {
     std::mt19937 rng(seed);
-    const int64_t Lmax = c.Lk + 3;
+    const int64_t Lmax = std::max(c.Lk, c.cap) + 3;
     HostTensor q = random_strided(c.dt, Shape{c.B, c.Hq, c.Lq, c.D}, {0, 2, 1, 3}, c.q_offset, rng);
     HostTensor k = random_tensor(c.dt, Shape{c.B, c.Hkv, Lmax, c.D}, rng);
     HostTensor v = random_tensor(c.dt, Shape{c.B, c.Hkv, Lmax, c.Dv}, rng);
@@ -158,7 +159,17 @@ class VkSdpa : public VulkanTest {
     Attrs a(OpKind::sdpa);
     a.set_i("causal", c.causal ? 1 : 0);
     a.set_f("scale", c.scale);
-    auto out = run_gpu(OpKind::sdpa, {&q, &k, &v, has_mask ? &m : nullptr}, a);
+    std::vector<HostTensor> out;
+    if (c.cap > 0) {
+      // The whole capacity goes in (keys past Lk hold random values the kernel must not read).
+      ASSERT_FALSE(has_mask);
+      HostTensor kcap = k, vcap = v, pos = make_tensor(DType::i32, Shape{1});
+      kcap.view.shape[2] = vcap.view.shape[2] = c.cap;
+      pos.view.ptr<int32_t>()[0] = static_cast<int32_t>(c.Lk - c.Lq);
+      out = run_gpu(OpKind::sdpa, {&q, &kcap, &vcap, nullptr, &pos}, a);
+    } else {
+      out = run_gpu(OpKind::sdpa, {&q, &k, &v, has_mask ? &m : nullptr}, a);
+    }
     ASSERT_EQ(out[0].view.shape, (Shape{c.B, c.Hq, c.Lq, c.Dv}));
     const TensorView mv = has_mask ? broadcast_view(m.view, Shape{c.B, c.Hq, c.Lq, c.Lk}) : TensorView{};
     const double scale = c.scale != 0 ? c.scale : 1 / std::sqrt(static_cast<double>(c.D));
@@ -166,11 +177,11 @@ class VkSdpa : public VulkanTest {
     for (auto& x : want)
       if (std::isnan(x)) x = 0;  // fully masked rows
     char what[160];
-    std::snprintf(what, sizeof what, "sdpa %s B%lld Hq%lld Hkv%lld Lq%lld Lk%lld D%lld Dv%lld causal %d mask %s",
+    std::snprintf(what, sizeof what, "sdpa %s B%lld Hq%lld Hkv%lld Lq%lld Lk%lld D%lld Dv%lld causal %d mask %s cap %lld",
                   dtype_name(c.dt), static_cast<long long>(c.B), static_cast<long long>(c.Hq),
                   static_cast<long long>(c.Hkv), static_cast<long long>(c.Lq), static_cast<long long>(c.Lk),
                   static_cast<long long>(c.D), static_cast<long long>(c.Dv), c.causal ? 1 : 0,
-                  has_mask ? dtype_name(c.mask) : "none");
+                  has_mask ? dtype_name(c.mask) : "none", static_cast<long long>(c.cap));
     // f16: the tensor-core kernel rounds the softmax weights to half for the P.V product.
     const bool f16_class = c.dt == DType::f16 || halves;
     expect_close(to_doubles(out[0].view), want, f16_class ? 1e-4 : 2e-5, rtol_for(f16_class ? DType::f16 : c.dt) + 1e-5,
@@ -258,6 +269,23 @@ TEST_F(VkSdpa, DecodeOneKernel) {
   unsetenv("VRUN_SDPA");
 }
 
+// The queries' position read on the device (sdpa's pos input, a Llama decode step's): k/v are a
+// cache's whole capacity, the row kernel cuts its key chunks from the position at run time, and
+// the combine pass reads only the chunks used. Llama-3.2-1B and SmolLM2 decode over caches of
+// 1024 / 4100 keys at 1 .. all of them, a chunk of 7 queries (causal), f32 and non-causal.
+TEST_F(VkSdpa, PositionOnTheDevice) {
+  const std::vector<SdpaCase> cases = {
+      {DType::f16, 1, 32, 8, 1, 1, 64, 64, true, DType::u8, 0, 1, 1024},
+      {DType::f16, 1, 32, 8, 1, 77, 64, 64, true, DType::u8, 0, 1, 1024},
+      {DType::f16, 1, 32, 8, 1, 1000, 64, 64, true, DType::u8, 0, 1, 1024},
+      {DType::f16, 1, 32, 8, 1, 1024, 64, 64, true, DType::u8, 0, 1, 1024},
+      {DType::f16, 1, 9, 3, 1, 333, 64, 64, true, DType::u8, 0, 1, 4100},
+      {DType::f16, 1, 4, 2, 7, 77, 64, 64, true, DType::u8, 0, 1, 100},
+      {DType::f32, 1, 4, 1, 2, 50, 40, 40, false, DType::u8, 0, 1, 300},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) check(cases[i], 90 + static_cast<uint32_t>(i));
+}
+
 // VRUN_SDPA=rows / tile force the row kernel / the portable tiled kernel on prefill shapes (the
 // comparison switches on a GPU, where the default may be the cooperative-matrix kernel): they
 // must give the same answers.
@@ -281,7 +309,12 @@ TEST_F(VkAttention, RopeHalfAndInterleaved) {
         HostTensor x = random_strided(dt, Shape{B, S, H, D}, {0, 2, 1, 3}, 3, rng);
         Attrs a(OpKind::rope);
         a.set_i("pos", pos).set_s("mode", mode).set_i("rotary_dim", rd).set_i("heads", heads);
-        auto out = run_gpu(OpKind::rope, {&x, &f}, a);
+        // f16 half: the position as pos 5 plus 32 from the offset input (a decode step's).
+        const bool dyn = dt == DType::f16 && std::string(mode) == "half";
+        HostTensor off = make_tensor(DType::i32, Shape{1});
+        off.view.ptr<int32_t>()[0] = 32;
+        if (dyn) a.set_i("pos", pos - 32);
+        auto out = run_gpu(OpKind::rope, {&x, &f, dyn ? &off : nullptr}, a);
         const auto xv = to_doubles(x.view);
         std::vector<double> want(xv.size());
         const bool inter = std::string(mode) == "interleaved";

@@ -98,6 +98,28 @@ TEST_F(VkData, SliceUpdateConvertsAnF32SourceIntoAnF16Cache) {
   expect_close(to_doubles(out[0].view), want, 1e-7, 0x1p-11, "slice_update f32 -> f16");
 }
 
+// slice_update's offset input: start + a position read on the device (clamped to the state on
+// the GPU, where a call cannot fail part way).
+TEST_F(VkData, SliceUpdateAtAnOffsetOnTheDevice) {
+  std::mt19937 rng(46);
+  HostTensor src = random_strided(DType::f32, Shape{1, 2, 1, 8}, {0, 2, 1, 3}, 0, rng);
+  Attrs a(OpKind::slice_update);
+  a.set_i("axis", 2).set_i("start", 1);
+  for (int32_t at : {0, 9, 14, 40}) {
+    HostTensor state = random_tensor(DType::f16, Shape{1, 2, 16, 8}, rng);
+    HostTensor off = make_tensor(DType::i32, Shape{1});
+    off.view.ptr<int32_t>()[0] = at;
+    auto out = run_gpu(OpKind::slice_update, {&state, &src, &off}, a);
+    const int64_t row = 1 + std::min(at, 14);
+    std::vector<double> want;
+    for_each_index(state.view.shape, [&](const int64_t* i) {
+      int64_t j[4] = {i[0], i[1], 0, i[3]};
+      want.push_back(i[2] == row ? load_double(src.view, j) : load_double(state.view, i));
+    });
+    expect_close(to_doubles(out[0].view), want, 1e-7, 0x1p-11, ("slice_update at offset " + std::to_string(at)).c_str());
+  }
+}
+
 TEST_F(VkData, EmbeddingEveryTableDtype) {
   std::mt19937 rng(43);
   const int64_t V = 37, D = 64;

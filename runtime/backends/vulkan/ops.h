@@ -34,6 +34,11 @@ Status record_rnn(Recorder&, OpKind, const std::vector<DeviceView>&, const std::
 // where a, b, c are already broadcast to y's shape (0 strides) and y may be strided.
 Status record_eltwise(Recorder& rec, int opcode, const DeviceView& y, const DeviceView* a, const DeviceView* b,
                       const DeviceView* c, float p0 = 0, float p1 = 0);
+// A copy of src into y shifted along one axis by an index held on the device (slice_update's
+// offset): y's window at index i starts `stride` elements per unit of i after y's own offset,
+// with i clamped to [0, max_index] (a GPU cannot fail a call part way).
+Status record_copy_at(Recorder& rec, const DeviceView& y, const DeviceView& src, const DeviceView& index,
+                      int64_t stride, int64_t max_index);
 constexpr int kOpGelu = 16;
 constexpr int kOpCopy = 21;
 constexpr int kOpGlu = 40;

@@ -83,6 +83,13 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
     mask.strides = broadcast_strides(mask.shape, mask.strides, full);
     mask.shape = full;
   }
+  // The queries' position held on the device (k and v are a cache's capacity): the row kernel cuts its
+  // chunks from it at run time, so the recording is the same at every position.
+  const bool dyn_len = in.size() > 4 && in[4].present();
+  DeviceView qpos;
+  if (dyn_len) {
+    VRUN_ASSIGN_OR_RETURN(qpos, rec.dense_view(in[4]));
+  }
   double scale = attrs.f("scale");
   if (scale == 0) scale = 1.0 / std::sqrt(static_cast<double>(D));
   const int32_t causal = attrs.i("causal") ? 1 : 0;
@@ -109,7 +116,7 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
   // A few query blocks over a much longer cache (chunked prefill) would leave most of the GPU
   // idle there: the row kernel splits the keys instead.
   const bool few_blocks = (Lq + 63) / 64 * Hq * B < 128 && Lk > 8 * Lq;
-  const bool tiled = forced != "rows" && Lq >= 32 && !few_blocks && dmax <= 128 && has_subgroup_shuffle(ctx) &&
+  const bool tiled = !dyn_len && forced != "rows" && Lq >= 32 && !few_blocks && dmax <= 128 && has_subgroup_shuffle(ctx) &&
                      Lq <= 65535 * 64 && Hq <= 65535 && B <= 65535;
   // Keys per K/V tile: both tiles of BKV x dmax f32 in shared memory, at most 64.
   int64_t bkv = 64;
@@ -148,7 +155,7 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
   // --attention-shapes) it takes 6-10 us for Whisper's shapes against 8-28 us for the row kernel
   // and its combine pass, while for Llama's GQA groups of 4 rows the row kernel is as fast or
   // faster (8 against 17 us over 1024 keys), so those stay there.
-  const bool decode_kernel = forced == "decode" || (forced.empty() && group_rows == 1);
+  const bool decode_kernel = !dyn_len && (forced == "decode" || (forced.empty() && group_rows == 1));
   {
     const int64_t lpk = std::min<int64_t>(8, ctx.info().subgroup_size);
     const int64_t dpl = dmax / lpk;
@@ -237,9 +244,11 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
     VRUN_ASSIGN_OR_RETURN(partial, rec.scratch(DType::f32, Shape{rows * nsplit * (Dv + 2)}));
   }
   const DeviceView& dst = nsplit > 1 ? partial : y;
-  std::vector<Binding> bindings = {{&dst, true}, {&q, false}, {&k, false}, {&v, false}, {has_mask ? &mask : nullptr, false}};
+  std::vector<Binding> bindings = {{&dst, true},  {&q, false}, {&k, false}, {&v, false}, {has_mask ? &mask : nullptr, false},
+                                   {dyn_len ? &qpos : nullptr, false}};
   VRUN_ASSIGN_OR_RETURN(auto offs, rec.binding_offsets(bindings));
-  const PushWords pw = push_words(offs, nsplit, kchunk);
+  PushWords pw = push_words(offs, nsplit, kchunk);
+  pw.u(offs[5]).u(want);
   const std::vector<int32_t> spec = {dt_code(q.dtype),
                                      dt_code(k.dtype),
                                      dt_code(v.dtype),
@@ -252,18 +261,19 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
                                      static_cast<int32_t>(dmax),
                                      static_cast<int32_t>(kch),
                                      static_cast<int32_t>(rmax),
-                                     static_cast<int32_t>(krows)};
+                                     static_cast<int32_t>(krows),
+                                     dyn_len ? 1 : 0};
   VRUN_RETURN_IF_ERROR(rec.dispatch("sdpa", spec, bindings, pw.w, pw.bytes(), static_cast<uint32_t>(row_blocks),
                                     static_cast<uint32_t>(Hkv), static_cast<uint32_t>(B * nsplit)));
   if (nsplit == 1) return Status::ok();
-  std::vector<Binding> cb = {{&y, true}, {&partial, false}};
+  std::vector<Binding> cb = {{&y, true}, {&partial, false}, {dyn_len ? &qpos : nullptr, false}};
   VRUN_ASSIGN_OR_RETURN(auto coffs, rec.binding_offsets(cb));
   PushWords cp;
   const int64_t n = rows * Dv;
-  cp.u(n).u(Dv).u(nsplit).u(coffs[0]).u(coffs[1]);
+  cp.u(n).u(Dv).u(nsplit).u(coffs[0]).u(coffs[1]).u(Lk).u(Lq).u(kchunk).u(want).u(coffs[2]);
   uint32_t gx, gy;
   rec.grid_1d((static_cast<uint64_t>(n) + 255) / 256, &gx, &gy);
-  return rec.dispatch("sdpa_combine", {dt_code(y.dtype)}, cb, cp.w, cp.bytes(), gx, gy, 1);
+  return rec.dispatch("sdpa_combine", {dt_code(y.dtype), dyn_len ? 1 : 0}, cb, cp.w, cp.bytes(), gx, gy, 1);
 }
 
 Status record_rope(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, const Attrs& attrs) {
@@ -283,15 +293,21 @@ Status record_rope(Recorder& rec, const std::vector<DeviceView>& in, const Devic
   for (int i = axis + 1; i < r; ++i) inner *= x.shape[i];
   const int64_t n = x.numel();
   if (n == 0) return Status::ok();
-  std::vector<Binding> bindings = {{&y, true}, {&x, false}, {&f, false}};
+  // A position held on the device, added to pos.
+  const bool dyn = in.size() > 2 && in[2].present();
+  DeviceView at;
+  if (dyn) {
+    VRUN_ASSIGN_OR_RETURN(at, rec.dense_view(in[2]));
+  }
+  std::vector<Binding> bindings = {{&y, true}, {&x, false}, {&f, false}, {dyn ? &at : nullptr, false}};
   VRUN_ASSIGN_OR_RETURN(auto offs, rec.binding_offsets(bindings));
   PushWords pw;
   pw.u(n).u(D).u(x.shape[axis]).u(inner).u(rd).u(attrs.i("pos")).u(offs[0]).u(offs[1]).u(offs[2]);
-  pw.u(x.shape[r - 2]).u(attrs.i("heads"));
+  pw.u(x.shape[r - 2]).u(attrs.i("heads")).u(offs[3]);
   uint32_t gx, gy;
   rec.grid_1d((static_cast<uint64_t>(n) + 255) / 256, &gx, &gy);
   const int32_t interleaved = attrs.s("mode") == "interleaved" ? 1 : 0;
-  return rec.dispatch("rope", {interleaved, dt_code(x.dtype), dt_code(f.dtype), dt_code(y.dtype)}, bindings, pw.w,
+  return rec.dispatch("rope", {interleaved, dt_code(x.dtype), dt_code(f.dtype), dt_code(y.dtype), dyn ? 1 : 0}, bindings, pw.w,
                       pw.bytes(), gx, gy, 1);
 }
 

@@ -57,7 +57,13 @@ Status record_data(Recorder& rec, OpKind op, const std::vector<DeviceView>& in, 
       const bool aliased = state.buffer.buffer == y.buffer.buffer &&
                            state.buffer.offset + state.offset == y.buffer.offset + y.offset;
       if (!aliased) VRUN_RETURN_IF_ERROR(record_eltwise(rec, kOpCopy, y, &state, nullptr, nullptr));
-      return record_eltwise(rec, kOpCopy, narrow(y, axis, start, src.shape[axis]), &src, nullptr, nullptr);
+      const DeviceView window = narrow(y, axis, start, src.shape[axis]);
+      if (in.size() > 2 && in[2].present()) {
+        // start + offset, the offset read on the device (a decode position).
+        VRUN_ASSIGN_OR_RETURN(DeviceView offset, rec.dense_view(in[2]));
+        return record_copy_at(rec, window, src, offset, y.strides[axis], state.shape[axis] - src.shape[axis] - start);
+      }
+      return record_eltwise(rec, kOpCopy, window, &src, nullptr, nullptr);
     }
     case OpKind::glu: {
       const DeviceView& x = in[0];

@@ -56,8 +56,16 @@ int binary_code(OpKind op) {
 
 }  // namespace
 
-Status record_eltwise(Recorder& rec, int opcode, const DeviceView& y, const DeviceView* a, const DeviceView* b,
-                      const DeviceView* c, float p0, float p1) {
+namespace {
+
+// An index on the device that shifts y's offset (the kernel's DYN_Y).
+struct DynIndex {
+  const DeviceView* index;
+  int64_t stride, max_index;
+};
+
+Status eltwise(Recorder& rec, int opcode, const DeviceView& y, const DeviceView* a, const DeviceView* b,
+               const DeviceView* c, float p0, float p1, const DynIndex* dyn) {
   const int64_t n = y.numel();
   if (n == 0) return Status::ok();
   const DeviceView* views[4] = {&y, a, b, c};
@@ -102,15 +110,36 @@ Status record_eltwise(Recorder& rec, int opcode, const DeviceView& y, const Devi
   for (int k = 0; k < 4; ++k)
     for (int d = 0; d < kMaxEltRank; ++d) pw.u(d < rank ? strides[d][k] : 0);
   for (int k = 0; k < 4; ++k) pw.u(offs[k]);
-  pw.f(p0).f(p1);
+  if (dyn) pw.u(static_cast<uint64_t>(dyn->stride)).u(static_cast<uint64_t>(dyn->max_index));
+  else pw.f(p0).f(p1);
 
   int raw = 0;
   if (opcode == kOpCopy && a && a->dtype == y.dtype) raw = dtype_elem_size(y.dtype);
   const std::vector<int32_t> spec = {opcode,           a ? dt_code(*a) : 0, b ? dt_code(*b) : 0, c ? dt_code(*c) : 0,
-                                     dt_code(y.dtype), rank,                raw};
+                                     dt_code(y.dtype), rank,                raw, dyn ? 1 : 0};
   uint32_t gx, gy;
   rec.grid_1d((static_cast<uint64_t>(n) + 255) / 256, &gx, &gy);
   return rec.dispatch("eltwise", spec, bindings, pw.w, pw.bytes(), gx, gy, 1);
+}
+
+}  // namespace
+
+Status record_eltwise(Recorder& rec, int opcode, const DeviceView& y, const DeviceView* a, const DeviceView* b,
+                      const DeviceView* c, float p0, float p1) {
+  return eltwise(rec, opcode, y, a, b, c, p0, p1, nullptr);
+}
+
+Status record_copy_at(Recorder& rec, const DeviceView& y, const DeviceView& src, const DeviceView& index,
+                      int64_t stride, int64_t max_index) {
+  if (stride < 0 || max_index < 0 || stride * max_index > std::numeric_limits<int32_t>::max())
+    return err(ErrorCode::kUnsupported, "vulkan: a copy at a device index with stride ", stride, " and ", max_index,
+               " positions is out of the kernel's range");
+  // The index is read as one element: its view broadcast over y (0 strides) keeps every dim mergeable.
+  DeviceView at = index;
+  at.shape = y.shape;
+  for (int d = 0; d < y.shape.rank; ++d) at.strides[d] = 0;
+  const DynIndex dyn{&at, stride, max_index};
+  return eltwise(rec, kOpCopy, y, &src, &at, nullptr, 0, 0, &dyn);
 }
 
 Status record_elementwise(Recorder& rec, OpKind op, const std::vector<DeviceView>& in,
