@@ -84,6 +84,8 @@ std::optional<std::string> LlamaRunner::chat_template() const {
   return t->s;
 }
 
+uint64_t LlamaRunner::replayed_calls() const { return executor_->gpu_replayed_calls(); }
+
 void LlamaRunner::reset() {
   n_past_ = 0;
   executor_->reset_state();

@@ -55,6 +55,8 @@ class LlamaRunner {
   const Program& program() const { return *program_; }
   int64_t context() const { return context_; }
   int64_t n_past() const { return n_past_; }
+  // Method calls a GPU replayed from an earlier recording (decode steps).
+  uint64_t replayed_calls() const;
   // Whether the model's metadata asks for BOS before a prompt.
   bool add_bos() const { return add_bos_; }
   std::optional<std::string> chat_template() const;

@@ -16,7 +16,9 @@
 // Bindings: 0 y (or partials), 1 q, 2 k, 3 v, 4 mask, 5 pos (DYN_LEN = 1: an i32 on the device,
 // the first query's position in a cache of Lk keys: keys up to pos + Lq - 1 count, and the chunks
 // are cut from that length: dyn_kchunk in common.glsl;
-// chunks past the length write empty partials).
+// chunks past the length write empty partials), 6 workgroup counters and 7 y (MERGE = 1: the last
+// workgroup of a row block's nsplit to finish merges their partials into y, as sdpa_combine.comp
+// would, so a decode step's attention is one kernel; the host keeps nsplit <= KCH / 2).
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 
@@ -39,7 +41,10 @@ layout(constant_id = 11) const uint RMAX = 8;
 // Keys per K tile: 16 or 32 KiB of f32 (4096 / DMAX or 8192 / DMAX rows) as shared memory allows.
 layout(constant_id = 12) const uint BKV = 32;
 layout(constant_id = 13) const uint DYN_LEN = 0;
+layout(constant_id = 14) const uint MERGE = 0;
 BINDING(5)
+BINDING(7)
+layout(set = 0, binding = 6, std430) coherent buffer BufCnt { uint cnt[]; };
 layout(set = 0, binding = 2, std430) buffer BufK4 { uvec4 k4[]; };
 layout(set = 0, binding = 3, std430) buffer BufV4 { uvec4 v4[]; };
 
@@ -53,6 +58,7 @@ layout(push_constant) uniform Push {
   uint off_q, off_k, off_v, off_m, off_y;
   uint nsplit, kchunk;
   uint off_len, want;
+  uint off_cnt, off_out;
 } pc;
 
 const uint WG = 128;
@@ -68,6 +74,7 @@ shared vec4 Qs[RMAX * DV4];
 shared float S[RMAX * KCH];
 shared float red[WG];
 shared float row_m[RMAX], row_l[RMAX];
+shared bool last_in;
 
 void accumulate(inout float acc[RMAX][8], uint j, float v[8]) {
   [[unroll]] for (uint r = 0; r < RMAX; ++r) {
@@ -241,4 +248,49 @@ void main() {
       b0_f32[po + pc.Dv + 1u] = row_l[r];
     }
   }
+  if (MERGE == 0) return;
+
+  // Count this workgroup in; the last of its row block's nsplit workgroups merges them all.
+  memoryBarrierBuffer();
+  barrier();
+  uint ci = pc.off_cnt + (b * pc.Hkv + hk) * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+  if (t == 0u) last_in = atomicAdd(cnt[ci], 1u) == pc.nsplit - 1u;
+  barrier();
+  if (!last_in) return;
+  memoryBarrierBuffer();
+  // Chunks that hold keys (all nsplit, or those cut from the length on the device). Their maxima
+  // and sums go to shared memory (the score block is free), then each invocation merges one
+  // (row, dim) with 8 partial loads in flight.
+  uint used = (Lk + kchunk - 1u) / kchunk;
+  const uint HS = KCH / 2u;
+  for (uint e = t; e < nr * used; e += WG) {
+    uint r = e / used, c = e % used;
+    uint rr = rr0 + r, row = (b * pc.Hq + hk * G + rr / pc.Lq) * pc.Lq + rr % pc.Lq;
+    uint po = pc.off_y + (row * pc.nsplit + c) * (pc.Dv + 2u);
+    S[r * KCH + c] = b0_f32[po + pc.Dv];
+    S[r * KCH + HS + c] = b0_f32[po + pc.Dv + 1u];
+  }
+  barrier();
+  for (uint e = t; e < nr * pc.Dv; e += WG) {
+    uint r = e / pc.Dv, d = e % pc.Dv;
+    uint rr = rr0 + r, row = (b * pc.Hq + hk * G + rr / pc.Lq) * pc.Lq + rr % pc.Lq;
+    float M = NEG_INF;
+    for (uint c = 0; c < used; ++c) M = max(M, S[r * KCH + c]);
+    float o = 0.0, L = 0.0;
+    uint p0 = pc.off_y + row * pc.nsplit * (pc.Dv + 2u) + d;
+    for (uint c0 = 0; c0 < used; c0 += 8u) {
+      float pv[8];
+      [[unroll]] for (uint u = 0; u < 8u; ++u) pv[u] = c0 + u < used ? b0_f32[p0 + (c0 + u) * (pc.Dv + 2u)] : 0.0;
+      [[unroll]] for (uint u = 0; u < 8u; ++u) {
+        float mc = c0 + u < used ? S[r * KCH + c0 + u] : NEG_INF;
+        // An empty chunk (all keys masked) has max -inf and contributes nothing.
+        float w = mc == NEG_INF ? 0.0 : exp(mc - M);
+        o += pv[u] * w;
+        L += w == 0.0 ? 0.0 : S[r * KCH + HS + c0 + u] * w;
+      }
+    }
+    // Every key masked: zeros, as the CPU kernel gives.
+    store7(DT_Y, pc.off_out + row * pc.Dv + d, L > 0.0 ? o / L : 0.0);
+  }
+  if (t == 0u) cnt[ci] = 0u;
 }

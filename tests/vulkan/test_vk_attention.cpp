@@ -212,7 +212,8 @@ TEST_F(VkSdpa, TiledTailsHeadDimsAndMasks) {
 }
 
 // Short-prompt shapes (and a few query blocks over a long cache) take the row kernel (split over
-// key chunks past 64 keys, merged by the combine pass), and so do decode shapes of GQA groups
+// key chunks past 64 keys, merged by its last workgroup, or by the combine pass under
+// VRUN_SDPA=combine), and so do decode shapes of GQA groups
 // (VRUN_SDPA=rows: those with one query row per KV head too): 1 / 7 query rows, 1 / 7 / 33 / 130 /
 // 1500 keys, GQA groups of 4, head dims 64 / 80 / 128 / 256, masks.
 TEST_F(VkSdpa, RowKernelDecodeSplitsAndHeadDims) {
@@ -228,6 +229,9 @@ TEST_F(VkSdpa, RowKernelDecodeSplitsAndHeadDims) {
       {DType::f16, 1, 2, 1, 32, 300, 64, 64, true},  // a query block over a long cache
   };
   for (size_t i = 0; i < cases.size(); ++i) check(cases[i], 40 + static_cast<uint32_t>(i));
+  // The split keys merged by the separate combine pass instead of the kernel's last workgroup.
+  setenv("VRUN_SDPA", "combine", 1);
+  for (size_t i : {0, 1, 2}) check(cases[i], 80 + static_cast<uint32_t>(i));
   unsetenv("VRUN_SDPA");
 }
 
@@ -284,6 +288,9 @@ TEST_F(VkSdpa, PositionOnTheDevice) {
       {DType::f32, 1, 4, 1, 2, 50, 40, 40, false, DType::u8, 0, 1, 300},
   };
   for (size_t i = 0; i < cases.size(); ++i) check(cases[i], 90 + static_cast<uint32_t>(i));
+  setenv("VRUN_SDPA", "combine", 1);
+  for (size_t i : {1, 4}) check(cases[i], 100 + static_cast<uint32_t>(i));
+  unsetenv("VRUN_SDPA");
 }
 
 // VRUN_SDPA=rows / tile force the row kernel / the portable tiled kernel on prefill shapes (the

@@ -51,8 +51,9 @@ int64_t padded_head_dim(int64_t d) { return d <= 64 ? 64 : d <= 128 ? 128 : 256;
 // VRUN_SDPA picks a kernel for comparisons on a GPU: "rows" sends prefill and decode shapes to the
 // row kernel, "tile" prefill shapes to the portable tiled kernel even where the cooperative-matrix
 // one could run, "decode" every decode shape (not only those with one query row per KV head) to
-// the one-kernel decode kernel (sdpa_decode.comp) instead of the split-K row kernel and its combine
-// pass.
+// the one-kernel decode kernel (sdpa_decode.comp) instead of the split-K row kernel, "combine"
+// decode shapes to the row kernel with its split keys merged by the separate combine pass
+// (sdpa_combine.comp) instead of in the kernel.
 // Read on every call so tests can cover every path in one process.
 std::string forced_kernel() {
   const char* e = std::getenv("VRUN_SDPA");
@@ -239,16 +240,30 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
     return err(ErrorCode::kUnsupported, "vulkan: sdpa grid [", row_blocks, ", ", Hkv, ", ", B * nsplit,
                "] exceeds the kernel's");
   const int64_t rows = B * Hq * Lq;
-  DeviceView partial;
+  DeviceView partial, cnt;
+  // Split keys merge in the kernel (its last workgroup per row block, counted in) where the chunks'
+  // maxima and sums fit its score block; VRUN_SDPA=combine (or more chunks) takes the separate
+  // combine pass. Each pass is a launch and a barrier: on an H100 the combine of a Llama-1B decode
+  // step cost 6.7 us a layer.
+  const bool merge = nsplit > 1 && nsplit <= kch / 2 && forced != "combine";
   if (nsplit > 1) {
     VRUN_ASSIGN_OR_RETURN(partial, rec.scratch(DType::f32, Shape{rows * nsplit * (Dv + 2)}));
   }
+  if (merge) {
+    VRUN_ASSIGN_OR_RETURN(cnt, rec.counters(row_blocks * Hkv * B));
+  }
   const DeviceView& dst = nsplit > 1 ? partial : y;
-  std::vector<Binding> bindings = {{&dst, true},  {&q, false}, {&k, false}, {&v, false}, {has_mask ? &mask : nullptr, false},
-                                   {dyn_len ? &qpos : nullptr, false}};
+  std::vector<Binding> bindings = {{&dst, true},
+                                   {&q, false},
+                                   {&k, false},
+                                   {&v, false},
+                                   {has_mask ? &mask : nullptr, false},
+                                   {dyn_len ? &qpos : nullptr, false},
+                                   {merge ? &cnt : nullptr, true},
+                                   {merge ? &y : nullptr, true}};
   VRUN_ASSIGN_OR_RETURN(auto offs, rec.binding_offsets(bindings));
   PushWords pw = push_words(offs, nsplit, kchunk);
-  pw.u(offs[5]).u(want);
+  pw.u(offs[5]).u(want).u(offs[6]).u(offs[7]);
   const std::vector<int32_t> spec = {dt_code(q.dtype),
                                      dt_code(k.dtype),
                                      dt_code(v.dtype),
@@ -262,10 +277,11 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
                                      static_cast<int32_t>(kch),
                                      static_cast<int32_t>(rmax),
                                      static_cast<int32_t>(krows),
-                                     dyn_len ? 1 : 0};
+                                     dyn_len ? 1 : 0,
+                                     merge ? 1 : 0};
   VRUN_RETURN_IF_ERROR(rec.dispatch("sdpa", spec, bindings, pw.w, pw.bytes(), static_cast<uint32_t>(row_blocks),
                                     static_cast<uint32_t>(Hkv), static_cast<uint32_t>(B * nsplit)));
-  if (nsplit == 1) return Status::ok();
+  if (nsplit == 1 || merge) return Status::ok();
   std::vector<Binding> cb = {{&y, true}, {&partial, false}, {dyn_len ? &qpos : nullptr, false}};
   VRUN_ASSIGN_OR_RETURN(auto coffs, rec.binding_offsets(cb));
   PushWords cp;

@@ -22,7 +22,7 @@ namespace vrun::vulkan {
 
 class Context;
 
-constexpr int kNumBindings = 7;
+constexpr int kNumBindings = 8;
 constexpr uint32_t kPushConstantBytes = 128;
 
 class PipelineCache {
