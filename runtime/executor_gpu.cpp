@@ -2,11 +2,9 @@
 
 #ifdef VRUN_HAVE_VULKAN
 
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
-#include <string>
 #include <tuple>
 
 #include "runtime/backends/vulkan/context.h"
@@ -130,30 +128,6 @@ class VulkanExecutor final : public GpuExecutor {
     }
     VRUN_RETURN_IF_ERROR(rec_->record(m.nodes[n].op, din, dout, attrs));
     for (int r : out_roots) set_fresh(m, ms, r, kDevice);
-    if (m.nodes[n].op == OpKind::sdpa) VRUN_RETURN_IF_ERROR(prefetch_next_weight(m, n));
-    return Status::ok();
-  }
-
-  // Attention moves little memory at decode shapes, and the projection after it (the output
-  // projection) pays a ramp-up it cannot hide: its weight is read into the L2 cache beside the
-  // attention, with no barrier between them (on discrete GPUs, for weights of at most 24 MB;
-  // VRUN_PREFETCH=0 turns it off, =1 on for any device).
-  Status prefetch_next_weight(const MethodDef& m, size_t n) {
-    if (prefetch_ < 0) {
-      const char* e = std::getenv("VRUN_PREFETCH");
-      prefetch_ = e ? (std::string(e) != "0") : ctx_->info().type == "discrete";
-    }
-    if (!prefetch_) return Status::ok();
-    for (size_t j = n + 1; j < m.nodes.size() && j <= n + 8; ++j) {
-      const NodeDef& node = m.nodes[j];
-      if (node.op != OpKind::linear) continue;
-      if (node.inputs.size() < 2 || node.inputs[1] < 0) return Status::ok();
-      const ValueDef& w = m.values[node.inputs[1]];
-      if (w.kind != ValueKind::kConstant || !constants_[w.index].valid()) return Status::ok();
-      const vulkan::BufferRef ref = constants_[w.index].ref();
-      if (ref.size > (24u << 20)) return Status::ok();
-      return vulkan::record_prefetch(*rec_, ref);
-    }
     return Status::ok();
   }
 
@@ -387,7 +361,6 @@ class VulkanExecutor final : public GpuExecutor {
   bool finishing_ = false;
   size_t captures_ = 0;
   uint64_t clock_ = 0, replayed_ = 0;
-  int prefetch_ = -1;  // -1: not yet decided
 };
 
 }  // namespace

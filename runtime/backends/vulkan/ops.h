@@ -37,10 +37,6 @@ Status record_eltwise(Recorder& rec, int opcode, const DeviceView& y, const Devi
 // A copy of src into y shifted along one axis by an index held on the device (slice_update's
 // offset): y's window at index i starts `stride` elements per unit of i after y's own offset,
 // with i clamped to [0, max_index] (a GPU cannot fail a call part way).
-// Reads a buffer range so that it sits in the L2 cache for the next kernels (prefetch.comp).
-// Writes nothing the hazard tracking sees, so it adds no barrier: recorded after a kernel that
-// moves little memory, the two run side by side.
-Status record_prefetch(Recorder& rec, const BufferRef& range);
 Status record_copy_at(Recorder& rec, const DeviceView& y, const DeviceView& src, const DeviceView& index,
                       int64_t stride, int64_t max_index);
 constexpr int kOpGelu = 16;

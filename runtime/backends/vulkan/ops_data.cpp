@@ -31,21 +31,6 @@ Status record_embedding(Recorder& rec, const std::vector<DeviceView>& in, const 
 
 }  // namespace
 
-Status record_prefetch(Recorder& rec, const BufferRef& range) {
-  const int64_t bytes = static_cast<int64_t>(range.size);
-  if (bytes < 16) return Status::ok();
-  // The range as f32 words: the binding's element offset, rounded down to a 16-byte word.
-  const DeviceView words = DeviceView::dense(range, DType::f32, Shape{bytes / 4});
-  std::vector<Binding> bindings = {{nullptr, false}, {&words, false}};
-  VRUN_ASSIGN_OR_RETURN(auto offs, rec.binding_offsets(bindings));
-  PushWords pw;
-  pw.u(static_cast<uint64_t>(bytes / 16)).u(offs[1] / 4).u(0);
-  // About four 16-byte loads per invocation.
-  uint32_t gx, gy;
-  rec.grid_1d((static_cast<uint64_t>(bytes) / 16 / 4 + 255) / 256, &gx, &gy);
-  return rec.dispatch("prefetch", {}, bindings, pw.w, pw.bytes(), gx, gy, 1);
-}
-
 Status record_data(Recorder& rec, OpKind op, const std::vector<DeviceView>& in, const std::vector<DeviceView>& out,
                    const Attrs& attrs) {
   const DeviceView& y = out[0];
