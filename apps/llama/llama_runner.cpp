@@ -105,9 +105,9 @@ Result<std::vector<float>> LlamaRunner::feed(std::span<const int32_t> tokens) {
     std::vector<TensorView> outs;
     if (n == 1 && has_decode_) {
       // One token: the method whose position is an input, replayed on a GPU without recording.
-      const int32_t pos = static_cast<int32_t>(n_past_);
+      int32_t pos = static_cast<int32_t>(n_past_);
       VRUN_ASSIGN_OR_RETURN(outs, executor_->run("decode", {TensorView::dense(piece.data(), DType::i32, {1, 1}),
-                                                            TensorView::dense(const_cast<int32_t*>(&pos), DType::i32, {1})}));
+                                                            TensorView::dense(&pos, DType::i32, {1})}));
     } else {
       VRUN_ASSIGN_OR_RETURN(outs, executor_->run("forward", {TensorView::dense(piece.data(), DType::i32, {1, static_cast<int64_t>(n)})},
                                                  {{"pos", n_past_}}));

@@ -92,6 +92,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (step_method != "decode" && step_method != "forward")
+    return std::fprintf(stderr, "--step takes decode or forward, not %s\n", step_method.c_str()), 2;
   llama::LlamaConfig c;
   if (shape == "llama-1b") {
     c.vocab = 128256, c.dim = 2048, c.layers = 16, c.heads = 32, c.kv_heads = 8, c.ffn = 8192, c.head_dim = 64;
@@ -175,8 +177,6 @@ int main(int argc, char** argv) {
   }
   // Decode steps as the runner takes them: the decode method, its position an input (--step
   // forward: the chunk method at seq 1, its position a symbol, recorded anew every step).
-  if (step_method != "decode" && step_method != "forward")
-    return std::fprintf(stderr, "--step takes decode or forward, not %s\n", step_method.c_str()), 2;
   int32_t tok = 1, pos = prompt;
   auto step = [&] {
     if (step_method == "forward") return (*ex)->run("forward", {TensorView::dense(&tok, DType::i32, {1, 1})}, {{"pos", pos}});

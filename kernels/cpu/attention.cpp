@@ -55,7 +55,7 @@ Status sdpa_kernel(const KernelCall& call) {
   const int64_t nb = q.shape[0], hq = q.shape[1], lq = q.shape[2], d = q.shape[3];
   const int64_t hkv = k.shape[1], dv = v.shape[3];
   // The keys that count: all of k, or those of a cache's capacity up to the last query's position.
-  const int64_t lk = call.scalar_input(4, k.shape[2] - lq) + lq;
+  const int64_t lk = call.has_input(4) ? call.scalar_input(4, 0) + lq : k.shape[2];
   const bool causal = call.attr().i("causal") != 0;
   if (call.has_input(4) && (lk < lq || lk > k.shape[2]))
     return err(ErrorCode::kInvalidArgument, "sdpa: queries at position ", lk - lq, " .. ", lk - 1, " outside the keys ",

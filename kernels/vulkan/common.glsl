@@ -98,12 +98,12 @@ uint flat_group() { return gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupI
 // follows this include.
 #define flat_invocation() (flat_group() * gl_WorkGroupSize.x + gl_LocalInvocationID.x)
 
-// Keys per split-K chunk of attention over a length L from the device (sdpa.comp and
-// sdpa_combine.comp agree on it): about L / want keys, at least 64, and enough that nsplit
-// chunks cover L (the host sized nsplit chunks of kmax keys for the capacity; kmax % 16 == 0).
-// The length itself: the first query's position pos plus Lq, clamped to [min(Lq, Lk), Lk] (a
-// causal row's keys never underflow).
+// Attention over a length from the device (sdpa.comp and sdpa_combine.comp agree on both):
+// the length: the first query's position pos plus Lq, clamped to [min(Lq, Lk), Lk] (a causal
+// row's keys never underflow);
 uint dyn_len(int pos, uint Lq, uint Lk) { return clamp(uint(max(pos, 0)) + Lq, min(Lq, Lk), Lk); }
+// keys per split-K chunk of that length L: about L / want, at least 64, and enough that nsplit
+// chunks cover L (the host sized nsplit chunks of kmax keys for the capacity; kmax % 16 == 0).
 uint dyn_kchunk(uint L, uint want, uint nsplit, uint kmax) {
   uint a = max(64u, ((L + want - 1u) / want + 15u) / 16u * 16u);
   uint b = ((L + nsplit - 1u) / nsplit + 15u) / 16u * 16u;

@@ -1,7 +1,7 @@
 #version 450
 // Rotary embedding on a dense x [..., S, ..., D]; one invocation per output element reads its
-// pair partner. Bindings: 0 y, 1 x, 2 inv_freq, 3 offset (i32 [1], added to pos; with DYN). Rows of the axis before D from `heads` on (when
-// heads > 0) pass through.
+// pair partner. Bindings: 0 y, 1 x, 2 inv_freq, 3 offset (i32 [1], added to pos; with DYN).
+// Rows of the axis before D from `heads` on (when heads > 0) pass through.
 #include "common.glsl"
 
 layout(local_size_x = 256) in;

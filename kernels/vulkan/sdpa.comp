@@ -12,7 +12,8 @@
 // Rows whose every key is masked output zeros, as the CPU kernel does.
 // Split-K (flash-decoding): the host cuts the keys into chunks (grid z = B * nsplit). With
 // SPLIT = 1 each workgroup writes its unnormalised partial (acc[Dv], max, sum) as f32 to binding
-// 0 and sdpa_combine.comp merges them; with SPLIT = 0 (one chunk) it writes y.
+// 0 and sdpa_combine.comp (with MERGE = 1, the last workgroup) merges them; with SPLIT = 0 (one
+// chunk) it writes y.
 // Bindings: 0 y (or partials), 1 q, 2 k, 3 v, 4 mask, 5 pos (DYN_LEN = 1: an i32 on the device,
 // the first query's position in a cache of Lk keys: keys up to pos + Lq - 1 count, and the chunks
 // are cut from that length: dyn_kchunk in common.glsl;
