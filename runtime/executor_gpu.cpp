@@ -106,6 +106,19 @@ class VulkanExecutor final : public GpuExecutor {
       if (d.kind == ValueKind::kConstant) ms.fresh[v] = kHost | (constants_[d.index].valid() ? kDevice : 0);
     }
     host_arena_ = host_arena;
+    walk_uploads_.clear();
+    return Status::ok();
+  }
+
+  bool walk_skippable() const override { return call_mode_ == kReplay && call_ && call_->walk; }
+
+  Status replay_walk(const MethodDef& m, const std::vector<Storage>& storage) override {
+    if (!walk_skippable()) return err(ErrorCode::kInternal, "vulkan: method '", m.name, "' has no captured walk to replay");
+    MethodState& ms = method_state(m);
+    for (int r : call_->uploads) VRUN_RETURN_IF_ERROR(to_device(m, ms, r, storage));
+    ms.fresh = call_->walk_fresh;
+    state_fresh_ = call_->walk_states;
+    rec_->replay_all_ops();
     return Status::ok();
   }
 
@@ -166,9 +179,19 @@ class VulkanExecutor final : public GpuExecutor {
 
   Status finish(const MethodDef& m, const std::vector<int>& output_roots, const std::vector<Storage>& storage) override {
     finishing_ = true;
+    // What a replay may restore in place of walking the nodes again (kept if the capture is).
+    std::vector<uint8_t> walk_fresh, walk_states;
+    if (call_mode_ == kCapture) {
+      walk_fresh = method_state(m).fresh;
+      walk_states = state_fresh_;
+    }
     Status s = sync_to_host(m, output_roots, storage);
     if (call_) {
       if (auto cap = rec_->end_capture()) {
+        call_->walk = true;
+        call_->uploads = walk_uploads_;
+        call_->walk_fresh = std::move(walk_fresh);
+        call_->walk_states = std::move(walk_states);
         call_->cap = std::move(cap);
         captures_++;
         evict_captures();
@@ -201,6 +224,11 @@ class VulkanExecutor final : public GpuExecutor {
     bool never = false;
     std::shared_ptr<vulkan::Recorder::Capture> cap;
     uint64_t used = 0;
+    // The captured call's walk: the roots it put on the device, in order, and the residency of
+    // the method's values and the states it left.
+    bool walk = false;
+    std::vector<int> uploads;
+    std::vector<uint8_t> walk_fresh, walk_states;
   };
   enum Mode { kNormal, kCapture, kReplay };
   static constexpr size_t kMaxCaptures = 512, kMaxKeys = 16384;
@@ -232,6 +260,7 @@ class VulkanExecutor final : public GpuExecutor {
   void forget(CallEntry& e) {
     if (e.cap) captures_--;
     e.cap.reset();
+    e.walk = false;
     e.never = true;
   }
 
@@ -242,6 +271,7 @@ class VulkanExecutor final : public GpuExecutor {
         if (e.cap && (!oldest || e.used < oldest->used)) oldest = &e;
       if (!oldest) return;
       oldest->cap.reset();
+      oldest->walk = false;
       oldest->seen = 0;
       captures_--;
     }
@@ -252,6 +282,7 @@ class VulkanExecutor final : public GpuExecutor {
     for (auto& [k, e] : calls_)
       if (k.m == &m && e.cap) {
         e.cap.reset();
+        e.walk = false;
         e.seen = 0;
         captures_--;
       }
@@ -324,6 +355,7 @@ class VulkanExecutor final : public GpuExecutor {
     else if (storage[r].bytes > 0)
       VRUN_RETURN_IF_ERROR(rec_->record_upload(storage[r].host, ref, 0, static_cast<uint64_t>(storage[r].bytes)));
     set_fresh(m, ms, r, f | kDevice);
+    walk_uploads_.push_back(r);
     return Status::ok();
   }
 
@@ -354,6 +386,7 @@ class VulkanExecutor final : public GpuExecutor {
   mutable const std::vector<bool>* flags_ = nullptr;
   MethodState* last_state_ = nullptr;
   std::vector<vulkan::DeviceView> din_, dout_;
+  std::vector<int> walk_uploads_;  // roots this call's walk put on the device, in order
   // Declared after rec_: captures go before the recorder whose command pool they came from.
   std::map<CallKey, CallEntry> calls_;
   CallEntry* call_ = nullptr;  // this call's entry (std::map nodes stay put)

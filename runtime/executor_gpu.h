@@ -44,6 +44,13 @@ class GpuExecutor {
   virtual Status sync_to_host(const MethodDef& m, const std::vector<int>& roots, const std::vector<Storage>& storage) = 0;
   virtual void host_written(const MethodDef& m, const std::vector<int>& roots) = 0;
   virtual Status finish(const MethodDef& m, const std::vector<int>& output_roots, const std::vector<Storage>& storage) = 0;
+  // After begin: whether this call replays a capture whose node walk is known, so the executor may
+  // skip the walk (a decode step's few hundred nodes cost the host about 0.1 ms) and call
+  // replay_walk in its place, then finish as usual.
+  virtual bool walk_skippable() const = 0;
+  // What the captured walk did that outlives it: the same inputs and states go up, and every
+  // value's residency becomes what the walk left it.
+  virtual Status replay_walk(const MethodDef& m, const std::vector<Storage>& storage) = 0;
   // After the host zeroed the states.
   virtual void states_reset() = 0;
   // Errors the Vulkan validation layer reported (0 when it is off).

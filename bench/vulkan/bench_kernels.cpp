@@ -135,8 +135,9 @@ double run_op(Context& ctx, int reps, OpKind op, const std::vector<const DevTens
     for (const DevTensor* t : in) {
       if (!t) {
         sets[static_cast<size_t>(c)].emplace_back();
-      } else if (c == 0) {
-        sets[0].push_back(t->view);
+      } else if (c == 0 || t->view.dtype == DType::i32) {
+        // Positions and indices are the same in every set: fresh random data would not be one.
+        sets[static_cast<size_t>(c)].push_back(t->view);
       } else {
         owned.push_back(make(ctx, t->view.dtype, t->view.shape));
         sets[static_cast<size_t>(c)].push_back(owned.back().view);
@@ -332,6 +333,31 @@ int main(int argc, char** argv) {
                       static_cast<long long>(a.hkv), static_cast<long long>(a.d), static_cast<long long>(a.lk),
                       dtype_name(a.dt), *kern ? kern : "default");
         row(a.name, shape, t, bytes / 1e9, "GB/s", bw);
+      }
+      unsetenv("VRUN_SDPA");
+    }
+    // Llama-1B's decode step as the decode method runs it: f32 queries, one cache state of keys
+    // and values [1, 2 Hkv, capacity, D] (f16), the position an i32 on the device, every run on
+    // caches out of L2 (a step streams the weights between one layer's attention and the next).
+    for (const int32_t at : {255, 700}) {
+      const int64_t hq = 32, hkv = 8, d = 64, cap = 1024;
+      DevTensor q = make(ctx, DType::f32, Shape{1, hq, 1, d});
+      DevTensor kv = make(ctx, DType::f16, Shape{1, 2 * hkv, cap, d});
+      DevTensor pos = make(ctx, DType::i32, Shape{1}, false);
+      must(upload(ctx, pos.buf.ref(), 0, &at, sizeof at));
+      DevTensor k, v;  // views into kv's buffer
+      k.view = v.view = kv.view;
+      k.view.shape = v.view.shape = Shape{1, hkv, cap, d};
+      v.view.offset += static_cast<uint64_t>(hkv * cap * d * 2);
+      Attrs attrs(OpKind::sdpa);
+      attrs.set_i("causal", 1);
+      const double bytes = 2.0 * hkv * (at + 1) * d * 2;
+      for (const char* kern : {"", "combine", "decode"}) {
+        setenv("VRUN_SDPA", kern, 1);
+        const double t = run_op(ctx, reps, OpKind::sdpa, {&q, &k, &v, nullptr, &pos}, attrs, true, true);
+        char shape[96];
+        std::snprintf(shape, sizeof shape, "cap%lld pos%d %s", static_cast<long long>(cap), at, *kern ? kern : "default");
+        row("llama-1b step attention", shape, t, bytes / 1e9, "GB/s", bw);
       }
       unsetenv("VRUN_SDPA");
     }

@@ -98,7 +98,8 @@ uint flat_group() { return gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupI
 // follows this include.
 #define flat_invocation() (flat_group() * gl_WorkGroupSize.x + gl_LocalInvocationID.x)
 
-// Attention over a length from the device (sdpa.comp and sdpa_combine.comp agree on both):
+// Attention over a length from the device (sdpa.comp, sdpa_combine.comp and sdpa_decode.comp agree
+// on both):
 // the length: the first query's position pos plus Lq, clamped to [min(Lq, Lk), Lk] (a causal
 // row's keys never underflow);
 uint dyn_len(int pos, uint Lq, uint Lk) { return clamp(uint(max(pos, 0)) + Lq, min(Lq, Lk), Lk); }

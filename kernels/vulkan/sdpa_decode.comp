@@ -17,9 +17,14 @@
 //     row); the last of the nsplit workgroups to arrive merges all of them into y and returns the
 //     counter to zero. No second pass, so no second launch and barrier: a decode step's
 //     attention is one kernel whatever the cache length, with enough workgroups to fill the GPU.
+//   - DYN_LEN = 1: the first query's position is an i32 on the device (binding 7) and k/v hold a
+//     cache's whole capacity: keys up to pos + Lq - 1 count, and the chunks are cut from that
+//     length at run time (dyn_kchunk in common.glsl, as sdpa.comp does), so one recording serves
+//     every position; chunks past the length hold no keys and count in as empty.
 // Rows whose every key is masked output zeros, as the CPU kernel does.
-// Bindings: 0 y, 1 q, 2 k, 3 v, 4 mask, 5 partials (f32), 6 counters (u32). Push constants:
-// sdpa.comp's layout, then the partials' and counters' offsets.
+// Bindings: 0 y, 1 q, 2 k, 3 v, 4 mask, 5 partials (f32), 6 counters (u32), 7 pos (i32). Push
+// constants: sdpa.comp's layout, then the partials' and counters' and the position's offsets and
+// the chunk count aimed at.
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
@@ -46,6 +51,8 @@ layout(constant_id = 10) const uint R = 4;
 // Keys per group per step.
 layout(constant_id = 11) const uint U = 4;
 layout(constant_id = 13) const uint SPLIT = 0;
+layout(constant_id = 14) const uint DYN_LEN = 0;
+BINDING(7)
 layout(set = 0, binding = 2, std430) buffer BufK4 { uvec4 k4[]; };
 // Written by one workgroup, read by another: coherent, so the reads bypass per-unit caches.
 layout(set = 0, binding = 5, std430) coherent buffer BufPart { float part[]; };
@@ -62,6 +69,7 @@ layout(push_constant) uniform Push {
   uint off_q, off_k, off_v, off_m, off_y;
   uint nsplit, kchunk;
   uint off_part, off_cnt;
+  uint off_len, want;
 } pc;
 
 const uint WG = gl_WorkGroupSize.x;
@@ -116,7 +124,12 @@ void unpack_words(uint mode, uint dt, uint which, uint at, uint d0, uint dim, uv
 void main() {
   uint t = gl_LocalInvocationID.x;
   uint hk = gl_WorkGroupID.y, b = gl_WorkGroupID.z / pc.nsplit, chunk = gl_WorkGroupID.z % pc.nsplit;
-  uint kbeg = chunk * pc.kchunk, kend = min(pc.Lk, kbeg + pc.kchunk);
+  uint Lk = pc.Lk, kchunk = pc.kchunk;
+  if (DYN_LEN == 1) {
+    Lk = dyn_len(b7_i32[pc.off_len], pc.Lq, pc.Lk);
+    kchunk = SPLIT == 1 ? dyn_kchunk(Lk, pc.want, pc.nsplit, pc.kchunk) : Lk;
+  }
+  uint kbeg = chunk * kchunk, kend = min(Lk, kbeg + kchunk);
   uint G = pc.Hq / pc.Hkv;
   uint rr0 = gl_WorkGroupID.x * R;
   uint nr = min(R, G * pc.Lq - rr0);
@@ -164,7 +177,7 @@ void main() {
         [[unroll]] for (uint e = 0; e < DPL; ++e) a += q[r][e] * kx[e];
         [[unroll]] for (uint x = 1; x < LPK; x *= 2u) a += subgroupShuffleXor(a, x);
         bool live = jk[u] < kend;
-        if (CAUSAL == 1) live = live && int(jk[u]) <= int(pc.Lk) - int(pc.Lq) + int(qi[r]);
+        if (CAUSAL == 1) live = live && int(jk[u]) <= int(Lk) - int(pc.Lq) + int(qi[r]);
         if (live && DT_MASK != DT_NONE) {
           float mv = load4(DT_MASK, pc.off_m + b * pc.m_sb + head[r] * pc.m_sh + qi[r] * pc.m_sl + jk[u] * pc.m_sk);
           if (DT_MASK == DT_BOOL || DT_MASK == DT_U8) live = mv != 0.0;
@@ -257,30 +270,31 @@ void main() {
   // one dim of CPD chunk slots, CPD = WG / DMAX, summed through shared memory.
   const uint CPD = WG / DMAX;
   const uint UM = 8;  // chunk loads in flight per invocation
+  uint used = (Lk + kchunk - 1u) / kchunk;  // chunks that hold keys (all nsplit unless DYN_LEN)
   uint dm = t % DMAX, cs = t / DMAX;
   for (uint r = 0; r < nr; ++r) {
     uint rr = rr0 + r;
     uint row = (b * pc.Hq + hk * G + rr / pc.Lq) * pc.Lq + rr % pc.Lq;
     uint p0 = pc.off_part + row * pc.nsplit * (pc.Dv + 2u);
     barrier();  // the previous row's readers of the staging arrays are done
-    for (uint c = t; c < pc.nsplit; c += WG) {
+    for (uint c = t; c < used; c += WG) {
       sp_m[c] = part[p0 + c * (pc.Dv + 2u) + pc.Dv];
       sp_l[c] = part[p0 + c * (pc.Dv + 2u) + pc.Dv + 1u];
     }
     barrier();
     float M = NEG_INF;
-    for (uint c = 0; c < pc.nsplit; ++c) M = max(M, sp_m[c]);
+    for (uint c = 0; c < used; ++c) M = max(M, sp_m[c]);
     float o = 0.0;
     if (M != NEG_INF && dm < pc.Dv)
-      for (uint c0 = cs; c0 < pc.nsplit; c0 += CPD * UM) {
+      for (uint c0 = cs; c0 < used; c0 += CPD * UM) {
         float pv[UM];
         [[unroll]] for (uint u = 0; u < UM; ++u) {
           uint c = c0 + u * CPD;
-          pv[u] = c < pc.nsplit ? part[p0 + c * (pc.Dv + 2u) + dm] : 0.0;
+          pv[u] = c < used ? part[p0 + c * (pc.Dv + 2u) + dm] : 0.0;
         }
         [[unroll]] for (uint u = 0; u < UM; ++u) {
           uint c = c0 + u * CPD;
-          float mc = c < pc.nsplit ? sp_m[c] : NEG_INF;
+          float mc = c < used ? sp_m[c] : NEG_INF;
           o += mc == NEG_INF ? 0.0 : pv[u] * exp2(mc - M);
         }
       }
@@ -290,7 +304,7 @@ void main() {
       for (uint x = 1; x < CPD; ++x) o += sacc[x * DMAX + dm];
       float L = 0.0;
       if (M != NEG_INF)
-        for (uint c = 0; c < pc.nsplit; ++c) L += sp_m[c] == NEG_INF ? 0.0 : sp_l[c] * exp2(sp_m[c] - M);
+        for (uint c = 0; c < used; ++c) L += sp_m[c] == NEG_INF ? 0.0 : sp_l[c] * exp2(sp_m[c] - M);
       store0(DT_Y, pc.off_y + row * pc.Dv + dm, L > 0.0 ? o / L : 0.0);
     }
   }

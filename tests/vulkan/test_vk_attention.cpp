@@ -290,6 +290,10 @@ TEST_F(VkSdpa, PositionOnTheDevice) {
   for (size_t i = 0; i < cases.size(); ++i) check(cases[i], 90 + static_cast<uint32_t>(i));
   setenv("VRUN_SDPA", "combine", 1);
   for (size_t i : {1, 4}) check(cases[i], 100 + static_cast<uint32_t>(i));
+  // The one-kernel decode kernel with its chunks cut on the device (grouped-query rows; the
+  // cases whose rows fit it).
+  setenv("VRUN_SDPA", "decode", 1);
+  for (size_t i : {0, 1, 2, 3, 4, 6}) check(cases[i], 110 + static_cast<uint32_t>(i));
   unsetenv("VRUN_SDPA");
 }
 

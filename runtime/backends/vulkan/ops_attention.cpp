@@ -156,7 +156,7 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
   // --attention-shapes) it takes 6-10 us for Whisper's shapes against 8-28 us for the row kernel
   // and its combine pass, while for Llama's GQA groups of 4 rows the row kernel is as fast or
   // faster (8 against 17 us over 1024 keys), so those stay there.
-  const bool decode_kernel = !dyn_len && (forced == "decode" || (forced.empty() && group_rows == 1));
+  const bool decode_kernel = forced == "decode" || (forced.empty() && group_rows == 1);
   {
     const int64_t lpk = std::min<int64_t>(8, ctx.info().subgroup_size);
     const int64_t dpl = dmax / lpk;
@@ -183,10 +183,11 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
                                        {&v, false},
                                        {has_mask ? &mask : nullptr, false},
                                        {nsplit > 1 ? &part : nullptr, true},
-                                       {nsplit > 1 ? &cnt : nullptr, true}};
+                                       {nsplit > 1 ? &cnt : nullptr, true},
+                                       {dyn_len ? &qpos : nullptr, false}};
       VRUN_ASSIGN_OR_RETURN(auto offs, rec.binding_offsets(bindings));
       PushWords pw = push_words(offs, nsplit, kchunk);
-      pw.u(offs[5]).u(offs[6]);
+      pw.u(offs[5]).u(offs[6]).u(offs[7]).u(want);
       const int32_t kmode = rows_vec8(k, offs[2]) ? 1 : rows_vec4_f32(k, offs[2]) ? 2 : 0;
       const int32_t vmode = rows_vec8(v, offs[3]) ? 1 : rows_vec4_f32(v, offs[3]) ? 2 : 0;
       // Keys per group and step: about 16 16-byte K and V words per lane in flight, half that
@@ -207,7 +208,7 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
                           {dt_code(q.dtype), dt_code(k.dtype), dt_code(v.dtype), dt_code(y.dtype),
                            has_mask ? dt_code(mask.dtype) : 255, causal, kmode, vmode, static_cast<int32_t>(dmax),
                            static_cast<int32_t>(lpk), static_cast<int32_t>(rows_wg), static_cast<int32_t>(unroll), wg,
-                           nsplit > 1 ? 1 : 0},
+                           nsplit > 1 ? 1 : 0, dyn_len ? 1 : 0},
                           bindings, pw.w, pw.bytes(), static_cast<uint32_t>(row_blocks), static_cast<uint32_t>(Hkv),
                           static_cast<uint32_t>(B * nsplit));
     }

@@ -99,6 +99,9 @@ class Recorder {
   // capture's staging, record_download() is served from it after the wait. A call that does not
   // match its capture (another upload, another count of ops) is a kInternal error.
   void begin_replay(std::shared_ptr<Capture> cap);
+  // The caller skips the ops of the replayed call (it knows they are the capture's): they count
+  // as recorded. Uploads and downloads still go through record_upload / record_download.
+  void replay_all_ops();
   // Leaves capture / replay after a call that failed part way.
   void reset_call_mode();
   bool capturing() const { return capture_ != nullptr; }
@@ -219,6 +222,7 @@ class Recorder {
   size_t replay_ups_ = 0, replay_downs_ = 0;
   int replay_ops_ = 0, capture_ops_ = 0;
   bool replay_allowed_ = true;  // VRUN_VK_REPLAY=0 turns capture off
+  double spin_s_ = 2e-3;         // VRUN_VK_SPIN_US: fence polling before a blocking wait
   Buffer dummy_;
   Buffer counters_;
   uint64_t counters_next_ = 0;

@@ -55,6 +55,10 @@ void Recorder::begin_replay(std::shared_ptr<Capture> cap) {
   replay_ops_ = 0;
 }
 
+void Recorder::replay_all_ops() {
+  if (replay_) replay_ops_ = replay_->ops;
+}
+
 void Recorder::reset_call_mode() {
   cancel_capture();
   finished_capture_.reset();
