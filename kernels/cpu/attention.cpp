@@ -153,46 +153,57 @@ Status sdpa_kernel(const KernelCall& call) {
 
 Status rope_kernel(const KernelCall& call) {
   const TensorView& x = call.input(0);
-  const TensorView& f = call.input(1);
-  TensorView& y = call.out[0];
   const Attrs& at = call.attr();
   const int r = x.rank();
-  const int seq = normalize_axis(at.i("seq_axis"), r);
+  RopeSpec spec;
+  spec.seq_axis = normalize_axis(at.i("seq_axis"), r);
+  spec.pos = at.i("pos") + call.scalar_input(2, 0);
+  spec.interleaved = at.s("mode") == "interleaved";
+  spec.rotary_dim = at.i("rotary_dim");
+  spec.heads = at.i("heads");
+  spec.head_axis = r - 2;
+  return rope_rows(x, call.input(1), call.out[0], spec, call.pool);
+}
+
+}  // namespace
+
+Status rope_rows(const TensorView& x, const TensorView& f, const TensorView& y, const RopeSpec& spec, ThreadPool* pool) {
+  const int r = x.rank();
+  const int seq = spec.seq_axis;
   const int64_t d = x.shape[r - 1];
-  const int64_t rd = at.i("rotary_dim") == 0 ? d : at.i("rotary_dim");
+  const int64_t rd = spec.rotary_dim == 0 ? d : spec.rotary_dim;
   const int64_t half = rd / 2;
-  const bool interleaved = at.s("mode") == "interleaved";
-  const int64_t pos = at.i("pos") + call.scalar_input(2, 0);
   const int64_t slen = x.shape[seq];
   std::vector<float> freq(static_cast<size_t>(half));
   load_row_f32(f.data, DType::f32, f.strides[0], half, freq.data());
   std::vector<float> cs(static_cast<size_t>(slen * half)), sn(cs.size());
   for (int64_t s = 0; s < slen; ++s)
     for (int64_t i = 0; i < half; ++i) {
-      const float ang = static_cast<float>(pos + s) * freq[i];
+      const float ang = static_cast<float>(spec.pos + s) * freq[i];
       cs[s * half + i] = std::cos(ang);
       sn[s * half + i] = std::sin(ang);
     }
   const auto offs = row_offsets(x);
-  // Row r's index along seq_axis: rows are row-major over all dims but the last.
-  int64_t inner = 1;
+  // Row r's index along seq_axis and head_axis: rows are row-major over all dims but the last.
+  int64_t inner = 1, head_inner = 1;
   for (int a = seq + 1; a < r - 1; ++a) inner *= x.shape[a];
+  for (int a = spec.head_axis + 1; a < r - 1; ++a) head_inner *= x.shape[a];
   const int64_t rows = static_cast<int64_t>(offs.size());
   const int64_t ye = dtype_elem_size(y.dtype);
-  const int64_t heads = at.i("heads"), nh = x.shape[r - 2];
-  call.pool->parallel_for(rows, 64, [&](int64_t r0, int64_t r1) {
+  const int64_t nh = x.shape[spec.head_axis];
+  pool->parallel_for(rows, 64, [&](int64_t r0, int64_t r1) {
     std::vector<float> in(static_cast<size_t>(d)), out(static_cast<size_t>(d));
     for (int64_t row = r0; row < r1; ++row) {
       const int64_t s = (row / inner) % slen;
       load_row_f32(elem_ptr(x, offs[row]), x.dtype, x.strides[r - 1], d, in.data());
-      if (heads > 0 && row % nh >= heads) {  // a head past `heads` passes through
+      if (spec.heads > 0 && (row / head_inner) % nh >= spec.heads) {  // a head past `heads` passes through
         store_row_f32(in.data(), static_cast<uint8_t*>(y.data) + row * d * ye, y.dtype, d);
         continue;
       }
       const float* c = cs.data() + s * half;
       const float* sv = sn.data() + s * half;
       for (int64_t i = 0; i < half; ++i) {
-        const int64_t i0 = interleaved ? 2 * i : i, i1 = interleaved ? 2 * i + 1 : i + half;
+        const int64_t i0 = spec.interleaved ? 2 * i : i, i1 = spec.interleaved ? 2 * i + 1 : i + half;
         out[i0] = in[i0] * c[i] - in[i1] * sv[i];
         out[i1] = in[i1] * c[i] + in[i0] * sv[i];
       }
@@ -202,8 +213,6 @@ Status rope_kernel(const KernelCall& call) {
   });
   return Status::ok();
 }
-
-}  // namespace
 
 void register_cpu_attention(CpuKernelTable& t) {
   t.set(OpKind::sdpa, sdpa_kernel);

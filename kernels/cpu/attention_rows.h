@@ -7,6 +7,9 @@
 #include <cstdint>
 
 #include "runtime/dtype.h"
+#include "runtime/status.h"
+#include "runtime/tensor.h"
+#include "runtime/thread_pool.h"
 
 namespace vrun {
 
@@ -18,5 +21,17 @@ bool attend_row_supported(DType kv, int64_t d, int64_t dv);
 // scratch of n_keys floats. A row whose scores are all -inf gives zeros.
 void attend_row(DType kv, const float* q, const void* k, int64_t k_stride, const void* v, int64_t v_stride, int64_t d,
                 int64_t dv, int64_t n_keys, float scale, const float* mask, float* scores, float* out);
+
+// Rotary embedding of x's rows into y (dense, x's shape, any float dtype): the element at index s
+// along seq_axis sits at position pos + s; rows whose index along head_axis is heads or more pass
+// through (heads 0: none do); rotary_dim 0 means the whole row. rope's kernel, and slice_update's
+// when it rotates what it writes.
+struct RopeSpec {
+  int seq_axis = 0, head_axis = 0;
+  int64_t pos = 0, rotary_dim = 0, heads = 0;
+  bool interleaved = false;
+};
+Status rope_rows(const TensorView& x, const TensorView& inv_freq, const TensorView& y, const RopeSpec& spec,
+                 ThreadPool* pool);
 
 }  // namespace vrun

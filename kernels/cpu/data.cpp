@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/attention_rows.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/kernel_util.h"
@@ -309,9 +310,9 @@ Status embedding_kernel(const KernelCall& c) {
 // ---- slice_update
 
 Status slice_update_kernel(const KernelCall& c) {
-  VRUN_RETURN_IF_ERROR(check_arity(c, 2, 3, 1));
+  VRUN_RETURN_IF_ERROR(check_arity(c, 2, 4, 1));
   const TensorView& state = c.in[0];
-  const TensorView& src = c.in[1];
+  TensorView src = c.in[1];
   const TensorView& y = c.out[0];
   const int ax = normalize_axis(c.attr().i("axis"), state.rank());
   const int64_t start = c.attr().i("start") + c.scalar_input(2, 0);
@@ -327,6 +328,21 @@ Status slice_update_kernel(const KernelCall& c) {
                " along axis ", ax, " does not fit the state's ", state.shape[ax], " (state ", state.shape.str(), ")");
   if (y.dtype != state.dtype || y.shape != state.shape || is_quantized(state.dtype) || is_quantized(src.dtype))
     return unsupported_dtypes(c);
+  // Rotated as written: a rotated f32 copy of src takes its place.
+  std::vector<float> rotated;
+  if (c.n_in > 3 && c.in[3].present()) {
+    if (!is_float(src.dtype)) return unsupported_dtypes(c);
+    RopeSpec spec;
+    spec.seq_axis = ax;
+    spec.head_axis = 1;
+    spec.pos = start;
+    spec.interleaved = c.attr().s("rope_mode") == "interleaved";
+    spec.heads = c.attr().i("rope_heads");
+    rotated.resize(static_cast<size_t>(src.numel()));
+    const TensorView r = TensorView::dense(rotated.data(), DType::f32, src.shape);
+    VRUN_RETURN_IF_ERROR(rope_rows(src, c.in[3], r, spec, c.pool));
+    src = r;
+  }
   // The executor passes y aliasing the state; a separate y first receives the whole state.
   TensorView target = y;
   if (y.data == state.data) target = state;

@@ -120,6 +120,31 @@ Status infer_slice_update(const TensorDesc& state, const TensorDesc& src, const 
   return Status::ok();
 }
 
+// slice_update's rotation of src as written: rope's frequencies for the whole last dim, a seq
+// axis that is not the last, rope_heads counted along dim 1 (not the seq axis).
+Status check_slice_update_rope(const TensorDesc& src, const TensorDesc* inv_freq, const Attrs& attrs) {
+  if (!inv_freq) return Status::ok();
+  const int r = src.shape.rank;
+  const int ax = normalize_axis(attrs.i("axis"), r);
+  if (!is_activation(src.dtype))
+    return err(ErrorCode::kInvalidArgument, "slice_update: rotating src needs a float src, got ", dtype_name(src.dtype));
+  if (ax < 0 || ax == r - 1)
+    return err(ErrorCode::kInvalidArgument, "slice_update: rotating src needs a seq axis before the last, got axis ",
+               attrs.i("axis"), " for src ", src.shape.str());
+  const int64_t d = src.shape[r - 1];
+  if (d % 2 != 0 || inv_freq->dtype != DType::f32 || inv_freq->shape.rank != 1 || inv_freq->shape[0] != d / 2)
+    return err(ErrorCode::kInvalidArgument, "slice_update: inv_freq must be f32 [", d / 2, "] for src ", src.shape.str(),
+               ", got ", dtype_name(inv_freq->dtype), " ", inv_freq->shape.str());
+  const std::string& mode = attrs.s("rope_mode");
+  if (mode != "half" && mode != "interleaved")
+    return err(ErrorCode::kInvalidArgument, "slice_update: rope_mode must be half or interleaved, got '", mode, "'");
+  const int64_t heads = attrs.i("rope_heads");
+  if (heads < 0 || (heads > 0 && (r < 3 || ax == 1 || heads > src.shape[1])))
+    return err(ErrorCode::kInvalidArgument, "slice_update: rope_heads ", heads,
+               " must be 0 or count along dim 1 of src (rank >= 3, not the seq axis), for src ", src.shape.str());
+  return Status::ok();
+}
+
 Status infer_glu(const TensorDesc& x, const Attrs& attrs, std::vector<TensorDesc>* out) {
   if (!is_activation(x.dtype))
     return err(ErrorCode::kUnsupported, "glu: x has dtype ", dtype_name(x.dtype), ", expected f32, f16 or bf16");
@@ -152,6 +177,7 @@ Status infer_shapes_data(OpKind op, const std::vector<const TensorDesc*>& in, co
     case OpKind::embedding: return infer_embedding(*in[0], *in[1], attrs, out);
     case OpKind::slice_update:
       VRUN_RETURN_IF_ERROR(check_device_scalar(in.size() > 2 ? in[2] : nullptr, "slice_update", "offset"));
+      VRUN_RETURN_IF_ERROR(check_slice_update_rope(*in[1], in.size() > 3 ? in[3] : nullptr, attrs));
       return infer_slice_update(*in[0], *in[1], attrs, out);
     case OpKind::glu: return infer_glu(*in[0], attrs, out);
     default: return err(ErrorCode::kInternal, "infer_shapes_data called for ", s.name);

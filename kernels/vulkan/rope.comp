@@ -1,7 +1,11 @@
 #version 450
 // Rotary embedding on a dense x [..., S, ..., D]; one invocation per output element reads its
 // pair partner. Bindings: 0 y, 1 x, 2 inv_freq, 3 offset (i32 [1], added to pos; with DYN).
-// Rows of the axis before D from `heads` on (when heads > 0) pass through.
+// Rows whose index along the head axis (H rows, heads_inner elements apart) is `heads` or more
+// (when heads > 0) pass through.
+// OUT_AT = 1 (slice_update rotating what it writes): y is a state with cap rows along the seq
+// axis and x's extents elsewhere; x's row s goes to row pos + s there, and rotates at that
+// position. The device offset is clamped to max_off so the rows stay inside the state.
 #include "common.glsl"
 
 layout(local_size_x = 256) in;
@@ -10,12 +14,15 @@ layout(constant_id = 1) const uint DT_X = 0;
 layout(constant_id = 2) const uint DT_F = 0;
 layout(constant_id = 3) const uint DT_Y = 0;
 layout(constant_id = 4) const uint DYN = 0;
+layout(constant_id = 5) const uint OUT_AT = 0;
 
 layout(push_constant) uniform Push {
   uint n, D, S, seq_inner, rd, pos;
   uint off_y, off_x, off_f;
-  uint H, heads;  // extent of the axis before D; rows rotated along it (0: all)
+  uint H, heads;  // extent of the head axis; rows rotated along it (0: all)
   uint off_o;
+  uint heads_inner;  // elements between consecutive rows of the head axis
+  uint cap, max_off;  // OUT_AT: the state's rows along the seq axis; the largest offset
 } pc;
 
 void main() {
@@ -24,9 +31,14 @@ void main() {
   uint d = idx % pc.D;
   uint s = (idx / pc.seq_inner) % pc.S;
   uint xo = pc.off_x + idx;
+  uint pos = pc.pos;
+  if (DYN == 1) {
+    int o = b3_i32[pc.off_o];
+    pos += OUT_AT == 1 ? min(uint(max(o, 0)), pc.max_off) : uint(o);
+  }
   float x = load1(DT_X, xo);
   float y = x;
-  if (d < pc.rd && (pc.heads == 0u || (idx / pc.D) % pc.H < pc.heads)) {
+  if (d < pc.rd && (pc.heads == 0u || (idx / pc.heads_inner) % pc.H < pc.heads)) {
     uint half_ = pc.rd / 2u;
     uint f;
     float partner, sgn;
@@ -41,9 +53,13 @@ void main() {
       partner = load1(DT_X, lo ? xo + half_ : xo - half_);
       sgn = lo ? -1.0 : 1.0;
     }
-    uint pos = pc.pos + (DYN == 1 ? uint(b3_i32[pc.off_o]) : 0u);
     float ang = float(pos + s) * load2(DT_F, pc.off_f + f);
     y = x * cos(ang) + sgn * partner * sin(ang);
   }
-  store0(DT_Y, pc.off_y + idx, y);
+  uint yo = idx;
+  if (OUT_AT == 1) {
+    uint outer = idx / (pc.S * pc.seq_inner);
+    yo = (outer * pc.cap + pos + s) * pc.seq_inner + idx % pc.seq_inner;
+  }
+  store0(DT_Y, pc.off_y + yo, y);
 }

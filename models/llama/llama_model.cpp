@@ -162,29 +162,26 @@ Result<std::shared_ptr<Program>> build_llama_program(const LlamaConfig& c, const
       const LayerW& w = L[l];
       const std::string p = "blk." + std::to_string(l) + ".";
       const std::vector<NamedAttr> rope_attrs = {{"pos", pos}, {"mode", rope_mode_name(c.rope_mode)}};
-      // q, k and v heads side by side: [1, seq, heads + 2 kv_heads, hd].
+      // q, k and v heads side by side: [1, seq, heads + 2 kv_heads, hd]. The queries rotate in
+      // rope; the keys rotate as slice_update writes them into the cache beside the values, so
+      // the two kernels wait only on the projection, not one on the other.
       Val q, kv;
       if (w.qkv >= 0) {
-        // One projection and one rope over its q and k heads (same positions, same frequencies),
-        // the v heads passing through beside them.
         Val qkv = g.op(OpKind::reshape, {normed(x, w.attn_norm, w.qkv, w.qkv_b, p + "attn_qkv")},
                        {{"shape", {1, -1, c.heads + 2 * c.kv_heads, hd}}});
-        std::vector<NamedAttr> qk_only = rope_attrs;
-        qk_only.push_back({"heads", c.heads + c.kv_heads});
-        Val r = g.op(OpKind::rope, {qkv, inv, at}, qk_only, p + "rope_qk");
-        q = g.op(OpKind::slice, {r}, {{"axis", 2}, {"start", 0}, {"end", c.heads}});
-        kv = g.op(OpKind::slice, {r}, {{"axis", 2}, {"start", c.heads}, {"end", c.heads + 2 * c.kv_heads}});
+        q = g.op(OpKind::slice, {qkv}, {{"axis", 2}, {"start", 0}, {"end", c.heads}});
+        kv = g.op(OpKind::slice, {qkv}, {{"axis", 2}, {"start", c.heads}, {"end", c.heads + 2 * c.kv_heads}});
       } else {
         q = g.op(OpKind::reshape, {normed(x, w.attn_norm, w.q, w.qb, p + "attn_q")}, {{"shape", {1, -1, c.heads, hd}}});
         Val k = g.op(OpKind::reshape, {normed(x, w.attn_norm, w.k, w.kb, p + "attn_k")}, {{"shape", {1, -1, c.kv_heads, hd}}});
         Val v = g.op(OpKind::reshape, {normed(x, w.attn_norm, w.v, w.vb, p + "attn_v")}, {{"shape", {1, -1, c.kv_heads, hd}}});
-        q = g.op(OpKind::rope, {q, inv, at}, rope_attrs, p + "rope_q");
-        k = g.op(OpKind::rope, {k, inv, at}, rope_attrs, p + "rope_k");
         kv = g.op(OpKind::concat, {k, v}, {{"axis", 2}});
       }
+      q = g.op(OpKind::rope, {q, inv, at}, rope_attrs, p + "rope_q");
       // slice_update converts to the cache's type as it writes.
-      Val kvc = g.op(OpKind::slice_update, {g.state(kv_cache[l]), g.op(OpKind::permute, {kv}, to_heads), at},
-                     {{"axis", 2}, {"start", pos}}, p + "cache_kv");
+      Val kvc = g.op(OpKind::slice_update, {g.state(kv_cache[l]), g.op(OpKind::permute, {kv}, to_heads), at, inv},
+                     {{"axis", 2}, {"start", pos}, {"rope_mode", rope_mode_name(c.rope_mode)}, {"rope_heads", c.kv_heads}},
+                     p + "cache_kv");
       // The keys so far; with the position on the device, the whole cache (sdpa cuts it at pos).
       Val cached = device_pos ? kvc : g.op(OpKind::slice, {kvc}, {{"axis", 2}, {"start", 0}, {"end", pos + seq}});
       Val keys = g.op(OpKind::slice, {cached}, {{"axis", 1}, {"start", 0}, {"end", c.kv_heads}});

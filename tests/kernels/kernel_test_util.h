@@ -311,4 +311,38 @@ inline Tolerance tolerance_for(DType dtype) {
   }
 }
 
+// float64 reference of slice_update rotating what it writes, for a rank-4 state `before` (shape
+// ss): src's rows go in at start along ax, each rotated at the position it lands on (rope's
+// angle as the op defines it, float32 position * inv_freq, then cos and sin in float64); rows of
+// dim 1 from `heads` on (heads > 0) go in unrotated.
+inline std::vector<double> rope_written_state(const std::vector<double>& before, const TensorView& src,
+                                              const std::vector<float>& inv_freq, const Shape& ss, int ax, int64_t start,
+                                              bool interleaved, int64_t heads) {
+  std::vector<double> want;
+  const int64_t D = ss[3], half = D / 2;
+  size_t k = 0;
+  for_each_index(ss, [&](const int64_t* i) {
+    int64_t si[4] = {i[0], i[1], i[2], i[3]};
+    si[ax] -= start;
+    if (si[ax] < 0 || si[ax] >= src.shape[ax]) {
+      want.push_back(before[k++]);
+      return;
+    }
+    ++k;
+    const double x = load_double(src, si);
+    if (heads > 0 && si[1] >= heads) {
+      want.push_back(x);
+      return;
+    }
+    const int64_t d = si[3];
+    const int64_t f = interleaved ? d / 2 : d % half;
+    const bool first = interleaved ? d % 2 == 0 : d < half;
+    int64_t pi[4] = {si[0], si[1], si[2], interleaved ? (first ? d + 1 : d - 1) : (first ? d + half : d - half)};
+    const double partner = load_double(src, pi);
+    const double ang = static_cast<float>(start + si[ax]) * inv_freq[static_cast<size_t>(f)];
+    want.push_back(first ? x * std::cos(ang) - partner * std::sin(ang) : x * std::cos(ang) + partner * std::sin(ang));
+  });
+  return want;
+}
+
 }  // namespace vrun::test

@@ -402,6 +402,42 @@ TEST(SliceUpdate, OffsetInputAddsToStart) {
   EXPECT_NE(r.status.message().find("start 20"), std::string::npos) << r.status.message();
 }
 
+// With inv_freq, src's rows are rotated at the positions they are written to (a cache's keys;
+// the values after rope_heads pass through), as a float64 rope would.
+TEST(SliceUpdate, RotatesWhatItWrites) {
+  std::mt19937 rng(14);
+  const Shape ss{1, 6, 40, 16};
+  std::vector<float> freq(8);
+  for (size_t i = 0; i < freq.size(); ++i) freq[i] = static_cast<float>(std::pow(10000.0, -2.0 * static_cast<double>(i) / 16));
+  HostTensor f = make_tensor(DType::f32, Shape{8});
+  std::copy(freq.begin(), freq.end(), f.view.ptr<float>());
+  HostTensor off = make_tensor(DType::i32, Shape{1});
+  for (const char* mode : {"half", "interleaved"})
+    for (int64_t heads : {0, 3})
+      for (int64_t len : {1, 5}) {
+        HostTensor src = random_layout(DType::f32, Shape{1, 6, len, 16}, Layout::kPermuted, rng);
+        HostTensor state = random_tensor(DType::f32, ss, rng);
+        const std::vector<double> before = to_doubles(state.view);
+        off.view.ptr<int32_t>()[0] = 29;
+        Attrs a(OpKind::slice_update);
+        a.set_i("axis", 2).set_i("start", 3).set_s("rope_mode", mode).set_i("rope_heads", heads);
+        RunResult r = run_cpu(OpKind::slice_update, {state.view, src.view, off.view, f.view}, a);
+        ASSERT_TRUE(r.status.is_ok()) << r.status.to_string();
+        expect_close(to_doubles(r.outputs[0].view),
+                     rope_written_state(before, src.view, freq, ss, 2, 32, std::string(mode) == "interleaved", heads), 1e-6,
+                     1e-5, (std::string("slice_update rotating, ") + mode).c_str());
+      }
+  // Frequencies that do not match the rows, and rope_heads on the seq axis, are errors.
+  HostTensor src = random_tensor(DType::f32, Shape{1, 6, 1, 16}, rng);
+  HostTensor state = random_tensor(DType::f32, ss, rng);
+  HostTensor bad = make_tensor(DType::f32, Shape{4});
+  Attrs a(OpKind::slice_update);
+  a.set_i("axis", 2).set_i("start", 0);
+  EXPECT_EQ(run_cpu(OpKind::slice_update, {state.view, src.view, off.view, bad.view}, a).status.code(), ErrorCode::kInvalidArgument);
+  a.set_i("axis", 1).set_i("rope_heads", 2);
+  EXPECT_EQ(run_cpu(OpKind::slice_update, {state.view, src.view, off.view, f.view}, a).status.code(), ErrorCode::kInvalidArgument);
+}
+
 TEST(SliceUpdate, OutOfBoundsIsAnError) {
   std::mt19937 rng(10);
   HostTensor state = random_tensor(DType::f32, Shape{2, 16, 4}, rng);

@@ -120,6 +120,35 @@ TEST_F(VkData, SliceUpdateAtAnOffsetOnTheDevice) {
   }
 }
 
+// slice_update rotating what it writes (a decode step's keys beside its values) into f16 and f32
+// caches, at a position on the device and from a prefill chunk, against float64 rope.
+TEST_F(VkData, SliceUpdateRotatesWhatItWrites) {
+  std::mt19937 rng(47);
+  std::vector<float> freq(16);
+  for (size_t i = 0; i < freq.size(); ++i) freq[i] = static_cast<float>(std::pow(500000.0, -2.0 * static_cast<double>(i) / 32));
+  HostTensor f = make_tensor(DType::f32, Shape{16});
+  std::copy(freq.begin(), freq.end(), f.view.ptr<float>());
+  HostTensor off = make_tensor(DType::i32, Shape{1});
+  for (DType cache : {DType::f16, DType::f32})
+    for (const char* mode : {"half", "interleaved"})
+      for (int64_t len : {1, 7}) {
+        const Shape ss{1, 6, 50, 32};
+        HostTensor src = random_strided(DType::f32, Shape{1, 6, len, 32}, {0, 2, 1, 3}, 0, rng);
+        HostTensor state = random_tensor(cache, ss, rng);
+        const int32_t at = len == 1 ? 41 : 0;
+        off.view.ptr<int32_t>()[0] = at;
+        Attrs a(OpKind::slice_update);
+        a.set_i("axis", 2).set_i("start", len == 1 ? 2 : 13).set_s("rope_mode", mode).set_i("rope_heads", 3);
+        auto out = run_gpu(OpKind::slice_update, {&state, &src, len == 1 ? &off : nullptr, &f}, a);
+        const auto want = rope_written_state(to_doubles(state.view), src.view, freq, ss, 2, len == 1 ? 43 : 13,
+                                             std::string(mode) == "interleaved", 3);
+        const Tolerance tol = tolerance_for(cache);
+        // As the rope test: the device's cos and sin of angles up to 50 rad add about 1e-5.
+        expect_close(to_doubles(out[0].view), want, std::max(tol.atol, 2e-5), tol.rtol + 1e-5,
+                     (std::string("slice_update rotating into ") + dtype_name(cache) + ", " + mode).c_str());
+      }
+}
+
 TEST_F(VkData, EmbeddingEveryTableDtype) {
   std::mt19937 rng(43);
   const int64_t V = 37, D = 64;

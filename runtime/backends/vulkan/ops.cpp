@@ -91,6 +91,8 @@ bool supports(const Context& ctx, OpKind op, const std::vector<const TensorDesc*
             if (!d || d->dtype != x->dtype || !is_copyable(d->dtype)) return false;
           return true;
         case OpKind::slice_update:
+          if (in(inputs, 3))  // rotating as it writes: float state and src
+            return in(inputs, 1) && is_act(x->dtype) && is_act(in(inputs, 1)->dtype) && in(inputs, 3)->dtype == DType::f32;
           return in(inputs, 1) && is_copyable(x->dtype) &&
                  (in(inputs, 1)->dtype == x->dtype || (is_act(x->dtype) && is_act(in(inputs, 1)->dtype)));
         case OpKind::glu: return is_act(x->dtype) && (attrs.s("act") == "sigmoid" || attrs.s("act") == "silu");

@@ -320,13 +320,46 @@ Status record_rope(Recorder& rec, const std::vector<DeviceView>& in, const Devic
   VRUN_ASSIGN_OR_RETURN(auto offs, rec.binding_offsets(bindings));
   PushWords pw;
   pw.u(n).u(D).u(x.shape[axis]).u(inner).u(rd).u(attrs.i("pos")).u(offs[0]).u(offs[1]).u(offs[2]);
-  pw.u(x.shape[r - 2]).u(attrs.i("heads")).u(offs[3]);
+  pw.u(x.shape[r - 2]).u(attrs.i("heads")).u(offs[3]).u(D).u(0).u(0);
   uint32_t gx, gy;
   rec.grid_1d((static_cast<uint64_t>(n) + 255) / 256, &gx, &gy);
   const int32_t interleaved = attrs.s("mode") == "interleaved" ? 1 : 0;
-  return rec.dispatch("rope", {interleaved, dt_code(x.dtype), dt_code(f.dtype), dt_code(y.dtype), dyn ? 1 : 0}, bindings, pw.w,
-                      pw.bytes(), gx, gy, 1);
+  return rec.dispatch("rope", {interleaved, dt_code(x.dtype), dt_code(f.dtype), dt_code(y.dtype), dyn ? 1 : 0, 0}, bindings,
+                      pw.w, pw.bytes(), gx, gy, 1);
 }
+
+}  // namespace
+
+Status record_rope_into(Recorder& rec, const DeviceView& state, const DeviceView& src_in, const DeviceView& inv_freq,
+                        const DeviceView* offset, int axis, int64_t start, bool interleaved, int64_t heads) {
+  VRUN_ASSIGN_OR_RETURN(DeviceView x, rec.dense_view(src_in));
+  VRUN_ASSIGN_OR_RETURN(DeviceView f, rec.dense_view(inv_freq));
+  const int r = x.shape.rank;
+  const int64_t n = x.numel();
+  if (n == 0) return Status::ok();
+  if (!state.is_contiguous())
+    return err(ErrorCode::kInvalidArgument, "vulkan: slice_update rotating into a strided state ", state.shape.str());
+  const int64_t D = x.shape[r - 1];
+  int64_t inner = 1, heads_inner = 1;
+  for (int i = axis + 1; i < r; ++i) inner *= x.shape[i];
+  for (int i = 2; i < r; ++i) heads_inner *= x.shape[i];
+  const int64_t cap = state.shape[axis], S = x.shape[axis];
+  DeviceView at;
+  if (offset) {
+    VRUN_ASSIGN_OR_RETURN(at, rec.dense_view(*offset));
+  }
+  std::vector<Binding> bindings = {{&state, true}, {&x, false}, {&f, false}, {offset ? &at : nullptr, false}};
+  VRUN_ASSIGN_OR_RETURN(auto offs, rec.binding_offsets(bindings));
+  PushWords pw;
+  pw.u(n).u(D).u(S).u(inner).u(D).u(start).u(offs[0]).u(offs[1]).u(offs[2]);
+  pw.u(heads > 0 ? x.shape[1] : 1).u(heads).u(offs[3]).u(heads_inner).u(cap).u(cap - S - start);
+  uint32_t gx, gy;
+  rec.grid_1d((static_cast<uint64_t>(n) + 255) / 256, &gx, &gy);
+  return rec.dispatch("rope", {interleaved ? 1 : 0, dt_code(x.dtype), dt_code(f.dtype), dt_code(state.dtype), offset ? 1 : 0, 1},
+                      bindings, pw.w, pw.bytes(), gx, gy, 1);
+}
+
+namespace {
 
 }  // namespace
 

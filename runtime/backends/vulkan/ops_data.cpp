@@ -57,6 +57,9 @@ Status record_data(Recorder& rec, OpKind op, const std::vector<DeviceView>& in, 
       const bool aliased = state.buffer.buffer == y.buffer.buffer &&
                            state.buffer.offset + state.offset == y.buffer.offset + y.offset;
       if (!aliased) VRUN_RETURN_IF_ERROR(record_eltwise(rec, kOpCopy, y, &state, nullptr, nullptr));
+      if (in.size() > 3 && in[3].present())
+        return record_rope_into(rec, y, src, in[3], in.size() > 2 && in[2].present() ? &in[2] : nullptr, axis, start,
+                                attrs.s("rope_mode") == "interleaved", attrs.i("rope_heads"));
       const DeviceView window = narrow(y, axis, start, src.shape[axis]);
       if (in.size() > 2 && in[2].present()) {
         // start + offset, the offset read on the device (a decode position).
