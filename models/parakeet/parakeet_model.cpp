@@ -357,7 +357,10 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
         y = o[0];
       }
       Val proj = g.op(OpKind::reshape, {linear(g, y, pred_proj, "joint.pred")}, {{"shape", {1, J}}});
-      return g.op(OpKind::slice_update, {g.state(pred_state), proj}, {{"axis", 0}, {"start", 0}}, "pred_proj");
+      // The state keeps the projection for later joint calls; this call's joint reads it as it
+      // lies, so the copy into the state runs beside the joint instead of before it.
+      g.op(OpKind::slice_update, {g.state(pred_state), proj}, {{"axis", 0}, {"start", 0}}, "pred_proj");
+      return proj;
     };
     // Frames by index into the enc_proj state; outputs the token argmax (and the duration
     // argmax) of each frame: the host reads back indices, not logits.
