@@ -1,5 +1,7 @@
 #include "kernels/shape_infer.h"
 
+#include <string>
+
 #include "kernels/views.h"
 
 namespace vrun {
@@ -8,6 +10,17 @@ Status check_device_scalar(const TensorDesc* t, const char* op, const char* name
   if (t && (t->dtype != DType::i32 || t->shape.numel() != 1))
     return err(ErrorCode::kInvalidArgument, op, ": ", name, " must be i32 with one element, got ", dtype_name(t->dtype),
                " ", t->shape.str());
+  return Status::ok();
+}
+
+Status check_rope_frequencies(const char* op, const char* mode_attr, const Attrs& attrs, const TensorDesc& inv_freq,
+                              int64_t rotary_dim) {
+  const std::string& mode = attrs.s(mode_attr);
+  if (mode != "half" && mode != "interleaved")
+    return err(ErrorCode::kInvalidArgument, op, ": ", mode_attr, " must be half or interleaved, got '", mode, "'");
+  if (inv_freq.dtype != DType::f32 || inv_freq.shape.rank != 1 || inv_freq.shape[0] != rotary_dim / 2)
+    return err(ErrorCode::kInvalidArgument, op, ": inv_freq must be f32 [", rotary_dim / 2, "], got ",
+               dtype_name(inv_freq.dtype), " ", inv_freq.shape.str());
   return Status::ok();
 }
 

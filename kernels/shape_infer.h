@@ -19,6 +19,10 @@ Status infer_shapes(OpKind op, const std::vector<const TensorDesc*>& in, const A
 // A position held on the device (rope's and slice_update's offset, sdpa's pos):
 // absent, or an i32 tensor of one element.
 Status check_device_scalar(const TensorDesc* t, const char* op, const char* name);
+// rope's mode (attribute mode_attr: half or interleaved) and frequencies (f32 [rotary_dim / 2]):
+// rope's own, and slice_update's when it rotates what it writes.
+Status check_rope_frequencies(const char* op, const char* mode_attr, const Attrs& attrs, const TensorDesc& inv_freq,
+                              int64_t rotary_dim);
 
 // Per-family shape functions (kernels/shapes/<family>.cpp); infer_shapes dispatches on family.
 using ShapeFn = Status (*)(OpKind op, const std::vector<const TensorDesc*>& in, const Attrs& attrs,

@@ -110,7 +110,8 @@ class VulkanExecutor final : public GpuExecutor {
     return Status::ok();
   }
 
-  bool walk_skippable() const override { return call_mode_ == kReplay && call_ && call_->walk; }
+  // A replay's entry holds its capture, and the walk was kept with it.
+  bool walk_skippable() const override { return call_mode_ == kReplay && call_; }
 
   Status replay_walk(const MethodDef& m, const std::vector<Storage>& storage) override {
     if (!walk_skippable()) return err(ErrorCode::kInternal, "vulkan: method '", m.name, "' has no captured walk to replay");
@@ -188,7 +189,6 @@ class VulkanExecutor final : public GpuExecutor {
     Status s = sync_to_host(m, output_roots, storage);
     if (call_) {
       if (auto cap = rec_->end_capture()) {
-        call_->walk = true;
         call_->uploads = walk_uploads_;
         call_->walk_fresh = std::move(walk_fresh);
         call_->walk_states = std::move(walk_states);
@@ -224,9 +224,8 @@ class VulkanExecutor final : public GpuExecutor {
     bool never = false;
     std::shared_ptr<vulkan::Recorder::Capture> cap;
     uint64_t used = 0;
-    // The captured call's walk: the roots it put on the device, in order, and the residency of
-    // the method's values and the states it left.
-    bool walk = false;
+    // The captured call's walk (kept with cap): the roots it put on the device, in order, and
+    // the residency of the method's values and the states it left.
     std::vector<int> uploads;
     std::vector<uint8_t> walk_fresh, walk_states;
   };
@@ -260,7 +259,6 @@ class VulkanExecutor final : public GpuExecutor {
   void forget(CallEntry& e) {
     if (e.cap) captures_--;
     e.cap.reset();
-    e.walk = false;
     e.never = true;
   }
 
@@ -271,7 +269,6 @@ class VulkanExecutor final : public GpuExecutor {
         if (e.cap && (!oldest || e.used < oldest->used)) oldest = &e;
       if (!oldest) return;
       oldest->cap.reset();
-      oldest->walk = false;
       oldest->seen = 0;
       captures_--;
     }
@@ -282,7 +279,6 @@ class VulkanExecutor final : public GpuExecutor {
     for (auto& [k, e] : calls_)
       if (k.m == &m && e.cap) {
         e.cap.reset();
-        e.walk = false;
         e.seen = 0;
         captures_--;
       }

@@ -330,7 +330,7 @@ Status slice_update_kernel(const KernelCall& c) {
     return unsupported_dtypes(c);
   // Rotated as written: a rotated f32 copy of src takes its place.
   std::vector<float> rotated;
-  if (c.n_in > 3 && c.in[3].present()) {
+  if (c.has_input(3)) {
     if (!is_float(src.dtype)) return unsupported_dtypes(c);
     RopeSpec spec;
     spec.seq_axis = ax;

@@ -132,12 +132,9 @@ Status check_slice_update_rope(const TensorDesc& src, const TensorDesc* inv_freq
     return err(ErrorCode::kInvalidArgument, "slice_update: rotating src needs a seq axis before the last, got axis ",
                attrs.i("axis"), " for src ", src.shape.str());
   const int64_t d = src.shape[r - 1];
-  if (d % 2 != 0 || inv_freq->dtype != DType::f32 || inv_freq->shape.rank != 1 || inv_freq->shape[0] != d / 2)
-    return err(ErrorCode::kInvalidArgument, "slice_update: inv_freq must be f32 [", d / 2, "] for src ", src.shape.str(),
-               ", got ", dtype_name(inv_freq->dtype), " ", inv_freq->shape.str());
-  const std::string& mode = attrs.s("rope_mode");
-  if (mode != "half" && mode != "interleaved")
-    return err(ErrorCode::kInvalidArgument, "slice_update: rope_mode must be half or interleaved, got '", mode, "'");
+  if (d % 2 != 0)
+    return err(ErrorCode::kInvalidArgument, "slice_update: rotating src needs an even last dim, got src ", src.shape.str());
+  VRUN_RETURN_IF_ERROR(check_rope_frequencies("slice_update", "rope_mode", attrs, *inv_freq, d));
   const int64_t heads = attrs.i("rope_heads");
   if (heads < 0 || (heads > 0 && (r < 3 || ax == 1 || heads > src.shape[1])))
     return err(ErrorCode::kInvalidArgument, "slice_update: rope_heads ", heads,

@@ -180,16 +180,11 @@ Status infer_rope(const std::vector<const TensorDesc*>& in, const Attrs& attrs, 
   if (seq < 0 || seq == r - 1)
     return err(ErrorCode::kInvalidArgument, "rope: seq_axis ", attrs.i("seq_axis"), " is not a non-last axis of x ",
                x->shape.str());
-  const std::string& mode = attrs.s("mode");
-  if (mode != "half" && mode != "interleaved")
-    return err(ErrorCode::kInvalidArgument, "rope: mode must be half or interleaved, got '", mode, "'");
   const int64_t d = x->shape[r - 1];
   const int64_t rd = attrs.i("rotary_dim") == 0 ? d : attrs.i("rotary_dim");
   if (rd <= 0 || rd > d || rd % 2 != 0)
     return err(ErrorCode::kInvalidArgument, "rope: rotary_dim must be even and in (0, ", d, "], got ", rd);
-  if (f->dtype != DType::f32 || f->shape.rank != 1 || f->shape[0] != rd / 2)
-    return err(ErrorCode::kInvalidArgument, "rope: inv_freq must be f32 [", rd / 2, "], got ", dtype_name(f->dtype),
-               " ", f->shape.str());
+  VRUN_RETURN_IF_ERROR(check_rope_frequencies("rope", "mode", attrs, *f, rd));
   const int64_t heads = attrs.i("heads");
   if (heads < 0 || heads > x->shape[r - 2] || (heads > 0 && seq == r - 2))
     return err(ErrorCode::kInvalidArgument, "rope: heads ", heads, " must be in [0, ", x->shape[r - 2],

@@ -37,13 +37,13 @@ Status record_eltwise(Recorder& rec, int opcode, const DeviceView& y, const Devi
 // A copy of src into y shifted along one axis by an index held on the device (slice_update's
 // offset): y's window at index i starts `stride` elements per unit of i after y's own offset,
 // with i clamped to [0, max_index] (a GPU cannot fail a call part way).
+Status record_copy_at(Recorder& rec, const DeviceView& y, const DeviceView& src, const DeviceView& index,
+                      int64_t stride, int64_t max_index);
 // slice_update rotating what it writes: src (any float dtype) goes into the dense state at
 // start (+ *offset, read on the device and clamped into the state) along axis, each row rotated
 // at the position it lands on; rows of dim 1 from `heads` on pass through (heads 0: all rotate).
 Status record_rope_into(Recorder& rec, const DeviceView& state, const DeviceView& src, const DeviceView& inv_freq,
                         const DeviceView* offset, int axis, int64_t start, bool interleaved, int64_t heads);
-Status record_copy_at(Recorder& rec, const DeviceView& y, const DeviceView& src, const DeviceView& index,
-                      int64_t stride, int64_t max_index);
 constexpr int kOpGelu = 16;
 constexpr int kOpCopy = 21;
 constexpr int kOpGlu = 40;

@@ -293,6 +293,38 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
   return rec.dispatch("sdpa_combine", {dt_code(y.dtype), dyn_len ? 1 : 0}, cb, cp.w, cp.bytes(), gx, gy, 1);
 }
 
+// One rope.comp dispatch: x (dense) rotated into y, the position pos plus the i32 at *offset
+// when given. OUT_AT (cap > 0): y is a state with cap rows along the seq axis, x's row s written
+// to row pos + s, the offset clamped so the rows stay inside it.
+struct RopeDispatch {
+  int64_t seq_inner = 1, rd = 0, pos = 0;
+  int64_t H = 1, heads = 0, heads_inner = 1;  // the head axis: extent, rows rotated (0: all), stride
+  int64_t cap = 0, max_off = 0;
+  int seq_axis = 0;
+  bool interleaved = false;
+};
+
+Status dispatch_rope(Recorder& rec, const DeviceView& y, const DeviceView& x, const DeviceView& f, const DeviceView* offset,
+                     const RopeDispatch& p) {
+  const int64_t n = x.numel();
+  if (n == 0) return Status::ok();
+  DeviceView at;
+  if (offset) {
+    VRUN_ASSIGN_OR_RETURN(at, rec.dense_view(*offset));
+  }
+  std::vector<Binding> bindings = {{&y, true}, {&x, false}, {&f, false}, {offset ? &at : nullptr, false}};
+  VRUN_ASSIGN_OR_RETURN(auto offs, rec.binding_offsets(bindings));
+  PushWords pw;
+  pw.u(n).u(x.shape[x.shape.rank - 1]).u(x.shape[p.seq_axis]).u(p.seq_inner).u(p.rd).u(p.pos);
+  pw.u(offs[0]).u(offs[1]).u(offs[2]).u(p.H).u(p.heads).u(offs[3]).u(p.heads_inner).u(p.cap).u(p.max_off);
+  uint32_t gx, gy;
+  rec.grid_1d((static_cast<uint64_t>(n) + 255) / 256, &gx, &gy);
+  return rec.dispatch("rope",
+                      {p.interleaved ? 1 : 0, dt_code(x.dtype), dt_code(f.dtype), dt_code(y.dtype), offset ? 1 : 0,
+                       p.cap > 0 ? 1 : 0},
+                      bindings, pw.w, pw.bytes(), gx, gy, 1);
+}
+
 Status record_rope(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, const Attrs& attrs) {
   VRUN_ASSIGN_OR_RETURN(DeviceView x, rec.dense_view(in[0]));
   VRUN_ASSIGN_OR_RETURN(DeviceView f, rec.dense_view(in[1]));
@@ -306,62 +338,41 @@ Status record_rope(Recorder& rec, const std::vector<DeviceView>& in, const Devic
   if (rd > D || rd % 2 || f.numel() < rd / 2)
     return err(ErrorCode::kInvalidArgument, "vulkan: rope rotary_dim ", rd, " invalid for D = ", D, " and inv_freq ",
                f.shape.str());
-  int64_t inner = 1;
-  for (int i = axis + 1; i < r; ++i) inner *= x.shape[i];
-  const int64_t n = x.numel();
-  if (n == 0) return Status::ok();
-  // A position held on the device, added to pos.
-  const bool dyn = in.size() > 2 && in[2].present();
-  DeviceView at;
-  if (dyn) {
-    VRUN_ASSIGN_OR_RETURN(at, rec.dense_view(in[2]));
-  }
-  std::vector<Binding> bindings = {{&y, true}, {&x, false}, {&f, false}, {dyn ? &at : nullptr, false}};
-  VRUN_ASSIGN_OR_RETURN(auto offs, rec.binding_offsets(bindings));
-  PushWords pw;
-  pw.u(n).u(D).u(x.shape[axis]).u(inner).u(rd).u(attrs.i("pos")).u(offs[0]).u(offs[1]).u(offs[2]);
-  pw.u(x.shape[r - 2]).u(attrs.i("heads")).u(offs[3]).u(D).u(0).u(0);
-  uint32_t gx, gy;
-  rec.grid_1d((static_cast<uint64_t>(n) + 255) / 256, &gx, &gy);
-  const int32_t interleaved = attrs.s("mode") == "interleaved" ? 1 : 0;
-  return rec.dispatch("rope", {interleaved, dt_code(x.dtype), dt_code(f.dtype), dt_code(y.dtype), dyn ? 1 : 0, 0}, bindings,
-                      pw.w, pw.bytes(), gx, gy, 1);
+  RopeDispatch p;
+  for (int i = axis + 1; i < r; ++i) p.seq_inner *= x.shape[i];
+  p.seq_axis = axis;
+  p.rd = rd;
+  p.pos = attrs.i("pos");
+  p.H = x.shape[r - 2];  // the head axis is the one before D
+  p.heads = attrs.i("heads");
+  p.heads_inner = D;
+  p.interleaved = attrs.s("mode") == "interleaved";
+  // A position held on the device is added to pos.
+  return dispatch_rope(rec, y, x, f, in.size() > 2 && in[2].present() ? &in[2] : nullptr, p);
 }
 
 }  // namespace
 
-Status record_rope_into(Recorder& rec, const DeviceView& state, const DeviceView& src_in, const DeviceView& inv_freq,
+Status record_rope_into(Recorder& rec, const DeviceView& state, const DeviceView& src, const DeviceView& inv_freq,
                         const DeviceView* offset, int axis, int64_t start, bool interleaved, int64_t heads) {
-  VRUN_ASSIGN_OR_RETURN(DeviceView x, rec.dense_view(src_in));
+  VRUN_ASSIGN_OR_RETURN(DeviceView x, rec.dense_view(src));
   VRUN_ASSIGN_OR_RETURN(DeviceView f, rec.dense_view(inv_freq));
-  const int r = x.shape.rank;
-  const int64_t n = x.numel();
-  if (n == 0) return Status::ok();
   if (!state.is_contiguous())
     return err(ErrorCode::kInvalidArgument, "vulkan: slice_update rotating into a strided state ", state.shape.str());
-  const int64_t D = x.shape[r - 1];
-  int64_t inner = 1, heads_inner = 1;
-  for (int i = axis + 1; i < r; ++i) inner *= x.shape[i];
-  for (int i = 2; i < r; ++i) heads_inner *= x.shape[i];
-  const int64_t cap = state.shape[axis], S = x.shape[axis];
-  DeviceView at;
-  if (offset) {
-    VRUN_ASSIGN_OR_RETURN(at, rec.dense_view(*offset));
-  }
-  std::vector<Binding> bindings = {{&state, true}, {&x, false}, {&f, false}, {offset ? &at : nullptr, false}};
-  VRUN_ASSIGN_OR_RETURN(auto offs, rec.binding_offsets(bindings));
-  PushWords pw;
-  pw.u(n).u(D).u(S).u(inner).u(D).u(start).u(offs[0]).u(offs[1]).u(offs[2]);
-  pw.u(heads > 0 ? x.shape[1] : 1).u(heads).u(offs[3]).u(heads_inner).u(cap).u(cap - S - start);
-  uint32_t gx, gy;
-  rec.grid_1d((static_cast<uint64_t>(n) + 255) / 256, &gx, &gy);
-  return rec.dispatch("rope", {interleaved ? 1 : 0, dt_code(x.dtype), dt_code(f.dtype), dt_code(state.dtype), offset ? 1 : 0, 1},
-                      bindings, pw.w, pw.bytes(), gx, gy, 1);
+  const int r = x.shape.rank;
+  RopeDispatch p;
+  for (int i = axis + 1; i < r; ++i) p.seq_inner *= x.shape[i];
+  for (int i = 2; i < r; ++i) p.heads_inner *= x.shape[i];  // the head axis is dim 1
+  p.seq_axis = axis;
+  p.rd = x.shape[r - 1];
+  p.pos = start;
+  p.H = heads > 0 ? x.shape[1] : 1;
+  p.heads = heads;
+  p.cap = state.shape[axis];
+  p.max_off = p.cap - x.shape[axis] - start;
+  p.interleaved = interleaved;
+  return dispatch_rope(rec, state, x, f, offset, p);
 }
-
-namespace {
-
-}  // namespace
 
 Status record_attention(Recorder& rec, OpKind op, const std::vector<DeviceView>& in,
                         const std::vector<DeviceView>& out, const Attrs& attrs) {

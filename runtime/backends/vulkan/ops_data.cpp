@@ -57,14 +57,15 @@ Status record_data(Recorder& rec, OpKind op, const std::vector<DeviceView>& in, 
       const bool aliased = state.buffer.buffer == y.buffer.buffer &&
                            state.buffer.offset + state.offset == y.buffer.offset + y.offset;
       if (!aliased) VRUN_RETURN_IF_ERROR(record_eltwise(rec, kOpCopy, y, &state, nullptr, nullptr));
+      // start + offset, the offset read on the device (a decode position).
+      const DeviceView* offset = in.size() > 2 && in[2].present() ? &in[2] : nullptr;
       if (in.size() > 3 && in[3].present())
-        return record_rope_into(rec, y, src, in[3], in.size() > 2 && in[2].present() ? &in[2] : nullptr, axis, start,
-                                attrs.s("rope_mode") == "interleaved", attrs.i("rope_heads"));
+        return record_rope_into(rec, y, src, in[3], offset, axis, start, attrs.s("rope_mode") == "interleaved",
+                                attrs.i("rope_heads"));
       const DeviceView window = narrow(y, axis, start, src.shape[axis]);
-      if (in.size() > 2 && in[2].present()) {
-        // start + offset, the offset read on the device (a decode position).
-        VRUN_ASSIGN_OR_RETURN(DeviceView offset, rec.dense_view(in[2]));
-        return record_copy_at(rec, window, src, offset, y.strides[axis], state.shape[axis] - src.shape[axis] - start);
+      if (offset) {
+        VRUN_ASSIGN_OR_RETURN(DeviceView index, rec.dense_view(*offset));
+        return record_copy_at(rec, window, src, index, y.strides[axis], state.shape[axis] - src.shape[axis] - start);
       }
       return record_eltwise(rec, kOpCopy, window, &src, nullptr, nullptr);
     }
