@@ -3,8 +3,17 @@
 // of the fastest linear kernel at 4096^3, or the rate the device's own PyTorch matmul reaches when
 // --tensor-roof gives it: bench/vulkan/run.sh measures it in the same run).
 //
-//   vrun_bench_vulkan [--small] [--reps N] [--device I] [--tensor-roof TFLOPS] [--sweep] [--tiles]
+//   vrun_bench_vulkan [--small] [--reps N] [--device I] [--tensor-roof TFLOPS] [--sweep]
+//                     [--tiles [--tile-list T1,T2,...]]
 //
+// --tiles times the tensor-core matmul over encoder and prefill projection shapes with the tile
+// chosen by shape ("auto") and with forced tiles (VRUN_MM_TILE's WGMxWGNxFMxFNxBK[xSTAGES]);
+// --tile-list replaces the forced ones.
+//
+// --mma-peak measures the rate of KHR cooperative-matrix multiply-adds alone (fragments in
+// registers), with the fragments reloaded from shared memory each step, and with a workgroup
+// barrier each step too (kernels/vulkan/mma_peak_khr.comp), over workgroup and accumulator shapes:
+// the ceiling any kernel built on them can reach on this device.
 // --sweep adds decode linear at 4x and 16x the rows (the slope between sizes separates the
 // bandwidth from fixed per-dispatch costs) and prefill linear at other M, K, N.
 //
@@ -28,6 +37,7 @@
 #include "runtime/backends/vulkan/memory.h"
 #include "runtime/backends/vulkan/ops.h"
 #include "runtime/backends/vulkan/ops_matvec.h"
+#include "runtime/backends/vulkan/pipelines.h"
 #include "runtime/backends/vulkan/recorder.h"
 
 using namespace vrun;
@@ -170,7 +180,8 @@ int main(int argc, char** argv) {
   bool small = false;
   int reps = 20;
   double tensor_roof = 0;
-  bool sweep = false, decode_shapes = false, q4_tune = false, attention_shapes = false, tiles = false;
+  bool sweep = false, decode_shapes = false, q4_tune = false, attention_shapes = false, tiles = false, mma_peak = false;
+  std::string tile_list = "2x4x4x4x32,2x4x4x2x32,2x4x2x2x32,2x2x2x2x32,4x2x4x4x32";
   ContextOptions opts;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--small")) small = true;
@@ -182,8 +193,10 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--q4-tune")) decode_shapes = q4_tune = true;
     else if (!std::strcmp(argv[i], "--attention-shapes")) attention_shapes = true;
     else if (!std::strcmp(argv[i], "--tiles")) tiles = true;
+    else if (!std::strcmp(argv[i], "--tile-list") && i + 1 < argc) tile_list = argv[++i];
+    else if (!std::strcmp(argv[i], "--mma-peak")) mma_peak = true;
     else {
-      std::fprintf(stderr, "usage: vrun_bench_vulkan [--small] [--reps N] [--device I] [--tensor-roof TFLOPS] [--sweep] [--decode-shapes] [--q4-tune] [--attention-shapes] [--tiles]\n");
+      std::fprintf(stderr, "usage: vrun_bench_vulkan [--small] [--reps N] [--device I] [--tensor-roof TFLOPS] [--sweep] [--decode-shapes] [--q4-tune] [--attention-shapes] [--tiles [--tile-list T1,T2,...]] [--mma-peak]\n");
       return 2;
     }
   }
@@ -364,8 +377,36 @@ int main(int argc, char** argv) {
     return 0;
   }
 
+  if (mma_peak) {
+    if (ctx.coopmat() != Context::CoopMat::kKhr || !PipelineCache::has_kernel("mma_peak_khr")) {
+      std::fprintf(stderr, "--mma-peak needs KHR cooperative matrices on the device and in the build\n");
+      return 2;
+    }
+    const uint32_t sms = std::max<uint32_t>(info.multiprocessors, 1);
+    const char* modes[] = {"registers", "shared loads", "shared loads + barrier"};
+    struct Shape4 {
+      int warps, fm, fn, per_sm;
+    };
+    const Shape4 shapes[] = {{8, 4, 4, 1}, {8, 4, 4, 2}, {4, 4, 4, 2}, {8, 4, 2, 2}, {16, 2, 2, 1}, {4, 2, 2, 4}};
+    for (int mode = 0; mode < 3; ++mode)
+      for (const Shape4& sh : shapes) {
+        const uint32_t groups = sms * static_cast<uint32_t>(sh.per_sm), iters = 4096;
+        DevTensor y = make(ctx, DType::f32, Shape{static_cast<int64_t>(groups) * sh.warps * sh.fm * sh.fn * 256}, false);
+        const std::vector<int32_t> spec = {32 * sh.warps, mode, sh.fm, sh.fn};
+        const double t = time_runs(ctx, reps, [&](Recorder& r) {
+          return r.dispatch("mma_peak_khr", spec, {{&y.view, true}}, &iters, 4, groups, 1, 1);
+        });
+        const double flop = 2.0 * 16 * 16 * 16 * sh.fm * sh.fn * iters * sh.warps * groups;
+        char shape[96];
+        std::snprintf(shape, sizeof shape, "%d subgroups, %dx%d acc, %d/SM", sh.warps, sh.fm, sh.fn, sh.per_sm);
+        row(modes[mode], shape, t, flop / 1e12, "TFLOP/s", tensor_roof);
+      }
+    return 0;
+  }
+
   if (tiles) {
-    std::printf("multiprocessors: %u\n", info.multiprocessors);
+    std::printf("multiprocessors: %u, shared memory per workgroup: %u bytes\n", info.multiprocessors,
+                ctx.limits().maxComputeSharedMemorySize);
     struct Mm {
       const char* name;
       int64_t m, k, n;
@@ -376,12 +417,19 @@ int main(int argc, char** argv) {
                          {"whisper-tiny fc1", 1500, 384, 1536},    {"whisper-tiny qkv", 1500, 384, 384},
                          {"turbo fc1", 1500, 1280, 5120},          {"turbo attn", 1500, 1280, 1280},
                          {"llama-1b qkv", 512, 2048, 3072},        {"llama-1b o", 512, 2048, 2048},
-                         {"llama-1b up", 512, 2048, 16384},        {"llama-1b down", 512, 8192, 2048}};
-    const char* cands[] = {"", "2x4x4x4x32", "2x4x4x2x32", "2x4x2x2x32", "2x2x2x2x32", "4x2x4x4x32"};
+                         {"llama-1b up", 512, 2048, 16384},        {"llama-1b down", 512, 8192, 2048},
+                         {"prefill 8192", 512, 2048, 8192},        {"square 4096", 4096, 4096, 4096}};
+    std::vector<std::string> cands = {""};
+    for (size_t p = 0; p <= tile_list.size();) {
+      const size_t q = std::min(tile_list.find(',', p), tile_list.size());
+      if (q > p) cands.push_back(tile_list.substr(p, q - p));
+      p = q + 1;
+    }
     for (DType xdt : {DType::f32, DType::f16})
       for (const Mm& m : shapes) {
         DevTensor x = make(ctx, xdt, Shape{m.m, m.k}), w = make(ctx, DType::f16, Shape{m.n, m.k});
-        for (const char* c : cands) {
+        for (const std::string& cs : cands) {
+          const char* c = cs.c_str();
           setenv("VRUN_MM_TILE", c, 1);
           const double t = run_op(ctx, reps, OpKind::linear, {&x, &w, nullptr}, Attrs(OpKind::linear));
           char shape[96];

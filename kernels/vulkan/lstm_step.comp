@@ -5,16 +5,23 @@
 // within a step, and the invocations split the four dot products over the hidden size.
 // Bindings: 0 y (f32 [B, T, H]: h_t is written at t, h_{t-1} read from t - 1), 1 gx (f32
 // [B, T, 4H], the input projection with its biases), 2 w_hh [4H, H], 3 h0 [B, H] (read at t = 0),
-// 4 c (f32 [B, H], the cell state, updated in place).
+// 4 c (f32 [B, H], the cell state, updated in place), 5 c0 [B, H] (the cell state read at t = 0),
+// 6 h (the op's final hidden state [B, H] in its own dtype, written at t = T - 1), so that no
+// copy has to start the recurrence or take its last row.
 #include "common.glsl"
 
 layout(local_size_x = 64) in;
 layout(constant_id = 0) const uint DT_W = 0;
 layout(constant_id = 1) const uint DT_H0 = 0;
+layout(constant_id = 2) const uint DT_C0 = 0;
+layout(constant_id = 3) const uint DT_H = 0;
+
+BINDING(5)
+BINDING(6)
 
 layout(push_constant) uniform Push {
   uint B, T, H, t;
-  uint off_y, off_gx, off_w, off_h0, off_c;
+  uint off_y, off_gx, off_w, off_h0, off_c, off_c0, off_h;
 } pc;
 
 const uint WG = 64;
@@ -53,7 +60,10 @@ void main() {
   uint gxo = pc.off_gx + (b * pc.T + pc.t) * 4u * H + j;
   vec4 gt = red[0] + vec4(b1_f32[gxo], b1_f32[gxo + H], b1_f32[gxo + 2u * H], b1_f32[gxo + 3u * H]);
   uint co = pc.off_c + b * H + j;
-  float c = sigmoid_(gt.y) * b4_f32[co] + sigmoid_(gt.x) * tanh_(gt.z);
+  float c_prev = pc.t == 0u ? load5(DT_C0, pc.off_c0 + b * H + j) : b4_f32[co];
+  float c = sigmoid_(gt.y) * c_prev + sigmoid_(gt.x) * tanh_(gt.z);
   b4_f32[co] = c;
-  b0_f32[pc.off_y + (b * pc.T + pc.t) * H + j] = sigmoid_(gt.w) * tanh_(c);
+  float h = sigmoid_(gt.w) * tanh_(c);
+  b0_f32[pc.off_y + (b * pc.T + pc.t) * H + j] = h;
+  if (pc.t + 1u == pc.T) store6(DT_H, pc.off_h + b * H + j, h);
 }

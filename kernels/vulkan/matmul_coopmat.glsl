@@ -5,10 +5,13 @@
 // a workgroup covers BM = 16 WGM FM rows by BN = 16 WGN FN columns; K advances BK at a time
 // through shared memory kept as 16-byte words (one store per 8 halves); the next step's global
 // loads are issued before the current step's multiplies, so their latency hides behind the
-// tensor-core work. The host guarantees K % 8 == 0 and rows aligned to 8 elements.
+// tensor-core work. STAGES = 2 keeps two K steps' tiles in shared memory: the multiplies read one
+// while the next is stored into the other, one barrier a step instead of two. The host
+// guarantees K % 8 == 0 and rows aligned to 8 elements.
 // An f32 x is rounded to f16 as it is loaded (the tensor cores multiply halves; sums stay f32).
 // Accumulates in f32; bias and the output dtype are applied while each fragment is written out
-// through a per-subgroup staging area.
+// through a per-subgroup staging area (16 x 16 floats in the tiles' shared memory, once the last
+// step's multiplies are done with it).
 // IS_LINEAR = 0 makes it a batched matmul (bmm): A [M, K] and B [K, N] per batch through the
 // push constants' strides (gl_WorkGroupID.z walks the batches), each read along K (a_sk = b_sk = 1,
 // which the host checks), B f16 or f32 (rounded to f16 as it loads), no bias.
@@ -29,6 +32,7 @@ layout(constant_id = 2) const uint DT_A = DT_F16;
 // expanded to halves as the tile loads, so quantised checkpoints prefill on the tensor cores too.
 layout(constant_id = 3) const uint DT_B = DT_F16;
 layout(constant_id = 4) const uint IS_LINEAR = 1;
+layout(constant_id = 11) const uint STAGES = 1;
 
 layout(push_constant) uniform Push {
   uint M, N, K;
@@ -48,9 +52,10 @@ const uint CH = BK / 8u;          // 16-byte chunks per row and step
 const uint LDS4 = CH + 1u;        // padded row stride in 16-byte words (against bank conflicts)
 const uint PA = BM * CH / NT;     // chunks per invocation and step: A
 const uint PB = BN * CH / NT;     // and B
-shared uvec4 As[BM * LDS4];  // [m][k]
-shared uvec4 Bs[BN * LDS4];  // [n][k]: column-major K x N for the B operand
-shared float Cs[WGM * WGN][16 * 16];
+const uint TILE4 = (BM + BN) * LDS4;  // one stage: A [m][k], then B [n][k] (column-major K x N)
+// The stages, then each subgroup's 16 x 16 f32 staging area (64 words; the host checks that the
+// stages hold them all).
+shared uvec4 S[STAGES * TILE4];
 
 // Eight consecutive elements of x starting at element e (a multiple of 8), as packed halves.
 uvec4 load_a8(uint e) {
@@ -101,12 +106,43 @@ uvec4 load_b8(uint n, uint k) {
                packHalf2x16(vec2(v[6], v[7])));
 }
 
+uvec4 ra[PA], rb[PB];  // the next K step's chunks, on their way from global memory
+uint a_base, m0, n0;
+
+// Global loads of the K step at k1 into ra / rb (zeros past the edges).
+void fetch(uint t, uint k1) {
+  [[unroll]] for (uint p = 0; p < PA; ++p) {
+    uint c = t + p * NT, r = c / CH, k = k1 + (c % CH) * 8u;
+    uint m = m0 + r;
+    ra[p] = (m < pc.M && k < pc.K) ? load_a8(a_base + m * pc.a_sm + k) : uvec4(0);
+  }
+  [[unroll]] for (uint p = 0; p < PB; ++p) {
+    uint c = t + p * NT, r = c / CH, k = k1 + (c % CH) * 8u;
+    uint n = n0 + r;
+    rb[p] = (n < pc.N && k < pc.K) ? load_b8(n, k) : uvec4(0);
+  }
+}
+
+// ra / rb into the stage starting at word s0.
+void put(uint t, uint s0) {
+  [[unroll]] for (uint p = 0; p < PA; ++p) {
+    uint c = t + p * NT;
+    S[s0 + (c / CH) * LDS4 + c % CH] = ra[p];
+  }
+  [[unroll]] for (uint p = 0; p < PB; ++p) {
+    uint c = t + p * NT;
+    S[s0 + BM * LDS4 + (c / CH) * LDS4 + c % CH] = rb[p];
+  }
+}
+
 void main() {
   uint t = gl_LocalInvocationID.x;
   uint warp = t / 32u, lane = t % 32u;
   uint wm = (warp / WGN) * (16u * FM), wn = (warp % WGN) * (16u * FN);
-  uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
-  uint a_base = pc.off_a, y_base = pc.off_y;
+  m0 = gl_WorkGroupID.y * BM;
+  n0 = gl_WorkGroupID.x * BN;
+  a_base = pc.off_a;
+  uint y_base = pc.off_y;
   if (IS_LINEAR == 0) {
     uint z = gl_WorkGroupID.z, i2 = z % pc.nb2, i1 = (z / pc.nb2) % pc.nb1, i0 = z / (pc.nb2 * pc.nb1);
     a_base += i0 * pc.a_sb0 + i1 * pc.a_sb1 + i2 * pc.a_sb2;
@@ -118,60 +154,48 @@ void main() {
   [[unroll]] for (uint i = 0; i < FM; ++i)
     [[unroll]] for (uint j = 0; j < FN; ++j) acc[i][j] = C_T(0.0);
 
-  uvec4 ra[PA], rb[PB];
-  [[unroll]] for (uint p = 0; p < PA; ++p) {
-    uint c = t + p * NT, r = c / CH, k = (c % CH) * 8u;
-    uint m = m0 + r;
-    ra[p] = (m < pc.M && k < pc.K) ? load_a8(a_base + m * pc.a_sm + k) : uvec4(0);
-  }
-  [[unroll]] for (uint p = 0; p < PB; ++p) {
-    uint c = t + p * NT, r = c / CH, k = (c % CH) * 8u;
-    uint n = n0 + r;
-    rb[p] = (n < pc.N && k < pc.K) ? load_b8(n, k) : uvec4(0);
-  }
-  for (uint k0 = 0; k0 < pc.K; k0 += BK) {
-    barrier();  // the previous step's multiplies are done with the tiles
-    [[unroll]] for (uint p = 0; p < PA; ++p) {
-      uint c = t + p * NT;
-      As[(c / CH) * LDS4 + c % CH] = ra[p];
-    }
-    [[unroll]] for (uint p = 0; p < PB; ++p) {
-      uint c = t + p * NT;
-      Bs[(c / CH) * LDS4 + c % CH] = rb[p];
-    }
+  fetch(t, 0u);
+  if (STAGES > 1u) {
+    put(t, 0u);
     barrier();
-    uint k1 = k0 + BK;
-    if (k1 < pc.K) {
-      [[unroll]] for (uint p = 0; p < PA; ++p) {
-        uint c = t + p * NT, r = c / CH, k = k1 + (c % CH) * 8u;
-        uint m = m0 + r;
-        ra[p] = (m < pc.M && k < pc.K) ? load_a8(a_base + m * pc.a_sm + k) : uvec4(0);
-      }
-      [[unroll]] for (uint p = 0; p < PB; ++p) {
-        uint c = t + p * NT, r = c / CH, k = k1 + (c % CH) * 8u;
-        uint n = n0 + r;
-        rb[p] = (n < pc.N && k < pc.K) ? load_b8(n, k) : uvec4(0);
-      }
+  }
+  uint s0 = 0;  // the stage the multiplies read
+  for (uint k0 = 0; k0 < pc.K; k0 += BK) {
+    if (STAGES == 1u) {
+      barrier();  // the previous step's multiplies are done with the tiles
+      put(t, 0u);
+      barrier();
     }
+    uint k1 = k0 + BK;
+    if (k1 < pc.K) fetch(t, k1);
     [[unroll]] for (uint kk = 0; kk < CH; kk += 2u) {  // 16 halves = 2 words per fragment step
       A_T a[FM];
       B_T b[FN];
-      [[unroll]] for (uint i = 0; i < FM; ++i) LOAD_A(a[i], As, (wm + 16u * i) * LDS4 + kk, LDS4);
-      [[unroll]] for (uint j = 0; j < FN; ++j) LOAD_B(b[j], Bs, (wn + 16u * j) * LDS4 + kk, LDS4);
+      [[unroll]] for (uint i = 0; i < FM; ++i) LOAD_A(a[i], S, s0 + (wm + 16u * i) * LDS4 + kk, LDS4);
+      [[unroll]] for (uint j = 0; j < FN; ++j) LOAD_B(b[j], S, s0 + (BM + wn + 16u * j) * LDS4 + kk, LDS4);
       [[unroll]] for (uint i = 0; i < FM; ++i)
         [[unroll]] for (uint j = 0; j < FN; ++j) acc[i][j] = MMA(a[i], b[j], acc[i][j]);
     }
+    if (STAGES > 1u) {
+      // The other stage was last read in the step before this one, which every subgroup has
+      // finished (the barrier below it), so it can take the next step now.
+      s0 = TILE4 - s0;
+      if (k1 < pc.K) put(t, s0);
+      barrier();
+    }
   }
+  barrier();  // every subgroup is done with the tiles before they hold the staging areas
+  const uint cs = warp * 64u;
   [[unroll]] for (uint i = 0; i < FM; ++i)
     [[unroll]] for (uint j = 0; j < FN; ++j) {
-      STORE_C(acc[i][j], Cs[warp], 0, 16);
+      STORE_C(acc[i][j], S, cs, 4u);
       subgroupMemoryBarrierShared();
       subgroupBarrier();
       for (uint e = lane; e < 256u; e += 32u) {
         uint m = m0 + wm + 16u * i + e / 16u, n = n0 + wn + 16u * j + e % 16u;
         if (m < pc.M && n < pc.N) {
           float b = DT_BIAS != DT_NONE ? load3(DT_BIAS, pc.off_bias + n) : 0.0;
-          store0(DT_Y, y_base + m * pc.N + n, Cs[warp][e] + b);
+          store0(DT_Y, y_base + m * pc.N + n, uintBitsToFloat(S[cs + e / 4u][e % 4u]) + b);
         }
       }
       subgroupBarrier();

@@ -344,7 +344,15 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
     // starts without zeroing the other states (enc_proj may hold its frames already).
     const std::vector<float> zeros(static_cast<size_t>(P), 0.0f);
     const int zero_state = pb.add_constant_copy("decoder.zero_state", DType::f32, Shape{1, P}, zeros.data());
-    auto predict = [&](MethodBuilder& g, Val token, bool from_zero = false) {
+    // The prediction network's new states (LSTM h and c, the projection) are written back at the
+    // end of each method: nothing in a call reads them after the write, and as its last commands
+    // the copies share the final kernels' wait instead of adding their own between the LSTM layers.
+    struct StateWrite {
+      int state;
+      Val value;
+      std::string name;
+    };
+    auto predict = [&](MethodBuilder& g, Val token, std::vector<StateWrite>* writes, bool from_zero = false) {
       Val y = g.op(OpKind::embedding, {g.constant(embed), token}, {}, "embed");
       for (size_t l = 0; l < rnn.size(); ++l) {
         const Rnn& r = rnn[l];
@@ -352,46 +360,56 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
         std::vector<Val> o = g.op_n(OpKind::lstm, {y, h0, c0, g.constant(r.w_ih), g.constant(r.w_hh), g.constant(r.bias), Val::none()},
                                     {}, "lstm" + std::to_string(l));
         if (o.size() != 3) return Val::none();
-        g.op(OpKind::slice_update, {g.state(r.h), o[1]}, {{"axis", 0}, {"start", 0}}, "lstm_h" + std::to_string(l));
-        g.op(OpKind::slice_update, {g.state(r.c), o[2]}, {{"axis", 0}, {"start", 0}}, "lstm_c" + std::to_string(l));
+        writes->push_back({r.h, o[1], "lstm_h" + std::to_string(l)});
+        writes->push_back({r.c, o[2], "lstm_c" + std::to_string(l)});
         y = o[0];
       }
       Val proj = g.op(OpKind::reshape, {linear(g, y, pred_proj, "joint.pred")}, {{"shape", {1, J}}});
-      // The state keeps the projection for later joint calls; this call's joint reads it as it
-      // lies, so the copy into the state runs beside the joint instead of before it.
-      g.op(OpKind::slice_update, {g.state(pred_state), proj}, {{"axis", 0}, {"start", 0}}, "pred_proj");
+      writes->push_back({pred_state, proj, "pred_proj"});
       return proj;
     };
-    // Frames by index into the enc_proj state; outputs the token argmax (and the duration
-    // argmax) of each frame: the host reads back indices, not logits.
-    auto joint = [&](MethodBuilder& g, Val frames, Val pred) {
-      Val f = g.op(OpKind::embedding, {g.state(enc_state), frames}, {}, "frames");
+    auto write_states = [&](MethodBuilder& g, const std::vector<StateWrite>& writes) {
+      for (const StateWrite& w : writes) g.op(OpKind::slice_update, {g.state(w.state), w.value}, {{"axis", 0}, {"start", 0}}, w.name);
+    };
+    // Frames by index into the enc_proj state (gathered first: the gather waits on nothing the
+    // prediction network computes); outputs the token argmax (and the duration argmax) of each
+    // frame: the host reads back indices, not logits. Both projections come before either argmax,
+    // so they run side by side.
+    auto gather = [&](MethodBuilder& g, Val frames) { return g.op(OpKind::embedding, {g.state(enc_state), frames}, {}, "frames"); };
+    auto joint = [&](MethodBuilder& g, Val f, Val pred) {
       Val h = g.op(OpKind::relu, {g.op(OpKind::add, {f, pred})});
-      g.output(g.op(OpKind::argmax, {linear(g, h, joint_token, "joint.tokens")}, {{"axis", -1}}, "token_argmax"), "token");
-      if (joint_duration.w >= 0)
-        g.output(g.op(OpKind::argmax, {linear(g, h, joint_duration, "joint.durations")}, {{"axis", -1}}, "duration_argmax"), "duration");
+      Val tokens = linear(g, h, joint_token, "joint.tokens");
+      Val durations = joint_duration.w >= 0 ? linear(g, h, joint_duration, "joint.durations") : Val::none();
+      g.output(g.op(OpKind::argmax, {tokens}, {{"axis", -1}}, "token_argmax"), "token");
+      if (joint_duration.w >= 0) g.output(g.op(OpKind::argmax, {durations}, {{"axis", -1}}, "duration_argmax"), "duration");
     };
     {
       MethodBuilder g = pb.method("predict");
       Val token = g.input("token", DType::i32, {1, 1});
-      g.output(predict(g, token), "pred_proj");
+      std::vector<StateWrite> writes;
+      g.output(predict(g, token, &writes), "pred_proj");
+      write_states(g, writes);
     }
     {
       MethodBuilder g = pb.method("begin");
       Val token = g.input("token", DType::i32, {1, 1});
-      g.output(predict(g, token, true), "pred_proj");
+      std::vector<StateWrite> writes;
+      g.output(predict(g, token, &writes, true), "pred_proj");
+      write_states(g, writes);
     }
     {
       MethodBuilder g = pb.method("joint");
       const SymExpr n = g.symbol("frames", 1, kMaxJointFrames);
-      joint(g, g.input("frame_index", DType::i32, {1, n}), g.state(pred_state));
+      joint(g, gather(g, g.input("frame_index", DType::i32, {1, n})), g.state(pred_state));
     }
     {
       MethodBuilder g = pb.method("step");
       const SymExpr n = g.symbol("frames", 1, kMaxJointFrames);
       Val token = g.input("token", DType::i32, {1, 1});
-      Val frames = g.input("frame_index", DType::i32, {1, n});
-      joint(g, frames, predict(g, token));
+      Val f = gather(g, g.input("frame_index", DType::i32, {1, n}));
+      std::vector<StateWrite> writes;
+      joint(g, f, predict(g, token, &writes));
+      write_states(g, writes);
     }
   }
 

@@ -11,6 +11,8 @@ namespace vrun {
 namespace {
 
 constexpr int64_t kSlotAlign = 64;
+// Values up to this size keep a one-node gap before their slot is reused (see the placement).
+constexpr int64_t kSmallValue = 256 << 10;
 
 int64_t align_up(int64_t x) { return (x + kSlotAlign - 1) / kSlotAlign * kSlotAlign; }
 
@@ -150,7 +152,12 @@ Result<MethodDef> plan_method(const BuilderState& p, const BMethod& m) {
     std::vector<std::pair<int64_t, int64_t>> busy;  // overlapping-lifetime slots' [offset, end)
     for (size_t j : placed) {
       const Slot& o = slots[j];
-      if (o.begin <= s.end && s.begin <= o.end) busy.push_back({o.offset, o.offset + o.size});
+      // A small value does not take the slot of one whose last reader is the node just before
+      // its own producer: the write after that read would order two kernels that could
+      // otherwise run side by side (a GPU backend waits on such a hazard), and in the
+      // latency-bound small kernels of a decode step every wait shows. Large values pack tightly.
+      const int64_t gap = std::min(s.size, o.size) <= kSmallValue ? 1 : 0;  // ends may be INT_MAX (outputs)
+      if (o.begin <= int64_t{s.end} + gap && s.begin <= int64_t{o.end} + gap) busy.push_back({o.offset, o.offset + o.size});
     }
     std::sort(busy.begin(), busy.end());
     int64_t at = 0;

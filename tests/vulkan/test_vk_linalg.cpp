@@ -2,6 +2,8 @@
 // broadcast batch) against float64 math on the same rounded inputs.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include "runtime/backends/vulkan/ops_matvec.h"
 #include "tests/vulkan/vk_test_util.h"
@@ -206,6 +208,35 @@ TEST_F(VkLinalg, LinearPrefillShapeF16) {
                    (rounded ? 6e-4 : 1e-5) * std::sqrt(static_cast<double>(K)), rounded ? 4e-3 : 2e-3,
                    (std::string("linear prefill w=") + dtype_name(wdt)).c_str());
     }
+  }
+}
+
+// Every tile shape and stage count the tensor-core matmul takes (VRUN_MM_TILE forces one), with
+// an odd and a partial number of K steps and edges in both M and N, against float64. Only where
+// the device has cooperative matrices; a tile over the device's shared memory is refused and the
+// shape's own tile runs instead, which must be right too.
+TEST_F(VkLinalg, LinearTensorCoreTiles) {
+  if (ctx().coopmat() == vulkan::Context::CoopMat::kNone) GTEST_SKIP() << "no cooperative matrices on this device";
+  std::mt19937 rng(21);
+  const int64_t M = 200, N = 300;
+  for (int64_t K : {96, 1048}) {
+    HostTensor x = random_tensor(DType::f16, Shape{M, K}, rng);
+    HostTensor w = random_tensor(DType::f16, Shape{N, K}, rng);
+    HostTensor b = random_tensor(DType::f16, Shape{N}, rng);
+    HostTensor x32 = random_tensor(DType::f32, Shape{M, K}, rng);
+    const auto want = linear_ref(x, w, &b, M, N, K), want32 = linear_ref(x32, w, &b, M, N, K);
+    for (const char* tile : {"2x4x4x4x32", "2x4x4x2x16x2", "4x4x2x4x32", "4x4x2x2x32", "2x4x2x2x32", "2x4x4x4x16x2",
+                             "2x4x2x2x32x2", "2x2x2x2x16x2", "4x2x4x4x32x2"}) {
+      setenv("VRUN_MM_TILE", tile, 1);
+      auto out = run_gpu(OpKind::linear, {&x, &w, &b}, Attrs(OpKind::linear));
+      expect_close(to_doubles(out[0].view), want, 1e-5 * std::sqrt(static_cast<double>(K)), 2e-3,
+                   (std::string("linear tile ") + tile + " K " + std::to_string(K)).c_str());
+      // f32 x, rounded to f16 as the tiles load (the bound of LinearPrefillShapeF16).
+      auto out32 = run_gpu(OpKind::linear, {&x32, &w, &b}, Attrs(OpKind::linear));
+      expect_close(to_doubles(out32[0].view), want32, 6e-4 * std::sqrt(static_cast<double>(K)), 4e-3,
+                   (std::string("linear f32 x tile ") + tile + " K " + std::to_string(K)).c_str());
+    }
+    unsetenv("VRUN_MM_TILE");
   }
 }
 

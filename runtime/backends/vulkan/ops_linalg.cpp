@@ -17,33 +17,50 @@ constexpr int64_t kMatvecMaxRows = 8;
 Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y);
 
 // The tensor-core matmul's tile (matmul_coopmat.glsl): WGM x WGN subgroups of FM x FN 16x16
-// fragments, K steps of BK. VRUN_MM_TILE=WGMxWGNxFMxFNxBK overrides the choice (read at each
-// recording, so that benchmarks can compare tiles in one process); a shape the kernel cannot
-// take is refused with a warning.
+// fragments, K steps of BK through STAGES buffers of shared memory.
+// VRUN_MM_TILE=WGMxWGNxFMxFNxBK[xSTAGES] overrides the choice (read at each recording, so that
+// benchmarks can compare tiles in one process); a shape the kernel or the device cannot take is
+// refused with a warning.
 struct CoopTile {
-  int wgm = 2, wgn = 4, fm = 4, fn = 4, bk = 32;
+  int wgm = 2, wgn = 4, fm = 4, fn = 4, bk = 32, stages = 1;
   int bm() const { return 16 * wgm * fm; }
   int bn() const { return 16 * wgn * fn; }
   int threads() const { return 32 * wgm * wgn; }
-  bool valid() const {
-    const int ch = bk / 8, shared = (bm() + bn()) * (ch + 1) * 16 + wgm * wgn * 1024;
-    return wgm > 0 && wgn > 0 && fm > 0 && fn > 0 && bk >= 16 && bk % 16 == 0 && threads() <= 1024 &&
-           bm() * ch % threads() == 0 && bn() * ch % threads() == 0 && shared <= 48 * 1024;
+  // Shared memory: the stages of A and B rows (16-byte words, rows padded by one word), which
+  // also hold each subgroup's 16 x 16 f32 staging area at the end.
+  int64_t shared_bytes() const { return int64_t{stages} * (bm() + bn()) * (bk / 8 + 1) * 16; }
+  bool valid(uint32_t max_shared) const {
+    const int ch = bk / 8;
+    return wgm > 0 && wgn > 0 && fm > 0 && fn > 0 && bk >= 16 && bk % 16 == 0 && (stages == 1 || stages == 2) &&
+           threads() <= 1024 && bm() * ch % threads() == 0 && bn() * ch % threads() == 0 &&
+           shared_bytes() >= int64_t{wgm} * wgn * 1024 && shared_bytes() <= max_shared;
   }
   std::vector<int32_t> spec(DType y, int32_t bias, DType a, DType b, int linear) const {
-    return {dt_code(y), bias, dt_code(a), dt_code(b), linear, wgm, wgn, fm, fn, bk, threads()};
+    return {dt_code(y), bias, dt_code(a), dt_code(b), linear, wgm, wgn, fm, fn, bk, threads(), stages};
   }
 };
 
-// The two tiles the shape chooses between. A big tile reuses each loaded element most, but a
-// grid of few of them leaves multiprocessors idle: Parakeet's attention projections at a 150-s
-// chunk (1875 x 1024) are 60 tiles of 128 x 256 on an H100's 132 multiprocessors. Measured there
-// (vrun_bench_vulkan --tiles, f16 weights): 128 x 256 wins by up to 1.3x where its grid fills the
-// device (1875 x 1024 x 4096 with f16 x: 152 TFLOP/s against 126), 64 x 128 by up to 2.1x where it
-// does not (512 x 2048 x 2048: 97 against 46); with f32 x (rounded to f16 as it loads, twice the
-// bytes a tile) 64 x 128 is as fast or faster on every shape measured (1875 x 1024 x 4096: 106
-// against 96). 128 x 128 tiles (2x4x4x2) and four-subgroup tiles were never the better choice.
-constexpr CoopTile kBigTile{2, 4, 4, 4, 32}, kSmallTile{2, 4, 2, 2, 32};
+// The tiles the shape chooses between, measured on an H100 (vrun_bench_vulkan --tiles, TFLOP/s):
+// - f16 x: 128 x 128 tiles on eight subgroups with K steps of 16 through two stages (24 KiB of
+//   shared memory, so two workgroups share a multiprocessor) where their grid fills the device,
+//   else 64 x 128. 4096^3: 180 against 167 for 128 x 256 tiles; 512 x 2048 x 8192: 160 against
+//   146-151; Parakeet's ff up at a 150-s chunk (1875 x 1024 x 4096): 151 against 143-148.
+//   Where few tiles exist the small tile wins: 1875 x 4096 x 1024 139 against 100, 512 x 2048 x
+//   2048 106 against 59.
+// - f32 x (rounded to f16 as it loads, twice the bytes a tile): 128 x 256 on sixteen subgroups
+//   (less to load per invocation) where that grid fills the device, else 128 x 128 on sixteen,
+//   else 64 x 128. 4096^3: 132 against 112 for 64 x 128; 1875 x 1024 x 4096: 123 against 102;
+//   1875 x 4096 x 1024 (the 128 x 128 tile): 108 against 97; 1875 x 1024 x 1024: 116 against 108.
+constexpr CoopTile kHalfTile{2, 4, 4, 2, 16, 2}, kWideTile{4, 4, 2, 4, 32, 1}, kSquareTile{4, 4, 2, 2, 32, 1},
+    kSmallTile{2, 4, 2, 2, 32, 1};
+
+// Whether a grid of tiles for M x N (x batches) keeps `per_sm` workgroups on each of `sms`
+// multiprocessors busy for at least three quarters of its waves (the last counts as whole).
+bool fills(const CoopTile& t, int64_t M, int64_t N, int64_t batches, int64_t sms, int64_t per_sm) {
+  const int64_t tiles = ((M + t.bm() - 1) / t.bm()) * ((N + t.bn() - 1) / t.bn()) * batches;
+  const int64_t slots = sms * per_sm, waves = (tiles + slots - 1) / slots;
+  return tiles * 4 >= waves * slots * 3;
+}
 
 const CoopTile& coop_tile(const Context& ctx, int64_t M, int64_t N, int64_t batches, DType x) {
   static thread_local std::string env_seen;
@@ -54,22 +71,25 @@ const CoopTile& coop_tile(const Context& ctx, int64_t M, int64_t N, int64_t batc
     if (env_seen != e) {
       env_seen = e;
       CoopTile o;
-      env_ok = std::sscanf(e, "%dx%dx%dx%dx%d", &o.wgm, &o.wgn, &o.fm, &o.fn, &o.bk) == 5 && o.valid();
+      const uint32_t smem = ctx.limits().maxComputeSharedMemorySize;
+      const int n = std::sscanf(e, "%dx%dx%dx%dx%dx%d", &o.wgm, &o.wgn, &o.fm, &o.fn, &o.bk, &o.stages);
+      env_ok = (n == 5 || n == 6) && o.valid(smem);
       if (env_ok) env_tile = o;
       else
-        std::fprintf(stderr, "vrun: VRUN_MM_TILE=%s is not a tile the tensor-core matmul takes (WGMxWGNxFMxFNxBK within 48 KiB "
-                     "of shared memory); choosing by shape\n", e);
+        std::fprintf(stderr, "vrun: VRUN_MM_TILE=%s is not a tile the tensor-core matmul takes (WGMxWGNxFMxFNxBK[xSTAGES], "
+                     "1 or 2 stages within the device's %u bytes of shared memory); choosing by shape\n", e, smem);
     }
     if (env_ok) return env_tile;
   }
-  // Where the device does not say how many multiprocessors it has, the big tile.
+  // Where the device does not say how many multiprocessors it has, a tile every grid fills.
   const int64_t sms = ctx.info().multiprocessors;
-  if (sms <= 0) return kBigTile;
-  if (x == DType::f32) return kSmallTile;
-  // One big tile per multiprocessor at a time; the last wave counts as a whole one.
-  const int64_t tiles = ((M + kBigTile.bm() - 1) / kBigTile.bm()) * ((N + kBigTile.bn() - 1) / kBigTile.bn()) * batches;
-  const int64_t waves = (tiles + sms - 1) / sms;
-  return tiles * 4 >= waves * sms * 3 ? kBigTile : kSmallTile;
+  if (sms <= 0) return kSmallTile;
+  if (x == DType::f32) {
+    if (fills(kWideTile, M, N, batches, sms, 1)) return kWideTile;
+    if (fills(kSquareTile, M, N, batches, sms, 1)) return kSquareTile;
+    return kSmallTile;
+  }
+  return fills(kHalfTile, M, N, batches, sms, 2) ? kHalfTile : kSmallTile;
 }
 
 // The residual and gelu (act = gelu): decode rows apply them in the matvec's epilogue (gelu
@@ -195,8 +215,8 @@ Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, cons
                      offs[2] % 2 == 0);
   const bool coop_ok = !coop.empty() && x_ok && w_ok && M >= 64 && K % 8 == 0 &&
                        row_stride(x) % 8 == 0 && offs[1] % 8 == 0;
-  if (coop_ok) {
-    const CoopTile& tl = coop_tile(ctx, M, N, 1, x.dtype);
+  const CoopTile& tl = coop_tile(ctx, M, N, 1, x.dtype);
+  if (coop_ok && tl.shared_bytes() <= ctx.limits().maxComputeSharedMemorySize) {
     return rec.dispatch(coop, tl.spec(y.dtype, bias_dt, x.dtype, w.dtype, 1), bindings, pw.w, pw.bytes(),
                         static_cast<uint32_t>((N + tl.bn() - 1) / tl.bn()), static_cast<uint32_t>((M + tl.bm() - 1) / tl.bm()), 1);
   }
@@ -285,8 +305,8 @@ Status record_bmm(Recorder& rec, const std::vector<DeviceView>& in, const Device
                          (K == 1 || (a.strides[ar - 1] == 1 && b.strides[br - 2] == 1)) && al8(a.strides[ar - 2]) &&
                          al8(b.strides[br - 1]) && al8(ya[0]) && al8(ya[1]) && al8(ya[2]) && al8(yb[0]) &&
                          al8(yb[1]) && al8(yb[2]) && offs[1] % 8 == 0 && offs[2] % 8 == 0;
-    if (coop_ok) {
-      const CoopTile& tl = coop_tile(ctx, M, N, static_cast<int64_t>(nb), a.dtype);
+    const CoopTile& tl = coop_tile(ctx, M, N, static_cast<int64_t>(nb), a.dtype);
+    if (coop_ok && tl.shared_bytes() <= ctx.limits().maxComputeSharedMemorySize) {
       return rec.dispatch(coop, tl.spec(y.dtype, 255, a.dtype, b.dtype, 0), bindings, pw.w, pw.bytes(),
                           static_cast<uint32_t>((N + tl.bn() - 1) / tl.bn()), static_cast<uint32_t>((M + tl.bm() - 1) / tl.bm()),
                           static_cast<uint32_t>(nb));

@@ -43,29 +43,23 @@ Status record_lstm(Recorder& rec, const std::vector<DeviceView>& in, const std::
   if (c.dtype != DType::f32) {
     VRUN_ASSIGN_OR_RETURN(cs, rec.scratch(DType::f32, c.shape));
   }
-  VRUN_RETURN_IF_ERROR(rec.record_copy(c0, cs));
+  // The kernel reads c0 at the first step and writes h at the last: no copies around it.
+  VRUN_ASSIGN_OR_RETURN(DeviceView c0d, rec.dense_view(c0));
   VRUN_ASSIGN_OR_RETURN(DeviceView h0, rec.dense_view(h0_in));
   VRUN_ASSIGN_OR_RETURN(DeviceView w_hh, rec.dense_view(w_hh_in));
 
-  std::vector<Binding> bindings = {{&ys, true}, {&gx, false}, {&w_hh, false}, {&h0, false}, {&cs, true}};
+  std::vector<Binding> bindings = {{&ys, true}, {&gx, false}, {&w_hh, false}, {&h0, false},
+                                   {&cs, true}, {&c0d, false},  {&h, true}};
   VRUN_ASSIGN_OR_RETURN(auto offs, rec.binding_offsets(bindings));
   uint32_t gx_groups, gy_groups;
   rec.grid_1d(static_cast<uint64_t>(B * H), &gx_groups, &gy_groups);
   for (int64_t t = 0; t < T; ++t) {
     PushWords pw;
-    pw.u(B).u(T).u(H).u(t).u(offs[0]).u(offs[1]).u(offs[2]).u(offs[3]).u(offs[4]);
-    VRUN_RETURN_IF_ERROR(rec.dispatch("lstm_step", {dt_code(w_hh.dtype), dt_code(h0.dtype)}, bindings, pw.w, pw.bytes(),
-                                      gx_groups, gy_groups, 1));
+    pw.u(B).u(T).u(H).u(t);
+    for (uint32_t o : offs) pw.u(o);
+    VRUN_RETURN_IF_ERROR(rec.dispatch("lstm_step", {dt_code(w_hh.dtype), dt_code(h0.dtype), dt_code(c0d.dtype), dt_code(h.dtype)},
+                                      bindings, pw.w, pw.bytes(), gx_groups, gy_groups, 1));
   }
-
-  // h = y[:, T - 1]: a strided view of the last step's rows.
-  DeviceView last = ys;
-  last.offset += static_cast<uint64_t>(dtype_bytes(DType::f32, (T - 1) * H));
-  last.shape = Shape{B, H};
-  last.strides = Strides{};
-  last.strides[0] = T * H;
-  last.strides[1] = 1;
-  VRUN_RETURN_IF_ERROR(rec.record_copy(last, h));
   if (y.dtype != DType::f32) VRUN_RETURN_IF_ERROR(rec.record_copy(ys, y));
   if (c.dtype != DType::f32) VRUN_RETURN_IF_ERROR(rec.record_copy(cs, c));
   return Status::ok();

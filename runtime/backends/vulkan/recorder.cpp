@@ -118,14 +118,14 @@ Recorder::~Recorder() {
                  "vulkan stats: %llu method calls (%llu replayed, %.3f ms on the host before each replay's submission), "
                  "%.1f dispatches, %.1f barriers and %.1f submits per call; "
                  "host recording %.3f ms (%.3f in record(), %.3f of it in dispatch()), waiting %.3f ms per call; "
-                 "last call: %d dispatches, recording %.3f ms (%.3f in record(), %.3f in dispatch()), waiting %.3f ms\n",
+                 "last call: %d dispatches, %d barriers, recording %.3f ms (%.3f in record(), %.3f in dispatch()), waiting %.3f ms\n",
                  static_cast<unsigned long long>(stats_.calls), static_cast<unsigned long long>(stats_.replays),
                  stats_.replays ? 1e3 * stats_.replay_host_s / static_cast<double>(stats_.replays) : 0.0,
                  double(stats_.dispatches) / stats_.calls,
                  double(stats_.barriers) / stats_.calls, double(stats_.submits) / stats_.calls,
                  1e3 * stats_.record_s / stats_.calls, 1e3 * stats_.in_record_s / stats_.calls,
                  1e3 * stats_.in_dispatch_s / stats_.calls, 1e3 * stats_.wait_s / stats_.calls, stats_.last_dispatches,
-                 1e3 * stats_.last_record_s, 1e3 * stats_.last_in_record_s, 1e3 * stats_.last_in_dispatch_s,
+                 stats_.last_barriers, 1e3 * stats_.last_record_s, 1e3 * stats_.last_in_record_s, 1e3 * stats_.last_in_dispatch_s,
                  1e3 * stats_.last_wait_s);
   for (auto p : desc_pools_) vkDestroyDescriptorPool(dev, p, nullptr);
   if (fence_) vkDestroyFence(dev, fence_, nullptr);
@@ -471,6 +471,7 @@ Status Recorder::submit_and_wait() {
       stats_.record_s += t0 - record_start_;
       stats_.wait_s += t1 - t0;
       stats_.last_dispatches = dispatches_;
+      stats_.last_barriers = barriers_;
       stats_.last_record_s = t0 - record_start_;
       stats_.last_wait_s = t1 - t0;
       stats_.last_in_record_s = stats_.in_record_s - stats_.call_record0;

@@ -235,7 +235,7 @@ class Recorder {
     double record_s = 0, wait_s = 0;
     double replay_host_s = 0;  // replayed calls: host time from the call's start to its submission
     double replay_begin = 0;
-    int last_dispatches = 0;
+    int last_dispatches = 0, last_barriers = 0;
     double last_record_s = 0, last_wait_s = 0;
     double in_record_s = 0, in_dispatch_s = 0;  // host time inside record() and dispatch()
     double call_record0 = 0, call_dispatch0 = 0, last_in_record_s = 0, last_in_dispatch_s = 0;

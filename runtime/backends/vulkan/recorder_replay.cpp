@@ -91,6 +91,7 @@ Status Recorder::submit_replay() {
     stats_.submits++;
     stats_.wait_s += t1 - t0;
     stats_.last_dispatches = cap->dispatches;
+    stats_.last_barriers = cap->barriers;
     stats_.last_record_s = 0;
     stats_.last_wait_s = t1 - t0;
     stats_.last_in_record_s = stats_.last_in_dispatch_s = 0;
