@@ -15,7 +15,9 @@
 // IS_LINEAR = 0 makes it a batched matmul (bmm): A [M, K] and B [K, N] per batch through the
 // push constants' strides (gl_WorkGroupID.z walks the batches), each read along K (a_sk = b_sk = 1,
 // which the host checks), B f16 or f32 (rounded to f16 as it loads), no bias.
-// Bindings: 0 y, 1 x, 2 W, 3 bias.
+// A residual (binding 4, DT_RES, rows res_sm apart; linear only) is added with the bias as each
+// fragment is written, so a projection that feeds a residual sum needs no add kernel after it.
+// Bindings: 0 y, 1 x, 2 W, 3 bias, 4 residual.
 
 layout(local_size_x_id = 10) in;
 layout(constant_id = 5) const uint WGM = 2;
@@ -33,6 +35,7 @@ layout(constant_id = 2) const uint DT_A = DT_F16;
 layout(constant_id = 3) const uint DT_B = DT_F16;
 layout(constant_id = 4) const uint IS_LINEAR = 1;
 layout(constant_id = 11) const uint STAGES = 1;
+layout(constant_id = 12) const uint DT_RES = DT_NONE;
 
 layout(push_constant) uniform Push {
   uint M, N, K;
@@ -40,6 +43,7 @@ layout(push_constant) uniform Push {
   uint nb1, nb2;
   uint a_sb0, a_sb1, a_sb2, b_sb0, b_sb1, b_sb2;
   uint off_y, off_a, off_b, off_bias;
+  uint off_res, res_sm;
 } pc;
 
 layout(set = 0, binding = 1, std430) buffer BufA4 { uvec4 a4[]; };
@@ -194,8 +198,10 @@ void main() {
       for (uint e = lane; e < 256u; e += 32u) {
         uint m = m0 + wm + 16u * i + e / 16u, n = n0 + wn + 16u * j + e % 16u;
         if (m < pc.M && n < pc.N) {
-          float b = DT_BIAS != DT_NONE ? load3(DT_BIAS, pc.off_bias + n) : 0.0;
-          store0(DT_Y, y_base + m * pc.N + n, uintBitsToFloat(S[cs + e / 4u][e % 4u]) + b);
+          float v = uintBitsToFloat(S[cs + e / 4u][e % 4u]);
+          if (DT_BIAS != DT_NONE) v += load3(DT_BIAS, pc.off_bias + n);
+          if (DT_RES != DT_NONE) v += load4(DT_RES, pc.off_res + m * pc.res_sm + n);
+          store0(DT_Y, y_base + m * pc.N + n, v);
         }
       }
       subgroupBarrier();

@@ -304,7 +304,8 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
         att = g.op(OpKind::bmm, {g.op(OpKind::softmax, {scores}, {{"axis", -1}}), v}, {}, p + "attn");
       }
       att = g.op(OpKind::reshape, {g.op(OpKind::permute, {att}, {{"perm", {0, 2, 1, 3}}})}, {{"shape", {0, -1, d}}});
-      x = g.op(OpKind::add, {x, linear(g, att, w.o, p + "attn_out")});
+      // Residual sums as the projections' residual input: the GPU adds them as it writes.
+      x = g.op(OpKind::linear, {att, g.constant(w.o.w), C_(g, w.o.b), x}, {}, p + "attn_out");
       // Convolution module.
       h = layer_norm(g, x, w.conv_norm, p + "norm_conv");
       h = g.op(OpKind::glu, {linear(g, h, w.pw1, p + "pointwise1")}, {{"axis", -1}});
@@ -314,7 +315,7 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
       h = g.op(OpKind::batch_norm, {h, g.constant(w.bn_mean), g.constant(w.bn_var), g.constant(w.bn_w), g.constant(w.bn_b)},
                {{"eps", 1e-5}, {"axis", 1}}, p + "batch_norm");
       h = g.op(OpKind::permute, {g.op(OpKind::silu, {h})}, {{"perm", {0, 2, 1}}});
-      x = g.op(OpKind::add, {x, linear(g, h, w.pw2, p + "pointwise2")});
+      x = g.op(OpKind::linear, {h, g.constant(w.pw2.w), C_(g, w.pw2.b), x}, {}, p + "pointwise2");
       h = ffn(layer_norm(g, x, w.ff2_norm, p + "norm_ff2"), w.ff2_a, w.ff2_b, p + "ff2");
       x = g.op(OpKind::add, {x, g.op(OpKind::scale, {h}, {{"scale", 0.5}})});
       x = layer_norm(g, x, w.out_norm, p + "norm_out");

@@ -14,7 +14,10 @@ namespace {
 
 constexpr int64_t kMatvecMaxRows = 8;
 
-Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y);
+// y = x W^T (+ bias) (+ res): the tensor-core kernel adds res as it writes y; elsewhere an add
+// follows the projection.
+Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y,
+                          const DeviceView* res = nullptr);
 
 // The tensor-core matmul's tile (matmul_coopmat.glsl): WGM x WGN subgroups of FM x FN 16x16
 // fragments, K steps of BK through STAGES buffers of shared memory.
@@ -93,13 +96,14 @@ const CoopTile& coop_tile(const Context& ctx, int64_t M, int64_t N, int64_t batc
 }
 
 // The residual and gelu (act = gelu): decode rows apply them in the matvec's epilogue (gelu
-// after the bias, then the residual); otherwise gelu runs in place on y after the projection,
-// then the residual is added.
+// after the bias, then the residual); without gelu the projection adds the residual itself;
+// otherwise gelu runs in place on y after the projection, then the residual is added.
 Status record_linear_plain(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, bool gelu = false) {
   const bool res = in.size() > 3 && in[3].present();
   if (!res && !gelu) return record_linear_core(rec, in, y);
   if (matvec_rows(in[0], in[1])) return record_matvec_linear(rec, in, y, nullptr, false, gelu);
   const bool bias = in.size() > 2 && in[2].present();
+  if (!gelu) return record_linear_core(rec, {in[0], in[1], bias ? in[2] : DeviceView{}}, y, &in[3]);
   VRUN_RETURN_IF_ERROR(record_linear_core(rec, {in[0], in[1], bias ? in[2] : DeviceView{}}, y));
   if (gelu) VRUN_RETURN_IF_ERROR(record_eltwise(rec, kOpGelu, y, &y, nullptr, nullptr));
   return res ? record_eltwise(rec, kOpAdd, y, &y, &in[3], nullptr) : Status::ok();
@@ -182,7 +186,7 @@ Status record_linear(Recorder& rec, const std::vector<DeviceView>& in_, const De
   return record_linear_plain(rec, rest, y, gelu);
 }
 
-Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y) {
+Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, const DeviceView* res) {
   VRUN_ASSIGN_OR_RETURN(DeviceView x, rec.rows_view(in[0], 1));
   const DeviceView& w = in[1];
   const DeviceView* bias = in.size() > 2 && in[2].present() ? &in[2] : nullptr;
@@ -194,16 +198,24 @@ Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, cons
   const int64_t K = x.shape[x.shape.rank - 1], N = w.shape[0];
   const int64_t M = K ? x.numel() / K : 0;
   if (M == 0 || N == 0) return Status::ok();
+  auto add_res = [&]() { return res ? record_eltwise(rec, kOpAdd, y, &y, res, nullptr) : Status::ok(); };
   // Decode shapes: record_matvec binds and computes its offsets itself.
-  if (M <= kMatvecMaxRows) return record_matvec(rec, x, w, bias, y, M, N, K, row_stride(x));
-  std::vector<Binding> bindings = {{&y, true}, {&x, false}, {&w, false}, {bias, false}};
+  if (M <= kMatvecMaxRows) {
+    VRUN_RETURN_IF_ERROR(record_matvec(rec, x, w, bias, y, M, N, K, row_stride(x)));
+    return add_res();
+  }
+  DeviceView r;
+  if (res) {
+    VRUN_ASSIGN_OR_RETURN(r, rec.rows_view(*res, 1));
+  }
+  std::vector<Binding> bindings = {{&y, true}, {&x, false}, {&w, false}, {bias, false}, {res ? &r : nullptr, false}};
   VRUN_ASSIGN_OR_RETURN(auto offs, rec.binding_offsets(bindings));
   const int32_t bias_dt = bias ? dt_code(*bias) : 255;
   Context& ctx = rec.context();
   PushWords pw;
   pw.u(M).u(N).u(K).u(row_stride(x)).u(1).u(0).u(0).u(1).u(1);
   for (int i = 0; i < 6; ++i) pw.u(0);
-  pw.u(offs[0]).u(offs[1]).u(offs[2]).u(offs[3]);
+  pw.u(offs[0]).u(offs[1]).u(offs[2]).u(offs[3]).u(offs[4]).u(res ? row_stride(r) : 0);
   const std::string coop = coopmat_kernel(ctx, "matmul_coopmat");
   // Tensor cores take f16 operands, read 16 bytes at a time (rows 8-element aligned); they pay
   // only once a tile of rows exists.
@@ -217,11 +229,16 @@ Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, cons
                        row_stride(x) % 8 == 0 && offs[1] % 8 == 0;
   const CoopTile& tl = coop_tile(ctx, M, N, 1, x.dtype);
   if (coop_ok && tl.shared_bytes() <= ctx.limits().maxComputeSharedMemorySize) {
-    return rec.dispatch(coop, tl.spec(y.dtype, bias_dt, x.dtype, w.dtype, 1), bindings, pw.w, pw.bytes(),
-                        static_cast<uint32_t>((N + tl.bn() - 1) / tl.bn()), static_cast<uint32_t>((M + tl.bm() - 1) / tl.bm()), 1);
+    std::vector<int32_t> spec = tl.spec(y.dtype, bias_dt, x.dtype, w.dtype, 1);
+    spec.push_back(res ? dt_code(r) : 255);
+    return rec.dispatch(coop, spec, bindings, pw.w, pw.bytes(), static_cast<uint32_t>((N + tl.bn() - 1) / tl.bn()),
+                        static_cast<uint32_t>((M + tl.bm() - 1) / tl.bm()), 1);
   }
-  return rec.dispatch("matmul", {dt_code(x.dtype), dt_code(w.dtype), dt_code(y.dtype), bias_dt, 1}, bindings, pw.w,
-                      pw.bytes(), static_cast<uint32_t>((N + 63) / 64), static_cast<uint32_t>((M + 63) / 64), 1);
+  bindings[4].view = nullptr;
+  VRUN_RETURN_IF_ERROR(rec.dispatch("matmul", {dt_code(x.dtype), dt_code(w.dtype), dt_code(y.dtype), bias_dt, 1}, bindings,
+                                    pw.w, pw.bytes(), static_cast<uint32_t>((N + 63) / 64),
+                                    static_cast<uint32_t>((M + 63) / 64), 1));
+  return add_res();
 }
 
 Status record_bmm(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y) {
@@ -291,7 +308,7 @@ Status record_bmm(Recorder& rec, const std::vector<DeviceView>& in, const Device
     PushWords pw;
     pw.u(M).u(N).u(K).u(a.strides[ar - 2]).u(a.strides[ar - 1]).u(b.strides[br - 2]).u(b.strides[br - 1]);
     pw.u(dims[1]).u(dims[2]).u(ya[0]).u(ya[1]).u(ya[2]).u(yb[0]).u(yb[1]).u(yb[2]);
-    pw.u(offs[0]).u(offs[1]).u(offs[2]).u(0);
+    pw.u(offs[0]).u(offs[1]).u(offs[2]).u(0).u(0).u(0);
     const uint64_t nb = static_cast<uint64_t>(dims[0] * dims[1] * dims[2]);
     if (nb > rec.context().limits().maxComputeWorkGroupCount[2])
       return err(ErrorCode::kUnsupported, "vulkan: bmm with ", nb, " batches exceeds the device's grid");
@@ -307,7 +324,9 @@ Status record_bmm(Recorder& rec, const std::vector<DeviceView>& in, const Device
                          al8(yb[1]) && al8(yb[2]) && offs[1] % 8 == 0 && offs[2] % 8 == 0;
     const CoopTile& tl = coop_tile(ctx, M, N, static_cast<int64_t>(nb), a.dtype);
     if (coop_ok && tl.shared_bytes() <= ctx.limits().maxComputeSharedMemorySize) {
-      return rec.dispatch(coop, tl.spec(y.dtype, 255, a.dtype, b.dtype, 0), bindings, pw.w, pw.bytes(),
+      std::vector<int32_t> spec = tl.spec(y.dtype, 255, a.dtype, b.dtype, 0);
+      spec.push_back(255);
+      return rec.dispatch(coop, spec, bindings, pw.w, pw.bytes(),
                           static_cast<uint32_t>((N + tl.bn() - 1) / tl.bn()), static_cast<uint32_t>((M + tl.bm() - 1) / tl.bm()),
                           static_cast<uint32_t>(nb));
     }
