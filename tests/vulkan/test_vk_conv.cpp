@@ -109,6 +109,29 @@ TEST_F(VkConv, Conv2dPaddedGrouped) {
   expect_close(to_doubles(out[0].view), want, 1e-5, 1e-5, "conv2d");
 }
 
+// The direct kernel computes up to 16 output channels of a group per invocation: one input
+// channel to 32 outputs (a subsampling stem, 16 per invocation), two groups of 24 (8), 12 (4),
+// strided and padded, with a bias, f32 and f16 weights.
+TEST_F(VkConv, Conv2dOutputChannelBlocks) {
+  std::mt19937 rng(57);
+  struct Case {
+    int64_t cin, cout, groups;
+    DType wdt;
+  };
+  for (const Case c : {Case{1, 32, 1, DType::f32}, Case{4, 48, 2, DType::f16}, Case{3, 12, 1, DType::f32}}) {
+    HostTensor x = random_tensor(DType::f32, Shape{2, c.cin, 13, 10}, rng);
+    HostTensor w = random_tensor(c.wdt, Shape{c.cout, c.cin / c.groups, 3, 3}, rng);
+    HostTensor b = random_tensor(DType::f32, Shape{c.cout}, rng);
+    Attrs a(OpKind::conv2d);
+    a.set_ints("stride", {2, 2}).set_ints("padding", {1, 1}).set_i("groups", c.groups);
+    auto out = run_gpu(OpKind::conv2d, {&x, &w, &b}, a);
+    ASSERT_EQ(out[0].view.shape, (Shape{2, c.cout, 7, 5}));
+    const auto want = conv_ref(x.view, w.view, &b.view, out[0].view.shape, 2, 2, 1, 1, 1, 1, c.groups, false);
+    expect_close(to_doubles(out[0].view), want, 1e-5 * static_cast<double>(c.cin / c.groups * 9), 1e-5,
+                 ("conv2d " + std::to_string(c.cin) + " -> " + std::to_string(c.cout)).c_str());
+  }
+}
+
 // Pointwise convolutions (1 x 1, stride 1, one group, no padding) run as a batched matmul plus a
 // broadcast bias: channel-major and channels-last x, a batch of two, f32 and f16, conv1d too.
 TEST_F(VkConv, PointwiseRunsAsMatmul) {

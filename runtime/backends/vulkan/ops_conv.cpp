@@ -115,15 +115,20 @@ Status record_conv(Recorder& rec, OpKind op, const std::vector<DeviceView>& in, 
                          static_cast<int32_t>(tile / 128)},
                         bindings, pw.w, pw.bytes(), gx, gy, 1);
   }
+  // Output channels per invocation: as many of a group's as divide it, up to 16.
+  const int64_t cog = w.shape[0] / groups;
+  const int64_t co_blk = cog % 16 == 0 ? 16 : cog % 8 == 0 ? 8 : cog % 4 == 0 ? 4 : 1;
+  const int64_t inv = n / co_blk;
   PushWords pw;
-  pw.u(n).u(x.shape[1]).u(H).u(Wd).u(w.shape[0]).u(Ho).u(Wo).u(Kh).u(Kw);
+  pw.u(inv).u(x.shape[1]).u(H).u(Wd).u(w.shape[0]).u(Ho).u(Wo).u(Kh).u(Kw);
   pw.u(sh).u(sw).u(pt).u(pl).u(dh).u(dw).u(groups);
   pw.u(x.strides[0]).u(x.strides[1]).u(xsh).u(xsw);
   pw.u(offs[0]).u(offs[1]).u(offs[2]).u(offs[3]);
   uint32_t gx, gy;
-  rec.grid_1d((static_cast<uint64_t>(n) + 255) / 256, &gx, &gy);
-  return rec.dispatch("conv", {dt_code(x.dtype), dt_code(w.dtype), dt_code(b), dt_code(y.dtype)}, bindings, pw.w,
-                      pw.bytes(), gx, gy, 1);
+  rec.grid_1d((static_cast<uint64_t>(inv) + 255) / 256, &gx, &gy);
+  return rec.dispatch("conv",
+                      {dt_code(x.dtype), dt_code(w.dtype), dt_code(b), dt_code(y.dtype), static_cast<int32_t>(co_blk)},
+                      bindings, pw.w, pw.bytes(), gx, gy, 1);
 }
 
 }  // namespace vrun::vulkan
