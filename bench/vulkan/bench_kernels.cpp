@@ -502,6 +502,16 @@ int main(int argc, char** argv) {
     row("sdpa prefill causal f16", "Hq32 Hkv8 D128 L" + std::to_string(L), t, 2.0 * Hq * L * L * D / 1e12, "TFLOP/s", peak);
   }
   {
+    // Parakeet's relative-position attention at a 200-s chunk: f32 q, k, v (rounded to halves
+    // on the tensor cores) and an f32 additive mask per score (the position term).
+    const int64_t H = 8, D = 128, L = 2500 / S;
+    DevTensor q = make(ctx, DType::f32, Shape{1, H, L, D});
+    DevTensor k = make(ctx, DType::f32, Shape{1, H, L, D}), v = make(ctx, DType::f32, Shape{1, H, L, D});
+    DevTensor m = make(ctx, DType::f32, Shape{1, H, L, L});
+    const double t = run_op(ctx, std::max(2, reps / 4), OpKind::sdpa, {&q, &k, &v, &m}, Attrs(OpKind::sdpa));
+    row("sdpa f32 + f32 mask", "H8 D128 L" + std::to_string(L), t, 4.0 * H * L * L * D / 1e12, "TFLOP/s", peak);
+  }
+  {
     const int64_t C = 1024, T = 4096 / S, Kc = 31;
     DevTensor x = make(ctx, DType::f16, Shape{1, C, T}), w = make(ctx, DType::f16, Shape{C, 1, Kc});
     Attrs a(OpKind::conv1d);

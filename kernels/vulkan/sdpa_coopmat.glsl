@@ -12,7 +12,10 @@
 // V tile into f32 output accumulators. Those are rescaled by each row's correction through a
 // matrix of per-row factors loaded with the accumulators' own layout, so element e of both
 // belongs to the same row whatever the device's fragment layout. Tiles past the causal limit of
-// the block's last row are skipped.
+// the block's last row are skipped. An additive or boolean mask (Parakeet's relative-position
+// term: a float per score) is read one tile ahead, each invocation's 16 values issued as soon as
+// the current tile's are used, so their latency hides behind the multiplies instead of stalling
+// every tile's softmax.
 // Same push constants and bindings as sdpa.comp (0 y, 1 q, 2 k, 3 v, 4 mask).
 
 layout(local_size_x = 128) in;
@@ -105,6 +108,12 @@ void main() {
 
   // Words of a K/V tile: rows past the keys and dims past D / Dv are zeros, so padding adds
   // nothing and no garbage (inf/nan) meets a zero weight.
+  // The mask values of this invocation's row and 16 keys of the next tile (0 where not read).
+  float mk[16];
+  [[unroll]] for (uint u = 0; u < 16u; ++u) {
+    uint jj = c0 + u;
+    mk[u] = DT_MASK != DT_NONE && row_ok && jj < kend ? load4(DT_MASK, mo + jj * pc.m_sk) : 0.0;
+  }
   uvec4 rk[PER], rv[PER];
   [[unroll]] for (uint p = 0; p < PER; ++p) {
     uint e = t + p * WG, j = e / C8, c = e % C8;
@@ -149,12 +158,17 @@ void main() {
       float a = Sf[(w * 16u + rl) * LDS + j] * pc.scale;
       if (!row_ok || j >= n || jj >= klim) a = NEG_INF;
       else if (DT_MASK != DT_NONE) {
-        float mv = load4(DT_MASK, mo + jj * pc.m_sk);
-        if (DT_MASK == DT_BOOL || DT_MASK == DT_U8) a = mv != 0.0 ? a : NEG_INF;
-        else a += mv;
+        if (DT_MASK == DT_BOOL || DT_MASK == DT_U8) a = mk[u] != 0.0 ? a : NEG_INF;
+        else a += mk[u];
       }
       s[u] = a;
       mt = max(mt, a);
+    }
+    if (DT_MASK != DT_NONE && j0 + BKV < kend) {
+      [[unroll]] for (uint u = 0; u < 16u; ++u) {
+        uint jj = j0 + BKV + c0 + u;
+        mk[u] = row_ok && jj < kend ? load4(DT_MASK, mo + jj * pc.m_sk) : 0.0;
+      }
     }
     mt = max(mt, subgroupShuffleXor(mt, 1u));
     float mn = max(m, mt);
