@@ -32,11 +32,17 @@ struct CoopTile {
   // Shared memory: the stages of A and B rows (16-byte words, rows padded by one word), which
   // also hold each subgroup's 16 x 16 f32 staging area at the end.
   int64_t shared_bytes() const { return int64_t{stages} * (bm() + bn()) * (bk / 8 + 1) * 16; }
-  bool valid(uint32_t max_shared) const {
+  // Whether the kernel takes it (chunks split evenly over the invocations, room for staging).
+  bool valid() const {
     const int ch = bk / 8;
     return wgm > 0 && wgn > 0 && fm > 0 && fn > 0 && bk >= 16 && bk % 16 == 0 && (stages == 1 || stages == 2) &&
            threads() <= 1024 && bm() * ch % threads() == 0 && bn() * ch % threads() == 0 &&
-           shared_bytes() >= int64_t{wgm} * wgn * 1024 && shared_bytes() <= max_shared;
+           shared_bytes() >= int64_t{wgm} * wgn * 1024;
+  }
+  // Whether this device runs it: shared memory and invocations per workgroup.
+  bool fits(const Context& ctx) const {
+    return shared_bytes() <= ctx.limits().maxComputeSharedMemorySize &&
+           static_cast<uint32_t>(threads()) <= ctx.limits().maxComputeWorkGroupInvocations;
   }
   std::vector<int32_t> spec(DType y, int32_t bias, DType a, DType b, int linear) const {
     return {dt_code(y), bias, dt_code(a), dt_code(b), linear, wgm, wgn, fm, fn, bk, threads(), stages};
@@ -76,11 +82,12 @@ const CoopTile& coop_tile(const Context& ctx, int64_t M, int64_t N, int64_t batc
       CoopTile o;
       const uint32_t smem = ctx.limits().maxComputeSharedMemorySize;
       const int n = std::sscanf(e, "%dx%dx%dx%dx%dx%d", &o.wgm, &o.wgn, &o.fm, &o.fn, &o.bk, &o.stages);
-      env_ok = (n == 5 || n == 6) && o.valid(smem);
+      env_ok = (n == 5 || n == 6) && o.valid() && o.fits(ctx);
       if (env_ok) env_tile = o;
       else
         std::fprintf(stderr, "vrun: VRUN_MM_TILE=%s is not a tile the tensor-core matmul takes (WGMxWGNxFMxFNxBK[xSTAGES], "
-                     "1 or 2 stages within the device's %u bytes of shared memory); choosing by shape\n", e, smem);
+                     "1 or 2 stages within the device's %u bytes of shared memory and %u invocations); choosing by shape\n", e, smem,
+                     ctx.limits().maxComputeWorkGroupInvocations);
     }
     if (env_ok) return env_tile;
   }
@@ -105,7 +112,7 @@ Status record_linear_plain(Recorder& rec, const std::vector<DeviceView>& in, con
   const bool bias = in.size() > 2 && in[2].present();
   if (!gelu) return record_linear_core(rec, {in[0], in[1], bias ? in[2] : DeviceView{}}, y, &in[3]);
   VRUN_RETURN_IF_ERROR(record_linear_core(rec, {in[0], in[1], bias ? in[2] : DeviceView{}}, y));
-  if (gelu) VRUN_RETURN_IF_ERROR(record_eltwise(rec, kOpGelu, y, &y, nullptr, nullptr));
+  VRUN_RETURN_IF_ERROR(record_eltwise(rec, kOpGelu, y, &y, nullptr, nullptr));
   return res ? record_eltwise(rec, kOpAdd, y, &y, &in[3], nullptr) : Status::ok();
 }
 
@@ -228,7 +235,7 @@ Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, cons
   const bool coop_ok = !coop.empty() && x_ok && w_ok && M >= 64 && K % 8 == 0 &&
                        row_stride(x) % 8 == 0 && offs[1] % 8 == 0;
   const CoopTile& tl = coop_tile(ctx, M, N, 1, x.dtype);
-  if (coop_ok && tl.shared_bytes() <= ctx.limits().maxComputeSharedMemorySize) {
+  if (coop_ok && tl.fits(ctx)) {
     std::vector<int32_t> spec = tl.spec(y.dtype, bias_dt, x.dtype, w.dtype, 1);
     spec.push_back(res ? dt_code(r) : 255);
     return rec.dispatch(coop, spec, bindings, pw.w, pw.bytes(), static_cast<uint32_t>((N + tl.bn() - 1) / tl.bn()),
@@ -323,7 +330,7 @@ Status record_bmm(Recorder& rec, const std::vector<DeviceView>& in, const Device
                          al8(b.strides[br - 1]) && al8(ya[0]) && al8(ya[1]) && al8(ya[2]) && al8(yb[0]) &&
                          al8(yb[1]) && al8(yb[2]) && offs[1] % 8 == 0 && offs[2] % 8 == 0;
     const CoopTile& tl = coop_tile(ctx, M, N, static_cast<int64_t>(nb), a.dtype);
-    if (coop_ok && tl.shared_bytes() <= ctx.limits().maxComputeSharedMemorySize) {
+    if (coop_ok && tl.fits(ctx)) {
       std::vector<int32_t> spec = tl.spec(y.dtype, 255, a.dtype, b.dtype, 0);
       spec.push_back(255);
       return rec.dispatch(coop, spec, bindings, pw.w, pw.bytes(),
