@@ -353,9 +353,7 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
       Val value;
       std::string name;
     };
-    // Returns the projection; *out (when given) the last LSTM layer's output [1, 1, P].
-    auto predict = [&](MethodBuilder& g, Val token, std::vector<StateWrite>* writes, bool from_zero = false,
-                       Val* out = nullptr) {
+    auto predict = [&](MethodBuilder& g, Val token, std::vector<StateWrite>* writes, bool from_zero = false) {
       Val y = g.op(OpKind::embedding, {g.constant(embed), token}, {}, "embed");
       for (size_t l = 0; l < rnn.size(); ++l) {
         const Rnn& r = rnn[l];
@@ -369,7 +367,6 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
       }
       Val proj = g.op(OpKind::reshape, {linear(g, y, pred_proj, "joint.pred")}, {{"shape", {1, J}}});
       writes->push_back({pred_state, proj, "pred_proj"});
-      if (out) *out = y;
       return proj;
     };
     auto write_states = [&](MethodBuilder& g, const std::vector<StateWrite>& writes) {
@@ -380,9 +377,8 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
     // frame: the host reads back indices, not logits. Both projections come before either argmax,
     // so they run side by side.
     auto gather = [&](MethodBuilder& g, Val frames) { return g.op(OpKind::embedding, {g.state(enc_state), frames}, {}, "frames"); };
-    // sum: each frame's encoder projection plus the prediction projection, [1, frames, J].
-    auto joint = [&](MethodBuilder& g, Val sum) {
-      Val h = g.op(OpKind::relu, {sum});
+    auto joint = [&](MethodBuilder& g, Val f, Val pred) {
+      Val h = g.op(OpKind::relu, {g.op(OpKind::add, {f, pred})});
       Val tokens = linear(g, h, joint_token, "joint.tokens");
       Val durations = joint_duration.w >= 0 ? linear(g, h, joint_duration, "joint.durations") : Val::none();
       g.output(g.op(OpKind::argmax, {tokens}, {{"axis", -1}}, "token_argmax"), "token");
@@ -405,7 +401,7 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
     {
       MethodBuilder g = pb.method("joint");
       const SymExpr n = g.symbol("frames", 1, kMaxJointFrames);
-      joint(g, g.op(OpKind::add, {gather(g, g.input("frame_index", DType::i32, {1, n})), g.state(pred_state)}));
+      joint(g, gather(g, g.input("frame_index", DType::i32, {1, n})), g.state(pred_state));
     }
     {
       MethodBuilder g = pb.method("step");
@@ -413,13 +409,7 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
       Val token = g.input("token", DType::i32, {1, 1});
       Val f = gather(g, g.input("frame_index", DType::i32, {1, n}));
       std::vector<StateWrite> writes;
-      Val y;
-      predict(g, token, &writes, false, &y);
-      // The frames' sums straight from the LSTM output: the prediction projection once per frame
-      // (the output broadcast over the frames) with the frames as its residual, so no add waits
-      // on the projection; the projection for the state is computed beside it.
-      Val rows = g.op(OpKind::expand, {y}, {{"shape", std::vector<SymExpr>{-1, n, -1}}});
-      joint(g, g.op(OpKind::linear, {rows, g.constant(pred_proj.w), C_(g, pred_proj.b), f}, {}, "joint.pred_frames"));
+      joint(g, f, predict(g, token, &writes));
       write_states(g, writes);
     }
   }
