@@ -119,7 +119,7 @@ Result<std::vector<Decoded>> ParakeetRunner::decode_batched(const std::vector<st
       const int64_t row = (job - group * B) * T + (k.a - k.s);
       return ChunkRows{k.a, k.b, tdt ? row : 0, tdt ? nullptr : logits + row * width};
     };
-    VRUN_ASSIGN_OR_RETURN(Decoded d, decode_frames(f.E, load, o, &stats));
+    VRUN_ASSIGN_OR_RETURN(Decoded d, decode_frames(f.E, load, &stats));
     decoded.push_back(std::move(d));
   }
   return decoded;

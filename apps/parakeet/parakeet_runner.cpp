@@ -68,13 +68,10 @@ Result<std::unique_ptr<ParakeetRunner>> ParakeetRunner::load(std::shared_ptr<Pro
     return err(ErrorCode::kInvalidProgram, path, ": not a Parakeet program (vrun.runner is '", runner ? runner->s : "", "')");
   VRUN_ASSIGN_OR_RETURN(r->info_, info_from_program(*r->program_));
   if (r->info_.config.head == HeadKind::kTdt) {
-    // Programs exported before the decode methods took frame indices have a logits-returning joint.
-    const MethodDef* joint = r->program_->method("joint");
-    const bool indexed = r->program_->method("begin") && joint && joint->inputs.size() == 1 && joint->values[joint->inputs[0]].dtype == DType::i32 &&
-                         !joint->outputs.empty() && joint->values[joint->outputs[0]].dtype == DType::i32;
-    if (!indexed)
+    // Programs exported before the greedy loop became one op decode through per-token methods.
+    if (!r->program_->method("greedy"))
       return err(ErrorCode::kInvalidProgram, path,
-                 ": its TDT joint method takes encoder frames rather than frame indices (a program from an older vrun); export it again");
+                 ": its TDT decoder has no greedy method (a program from an older vrun); export it again");
   }
   VRUN_ASSIGN_OR_RETURN(auto mel_cfg, preprocess::NemoMelConfig::parse(r->info_.preprocessor_json, path + ": preprocessor"));
   if (mel_cfg.features != r->info_.config.feat_in)
@@ -180,10 +177,10 @@ Result<Decoded> ParakeetRunner::decode(std::span<const float> samples, const Tra
     if (o.on_progress) o.on_progress(k.a, E);
     return ChunkRows{k.a, k.b, tdt ? k.a - k.s : 0, rows.data()};
   };
-  return decode_frames(E, load, o, out);
+  return decode_frames(E, load, out);
 }
 
-Result<Decoded> ParakeetRunner::decode_frames(int64_t E, const ChunkLoader& load, const TranscribeOptions& o, Transcript* out) {
+Result<Decoded> ParakeetRunner::decode_frames(int64_t E, const ChunkLoader& load, Transcript* out) {
   const ParakeetConfig& c = info_.config;
   Decoded d;
   d.frames = E;
@@ -212,60 +209,33 @@ Result<Decoded> ParakeetRunner::decode_frames(int64_t E, const ChunkLoader& load
     }
     if (prev >= 0 && prev != blank) d.tokens.push_back({static_cast<int32_t>(prev), run_start, E});
   } else {
-    const int64_t D = static_cast<int64_t>(c.durations.size());
-    const int64_t K = std::clamp<int64_t>(o.joint_frames, 1, kMaxJointFrames);
-    // Token and duration indices of frames [w0, w0 + wn) under the current prediction state.
-    std::vector<int32_t> index(static_cast<size_t>(K)), tokens(static_cast<size_t>(K)), durations(static_cast<size_t>(K));
-    int64_t w0 = 0, wn = 0;
-    auto evaluate = [&](const char* method, int32_t token, int64_t t) -> Status {
-      VRUN_RETURN_IF_ERROR(chunk(t));
-      const int64_t n = std::min(K, cur.b - t);
-      for (int64_t i = 0; i < n; ++i) index[static_cast<size_t>(i)] = static_cast<int32_t>(cur.row0 + t - cur.a + i);
-      const TensorView frames = TensorView::dense(index.data(), DType::i32, {1, n});
-      auto r = token < 0 ? executor_->run(method, {frames})
-                         : executor_->run(method, {TensorView::dense(&token, DType::i32, {1, 1}), frames});
-      if (!r.is_ok()) return r.status();
-      if (r->size() != (D > 0 ? 2u : 1u))
-        return err(ErrorCode::kInvalidProgram, "parakeet ", method, ": ", r->size(), " outputs, expected ", D > 0 ? 2 : 1);
-      std::memcpy(tokens.data(), (*r)[0].ptr<int32_t>(), static_cast<size_t>(n) * sizeof(int32_t));
-      if (D > 0) std::memcpy(durations.data(), (*r)[1].ptr<int32_t>(), static_cast<size_t>(n) * sizeof(int32_t));
-      w0 = t;
-      wn = n;
-      return Status::ok();
-    };
-    auto predict = [&](const char* method, int32_t token) -> Status {
-      wn = 0;
-      auto r = executor_->run(method, {TensorView::dense(&token, DType::i32, {1, 1})});
-      return r.is_ok() ? Status::ok() : r.status();
-    };
-    VRUN_RETURN_IF_ERROR(predict("begin", static_cast<int32_t>(blank)));
-    int64_t t = 0;
+    // One greedy call per chunk (more when a chunk emits over kGreedyCapacity tokens): the loop
+    // runs where the program runs, the prediction network's state stays in the program.
+    int64_t t = 0, symbols = 0;
+    bool fresh = true;
     while (t < E) {
-      int64_t symbols = 0;
-      bool need = true;
-      while (need && symbols < c.max_symbols) {
-        if (t < w0 || t >= w0 + wn) VRUN_RETURN_IF_ERROR(evaluate("joint", -1, t));
-        const int64_t k = tokens[static_cast<size_t>(t - w0)];
-        int64_t skip = k == blank ? 1 : 0;
-        if (D > 0) {
-          const int32_t di = durations[static_cast<size_t>(t - w0)];
-          if (di < 0 || di >= D) return err(ErrorCode::kInternal, "parakeet joint: duration index ", di, " of ", D);
-          skip = c.durations[static_cast<size_t>(di)];
-        }
-        if (k < 0 || k > V) return err(ErrorCode::kInternal, "parakeet joint: token index ", k, " of ", V + 1);
-        if (k != blank) {
-          d.tokens.push_back({static_cast<int32_t>(k), t, t + skip});
-          d.durations.push_back(skip);
-          // The next joint is at t + skip with the new state, unless the frame loop moves on.
-          if (symbols + 1 < c.max_symbols && t + skip < E) VRUN_RETURN_IF_ERROR(evaluate("step", static_cast<int32_t>(k), t + skip));
-          else VRUN_RETURN_IF_ERROR(predict("predict", static_cast<int32_t>(k)));
-        }
-        ++symbols;
-        t += skip;
-        need = skip == 0;
-        if (D == 0 && k == blank) need = false;  // RNN-T: a blank moves on one frame
+      VRUN_RETURN_IF_ERROR(chunk(t));
+      int32_t control[5] = {static_cast<int32_t>(t), static_cast<int32_t>(symbols), static_cast<int32_t>(cur.b),
+                                  static_cast<int32_t>(cur.row0 - cur.a), fresh ? 1 : 0};
+      VRUN_ASSIGN_OR_RETURN(auto outs, executor_->run("greedy", {TensorView::dense(control, DType::i32, {5})}));
+      const int32_t* em = outs[0].ptr<int32_t>();
+      const int64_t rows = outs[0].shape[0] - 1;
+      if (em[3] == 1)
+        return err(ErrorCode::kInternal, "parakeet greedy: the device did not run the decoder's workgroups side by side (a grid "
+                   "barrier timed out); VRUN_TDT_GROUPS=1 runs it as one workgroup, --backend cpu on the CPU");
+      if (em[3] != 0 || em[0] < 0 || em[0] > rows || em[1] < t || (em[1] == t && em[0] == 0 && em[2] <= symbols))
+        return err(ErrorCode::kInternal, "parakeet greedy: bad result (", em[0], " tokens, next frame ", em[1], ", status ", em[3],
+                   ") for frames ", t, " to ", cur.b);
+      for (int32_t i = 0; i < em[0]; ++i) {
+        const int32_t* row = em + 4 * (i + 1);
+        if (row[0] < 0 || row[0] >= V || row[1] < t || row[1] >= cur.b || row[2] < 0)
+          return err(ErrorCode::kInternal, "parakeet greedy: token ", row[0], " at frame ", row[1], " (frames ", t, " to ", cur.b, ")");
+        d.tokens.push_back({row[0], row[1], static_cast<int64_t>(row[1]) + row[2]});
+        d.durations.push_back(row[2]);
       }
-      if (symbols == c.max_symbols) ++t;
+      t = em[1];
+      symbols = em[2];
+      fresh = false;
     }
   }
   out->stats.decode_s += seconds_since(t2) - (out->stats.encode_s - encode_before);

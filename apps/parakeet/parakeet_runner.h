@@ -31,9 +31,6 @@ struct TranscribeOptions {
   // program's max_encoder_frames less twice the context.
   int64_t chunk_frames = 0;
   int64_t context_frames = 250;  // 20 s on each side
-  // TDT: encoder frames one joint call scores under one prediction state (blank runs cost one
-  // call per this many frames; at most kMaxJointFrames).
-  int64_t joint_frames = 8;
   // Progress: encoder frames decoded so far and in total.
   std::function<void(int64_t done, int64_t total)> on_progress;
 };
@@ -103,7 +100,7 @@ class ParakeetRunner {
   std::vector<ChunkPlan> plan_chunks(int64_t valid_frames, int64_t encoder_frames, const TranscribeOptions& o) const;
   // Greedy TDT / CTC over encoder frames [0, E), loading the chunk that starts at frame `from`
   // through `load` when the walk reaches it (chunks come in order).
-  Result<Decoded> decode_frames(int64_t E, const ChunkLoader& load, const TranscribeOptions& o, Transcript* out);
+  Result<Decoded> decode_frames(int64_t E, const ChunkLoader& load, Transcript* out);
   // transcribe_batch with encode_batch: the files' chunks, max_batch at a time through one call.
   Result<std::vector<Decoded>> decode_batched(const std::vector<std::span<const float>>& files, const TranscribeOptions& o,
                                               std::vector<Transcript>* out);

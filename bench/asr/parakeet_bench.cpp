@@ -25,9 +25,7 @@
 //   synthetic audio: tones and noise), --seconds S (default 600), --backend cpu|vulkan|auto,
 //   --threads N, --batch N (N streams through ParakeetRunner::transcribe_batch, whose encoder
 //   calls take up to max_batch chunks of them at once; RTFx counts the audio of all of them),
-//   --warmup 0|1 (one untimed pass over 10 s first, default 1), --joint-frames N (frames one
-//   joint call scores under one prediction state, 1 to 64: a blank run costs one call per N
-//   frames; TranscribeOptions::joint_frames, default 8).
+//   --warmup 0|1 (one untimed pass over 10 s first, default 1).
 // Prints one markdown row. Any runner error ends the program with status 1.
 #include <algorithm>
 #include <chrono>
@@ -54,7 +52,6 @@ struct Args : RunOptions {
   std::string vrp, dtype = "f32";
   double blank_bias = 1.4;
   int batch = 1, warmup = 1;
-  int64_t joint_frames = parakeet::TranscribeOptions{}.joint_frames;
   int64_t max_frames = parakeet::BuildSettings{}.max_encoder_frames;
   int64_t max_batch = parakeet::BuildSettings{}.max_batch;
   std::string attention = "sdpa";
@@ -65,7 +62,7 @@ constexpr Usage kUsage{
     "parakeet_bench",
     "usage: parakeet_bench --model MODEL [--audio FILE] [options]\n"
     "       parakeet_bench --random-0.6b [--vrp PATH] [--dtype f32|f16|bf16] [--blank-bias B] [--max-frames N] [--max-batch N] [--attention sdpa|bmm] [options]\n"
-    "options: --seconds S (600) --backend cpu|vulkan|auto --threads N --batch N --warmup 0|1 --joint-frames N (8)\n"};
+    "options: --seconds S (600) --backend cpu|vulkan|auto --threads N --batch N --warmup 0|1\n"};
 
 Args parse(int argc, char** argv) {
   Args a;
@@ -78,7 +75,6 @@ Args parse(int argc, char** argv) {
     else if (k == "--dtype") a.dtype = p.value();
     else if (k == "--blank-bias") a.blank_bias = p.real();
     else if (k == "--max-frames") a.max_frames = p.integer64();
-    else if (k == "--joint-frames") a.joint_frames = p.integer64();
     else if (k == "--max-batch") a.max_batch = p.integer64();
     else if (k == "--attention") a.attention = p.value();
     else if (k == "--random-0.6b") a.random = true;
@@ -88,7 +84,6 @@ Args parse(int argc, char** argv) {
   if (a.random == !a.model.empty()) kUsage.fail("give either --model or --random-0.6b");
   if (!(a.seconds > 0) || a.batch < 1 || a.threads < 0) kUsage.fail("--seconds and --batch must be positive, --threads not negative");
   if (a.attention != "sdpa" && a.attention != "bmm") kUsage.fail("--attention " + a.attention + " (sdpa or bmm)");
-  if (a.joint_frames < 1 || a.joint_frames > parakeet::kMaxJointFrames) kUsage.fail("--joint-frames must be 1 to 64");
   if (a.dtype != "f32" && a.dtype != "f16" && a.dtype != "bf16") kUsage.fail("--dtype " + a.dtype + " (f32, f16 or bf16)");
   return a;
 }
@@ -347,7 +342,6 @@ int main(int argc, char** argv) {
   }
 
   parakeet::TranscribeOptions o;
-  o.joint_frames = a.joint_frames;
   // One stream goes through transcribe(), as `vrun transcribe FILE` does (the encoder chunk by
   // chunk); several through transcribe_batch, as `--batch-size` does (chunks of all streams in
   // shared encode_batch calls).

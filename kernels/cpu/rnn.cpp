@@ -82,6 +82,11 @@ Status lstm_kernel(const KernelCall& call) {
 
 }  // namespace
 
-void register_cpu_rnn(CpuKernelTable& t) { t.set(OpKind::lstm, lstm_kernel); }
+void register_cpu_tdt_greedy(CpuKernelTable& t);  // tdt_greedy.cpp
+
+void register_cpu_rnn(CpuKernelTable& t) {
+  t.set(OpKind::lstm, lstm_kernel);
+  register_cpu_tdt_greedy(t);
+}
 
 }  // namespace vrun

@@ -155,67 +155,60 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
     y.pw2 = Lin{weight(p + "conv.pointwise_conv2.weight", {d, d, 1}, false, {d, d}), optional_bias(p + "conv.pointwise_conv2.bias", d)};
     L.push_back(y);
   }
-  Lin ctc, enc_proj, pred_proj, joint_token, joint_duration;
-  int embed = -1;
-  struct Rnn {
-    int w_ih = -1, w_hh = -1, bias = -1, h = -1, c = -1;
-  };
-  std::vector<Rnn> rnn;
-  int pred_state = -1, enc_state = -1;
-  const int64_t V1 = c.vocab_size + 1, P = c.pred_hidden, J = c.joint_hidden;
+  Lin ctc, enc_proj;
+  // TDT: the prediction network and the joint's output layer packed for tdt_greedy (ops.def): one
+  // weights tensor (the LSTM gate rows as [w_ih | w_hh], the projection, the output layer) in the
+  // linear weights' dtype, and one f32 tensor of the embedding and the biases.
+  int dec_weights = -1, dec_vectors = -1, dec_state = -1, enc_state = -1;
+  const int64_t V1 = c.vocab_size + 1, P = c.pred_hidden, J = c.joint_hidden, O = c.joint_outputs(), PL = c.pred_layers;
   if (!tdt) {
     ctc = Lin{weight("decoder.decoder_layers.0.weight", {V1, d, 1}, false, {V1, d}), weight("decoder.decoder_layers.0.bias", {V1}, true)};
   } else {
-    // The blank row is NeMo's start-of-sequence input, which is zeros whatever the table holds.
-    if (bad.is_ok()) {
-      auto e = weights("decoder.prediction.embed.weight");
-      if (!e) bad = err(ErrorCode::kNotFound, "parakeet checkpoint has no tensor 'decoder.prediction.embed.weight'");
-      else if (e->shape != std::vector<int64_t>{V1, P})
-        bad = err(ErrorCode::kInvalidProgram, "parakeet tensor 'decoder.prediction.embed.weight' has shape ", Shape::of(e->shape).str(),
-                  "; the config needs [", V1, ", ", P, "]");
-      else if (e->dtype != DType::f32 && e->dtype != DType::f16 && e->dtype != DType::bf16 && e->dtype != DType::f64)
-        bad = err(ErrorCode::kUnsupported, "parakeet tensor 'decoder.prediction.embed.weight' has dtype ", dtype_name(e->dtype));
-      else {
-        std::vector<float> table = models::weight_to_f32(*e);
-        std::fill(table.begin() + (V1 - 1) * P, table.end(), 0.0f);
-        embed = pb.add_constant_copy("decoder.prediction.embed.weight", DType::f32, Shape{V1, P}, table.data());
-      }
-    }
-    for (int64_t l = 0; l < c.pred_layers; ++l) {
-      const std::string p = "decoder.prediction.dec_rnn.lstm.", n = std::to_string(l);
-      Rnn r;
-      r.w_ih = weight(p + "weight_ih_l" + n, {4 * P, P}, true);
-      r.w_hh = weight(p + "weight_hh_l" + n, {4 * P, P}, true);
-      // b_ih + b_hh as one bias (f32 sums, as the lstm kernels add them): one addition less per
-      // step on the GPU.
-      auto b_ih = fetch(p + "bias_ih_l" + n, {4 * P});
-      auto b_hh = fetch(p + "bias_hh_l" + n, {4 * P});
-      if (b_ih && b_hh) {
-        std::vector<float> sum = models::weight_to_f32(*b_ih);
-        const std::vector<float> hh = models::weight_to_f32(*b_hh);
-        for (size_t i = 0; i < sum.size(); ++i) sum[i] += hh[i];
-        r.bias = pb.add_constant_copy(p + "bias_l" + n, DType::f32, Shape{4 * P}, sum.data());
-      }
-      r.h = pb.add_state("lstm.h." + n, DType::f32, {1, P});
-      r.c = pb.add_state("lstm.c." + n, DType::f32, {1, P});
-      rnn.push_back(r);
-    }
     enc_proj = Lin{weight("joint.enc.weight", {J, d}), weight("joint.enc.bias", {J}, true)};
-    pred_proj = Lin{weight("joint.pred.weight", {J, P}), weight("joint.pred.bias", {J}, true)};
-    // The joint's output rows split into the token logits and the duration logits, so that each
-    // has its own argmax over a dense row.
-    const int64_t O = c.joint_outputs(), D = O - V1;
-    auto w_out = fetch("joint.joint_net.2.weight", {O, J});
-    auto b_out = fetch("joint.joint_net.2.bias", {O});
-    if (w_out && b_out) {
-      const std::vector<float> bias = models::weight_to_f32(*b_out);
-      joint_token = Lin{linear_constant("joint.joint_net.2.weight.tokens", *w_out, Shape{V1, J}, 0),
-                        pb.add_constant_copy("joint.joint_net.2.bias.tokens", DType::f32, Shape{V1}, bias.data())};
-      if (D > 0)
-        joint_duration = Lin{linear_constant("joint.joint_net.2.weight.durations", *w_out, Shape{D, J}, V1 * J),
-                             pb.add_constant_copy("joint.joint_net.2.bias.durations", DType::f32, Shape{D}, bias.data() + V1)};
+    std::vector<float> w(static_cast<size_t>(PL * 8 * P * P + J * P + O * J));
+    std::vector<float> v(static_cast<size_t>(V1 * P + PL * 4 * P + J + O), 0.0f);
+    std::optional<DType> pack_dtype = settings.weight_dtype;
+    // Copies checkpoint tensor `name` ([rows, cols]) into `dst` with rows `stride` apart.
+    auto put = [&](const std::string& name, const std::vector<int64_t>& shape, float* dst, int64_t stride, bool required = true) {
+      std::optional<models::Weight> t;
+      if (required || weights(name)) t = fetch(name, shape);
+      if (!t) return;
+      if (!pack_dtype) pack_dtype = t->dtype == DType::f64 ? DType::f32 : t->dtype;
+      const std::vector<float> f = models::weight_to_f32(*t);
+      const int64_t cols = shape.back(), rows = static_cast<int64_t>(f.size()) / cols;
+      for (int64_t r = 0; r < rows; ++r) std::copy_n(f.data() + r * cols, cols, dst + r * stride);
+    };
+    // The blank row is NeMo's start-of-sequence input, which is zeros whatever the table holds.
+    put("decoder.prediction.embed.weight", {V1, P}, v.data(), P);
+    std::fill(v.begin() + (V1 - 1) * P, v.begin() + V1 * P, 0.0f);
+    for (int64_t l = 0; l < PL; ++l) {
+      const std::string p = "decoder.prediction.dec_rnn.lstm.", n = std::to_string(l);
+      float* wl = w.data() + l * 8 * P * P;
+      put(p + "weight_ih_l" + n, {4 * P, P}, wl, 2 * P);
+      put(p + "weight_hh_l" + n, {4 * P, P}, wl + P, 2 * P);
+      // b_ih + b_hh as one bias (f32 sums, as NeMo's LSTM adds them).
+      std::vector<float> bh(static_cast<size_t>(4 * P), 0.0f);
+      float* bl = v.data() + V1 * P + l * 4 * P;
+      put(p + "bias_ih_l" + n, {4 * P}, bl, 4 * P, false);
+      put(p + "bias_hh_l" + n, {4 * P}, bh.data(), 4 * P, false);
+      for (int64_t i = 0; i < 4 * P; ++i) bl[i] += bh[static_cast<size_t>(i)];
     }
-    pred_state = pb.add_state("pred_proj", DType::f32, {1, J});
+    put("joint.pred.weight", {J, P}, w.data() + PL * 8 * P * P, P);
+    put("joint.pred.bias", {J}, v.data() + V1 * P + PL * 4 * P, J);
+    put("joint.joint_net.2.weight", {O, J}, w.data() + PL * 8 * P * P + J * P, J);
+    put("joint.joint_net.2.bias", {O}, v.data() + V1 * P + PL * 4 * P + J, O);
+    if (bad.is_ok()) {
+      const DType wt = pack_dtype.value_or(DType::f32);
+      if (wt == DType::f32) {
+        dec_weights = pb.add_constant_copy("decoder.packed_weights", DType::f32, Shape{static_cast<int64_t>(w.size())}, w.data());
+      } else {
+        std::vector<uint16_t> half(w.size());
+        for (size_t i = 0; i < w.size(); ++i) half[i] = wt == DType::f16 ? f32_to_f16(w[i]) : f32_to_bf16(w[i]);
+        dec_weights = pb.add_constant_copy("decoder.packed_weights", wt, Shape{static_cast<int64_t>(w.size())}, half.data());
+      }
+      dec_vectors = pb.add_constant_copy("decoder.packed_vectors", DType::f32, Shape{static_cast<int64_t>(v.size())}, v.data());
+    }
+    dec_state = pb.add_state("decoder_state", DType::f32, {2 * PL * P + J});
     enc_state = pb.add_state("enc_proj", DType::f32, {settings.max_batch * M, J});
   }
   VRUN_RETURN_IF_ERROR(bad);
@@ -341,76 +334,17 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
     encoder(g, true);
   }
   if (tdt) {
-    // from_zero: NeMo's start state (zeros) instead of the state buffers, so that a new stream
-    // starts without zeroing the other states (enc_proj may hold its frames already).
-    const std::vector<float> zeros(static_cast<size_t>(P), 0.0f);
-    const int zero_state = pb.add_constant_copy("decoder.zero_state", DType::f32, Shape{1, P}, zeros.data());
-    // The prediction network's new states (LSTM h and c, the projection) are written back at the
-    // end of each method: nothing in a call reads them after the write, and as its last commands
-    // the copies share the final kernels' wait instead of adding their own between the LSTM layers.
-    struct StateWrite {
-      int state;
-      Val value;
-      std::string name;
-    };
-    auto predict = [&](MethodBuilder& g, Val token, std::vector<StateWrite>* writes, bool from_zero = false) {
-      Val y = g.op(OpKind::embedding, {g.constant(embed), token}, {}, "embed");
-      for (size_t l = 0; l < rnn.size(); ++l) {
-        const Rnn& r = rnn[l];
-        Val h0 = from_zero ? g.constant(zero_state) : g.state(r.h), c0 = from_zero ? g.constant(zero_state) : g.state(r.c);
-        std::vector<Val> o = g.op_n(OpKind::lstm, {y, h0, c0, g.constant(r.w_ih), g.constant(r.w_hh), g.constant(r.bias), Val::none()},
-                                    {}, "lstm" + std::to_string(l));
-        if (o.size() != 3) return Val::none();
-        writes->push_back({r.h, o[1], "lstm_h" + std::to_string(l)});
-        writes->push_back({r.c, o[2], "lstm_c" + std::to_string(l)});
-        y = o[0];
-      }
-      Val proj = g.op(OpKind::reshape, {linear(g, y, pred_proj, "joint.pred")}, {{"shape", {1, J}}});
-      writes->push_back({pred_state, proj, "pred_proj"});
-      return proj;
-    };
-    auto write_states = [&](MethodBuilder& g, const std::vector<StateWrite>& writes) {
-      for (const StateWrite& w : writes) g.op(OpKind::slice_update, {g.state(w.state), w.value}, {{"axis", 0}, {"start", 0}}, w.name);
-    };
-    // Frames by index into the enc_proj state (gathered first: the gather waits on nothing the
-    // prediction network computes); outputs the token argmax (and the duration argmax) of each
-    // frame: the host reads back indices, not logits. Both projections come before either argmax,
-    // so they run side by side.
-    auto gather = [&](MethodBuilder& g, Val frames) { return g.op(OpKind::embedding, {g.state(enc_state), frames}, {}, "frames"); };
-    auto joint = [&](MethodBuilder& g, Val f, Val pred) {
-      Val h = g.op(OpKind::relu, {g.op(OpKind::add, {f, pred})});
-      Val tokens = linear(g, h, joint_token, "joint.tokens");
-      Val durations = joint_duration.w >= 0 ? linear(g, h, joint_duration, "joint.durations") : Val::none();
-      g.output(g.op(OpKind::argmax, {tokens}, {{"axis", -1}}, "token_argmax"), "token");
-      if (joint_duration.w >= 0) g.output(g.op(OpKind::argmax, {durations}, {{"axis", -1}}, "duration_argmax"), "duration");
-    };
-    {
-      MethodBuilder g = pb.method("predict");
-      Val token = g.input("token", DType::i32, {1, 1});
-      std::vector<StateWrite> writes;
-      g.output(predict(g, token, &writes), "pred_proj");
-      write_states(g, writes);
-    }
-    {
-      MethodBuilder g = pb.method("begin");
-      Val token = g.input("token", DType::i32, {1, 1});
-      std::vector<StateWrite> writes;
-      g.output(predict(g, token, &writes, true), "pred_proj");
-      write_states(g, writes);
-    }
-    {
-      MethodBuilder g = pb.method("joint");
-      const SymExpr n = g.symbol("frames", 1, kMaxJointFrames);
-      joint(g, gather(g, g.input("frame_index", DType::i32, {1, n})), g.state(pred_state));
-    }
-    {
-      MethodBuilder g = pb.method("step");
-      const SymExpr n = g.symbol("frames", 1, kMaxJointFrames);
-      Val token = g.input("token", DType::i32, {1, 1});
-      Val f = gather(g, g.input("frame_index", DType::i32, {1, n}));
-      std::vector<StateWrite> writes;
-      joint(g, f, predict(g, token, &writes));
-      write_states(g, writes);
+    // The whole greedy loop over the frames of one chunk: control (t, symbols, end, row offset,
+    // fresh) in, the emitted tokens out, the prediction network's state kept in decoder_state.
+    MethodBuilder g = pb.method("greedy");
+    Val control = g.input("control", DType::i32, {5});
+    std::vector<Val> o = g.op_n(OpKind::tdt_greedy, {g.state(enc_state), control, g.state(dec_state), g.constant(dec_weights), g.constant(dec_vectors)},
+                                {{"layers", PL}, {"pred_hidden", P}, {"joint_hidden", J}, {"vocab", V1}, {"max_symbols", c.max_symbols},
+                                 {"durations", c.durations}, {"capacity", kGreedyCapacity}},
+                                "tdt_greedy");
+    if (o.size() == 2) {
+      g.output(o[0], "emitted");
+      g.op(OpKind::slice_update, {g.state(dec_state), o[1]}, {{"axis", 0}, {"start", 0}}, "decoder_state");
     }
   }
 

@@ -11,16 +11,12 @@
 //     (B <= max_batch), zero-padded to the longest; TDT writes job j's frame t to state row
 //     j * enc_len + t. On the valid frames it computes what encode does on each job alone.
 //   TDT only:
-//   predict(token [1, 1] i32): embeds the token (the blank id embeds to zeros, NeMo's start state),
-//     runs the LSTM layers from state lstm.h.N / lstm.c.N, writes the new state back and the
-//     joint's projection of the output into state pred_proj.
-//   begin(token [1, 1] i32): predict from NeMo's start state (zeros), whatever the states hold: a
-//     new stream's first call (with the blank id).
-//   joint(frame_index [1, n] i32) -> token [1, n] i32 (argmax of the vocab + 1 token logits) and,
-//     with durations, duration [1, n] i32 (argmax of the duration logits): the joint of rows
-//     frame_index of state enc_proj against pred_proj, n frames at once (n <= kMaxJointFrames), so
-//     that a run of blanks costs one call rather than one per frame and only indices come back.
-//   step(token, frame_index) -> token, duration: predict then joint, one call per emitted token.
+//   greedy(control [5] i32) -> emitted [kGreedyCapacity + 1, 4] i32: NeMo's greedy TDT / RNN-T
+//     loop (op tdt_greedy) over frames [t, end) of state enc_proj, frame t at row t + offset,
+//     control = (t, symbols already emitted at t, end, offset, fresh); the prediction network's
+//     LSTM state and projection live in state decoder_state (fresh = 1: NeMo's start state, a new
+//     stream). emitted row 0 = (count, next t, its symbols, status), rows 1..count = (token,
+//     frame, duration); a call that fills its rows stops early, the next goes on from row 0.
 #pragma once
 
 #include <memory>
@@ -32,7 +28,7 @@
 
 namespace vrun::parakeet {
 
-inline constexpr int64_t kMaxJointFrames = 64;
+inline constexpr int64_t kGreedyCapacity = 4096;
 
 struct BuildSettings {
   // Encoder frames one encode call takes (80 ms each): the bound of full attention; longer audio
@@ -45,7 +41,8 @@ struct BuildSettings {
   // softmax, bmm over materialised scores (false): the same math, for comparing the kernels.
   bool fused_attention = true;
   // Storage of the linear (matrix) weights: f32, f16 or bf16; nullopt keeps the checkpoint's
-  // dtype (f64 becomes f32). Convolutions, norms, biases and the LSTM stay f32.
+  // dtype (f64 becomes f32); the prediction network and the joint's output layer take it too.
+  // Convolutions, norms and biases stay f32.
   std::optional<DType> weight_dtype;
 };
 

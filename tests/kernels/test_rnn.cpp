@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "kernel_test_util.h"
+#include "tdt_greedy_case.h"
 
 namespace vrun::test {
 namespace {
@@ -102,6 +103,65 @@ TEST(Lstm, RejectsBadShapes) {
   HostTensor b3 = random_tensor(DType::f32, Shape{19}, rng);
   r = run_cpu(OpKind::lstm, {x.view, h0.view, h0.view, wih.view, whh.view, b3.view}, Attrs(OpKind::lstm));
   EXPECT_NE(r.status.message().find("b_ih must be [20]"), std::string::npos) << r.status.message();
+}
+
+}  // namespace
+}  // namespace vrun::test
+
+namespace vrun::test {
+namespace {
+
+TEST(TdtGreedy, MatchesFloat64Loop) {
+  std::mt19937 rng(5);
+  ThreadPool pool(2);
+  for (const TdtRun& run : tdt_runs()) {
+    TdtInputs in = make_tdt_inputs(run.c, rng);
+    set_control(in, run.t0, run.symbols0, run.end, run.row_offset, run.fresh);
+    const TdtRef want = ref_tdt_greedy(run.c, in);
+    // The cases are only worth something when the loop both emits and skips, and no argmax is a
+    // near tie that float32 rounding could flip.
+    ASSERT_GT(want.margin, 1e-4);
+    ASSERT_GE(want.emitted.size(), 5u);
+    ASSERT_GT(want.joints, static_cast<int64_t>(want.emitted.size()) + 3);
+    RunResult r = run_cpu(OpKind::tdt_greedy, in.views(), in.attrs, &pool);
+    ASSERT_TRUE(r.status.is_ok()) << r.status.to_string();
+    expect_tdt_matches(r.outputs, want, 1e-4, "cpu tdt_greedy");
+  }
+}
+
+// A full buffer stops the loop before the token that did not fit; the next call, from row 0's
+// frame and symbols with the returned state, goes on exactly as one long call would.
+TEST(TdtGreedy, FullBufferResumes) {
+  std::mt19937 rng(6);
+  TdtCase c;
+  TdtInputs in = make_tdt_inputs(c, rng);
+  set_control(in, 0, 0, c.R, 0, true);
+  const TdtRef whole = ref_tdt_greedy(c, in);
+  ASSERT_GT(whole.margin, 1e-4);
+  ASSERT_GT(whole.emitted.size(), 14u);
+  std::vector<HostTensor> last;
+  const auto got = run_in_pieces(
+      [](const TdtInputs& part) {
+        RunResult r = run_cpu(OpKind::tdt_greedy, part.views(), part.attrs);
+        EXPECT_TRUE(r.status.is_ok()) << r.status.to_string();
+        return r.outputs;
+      },
+      in, 6, &last);
+  EXPECT_EQ(got, whole.emitted);
+  ASSERT_EQ(last.size(), 2u);
+  expect_close(to_doubles(last[1].view), whole.state, 1e-4, 1e-4, "state after the last call");
+}
+
+TEST(TdtGreedy, RefusesFramesOutsideTheTensor) {
+  std::mt19937 rng(7);
+  TdtCase c;
+  TdtInputs in = make_tdt_inputs(c, rng);
+  set_control(in, 0, 0, c.R + 1, 0, true);
+  RunResult r = run_cpu(OpKind::tdt_greedy, in.views(), in.attrs);
+  EXPECT_FALSE(r.status.is_ok());
+  EXPECT_NE(r.status.to_string().find("rows"), std::string::npos) << r.status.to_string();
+  set_control(in, 0, 3, c.R, 0, true);  // symbols must be below max_symbols
+  EXPECT_FALSE(run_cpu(OpKind::tdt_greedy, in.views(), in.attrs).status.is_ok());
 }
 
 }  // namespace

@@ -104,3 +104,39 @@ TEST_F(VkRnn, LstmMatchesFloat64) {
 
 }  // namespace
 }  // namespace vrun::test
+
+namespace vrun::test {
+namespace {
+
+// The whole greedy loop in one dispatch (one workgroup on a CPU implementation, a grid of them
+// meeting at grid barriers on a GPU) against the float64 loop.
+TEST_F(VkRnn, TdtGreedyMatchesFloat64Loop) {
+  std::mt19937 rng(5);
+  for (const TdtRun& run : tdt_runs()) {
+    TdtInputs in = make_tdt_inputs(run.c, rng);
+    set_control(in, run.t0, run.symbols0, run.end, run.row_offset, run.fresh);
+    const TdtRef want = ref_tdt_greedy(run.c, in);
+    ASSERT_GT(want.margin, 1e-4);
+    expect_tdt_matches(run_gpu(OpKind::tdt_greedy, in.tensors(), in.attrs), want, 1e-4, "vulkan tdt_greedy");
+  }
+}
+
+TEST_F(VkRnn, TdtGreedyFullBufferResumes) {
+  std::mt19937 rng(6);
+  TdtCase c;
+  c.weights = DType::f16;
+  TdtInputs in = make_tdt_inputs(c, rng);
+  set_control(in, 0, 0, c.R, 0, true);
+  const TdtRef whole = ref_tdt_greedy(c, in);
+  ASSERT_GT(whole.margin, 1e-4);
+  ASSERT_GT(whole.emitted.size(), 14u);
+  std::vector<HostTensor> last;
+  const auto got = run_in_pieces([&](const TdtInputs& part) { return run_gpu(OpKind::tdt_greedy, part.tensors(), part.attrs); }, in, 5,
+                                 &last);
+  EXPECT_EQ(got, whole.emitted);
+  ASSERT_EQ(last.size(), 2u);
+  expect_close(to_doubles(last[1].view), whole.state, 1e-4, 1e-4, "state after the last call");
+}
+
+}  // namespace
+}  // namespace vrun::test

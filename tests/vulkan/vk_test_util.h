@@ -24,6 +24,7 @@
 #include "runtime/backends/vulkan/pipelines.h"
 #include "runtime/backends/vulkan/recorder.h"
 #include "tests/kernels/kernel_test_util.h"
+#include "tests/kernels/tdt_greedy_case.h"
 
 namespace vrun::test {
 

@@ -1,7 +1,12 @@
+// tdt_greedy: the whole greedy loop as one dispatch of kernels/vulkan/tdt_greedy.comp.
 // lstm: the input projection of every step is one linear up front (the matvec or matmul kernels,
 // whatever weight dtype they take); each step is then one lstm_step dispatch that adds
 // h_prev . w_hh^T and applies the cell. The recurrence runs in f32 (as the CPU kernel's does) and
 // converts to the outputs' dtype at the end.
+#include <algorithm>
+#include <cstdlib>
+
+#include "runtime/backends/vulkan/context.h"
 #include "runtime/backends/vulkan/ops.h"
 
 namespace vrun::vulkan {
@@ -65,11 +70,51 @@ Status record_lstm(Recorder& rec, const std::vector<DeviceView>& in, const std::
   return Status::ok();
 }
 
+// Workgroups of the tdt_greedy grid: enough for a subgroup per row of its widest phase, but never
+// more than the device keeps resident at once (its grid barriers would wait forever on a
+// workgroup that cannot start): one per multiprocessor at most, and one where the device does not
+// say how many it has (a CPU implementation runs one workgroup at a time anyway).
+// VRUN_TDT_GROUPS sets the count (tests, experiments).
+uint32_t tdt_groups(const Context& ctx, int64_t widest) {
+  if (const char* e = std::getenv("VRUN_TDT_GROUPS")) {
+    const long v = std::strtol(e, nullptr, 10);
+    if (v >= 1 && v <= 4096) return static_cast<uint32_t>(v);
+  }
+  const DeviceInfo& d = ctx.info();
+  if (d.type == "cpu" || d.multiprocessors == 0) return 1;
+  const int64_t subgroups = 256 / std::max<uint32_t>(d.subgroup_size, 1);
+  return static_cast<uint32_t>(std::clamp<int64_t>((widest + subgroups - 1) / subgroups, 1, d.multiprocessors));
+}
+
+Status record_tdt_greedy(Recorder& rec, const std::vector<DeviceView>& in, const std::vector<DeviceView>& out, const Attrs& a) {
+  const int64_t L = a.i("layers"), P = a.i("pred_hidden"), J = a.i("joint_hidden"), V = a.i("vocab");
+  const std::vector<int64_t>& durations = a.ints("durations");
+  const int64_t D = static_cast<int64_t>(durations.size());
+  if (D > 8) return err(ErrorCode::kUnsupported, "vulkan tdt_greedy: ", D, " durations (at most 8)");
+  VRUN_ASSIGN_OR_RETURN(DeviceView frames, rec.dense_view(in[0]));
+  VRUN_ASSIGN_OR_RETURN(DeviceView control, rec.dense_view(in[1]));
+  VRUN_ASSIGN_OR_RETURN(DeviceView state, rec.dense_view(in[2]));
+  VRUN_ASSIGN_OR_RETURN(DeviceView weights, rec.dense_view(in[3]));
+  VRUN_ASSIGN_OR_RETURN(DeviceView vectors, rec.dense_view(in[4]));
+  const uint32_t G = tdt_groups(rec.context(), std::max({P, J, V + D}));
+  VRUN_ASSIGN_OR_RETURN(DeviceView counters, rec.counters(4 + 8 * static_cast<int64_t>(G) + L * P));
+  const DeviceView &emitted = out[0], &state_out = out[1];
+  std::vector<Binding> bindings = {{&emitted, true}, {&frames, false},  {&weights, false}, {&vectors, false},
+                                   {&state, false},  {&state_out, true}, {&control, false}, {&counters, true}};
+  VRUN_ASSIGN_OR_RETURN(auto offs, rec.binding_offsets(bindings));
+  PushWords pw;
+  for (uint32_t o : offs) pw.u(o);
+  pw.u(L).u(P).u(J).u(V).u(D).u(frames.shape[0]).u(a.i("max_symbols")).u(a.i("capacity"));
+  for (int64_t k = 0; k < 8; ++k) pw.u(k < D ? durations[static_cast<size_t>(k)] : 0);
+  return rec.dispatch("tdt_greedy", {dt_code(weights.dtype)}, bindings, pw.w, pw.bytes(), G, 1, 1);
+}
+
 }  // namespace
 
 Status record_rnn(Recorder& rec, OpKind op, const std::vector<DeviceView>& in, const std::vector<DeviceView>& out,
-                  const Attrs&) {
+                  const Attrs& attrs) {
   if (op == OpKind::lstm) return record_lstm(rec, in, out);
+  if (op == OpKind::tdt_greedy) return record_tdt_greedy(rec, in, out, attrs);
   return err(ErrorCode::kUnsupported, "vulkan: no kernel for ", op_name(op));
 }
 

@@ -1,0 +1,245 @@
+#version 450
+// tdt_greedy (ops.def): the whole greedy TDT / RNN-T loop of one stream in one dispatch. The G
+// workgroups of the grid share every phase: each subgroup takes LSTM hidden units (the four gate
+// rows of a unit, whose cell update needs nothing else), projection rows or joint output rows,
+// its lanes splitting the dot product. Phases meet at a grid barrier (an arrival counter and a
+// generation word in the op's counters), so the host must launch no more workgroups than the
+// device keeps resident at once (it launches one per multiprocessor at most, one where it cannot
+// tell); a barrier that waits too long gives up and reports status 1 instead of hanging. The
+// joint's argmax meets through per-workgroup partial results, which every workgroup then reduces
+// itself, so all of them take the same branch without another barrier.
+// A token costs layers + 2 barriers (the LSTM layers, the projection, the joint), a blank one.
+// Bindings: 0 emitted (i32), 1 frames (f32), 2 weights (DT_W), 3 vectors (f32), 4 state in,
+// 5 state out (f32: h, c, g; also the ping buffer of h), 6 control (i32), 7 counters (u32: the
+// barrier words, the argmax partials, the pong buffer of h; all left at zero at the end).
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#include "common.glsl"
+
+layout(local_size_x = 256) in;
+layout(constant_id = 0) const uint DT_W = 0;
+
+layout(set = 0, binding = 5, std430) coherent buffer StateOut { float so[]; };
+layout(set = 0, binding = 6, std430) buffer Control { int ctl[]; };
+layout(set = 0, binding = 7, std430) coherent buffer CountersU { uint su[]; };
+layout(set = 0, binding = 7, std430) coherent buffer CountersF { float sf[]; };
+
+layout(push_constant) uniform Push {
+  uint off_em, off_fr, off_w, off_vec, off_si, off_so, off_ctl, off_cnt;
+  uint L, P, J, V, D, R, max_symbols, cap;
+  uint dur[8];
+} pc;
+
+const uint SPIN_LIMIT = 1u << 28;
+const uint WG = 256u;
+
+uint G, wg, lid, gsg, total, lane, nl;
+uint GEN, ARRIVE, DONE, PART, HB;  // word offsets in the counters
+uint par = 0u;                      // which buffer holds the current h: 0 state out, 1 counters
+uint jpar = 0u;                     // which half of the partials the next joint writes
+shared bool s_fail;
+shared float s_tv[WG / 4u], s_dv[WG / 4u];
+shared uint s_ti[WG / 4u], s_di[WG / 4u];
+shared uint s_k, s_d;
+
+float sigmoid_(float v) { return 1.0 / (1.0 + exp(-v)); }
+float tanh_(float v) {
+  float e = exp(-2.0 * abs(v));
+  float r = (1.0 - e) / (1.0 + e);
+  return v < 0.0 ? -r : r;
+}
+float W(uint i) { return load2(DT_W, pc.off_w + i); }
+float get_h(uint p, uint i) { return p == 0u ? so[pc.off_so + i] : sf[HB + i]; }
+void set_h(uint p, uint i, float v) {
+  if (p == 0u) so[pc.off_so + i] = v;
+  else sf[HB + i] = v;
+}
+
+// Every workgroup waits here until all G have arrived; writes before it are seen after it.
+void grid_sync() {
+  memoryBarrierBuffer();
+  barrier();
+  if (G == 1u) return;
+  if (lid == 0u) {
+    uint gen = atomicAdd(su[GEN], 0u);
+    memoryBarrierBuffer();
+    if (atomicAdd(su[ARRIVE], 1u) == G - 1u) {
+      atomicExchange(su[ARRIVE], 0u);
+      memoryBarrierBuffer();
+      atomicAdd(su[GEN], 1u);
+    } else {
+      uint spins = 0u;
+      while (atomicAdd(su[GEN], 0u) == gen) {
+        if (++spins > SPIN_LIMIT) {
+          s_fail = true;
+          break;
+        }
+      }
+    }
+    memoryBarrierBuffer();
+  }
+  barrier();
+}
+
+// The prediction network fed `token`, from the h at `par` to the other buffer, then g.
+void predict(uint token) {
+  const uint P = pc.P, L = pc.L, q = 1u - par;
+  for (uint l = 0u; l < L; ++l) {
+    const uint wl = l * 8u * P * P, bl = pc.off_vec + pc.V * P + l * 4u * P;
+    for (uint j = gsg; j < P; j += total) {
+      vec4 s = vec4(0.0);
+      const uint r = wl + j * 2u * P;
+      for (uint k = lane; k < P; k += nl) {
+        const float x = l == 0u ? b3_f32[pc.off_vec + token * P + k] : get_h(q, (l - 1u) * P + k);
+        const float h = get_h(par, l * P + k);
+        s.x += x * W(r + k) + h * W(r + P + k);
+        s.y += x * W(r + 2u * P * P + k) + h * W(r + 2u * P * P + P + k);
+        s.z += x * W(r + 4u * P * P + k) + h * W(r + 4u * P * P + P + k);
+        s.w += x * W(r + 6u * P * P + k) + h * W(r + 6u * P * P + P + k);
+      }
+      s = subgroupAdd(s);
+      if (lane == 0u) {
+        const vec4 gt = s + vec4(b3_f32[bl + j], b3_f32[bl + P + j], b3_f32[bl + 2u * P + j], b3_f32[bl + 3u * P + j]);
+        const uint ci = pc.off_so + L * P + l * P + j;
+        const float c = sigmoid_(gt.y) * so[ci] + sigmoid_(gt.x) * tanh_(gt.z);
+        so[ci] = c;
+        set_h(q, l * P + j, sigmoid_(gt.w) * tanh_(c));
+      }
+    }
+    grid_sync();
+  }
+  par = q;
+  const uint wp = L * 8u * P * P, bp = pc.off_vec + pc.V * P + L * 4u * P, hl = (L - 1u) * P;
+  for (uint r = gsg; r < pc.J; r += total) {
+    float s = 0.0;
+    for (uint k = lane; k < P; k += nl) s += get_h(par, hl + k) * W(wp + r * P + k);
+    s = subgroupAdd(s);
+    if (lane == 0u) so[pc.off_so + 2u * L * P + r] = s + b3_f32[bp + r];
+  }
+  grid_sync();
+}
+
+bool better(float v, uint i, float bv, uint bi) { return v > bv || (v == bv && i < bi); }
+
+// The joint of frame row `row`: s_k = the token argmax, s_d = the duration argmax.
+void joint(uint row) {
+  const uint J = pc.J, O = pc.V + pc.D, g0 = pc.off_so + 2u * pc.L * pc.P;
+  const uint wo = pc.L * 8u * pc.P * pc.P + J * pc.P, bo = pc.off_vec + pc.V * pc.P + pc.L * 4u * pc.P + J;
+  float tv = -1.0 / 0.0, dv = -1.0 / 0.0;
+  uint ti = 0xffffffffu, di = 0xffffffffu;
+  for (uint r = gsg; r < O; r += total) {
+    float s = 0.0;
+    for (uint i = lane; i < J; i += nl) s += max(0.0, b1_f32[pc.off_fr + row * J + i] + so[g0 + i]) * W(wo + r * J + i);
+    s = subgroupAdd(s) + b3_f32[bo + r];
+    if (r < pc.V) {
+      if (s > tv) { tv = s; ti = r; }
+    } else if (s > dv) {
+      dv = s; di = r - pc.V;
+    }
+  }
+  const uint sg = gl_SubgroupID;
+  if (lane == 0u) {
+    s_tv[sg] = tv; s_ti[sg] = ti; s_dv[sg] = dv; s_di[sg] = di;
+  }
+  barrier();
+  const uint part = PART + (jpar * G + wg) * 4u;
+  if (lid == 0u) {
+    for (uint s = 1u; s < gl_NumSubgroups; ++s) {
+      if (better(s_tv[s], s_ti[s], tv, ti)) { tv = s_tv[s]; ti = s_ti[s]; }
+      if (better(s_dv[s], s_di[s], dv, di)) { dv = s_dv[s]; di = s_di[s]; }
+    }
+    su[part] = floatBitsToUint(tv); su[part + 1u] = ti; su[part + 2u] = floatBitsToUint(dv); su[part + 3u] = di;
+  }
+  grid_sync();
+  if (lid == 0u) {
+    tv = -1.0 / 0.0; dv = tv; ti = 0xffffffffu; di = ti;
+    for (uint w = 0u; w < G; ++w) {
+      const uint p = PART + (jpar * G + w) * 4u;
+      const float v = uintBitsToFloat(su[p]), e = uintBitsToFloat(su[p + 2u]);
+      if (better(v, su[p + 1u], tv, ti)) { tv = v; ti = su[p + 1u]; }
+      if (better(e, su[p + 3u], dv, di)) { dv = e; di = su[p + 3u]; }
+    }
+    // Every score NaN: the first index, as a scan that never finds a larger one ends.
+    s_k = ti < pc.V ? ti : 0u;
+    s_d = di < pc.D ? di : 0u;
+  }
+  jpar = 1u - jpar;
+  barrier();
+}
+
+void main() {
+  G = gl_NumWorkGroups.x;
+  wg = gl_WorkGroupID.x;
+  lid = gl_LocalInvocationIndex;
+  gsg = wg * gl_NumSubgroups + gl_SubgroupID;
+  total = G * gl_NumSubgroups;
+  lane = gl_SubgroupInvocationID;
+  nl = gl_SubgroupSize;
+  GEN = pc.off_cnt;
+  ARRIVE = GEN + 1u;
+  DONE = GEN + 2u;
+  PART = GEN + 4u;
+  HB = PART + 8u * G;
+  if (lid == 0u) s_fail = false;
+
+  int t = ctl[pc.off_ctl], symbols = ctl[pc.off_ctl + 1u];
+  const int end = ctl[pc.off_ctl + 2u], row_offset = ctl[pc.off_ctl + 3u];
+  const bool fresh = ctl[pc.off_ctl + 4u] != 0;
+  const uint L = pc.L, P = pc.P, blank = pc.V - 1u, n_state = 2u * L * P + pc.J;
+  for (uint e = gl_GlobalInvocationID.x; e < n_state; e += G * WG) so[pc.off_so + e] = fresh ? 0.0 : b4_f32[pc.off_si + e];
+  uint status = 0u;
+  if (wg == 0u && lid == 0u) b0_u32[pc.off_em + 3u] = 0u;
+  if (t < end && (t + row_offset < 0 || end - 1 + row_offset >= int(pc.R))) status = 2u;
+  if (symbols < 0 || symbols >= int(pc.max_symbols)) status = 2u;
+  grid_sync();
+  if (fresh && status == 0u) predict(blank);
+  uint count = 0u;
+  while (t < end && status == 0u) {
+    if (s_fail) {
+      status = 1u;
+      break;
+    }
+    joint(uint(t + row_offset));
+    const uint k = s_k;
+    const int skip = pc.D > 0u ? int(pc.dur[s_d]) : (k == blank ? 1 : 0);
+    if (k != blank) {
+      if (count == pc.cap) break;
+      if (wg == 0u && lid == 0u) {
+        const uint o = pc.off_em + (1u + count) * 4u;
+        b0_i32[o] = int(k);
+        b0_i32[o + 1u] = t;
+        b0_i32[o + 2u] = skip;
+        b0_i32[o + 3u] = 0;
+      }
+      ++count;
+      predict(k);
+    }
+    ++symbols;
+    t += skip;
+    const bool again = skip == 0 && !(pc.D == 0u && k == blank);
+    if (!again || symbols >= int(pc.max_symbols)) {
+      if (symbols >= int(pc.max_symbols)) ++t;
+      symbols = 0;
+    }
+  }
+  grid_sync();  // every workgroup is done with the last joint's partials
+  if (s_fail) status = 1u;
+  for (uint e = gl_GlobalInvocationID.x; e < L * P; e += G * WG) {
+    if (par == 1u) so[pc.off_so + e] = sf[HB + e];
+    su[HB + e] = 0u;
+  }
+  if (lid < 8u) su[PART + ((lid / 4u) * G + wg) * 4u + lid % 4u] = 0u;
+  if (wg == 0u && lid == 0u) {
+    b0_i32[pc.off_em] = int(count);
+    b0_i32[pc.off_em + 1u] = t;
+    b0_i32[pc.off_em + 2u] = symbols;
+  }
+  if (lid == 0u && status != 0u) atomicMax(b0_u32[pc.off_em + 3u], status);
+  if (lid == 0u && G > 1u) {
+    memoryBarrierBuffer();
+    if (atomicAdd(su[DONE], 1u) == G - 1u) {
+      atomicExchange(su[GEN], 0u);
+      atomicExchange(su[DONE], 0u);
+    }
+  }
+}
