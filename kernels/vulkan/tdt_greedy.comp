@@ -7,7 +7,10 @@
 // device keeps resident at once (it launches one per multiprocessor at most, one where it cannot
 // tell); a barrier that waits too long gives up and reports status 1 instead of hanging. The
 // joint's argmax meets through per-workgroup partial results, which every workgroup then reduces
-// itself, so all of them take the same branch without another barrier.
+// itself, so all of them take the same branch without another barrier. Each phase first stages
+// its input vector ([x | h], h or the joint's relu(f + g)) in shared memory, so the dot products
+// read it from there; f16 weights load two at a time. Argmaxes reduce with subgroup operations
+// over order-preserving keys (ties: the lowest index, as argmax takes the first maximum).
 // A token costs layers + 2 barriers (the LSTM layers, the projection, the joint), a blank one.
 // Bindings: 0 emitted (i32), 1 frames (f32), 2 weights (DT_W), 3 vectors (f32), 4 state in,
 // 5 state out (f32: h, c, g; also the ping buffer of h), 6 control (i32), 7 counters (u32: the
@@ -23,6 +26,7 @@ layout(set = 0, binding = 5, std430) coherent buffer StateOut { float so[]; };
 layout(set = 0, binding = 6, std430) buffer Control { int ctl[]; };
 layout(set = 0, binding = 7, std430) coherent buffer CountersU { uint su[]; };
 layout(set = 0, binding = 7, std430) coherent buffer CountersF { float sf[]; };
+layout(set = 0, binding = 7, std430) coherent volatile buffer CountersV { uint sv[]; };
 
 layout(push_constant) uniform Push {
   uint off_em, off_fr, off_w, off_vec, off_si, off_so, off_ctl, off_cnt;
@@ -30,16 +34,17 @@ layout(push_constant) uniform Push {
   uint dur[8];
 } pc;
 
-const uint SPIN_LIMIT = 1u << 28;
+const uint SPIN_LIMIT = 1u << 22;
 const uint WG = 256u;
+const uint MAX_VEC = 4096u;  // the longest staged vector: 2 P and J (the host checks)
 
 uint G, wg, lid, gsg, total, lane, nl;
 uint GEN, ARRIVE, DONE, PART, HB;  // word offsets in the counters
 uint par = 0u;                      // which buffer holds the current h: 0 state out, 1 counters
 uint jpar = 0u;                     // which half of the partials the next joint writes
 shared bool s_fail;
-shared float s_tv[WG / 4u], s_dv[WG / 4u];
-shared uint s_ti[WG / 4u], s_di[WG / 4u];
+shared float s_vec[MAX_VEC];
+shared uint s_key[WG / 4u], s_idx[WG / 4u], s_key2[WG / 4u], s_idx2[WG / 4u];
 shared uint s_k, s_d;
 
 float sigmoid_(float v) { return 1.0 / (1.0 + exp(-v)); }
@@ -55,13 +60,31 @@ void set_h(uint p, uint i, float v) {
   else sf[HB + i] = v;
 }
 
+// This lane's share of weights [w0, w0 + n) . s_vec[0, n).
+float wdot(uint w0, uint n) {
+  float s = 0.0;
+  const uint e = pc.off_w + w0;
+  if (DT_W == DT_F16 && (e & 1u) == 0u && (n & 1u) == 0u) {
+    const uint b = e >> 1;
+    for (uint k = lane; k < n / 2u; k += nl) {
+      const vec2 w = unpackHalf2x16(b2_u32[b + k]);
+      s += w.x * s_vec[2u * k] + w.y * s_vec[2u * k + 1u];
+    }
+  } else if (DT_W == DT_F32) {
+    for (uint k = lane; k < n; k += nl) s += b2_f32[e + k] * s_vec[k];
+  } else {
+    for (uint k = lane; k < n; k += nl) s += W(w0 + k) * s_vec[k];
+  }
+  return s;
+}
+
 // Every workgroup waits here until all G have arrived; writes before it are seen after it.
 void grid_sync() {
   memoryBarrierBuffer();
   barrier();
   if (G == 1u) return;
   if (lid == 0u) {
-    uint gen = atomicAdd(su[GEN], 0u);
+    const uint gen = sv[GEN];
     memoryBarrierBuffer();
     if (atomicAdd(su[ARRIVE], 1u) == G - 1u) {
       atomicExchange(su[ARRIVE], 0u);
@@ -69,7 +92,7 @@ void grid_sync() {
       atomicAdd(su[GEN], 1u);
     } else {
       uint spins = 0u;
-      while (atomicAdd(su[GEN], 0u) == gen) {
+      while (sv[GEN] == gen) {
         if (++spins > SPIN_LIMIT) {
           s_fail = true;
           break;
@@ -81,22 +104,53 @@ void grid_sync() {
   barrier();
 }
 
+// A float's bits as a uint that orders as the floats do (NaN as -inf).
+uint order_key(float v) {
+  if (isnan(v)) v = -1.0 / 0.0;
+  const uint u = floatBitsToUint(v);
+  return (u & 0x80000000u) != 0u ? ~u : (u | 0x80000000u);
+}
+
+// The subgroup's largest key and, among lanes holding it, the lowest index.
+void subgroup_argmax(inout uint key, inout uint idx) {
+  const uint m = subgroupMax(key);
+  idx = subgroupMin(key == m ? idx : 0xffffffffu);
+  key = m;
+}
+
+// Reduces (key, idx) and (key2, idx2) over the workgroup; the result is valid in subgroup 0.
+void workgroup_argmax(inout uint key, inout uint idx, inout uint key2, inout uint idx2) {
+  subgroup_argmax(key, idx);
+  subgroup_argmax(key2, idx2);
+  const uint sg = gl_SubgroupID;
+  if (lane == 0u) {
+    s_key[sg] = key; s_idx[sg] = idx; s_key2[sg] = key2; s_idx2[sg] = idx2;
+  }
+  barrier();
+  if (sg == 0u) {
+    key = 0u; idx = 0xffffffffu; key2 = 0u; idx2 = 0xffffffffu;
+    for (uint e = lane; e < gl_NumSubgroups; e += nl) {
+      if (s_key[e] > key || (s_key[e] == key && s_idx[e] < idx)) { key = s_key[e]; idx = s_idx[e]; }
+      if (s_key2[e] > key2 || (s_key2[e] == key2 && s_idx2[e] < idx2)) { key2 = s_key2[e]; idx2 = s_idx2[e]; }
+    }
+    subgroup_argmax(key, idx);
+    subgroup_argmax(key2, idx2);
+  }
+}
+
 // The prediction network fed `token`, from the h at `par` to the other buffer, then g.
 void predict(uint token) {
   const uint P = pc.P, L = pc.L, q = 1u - par;
   for (uint l = 0u; l < L; ++l) {
     const uint wl = l * 8u * P * P, bl = pc.off_vec + pc.V * P + l * 4u * P;
+    for (uint k = lid; k < P; k += WG) {
+      s_vec[k] = l == 0u ? b3_f32[pc.off_vec + token * P + k] : get_h(q, (l - 1u) * P + k);
+      s_vec[P + k] = get_h(par, l * P + k);
+    }
+    barrier();
     for (uint j = gsg; j < P; j += total) {
-      vec4 s = vec4(0.0);
       const uint r = wl + j * 2u * P;
-      for (uint k = lane; k < P; k += nl) {
-        const float x = l == 0u ? b3_f32[pc.off_vec + token * P + k] : get_h(q, (l - 1u) * P + k);
-        const float h = get_h(par, l * P + k);
-        s.x += x * W(r + k) + h * W(r + P + k);
-        s.y += x * W(r + 2u * P * P + k) + h * W(r + 2u * P * P + P + k);
-        s.z += x * W(r + 4u * P * P + k) + h * W(r + 4u * P * P + P + k);
-        s.w += x * W(r + 6u * P * P + k) + h * W(r + 6u * P * P + P + k);
-      }
+      vec4 s = vec4(wdot(r, 2u * P), wdot(r + 2u * P * P, 2u * P), wdot(r + 4u * P * P, 2u * P), wdot(r + 6u * P * P, 2u * P));
       s = subgroupAdd(s);
       if (lane == 0u) {
         const vec4 gt = s + vec4(b3_f32[bl + j], b3_f32[bl + P + j], b3_f32[bl + 2u * P + j], b3_f32[bl + 3u * P + j]);
@@ -110,56 +164,44 @@ void predict(uint token) {
   }
   par = q;
   const uint wp = L * 8u * P * P, bp = pc.off_vec + pc.V * P + L * 4u * P, hl = (L - 1u) * P;
+  for (uint k = lid; k < P; k += WG) s_vec[k] = get_h(par, hl + k);
+  barrier();
   for (uint r = gsg; r < pc.J; r += total) {
-    float s = 0.0;
-    for (uint k = lane; k < P; k += nl) s += get_h(par, hl + k) * W(wp + r * P + k);
-    s = subgroupAdd(s);
+    const float s = subgroupAdd(wdot(wp + r * P, P));
     if (lane == 0u) so[pc.off_so + 2u * L * P + r] = s + b3_f32[bp + r];
   }
   grid_sync();
 }
 
-bool better(float v, uint i, float bv, uint bi) { return v > bv || (v == bv && i < bi); }
-
 // The joint of frame row `row`: s_k = the token argmax, s_d = the duration argmax.
 void joint(uint row) {
   const uint J = pc.J, O = pc.V + pc.D, g0 = pc.off_so + 2u * pc.L * pc.P;
   const uint wo = pc.L * 8u * pc.P * pc.P + J * pc.P, bo = pc.off_vec + pc.V * pc.P + pc.L * 4u * pc.P + J;
-  float tv = -1.0 / 0.0, dv = -1.0 / 0.0;
-  uint ti = 0xffffffffu, di = 0xffffffffu;
+  for (uint i = lid; i < J; i += WG) s_vec[i] = max(0.0, b1_f32[pc.off_fr + row * J + i] + so[g0 + i]);
+  barrier();
+  uint tk = 0u, ti = 0xffffffffu, dk = 0u, di = 0xffffffffu;
   for (uint r = gsg; r < O; r += total) {
-    float s = 0.0;
-    for (uint i = lane; i < J; i += nl) s += max(0.0, b1_f32[pc.off_fr + row * J + i] + so[g0 + i]) * W(wo + r * J + i);
-    s = subgroupAdd(s) + b3_f32[bo + r];
+    const uint key = order_key(subgroupAdd(wdot(wo + r * J, J)) + b3_f32[bo + r]);
     if (r < pc.V) {
-      if (s > tv) { tv = s; ti = r; }
-    } else if (s > dv) {
-      dv = s; di = r - pc.V;
+      if (key > tk || ti == 0xffffffffu) { tk = key; ti = r; }
+    } else if (key > dk || di == 0xffffffffu) {
+      dk = key; di = r - pc.V;
     }
   }
-  const uint sg = gl_SubgroupID;
-  if (lane == 0u) {
-    s_tv[sg] = tv; s_ti[sg] = ti; s_dv[sg] = dv; s_di[sg] = di;
-  }
-  barrier();
+  workgroup_argmax(tk, ti, dk, di);
   const uint part = PART + (jpar * G + wg) * 4u;
   if (lid == 0u) {
-    for (uint s = 1u; s < gl_NumSubgroups; ++s) {
-      if (better(s_tv[s], s_ti[s], tv, ti)) { tv = s_tv[s]; ti = s_ti[s]; }
-      if (better(s_dv[s], s_di[s], dv, di)) { dv = s_dv[s]; di = s_di[s]; }
-    }
-    su[part] = floatBitsToUint(tv); su[part + 1u] = ti; su[part + 2u] = floatBitsToUint(dv); su[part + 3u] = di;
+    su[part] = tk; su[part + 1u] = ti; su[part + 2u] = dk; su[part + 3u] = di;
   }
   grid_sync();
+  tk = 0u; ti = 0xffffffffu; dk = 0u; di = 0xffffffffu;
+  for (uint w = lid; w < G; w += WG) {
+    const uint p = PART + (jpar * G + w) * 4u;
+    if (su[p + 1u] != 0xffffffffu && (su[p] > tk || ti == 0xffffffffu || (su[p] == tk && su[p + 1u] < ti))) { tk = su[p]; ti = su[p + 1u]; }
+    if (su[p + 3u] != 0xffffffffu && (su[p + 2u] > dk || di == 0xffffffffu || (su[p + 2u] == dk && su[p + 3u] < di))) { dk = su[p + 2u]; di = su[p + 3u]; }
+  }
+  workgroup_argmax(tk, ti, dk, di);
   if (lid == 0u) {
-    tv = -1.0 / 0.0; dv = tv; ti = 0xffffffffu; di = ti;
-    for (uint w = 0u; w < G; ++w) {
-      const uint p = PART + (jpar * G + w) * 4u;
-      const float v = uintBitsToFloat(su[p]), e = uintBitsToFloat(su[p + 2u]);
-      if (better(v, su[p + 1u], tv, ti)) { tv = v; ti = su[p + 1u]; }
-      if (better(e, su[p + 3u], dv, di)) { dv = e; di = su[p + 3u]; }
-    }
-    // Every score NaN: the first index, as a scan that never finds a larger one ends.
     s_k = ti < pc.V ? ti : 0u;
     s_d = di < pc.D ? di : 0u;
   }
