@@ -9,7 +9,7 @@
 // joint's argmax meets through per-workgroup partial results, which every workgroup then reduces
 // itself, so all of them take the same branch without another barrier. Each phase first stages
 // its input vector ([x | h], h or the joint's relu(f + g)) in shared memory, so the dot products
-// read it from there; f16 weights load two at a time. Argmaxes reduce with subgroup operations
+// read it from there; f16 weights load eight at a time, an LSTM unit's four gate rows side by side. Argmaxes reduce with subgroup operations
 // over order-preserving keys (ties: the lowest index, as argmax takes the first maximum).
 // A token costs layers + 2 barriers (the LSTM layers, the projection, the joint), a blank one.
 // Bindings: 0 emitted (i32), 1 frames (f32), 2 weights (DT_W), 3 vectors (f32), 4 state in,
@@ -27,6 +27,7 @@ layout(set = 0, binding = 6, std430) buffer Control { int ctl[]; };
 layout(set = 0, binding = 7, std430) coherent buffer CountersU { uint su[]; };
 layout(set = 0, binding = 7, std430) coherent buffer CountersF { float sf[]; };
 layout(set = 0, binding = 7, std430) coherent volatile buffer CountersV { uint sv[]; };
+layout(set = 0, binding = 2, std430) readonly buffer Weights8 { uvec4 w8[]; };
 
 layout(push_constant) uniform Push {
   uint off_em, off_fr, off_w, off_vec, off_si, off_so, off_ctl, off_cnt;
@@ -43,7 +44,8 @@ uint GEN, ARRIVE, DONE, PART, HB;  // word offsets in the counters
 uint par = 0u;                      // which buffer holds the current h: 0 state out, 1 counters
 uint jpar = 0u;                     // which half of the partials the next joint writes
 shared bool s_fail;
-shared float s_vec[MAX_VEC];
+shared vec4 s_vec4[MAX_VEC / 4u];
+#define SV(i) s_vec4[(i) >> 2][(i) & 3u]
 shared uint s_key[WG / 4u], s_idx[WG / 4u], s_key2[WG / 4u], s_idx2[WG / 4u];
 shared uint s_k, s_d;
 
@@ -60,22 +62,41 @@ void set_h(uint p, uint i, float v) {
   else sf[HB + i] = v;
 }
 
-// This lane's share of weights [w0, w0 + n) . s_vec[0, n).
+// Eight f16 weights (one 16-byte load) dotted with staged elements [8 k, 8 k + 8).
+float dot8(uvec4 w, uint k) {
+  return dot(vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)), s_vec4[2u * k]) +
+         dot(vec4(unpackHalf2x16(w.z), unpackHalf2x16(w.w)), s_vec4[2u * k + 1u]);
+}
+// Whether weights [w0, w0 + n) go eight at a time: f16, 16-byte aligned.
+bool by8(uint w0, uint n) { return DT_W == DT_F16 && ((pc.off_w + w0) & 7u) == 0u && (n & 7u) == 0u; }
+
+// This lane's share of weights [w0, w0 + n) . staged elements [0, n).
 float wdot(uint w0, uint n) {
   float s = 0.0;
   const uint e = pc.off_w + w0;
-  if (DT_W == DT_F16 && (e & 1u) == 0u && (n & 1u) == 0u) {
-    const uint b = e >> 1;
-    for (uint k = lane; k < n / 2u; k += nl) {
-      const vec2 w = unpackHalf2x16(b2_u32[b + k]);
-      s += w.x * s_vec[2u * k] + w.y * s_vec[2u * k + 1u];
-    }
+  if (by8(w0, n)) {
+    for (uint k = lane; k < n / 8u; k += nl) s += dot8(w8[e / 8u + k], k);
   } else if (DT_W == DT_F32) {
-    for (uint k = lane; k < n; k += nl) s += b2_f32[e + k] * s_vec[k];
+    for (uint k = lane; k < n; k += nl) s += b2_f32[e + k] * SV(k);
   } else {
-    for (uint k = lane; k < n; k += nl) s += W(w0 + k) * s_vec[k];
+    for (uint k = lane; k < n; k += nl) s += W(w0 + k) * SV(k);
   }
   return s;
+}
+
+// wdot of the four rows at w0, w0 + gap, w0 + 2 gap, w0 + 3 gap (an LSTM unit's gates), their
+// loads side by side.
+vec4 wdot4(uint w0, uint gap, uint n) {
+  if (by8(w0, n) && (gap & 7u) == 0u) {
+    const uint b = (pc.off_w + w0) / 8u, g = gap / 8u;
+    vec4 s = vec4(0.0);
+    for (uint k = lane; k < n / 8u; k += nl) {
+      const uvec4 a0 = w8[b + k], a1 = w8[b + g + k], a2 = w8[b + 2u * g + k], a3 = w8[b + 3u * g + k];
+      s += vec4(dot8(a0, k), dot8(a1, k), dot8(a2, k), dot8(a3, k));
+    }
+    return s;
+  }
+  return vec4(wdot(w0, n), wdot(w0 + gap, n), wdot(w0 + 2u * gap, n), wdot(w0 + 3u * gap, n));
 }
 
 // Every workgroup waits here until all G have arrived; writes before it are seen after it.
@@ -144,14 +165,13 @@ void predict(uint token) {
   for (uint l = 0u; l < L; ++l) {
     const uint wl = l * 8u * P * P, bl = pc.off_vec + pc.V * P + l * 4u * P;
     for (uint k = lid; k < P; k += WG) {
-      s_vec[k] = l == 0u ? b3_f32[pc.off_vec + token * P + k] : get_h(q, (l - 1u) * P + k);
-      s_vec[P + k] = get_h(par, l * P + k);
+      SV(k) = l == 0u ? b3_f32[pc.off_vec + token * P + k] : get_h(q, (l - 1u) * P + k);
+      SV(P + k) = get_h(par, l * P + k);
     }
     barrier();
     for (uint j = gsg; j < P; j += total) {
       const uint r = wl + j * 2u * P;
-      vec4 s = vec4(wdot(r, 2u * P), wdot(r + 2u * P * P, 2u * P), wdot(r + 4u * P * P, 2u * P), wdot(r + 6u * P * P, 2u * P));
-      s = subgroupAdd(s);
+      const vec4 s = subgroupAdd(wdot4(r, 2u * P * P, 2u * P));
       if (lane == 0u) {
         const vec4 gt = s + vec4(b3_f32[bl + j], b3_f32[bl + P + j], b3_f32[bl + 2u * P + j], b3_f32[bl + 3u * P + j]);
         const uint ci = pc.off_so + L * P + l * P + j;
@@ -164,7 +184,7 @@ void predict(uint token) {
   }
   par = q;
   const uint wp = L * 8u * P * P, bp = pc.off_vec + pc.V * P + L * 4u * P, hl = (L - 1u) * P;
-  for (uint k = lid; k < P; k += WG) s_vec[k] = get_h(par, hl + k);
+  for (uint k = lid; k < P; k += WG) SV(k) = get_h(par, hl + k);
   barrier();
   for (uint r = gsg; r < pc.J; r += total) {
     const float s = subgroupAdd(wdot(wp + r * P, P));
@@ -177,7 +197,7 @@ void predict(uint token) {
 void joint(uint row) {
   const uint J = pc.J, O = pc.V + pc.D, g0 = pc.off_so + 2u * pc.L * pc.P;
   const uint wo = pc.L * 8u * pc.P * pc.P + J * pc.P, bo = pc.off_vec + pc.V * pc.P + pc.L * 4u * pc.P + J;
-  for (uint i = lid; i < J; i += WG) s_vec[i] = max(0.0, b1_f32[pc.off_fr + row * J + i] + so[g0 + i]);
+  for (uint i = lid; i < J; i += WG) SV(i) = max(0.0, b1_f32[pc.off_fr + row * J + i] + so[g0 + i]);
   barrier();
   uint tk = 0u, ti = 0xffffffffu, dk = 0u, di = 0xffffffffu;
   for (uint r = gsg; r < O; r += total) {

@@ -183,6 +183,8 @@ inline std::vector<TdtRun> tdt_runs() {
   half.weights = DType::f16;
   half.L = 1;
   half.P = 40;
+  half.J = 32;  // rows of whole 16-byte words: the GPU's eight-at-a-time loads
+  half.blank_bias = 1.5;
   runs.push_back({half, 2, 0, half.R, 0, true});
   return runs;
 }
