@@ -237,12 +237,15 @@ void NemoMelSpectrogram::log_frames(const StftMel& stft, const NemoMelConfig& c,
                                     int64_t begin, int64_t count, float* out) {
   stft.compute(samples, 0, begin, count, out, count);
   if (!c.log) return;
-  const size_t n = static_cast<size_t>(count) * static_cast<size_t>(stft.n_mels());
-  if (c.log_guard_type == NemoMelConfig::LogGuard::kAdd) {
-    for (size_t i = 0; i < n; ++i) out[i] = std::log(out[i] + c.log_guard);
-  } else {
-    for (size_t i = 0; i < n; ++i) out[i] = std::log(std::max(out[i], c.log_guard));
-  }
+  const bool add = c.log_guard_type == NemoMelConfig::LogGuard::kAdd;
+  const float guard = c.log_guard;
+  parallel_ranges(count * stft.n_mels(), 8192, [&](int64_t a, int64_t b) {
+    if (add) {
+      for (int64_t i = a; i < b; ++i) out[i] = std::log(out[i] + guard);
+    } else {
+      for (int64_t i = a; i < b; ++i) out[i] = std::log(std::max(out[i], guard));
+    }
+  });
 }
 
 void NemoMelSpectrogram::statistics(const NemoMelConfig& c, int n_mels, const std::vector<double>& shift,

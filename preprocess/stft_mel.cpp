@@ -1,8 +1,11 @@
 #include "preprocess/stft_mel.h"
 
+#include "runtime/thread_pool.h"
+
 #include <fftw3.h>
 
 #include <cmath>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -77,8 +80,25 @@ Result<StftMel> StftMel::create(StftConfig config, const MelFilterbankConfig& me
   return s;
 }
 
+void parallel_ranges(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  static std::mutex pool_mu;
+  ThreadPool& pool = ThreadPool::global();
+  std::unique_lock<std::mutex> lock(pool_mu, std::defer_lock);
+  if (n < 2 * grain || pool.size() == 1 || !lock.try_lock()) {
+    if (n > 0) fn(0, n);
+    return;
+  }
+  pool.parallel_for(n, grain, fn);
+}
+
 void StftMel::compute(std::span<const float> samples, int64_t zero_tail, int64_t begin, int64_t count, float* out,
                       int64_t out_stride) const {
+  // Frames are independent (each writes its own output column); each range has its own FFT buffers.
+  parallel_ranges(count, 32, [&](int64_t a, int64_t b) { compute_range(samples, zero_tail, begin, begin + a, begin + b, out, out_stride); });
+}
+
+void StftMel::compute_range(std::span<const float> samples, int64_t zero_tail, int64_t begin, int64_t t0, int64_t t1,
+                            float* out, int64_t out_stride) const {
   const int n_fft = config_.n_fft;
   const int n_bins = n_fft / 2 + 1;
   const int64_t n = static_cast<int64_t>(samples.size());
@@ -106,7 +126,7 @@ void StftMel::compute(std::span<const float> samples, int64_t zero_tail, int64_t
     return emphasised(i);
   };
 
-  for (int64_t t = begin; t < begin + count; ++t) {
+  for (int64_t t = t0; t < t1; ++t) {
     const int64_t start = t * config_.hop - half;
     float* f = frame.get();
     if (start >= 1 && start + n_fft <= n) {

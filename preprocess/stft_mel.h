@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -27,6 +28,10 @@ struct StftConfig {
 enum class WindowKind { kHann, kHamming, kBlackman, kBartlett, kOnes };
 std::vector<float> make_window(WindowKind kind, int length, bool periodic);
 
+// fn over ranges covering [0, n), each at least `grain` long, on the process's thread pool (the
+// calling thread alone when the span is short or another thread has the pool). Thread-safe.
+void parallel_ranges(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+
 class StftMel {
  public:
   static Result<StftMel> create(StftConfig config, const MelFilterbankConfig& mel);
@@ -43,6 +48,9 @@ class StftMel {
                int64_t out_stride) const;
 
  private:
+  // compute() of frames [t0, t1) (output column t - begin).
+  void compute_range(std::span<const float> samples, int64_t zero_tail, int64_t begin, int64_t t0, int64_t t1, float* out,
+                     int64_t out_stride) const;
   StftConfig config_;
   std::vector<float> window_;  // n_fft long
   MelFilterbank filterbank_;
