@@ -504,12 +504,18 @@ int main(int argc, char** argv) {
   {
     // Parakeet's relative-position attention at a 200-s chunk: f32 q, k, v (rounded to halves
     // on the tensor cores) and an f32 additive mask per score (the position term).
+    // The same with the position term stored as halves, and with everything stored as halves.
     const int64_t H = 8, D = 128, L = 2500 / S;
-    DevTensor q = make(ctx, DType::f32, Shape{1, H, L, D});
-    DevTensor k = make(ctx, DType::f32, Shape{1, H, L, D}), v = make(ctx, DType::f32, Shape{1, H, L, D});
-    DevTensor m = make(ctx, DType::f32, Shape{1, H, L, L});
-    const double t = run_op(ctx, std::max(2, reps / 4), OpKind::sdpa, {&q, &k, &v, &m}, Attrs(OpKind::sdpa));
-    row("sdpa f32 + f32 mask", "H8 D128 L" + std::to_string(L), t, 4.0 * H * L * L * D / 1e12, "TFLOP/s", peak);
+    for (DType qdt : {DType::f32, DType::f16})
+      for (DType mdt : {DType::f32, DType::f16}) {
+        if (qdt == DType::f16 && mdt == DType::f32) continue;
+        DevTensor q = make(ctx, qdt, Shape{1, H, L, D});
+        DevTensor k = make(ctx, qdt, Shape{1, H, L, D}), v = make(ctx, qdt, Shape{1, H, L, D});
+        DevTensor m = make(ctx, mdt, Shape{1, H, L, L});
+        const double t = run_op(ctx, std::max(2, reps / 4), OpKind::sdpa, {&q, &k, &v, &m}, Attrs(OpKind::sdpa));
+        row((std::string("sdpa ") + dtype_name(qdt) + " + " + dtype_name(mdt) + " mask").c_str(), "H8 D128 L" + std::to_string(L), t,
+            4.0 * H * L * L * D / 1e12, "TFLOP/s", peak);
+      }
   }
   {
     const int64_t C = 1024, T = 4096 / S, Kc = 31;

@@ -13,9 +13,13 @@
 // matrix of per-row factors loaded with the accumulators' own layout, so element e of both
 // belongs to the same row whatever the device's fragment layout. Tiles past the causal limit of
 // the block's last row are skipped. An additive or boolean mask (Parakeet's relative-position
-// term: a float per score) is read one tile ahead, each invocation's 16 values issued as soon as
-// the current tile's are used, so their latency hides behind the multiplies instead of stalling
-// every tile's softmax.
+// term: a float per score) is read one tile ahead into registers, lane = key, so each load reads
+// 32 consecutive keys of one row (coalesced), and is applied to the subgroup's scores in shared
+// memory before the softmax reads them; its latency hides behind the tile's multiplies.
+// Split keys (SPLIT = 1, few row blocks: Parakeet's 8 heads would otherwise leave the GPU half
+// idle): grid z = B * nsplit, each workgroup takes kchunk keys (a multiple of BKV) and writes its
+// rows' unnormalised partials (output, max, sum) as f32 [rows, nsplit, Dv + 2] to binding 0, for
+// sdpa_combine.comp to merge.
 // Same push constants and bindings as sdpa.comp (0 y, 1 q, 2 k, 3 v, 4 mask).
 
 layout(local_size_x = 128) in;
@@ -26,6 +30,7 @@ layout(constant_id = 3) const uint DMAX = 128;
 layout(constant_id = 4) const uint DT_Q = DT_F16;
 layout(constant_id = 5) const uint DT_K = DT_F16;
 layout(constant_id = 6) const uint DT_V = DT_F16;
+layout(constant_id = 7) const uint SPLIT = 0;
 
 layout(set = 0, binding = 1, std430) buffer BufQ4 { uvec4 q4[]; };
 layout(set = 0, binding = 2, std430) buffer BufK4 { uvec4 k4[]; };
@@ -73,7 +78,7 @@ void main() {
   uint w = gl_SubgroupID, lane = gl_SubgroupInvocationID;
   // Blocks of late rows see the most keys under a causal mask: start them first.
   uint blk = gl_NumWorkGroups.x - 1u - gl_WorkGroupID.x;
-  uint i0 = blk * BQ, h = gl_WorkGroupID.y, b = gl_WorkGroupID.z;
+  uint i0 = blk * BQ, h = gl_WorkGroupID.y, b = gl_WorkGroupID.z / pc.nsplit, split = gl_WorkGroupID.z % pc.nsplit;
   uint hk = h / (pc.Hq / pc.Hkv);
   uint qo = pc.off_q + b * pc.q_sb + h * pc.q_sh;
   uint ko = pc.off_k + b * pc.k_sb + hk * pc.k_sh;
@@ -96,10 +101,12 @@ void main() {
   uint rl = lane / 2u, c0 = (lane % 2u) * 16u;
   uint i = i0 + w * 16u + rl;
   bool row_ok = i < pc.Lq;
-  uint mo = pc.off_m + b * pc.m_sb + h * pc.m_sh + i * pc.m_sl;
   uint last = min(pc.Lq, i0 + BQ) - 1u;
   uint kend = pc.Lk;
   if (CAUSAL == 1) kend = min(pc.Lk, pc.Lk - pc.Lq + last + 1u);
+  // This workgroup's keys: [kbeg, kend).
+  const uint kbeg = min(kend, split * pc.kchunk);
+  kend = min(kend, kbeg + pc.kchunk);
   uint klim = CAUSAL == 1 ? pc.Lk - pc.Lq + i + 1u : pc.Lk;
 
   C_T o[ND];
@@ -108,20 +115,22 @@ void main() {
 
   // Words of a K/V tile: rows past the keys and dims past D / Dv are zeros, so padding adds
   // nothing and no garbage (inf/nan) meets a zero weight.
-  // The mask values of this invocation's row and 16 keys of the next tile (0 where not read).
+  // The mask of the subgroup's 16 rows at key j + lane of the next tile (0 where not read).
   float mk[16];
-  [[unroll]] for (uint u = 0; u < 16u; ++u) {
-    uint jj = c0 + u;
-    mk[u] = DT_MASK != DT_NONE && row_ok && jj < kend ? load4(DT_MASK, mo + jj * pc.m_sk) : 0.0;
-  }
+  const uint mrow = pc.off_m + b * pc.m_sb + h * pc.m_sh + (i0 + w * 16u) * pc.m_sl;
+  if (DT_MASK != DT_NONE)
+    [[unroll]] for (uint u = 0; u < 16u; ++u) {
+      uint jj = kbeg + lane;
+      mk[u] = i0 + w * 16u + u < pc.Lq && jj < kend ? load4(DT_MASK, mrow + u * pc.m_sl + jj * pc.m_sk) : 0.0;
+    }
   uvec4 rk[PER], rv[PER];
   [[unroll]] for (uint p = 0; p < PER; ++p) {
-    uint e = t + p * WG, j = e / C8, c = e % C8;
+    uint e = t + p * WG, j = kbeg + e / C8, c = e % C8;
     rk[p] = (j < kend && c * 8u < pc.D) ? k8(ko + j * pc.k_sl + c * 8u) : uvec4(0);
     rv[p] = (j < kend && c * 8u < pc.Dv) ? v8(vo + j * pc.v_sl + c * 8u) : uvec4(0);
   }
 
-  for (uint j0 = 0; j0 < kend; j0 += BKV) {
+  for (uint j0 = kbeg; j0 < kend; j0 += BKV) {
     uint n = min(BKV, kend - j0);
     barrier();  // the previous tile's multiplies are done with Ks / Vs
     [[unroll]] for (uint p = 0; p < PER; ++p) {
@@ -150,25 +159,33 @@ void main() {
     }
     subgroupMemoryBarrierShared();
     subgroupBarrier();
+    if (DT_MASK != DT_NONE) {
+      // Scale and mask the scores in place, row u at key lane; then the next tile's mask.
+      [[unroll]] for (uint u = 0; u < 16u; ++u) {
+        uint at = (w * 16u + u) * LDS + lane;
+        float a = Sf[at] * pc.scale;
+        if (DT_MASK == DT_BOOL || DT_MASK == DT_U8) a = mk[u] != 0.0 ? a : NEG_INF;
+        else a += mk[u];
+        Sf[at] = a;
+      }
+      if (j0 + BKV < kend)
+        [[unroll]] for (uint u = 0; u < 16u; ++u) {
+          uint jj = j0 + BKV + lane;
+          mk[u] = i0 + w * 16u + u < pc.Lq && jj < kend ? load4(DT_MASK, mrow + u * pc.m_sl + jj * pc.m_sk) : 0.0;
+        }
+      subgroupMemoryBarrierShared();
+      subgroupBarrier();
+    }
 
     float s[16];
     float mt = NEG_INF;
     [[unroll]] for (uint u = 0; u < 16u; ++u) {
       uint j = c0 + u, jj = j0 + j;
-      float a = Sf[(w * 16u + rl) * LDS + j] * pc.scale;
+      float a = Sf[(w * 16u + rl) * LDS + j];
+      if (DT_MASK == DT_NONE) a *= pc.scale;
       if (!row_ok || j >= n || jj >= klim) a = NEG_INF;
-      else if (DT_MASK != DT_NONE) {
-        if (DT_MASK == DT_BOOL || DT_MASK == DT_U8) a = mk[u] != 0.0 ? a : NEG_INF;
-        else a += mk[u];
-      }
       s[u] = a;
       mt = max(mt, a);
-    }
-    if (DT_MASK != DT_NONE && j0 + BKV < kend) {
-      [[unroll]] for (uint u = 0; u < 16u; ++u) {
-        uint jj = j0 + BKV + c0 + u;
-        mk[u] = row_ok && jj < kend ? load4(DT_MASK, mo + jj * pc.m_sk) : 0.0;
-      }
     }
     mt = max(mt, subgroupShuffleXor(mt, 1u));
     float mn = max(m, mt);
@@ -209,6 +226,11 @@ void main() {
   }
 
   if (lane % 2u == 0u) Ls[w * 16u + rl] = l;
+  if (SPLIT == 1 && lane % 2u == 0u && row_ok) {
+    const uint po = pc.off_y + (((b * pc.Hq + h) * pc.Lq + i) * pc.nsplit + split) * (pc.Dv + 2u);
+    b0_f32[po + pc.Dv] = m;
+    b0_f32[po + pc.Dv + 1u] = l;
+  }
   [[unroll]] for (uint f = 0; f < ND; ++f) {
     subgroupMemoryBarrierShared();
     subgroupBarrier();
@@ -218,6 +240,10 @@ void main() {
     for (uint e = lane; e < 256u; e += 32u) {
       uint r = e / 16u, d = f * 16u + e % 16u, ii = i0 + w * 16u + r;
       if (ii < pc.Lq && d < pc.Dv) {
+        if (SPLIT == 1) {
+          b0_f32[pc.off_y + (((b * pc.Hq + h) * pc.Lq + ii) * pc.nsplit + split) * (pc.Dv + 2u) + d] = Sf[(w * 16u + r) * LDS + e % 16u];
+          continue;
+        }
         float ll = Ls[w * 16u + r];
         // Rows whose every key is masked output zeros, as the CPU kernel does.
         float y = ll > 0.0 ? Sf[(w * 16u + r) * LDS + e % 16u] / ll : 0.0;

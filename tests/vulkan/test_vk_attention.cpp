@@ -206,6 +206,10 @@ TEST_F(VkSdpa, TiledTailsHeadDimsAndMasks) {
       {DType::f32, 2, 4, 4, 70, 70, 128, 128, false, DType::f32, 0, 8},  // Parakeet's position term
       {DType::f32, 1, 4, 2, 33, 97, 64, 64, true, DType::u8, 0, 8},
       {DType::f16, 1, 4, 1, 65, 130, 128, 128, true, DType::u8, 0, 8},
+      // Few row blocks over many keys: the tensor-core kernel splits the keys (4 and 2 chunks,
+      // the last one short) and sdpa_combine merges them.
+      {DType::f32, 1, 2, 2, 70, 1100, 128, 128, false, DType::f32, 0, 8},
+      {DType::f16, 1, 2, 1, 40, 600, 128, 128, false, DType::bool_, 0, 8},
       {DType::bf16, 1, 2, 2, 33, 130, 128, 128, true, DType::f16},
   };
   for (size_t i = 0; i < cases.size(); ++i) check(cases[i], 30 + static_cast<uint32_t>(i));

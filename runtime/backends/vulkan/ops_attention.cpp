@@ -53,11 +53,26 @@ int64_t padded_head_dim(int64_t d) { return d <= 64 ? 64 : d <= 128 ? 128 : 256;
 // one could run, "decode" every decode shape (not only those with one query row per KV head) to
 // the one-kernel decode kernel (sdpa_decode.comp) instead of the split-K row kernel, "combine"
 // decode shapes to the row kernel with its split keys merged by the separate combine pass
-// (sdpa_combine.comp) instead of in the kernel.
+// (sdpa_combine.comp) instead of in the kernel, "nosplit" the tensor-core kernel's keys in one
+// chunk however few its row blocks.
 // Read on every call so tests can cover every path in one process.
 std::string forced_kernel() {
   const char* e = std::getenv("VRUN_SDPA");
   return e ? e : "";
+}
+
+// y from split-K partials [rows, nsplit, Dv + 2] (sdpa_combine.comp); qpos: the device-held
+// length the chunks were cut from (else every chunk holds keys).
+Status record_combine(Recorder& rec, const DeviceView& y, const DeviceView& partial, const DeviceView* qpos, int64_t rows, int64_t Dv,
+                      int64_t nsplit, int64_t Lk, int64_t Lq, int64_t kchunk, int64_t want) {
+  std::vector<Binding> cb = {{&y, true}, {&partial, false}, {qpos, false}};
+  VRUN_ASSIGN_OR_RETURN(auto coffs, rec.binding_offsets(cb));
+  PushWords cp;
+  const int64_t n = rows * Dv;
+  cp.u(n).u(Dv).u(nsplit).u(coffs[0]).u(coffs[1]).u(Lk).u(Lq).u(kchunk).u(want).u(coffs[2]);
+  uint32_t gx, gy;
+  rec.grid_1d((static_cast<uint64_t>(n) + 255) / 256, &gx, &gy);
+  return rec.dispatch("sdpa_combine", {dt_code(y.dtype), qpos ? 1 : 0}, cb, cp.w, cp.bytes(), gx, gy, 1);
 }
 
 Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, const Attrs& attrs) {
@@ -132,11 +147,32 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
     const uint64_t coop_smem = 2 * 32 * (dmax + 8) * 2 + 4 * 16 * 36 * 4 + 4 * 16 * 40 * 2 + 4 * 256 * 4 + 64 * 4;
     if (!coop.empty() && forced != "tile" && coop_rows(ctx, q, offs[1]) && coop_rows(ctx, k, offs[2]) &&
         coop_rows(ctx, v, offs[3]) && coop_smem <= smem) {
-      return rec.dispatch(coop,
-                          {dt_code(y.dtype), has_mask ? dt_code(mask.dtype) : 255, causal, static_cast<int32_t>(dmax),
-                           dt_code(q.dtype), dt_code(k.dtype), dt_code(v.dtype)},
-                          bindings, pw.w, pw.bytes(), static_cast<uint32_t>((Lq + 63) / 64), static_cast<uint32_t>(Hq),
-                          static_cast<uint32_t>(B));
+      // Few row blocks (Parakeet: 8 heads of a chunk's rows): the keys split so that each
+      // multiprocessor gets about four workgroups, at least 256 keys each, merged by sdpa_combine.
+      const int64_t blocks = (Lq + 63) / 64 * Hq * B, mps = ctx.info().multiprocessors;
+      int64_t nsplit = 1, kchunk = Lk;
+      if (!causal && mps > 0 && blocks < 4 * mps && forced != "nosplit") {
+        nsplit = std::clamp<int64_t>((4 * mps + blocks - 1) / blocks, 1, std::max<int64_t>(1, Lk / 256));
+        kchunk = ((Lk + nsplit - 1) / nsplit + 31) / 32 * 32;
+        nsplit = (Lk + kchunk - 1) / kchunk;
+      }
+      if (nsplit == 1 || B * nsplit > 65535)
+        return rec.dispatch(coop,
+                            {dt_code(y.dtype), has_mask ? dt_code(mask.dtype) : 255, causal, static_cast<int32_t>(dmax),
+                             dt_code(q.dtype), dt_code(k.dtype), dt_code(v.dtype), 0},
+                            bindings, pw.w, pw.bytes(), static_cast<uint32_t>((Lq + 63) / 64), static_cast<uint32_t>(Hq),
+                            static_cast<uint32_t>(B));
+      const int64_t rows = B * Hq * Lq;
+      VRUN_ASSIGN_OR_RETURN(DeviceView partial, rec.scratch(DType::f32, Shape{rows * nsplit * (Dv + 2)}));
+      std::vector<Binding> sb = {{&partial, true}, {&q, false}, {&k, false}, {&v, false}, {has_mask ? &mask : nullptr, false}};
+      VRUN_ASSIGN_OR_RETURN(auto soffs, rec.binding_offsets(sb));
+      const PushWords sp = push_words(soffs, nsplit, kchunk);
+      VRUN_RETURN_IF_ERROR(rec.dispatch(coop,
+                                        {dt_code(DType::f32), has_mask ? dt_code(mask.dtype) : 255, causal, static_cast<int32_t>(dmax),
+                                         dt_code(q.dtype), dt_code(k.dtype), dt_code(v.dtype), 1},
+                                        sb, sp.w, sp.bytes(), static_cast<uint32_t>((Lq + 63) / 64), static_cast<uint32_t>(Hq),
+                                        static_cast<uint32_t>(B * nsplit)));
+      return record_combine(rec, y, partial, nullptr, rows, Dv, nsplit, Lk, Lq, kchunk, 0);
     }
     return rec.dispatch("sdpa_tile",
                         {dt_code(q.dtype), dt_code(k.dtype), dt_code(v.dtype), dt_code(y.dtype),
@@ -283,14 +319,7 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
   VRUN_RETURN_IF_ERROR(rec.dispatch("sdpa", spec, bindings, pw.w, pw.bytes(), static_cast<uint32_t>(row_blocks),
                                     static_cast<uint32_t>(Hkv), static_cast<uint32_t>(B * nsplit)));
   if (nsplit == 1 || merge) return Status::ok();
-  std::vector<Binding> cb = {{&y, true}, {&partial, false}, {dyn_len ? &qpos : nullptr, false}};
-  VRUN_ASSIGN_OR_RETURN(auto coffs, rec.binding_offsets(cb));
-  PushWords cp;
-  const int64_t n = rows * Dv;
-  cp.u(n).u(Dv).u(nsplit).u(coffs[0]).u(coffs[1]).u(Lk).u(Lq).u(kchunk).u(want).u(coffs[2]);
-  uint32_t gx, gy;
-  rec.grid_1d((static_cast<uint64_t>(n) + 255) / 256, &gx, &gy);
-  return rec.dispatch("sdpa_combine", {dt_code(y.dtype), dyn_len ? 1 : 0}, cb, cp.w, cp.bytes(), gx, gy, 1);
+  return record_combine(rec, y, partial, dyn_len ? &qpos : nullptr, rows, Dv, nsplit, Lk, Lq, kchunk, want);
 }
 
 // One rope.comp dispatch: x (dense) rotated into y, the position pos plus the i32 at *offset
