@@ -234,4 +234,22 @@ inline std::vector<std::array<int64_t, 3>> run_in_pieces(const std::function<std
   return got;
 }
 
+// A full buffer stops the loop before the token that did not fit; calls of `capacity` tokens,
+// each from the one before's row 0 and state, give what one long call gives (the float64 loop).
+inline void expect_resumes_in_pieces(const std::function<std::vector<HostTensor>(const TdtInputs&)>& run, DType weights,
+                                     int64_t capacity) {
+  std::mt19937 rng(6);
+  TdtCase c;
+  c.weights = weights;
+  TdtInputs in = make_tdt_inputs(c, rng);
+  set_control(in, 0, 0, c.R, 0, true);
+  const TdtRef whole = ref_tdt_greedy(c, in);
+  ASSERT_GT(whole.margin, 1e-4);
+  ASSERT_GT(static_cast<int64_t>(whole.emitted.size()), 2 * capacity);
+  std::vector<HostTensor> last;
+  EXPECT_EQ(run_in_pieces(run, in, capacity, &last), whole.emitted);
+  ASSERT_EQ(last.size(), 2u);
+  expect_close(to_doubles(last[1].view), whole.state, 1e-4, 1e-4, "state after the last call");
+}
+
 }  // namespace vrun::test
