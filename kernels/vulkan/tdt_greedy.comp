@@ -2,19 +2,21 @@
 // tdt_greedy (ops.def): the whole greedy TDT / RNN-T loop of one stream in one dispatch. The G
 // workgroups of the grid share every phase: each subgroup takes LSTM hidden units (the four gate
 // rows of a unit, whose cell update needs nothing else), projection rows or joint output rows,
-// its lanes splitting the dot product. Phases meet at a grid barrier (an arrival counter and a
-// generation word in the op's counters), so the host must launch no more workgroups than the
-// device keeps resident at once (it launches one per multiprocessor at most, one where it cannot
-// tell); a barrier that waits too long gives up and reports status 1 instead of hanging. The
-// joint's argmax meets through per-workgroup partial results, which every workgroup then reduces
-// itself, so all of them take the same branch without another barrier. Each phase first stages
-// its input vector ([x | h], h or the joint's relu(f + g)) in shared memory, so the dot products
-// read it from there; f16 weights load eight at a time, an LSTM unit's four gate rows side by side. Argmaxes reduce with subgroup operations
-// over order-preserving keys (ties: the lowest index, as argmax takes the first maximum).
+// its lanes splitting the dot product. Phases meet at a grid barrier (an arrival counter in the
+// op's counters), so the host must launch no more workgroups than the device keeps resident at
+// once (it launches one per multiprocessor at most, one where it cannot tell); a barrier that
+// waits too long gives up and reports status 1 instead of hanging. The joint's argmax meets
+// through per-workgroup partial results, which every workgroup then reduces itself, so all of
+// them take the same branch without another barrier. Each phase first stages its input vector
+// ([x | h], h or the joint's relu(f + g)) in shared memory, so the dot products read it from
+// there; f16 weights load eight at a time, an LSTM unit's four gate rows side by side. Argmaxes
+// reduce with subgroup operations over order-preserving keys (ties: the lowest index, as argmax
+// takes the first maximum).
 // A token costs layers + 2 barriers (the LSTM layers, the projection, the joint), a blank one.
 // Bindings: 0 emitted (i32), 1 frames (f32), 2 weights (DT_W), 3 vectors (f32), 4 state in,
 // 5 state out (f32: h, c, g; also the ping buffer of h), 6 control (i32), 7 counters (u32: the
-// barrier words, the argmax partials, the pong buffer of h; all left at zero at the end).
+// arrival and done counts, two unused words, the argmax partials, the pong buffer of h; all left
+// at zero at the end).
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #include "common.glsl"
@@ -40,7 +42,7 @@ const uint WG = 256u;
 const uint MAX_VEC = 4096u;  // the longest staged vector: 2 P and J (the host checks)
 
 uint G, wg, lid, gsg, total, lane, nl;
-uint GEN, ARRIVE, DONE, PART, HB;  // word offsets in the counters
+uint ARRIVE, DONE, PART, HB;  // word offsets in the counters
 uint par = 0u;                      // which buffer holds the current h: 0 state out, 1 counters
 uint jpar = 0u;                     // which half of the partials the next joint writes
 shared bool s_fail;
@@ -99,21 +101,20 @@ vec4 wdot4(uint w0, uint gap, uint n) {
   return vec4(wdot(w0, n), wdot(w0 + gap, n), wdot(w0 + 2u * gap, n), wdot(w0 + 3u * gap, n));
 }
 
-// Every workgroup waits here until all G have arrived; writes before it are seen after it.
+// Every workgroup waits here until all G have arrived; writes before it are seen after it. The
+// arrival counter only grows (the epoch-th barrier of the call waits for epoch * G arrivals), so
+// the last to arrive has nothing to reset or announce: one atomic on the critical path.
+uint epoch = 0u;
 void grid_sync() {
   memoryBarrierBuffer();
   barrier();
   if (G == 1u) return;
+  ++epoch;
   if (lid == 0u) {
-    const uint gen = sv[GEN];
-    memoryBarrierBuffer();
-    if (atomicAdd(su[ARRIVE], 1u) == G - 1u) {
-      atomicExchange(su[ARRIVE], 0u);
-      memoryBarrierBuffer();
-      atomicAdd(su[GEN], 1u);
-    } else {
+    const uint target = epoch * G;
+    if (atomicAdd(su[ARRIVE], 1u) + 1u != target) {
       uint spins = 0u;
-      while (sv[GEN] == gen) {
+      while (sv[ARRIVE] < target) {
         if (++spins > SPIN_LIMIT) {
           s_fail = true;
           break;
@@ -237,10 +238,9 @@ void main() {
   total = G * gl_NumSubgroups;
   lane = gl_SubgroupInvocationID;
   nl = gl_SubgroupSize;
-  GEN = pc.off_cnt;
-  ARRIVE = GEN + 1u;
-  DONE = GEN + 2u;
-  PART = GEN + 4u;
+  ARRIVE = pc.off_cnt;
+  DONE = ARRIVE + 1u;
+  PART = ARRIVE + 4u;
   HB = PART + 8u * G;
   if (lid == 0u) s_fail = false;
 
@@ -300,7 +300,7 @@ void main() {
   if (lid == 0u && G > 1u) {
     memoryBarrierBuffer();
     if (atomicAdd(su[DONE], 1u) == G - 1u) {
-      atomicExchange(su[GEN], 0u);
+      atomicExchange(su[ARRIVE], 0u);
       atomicExchange(su[DONE], 0u);
     }
   }
