@@ -506,15 +506,17 @@ int main(int argc, char** argv) {
     // on the tensor cores) and an f32 additive mask per score (the position term).
     // The same with the position term stored as halves, and with everything stored as halves.
     const int64_t H = 8, D = 128, L = 2500 / S;
+    // No mask at all: what the position term costs.
     for (DType qdt : {DType::f32, DType::f16})
-      for (DType mdt : {DType::f32, DType::f16}) {
+      for (DType mdt : {DType::f32, DType::f16, DType::u8}) {
         if (qdt == DType::f16 && mdt == DType::f32) continue;
+        const bool masked = mdt != DType::u8;
         DevTensor q = make(ctx, qdt, Shape{1, H, L, D});
         DevTensor k = make(ctx, qdt, Shape{1, H, L, D}), v = make(ctx, qdt, Shape{1, H, L, D});
-        DevTensor m = make(ctx, mdt, Shape{1, H, L, L});
-        const double t = run_op(ctx, std::max(2, reps / 4), OpKind::sdpa, {&q, &k, &v, &m}, Attrs(OpKind::sdpa));
-        row((std::string("sdpa ") + dtype_name(qdt) + " + " + dtype_name(mdt) + " mask").c_str(), "H8 D128 L" + std::to_string(L), t,
-            4.0 * H * L * L * D / 1e12, "TFLOP/s", peak);
+        DevTensor m = make(ctx, masked ? mdt : DType::f32, Shape{1, H, masked ? L : 1, masked ? L : 1});
+        const double t = run_op(ctx, std::max(2, reps / 4), OpKind::sdpa, {&q, &k, &v, masked ? &m : nullptr}, Attrs(OpKind::sdpa));
+        const std::string name = std::string("sdpa ") + dtype_name(qdt) + (masked ? std::string(" + ") + dtype_name(mdt) + " mask" : " no mask");
+        row(name.c_str(), "H8 D128 L" + std::to_string(L), t, 4.0 * H * L * L * D / 1e12, "TFLOP/s", peak);
       }
   }
   {

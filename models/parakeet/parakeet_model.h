@@ -42,7 +42,8 @@ struct BuildSettings {
   bool fused_attention = true;
   // Storage of the linear (matrix) weights: f32, f16 or bf16; nullopt keeps the checkpoint's
   // dtype (f64 becomes f32); the prediction network and the joint's output layer take it too.
-  // Convolutions, norms and biases stay f32.
+  // Convolutions, norms and biases stay f32. f16 also stores the fused attention's q + u, k and v
+  // as halves (its position term and output stay f32).
   std::optional<DType> weight_dtype;
 };
 
