@@ -148,6 +148,21 @@ TEST(ParakeetBadInput, NotAModel) {
   EXPECT_FALSE(is_parakeet_checkpoint(kReaderData + "/tensors.ckpt"));
 }
 
+// A TDT program from before the greedy loop became one op has per-token methods instead of
+// `greedy`: refused with what to do, not run into a missing-method error mid-transcription.
+TEST(ParakeetBadInput, ProgramWithoutTheGreedyMethod) {
+  auto program = export_parakeet(kData + "/tdt_small.nemo");
+  ASSERT_TRUE(program.is_ok()) << program.status().message();
+  auto& methods = (*program)->methods;
+  const size_t before = methods.size();
+  std::erase_if(methods, [](const MethodDef& m) { return m.name == "greedy"; });
+  ASSERT_EQ(methods.size(), before - 1);
+  auto r = ParakeetRunner::load(*program, {BackendKind::kCpu, 1, {}}, "old.vrp");
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("old.vrp: its TDT decoder has no greedy method"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("export it again"), std::string::npos) << r.status().message();
+}
+
 TEST(ParakeetBadInput, AudioShorterThanOneFrame) {
   for (const char* model : {"tdt_small.nemo", "ctc_small.nemo"}) {
     auto r = ParakeetRunner::load(kData + "/" + model, {BackendKind::kCpu, 1, {}});
