@@ -1,5 +1,7 @@
 #include "kernels/op_registry.h"
 
+#include "runtime/strings.h"
+
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -23,19 +25,6 @@ constexpr RawOp kRawOps[] = {
 #include "kernels/ops.def"
 #undef VRUN_OP
 };
-
-std::vector<std::string> split(std::string_view s, char sep) {
-  std::vector<std::string> parts;
-  if (s.empty()) return parts;
-  size_t start = 0;
-  while (true) {
-    size_t pos = s.find(sep, start);
-    parts.emplace_back(s.substr(start, pos == std::string_view::npos ? std::string_view::npos : pos - start));
-    if (pos == std::string_view::npos) break;
-    start = pos + 1;
-  }
-  return parts;
-}
 
 double parse_double(const std::string& s) {
   if (s == "inf") return std::numeric_limits<double>::infinity();

@@ -10,7 +10,6 @@
 #include <fstream>
 #include <functional>
 #include <span>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -21,6 +20,7 @@
 #include "apps/common/transcript/writers.h"
 #include "apps/whisper/whisper_runner.h"
 #include "preprocess/audio_loader.h"
+#include "runtime/strings.h"
 #if VRUN_PARAKEET
 #include "apps/parakeet/parakeet_runner.h"
 #endif
@@ -43,20 +43,11 @@ struct TranscribeArgs {
   bool no_fallback = false, no_condition = false, word_timestamps = false, progress = false;
 };
 
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 int run_transcribe(const TranscribeArgs& a) {
   using Clock = std::chrono::steady_clock;
   auto backend = parse_backend_kind(a.run.backend);
   if (!backend.is_ok()) return fail("transcribe", backend.status().message());
-  const std::vector<std::string> formats = split_list(a.formats);
+  const std::vector<std::string> formats = split_nonempty(a.formats, ',');
   for (const auto& f : formats)
     if (f != "txt" && f != "srt" && f != "vtt" && f != "tsv" && f != "json")
       return fail("transcribe", "-o: unknown format '" + f + "' (txt, srt, vtt, tsv, json)");

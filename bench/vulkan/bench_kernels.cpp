@@ -39,6 +39,7 @@
 #include "runtime/backends/vulkan/ops_matvec.h"
 #include "runtime/backends/vulkan/pipelines.h"
 #include "runtime/backends/vulkan/recorder.h"
+#include "runtime/strings.h"
 
 using namespace vrun;
 using namespace vrun::vulkan;
@@ -420,11 +421,7 @@ int main(int argc, char** argv) {
                          {"llama-1b up", 512, 2048, 16384},        {"llama-1b down", 512, 8192, 2048},
                          {"prefill 8192", 512, 2048, 8192},        {"square 4096", 4096, 4096, 4096}};
     std::vector<std::string> cands = {""};
-    for (size_t p = 0; p <= tile_list.size();) {
-      const size_t q = std::min(tile_list.find(',', p), tile_list.size());
-      if (q > p) cands.push_back(tile_list.substr(p, q - p));
-      p = q + 1;
-    }
+    for (std::string& t : split_nonempty(tile_list, ',')) cands.push_back(std::move(t));
     for (DType xdt : {DType::f32, DType::f16})
       for (const Mm& m : shapes) {
         DevTensor x = make(ctx, xdt, Shape{m.m, m.k}), w = make(ctx, DType::f16, Shape{m.n, m.k});

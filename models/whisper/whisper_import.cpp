@@ -11,6 +11,7 @@
 
 #include "models/whisper/ggml_whisper.h"
 #include "models/whisper/hf_whisper.h"
+#include "runtime/strings.h"
 
 namespace vrun::whisper {
 
@@ -32,21 +33,6 @@ Result<ImportedWhisper> import_whisper(const std::string& path) {
 }
 
 // ---------------------------------------------------------------- canonical names -> layout names
-
-namespace {
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  for (size_t i = 0; i <= s.size(); ++i)
-    if (i == s.size() || s[i] == sep) {
-      out.push_back(s.substr(start, i - start));
-      start = i + 1;
-    }
-  return out;
-}
-
-}  // namespace
 
 std::vector<WeightPart> source_parts(const std::string& canonical, WeightNaming naming) {
   const bool hf = naming == WeightNaming::kHuggingFace;
