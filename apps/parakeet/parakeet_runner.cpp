@@ -216,7 +216,7 @@ Result<Decoded> ParakeetRunner::decode_frames(int64_t E, const ChunkLoader& load
     while (t < E) {
       VRUN_RETURN_IF_ERROR(chunk(t));
       int32_t control[5] = {static_cast<int32_t>(t), static_cast<int32_t>(symbols), static_cast<int32_t>(cur.b),
-                                  static_cast<int32_t>(cur.row0 - cur.a), fresh ? 1 : 0};
+                            static_cast<int32_t>(cur.row0 - cur.a), fresh ? 1 : 0};
       VRUN_ASSIGN_OR_RETURN(auto outs, executor_->run("greedy", {TensorView::dense(control, DType::i32, {5})}));
       const int32_t* em = outs[0].ptr<int32_t>();
       const int64_t rows = outs[0].shape[0] - 1;

@@ -133,6 +133,15 @@ uint order_key(float v) {
   return (u & 0x80000000u) != 0u ? ~u : (u | 0x80000000u);
 }
 
+// (key, idx) becomes (k, i) when that is larger, or equal with a lower index. Every score's key
+// is above 0, so (0, ~0u) is the start of a reduction that has seen nothing.
+void take(inout uint key, inout uint idx, uint k, uint i) {
+  if (k > key || (k == key && i < idx)) {
+    key = k;
+    idx = i;
+  }
+}
+
 // The subgroup's largest key and, among lanes holding it, the lowest index.
 void subgroup_argmax(inout uint key, inout uint idx) {
   const uint m = subgroupMax(key);
@@ -152,8 +161,8 @@ void workgroup_argmax(inout uint key, inout uint idx, inout uint key2, inout uin
   if (sg == 0u) {
     key = 0u; idx = 0xffffffffu; key2 = 0u; idx2 = 0xffffffffu;
     for (uint e = lane; e < gl_NumSubgroups; e += nl) {
-      if (s_key[e] > key || (s_key[e] == key && s_idx[e] < idx)) { key = s_key[e]; idx = s_idx[e]; }
-      if (s_key2[e] > key2 || (s_key2[e] == key2 && s_idx2[e] < idx2)) { key2 = s_key2[e]; idx2 = s_idx2[e]; }
+      take(key, idx, s_key[e], s_idx[e]);
+      take(key2, idx2, s_key2[e], s_idx2[e]);
     }
     subgroup_argmax(key, idx);
     subgroup_argmax(key2, idx2);
@@ -203,11 +212,8 @@ void joint(uint row) {
   uint tk = 0u, ti = 0xffffffffu, dk = 0u, di = 0xffffffffu;
   for (uint r = gsg; r < O; r += total) {
     const uint key = order_key(subgroupAdd(wdot(wo + r * J, J)) + b3_f32[bo + r]);
-    if (r < pc.V) {
-      if (key > tk || ti == 0xffffffffu) { tk = key; ti = r; }
-    } else if (key > dk || di == 0xffffffffu) {
-      dk = key; di = r - pc.V;
-    }
+    if (r < pc.V) take(tk, ti, key, r);
+    else take(dk, di, key, r - pc.V);
   }
   workgroup_argmax(tk, ti, dk, di);
   const uint part = PART + (jpar * G + wg) * 4u;
@@ -218,8 +224,8 @@ void joint(uint row) {
   tk = 0u; ti = 0xffffffffu; dk = 0u; di = 0xffffffffu;
   for (uint w = lid; w < G; w += WG) {
     const uint p = PART + (jpar * G + w) * 4u;
-    if (su[p + 1u] != 0xffffffffu && (su[p] > tk || ti == 0xffffffffu || (su[p] == tk && su[p + 1u] < ti))) { tk = su[p]; ti = su[p + 1u]; }
-    if (su[p + 3u] != 0xffffffffu && (su[p + 2u] > dk || di == 0xffffffffu || (su[p + 2u] == dk && su[p + 3u] < di))) { dk = su[p + 2u]; di = su[p + 3u]; }
+    take(tk, ti, su[p], su[p + 1u]);
+    take(dk, di, su[p + 2u], su[p + 3u]);
   }
   workgroup_argmax(tk, ti, dk, di);
   if (lid == 0u) {

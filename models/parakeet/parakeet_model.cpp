@@ -289,17 +289,11 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
         Val bd = g.op(OpKind::bmm, {qv, g.op(OpKind::permute, {pp}, {{"perm", {0, 1, 3, 2}}})}, {}, p + "bd");
         Val position = g.op(OpKind::rel_shift, {bd});
         if (batched) position = g.op(OpKind::add, {position, key_mask});
-        if (half_attention) {
-          // f16 weights: q + u, k and v stored as halves (the tensor cores round them to halves
-          // anyway; as halves they load at half the bytes and convert once, not in every
-          // workgroup), the position term and the output kept f32.
-          auto half = [&](Val t) { return g.op(OpKind::cast, {t}, {{"dtype", "f16"}}); };
-          att = g.op(OpKind::sdpa, {half(qu), half(k), half(v), position}, {{"scale", inv_sqrt_dk}}, p + "attn");
-          att = g.op(OpKind::cast, {g.op(OpKind::permute, {att}, {{"perm", {0, 2, 1, 3}}})}, {{"dtype", "f32"}});
-          att = g.op(OpKind::reshape, {att}, {{"shape", {0, -1, d}}});
-        } else {
-          att = g.op(OpKind::sdpa, {qu, k, v, position}, {{"scale", inv_sqrt_dk}}, p + "attn");
-        }
+        // f16 weights: q + u, k and v stored as halves (the tensor cores round them to halves
+        // anyway; as halves they load at half the bytes and convert once, not in every
+        // workgroup), the position term and the output kept f32.
+        auto half = [&](Val t) { return half_attention ? g.op(OpKind::cast, {t}, {{"dtype", "f16"}}) : t; };
+        att = g.op(OpKind::sdpa, {half(qu), half(k), half(v), position}, {{"scale", inv_sqrt_dk}}, p + "attn");
       } else {
         Val ac = g.op(OpKind::bmm, {qu, g.op(OpKind::permute, {k}, {{"perm", {0, 1, 3, 2}}})}, {}, p + "ac");
         Val bd = g.op(OpKind::bmm, {g.op(OpKind::add, {q, g.constant(w.bias_v)}), g.op(OpKind::permute, {pp}, {{"perm", {0, 1, 3, 2}}})}, {}, p + "bd");
@@ -307,7 +301,10 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
         if (batched) scores = g.op(OpKind::add, {scores, key_mask});
         att = g.op(OpKind::bmm, {g.op(OpKind::softmax, {scores}, {{"axis", -1}}), v}, {}, p + "attn");
       }
-      if (!half_attention) att = g.op(OpKind::reshape, {g.op(OpKind::permute, {att}, {{"perm", {0, 2, 1, 3}}})}, {{"shape", {0, -1, d}}});
+      att = g.op(OpKind::permute, {att}, {{"perm", {0, 2, 1, 3}}});
+      // Halves back to f32 as the rows are gathered: one pass, before the reshape needs them dense.
+      if (half_attention) att = g.op(OpKind::cast, {att}, {{"dtype", "f32"}});
+      att = g.op(OpKind::reshape, {att}, {{"shape", {0, -1, d}}});
       // Residual sums as the projections' residual input: the GPU adds them as it writes.
       x = g.op(OpKind::linear, {att, g.constant(w.o.w), C_(g, w.o.b), x}, {}, p + "attn_out");
       // Convolution module.

@@ -76,11 +76,7 @@ bool supports(const Context& ctx, OpKind op, const std::vector<const TensorDesc*
       return w && is_act(x->dtype) && is_act(w->dtype) && (!b || is_act(b->dtype));
     }
     case OpFamily::rnn: {
-      // tdt_greedy stages [x | h] (2 pred_hidden) and the joint's input (joint_hidden) in 16 KiB of
-      // shared memory, and takes up to 8 durations in its push constants.
-      if (op == OpKind::tdt_greedy)
-        return in(inputs, 3) && is_act(in(inputs, 3)->dtype) && attrs.ints("durations").size() <= 8 && 2 * attrs.i("pred_hidden") <= 4096 &&
-               attrs.i("joint_hidden") <= 4096;
+      if (op == OpKind::tdt_greedy) return in(inputs, 3) && is_act(in(inputs, 3)->dtype) && tdt_greedy_fits(attrs);
       // lstm: x, h0, c0, w_ih, w_hh, b_ih?, b_hh?
       const TensorDesc *h0 = in(inputs, 1), *c0 = in(inputs, 2), *w_ih = in(inputs, 3), *w_hh = in(inputs, 4);
       const TensorDesc *b_ih = in(inputs, 5), *b_hh = in(inputs, 6);

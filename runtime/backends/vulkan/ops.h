@@ -29,6 +29,10 @@ Status record_attention(Recorder&, OpKind, const std::vector<DeviceView>&, const
 Status record_norm(Recorder&, OpKind, const std::vector<DeviceView>&, const std::vector<DeviceView>&, const Attrs&);
 Status record_conv(Recorder&, OpKind, const std::vector<DeviceView>&, const std::vector<DeviceView>&, const Attrs&);
 Status record_rnn(Recorder&, OpKind, const std::vector<DeviceView>&, const std::vector<DeviceView>&, const Attrs&);
+// Whether tdt_greedy's kernel takes these attributes: it stages [x | h] (2 pred_hidden) and the
+// joint's input (joint_hidden) in 16 KiB of shared memory, and up to 8 durations in its push
+// constants.
+bool tdt_greedy_fits(const Attrs& attrs);
 
 // Elementwise building block shared by copies, concat, slice_update and glu: y = f(a[, b[, c]])
 // where a, b, c are already broadcast to y's shape (0 strides) and y may be strided.

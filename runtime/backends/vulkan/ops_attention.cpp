@@ -156,22 +156,20 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
         kchunk = ((Lk + nsplit - 1) / nsplit + 31) / 32 * 32;
         nsplit = (Lk + kchunk - 1) / kchunk;
       }
-      if (nsplit == 1 || B * nsplit > 65535)
+      // Into y, or (split) into f32 partials.
+      auto dispatch = [&](DType out, int32_t split, const std::vector<Binding>& b, const PushWords& push, int64_t z) {
         return rec.dispatch(coop,
-                            {dt_code(y.dtype), has_mask ? dt_code(mask.dtype) : 255, causal, static_cast<int32_t>(dmax),
-                             dt_code(q.dtype), dt_code(k.dtype), dt_code(v.dtype), 0},
-                            bindings, pw.w, pw.bytes(), static_cast<uint32_t>((Lq + 63) / 64), static_cast<uint32_t>(Hq),
-                            static_cast<uint32_t>(B));
+                            {dt_code(out), has_mask ? dt_code(mask.dtype) : 255, causal, static_cast<int32_t>(dmax), dt_code(q.dtype),
+                             dt_code(k.dtype), dt_code(v.dtype), split},
+                            b, push.w, push.bytes(), static_cast<uint32_t>((Lq + 63) / 64), static_cast<uint32_t>(Hq),
+                            static_cast<uint32_t>(z));
+      };
+      if (nsplit == 1 || B * nsplit > 65535) return dispatch(y.dtype, 0, bindings, pw, B);
       const int64_t rows = B * Hq * Lq;
       VRUN_ASSIGN_OR_RETURN(DeviceView partial, rec.scratch(DType::f32, Shape{rows * nsplit * (Dv + 2)}));
       std::vector<Binding> sb = {{&partial, true}, {&q, false}, {&k, false}, {&v, false}, {has_mask ? &mask : nullptr, false}};
       VRUN_ASSIGN_OR_RETURN(auto soffs, rec.binding_offsets(sb));
-      const PushWords sp = push_words(soffs, nsplit, kchunk);
-      VRUN_RETURN_IF_ERROR(rec.dispatch(coop,
-                                        {dt_code(DType::f32), has_mask ? dt_code(mask.dtype) : 255, causal, static_cast<int32_t>(dmax),
-                                         dt_code(q.dtype), dt_code(k.dtype), dt_code(v.dtype), 1},
-                                        sb, sp.w, sp.bytes(), static_cast<uint32_t>((Lq + 63) / 64), static_cast<uint32_t>(Hq),
-                                        static_cast<uint32_t>(B * nsplit)));
+      VRUN_RETURN_IF_ERROR(dispatch(DType::f32, 1, sb, push_words(soffs, nsplit, kchunk), B * nsplit));
       return record_combine(rec, y, partial, nullptr, rows, Dv, nsplit, Lk, Lq, kchunk, 0);
     }
     return rec.dispatch("sdpa_tile",

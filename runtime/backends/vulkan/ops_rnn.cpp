@@ -90,7 +90,7 @@ Status record_tdt_greedy(Recorder& rec, const std::vector<DeviceView>& in, const
   const int64_t L = a.i("layers"), P = a.i("pred_hidden"), J = a.i("joint_hidden"), V = a.i("vocab");
   const std::vector<int64_t>& durations = a.ints("durations");
   const int64_t D = static_cast<int64_t>(durations.size());
-  if (D > 8 || 2 * P > 4096 || J > 4096)
+  if (!tdt_greedy_fits(a))
     return err(ErrorCode::kUnsupported, "vulkan tdt_greedy: ", D, " durations (at most 8), pred_hidden ", P, " (at most 2048), joint_hidden ", J,
                " (at most 4096)");
   VRUN_ASSIGN_OR_RETURN(DeviceView frames, rec.dense_view(in[0]));
@@ -112,6 +112,10 @@ Status record_tdt_greedy(Recorder& rec, const std::vector<DeviceView>& in, const
 }
 
 }  // namespace
+
+bool tdt_greedy_fits(const Attrs& attrs) {
+  return attrs.ints("durations").size() <= 8 && 2 * attrs.i("pred_hidden") <= 4096 && attrs.i("joint_hidden") <= 4096;
+}
 
 Status record_rnn(Recorder& rec, OpKind op, const std::vector<DeviceView>& in, const std::vector<DeviceView>& out,
                   const Attrs& attrs) {
