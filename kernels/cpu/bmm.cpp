@@ -88,6 +88,9 @@ Status bmm_kernel(const KernelCall& call) {
       }
     }
   }
+  // rel_shift: y [.., M, M] keeps (a @ b)[.., i, j - i + M - 1]; n below is b's 2M - 1 columns.
+  const bool rel = call.attr().i("rel_shift") != 0;
+  const int64_t bn = rel ? 2 * m - 1 : n;
   const int64_t ars = a.strides[ra - 2], acs = a.strides[ra - 1];
   const int64_t brs = b.strides[rb - 2], bcs = b.strides[rb - 1];
   const int64_t ye = dtype_elem_size(y.dtype);
@@ -100,10 +103,40 @@ Status bmm_kernel(const KernelCall& call) {
     float* cf = y.dtype == DType::f32 ? static_cast<float*>(yp) : (pc.resize(static_cast<size_t>(m * n)), pc.data());
     if (!pool) {
       pa.resize(static_cast<size_t>(m * k));
-      pb.resize(static_cast<size_t>(k * n));
+      pb.resize(static_cast<size_t>(k * bn));
       pack(ap, a.dtype, m, k, ars, acs, pa.data());
-      pack(bp, b.dtype, k, n, brs, bcs, pb.data());
-      gemm_serial(m, n, k, pa.data(), pb.data(), cf);
+      pack(bp, b.dtype, k, bn, brs, bcs, pb.data());
+      if (!rel) {
+        gemm_serial(m, n, k, pa.data(), pb.data(), cf);
+      } else {
+        std::vector<float> full(static_cast<size_t>(m * bn));
+        gemm_serial(m, bn, k, pa.data(), pb.data(), full.data());
+        for (int64_t i = 0; i < m; ++i) std::copy_n(full.data() + i * bn + (m - 1 - i), m, cf + i * m);
+      }
+    } else if (rel) {
+      // Blocks of rows: rows i0 .. i0 + r - 1 read b's columns m - i0 - r .. 2m - 2 - i0, a
+      // window of m + r - 1, so the block's product is that much wider than its output.
+      MatLayout la2 = layout_of(ap, a.dtype, m, k, ars, acs);
+      if (!la2.data || la2.trans) {
+        pa.resize(static_cast<size_t>(m * k));
+        pack(ap, a.dtype, m, k, ars, acs, pa.data());
+        la2 = {pa.data(), std::max<int64_t>(k, 1), false};
+      }
+      MatLayout lb2 = layout_of(bp, b.dtype, k, bn, brs, bcs);
+      if (!lb2.data) {
+        pb.resize(static_cast<size_t>(k * bn));
+        pack(bp, b.dtype, k, bn, brs, bcs, pb.data());
+        lb2 = {pb.data(), std::max<int64_t>(bn, 1), false};
+      }
+      constexpr int64_t kRows = 64;
+      std::vector<float> blk(static_cast<size_t>(std::min(kRows, m) * (m + kRows - 1)));
+      for (int64_t i0 = 0; i0 < m; i0 += kRows) {
+        const int64_t r = std::min(kRows, m - i0), lo = m - i0 - r, w = m + r - 1;
+        const float* bcol = lb2.trans ? lb2.data + lo * lb2.ld : lb2.data + lo;
+        sgemm(r, w, k, la2.data + i0 * la2.ld, la2.ld, bcol, lb2.ld, lb2.trans, blk.data(), w, false, pool);
+        // Row i (block row i - i0) keeps columns m - 1 - i .. 2m - 2 - i, from (r - 1) - (i - i0) on.
+        for (int64_t i = i0; i < i0 + r; ++i) std::copy_n(blk.data() + (i - i0) * w + (r - 1 - (i - i0)), m, cf + i * m);
+      }
     } else {
       MatLayout la2 = layout_of(ap, a.dtype, m, k, ars, acs);
       if (!la2.data || la2.trans) {

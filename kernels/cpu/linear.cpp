@@ -168,10 +168,10 @@ Status linear_kernel(const KernelCall& call) {
     linear_float(xf, m, k, w, n, yf, call.pool);
   }
   // Bias, act and residual in one pass over y (the residual read in place when it is dense f32),
-  // in the order separate ops would round: gelu(x W^T + bias) + residual.
+  // in the order separate ops would round: act(x W^T + bias) + residual.
   const bool has_bias = call.has_input(2), has_res = call.has_input(3);
-  const bool gelu = call.attr().s("act") == "gelu";
-  if (has_bias || has_res || gelu) {
+  const bool gelu = call.attr().s("act") == "gelu", silu = call.attr().s("act") == "silu";
+  if (has_bias || has_res || gelu || silu) {
     std::vector<float> bias(has_bias ? static_cast<size_t>(n) : 0), rs;
     if (has_bias) load_row_f32(call.input(2).data, call.input(2).dtype, call.input(2).strides[0], n, bias.data());
     const float* rf = has_res ? dense_x(call.input(3), m, n, &rs) : nullptr;
@@ -182,6 +182,8 @@ Status linear_kernel(const KernelCall& call) {
           for (int64_t j = 0; j < n; ++j) yr[j] += bias[static_cast<size_t>(j)];
         if (gelu)  // the gelu op's formula (approximate = none)
           for (int64_t j = 0; j < n; ++j) yr[j] = cpu::gelu_erf(yr[j]);
+        if (silu)  // the silu op's formula
+          for (int64_t j = 0; j < n; ++j) yr[j] = yr[j] * cpu::sigmoid_fast(yr[j]);
         if (rf)
           for (int64_t j = 0; j < n; ++j) yr[j] += rf[i * n + j];
       }

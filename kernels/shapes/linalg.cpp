@@ -24,6 +24,18 @@ Status need_activation(const char* op, const char* name, const TensorDesc& t) {
   return Status::ok();
 }
 
+// The dtype attribute of linear and bmm: y's dtype, `dflt` when empty.
+Status output_dtype(const char* op, const Attrs& attrs, DType dflt, DType* out) {
+  *out = dflt;
+  const std::string& to = attrs.s("dtype");
+  if (to.empty()) return Status::ok();
+  const auto t = dtype_from_name(to);
+  if (!t || !is_activation(*t))
+    return err(ErrorCode::kInvalidArgument, op, ": dtype must be f32, f16 or bf16 (or empty for the input's), got '", to, "'");
+  *out = *t;
+  return Status::ok();
+}
+
 Status infer_linear(const std::vector<const TensorDesc*>& in, const Attrs& attrs, std::vector<TensorDesc>* out) {
   const TensorDesc *x, *w;
   VRUN_RETURN_IF_ERROR(need(in, 0, "linear", "x", &x));
@@ -39,8 +51,10 @@ Status infer_linear(const std::vector<const TensorDesc*>& in, const Attrs& attrs
   if (glu != "none" && glu != "silu")
     return err(ErrorCode::kInvalidArgument, "linear: glu must be none or silu, got '", glu, "'");
   const std::string& act = attrs.s("act");
-  if (act != "none" && act != "gelu")
-    return err(ErrorCode::kInvalidArgument, "linear: act must be none or gelu, got '", act, "'");
+  if (act != "none" && act != "gelu" && act != "silu")
+    return err(ErrorCode::kInvalidArgument, "linear: act must be none, gelu or silu, got '", act, "'");
+  DType ydt;
+  VRUN_RETURN_IF_ERROR(output_dtype("linear", attrs, x->dtype, &ydt));
   const int64_t x_dims = attrs.i("x_dims");
   if (x_dims < 1 || x_dims > x->shape.rank)
     return err(ErrorCode::kInvalidArgument, "linear: x_dims must be in 1..", x->shape.rank, " (x's rank), got ", x_dims);
@@ -67,7 +81,7 @@ Status infer_linear(const std::vector<const TensorDesc*>& in, const Attrs& attrs
     if (b->shape.rank != 1 || b->shape[0] != n)
       return err(ErrorCode::kInvalidArgument, "linear: bias must be [", n, "], got ", b->shape.str());
   }
-  TensorDesc y{x->dtype, x->shape};
+  TensorDesc y{ydt, x->shape};
   y.shape.rank = x->shape.rank - static_cast<int>(x_dims) + 1;
   for (int d = y.shape.rank; d < x->shape.rank; ++d) y.shape[d] = 0;
   y.shape[y.shape.rank - 1] = n;
@@ -94,7 +108,7 @@ Status infer_linear(const std::vector<const TensorDesc*>& in, const Attrs& attrs
   return Status::ok();
 }
 
-Status infer_bmm(const std::vector<const TensorDesc*>& in, std::vector<TensorDesc>* out) {
+Status infer_bmm(const std::vector<const TensorDesc*>& in, const Attrs& attrs, std::vector<TensorDesc>* out) {
   const TensorDesc *a, *b;
   VRUN_RETURN_IF_ERROR(need(in, 0, "bmm", "a", &a));
   VRUN_RETURN_IF_ERROR(need(in, 1, "bmm", "b", &b));
@@ -120,10 +134,17 @@ Status infer_bmm(const std::vector<const TensorDesc*>& in, std::vector<TensorDes
     return err(ErrorCode::kInvalidArgument, "bmm: leading dims of a ", a->shape.str(), " and b ", b->shape.str(),
                " do not broadcast");
   if (lead.rank + 2 > kMaxRank) return err(ErrorCode::kInvalidArgument, "bmm: result rank exceeds ", kMaxRank);
-  TensorDesc y{a->dtype, lead};
+  const int64_t rel = attrs.i("rel_shift");
+  if (rel != 0 && rel != 1) return err(ErrorCode::kInvalidArgument, "bmm: rel_shift must be 0 or 1, got ", rel);
+  if (rel && n != 2 * m - 1)
+    return err(ErrorCode::kInvalidArgument, "bmm: rel_shift needs b's last dim = 2M - 1 = ", 2 * m - 1, " for a ", a->shape.str(),
+               ", got b ", b->shape.str());
+  DType ydt;
+  VRUN_RETURN_IF_ERROR(output_dtype("bmm", attrs, a->dtype, &ydt));
+  TensorDesc y{ydt, lead};
   y.shape.rank = lead.rank + 2;
   y.shape[lead.rank] = m;
-  y.shape[lead.rank + 1] = n;
+  y.shape[lead.rank + 1] = rel ? m : n;
   out->push_back(y);
   return Status::ok();
 }
@@ -200,7 +221,7 @@ Status infer_shapes_linalg(OpKind op, const std::vector<const TensorDesc*>& in, 
                            std::vector<TensorDesc>* out) {
   switch (op) {
     case OpKind::linear: return infer_linear(in, attrs, out);
-    case OpKind::bmm: return infer_bmm(in, out);
+    case OpKind::bmm: return infer_bmm(in, attrs, out);
     case OpKind::sdpa: return infer_sdpa(in, attrs, out);
     case OpKind::rope: return infer_rope(in, attrs, out);
     default: return err(ErrorCode::kInternal, "infer_shapes_linalg: op ", op_name(op), " is not linalg/attention");

@@ -91,6 +91,8 @@ float silu(float v) { return v / (1.0 + exp(-v)); }
 vec4 silu4(vec4 v) { return v / (1.0 + exp(-v)); }
 // gelu with the exact (erf) form, torch's default.
 float gelu_erf(float x) { return 0.5 * x * (1.0 + erf_approx(x * 0.70710678118654752)); }
+// linear's act: 1 gelu (erf), 2 silu, else none.
+float apply_act(uint act, float v) { return act == 1u ? gelu_erf(v) : act == 2u ? silu(v) : v; }
 
 // Flat index over a grid that may be 2-D (more than 65535 workgroups in x).
 uint flat_group() { return gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x; }

@@ -17,6 +17,11 @@
 // which the host checks), B f16 or f32 (rounded to f16 as it loads), no bias.
 // A residual (binding 4, DT_RES, rows res_sm apart; linear only) is added with the bias as each
 // fragment is written, so a projection that feeds a residual sum needs no add kernel after it.
+// ACT applies linear's act (1 gelu, 2 silu) after the bias, before the residual.
+// REL = 1 (bmm with B [K, 2M - 1]) writes y [M, M] = rel_shift(A B): y[i][j] = (A B)[i][j - i + M - 1].
+// Tile row m0 .. m0 + BM - 1 needs B's columns M - m0 - BM .. 2M - 2 - m0, so gl_WorkGroupID.x
+// walks that window (the host sizes the grid for M + BM - 1 columns) and each product is written
+// where the shifted view keeps it: half the products of the full A B, written dense.
 // Bindings: 0 y, 1 x, 2 W, 3 bias, 4 residual.
 
 layout(local_size_x_id = 10) in;
@@ -36,6 +41,8 @@ layout(constant_id = 3) const uint DT_B = DT_F16;
 layout(constant_id = 4) const uint IS_LINEAR = 1;
 layout(constant_id = 11) const uint STAGES = 1;
 layout(constant_id = 12) const uint DT_RES = DT_NONE;
+layout(constant_id = 13) const uint ACT = 0;
+layout(constant_id = 14) const uint REL = 0;
 
 layout(push_constant) uniform Push {
   uint M, N, K;
@@ -144,14 +151,16 @@ void main() {
   uint warp = t / 32u, lane = t % 32u;
   uint wm = (warp / WGN) * (16u * FM), wn = (warp % WGN) * (16u * FN);
   m0 = gl_WorkGroupID.y * BM;
-  n0 = gl_WorkGroupID.x * BN;
+  // REL: the window's first column may lie before column 0 (as a uint it wraps, and the edge
+  // checks n < N treat it, and every column it reaches below 0, as outside).
+  n0 = REL == 1u ? (pc.M - 1u) - (m0 + BM - 1u) + gl_WorkGroupID.x * BN : gl_WorkGroupID.x * BN;
   a_base = pc.off_a;
   uint y_base = pc.off_y;
   if (IS_LINEAR == 0) {
     uint z = gl_WorkGroupID.z, i2 = z % pc.nb2, i1 = (z / pc.nb2) % pc.nb1, i0 = z / (pc.nb2 * pc.nb1);
     a_base += i0 * pc.a_sb0 + i1 * pc.a_sb1 + i2 * pc.a_sb2;
     b_base = pc.off_b + i0 * pc.b_sb0 + i1 * pc.b_sb1 + i2 * pc.b_sb2;
-    y_base += z * pc.M * pc.N;
+    y_base += z * pc.M * (REL == 1u ? pc.M : pc.N);
   }
 
   C_T acc[FM][FN];
@@ -197,9 +206,15 @@ void main() {
       subgroupBarrier();
       for (uint e = lane; e < 256u; e += 32u) {
         uint m = m0 + wm + 16u * i + e / 16u, n = n0 + wn + 16u * j + e % 16u;
-        if (m < pc.M && n < pc.N) {
+        if (REL == 1u) {
+          // j = n + m - (M - 1), kept when 0 <= j < M (n < N follows).
+          const uint j = n + m + 1u - pc.M;
+          if (m < pc.M && n < pc.N && n + m + 1u >= pc.M && j < pc.M)
+            store0(DT_Y, y_base + m * pc.M + j, uintBitsToFloat(S[cs + e / 4u][e % 4u]));
+        } else if (m < pc.M && n < pc.N) {
           float v = uintBitsToFloat(S[cs + e / 4u][e % 4u]);
           if (DT_BIAS != DT_NONE) v += load3(DT_BIAS, pc.off_bias + n);
+          v = apply_act(ACT, v);
           if (DT_RES != DT_NONE) v += load4(DT_RES, pc.off_res + m * pc.res_sm + n);
           store0(DT_Y, y_base + m * pc.N + n, v);
         }

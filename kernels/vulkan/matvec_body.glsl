@@ -51,8 +51,8 @@ BINDING(6)
 // 1: linear's glu = silu: x's rows hold 2K elements and the dot products take
 // x[k] * silu(x[K + k]) (f32), gated as each element is loaded.
 layout(constant_id = 14) const uint GLU = 0;
-// 1: linear's act = gelu on x W^T + bias, before the residual (Whisper's fc1: the activation
-// costs no pass of its own).
+// linear's act on x W^T + bias, before the residual (1 gelu, 2 silu; Whisper's fc1: the
+// activation costs no pass of its own).
 layout(constant_id = 15) const uint ACT = 0;
 
 layout(set = 0, binding = 1, std430) readonly buffer XF4 { vec4 xf4[]; };
@@ -383,7 +383,7 @@ void main() {
     float v = DT_BIAS != DT_NONE ? load3(DT_BIAS, pc.off_b + n) : 0.0;
     v += dot;
     // After the bias, as a separate add of the projection would round.
-    if (ACT == 1u) v = gelu_erf(v);
+    v = apply_act(ACT, v);
     if (DT_RES != DT_NONE) v += load4(DT_RES, pc.off_r + m * pc.r_sm + n);
     store0(DT_Y, pc.off_y + m * pc.N + n, v);
   }

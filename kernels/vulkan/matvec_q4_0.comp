@@ -37,7 +37,7 @@ BINDING(6)
 // 1: linear's glu = silu: x holds 2K elements and the kernel takes x[k] * silu(x[K + k]) (f32),
 // gated as x is staged (or, unstaged, as it is loaded).
 layout(constant_id = 16) const uint GLU = 0;
-// 1: act = gelu on x W^T + bias, before the residual.
+// act on x W^T + bias, before the residual (1 gelu, 2 silu).
 layout(constant_id = 17) const uint ACT = 0;
 
 layout(set = 0, binding = 1, std430) readonly buffer XF4 { vec4 xf4[]; };
@@ -208,7 +208,7 @@ void main() {
       if (lane == 0u && n < rend) {
         const float bv = DT_BIAS != DT_NONE ? load3(DT_BIAS, pc.off_b + n) : 0.0;
         float v = s + bv;
-        if (ACT == 1u) v = gelu_erf(v);
+        v = apply_act(ACT, v);
         if (DT_RES != DT_NONE) v += load4(DT_RES, pc.off_r + n);
         store0(DT_Y, pc.off_y + n, v);
       }

@@ -66,18 +66,23 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
     }
     return w;
   };
-  // A linear weight: elements [first, first + s.numel()) of w, in settings.weight_dtype (or as
-  // the checkpoint stores it), borrowed from the checkpoint when no conversion is needed.
-  auto linear_constant = [&](const std::string& name, const models::Weight& w, const Shape& s, int64_t first) -> int {
-    DType to = settings.weight_dtype.value_or(w.dtype == DType::f64 ? DType::f32 : w.dtype);
-    if (to == w.dtype)
-      return pb.add_constant(name, to, s, static_cast<const uint8_t*>(w.data) + dtype_bytes(w.dtype, first), w.keep);
-    const std::vector<float> all = models::weight_to_f32(w);
-    const float* v = all.data() + first;
+  // The dtype a linear weight is stored in: settings.weight_dtype, or as the checkpoint stores it.
+  auto linear_dtype = [&](DType stored) { return settings.weight_dtype.value_or(stored == DType::f64 ? DType::f32 : stored); };
+  // A linear weight from f32 values (converted, or made at build time) in dtype `to`.
+  auto linear_from_f32 = [&](const std::string& name, DType to, const Shape& s, const float* v) -> int {
     if (to == DType::f32) return pb.add_constant_copy(name, DType::f32, s, v);
     std::vector<uint16_t> half(static_cast<size_t>(s.numel()));
     for (size_t i = 0; i < half.size(); ++i) half[i] = to == DType::f16 ? f32_to_f16(v[i]) : f32_to_bf16(v[i]);
     return pb.add_constant_copy(name, to, s, half.data());
+  };
+  // A linear weight: elements [first, first + s.numel()) of w, borrowed from the checkpoint
+  // when no conversion is needed.
+  auto linear_constant = [&](const std::string& name, const models::Weight& w, const Shape& s, int64_t first) -> int {
+    const DType to = linear_dtype(w.dtype);
+    if (to == w.dtype)
+      return pb.add_constant(name, to, s, static_cast<const uint8_t*>(w.data) + dtype_bytes(w.dtype, first), w.keep);
+    const std::vector<float> all = models::weight_to_f32(w);
+    return linear_from_f32(name, to, s, all.data() + first);
   };
   // f32 = convert to an owned f32 constant (what convolutions, norms, biases and the LSTM
   // need), else a linear weight; `as` gives the constant another shape of the same element count.
@@ -93,6 +98,11 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
     return linear_constant(name, *w, s, 0);
   };
   auto optional_bias = [&](const std::string& name, int64_t n) { return c.use_bias ? weight(name, {n}, true) : -1; };
+  // A checkpoint tensor as f32 values (empty, with `bad` set, when it is missing or wrong).
+  auto values = [&](const std::string& name, const std::vector<int64_t>& shape) -> std::vector<float> {
+    auto w = fetch(name, shape);
+    return w ? models::weight_to_f32(*w) : std::vector<float>{};
+  };
 
   // ---- weights
   const int64_t stages = c.subsampling_stages();
@@ -120,10 +130,64 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
     return Lin{weight(p + ".weight", {out, in}), bias ? optional_bias(p + ".bias", out) : -1};
   };
   auto norm = [&](const std::string& p) { return Norm{weight(p + ".weight", {d}, true), weight(p + ".bias", {d}, true)}; };
+  // The feed-forward's second projection with NeMo's 0.5 residual weight folded in (a power of
+  // two: the same products, rounded the same), so the residual is added as it is written.
+  auto half_lin = [&](const std::string& p, int64_t out, int64_t in) {
+    Lin l;
+    auto w = fetch(p + ".weight", {out, in});
+    if (!w) return l;
+    std::vector<float> v = models::weight_to_f32(*w);
+    for (float& e : v) e *= 0.5f;
+    l.w = linear_from_f32(p + ".weight*0.5", linear_dtype(w->dtype), Shape{out, in}, v.data());
+    if (c.use_bias) {
+      std::vector<float> b = values(p + ".bias", {out});
+      for (float& e : b) e *= 0.5f;
+      if (bad.is_ok()) l.b = pb.add_constant_copy(p + ".bias*0.5", DType::f32, Shape{out}, b.data());
+    }
+    return l;
+  };
   struct Layer {
     Norm ff1_norm, att_norm, conv_norm, ff2_norm, out_norm;
-    Lin ff1_a, ff1_b, ff2_a, ff2_b, q, k, v, o, pos, pw1, pw2;
-    int bias_u = -1, bias_v = -1, dw_w = -1, dw_b = -1, bn_mean = -1, bn_var = -1, bn_w = -1, bn_b = -1;
+    Lin ff1_a, ff1_b, ff2_a, ff2_b, qkv, o, pos, pw1, pw2;
+    int v_minus_u = -1, dw_w = -1, dw_b = -1, bn_mean = -1, bn_var = -1, bn_w = -1, bn_b = -1;
+  };
+  const double inv_sqrt_dk = 1.0 / std::sqrt(static_cast<double>(dk));
+  // Self-attention's projections as one: rows [W_q; W_k; W_v] with the bias [b_q + u; b_k; b_v],
+  // so q + u (the content term's query) comes out of the projection; the position term's
+  // query q + v is that plus (v - u). W_pos is stored times 1 / sqrt(d_k), which makes the
+  // position scores come out already scaled.
+  auto attention_weights = [&](const std::string& p, Layer& y) {
+    auto wq = fetch(p + "linear_q.weight", {d, d});
+    if (!wq) return;
+    const DType to = linear_dtype(wq->dtype);
+    std::vector<float> w = models::weight_to_f32(*wq), b(static_cast<size_t>(3 * d), 0.0f);
+    for (const char* n : {"linear_k.weight", "linear_v.weight"}) {
+      std::vector<float> more = values(p + n, {d, d});
+      w.insert(w.end(), more.begin(), more.end());
+    }
+    if (c.use_bias) {
+      const char* names[3] = {"linear_q.bias", "linear_k.bias", "linear_v.bias"};
+      for (int64_t i = 0; i < 3; ++i) {
+        std::vector<float> v = values(p + names[i], {d});
+        if (!v.empty()) std::copy(v.begin(), v.end(), b.begin() + i * d);
+      }
+    }
+    const std::vector<float> u = values(p + "pos_bias_u", {H, dk}), vb = values(p + "pos_bias_v", {H, dk});
+    if (!bad.is_ok()) return;
+    std::vector<float> vu(static_cast<size_t>(d));
+    for (int64_t i = 0; i < d; ++i) {
+      b[static_cast<size_t>(i)] += u[static_cast<size_t>(i)];
+      vu[static_cast<size_t>(i)] = vb[static_cast<size_t>(i)] - u[static_cast<size_t>(i)];
+    }
+    y.qkv.w = linear_from_f32(p + "linear_qkv.weight", to, Shape{3 * d, d}, w.data());
+    y.qkv.b = pb.add_constant_copy(p + "linear_qkv.bias+u", DType::f32, Shape{3 * d}, b.data());
+    // Added to q + u as it is stored: halves in an f16 program.
+    const bool half_q = settings.fused_attention && settings.weight_dtype == DType::f16;
+    y.v_minus_u = linear_from_f32(p + "pos_bias_v-u", half_q ? DType::f16 : DType::f32, Shape{1, H, 1, dk}, vu.data());
+    std::vector<float> wp = values(p + "linear_pos.weight", {d, d});
+    if (!bad.is_ok()) return;
+    for (float& e : wp) e = static_cast<float>(e * inv_sqrt_dk);
+    y.pos.w = linear_from_f32(p + "linear_pos.weight/sqrt(dk)", to, Shape{d, d}, wp.data());
   };
   std::vector<Layer> L;
   for (int64_t l = 0; l < c.n_layers; ++l) {
@@ -135,16 +199,11 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
     y.ff2_norm = norm(p + "norm_feed_forward2");
     y.out_norm = norm(p + "norm_out");
     y.ff1_a = lin(p + "feed_forward1.linear1", c.ff_dim, d, true);
-    y.ff1_b = lin(p + "feed_forward1.linear2", d, c.ff_dim, true);
+    y.ff1_b = half_lin(p + "feed_forward1.linear2", d, c.ff_dim);
     y.ff2_a = lin(p + "feed_forward2.linear1", c.ff_dim, d, true);
-    y.ff2_b = lin(p + "feed_forward2.linear2", d, c.ff_dim, true);
-    y.q = lin(p + "self_attn.linear_q", d, d, true);
-    y.k = lin(p + "self_attn.linear_k", d, d, true);
-    y.v = lin(p + "self_attn.linear_v", d, d, true);
+    y.ff2_b = half_lin(p + "feed_forward2.linear2", d, c.ff_dim);
+    attention_weights(p + "self_attn.", y);
     y.o = lin(p + "self_attn.linear_out", d, d, true);
-    y.pos = lin(p + "self_attn.linear_pos", d, d, false);
-    y.bias_u = weight(p + "self_attn.pos_bias_u", {H, dk}, true, {1, H, 1, dk});
-    y.bias_v = weight(p + "self_attn.pos_bias_v", {H, dk}, true, {1, H, 1, dk});
     y.pw1 = Lin{weight(p + "conv.pointwise_conv1.weight", {2 * d, d, 1}, false, {2 * d, d}), optional_bias(p + "conv.pointwise_conv1.bias", 2 * d)};
     y.dw_w = weight(p + "conv.depthwise_conv.weight", {d, 1, K}, true);
     y.dw_b = optional_bias(p + "conv.depthwise_conv.bias", d);
@@ -262,51 +321,58 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
     if (c.xscaling) x = g.op(OpKind::scale, {x}, {{"scale", std::sqrt(static_cast<double>(d))}}, "xscale");
     // Relative positions T-1 .. -(T-1): the middle 2T-1 rows of the table.
     Val pos = g.op(OpKind::slice, {g.constant(pos_table)}, {{"axis", 1}, {"start", SymExpr(M) - T}, {"end", SymExpr(M - 1) + T}});
-    const bool half_attention = settings.fused_attention && settings.weight_dtype == DType::f16;
+    // f16 programs: the projections whose outputs only feed other projections or the attention
+    // (the feed-forward's hidden rows, q + u, k, v and the positions) store them as halves, which
+    // the tensor cores round their operands to anyway; the residual stream stays f32.
+    const bool half = settings.weight_dtype == DType::f16;
+    const bool half_attention = settings.fused_attention && half;
     auto heads = [&](Val t) { return g.op(OpKind::permute, {g.op(OpKind::reshape, {t}, {{"shape", {0, -1, H, dk}}})}, {{"perm", {0, 2, 1, 3}}}); };
-    auto ffn = [&](Val h, Lin a, Lin b, const std::string& p) {
-      return linear(g, g.op(OpKind::silu, {linear(g, h, a, p + ".linear1")}), b, p + ".linear2");
+    // x + 0.5 ffn(norm(x)): silu in the first projection's epilogue, the 0.5 in the second's
+    // weights and the residual added as it writes.
+    auto ffn = [&](Val x_in, Val h, Lin a, Lin b, const std::string& p) {
+      std::vector<NamedAttr> up = {{"act", "silu"}};
+      if (half) up.push_back({"dtype", "f16"});
+      Val hidden = g.op(OpKind::linear, {h, g.constant(a.w), C_(g, a.b)}, up, p + ".linear1");
+      std::vector<NamedAttr> down;
+      if (half) down.push_back({"dtype", "f32"});
+      return g.op(OpKind::linear, {hidden, g.constant(b.w), C_(g, b.b), x_in}, down, p + ".linear2");
     };
     for (int64_t l = 0; l < c.n_layers; ++l) {
       const Layer& w = L[static_cast<size_t>(l)];
       // Distinct node names per method: the batch-norm folding names its constants after them.
       const std::string p = std::string(batched ? "batch." : "") + "layer" + std::to_string(l) + ".";
-      Val h = ffn(layer_norm(g, x, w.ff1_norm, p + "norm_ff1"), w.ff1_a, w.ff1_b, p + "ff1");
-      x = g.op(OpKind::add, {x, g.op(OpKind::scale, {h}, {{"scale", 0.5}})});
+      x = ffn(x, layer_norm(g, x, w.ff1_norm, p + "norm_ff1"), w.ff1_a, w.ff1_b, p + "ff1");
       // Relative-position attention: softmax(((q + u) k^T + rel_shift((q + v) p^T)) / sqrt(dk)) v.
       // Fused: sdpa of (q + u, k, v) with the position term, already over sqrt(dk), as its
       // additive mask (the flash-style kernel never materialises the scores or their softmax).
-      h = layer_norm(g, x, w.att_norm, p + "norm_att");
-      const double inv_sqrt_dk = 1.0 / std::sqrt(static_cast<double>(dk));
-      Val q = heads(linear(g, h, w.q, p + "q"));
-      Val k = heads(linear(g, h, w.k, p + "k"));
-      Val v = heads(linear(g, h, w.v, p + "v"));
-      Val pp = heads(linear(g, pos, w.pos, p + "pos"));
-      Val qu = g.op(OpKind::add, {q, g.constant(w.bias_u)});
+      Val h = layer_norm(g, x, w.att_norm, p + "norm_att");
+      std::vector<NamedAttr> qkv_attrs;
+      if (half_attention) qkv_attrs.push_back({"dtype", "f16"});
+      Val qkv = g.op(OpKind::linear, {h, g.constant(w.qkv.w), g.constant(w.qkv.b)}, qkv_attrs, p + "qkv");
+      std::vector<Val> parts = g.op_n(OpKind::split, {qkv}, {{"axis", -1}, {"sizes", {d, d, d}}});
+      if (parts.size() != 3) break;
+      Val qu = heads(parts[0]), k = heads(parts[1]), v = heads(parts[2]);
+      Val qv = g.op(OpKind::add, {qu, g.constant(w.v_minus_u)});
+      // The positions' projection (W_pos over sqrt(dk)) and the position scores, shifted as
+      // they are computed: [B, H, T, T], already over sqrt(dk).
+      Val pp = heads(g.op(OpKind::linear, {pos, g.constant(w.pos.w)}, qkv_attrs, p + "pos"));
+      Val position = g.op(OpKind::bmm, {qv, g.op(OpKind::permute, {pp}, {{"perm", {0, 1, 3, 2}}})}, {{"rel_shift", 1}, {"dtype", "f32"}},
+                          p + "bd");
+      if (batched) position = g.op(OpKind::add, {position, key_mask});
       Val att;
       if (settings.fused_attention) {
-        Val qv = g.op(OpKind::scale, {g.op(OpKind::add, {q, g.constant(w.bias_v)})}, {{"scale", inv_sqrt_dk}});
-        Val bd = g.op(OpKind::bmm, {qv, g.op(OpKind::permute, {pp}, {{"perm", {0, 1, 3, 2}}})}, {}, p + "bd");
-        Val position = g.op(OpKind::rel_shift, {bd});
-        if (batched) position = g.op(OpKind::add, {position, key_mask});
-        // f16 weights: q + u, k and v stored as halves (the tensor cores round them to halves
-        // anyway; as halves they load at half the bytes and convert once, not in every
-        // workgroup), the position term and the output kept f32.
-        auto half = [&](Val t) { return half_attention ? g.op(OpKind::cast, {t}, {{"dtype", "f16"}}) : t; };
-        att = g.op(OpKind::sdpa, {half(qu), half(k), half(v), position}, {{"scale", inv_sqrt_dk}}, p + "attn");
+        att = g.op(OpKind::sdpa, {qu, k, v, position}, {{"scale", inv_sqrt_dk}}, p + "attn");
       } else {
         Val ac = g.op(OpKind::bmm, {qu, g.op(OpKind::permute, {k}, {{"perm", {0, 1, 3, 2}}})}, {}, p + "ac");
-        Val bd = g.op(OpKind::bmm, {g.op(OpKind::add, {q, g.constant(w.bias_v)}), g.op(OpKind::permute, {pp}, {{"perm", {0, 1, 3, 2}}})}, {}, p + "bd");
-        Val scores = g.op(OpKind::scale, {g.op(OpKind::add, {ac, g.op(OpKind::rel_shift, {bd})})}, {{"scale", inv_sqrt_dk}});
-        if (batched) scores = g.op(OpKind::add, {scores, key_mask});
+        Val scores = g.op(OpKind::add, {g.op(OpKind::scale, {ac}, {{"scale", inv_sqrt_dk}}), position});
         att = g.op(OpKind::bmm, {g.op(OpKind::softmax, {scores}, {{"axis", -1}}), v}, {}, p + "attn");
       }
-      att = g.op(OpKind::permute, {att}, {{"perm", {0, 2, 1, 3}}});
-      // Halves back to f32 as the rows are gathered: one pass, before the reshape needs them dense.
-      if (half_attention) att = g.op(OpKind::cast, {att}, {{"dtype", "f32"}});
-      att = g.op(OpKind::reshape, {att}, {{"shape", {0, -1, d}}});
-      // Residual sums as the projections' residual input: the GPU adds them as it writes.
-      x = g.op(OpKind::linear, {att, g.constant(w.o.w), C_(g, w.o.b), x}, {}, p + "attn_out");
+      // [B, H, T, dk] -> [B, T, H * dk] (halves gathered as halves), projected back into the
+      // f32 residual stream, which the projection adds as it writes.
+      att = g.op(OpKind::reshape, {g.op(OpKind::permute, {att}, {{"perm", {0, 2, 1, 3}}})}, {{"shape", {0, -1, d}}});
+      std::vector<NamedAttr> out_attrs;
+      if (half_attention) out_attrs.push_back({"dtype", "f32"});
+      x = g.op(OpKind::linear, {att, g.constant(w.o.w), C_(g, w.o.b), x}, out_attrs, p + "attn_out");
       // Convolution module.
       h = layer_norm(g, x, w.conv_norm, p + "norm_conv");
       h = g.op(OpKind::glu, {linear(g, h, w.pw1, p + "pointwise1")}, {{"axis", -1}});
@@ -317,8 +383,7 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
                {{"eps", 1e-5}, {"axis", 1}}, p + "batch_norm");
       h = g.op(OpKind::permute, {g.op(OpKind::silu, {h})}, {{"perm", {0, 2, 1}}});
       x = g.op(OpKind::linear, {h, g.constant(w.pw2.w), C_(g, w.pw2.b), x}, {}, p + "pointwise2");
-      h = ffn(layer_norm(g, x, w.ff2_norm, p + "norm_ff2"), w.ff2_a, w.ff2_b, p + "ff2");
-      x = g.op(OpKind::add, {x, g.op(OpKind::scale, {h}, {{"scale", 0.5}})});
+      x = ffn(x, layer_norm(g, x, w.ff2_norm, p + "norm_ff2"), w.ff2_a, w.ff2_b, p + "ff2");
       x = layer_norm(g, x, w.out_norm, p + "norm_out");
     }
     g.output(x, "encoder_out");

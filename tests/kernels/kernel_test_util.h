@@ -280,7 +280,8 @@ struct GeluLinearCase {
   Attrs attrs{OpKind::linear};
   std::vector<double> rows;
 };
-inline GeluLinearCase make_gelu_linear_case(DType wt, int64_t M, int64_t N, int64_t K, bool norm, std::mt19937& rng) {
+inline GeluLinearCase make_gelu_linear_case(DType wt, int64_t M, int64_t N, int64_t K, bool norm, std::mt19937& rng,
+                                            const char* act = "gelu") {
   GeluLinearCase c;
   c.x = random_tensor(DType::f32, Shape{1, M, K}, rng, -2, 2);
   c.w = random_tensor(wt, Shape{N, K}, rng);
@@ -288,7 +289,7 @@ inline GeluLinearCase make_gelu_linear_case(DType wt, int64_t M, int64_t N, int6
   c.r = random_tensor(DType::f32, Shape{1, M, N}, rng);
   c.g = random_tensor(DType::f32, Shape{K}, rng, 0.5, 1.5);
   c.be = random_tensor(DType::f32, Shape{K}, rng);
-  c.attrs.set_s("act", "gelu");
+  c.attrs.set_s("act", act);
   if (norm) c.attrs.set_s("norm", "layer");
   c.rows = to_doubles(c.x.view);
   if (norm) c.rows = ref_norm_rows(c.rows, M, K, false, 1e-5, to_doubles(c.g.view), to_doubles(c.be.view));
@@ -296,6 +297,9 @@ inline GeluLinearCase make_gelu_linear_case(DType wt, int64_t M, int64_t N, int6
 }
 
 inline double gelu_f64(double v) { return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))); }
+inline double silu_f64(double v) { return v / (1.0 + std::exp(-v)); }
+// linear's act in float64 ("gelu", "silu", else none).
+inline double act_f64(const std::string& act, double v) { return act == "gelu" ? gelu_f64(v) : act == "silu" ? silu_f64(v) : v; }
 
 // Tolerances for results stored in `dtype` from f32 computation: about a few ulp of the
 // storage type, relative, with an absolute floor for values near zero.

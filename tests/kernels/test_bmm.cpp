@@ -73,6 +73,47 @@ TEST(Bmm, LargeBatchesUseGemmAndHalfTypes) {
   }
 }
 
+// rel_shift = 1: y [.., M, M] keeps (a @ b)[.., i, j - i + M - 1] of the full product's 2M - 1
+// columns, compared with the shifted float64 product. M 1 and 5 (the one-thread path across
+// batches), 70 and 130 (row blocks of 64 with a partial last block), b dense and as a
+// transposed view (k^T as attention passes it), f16 operands.
+TEST(Bmm, RelShiftKeepsTheShiftedProducts) {
+  std::mt19937 rng(5);
+  ThreadPool pool(2);
+  for (DType t : {DType::f32, DType::f16})
+    for (int64_t M : {1, 5, 70, 130})
+      for (bool transposed : {false, true}) {
+        const int64_t K = 24, N = 2 * M - 1;
+        const std::string what = std::string("rel_shift ") + dtype_name(t) + " M=" + std::to_string(M) + (transposed ? " b^T" : "");
+        SCOPED_TRACE(what);
+        HostTensor a = random_tensor(t, Shape{2, 3, M, K}, rng);
+        HostTensor b = transposed ? random_strided(t, Shape{2, 3, K, N}, {0, 1, 3, 2}, 0, rng) : random_tensor(t, Shape{2, 3, K, N}, rng);
+        Attrs at(OpKind::bmm);
+        at.set_i("rel_shift", 1);
+        // Halves in, f32 scores out (dtype), as Parakeet's position term.
+        const bool f32_out = t == DType::f16 && transposed;
+        if (f32_out) at.set_s("dtype", "f32");
+        RunResult r = run_cpu(OpKind::bmm, {a.view, b.view}, at, &pool);
+        ASSERT_TRUE(r.status.is_ok()) << r.status.to_string();
+        ASSERT_EQ(r.outputs[0].view.shape, (Shape{2, 3, M, M}));
+        ASSERT_EQ(r.outputs[0].view.dtype, f32_out ? DType::f32 : t);
+        const std::vector<double> full = ref_bmm(a.view, b.view, Shape{2, 3, M, N});
+        std::vector<double> want;
+        for (int64_t z = 0; z < 6; ++z)
+          for (int64_t i = 0; i < M; ++i)
+            for (int64_t j = 0; j < M; ++j) want.push_back(full[static_cast<size_t>((z * M + i) * N + j - i + M - 1)]);
+        const double tol = t == DType::f16 && !f32_out ? 4e-3 : 1e-5;
+        expect_close(to_doubles(r.outputs[0].view), want, tol, tol, what.c_str());
+      }
+  HostTensor a = random_tensor(DType::f32, Shape{4, 6}, rng);
+  HostTensor b = random_tensor(DType::f32, Shape{6, 8}, rng);
+  Attrs at(OpKind::bmm);
+  at.set_i("rel_shift", 1);
+  RunResult r = run_cpu(OpKind::bmm, {a.view, b.view}, at);
+  EXPECT_EQ(r.status.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(r.status.message().find("rel_shift needs b's last dim = 2M - 1 = 7"), std::string::npos) << r.status.message();
+}
+
 TEST(Bmm, RejectsBadShapes) {
   std::mt19937 rng(4);
   HostTensor a = random_tensor(DType::f32, Shape{2, 3, 5}, rng);

@@ -9,13 +9,11 @@
 namespace vrun::test {
 namespace {
 
-double silu(double v) { return v / (1.0 + std::exp(-v)); }
-
 // x [m, 2k] row-major doubles -> the gated rows [m, k].
 std::vector<double> ref_glu_rows(const std::vector<double>& x, int64_t m, int64_t k) {
   std::vector<double> out(static_cast<size_t>(m * k));
   for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < k; ++j) out[i * k + j] = x[i * 2 * k + j] * silu(x[i * 2 * k + k + j]);
+    for (int64_t j = 0; j < k; ++j) out[i * k + j] = x[i * 2 * k + j] * silu_f64(x[i * 2 * k + k + j]);
   return out;
 }
 
@@ -130,19 +128,20 @@ TEST(LinearXDims, TrailingDimsFormK) {
   expect_within(to_doubles(got.outputs[0].view), ref_linear(to_doubles(x.view), w.view, nullptr, nullptr, 6), 0, "dense x_dims=2");
 }
 
-// act = gelu: y = gelu(x W^T + bias) + residual, alone and after a layer norm prologue (Whisper's
-// fc1), over 1, 3 and 40 rows. gelu's slope stays below 1.13, so the pre-activation bound
-// carries over with that factor.
-TEST(LinearAct, GeluAfterBiasBeforeResidual) {
+// act = gelu / silu: y = act(x W^T + bias) + residual, alone and after a layer norm prologue
+// (Whisper's fc1, Parakeet's feed-forward), over 1, 3 and 40 rows. Both slopes stay below 1.13,
+// so the pre-activation bound carries over with that factor.
+TEST(LinearAct, AfterBiasBeforeResidual) {
   std::mt19937 rng(34);
   ThreadPool pool(2);
   const int64_t K = 64, N = 21;
+  for (const char* act : {"gelu", "silu"})
   for (DType wt : {DType::f16, DType::q8_0})
     for (int64_t M : {1, 3, 40})
       for (bool norm : {false, true}) {
-        const std::string what = std::string("gelu w=") + dtype_name(wt) + " M=" + std::to_string(M) + (norm ? " layer norm" : "");
+        const std::string what = std::string(act) + " w=" + dtype_name(wt) + " M=" + std::to_string(M) + (norm ? " layer norm" : "");
         SCOPED_TRACE(what);
-        const GeluLinearCase c = make_gelu_linear_case(wt, M, N, K, norm, rng);
+        const GeluLinearCase c = make_gelu_linear_case(wt, M, N, K, norm, rng, act);
         std::vector<TensorView> in = {c.x.view, c.w.view, c.b.view, c.r.view};
         if (norm) in.insert(in.end(), {c.g.view, c.be.view});
         RunResult got = run_cpu(OpKind::linear, in, c.attrs, &pool);
@@ -150,7 +149,7 @@ TEST(LinearAct, GeluAfterBiasBeforeResidual) {
         Want want = ref_linear(c.rows, c.w.view, &c.b.view, nullptr, M);
         const std::vector<double> rd = to_doubles(c.r.view);
         for (size_t i = 0; i < want.y.size(); ++i) {
-          want.y[i] = gelu_f64(want.y[i]) + rd[i];
+          want.y[i] = act_f64(act, want.y[i]) + rd[i];
           want.bound[i] = 1.13 * want.bound[i] + 1e-6 * (1 + std::fabs(want.y[i]));
         }
         expect_within(to_doubles(got.outputs[0].view), want, norm ? 1e-5 : 0, what);
@@ -161,7 +160,47 @@ TEST(LinearAct, GeluAfterBiasBeforeResidual) {
   HostTensor w = random_tensor(DType::f32, Shape{N, K}, rng);
   RunResult r = run_cpu(OpKind::linear, {x.view, w.view}, bad);
   EXPECT_EQ(r.status.code(), ErrorCode::kInvalidArgument);
-  EXPECT_NE(r.status.message().find("act must be none or gelu, got 'relu'"), std::string::npos) << r.status.message();
+  EXPECT_NE(r.status.message().find("act must be none, gelu or silu, got 'relu'"), std::string::npos) << r.status.message();
+  Attrs bad_dtype(OpKind::linear);
+  bad_dtype.set_s("dtype", "i32");
+  r = run_cpu(OpKind::linear, {x.view, w.view}, bad_dtype);
+  EXPECT_EQ(r.status.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(r.status.message().find("dtype must be f32, f16 or bf16"), std::string::npos) << r.status.message();
+}
+
+// dtype: y stored in another dtype than x's, rounded once after act and the residual: f32 rows
+// into halves (silu, as Parakeet's feed-forward hidden rows), halves into f32 with an f32
+// residual (the projection back into the residual stream).
+TEST(LinearAct, OutputDtype) {
+  std::mt19937 rng(35);
+  ThreadPool pool(2);
+  const int64_t K = 48, N = 19;
+  for (int64_t M : {1, 40}) {
+    HostTensor x = random_tensor(DType::f32, Shape{M, K}, rng, -2, 2);
+    HostTensor w = random_tensor(DType::f16, Shape{N, K}, rng);
+    HostTensor b = random_tensor(DType::f32, Shape{N}, rng);
+    Attrs a(OpKind::linear);
+    a.set_s("act", "silu").set_s("dtype", "f16");
+    RunResult got = run_cpu(OpKind::linear, {x.view, w.view, b.view}, a, &pool);
+    ASSERT_TRUE(got.status.is_ok()) << got.status.to_string();
+    ASSERT_EQ(got.outputs[0].view.dtype, DType::f16);
+    Want want = ref_linear(to_doubles(x.view), w.view, &b.view, nullptr, M);
+    for (size_t i = 0; i < want.y.size(); ++i) {
+      want.y[i] = silu_f64(want.y[i]);
+      want.bound[i] = 1.13 * want.bound[i] + 1e-3 * (1e-3 + std::fabs(want.y[i]));  // one rounding to f16
+    }
+    expect_within(to_doubles(got.outputs[0].view), want, 0, "f32 x -> f16 y, silu");
+
+    HostTensor xh = random_tensor(DType::f16, Shape{M, K}, rng, -2, 2);
+    HostTensor r = random_tensor(DType::f32, Shape{M, N}, rng);
+    Attrs back(OpKind::linear);
+    back.set_s("dtype", "f32");
+    got = run_cpu(OpKind::linear, {xh.view, w.view, b.view, r.view}, back, &pool);
+    ASSERT_TRUE(got.status.is_ok()) << got.status.to_string();
+    ASSERT_EQ(got.outputs[0].view.dtype, DType::f32);
+    expect_within(to_doubles(got.outputs[0].view), ref_linear(to_doubles(xh.view), w.view, &b.view, &r.view, M), 0,
+                  "f16 x -> f32 y, residual");
+  }
 }
 
 TEST(LinearGlu, RefusesBadCombinations) {

@@ -55,5 +55,45 @@ TEST_F(VkBmm, OperandsAlongKBatchedAndBroadcast) {
   }
 }
 
+// rel_shift = 1 (relative-position attention's position scores): y [B, H, M, M] keeps the
+// full product's (2M - 1 columns) entry [i, j - i + M - 1]. The tensor cores compute only the
+// window each tile row needs (M >= 64: 70 with partial tiles, 200 over several tile rows); the
+// portable path computes the full product and copies the shifted view.
+TEST_F(VkBmm, RelShiftWritesTheShiftedWindow) {
+  std::mt19937 rng(72);
+  const bool coop = ctx().coopmat() != vulkan::Context::CoopMat::kNone;
+  for (DType dt : {DType::f16, DType::f32})
+    for (int64_t M : {5, 70, 200}) {
+      const int64_t B = 1, H = 2, K = 64, N = 2 * M - 1;
+      HostTensor a = random_strided(dt, Shape{B, H, M, K}, {0, 2, 1, 3}, 8, rng);
+      HostTensor b = random_strided(dt, Shape{B, H, K, N}, {0, 1, 3, 2}, 0, rng);
+      const bool halves = coop && !ctx().exact_f32() && dt == DType::f32 && M >= 64;
+      if (halves) {
+        round_to_halves(a);
+        round_to_halves(b);
+      }
+      Attrs at(OpKind::bmm);
+      at.set_i("rel_shift", 1);
+      at.set_s("dtype", "f32");  // f32 scores from halves too, as Parakeet's position term
+      auto out = run_gpu(OpKind::bmm, {&a, &b}, at);
+      ASSERT_EQ(out[0].view.shape, (Shape{B, H, M, M}));
+      ASSERT_EQ(out[0].view.dtype, DType::f32);
+      const auto av = to_doubles(a.view), bv = to_doubles(b.view);
+      std::vector<double> want;
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t i = 0; i < M; ++i)
+          for (int64_t j = 0; j < M; ++j) {
+            const int64_t n = j - i + M - 1;
+            double s = 0;
+            for (int64_t k = 0; k < K; ++k)
+              s += av[static_cast<size_t>((h * M + i) * K + k)] * bv[static_cast<size_t>((h * K + k) * N + n)];
+            want.push_back(s);
+          }
+      const double atol = (dt == DType::f16 || halves ? 2e-4 : 1e-5) * std::sqrt(static_cast<double>(K));
+      expect_close(to_doubles(out[0].view), want, atol, 2e-5,
+                   (std::string("rel_shift bmm ") + dtype_name(dt) + " M" + std::to_string(M)).c_str());
+    }
+}
+
 }  // namespace
 }  // namespace vrun::test

@@ -13,8 +13,6 @@ namespace {
 
 class VkLinearFused : public VulkanTest {};
 
-double silu(double v) { return v / (1.0 + std::exp(-v)); }
-
 // y = xe W^T + b + r over rows of xe [M, K] (row-major doubles), and the largest sum of
 // |products| (the scale of the f32 accumulation error).
 std::vector<double> reference(const std::vector<double>& xe, const HostTensor& w, const HostTensor* b,
@@ -41,7 +39,7 @@ std::vector<double> reference(const std::vector<double>& xe, const HostTensor& w
 std::vector<double> glu_rows(const std::vector<double>& x, int64_t M, int64_t K) {
   std::vector<double> out(static_cast<size_t>(M * K));
   for (int64_t m = 0; m < M; ++m)
-    for (int64_t k = 0; k < K; ++k) out[m * K + k] = x[m * 2 * K + k] * silu(x[m * 2 * K + K + k]);
+    for (int64_t k = 0; k < K; ++k) out[m * K + k] = x[m * 2 * K + k] * silu_f64(x[m * 2 * K + K + k]);
   return out;
 }
 
@@ -95,28 +93,62 @@ TEST_F(VkLinearFused, GluSilu) {
       }
 }
 
-// act = gelu in the matvec epilogue (1 and 3 rows, alone and after a layer norm folded into the
-// kernel, float and quantised weights, q4_0's single-row kernel) and after the tiled matmul for
-// 40 rows: y = gelu(x W^T + b) + r.
-TEST_F(VkLinearFused, GeluEpilogue) {
+// act = gelu / silu in the matvec epilogue (1 and 3 rows, alone and after a layer norm folded
+// into the kernel, float and quantised weights, q4_0's single-row kernel), after the tiled matmul
+// for 40 rows and in the tensor-core kernel's epilogue for 100 (where the device has one):
+// y = act(x W^T + b) + r.
+TEST_F(VkLinearFused, ActEpilogue) {
   std::mt19937 rng(43);
   const int64_t N = 70, K = 256;
+  for (const char* act : {"gelu", "silu"})
   for (DType wdt : {DType::f16, DType::q8_0, DType::q4_0})
-    for (int64_t M : {1, 3, 40})
+    for (int64_t M : {1, 3, 40, 100})
       for (bool norm : {false, true}) {
-        if (M == 40 && wdt != DType::f16) continue;
-        const std::string what = std::string("gelu w=") + dtype_name(wdt) + " M=" + std::to_string(M) + (norm ? " layer norm" : "");
+        if (M >= 40 && wdt != DType::f16) continue;
+        const std::string what = std::string(act) + " w=" + dtype_name(wdt) + " M=" + std::to_string(M) + (norm ? " layer norm" : "");
         SCOPED_TRACE(what);
-        const GeluLinearCase c = make_gelu_linear_case(wdt, M, N, K, norm, rng);
+        const GeluLinearCase c = make_gelu_linear_case(wdt, M, N, K, norm, rng, act);
         std::vector<const HostTensor*> in = {&c.x, &c.w, &c.b, &c.r};
         if (norm) in.insert(in.end(), {&c.g, &c.be});
         auto out = run_gpu(OpKind::linear, in, c.attrs);
         double mag = 0;
         std::vector<double> want = reference(c.rows, c.w, &c.b, nullptr, M, &mag);
         const auto rv = to_doubles(c.r.view);
-        for (size_t i = 0; i < want.size(); ++i) want[i] = gelu_f64(want[i]) + rv[i];
+        for (size_t i = 0; i < want.size(); ++i) want[i] = act_f64(act, want[i]) + rv[i];
         expect_close(to_doubles(out[0].view), want, (M > 8 ? 1e-3 : 3e-5) * mag, 1e-4, what.c_str());
       }
+}
+
+// dtype: f32 rows projected into halves with silu (Parakeet's feed-forward hidden rows), and
+// halves projected into an f32 residual stream (bias and an f32 residual): decode rows, the
+// tiled matmul (40) and the tensor cores (100).
+TEST_F(VkLinearFused, OutputDtype) {
+  std::mt19937 rng(44);
+  const int64_t N = 72, K = 128;
+  for (int64_t M : {3, 40, 100}) {
+    const std::string what = "M=" + std::to_string(M);
+    SCOPED_TRACE(what);
+    HostTensor x = random_tensor(DType::f32, Shape{1, M, K}, rng, -2, 2);
+    HostTensor w = random_tensor(DType::f16, Shape{N, K}, rng);
+    HostTensor b = random_tensor(DType::f32, Shape{N}, rng);
+    Attrs a(OpKind::linear);
+    a.set_s("act", "silu").set_s("dtype", "f16");
+    auto out = run_gpu(OpKind::linear, {&x, &w, &b}, a);
+    ASSERT_EQ(out[0].view.dtype, DType::f16);
+    double mag = 0;
+    std::vector<double> want = reference(to_doubles(x.view), w, &b, nullptr, M, &mag);
+    for (double& v : want) v = silu_f64(v);
+    expect_close(to_doubles(out[0].view), want, (M > 8 ? 1e-3 : 3e-5) * mag + 1e-3, 2e-3, ("f16 y " + what).c_str());
+
+    HostTensor xh = random_tensor(DType::f16, Shape{1, M, K}, rng, -2, 2);
+    HostTensor r = random_tensor(DType::f32, Shape{1, M, N}, rng);
+    Attrs back(OpKind::linear);
+    back.set_s("dtype", "f32");
+    out = run_gpu(OpKind::linear, {&xh, &w, &b, &r}, back);
+    ASSERT_EQ(out[0].view.dtype, DType::f32);
+    want = reference(to_doubles(xh.view), w, &b, &r, M, &mag);
+    expect_close(to_doubles(out[0].view), want, 3e-5 * mag, 1e-4, ("f32 y from halves " + what).c_str());
+  }
 }
 
 // One row of q4_0 (its own kernel): x staged in shared memory (K 256) or read in place (K 8192,

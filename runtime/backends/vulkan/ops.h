@@ -48,6 +48,7 @@ Status record_copy_at(Recorder& rec, const DeviceView& y, const DeviceView& src,
 // at the position it lands on; rows of dim 1 from `heads` on pass through (heads 0: all rotate).
 Status record_rope_into(Recorder& rec, const DeviceView& state, const DeviceView& src, const DeviceView& inv_freq,
                         const DeviceView* offset, int axis, int64_t start, bool interleaved, int64_t heads);
+constexpr int kOpSilu = 14;
 constexpr int kOpGelu = 16;
 constexpr int kOpCopy = 21;
 constexpr int kOpGlu = 40;

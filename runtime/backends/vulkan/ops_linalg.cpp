@@ -14,10 +14,12 @@ namespace {
 
 constexpr int64_t kMatvecMaxRows = 8;
 
-// y = x W^T (+ bias) (+ res): the tensor-core kernel adds res as it writes y; elsewhere an add
-// follows the projection.
+// y = act(x W^T (+ bias)) (+ res), act 0 none, 1 gelu, 2 silu: the tensor-core kernel applies
+// act and adds res as it writes y; elsewhere they follow the projection, on f32 rows.
 Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y,
-                          const DeviceView* res = nullptr);
+                          const DeviceView* res = nullptr, int act = 0);
+
+int act_code(const std::string& act) { return act == "gelu" ? 1 : act == "silu" ? 2 : 0; }
 
 // The tensor-core matmul's tile (matmul_coopmat.glsl): WGM x WGN subgroups of FM x FN 16x16
 // fragments, K steps of BK through STAGES buffers of shared memory.
@@ -102,25 +104,21 @@ const CoopTile& coop_tile(const Context& ctx, int64_t M, int64_t N, int64_t batc
   return fills(kHalfTile, M, N, batches, sms, 2) ? kHalfTile : kSmallTile;
 }
 
-// The residual and gelu (act = gelu): decode rows apply them in the matvec's epilogue (gelu
-// after the bias, then the residual); without gelu the projection adds the residual itself;
-// otherwise gelu runs in place on y after the projection, then the residual is added.
-Status record_linear_plain(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, bool gelu = false) {
+// The residual and act: decode rows apply them in the matvec's epilogue (act after the bias,
+// then the residual), other shapes in record_linear_core.
+Status record_linear_plain(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, int act = 0) {
   const bool res = in.size() > 3 && in[3].present();
-  if (!res && !gelu) return record_linear_core(rec, in, y);
-  if (matvec_rows(in[0], in[1])) return record_matvec_linear(rec, in, y, nullptr, false, gelu);
+  if (!res && act == 0) return record_linear_core(rec, in, y);
+  if (matvec_rows(in[0], in[1])) return record_matvec_linear(rec, in, y, nullptr, false, act);
   const bool bias = in.size() > 2 && in[2].present();
-  if (!gelu) return record_linear_core(rec, {in[0], in[1], bias ? in[2] : DeviceView{}}, y, &in[3]);
-  VRUN_RETURN_IF_ERROR(record_linear_core(rec, {in[0], in[1], bias ? in[2] : DeviceView{}}, y));
-  VRUN_RETURN_IF_ERROR(record_eltwise(rec, kOpGelu, y, &y, nullptr, nullptr));
-  return res ? record_eltwise(rec, kOpAdd, y, &y, &in[3], nullptr) : Status::ok();
+  return record_linear_core(rec, {in[0], in[1], bias ? in[2] : DeviceView{}}, y, res ? &in[3] : nullptr, act);
 }
 
 // glu = silu: decode rows are gated inside the matvec kernel as x is loaded; other shapes get
 // the gated rows in an f32 scratch tensor first (the glu op's math, unrounded).
-Status record_linear_glu(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, bool gelu) {
+Status record_linear_glu(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, int act) {
   const int64_t K = in[1].shape[1];
-  if (matvec_rows(in[0], in[1], true)) return record_matvec_linear(rec, in, y, nullptr, true, gelu);
+  if (matvec_rows(in[0], in[1], true)) return record_matvec_linear(rec, in, y, nullptr, true, act);
   const DeviceView& x = in[0];
   const int last = x.shape.rank - 1;
   Shape hs = x.shape;
@@ -133,7 +131,7 @@ Status record_linear_glu(Recorder& rec, const std::vector<DeviceView>& in, const
   VRUN_RETURN_IF_ERROR(record_eltwise(rec, kOpGluSilu, xg, &a, &g, nullptr));
   std::vector<DeviceView> rest(in.begin(), in.begin() + std::min<size_t>(in.size(), 4));
   rest[0] = xg;
-  return record_linear_plain(rec, rest, y, gelu);
+  return record_linear_plain(rec, rest, y, act);
 }
 
 // x with its trailing x_dims dims merged into one dense K (copied when they are not dense).
@@ -154,10 +152,10 @@ Status record_linear(Recorder& rec, const std::vector<DeviceView>& in_, const De
   const int64_t x_dims = attrs.i("x_dims");
   const bool glu = attrs.s("glu") == "silu";
   const std::string& norm = attrs.s("norm");
-  const std::string& act = attrs.s("act");
-  if (act != "none" && act != "gelu")
-    return err(ErrorCode::kInvalidArgument, "vulkan: linear act must be none or gelu, got '", act, "'");
-  const bool gelu = act == "gelu";
+  const std::string& act_name = attrs.s("act");
+  if (act_name != "none" && act_name != "gelu" && act_name != "silu")
+    return err(ErrorCode::kInvalidArgument, "vulkan: linear act must be none, gelu or silu, got '", act_name, "'");
+  const int act = act_code(act_name);
   if (x_dims < 1 || x_dims > in_[0].shape.rank || (glu && (x_dims != 1 || norm != "none")))
     return err(ErrorCode::kInvalidArgument, "vulkan: linear with x_dims = ", x_dims, ", glu = ", attrs.s("glu"), " and norm = ",
                norm, " over x ", in_[0].shape.str(), " (glu needs x_dims = 1 and norm = none)");
@@ -165,8 +163,8 @@ Status record_linear(Recorder& rec, const std::vector<DeviceView>& in_, const De
   if (x_dims > 1) {
     VRUN_ASSIGN_OR_RETURN(in[0], merge_x_dims(rec, in_[0], static_cast<int>(x_dims)));
   }
-  if (glu) return record_linear_glu(rec, in, y, gelu);
-  if (norm == "none") return record_linear_plain(rec, in, y, gelu);
+  if (glu) return record_linear_glu(rec, in, y, act);
+  if (norm == "none") return record_linear_plain(rec, in, y, act);
   const bool rms = norm == "rms";
   if (in.size() < 5 || !in[4].present())
     return err(ErrorCode::kInvalidArgument, "vulkan: linear with norm = ", norm, " needs norm_weight");
@@ -179,7 +177,7 @@ Status record_linear(Recorder& rec, const std::vector<DeviceView>& in_, const De
       VRUN_ASSIGN_OR_RETURN(b, rec.dense_view(in[5]));
     }
     const MatvecNorm mn{rms, eps, &g, has_nb ? &b : nullptr};
-    return record_matvec_linear(rec, in, y, &mn, false, gelu);
+    return record_matvec_linear(rec, in, y, &mn, false, act);
   }
   VRUN_ASSIGN_OR_RETURN(DeviceView xs, rec.scratch(DType::f32, in[0].shape));
   const OpKind op = rms ? OpKind::rms_norm : OpKind::layer_norm;
@@ -190,10 +188,10 @@ Status record_linear(Recorder& rec, const std::vector<DeviceView>& in_, const De
   VRUN_RETURN_IF_ERROR(record_norm(rec, op, nin, {xs}, na));
   std::vector<DeviceView> rest(in.begin(), in.begin() + 4);
   rest[0] = xs;
-  return record_linear_plain(rec, rest, y, gelu);
+  return record_linear_plain(rec, rest, y, act);
 }
 
-Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, const DeviceView* res) {
+Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, const DeviceView* res, int act) {
   VRUN_ASSIGN_OR_RETURN(DeviceView x, rec.rows_view(in[0], 1));
   const DeviceView& w = in[1];
   const DeviceView* bias = in.size() > 2 && in[2].present() ? &in[2] : nullptr;
@@ -205,11 +203,23 @@ Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, cons
   const int64_t K = x.shape[x.shape.rank - 1], N = w.shape[0];
   const int64_t M = K ? x.numel() / K : 0;
   if (M == 0 || N == 0) return Status::ok();
-  auto add_res = [&]() { return res ? record_eltwise(rec, kOpAdd, y, &y, res, nullptr) : Status::ok(); };
+  // Off the tensor cores, act and res follow the projection as passes over f32 rows (scratch
+  // when y is not f32), rounded to y's dtype once, as the CPU kernel does.
+  const bool after = act != 0 || res, in_scratch = after && y.dtype != DType::f32;
+  auto finish = [&](const DeviceView& p) -> Status {
+    if (act != 0) VRUN_RETURN_IF_ERROR(record_eltwise(rec, act == 1 ? kOpGelu : kOpSilu, p, &p, nullptr, nullptr));
+    if (res) return record_eltwise(rec, kOpAdd, y, &p, res, nullptr);
+    return in_scratch ? rec.record_copy(p, y) : Status::ok();
+  };
+  auto plain_target = [&]() -> Result<DeviceView> {
+    if (!in_scratch) return y;
+    return rec.scratch(DType::f32, y.shape);
+  };
   // Decode shapes: record_matvec binds and computes its offsets itself.
   if (M <= kMatvecMaxRows) {
-    VRUN_RETURN_IF_ERROR(record_matvec(rec, x, w, bias, y, M, N, K, row_stride(x)));
-    return add_res();
+    VRUN_ASSIGN_OR_RETURN(DeviceView p, plain_target());
+    VRUN_RETURN_IF_ERROR(record_matvec(rec, x, w, bias, p, M, N, K, row_stride(x)));
+    return after ? finish(p) : Status::ok();
   }
   DeviceView r;
   if (res) {
@@ -238,21 +248,44 @@ Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, cons
   if (coop_ok && tl.fits(ctx)) {
     std::vector<int32_t> spec = tl.spec(y.dtype, bias_dt, x.dtype, w.dtype, 1);
     spec.push_back(res ? dt_code(r) : 255);
+    spec.push_back(act);
+    spec.push_back(0);
     return rec.dispatch(coop, spec, bindings, pw.w, pw.bytes(), static_cast<uint32_t>((N + tl.bn() - 1) / tl.bn()),
                         static_cast<uint32_t>((M + tl.bm() - 1) / tl.bm()), 1);
   }
+  VRUN_ASSIGN_OR_RETURN(DeviceView p, plain_target());
+  bindings[0].view = &p;
   bindings[4].view = nullptr;
-  VRUN_RETURN_IF_ERROR(rec.dispatch("matmul", {dt_code(x.dtype), dt_code(w.dtype), dt_code(y.dtype), bias_dt, 1}, bindings,
+  VRUN_ASSIGN_OR_RETURN(offs, rec.binding_offsets(bindings));
+  pw = PushWords{};
+  pw.u(M).u(N).u(K).u(row_stride(x)).u(1).u(0).u(0).u(1).u(1);
+  for (int i = 0; i < 6; ++i) pw.u(0);
+  pw.u(offs[0]).u(offs[1]).u(offs[2]).u(offs[3]).u(0).u(0);
+  VRUN_RETURN_IF_ERROR(rec.dispatch("matmul", {dt_code(x.dtype), dt_code(w.dtype), dt_code(p.dtype), bias_dt, 1}, bindings,
                                     pw.w, pw.bytes(), static_cast<uint32_t>((N + 63) / 64),
                                     static_cast<uint32_t>((M + 63) / 64), 1));
-  return add_res();
+  return after ? finish(p) : Status::ok();
 }
 
-Status record_bmm(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y) {
+Status record_bmm(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, bool rel = false) {
   DeviceView a = in[0], b = in[1];
   const int yr = y.shape.rank;
-  const int64_t M = y.shape[yr - 2], N = y.shape[yr - 1], K = a.shape[a.shape.rank - 1];
+  // rel: y [.., M, M] from b's 2M - 1 columns (N below is b's width).
+  const int64_t M = y.shape[yr - 2], N = rel ? 2 * M - 1 : y.shape[yr - 1], K = a.shape[a.shape.rank - 1];
   if (y.numel() == 0) return Status::ok();
+  // The full product into scratch, then the shifted view of it copied into y, where the tensor
+  // cores do not take the shape.
+  auto rel_by_copy = [&]() -> Status {
+    Shape fs = y.shape;
+    fs[yr - 1] = N;
+    VRUN_ASSIGN_OR_RETURN(DeviceView full, rec.scratch(y.dtype, fs));
+    VRUN_RETURN_IF_ERROR(record_bmm(rec, in, full, false));
+    DeviceView shifted = full;
+    shifted.shape = y.shape;
+    shifted.strides[yr - 2] = N - 1;
+    shifted.offset += static_cast<uint64_t>((M - 1) * dtype_elem_size(y.dtype));
+    return rec.record_copy(shifted, y);
+  };
   // Batch dims of y with a's and b's (broadcast) strides, collapsed where all three stay regular.
   Shape batch;
   batch.rank = yr - 2;
@@ -329,14 +362,19 @@ Status record_bmm(Recorder& rec, const std::vector<DeviceView>& in, const Device
                          (K == 1 || (a.strides[ar - 1] == 1 && b.strides[br - 2] == 1)) && al8(a.strides[ar - 2]) &&
                          al8(b.strides[br - 1]) && al8(ya[0]) && al8(ya[1]) && al8(ya[2]) && al8(yb[0]) &&
                          al8(yb[1]) && al8(yb[2]) && offs[1] % 8 == 0 && offs[2] % 8 == 0;
-    const CoopTile& tl = coop_tile(ctx, M, N, static_cast<int64_t>(nb), a.dtype);
+    // rel: each tile row computes a window of M + BM - 1 of b's columns.
+    const CoopTile& tl = coop_tile(ctx, M, rel ? M + 127 : N, static_cast<int64_t>(nb), a.dtype);
     if (coop_ok && tl.fits(ctx)) {
       std::vector<int32_t> spec = tl.spec(y.dtype, 255, a.dtype, b.dtype, 0);
       spec.push_back(255);
+      spec.push_back(0);
+      spec.push_back(rel ? 1 : 0);
+      const int64_t cols = rel ? M + tl.bm() - 1 : N;
       return rec.dispatch(coop, spec, bindings, pw.w, pw.bytes(),
-                          static_cast<uint32_t>((N + tl.bn() - 1) / tl.bn()), static_cast<uint32_t>((M + tl.bm() - 1) / tl.bm()),
+                          static_cast<uint32_t>((cols + tl.bn() - 1) / tl.bn()), static_cast<uint32_t>((M + tl.bm() - 1) / tl.bm()),
                           static_cast<uint32_t>(nb));
     }
+    if (rel) return rel_by_copy();
     return rec.dispatch("matmul", {dt_code(a.dtype), dt_code(b.dtype), dt_code(y.dtype), 255, 0}, bindings, pw.w,
                         pw.bytes(), static_cast<uint32_t>((N + 63) / 64), static_cast<uint32_t>((M + 63) / 64),
                         static_cast<uint32_t>(nb));
@@ -349,7 +387,7 @@ Status record_bmm(Recorder& rec, const std::vector<DeviceView>& in, const Device
 Status record_linalg(Recorder& rec, OpKind op, const std::vector<DeviceView>& in, const std::vector<DeviceView>& out,
                      const Attrs& attrs) {
   if (op == OpKind::linear) return record_linear(rec, in, out[0], attrs);
-  if (op == OpKind::bmm) return record_bmm(rec, in, out[0]);
+  if (op == OpKind::bmm) return record_bmm(rec, in, out[0], attrs.i("rel_shift") != 0);
   return err(ErrorCode::kUnsupported, "vulkan: no kernel for ", op_name(op));
 }
 

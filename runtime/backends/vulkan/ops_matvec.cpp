@@ -72,7 +72,7 @@ bool matvec_norm_fits(const DeviceView& x, const DeviceView& w) {
 }
 
 Status record_matvec_linear(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y,
-                            const MatvecNorm* norm, bool glu, bool gelu) {
+                            const MatvecNorm* norm, bool glu, int act) {
   VRUN_ASSIGN_OR_RETURN(DeviceView x, rec.rows_view(in[0], 1));
   const DeviceView& w = in[1];
   DeviceView b, r;
@@ -87,7 +87,7 @@ Status record_matvec_linear(Recorder& rec, const std::vector<DeviceView>& in, co
   const int64_t M = K ? x.numel() / (glu ? 2 * K : K) : 0;
   if (N == 0) return Status::ok();
   return record_matvec(rec, x, w, has_bias ? &b : nullptr, y, M, N, K, row_stride(x), has_res ? &r : nullptr,
-                       has_res ? row_stride(r) : 0, norm, glu, gelu);
+                       has_res ? row_stride(r) : 0, norm, glu, act);
 }
 
 void set_matvec_shared_reduce_for_testing(bool on) { g_force_shared_reduce = on; }
@@ -96,7 +96,7 @@ void set_q4_0_tuning_for_bench(const Q4Tuning* t) { g_q4_tuning = t; }
 Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, const DeviceView* bias,
                      const DeviceView& y, int64_t M, int64_t N, int64_t K, int64_t x_row_stride,
                      const DeviceView* residual, int64_t residual_row_stride, const MatvecNorm* norm, bool glu,
-                     bool gelu) {
+                     int act) {
   if (glu && norm) return err(ErrorCode::kInvalidArgument, "vulkan: matvec takes glu or a norm, not both");
   if (M < 1 || M > kMaxRows)
     return err(ErrorCode::kInternal, "vulkan: matvec takes 1..", kMaxRows, " rows of x, got ", M);
@@ -145,7 +145,7 @@ Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, co
     rec.grid_1d(static_cast<uint64_t>((N + r - 1) / r), &gx, &gy);
     return rec.dispatch("matvec_q4_0",
                         {dt_code(x.dtype), 0, dt_code(y.dtype), bias ? dt_code(*bias) : 255, 0, 0, 0, xvec ? 1 : 0, 0,
-                         wgs, static_cast<int32_t>(xsn), rg, res_dt, norm_mode, g_dt, beta_dt, glu ? 1 : 0, gelu ? 1 : 0},
+                         wgs, static_cast<int32_t>(xsn), rg, res_dt, norm_mode, g_dt, beta_dt, glu ? 1 : 0, act},
                         bindings, pw.w, pw.bytes(), gx, gy, 1);
   }
 
@@ -174,7 +174,7 @@ Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, co
   return rec.dispatch(subgroups ? "matvec" : "matvec_shared",
                       {dt_code(x.dtype), dt_code(w.dtype), dt_code(y.dtype), bias ? dt_code(*bias) : 255,
                        static_cast<int32_t>(M), static_cast<int32_t>(rs), wvec ? 1 : 0, xvec ? 1 : 0, a4 ? 1 : 0,
-                       static_cast<int32_t>(wg), res_dt, norm_mode, g_dt, beta_dt, glu ? 1 : 0, gelu ? 1 : 0,
+                       static_cast<int32_t>(wg), res_dt, norm_mode, g_dt, beta_dt, glu ? 1 : 0, act,
                        static_cast<int32_t>(u)},
                       bindings, pw.w, pw.bytes(), gx, gy, 1);
 }

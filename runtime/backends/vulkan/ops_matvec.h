@@ -19,7 +19,7 @@ namespace vrun::vulkan {
 // nullptr for rms or when absent); needs matvec_norm_fits.
 // glu: x's rows hold 2K elements (dense, rows x_row_stride apart) and the kernel projects
 // x[m, :K] * silu(x[m, K:]) (linear's glu = silu), gated as x is loaded; not with norm.
-// gelu: y = gelu(x W^T + bias) + residual (linear's act = gelu), in the epilogue.
+// act: y = act(x W^T + bias) + residual (linear's act: 0 none, 1 gelu, 2 silu), in the epilogue.
 struct MatvecNorm {
   bool rms = false;
   float eps = 1e-5f;
@@ -29,7 +29,7 @@ struct MatvecNorm {
 Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, const DeviceView* bias,
                      const DeviceView& y, int64_t M, int64_t N, int64_t K, int64_t x_row_stride,
                      const DeviceView* residual = nullptr, int64_t residual_row_stride = 0,
-                     const MatvecNorm* norm = nullptr, bool glu = false, bool gelu = false);
+                     const MatvecNorm* norm = nullptr, bool glu = false, int act = 0);
 
 // Whether linear(x, w, ...) has few enough rows of x for the matvec kernel (rows of 2K
 // elements with glu).
@@ -43,10 +43,10 @@ int64_t row_stride(const DeviceView& v);
 bool matvec_norm_fits(const DeviceView& x, const DeviceView& w);
 
 // The linear op (inputs x, weight, bias?, residual? as ops.def has them) for matvec_rows shapes:
-// bias and residual both added in the kernel's epilogue; norm (nullptr: none), glu and gelu as
+// bias and residual both added in the kernel's epilogue; norm (nullptr: none), glu and act as
 // record_matvec.
 Status record_matvec_linear(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y,
-                            const MatvecNorm* norm = nullptr, bool glu = false, bool gelu = false);
+                            const MatvecNorm* norm = nullptr, bool glu = false, int act = 0);
 
 // Tests use this to run the shared-memory reduction kernel that devices without subgroup
 // arithmetic get, on a device that has it.
