@@ -135,7 +135,7 @@ Recorder::~Recorder() {
   capture_.reset();
   finished_capture_.reset();
   replay_.reset();
-  if (cancelled_cmd_) vkFreeCommandBuffers(dev, cap_pool_, 1, &cancelled_cmd_);
+  if (!cancelled_cmds_.empty()) vkFreeCommandBuffers(dev, cap_pool_, static_cast<uint32_t>(cancelled_cmds_.size()), cancelled_cmds_.data());
   if (cap_pool_) vkDestroyCommandPool(dev, cap_pool_, nullptr);
 }
 
@@ -148,10 +148,12 @@ Status Recorder::begin_if_needed() {
     ai.commandPool = cap_pool_;
     ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
     ai.commandBufferCount = 1;
-    VRUN_VK_CHECK(vkAllocateCommandBuffers(ctx_.device(), &ai, &capture_->cmd), "allocating a command buffer");
+    VkCommandBuffer cb;
+    VRUN_VK_CHECK(vkAllocateCommandBuffers(ctx_.device(), &ai, &cb), "allocating a command buffer");
     capture_->device = ctx_.device();
     capture_->pool = cap_pool_;
-    cmd_ = capture_->cmd;
+    capture_->cmds.push_back(cb);
+    cmd_ = cb;
     bi.flags = 0;  // submitted again on every replay
   }
   VRUN_VK_CHECK(vkBeginCommandBuffer(cmd_, &bi), "beginning a command buffer");
@@ -190,9 +192,12 @@ Status Recorder::flush() {
   flushes_++;
   since_flush_ = 0;
   // Pipeline barriers order commands across submissions of one queue, so the pending
-  // read/write ranges carry over to the next piece unchanged.
-  if (++cmd_index_ == cmds_.size()) VRUN_RETURN_IF_ERROR(add_command_buffer());
-  cmd_ = cmds_[cmd_index_];
+  // read/write ranges carry over to the next piece unchanged. A capture's next piece is a new
+  // kept buffer (begin_if_needed).
+  if (!capture_) {
+    if (++cmd_index_ == cmds_.size()) VRUN_RETURN_IF_ERROR(add_command_buffer());
+    cmd_ = cmds_[cmd_index_];
+  }
   return begin_if_needed();
 }
 
@@ -358,7 +363,7 @@ Status Recorder::dispatch_impl(std::string_view kernel, std::span<const int32_t>
     profile_->after(cmd_, label);
   }
   dispatches_++;
-  if (++since_flush_ >= flush_threshold(flushes_) && pieces_ && !capture_) return flush();
+  if (++since_flush_ >= flush_threshold(flushes_) && pieces_) return flush();
   return Status::ok();
 }
 
@@ -431,10 +436,10 @@ Result<DeviceView> Recorder::rows_view(const DeviceView& v, int inner_dims) {
 
 int Recorder::dispatch_count() const { return replay_ ? replay_->dispatches : dispatches_; }
 
-VkResult Recorder::submit_with_fence(VkCommandBuffer cmd) {
+VkResult Recorder::submit_with_fence(const VkCommandBuffer* cmds, uint32_t count) {
   VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
-  si.commandBufferCount = 1;
-  si.pCommandBuffers = &cmd;
+  si.commandBufferCount = count;
+  si.pCommandBuffers = cmds;
   VkResult r = vkQueueSubmit(ctx_.queue(), 1, &si, fence_);
   if (r == VK_SUCCESS && spin_s_ > 0) {
     const double until = now_s() + spin_s_;
@@ -460,7 +465,7 @@ Status Recorder::submit_and_wait() {
     recording_ = false;
     const double t0 = stats_.on ? now_s() : 0;
     // The fence covers every earlier submission of the queue too (the flushed pieces).
-    const VkResult r = submit_with_fence(cmd_);
+    const VkResult r = submit_with_fence(&cmd_);
     if (r != VK_SUCCESS) result = vk_error(r, "running a recorded method");
     if (stats_.on) {
       const double t1 = now_s();
@@ -490,9 +495,9 @@ Status Recorder::submit_and_wait() {
         cancel_capture();
       }
     }
-    if (cancelled_cmd_) {
-      vkFreeCommandBuffers(ctx_.device(), cap_pool_, 1, &cancelled_cmd_);
-      cancelled_cmd_ = VK_NULL_HANDLE;
+    if (!cancelled_cmds_.empty()) {
+      vkFreeCommandBuffers(ctx_.device(), cap_pool_, static_cast<uint32_t>(cancelled_cmds_.size()), cancelled_cmds_.data());
+      cancelled_cmds_.clear();
     }
   } else if (flushes_ > 0) {
     vkQueueWaitIdle(ctx_.queue());

@@ -87,8 +87,8 @@ class Recorder {
   // into that staging and submits the same command buffer again, so a call that repeats (same
   // method, shapes and state residency: the executor decides) costs no recording at all.
   struct Capture;
-  // The call starting now (until submit_and_wait) is recorded into a kept command buffer, in one
-  // piece. False (and a normal recording) where replay cannot work: no push descriptors (sets
+  // The call starting now (until submit_and_wait) is recorded into kept command buffers, one per
+  // piece, submitted as they fill as a normal recording's are. False (and a normal recording) where replay cannot work: no push descriptors (sets
   // are recycled every call), the GPU profiler on, or a recording already under way.
   bool begin_capture();
   // Gives up the capture in progress; the call goes on as a normal recording.
@@ -158,7 +158,7 @@ class Recorder {
   Status submit_replay();
   // Submits one command buffer signalling fence_ and waits for the fence; after a failure the
   // queue is drained, so nothing in flight still uses the call's buffers. The caller resets fence_.
-  VkResult submit_with_fence(VkCommandBuffer cmd);
+  VkResult submit_with_fence(const VkCommandBuffer* cmds, uint32_t count = 1);
   // Staging memory for an upload: small ones (token ids, positions, frame indices) where a copy
   // is a device copy (MemoryKind::kUpload), bulk ones (features, prompts) in host memory.
   static MemoryKind upload_kind(uint64_t bytes) { return bytes <= kSmallUploadBytes ? MemoryKind::kUpload : MemoryKind::kHost; }
@@ -218,7 +218,7 @@ class Recorder {
   Result<std::shared_ptr<Buffer>> capture_staging(VkBuffer buffer, uint64_t offset, uint64_t bytes, bool down);
   VkCommandPool cap_pool_ = VK_NULL_HANDLE;  // command buffers of captures (never reset wholesale)
   std::shared_ptr<Capture> capture_, finished_capture_, replay_;
-  VkCommandBuffer cancelled_cmd_ = VK_NULL_HANDLE;  // a given-up capture's buffer, freed after its wait
+  std::vector<VkCommandBuffer> cancelled_cmds_;  // a given-up capture's pieces, freed after its wait
   size_t replay_ups_ = 0, replay_downs_ = 0;
   int replay_ops_ = 0, capture_ops_ = 0;
   bool replay_allowed_ = true;  // VRUN_VK_REPLAY=0 turns capture off
@@ -248,7 +248,9 @@ class Recorder {
 struct Recorder::Capture {
   VkDevice device = VK_NULL_HANDLE;
   VkCommandPool pool = VK_NULL_HANDLE;
-  VkCommandBuffer cmd = VK_NULL_HANDLE;
+  // The call's pieces in order: each was submitted as it was recorded (so the GPU started
+  // early), and a replay submits them all at once.
+  std::vector<VkCommandBuffer> cmds;
   std::vector<Buffer> keep;  // scratch tensors the commands use
   uint64_t keep_bytes = 0;
   struct Transfer {
@@ -259,7 +261,7 @@ struct Recorder::Capture {
   std::vector<Transfer> uploads, downloads;
   int ops = 0, dispatches = 0, barriers = 0;
   ~Capture() {
-    if (cmd) vkFreeCommandBuffers(device, pool, 1, &cmd);
+    if (!cmds.empty()) vkFreeCommandBuffers(device, pool, static_cast<uint32_t>(cmds.size()), cmds.data());
   }
 };
 

@@ -1,5 +1,5 @@
 // Capture and replay of whole method calls (see Recorder::begin_capture): the recorder's state
-// machine for a call that is recorded once into a kept command buffer and submitted again later.
+// machine for a call that is recorded once into kept command buffers and submitted again later.
 #include <tuple>
 
 #include "runtime/backends/vulkan/context.h"
@@ -35,11 +35,14 @@ bool Recorder::begin_capture() {
 
 void Recorder::cancel_capture() {
   if (!capture_) return;
-  // The commands so far stay in the capture's buffer, submitted once by this call's
-  // submit_and_wait and freed after its wait; its scratch lives until then too.
-  if (recording_) cancelled_cmd_ = capture_->cmd;
-  else if (capture_->cmd) vkFreeCommandBuffers(ctx_.device(), cap_pool_, 1, &capture_->cmd);
-  capture_->cmd = VK_NULL_HANDLE;
+  // The pieces so far (submitted, or the one being recorded, which this call's submit_and_wait
+  // submits) are freed after its wait; its scratch lives until then too.
+  if (recording_ || flushes_ > 0) {
+    cancelled_cmds_.insert(cancelled_cmds_.end(), capture_->cmds.begin(), capture_->cmds.end());
+  } else if (!capture_->cmds.empty()) {
+    vkFreeCommandBuffers(ctx_.device(), cap_pool_, static_cast<uint32_t>(capture_->cmds.size()), capture_->cmds.data());
+  }
+  capture_->cmds.clear();
   for (auto& b : capture_->keep) scratch_.push_back(std::move(b));
   capture_.reset();
 }
@@ -78,7 +81,7 @@ Status Recorder::submit_replay() {
   const double t0 = stats_.on ? now_s() : 0;
   if (stats_.on) stats_.replay_host_s += t0 - stats_.replay_begin;
   if (result.is_ok()) {
-    const VkResult r = submit_with_fence(cap->cmd);
+    const VkResult r = submit_with_fence(cap->cmds.data(), static_cast<uint32_t>(cap->cmds.size()));
     if (r != VK_SUCCESS) result = vk_error(r, "running a replayed method call");
     vkResetFences(ctx_.device(), 1, &fence_);
   }
