@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <future>
 
 namespace vrun::parakeet {
 
@@ -95,15 +96,14 @@ Result<preprocess::Features> ParakeetRunner::features(std::span<const float> sam
 // Appends rows [keep_from, keep_from + keep_count) of the head's output (TDT: the joint's
 // encoder projection, CTC: logits) to *out when out is given (TDT decoding reads them from the
 // program's enc_proj state instead).
-Status ParakeetRunner::encode_range(const preprocess::NemoMelSpectrogram::Stream& stream, int64_t first, int64_t count,
-                                    int64_t keep_from, int64_t keep_count, std::vector<float>* out) {
+Status ParakeetRunner::encode_range(const preprocess::NemoMelSpectrogram::Stream& stream, const preprocess::Features& f,
+                                    int64_t first, int64_t count, int64_t keep_from, int64_t keep_count, std::vector<float>* out) {
   const ParakeetConfig& c = info_.config;
   const int64_t valid = std::max<int64_t>(0, std::min(count, stream.valid_frames() - first));
   const int64_t enc_len = c.encoded_length(valid);
   if (enc_len < keep_from + keep_count)
     return err(ErrorCode::kInternal, "parakeet encode: ", enc_len, " encoder frames, rows up to ", keep_from + keep_count, " wanted");
-  preprocess::Features f = stream.frames(first, count);
-  auto outs = executor_->run("encode", {TensorView::dense(f.data.data(), DType::f32, {1, c.feat_in, count})}, {{"enc_len", enc_len}});
+  auto outs = executor_->run("encode", {TensorView::dense(const_cast<float*>(f.data.data()), DType::f32, {1, c.feat_in, count})}, {{"enc_len", enc_len}});
   if (!outs.is_ok()) return outs.status();
   if (!out) return Status::ok();
   const TensorView& head = (*outs)[1];
@@ -165,13 +165,19 @@ Result<Decoded> ParakeetRunner::decode(std::span<const float> samples, const Tra
   const bool tdt = c.head == HeadKind::kTdt;
   std::vector<float> rows;  // CTC: the logits of the chunk's kept frames
   size_t next = 0;
+  // The next chunk's feature frames (their log-mel and normalisation) are computed on another
+  // thread while this chunk encodes, so the device does not wait for them.
+  auto chunk_features = [&stream](const ChunkPlan& k) { return stream.frames(k.f0, k.f1 - k.f0); };
+  std::future<preprocess::Features> ahead;
   auto load = [&](int64_t from) -> Result<ChunkRows> {
     if (next >= chunks.size() || chunks[next].a != from)
       return err(ErrorCode::kInternal, "parakeet decode: no chunk starts at encoder frame ", from);
     const ChunkPlan& k = chunks[next++];
     auto t1 = Clock::now();
     rows.clear();
-    VRUN_RETURN_IF_ERROR(encode_range(stream, k.f0, k.f1 - k.f0, k.a - k.s, k.b - k.a, tdt ? nullptr : &rows));
+    const preprocess::Features f = ahead.valid() ? ahead.get() : chunk_features(k);
+    if (next < chunks.size()) ahead = std::async(std::launch::async, chunk_features, chunks[next]);
+    VRUN_RETURN_IF_ERROR(encode_range(stream, f, k.f0, k.f1 - k.f0, k.a - k.s, k.b - k.a, tdt ? nullptr : &rows));
     ++out->stats.windows;
     out->stats.encode_s += seconds_since(t1);
     if (o.on_progress) o.on_progress(k.a, E);

@@ -106,8 +106,9 @@ class ParakeetRunner {
                                               std::vector<Transcript>* out);
   // Text, words and segments of decoded tokens.
   void fill_segments(const Decoded& d, bool word_timestamps, Transcript* out) const;
-  Status encode_range(const preprocess::NemoMelSpectrogram::Stream& stream, int64_t first, int64_t count, int64_t keep_from,
-                      int64_t keep_count, std::vector<float>* out);
+  // f: the stream's feature frames [first, first + count) (stream.frames); the executor only reads them.
+  Status encode_range(const preprocess::NemoMelSpectrogram::Stream& stream, const preprocess::Features& f, int64_t first,
+                      int64_t count, int64_t keep_from, int64_t keep_count, std::vector<float>* out);
 
   std::shared_ptr<Program> program_;
   std::unique_ptr<Executor> executor_;
