@@ -10,7 +10,9 @@ namespace vrun::preprocess {
 namespace {
 
 using json = nlohmann::json;
-constexpr int64_t kBlockFrames = 1024;
+// Frames per block of the statistics pass: large enough that each block keeps the thread pool
+// busy (log-mel and sums), small enough (4 MB at 128 mels) to bound its memory.
+constexpr int64_t kBlockFrames = 8192;
 constexpr double kStdGuard = 1e-5;  // NeMo's CONSTANT added to the std
 
 std::string trim(const std::string& s) {
@@ -284,17 +286,27 @@ NemoMelSpectrogram::Stream NemoMelSpectrogram::stream(std::span<const float> sam
     log_frames(*stft_, config_, samples, b, count, block.data());
     if (b == 0)
       for (size_t g = 0; g < groups; ++g) shift[g] = block[g * static_cast<size_t>(count)];
+    // Each mel row's sums over the block (in frame order whatever the threads), added per group
+    // in mel order.
+    std::vector<double> row_sum(static_cast<size_t>(mels)), row_sq(static_cast<size_t>(mels));
+    parallel_ranges(mels, 8, [&](int64_t m0, int64_t m1) {
+      for (int64_t m = m0; m < m1; ++m) {
+        const double sh = shift[per_feature ? static_cast<size_t>(m) : 0];
+        const float* row = block.data() + static_cast<size_t>(m) * static_cast<size_t>(count);
+        double acc = 0, acc_sq = 0;
+        for (int64_t t = 0; t < count; ++t) {
+          const double d = row[t] - sh;
+          acc += d;
+          acc_sq += d * d;
+        }
+        row_sum[static_cast<size_t>(m)] = acc;
+        row_sq[static_cast<size_t>(m)] = acc_sq;
+      }
+    });
     for (int m = 0; m < mels; ++m) {
       const size_t g = per_feature ? static_cast<size_t>(m) : 0;
-      const float* row = block.data() + static_cast<size_t>(m) * static_cast<size_t>(count);
-      double acc = 0, acc_sq = 0;
-      for (int64_t t = 0; t < count; ++t) {
-        const double d = row[t] - shift[g];
-        acc += d;
-        acc_sq += d * d;
-      }
-      sum[g] += acc;
-      sum_sq[g] += acc_sq;
+      sum[g] += row_sum[static_cast<size_t>(m)];
+      sum_sq[g] += row_sq[static_cast<size_t>(m)];
     }
   }
   statistics(config_, mels, shift, sum, sum_sq, s.valid_, s.mean_, s.inv_std_);
@@ -310,17 +322,19 @@ Features NemoMelSpectrogram::Stream::frames(int64_t begin, int64_t count) const 
   std::vector<float> block(static_cast<size_t>(n * out.n_mels));
   log_frames(*stft_, config_, samples_, lo, n, block.data());
   const bool per_feature = config_.normalize == NemoMelConfig::Normalize::kPerFeature;
-  for (int64_t m = 0; m < out.n_mels; ++m) {
-    const float* row = block.data() + m * n;
-    float* dst = &out.at(m, lo - begin);
-    if (config_.normalize == NemoMelConfig::Normalize::kNone) {
-      std::copy_n(row, n, dst);
-      continue;
+  parallel_ranges(out.n_mels, 8, [&](int64_t m0, int64_t m1) {
+    for (int64_t m = m0; m < m1; ++m) {
+      const float* row = block.data() + m * n;
+      float* dst = &out.at(m, lo - begin);
+      if (config_.normalize == NemoMelConfig::Normalize::kNone) {
+        std::copy_n(row, n, dst);
+        continue;
+      }
+      const size_t g = per_feature ? static_cast<size_t>(m) : 0;
+      const double mean = mean_[g], inv = inv_std_[g];
+      for (int64_t t = 0; t < n; ++t) dst[t] = static_cast<float>((row[t] - mean) * inv);
     }
-    const size_t g = per_feature ? static_cast<size_t>(m) : 0;
-    const double mean = mean_[g], inv = inv_std_[g];
-    for (int64_t t = 0; t < n; ++t) dst[t] = static_cast<float>((row[t] - mean) * inv);
-  }
+  });
   return out;
 }
 
