@@ -119,7 +119,9 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
   const int64_t sub_in = C * c.subsampled_features();
   const int sub_out_w = weight("encoder.pre_encode.out.weight", {d, sub_in}), sub_out_b = weight("encoder.pre_encode.out.bias", {d}, true);
   std::vector<float> pe = relative_positions(M, d);
-  const int pos_table = pb.add_constant_copy("encoder.relative_positions", DType::f32, Shape{1, 2 * M - 1, d}, pe.data());
+  // f16 programs keep the table as the halves their position projections multiply.
+  const int pos_table = linear_from_f32("encoder.relative_positions", settings.weight_dtype == DType::f16 ? DType::f16 : DType::f32,
+                                        Shape{1, 2 * M - 1, d}, pe.data());
   struct Lin {
     int w = -1, b = -1;
   };
@@ -329,10 +331,17 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
     auto heads = [&](Val t) { return g.op(OpKind::permute, {g.op(OpKind::reshape, {t}, {{"shape", {0, -1, H, dk}}})}, {{"perm", {0, 2, 1, 3}}}); };
     // x + 0.5 ffn(norm(x)): silu in the first projection's epilogue, the 0.5 in the second's
     // weights and the residual added as it writes.
-    auto ffn = [&](Val x_in, Val h, Lin a, Lin b, const std::string& p) {
+    // A projection of layer_norm(x) (the norm as the linear's prologue: on tensor cores its rows
+    // are stored as the halves they multiply as).
+    auto norm_linear = [&](Val x_in, Norm n, Lin w, std::vector<NamedAttr> attrs, const std::string& name) {
+      attrs.push_back({"norm", "layer"});
+      attrs.push_back({"eps", 1e-5});
+      return g.op(OpKind::linear, {x_in, g.constant(w.w), C_(g, w.b), Val::none(), g.constant(n.g), g.constant(n.b)}, attrs, name);
+    };
+    auto ffn = [&](Val x_in, Norm n, Lin a, Lin b, const std::string& p) {
       std::vector<NamedAttr> up = {{"act", "silu"}};
       if (half) up.push_back({"dtype", "f16"});
-      Val hidden = g.op(OpKind::linear, {h, g.constant(a.w), C_(g, a.b)}, up, p + ".linear1");
+      Val hidden = norm_linear(x_in, n, a, up, p + ".linear1");
       std::vector<NamedAttr> down;
       if (half) down.push_back({"dtype", "f32"});
       return g.op(OpKind::linear, {hidden, g.constant(b.w), C_(g, b.b), x_in}, down, p + ".linear2");
@@ -341,14 +350,13 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
       const Layer& w = L[static_cast<size_t>(l)];
       // Distinct node names per method: the batch-norm folding names its constants after them.
       const std::string p = std::string(batched ? "batch." : "") + "layer" + std::to_string(l) + ".";
-      x = ffn(x, layer_norm(g, x, w.ff1_norm, p + "norm_ff1"), w.ff1_a, w.ff1_b, p + "ff1");
+      x = ffn(x, w.ff1_norm, w.ff1_a, w.ff1_b, p + "ff1");
       // Relative-position attention: softmax(((q + u) k^T + rel_shift((q + v) p^T)) / sqrt(dk)) v.
       // Fused: sdpa of (q + u, k, v) with the position term, already over sqrt(dk), as its
       // additive mask (the flash-style kernel never materialises the scores or their softmax).
-      Val h = layer_norm(g, x, w.att_norm, p + "norm_att");
       std::vector<NamedAttr> qkv_attrs;
       if (half_attention) qkv_attrs.push_back({"dtype", "f16"});
-      Val qkv = g.op(OpKind::linear, {h, g.constant(w.qkv.w), g.constant(w.qkv.b)}, qkv_attrs, p + "qkv");
+      Val qkv = norm_linear(x, w.att_norm, w.qkv, qkv_attrs, p + "qkv");
       std::vector<Val> parts = g.op_n(OpKind::split, {qkv}, {{"axis", -1}, {"sizes", {d, d, d}}});
       if (parts.size() != 3) break;
       Val qu = heads(parts[0]), k = heads(parts[1]), v = heads(parts[2]);
@@ -374,8 +382,7 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
       if (half_attention) out_attrs.push_back({"dtype", "f32"});
       x = g.op(OpKind::linear, {att, g.constant(w.o.w), C_(g, w.o.b), x}, out_attrs, p + "attn_out");
       // Convolution module.
-      h = layer_norm(g, x, w.conv_norm, p + "norm_conv");
-      h = g.op(OpKind::glu, {linear(g, h, w.pw1, p + "pointwise1")}, {{"axis", -1}});
+      Val h = g.op(OpKind::glu, {norm_linear(x, w.conv_norm, w.pw1, {}, p + "pointwise1")}, {{"axis", -1}});
       if (batched) h = g.op(OpKind::mul, {h, time_mask});
       h = g.op(OpKind::permute, {h}, {{"perm", {0, 2, 1}}});
       h = g.op(OpKind::conv1d, {h, g.constant(w.dw_w), C_(g, w.dw_b)}, {{"padding", {(K - 1) / 2}}, {"groups", d}}, p + "depthwise");
@@ -383,7 +390,7 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
                {{"eps", 1e-5}, {"axis", 1}}, p + "batch_norm");
       h = g.op(OpKind::permute, {g.op(OpKind::silu, {h})}, {{"perm", {0, 2, 1}}});
       x = g.op(OpKind::linear, {h, g.constant(w.pw2.w), C_(g, w.pw2.b), x}, {}, p + "pointwise2");
-      x = ffn(x, layer_norm(g, x, w.ff2_norm, p + "norm_ff2"), w.ff2_a, w.ff2_b, p + "ff2");
+      x = ffn(x, w.ff2_norm, w.ff2_a, w.ff2_b, p + "ff2");
       x = layer_norm(g, x, w.out_norm, p + "norm_out");
     }
     g.output(x, "encoder_out");

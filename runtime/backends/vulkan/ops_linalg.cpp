@@ -147,7 +147,7 @@ Result<DeviceView> merge_x_dims(Recorder& rec, const DeviceView& x, int x_dims) 
 }
 
 // The norm prologue: decode rows are normalised inside the matvec kernel; other shapes get their
-// rows normalised into an f32 scratch tensor first, as the layer_norm / rms_norm op would.
+// rows normalised into a scratch tensor first, as the layer_norm / rms_norm op would.
 Status record_linear(Recorder& rec, const std::vector<DeviceView>& in_, const DeviceView& y, const Attrs& attrs) {
   const int64_t x_dims = attrs.i("x_dims");
   const bool glu = attrs.s("glu") == "silu";
@@ -179,7 +179,14 @@ Status record_linear(Recorder& rec, const std::vector<DeviceView>& in_, const De
     const MatvecNorm mn{rms, eps, &g, has_nb ? &b : nullptr};
     return record_matvec_linear(rec, in, y, &mn, false, act);
   }
-  VRUN_ASSIGN_OR_RETURN(DeviceView xs, rec.scratch(DType::f32, in[0].shape));
+  // Rows the tensor cores will read are stored as the halves they would round them to on load
+  // (half the bytes written and read, the same products); otherwise f32.
+  const int64_t K = in[1].shape[1], M = K ? in[0].numel() / K : 0;
+  const DType wt = in[1].dtype;
+  Context& ctx = rec.context();
+  const bool halves = !coopmat_kernel(ctx, "matmul_coopmat").empty() && !ctx.exact_f32() && M >= 64 && M > kMatvecMaxRows &&
+                      K % 8 == 0 && (wt == DType::f16 || (is_quantized(wt) && K % 32 == 0));
+  VRUN_ASSIGN_OR_RETURN(DeviceView xs, rec.scratch(halves ? DType::f16 : DType::f32, in[0].shape));
   const OpKind op = rms ? OpKind::rms_norm : OpKind::layer_norm;
   Attrs na(op);
   na.set_f("eps", eps);
