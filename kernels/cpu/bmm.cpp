@@ -113,9 +113,8 @@ Status bmm_kernel(const KernelCall& call) {
         gemm_serial(m, bn, k, pa.data(), pb.data(), full.data());
         for (int64_t i = 0; i < m; ++i) std::copy_n(full.data() + i * bn + (m - 1 - i), m, cf + i * m);
       }
-    } else if (rel) {
-      // Blocks of rows: rows i0 .. i0 + r - 1 read b's columns m - i0 - r .. 2m - 2 - i0, a
-      // window of m + r - 1, so the block's product is that much wider than its output.
+    } else {
+      // a as dense rows, b (bn columns) as sgemm takes it: in place where the strides allow.
       MatLayout la2 = layout_of(ap, a.dtype, m, k, ars, acs);
       if (!la2.data || la2.trans) {
         pa.resize(static_cast<size_t>(m * k));
@@ -128,29 +127,21 @@ Status bmm_kernel(const KernelCall& call) {
         pack(bp, b.dtype, k, bn, brs, bcs, pb.data());
         lb2 = {pb.data(), std::max<int64_t>(bn, 1), false};
       }
-      constexpr int64_t kRows = 64;
-      std::vector<float> blk(static_cast<size_t>(std::min(kRows, m) * (m + kRows - 1)));
-      for (int64_t i0 = 0; i0 < m; i0 += kRows) {
-        const int64_t r = std::min(kRows, m - i0), lo = m - i0 - r, w = m + r - 1;
-        const float* bcol = lb2.trans ? lb2.data + lo * lb2.ld : lb2.data + lo;
-        sgemm(r, w, k, la2.data + i0 * la2.ld, la2.ld, bcol, lb2.ld, lb2.trans, blk.data(), w, false, pool);
-        // Row i (block row i - i0) keeps columns m - 1 - i .. 2m - 2 - i, from (r - 1) - (i - i0) on.
-        for (int64_t i = i0; i < i0 + r; ++i) std::copy_n(blk.data() + (i - i0) * w + (r - 1 - (i - i0)), m, cf + i * m);
+      if (!rel) {
+        sgemm(m, n, k, la2.data, la2.ld, lb2.data, lb2.ld, lb2.trans, cf, n, false, pool);
+      } else {
+        // Blocks of rows: rows i0 .. i0 + r - 1 read b's columns m - i0 - r .. 2m - 2 - i0, a
+        // window of m + r - 1, so the block's product is that much wider than its output.
+        constexpr int64_t kRows = 64;
+        std::vector<float> blk(static_cast<size_t>(std::min(kRows, m) * (m + kRows - 1)));
+        for (int64_t i0 = 0; i0 < m; i0 += kRows) {
+          const int64_t r = std::min(kRows, m - i0), lo = m - i0 - r, w = m + r - 1;
+          const float* bcol = lb2.trans ? lb2.data + lo * lb2.ld : lb2.data + lo;
+          sgemm(r, w, k, la2.data + i0 * la2.ld, la2.ld, bcol, lb2.ld, lb2.trans, blk.data(), w, false, pool);
+          // Row i (block row i - i0) keeps columns m - 1 - i .. 2m - 2 - i, from (r - 1) - (i - i0) on.
+          for (int64_t i = i0; i < i0 + r; ++i) std::copy_n(blk.data() + (i - i0) * w + (r - 1 - (i - i0)), m, cf + i * m);
+        }
       }
-    } else {
-      MatLayout la2 = layout_of(ap, a.dtype, m, k, ars, acs);
-      if (!la2.data || la2.trans) {
-        pa.resize(static_cast<size_t>(m * k));
-        pack(ap, a.dtype, m, k, ars, acs, pa.data());
-        la2 = {pa.data(), std::max<int64_t>(k, 1), false};
-      }
-      MatLayout lb2 = layout_of(bp, b.dtype, k, n, brs, bcs);
-      if (!lb2.data) {
-        pb.resize(static_cast<size_t>(k * n));
-        pack(bp, b.dtype, k, n, brs, bcs, pb.data());
-        lb2 = {pb.data(), std::max<int64_t>(n, 1), false};
-      }
-      sgemm(m, n, k, la2.data, la2.ld, lb2.data, lb2.ld, lb2.trans, cf, n, false, pool);
     }
     if (y.dtype != DType::f32) store_row_f32(cf, yp, y.dtype, m * n);
   };
