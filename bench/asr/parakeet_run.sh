@@ -1,27 +1,35 @@
 #!/usr/bin/env bash
 # Parakeet RTFx at parakeet-tdt-0.6b-v2's shape on 10 minutes of audio (random weights made by each
 # program, same recipe; synthetic audio by default): vrun's parakeet_bench and, in the same run,
-# transformers' ParakeetForTDT (bench/asr/parakeet_torch.py), then vrun RTFx / transformers RTFx.
-#   bench/asr/parakeet_run.sh [BUILD_DIR]        this CPU: vrun at 2 threads, transformers (f32) at 2
+# transformers' ParakeetForTDT (bench/asr/parakeet_torch.py) and, on the CPU, NVIDIA NeMo's own
+# transcribe() (bench/asr/parakeet_nemo.py), then vrun RTFx / peer RTFx.
+#   bench/asr/parakeet_run.sh [BUILD_DIR]        this CPU: vrun at 2 threads, transformers (f32) at 2,
+#                                                NeMo (f32, full attention, greedy_batch) at 2
 #   bench/asr/parakeet_run.sh --gpu [BUILD_DIR]  vrun on Vulkan, single stream and --batch 4 (f32
 #                                                weights as the released checkpoint, and f16);
 #                                                transformers on CUDA in f32 and bf16, batch 1 and 4
 # BUILD_DIR holds bin/parakeet_bench (a build folder, or .devbundle on the GPU machine).
 # Environment: VRUN_BENCH_SECONDS (600), VRUN_PARAKEET_AUDIO (a 16-bit 16-kHz mono wav for both,
 # else synthetic tones), VRUN_PARAKEET_PYTHON (python with torch + transformers: default
-# /tmp/vrun-llm-venv/bin/python when it exists, else python3), VRUN_PARAKEET_BATCH (4).
-# The transformers peer is skipped with a note when its Python lacks torch or ParakeetForTDT.
+# /tmp/vrun-llm-venv/bin/python when it exists, else python3), VRUN_PARAKEET_BATCH (4),
+# VRUN_NEMO_PYTHON (python with nemo_toolkit[asr], as tests/reference/setup_nemo_venv.sh makes it:
+# default /tmp/vrun-nemo-venv/bin/python when it exists, else python3).
+# Each peer is skipped with a note when its Python lacks torch, ParakeetForTDT or NeMo.
 . "$(dirname "$0")/common.sh" parakeet_bench vrun-parakeet-bench "$@"
 batch="${VRUN_PARAKEET_BATCH:-4}"
 py="${VRUN_PARAKEET_PYTHON:-}"
 if [ -z "$py" ]; then
   if [ -x /tmp/vrun-llm-venv/bin/python ]; then py=/tmp/vrun-llm-venv/bin/python; else py=python3; fi
 fi
+nemo_py="${VRUN_NEMO_PYTHON:-}"
+if [ -z "$nemo_py" ]; then
+  if [ -x /tmp/vrun-nemo-venv/bin/python ]; then nemo_py=/tmp/vrun-nemo-venv/bin/python; else nemo_py=python3; fi
+fi
 audio=()
 [ -n "${VRUN_PARAKEET_AUDIO:-}" ] && audio=(--audio "$VRUN_PARAKEET_AUDIO")
 echo "audio: ${VRUN_PARAKEET_AUDIO:-synthetic tones} (${seconds} s)"
 
-rtfx() { awk -F'|' '{gsub(/ /, "", $8); print $8}'; }
+rtfx() { awk -F'|' '{gsub(/ /, "", $6); gsub(/ /, "", $7); print $6 / $7}'; }  # audio s / wall s, unrounded
 ours_rows=()
 vrun() {  # vrun() ARGS...: one parakeet_bench row (the header once)
   local out
@@ -41,6 +49,18 @@ peer() {  # peer() ARGS...: transformers' rows, or a note when it cannot run her
   echo "$out" | tail -n +3
   while IFS= read -r line; do peer_rows+=("$line"); done < <(echo "$out" | tail -n +3)
 }
+nemo() {  # nemo() ARGS...: NeMo's rows (added to the peers') and its notes, or a note when it cannot run
+  local out rc=0
+  out=$("$nemo_py" bench/asr/parakeet_nemo.py --seconds "$seconds" "${audio[@]}" "$@" 2>"$work/nemo.err") || rc=$?
+  if [ "$rc" = 2 ]; then
+    echo "NeMo peer skipped: $(tail -n 1 "$work/nemo.err")"
+    return 0
+  fi
+  [ "$rc" = 0 ] || { cat "$work/nemo.err" >&2; echo "parakeet_nemo.py failed (status $rc)" >&2; exit 1; }
+  echo "$out" | tail -n +3
+  grep -E '^(random parakeet|encoder:|transcribe:)' "$work/nemo.err" | sed 's/^/  nemo: /' || true
+  while IFS= read -r line; do peer_rows+=("$line"); done < <(echo "$out" | tail -n +3)
+}
 
 if [ "$gpu" = 1 ]; then
   for dtype in f32 f16; do
@@ -53,10 +73,11 @@ if [ "$gpu" = 1 ]; then
 else
   vrun --backend cpu --threads 2
   peer --device cpu --threads 2 --dtypes f32
+  nemo --threads 2
 fi
 
-# vrun's single-stream rows against transformers' single-stream rows (generate: the whole
-# transcription; encoder: the encoder alone, which is a lower bound on its transcription time).
+# vrun's rows against the peers' rows of the same batch (transformers' generate and NeMo's
+# transcribe: the whole transcription; encoder: the encoder alone, a lower bound on its transcription time).
 for o in "${ours_rows[@]}"; do
   ob=$(echo "$o" | awk -F'|' '{gsub(/ /, "", $5); print $5}')
   for p in "${peer_rows[@]}"; do
