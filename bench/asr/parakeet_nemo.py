@@ -233,8 +233,4 @@ def main():
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except (ValueError, RuntimeError, OSError) as e:
-        print(f"parakeet_nemo: {type(e).__name__}: {e}", file=sys.stderr)
-        sys.exit(1)
+    pt.run(main, "parakeet_nemo")

@@ -38,30 +38,23 @@ vrun() {  # vrun() ARGS...: one parakeet_bench row (the header once)
   ours_rows+=("$(echo "$out" | tail -n 1)")
 }
 peer_rows=()
-peer() {  # peer() ARGS...: transformers' rows, or a note when it cannot run here
-  local out rc=0
-  out=$("$py" bench/asr/parakeet_torch.py --seconds "$seconds" "${audio[@]}" "$@" 2>"$work/torch.err") || rc=$?
+# run_peer NAME PYTHON SCRIPT NOTES ARGS...: a peer's rows (added to peer_rows), the stderr lines
+# matching NOTES (an extended regex, empty for none), or a note when it cannot run here (status 2).
+run_peer() {
+  local name=$1 python=$2 script=$3 notes=$4 out rc=0
+  shift 4
+  out=$("$python" "bench/asr/$script" --seconds "$seconds" "${audio[@]}" "$@" 2>"$work/$script.err") || rc=$?
   if [ "$rc" = 2 ]; then
-    echo "transformers peer skipped: $(tail -n 1 "$work/torch.err")"
+    echo "$name peer skipped: $(tail -n 1 "$work/$script.err")"
     return 0
   fi
-  [ "$rc" = 0 ] || { cat "$work/torch.err" >&2; echo "parakeet_torch.py failed (status $rc)" >&2; exit 1; }
+  [ "$rc" = 0 ] || { cat "$work/$script.err" >&2; echo "$script failed (status $rc)" >&2; exit 1; }
   echo "$out" | tail -n +3
+  if [ -n "$notes" ]; then grep -E "$notes" "$work/$script.err" | sed "s/^/  ${name,,}: /" || true; fi
   while IFS= read -r line; do peer_rows+=("$line"); done < <(echo "$out" | tail -n +3)
 }
-nemo() {  # nemo() ARGS...: NeMo's rows (added to the peers') and its notes, or a note when it cannot run
-  local out rc=0
-  out=$("$nemo_py" bench/asr/parakeet_nemo.py --seconds "$seconds" "${audio[@]}" "$@" 2>"$work/nemo.err") || rc=$?
-  if [ "$rc" = 2 ]; then
-    echo "NeMo peer skipped: $(tail -n 1 "$work/nemo.err")"
-    return 0
-  fi
-  [ "$rc" = 0 ] || { cat "$work/nemo.err" >&2; echo "parakeet_nemo.py failed (status $rc)" >&2; exit 1; }
-  echo "$out" | tail -n +3
-  grep -E '^(random parakeet|encoder:|transcribe:)' "$work/nemo.err" | sed 's/^/  nemo: /' || true
-  while IFS= read -r line; do peer_rows+=("$line"); done < <(echo "$out" | tail -n +3)
-}
-
+peer() { run_peer transformers "$py" parakeet_torch.py "" "$@"; }
+nemo() { run_peer NeMo "$nemo_py" parakeet_nemo.py '^(random parakeet|encoder:|transcribe:)' "$@"; }
 if [ "$gpu" = 1 ]; then
   for dtype in f32 f16; do
     # Each run builds its program in memory (no 2.5-GB .vrp on disk).

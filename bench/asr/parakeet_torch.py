@@ -261,9 +261,14 @@ def main():
     return 0
 
 
-if __name__ == "__main__":
+def run(entry, prog):
+    """Exits with entry()'s status; a failure of the run itself as one line and status 1."""
     try:
-        sys.exit(main())
+        sys.exit(entry())
     except (ValueError, RuntimeError, OSError) as e:
-        print(f"parakeet_torch: {type(e).__name__}: {e}", file=sys.stderr)
+        print(f"{prog}: {type(e).__name__}: {e}", file=sys.stderr)
         sys.exit(1)
+
+
+if __name__ == "__main__":
+    run(main, "parakeet_torch")
