@@ -119,8 +119,10 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
   const int64_t sub_in = C * c.subsampled_features();
   const int sub_out_w = weight("encoder.pre_encode.out.weight", {d, sub_in}), sub_out_b = weight("encoder.pre_encode.out.bias", {d}, true);
   std::vector<float> pe = relative_positions(M, d);
-  // f16 programs keep the table as the halves their position projections multiply.
-  const int pos_table = linear_from_f32("encoder.relative_positions", settings.weight_dtype == DType::f16 ? DType::f16 : DType::f32,
+  // f16 programs with the fused attention (whose operands are halves) keep the table as the
+  // halves their position projections multiply.
+  const bool half_positions = settings.fused_attention && settings.weight_dtype == DType::f16;
+  const int pos_table = linear_from_f32("encoder.relative_positions", half_positions ? DType::f16 : DType::f32,
                                         Shape{1, 2 * M - 1, d}, pe.data());
   struct Lin {
     int w = -1, b = -1;
@@ -329,8 +331,6 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
     const bool half = settings.weight_dtype == DType::f16;
     const bool half_attention = settings.fused_attention && half;
     auto heads = [&](Val t) { return g.op(OpKind::permute, {g.op(OpKind::reshape, {t}, {{"shape", {0, -1, H, dk}}})}, {{"perm", {0, 2, 1, 3}}}); };
-    // x + 0.5 ffn(norm(x)): silu in the first projection's epilogue, the 0.5 in the second's
-    // weights and the residual added as it writes.
     // A projection of layer_norm(x) (the norm as the linear's prologue: on tensor cores its rows
     // are stored as the halves they multiply as).
     auto norm_linear = [&](Val x_in, Norm n, Lin w, std::vector<NamedAttr> attrs, const std::string& name) {
@@ -338,6 +338,8 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
       attrs.push_back({"eps", 1e-5});
       return g.op(OpKind::linear, {x_in, g.constant(w.w), C_(g, w.b), Val::none(), g.constant(n.g), g.constant(n.b)}, attrs, name);
     };
+    // x + 0.5 ffn(norm(x)): silu in the first projection's epilogue, the 0.5 in the second's
+    // weights and the residual added as it writes.
     auto ffn = [&](Val x_in, Norm n, Lin a, Lin b, const std::string& p) {
       std::vector<NamedAttr> up = {{"act", "silu"}};
       if (half) up.push_back({"dtype", "f16"});
@@ -358,7 +360,7 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
       if (half_attention) qkv_attrs.push_back({"dtype", "f16"});
       Val qkv = norm_linear(x, w.att_norm, w.qkv, qkv_attrs, p + "qkv");
       std::vector<Val> parts = g.op_n(OpKind::split, {qkv}, {{"axis", -1}, {"sizes", {d, d, d}}});
-      if (parts.size() != 3) break;
+      if (parts.size() != 3) break;  // the builder holds the error, which finish() returns
       Val qu = heads(parts[0]), k = heads(parts[1]), v = heads(parts[2]);
       Val qv = g.op(OpKind::add, {qu, g.constant(w.v_minus_u)});
       // The positions' projection (W_pos over sqrt(dk)) and the position scores, shifted as

@@ -46,5 +46,37 @@ TEST(ParakeetAttention, UnfusedMatchesNemo) {
   }
 }
 
+// f16 weights with the unfused attention (f32 operands and positions, as the fused path's are
+// halves): the same tokens, frames and durations as the fused f16 program on every clip.
+TEST(ParakeetAttention, UnfusedF16MatchesFusedF16) {
+  std::ifstream in(kData + "/goldens.json");
+  const nlohmann::json g = nlohmann::json::parse(in);
+  BuildSettings fused, unfused;
+  fused.weight_dtype = unfused.weight_dtype = DType::f16;
+  fused.max_batch = unfused.max_batch = 1;
+  unfused.fused_attention = false;
+  auto a = ParakeetRunner::load(kData + "/tdt_small.nemo", {BackendKind::kCpu, 2, fused});
+  auto b = ParakeetRunner::load(kData + "/tdt_small.nemo", {BackendKind::kCpu, 2, unfused});
+  ASSERT_TRUE(a.is_ok()) << a.status().message();
+  ASSERT_TRUE(b.is_ok()) << b.status().message();
+  for (const auto& [name, clip] : g["clips"].items()) {
+    SCOPED_TRACE(name);
+    auto audio = preprocess::load_audio(kTestData + "/" + clip["path"].get<std::string>());
+    ASSERT_TRUE(audio.is_ok());
+    Transcript sa, sb;
+    auto da = (*a)->decode(audio->samples, {}, &sa);
+    auto db = (*b)->decode(audio->samples, {}, &sb);
+    ASSERT_TRUE(da.is_ok()) << da.status().message();
+    ASSERT_TRUE(db.is_ok()) << db.status().message();
+    ASSERT_FALSE(da->tokens.empty());
+    ASSERT_EQ(da->tokens.size(), db->tokens.size());
+    for (size_t i = 0; i < da->tokens.size(); ++i) {
+      EXPECT_EQ(da->tokens[i].id, db->tokens[i].id) << i;
+      EXPECT_EQ(da->tokens[i].start, db->tokens[i].start) << i;
+    }
+    EXPECT_EQ(da->durations, db->durations);
+  }
+}
+
 }  // namespace
 }  // namespace vrun::parakeet
