@@ -21,6 +21,15 @@ Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, cons
 
 int act_code(const std::string& act) { return act == "gelu" ? 1 : act == "silu" ? 2 : 0; }
 
+// Whether the tensor-core linear takes these operands, alignment aside: f16 x, or f32 x rounded
+// to halves unless exact f32 is asked for; f16 W, or block-quantised W expanded to halves as its
+// tiles load (whole blocks: K % 32 == 0); a tile of rows (M >= 64) and K % 8 == 0.
+bool coop_linear_operands(const Context& ctx, DType x, DType w, int64_t M, int64_t K) {
+  const bool x_ok = x == DType::f16 || (x == DType::f32 && !ctx.exact_f32());
+  const bool w_ok = w == DType::f16 || ((w == DType::q8_0 || w == DType::q4_0 || w == DType::q4_1) && K % 32 == 0);
+  return !coopmat_kernel(ctx, "matmul_coopmat").empty() && x_ok && w_ok && M >= 64 && K % 8 == 0;
+}
+
 // The tensor-core matmul's tile (matmul_coopmat.glsl): WGM x WGN subgroups of FM x FN 16x16
 // fragments, K steps of BK through STAGES buffers of shared memory.
 // VRUN_MM_TILE=WGMxWGNxFMxFNxBK[xSTAGES] overrides the choice (read at each recording, so that
@@ -182,10 +191,7 @@ Status record_linear(Recorder& rec, const std::vector<DeviceView>& in_, const De
   // Rows the tensor cores will read are stored as the halves they would round them to on load
   // (half the bytes written and read, the same products); otherwise f32.
   const int64_t K = in[1].shape[1], M = K ? in[0].numel() / K : 0;
-  const DType wt = in[1].dtype;
-  Context& ctx = rec.context();
-  const bool halves = !coopmat_kernel(ctx, "matmul_coopmat").empty() && !ctx.exact_f32() && M >= 64 && M > kMatvecMaxRows &&
-                      K % 8 == 0 && (wt == DType::f16 || (is_quantized(wt) && K % 32 == 0));
+  const bool halves = coop_linear_operands(rec.context(), DType::f32, in[1].dtype, M, K);
   VRUN_ASSIGN_OR_RETURN(DeviceView xs, rec.scratch(halves ? DType::f16 : DType::f32, in[0].shape));
   const OpKind op = rms ? OpKind::rms_norm : OpKind::layer_norm;
   Attrs na(op);
@@ -233,23 +239,23 @@ Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, cons
     VRUN_ASSIGN_OR_RETURN(r, rec.rows_view(*res, 1));
   }
   std::vector<Binding> bindings = {{&y, true}, {&x, false}, {&w, false}, {bias, false}, {res ? &r : nullptr, false}};
-  VRUN_ASSIGN_OR_RETURN(auto offs, rec.binding_offsets(bindings));
   const int32_t bias_dt = bias ? dt_code(*bias) : 255;
   Context& ctx = rec.context();
   PushWords pw;
-  pw.u(M).u(N).u(K).u(row_stride(x)).u(1).u(0).u(0).u(1).u(1);
-  for (int i = 0; i < 6; ++i) pw.u(0);
-  pw.u(offs[0]).u(offs[1]).u(offs[2]).u(offs[3]).u(offs[4]).u(res ? row_stride(r) : 0);
+  // The push constants for the bindings as they stand (offsets in elements).
+  auto push = [&]() -> Result<std::vector<uint32_t>> {
+    VRUN_ASSIGN_OR_RETURN(auto offs, rec.binding_offsets(bindings));
+    pw = PushWords{};
+    pw.u(M).u(N).u(K).u(row_stride(x)).u(1).u(0).u(0).u(1).u(1);
+    for (int i = 0; i < 6; ++i) pw.u(0);
+    pw.u(offs[0]).u(offs[1]).u(offs[2]).u(offs[3]).u(offs[4]).u(bindings[4].view ? row_stride(r) : 0);
+    return offs;
+  };
+  VRUN_ASSIGN_OR_RETURN(auto offs, push());
   const std::string coop = coopmat_kernel(ctx, "matmul_coopmat");
-  // Tensor cores take f16 operands, read 16 bytes at a time (rows 8-element aligned); they pay
-  // only once a tile of rows exists.
-  // An f32 x is rounded to f16 on its way into the tensor cores unless exact f32 is asked for.
-  const bool x_ok = x.dtype == DType::f16 || (x.dtype == DType::f32 && !ctx.exact_f32());
-  // Block-quantised W is expanded to halves as its tiles load (whole blocks: K % 32 == 0).
-  const bool w_ok = (w.dtype == DType::f16 && offs[2] % 8 == 0) ||
-                    ((w.dtype == DType::q8_0 || w.dtype == DType::q4_0 || w.dtype == DType::q4_1) && K % 32 == 0 &&
-                     offs[2] % 2 == 0);
-  const bool coop_ok = !coop.empty() && x_ok && w_ok && M >= 64 && K % 8 == 0 &&
+  // Tensor cores read 16 bytes at a time: rows and W 8-element aligned (block-quantised W: its
+  // 2-byte fields aligned).
+  const bool coop_ok = coop_linear_operands(ctx, x.dtype, w.dtype, M, K) && offs[2] % (w.dtype == DType::f16 ? 8 : 2) == 0 &&
                        row_stride(x) % 8 == 0 && offs[1] % 8 == 0;
   const CoopTile& tl = coop_tile(ctx, M, N, 1, x.dtype);
   if (coop_ok && tl.fits(ctx)) {
@@ -263,11 +269,7 @@ Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, cons
   VRUN_ASSIGN_OR_RETURN(DeviceView p, plain_target());
   bindings[0].view = &p;
   bindings[4].view = nullptr;
-  VRUN_ASSIGN_OR_RETURN(offs, rec.binding_offsets(bindings));
-  pw = PushWords{};
-  pw.u(M).u(N).u(K).u(row_stride(x)).u(1).u(0).u(0).u(1).u(1);
-  for (int i = 0; i < 6; ++i) pw.u(0);
-  pw.u(offs[0]).u(offs[1]).u(offs[2]).u(offs[3]).u(0).u(0);
+  VRUN_RETURN_IF_ERROR(push().status());
   VRUN_RETURN_IF_ERROR(rec.dispatch("matmul", {dt_code(x.dtype), dt_code(w.dtype), dt_code(p.dtype), bias_dt, 1}, bindings,
                                     pw.w, pw.bytes(), static_cast<uint32_t>((N + 63) / 64),
                                     static_cast<uint32_t>((M + 63) / 64), 1));
