@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <map>
 #include <optional>
 
 #include "kernels/cpu/cpu_kernel.h"
@@ -69,16 +70,61 @@ struct Executor::MethodPlan {
   // VRUN_CALL_STATS=1: calls and wall time of this method, printed when the executor goes.
   uint64_t calls = 0;
   double seconds = 0, max_seconds = 0;
+  // VRUN_OP_STATS=1: wall time of each node's CPU kernel, summed over calls, and the input
+  // shapes of its last call; printed by op and by node when the executor goes.
+  std::vector<double> node_seconds;
+  std::vector<std::string> node_shapes;
 };
 
+namespace {
+
+bool env_flag(const char* name) {
+  const char* e = std::getenv(name);
+  return e && *e && std::string_view(e) != "0";
+}
+
+}  // namespace
+
 Executor::~Executor() {
-  const char* e = std::getenv("VRUN_CALL_STATS");
-  if (!e || !*e || std::string_view(e) == "0") return;
+  for (const auto& p : plans_) print_op_stats(*p);
+  if (!env_flag("VRUN_CALL_STATS")) return;
   for (const auto& p : plans_)
     if (p->calls > 0)
       std::fprintf(stderr, "call stats: method %-16s %8llu calls, %10.3f ms, %8.1f us each, longest %8.1f us\n",
                    p->method->name.c_str(), static_cast<unsigned long long>(p->calls), p->seconds * 1e3,
                    p->seconds * 1e6 / static_cast<double>(p->calls), p->max_seconds * 1e6);
+}
+
+void Executor::print_op_stats(const MethodPlan& p) const {
+  if (p.node_seconds.empty()) return;
+  double total = 0;
+  std::vector<double> by_op(kNumOps, 0.0);
+  for (size_t i = 0; i < p.node_seconds.size(); ++i) {
+    total += p.node_seconds[i];
+    by_op[static_cast<size_t>(p.method->nodes[i].op)] += p.node_seconds[i];
+  }
+  if (total <= 0) return;
+  std::fprintf(stderr, "op stats: method %s, %.3f s in CPU kernels\n", p.method->name.c_str(), total);
+  std::vector<int> ops;
+  for (int o = 0; o < kNumOps; ++o)
+    if (by_op[o] > 0) ops.push_back(o);
+  std::sort(ops.begin(), ops.end(), [&](int a, int b) { return by_op[a] > by_op[b]; });
+  for (int o : ops)
+    std::fprintf(stderr, "  %-16s %10.3f ms %5.1f%%\n", op_name(static_cast<OpKind>(o)), by_op[o] * 1e3, 100 * by_op[o] / total);
+  // Nodes of the same op and input shapes (one per layer) summed.
+  std::map<std::string, std::pair<double, int>> by_shape;
+  for (size_t i = 0; i < p.node_seconds.size(); ++i) {
+    if (p.node_seconds[i] <= 0) continue;
+    auto& e = by_shape[std::string(op_name(p.method->nodes[i].op)) + " " + p.node_shapes[i]];
+    e.first += p.node_seconds[i];
+    ++e.second;
+  }
+  std::vector<std::pair<double, std::string>> rows;
+  for (const auto& [key, e] : by_shape) rows.emplace_back(e.first, std::to_string(e.second) + " x " + key);
+  std::sort(rows.rbegin(), rows.rend());
+  std::fprintf(stderr, "  by op and input shapes:\n");
+  for (size_t k = 0; k < rows.size() && k < 24; ++k)
+    std::fprintf(stderr, "  %10.3f ms  %s\n", rows[k].first * 1e3, rows[k].second.c_str());
 }
 
 Result<std::unique_ptr<Executor>> Executor::create(std::shared_ptr<const Program> program,
@@ -112,6 +158,10 @@ Result<std::unique_ptr<Executor>> Executor::create(std::shared_ptr<const Program
     plan->values.resize(m.values.size());
     plan->storage.resize(m.values.size());
     plan->dense_inputs.resize(m.inputs.size());
+    if (env_flag("VRUN_OP_STATS")) {
+      plan->node_seconds.assign(m.nodes.size(), 0.0);
+      plan->node_shapes.resize(m.nodes.size());
+    }
     for (size_t v = 0; v < m.values.size(); ++v)
       plan->root.push_back(m.values[v].view_base >= 0 ? m.values[v].view_base : static_cast<int>(v));
     for (const NodeDef& n : m.nodes) {
@@ -377,7 +427,19 @@ Status Executor::run_node(MethodPlan& plan, size_t index, const std::vector<int6
   call.n_out = static_cast<int>(out.size());
   call.attrs = &attrs;
   call.pool = pool_.get();
-  VRUN_RETURN_IF_ERROR(plan.kernels[index](call));
+  if (!plan.node_seconds.empty()) {
+    const auto t0 = std::chrono::steady_clock::now();
+    VRUN_RETURN_IF_ERROR(plan.kernels[index](call));
+    plan.node_seconds[index] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::string& d = plan.node_shapes[index];
+    d.clear();
+    for (const TensorView& v : in) {
+      if (!d.empty()) d += ' ';
+      d += v.present() ? std::string(dtype_name(v.dtype)) + v.shape.str() : "-";
+    }
+  } else {
+    VRUN_RETURN_IF_ERROR(plan.kernels[index](call));
+  }
   if (gpu_) gpu_->host_written(m, out_roots);
   return Status::ok();
 }

@@ -58,6 +58,7 @@ class Executor {
   struct MethodPlan;
   Executor() = default;
   Status run_node(MethodPlan& plan, size_t index, const std::vector<int64_t>& symbols);
+  void print_op_stats(const MethodPlan& plan) const;
   Result<std::vector<TensorView>> run_plan(MethodPlan& plan, const std::vector<TensorView>& inputs,
                                            const std::map<std::string, int64_t>& given);
 

@@ -37,7 +37,7 @@ Both timed calls run under torch.inference_mode() on a model in eval() (transcri
 inference_mode function), after an untimed pass over 10 s (--warmup 0: none).
 
     parakeet_nemo.py [--seconds 600] [--threads N] [--batch N] [--audio FILE.wav]
-                     [--blank-bias 1.4] [--warmup 1] [--attention full|local] [--sdpa] [--no-encoder]
+                     [--blank-bias 1.4] [--warmup 1] [--attention full|local] [--sdpa] [--no-encoder] [--profile]
 Exit status 2 when NeMo (or transformers' ParakeetForTDT, used to draw the weights) is missing,
 1 on any other failure.
 """
@@ -73,6 +73,9 @@ def parse():
     p.add_argument("--sdpa", action="store_true",
                    help="use_pytorch_sdpa: torch's scaled_dot_product_attention with the position term as its mask")
     p.add_argument("--no-encoder", action="store_true", help="the transcribe row only")
+    p.add_argument("--profile", action="store_true",
+                   help="the encoder-only pass under torch.profiler: its top ops by CPU time on stderr "
+                        "(compare with parakeet_bench under VRUN_OP_STATS=1)")
     a = p.parse_args()
     if a.seconds <= 0 or a.batch < 1:
         p.error("--seconds and --batch must be positive")
@@ -206,9 +209,15 @@ def main():
                 encoder(w)
             transcribe(w)
         if not a.no_encoder:
-            t = time.perf_counter()
-            out = encoder(audio)
-            enc_s = time.perf_counter() - t
+            prof = torch.profiler.profile(record_shapes=True) if a.profile else contextlib.nullcontext()
+            with prof:
+                t = time.perf_counter()
+                out = encoder(audio)
+                enc_s = time.perf_counter() - t
+            if a.profile:
+                print(prof.key_averages(group_by_input_shape=True).table(sort_by="self_cpu_time_total", row_limit=30,
+                                                                         max_name_column_width=40,
+                                                                         max_shapes_column_width=90), file=sys.stderr)
             if not torch.isfinite(out).all():
                 print("parakeet_nemo: encoder output is not finite", file=sys.stderr)
                 return 1

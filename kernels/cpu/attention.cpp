@@ -8,13 +8,23 @@
 
 #include "kernels/cpu/attention_rows.h"
 #include "kernels/cpu/cpu_kernel.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/vec_math.h"
 
 namespace vrun {
 
 namespace {
 
 constexpr int64_t kKeyBlock = 128;
+// Prefill-shaped attention (at least this many query rows) runs as blocked matrix products:
+// blocks of kGemmQueries query rows against kGemmKeys keys at a time, scores by sgemm, an online
+// softmax over the key blocks, and P @ V by sgemm into the block's f32 accumulator.
+constexpr int64_t kGemmMinQueries = 16;
+constexpr int64_t kGemmQueries = 64;
+constexpr int64_t kGemmKeys = 512;
+
+const bool kHaveAvx2 = cpu_has_avx2();
 
 // A [L, D] slice of a rank-4 view at (b, h) as f32 rows: in place when it already is one,
 // packed otherwise.
@@ -44,6 +54,132 @@ float mask_value(const TensorView& m, int64_t off) {
   }
 }
 
+// s[j] = exp(s[j] - mx) over a row of scores, returning their sum (mx finite).
+VRUN_ALWAYS_INLINE float exp_row_body(float* s, int64_t n, float mx) {
+  float sum = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    const float e = cpu::exp_fast(s[j] - mx);
+    s[j] = e;
+    sum += e;
+  }
+  return sum;
+}
+VRUN_AVX2 float exp_row_avx2(float* s, int64_t n, float mx) { return exp_row_body(s, n, mx); }
+float exp_row_plain(float* s, int64_t n, float mx) { return exp_row_body(s, n, mx); }
+
+// s[j] = s[j] * scale + add[j] (add may be null), returning the row's max.
+VRUN_ALWAYS_INLINE float scale_add_max_body(float* s, int64_t n, float scale, const float* add) {
+  float mx = -std::numeric_limits<float>::infinity();
+  for (int64_t j = 0; j < n; ++j) {
+    const float v = s[j] * scale + (add ? add[j] : 0.f);
+    s[j] = v;
+    mx = std::max(mx, v);
+  }
+  return mx;
+}
+VRUN_AVX2 float scale_add_max_avx2(float* s, int64_t n, float scale, const float* add) {
+  return scale_add_max_body(s, n, scale, add);
+}
+float scale_add_max_plain(float* s, int64_t n, float scale, const float* add) {
+  return scale_add_max_body(s, n, scale, add);
+}
+
+// Rows [r0, r0 + rows) of a [L, D] slice of a rank-4 view at (b, h), columns [0, d), as f32 rows:
+// in place when the view already holds them so, else converted into scratch.
+Rows rows_block(const TensorView& t, int64_t b, int64_t h, int64_t r0, int64_t rows, std::vector<float>* scratch) {
+  const int64_t d = t.shape[3];
+  const int64_t base = b * t.strides[0] + h * t.strides[1] + r0 * t.strides[2];
+  if (t.dtype == DType::f32 && (t.strides[3] == 1 || d == 1))
+    return {static_cast<const float*>(elem_ptr(t, base)), t.strides[2]};
+  scratch->resize(static_cast<size_t>(rows * d));
+  for (int64_t i = 0; i < rows; ++i)
+    load_row_f32(elem_ptr(t, base + i * t.strides[2]), t.dtype, t.strides[3], d, scratch->data() + i * d);
+  return {scratch->data(), d};
+}
+
+struct SdpaShape {
+  int64_t nb, hq, lq, d, dv, lk, group;
+  bool causal;
+  float scale;
+  Strides ms;  // the mask's strides broadcast to [nb, hq, lq, Lk]
+};
+
+// sdpa as blocked matrix products (see kGemmMinQueries). Each task is one (batch, head, block of
+// query rows); the running max and sum per row rescale the accumulator when a later key block
+// raises the max, so memory stays at one block of scores whatever Lk is.
+void sdpa_blocked(const KernelCall& call, const SdpaShape& sh) {
+  const TensorView& q = call.input(0);
+  const TensorView& k = call.input(1);
+  const TensorView& v = call.input(2);
+  const TensorView* mask = call.has_input(3) ? &call.input(3) : nullptr;
+  const bool mask_rows_f32 = mask && mask->dtype == DType::f32 && sh.ms[3] == 1;
+  TensorView& y = call.out[0];
+  const int64_t ye = dtype_elem_size(y.dtype);
+  const int64_t nqb = (sh.lq + kGemmQueries - 1) / kGemmQueries;
+  auto exp_row = kHaveAvx2 ? exp_row_avx2 : exp_row_plain;
+  auto scale_add_max = kHaveAvx2 ? scale_add_max_avx2 : scale_add_max_plain;
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  call.pool->parallel_for(sh.nb * sh.hq * nqb, 1, [&](int64_t t0, int64_t t1) {
+    std::vector<float> qs, ks, vs, madd;
+    std::vector<float> sc(static_cast<size_t>(kGemmQueries * kGemmKeys));
+    std::vector<float> acc(static_cast<size_t>(kGemmQueries * sh.dv)), mx(kGemmQueries), sum(kGemmQueries);
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t qb = t % nqb, h = (t / nqb) % sh.hq, b = t / (nqb * sh.hq), hk = h / sh.group;
+      const int64_t i0 = qb * kGemmQueries, rows = std::min(kGemmQueries, sh.lq - i0);
+      const Rows qr = rows_block(q, b, h, i0, rows, &qs);
+      // The keys any row of the block sees: all, or up to the last row's causal limit.
+      const int64_t kend_block = sh.causal ? sh.lk - sh.lq + i0 + rows : sh.lk;
+      std::fill(acc.begin(), acc.begin() + rows * sh.dv, 0.f);
+      std::fill(mx.begin(), mx.end(), kNegInf);
+      std::fill(sum.begin(), sum.end(), 0.f);
+      for (int64_t j0 = 0; j0 < kend_block; j0 += kGemmKeys) {
+        const int64_t kn = std::min(kGemmKeys, kend_block - j0);
+        const Rows kr = rows_block(k, b, hk, j0, kn, &ks);
+        sgemm(rows, kn, sh.d, qr.data, qr.ld, kr.data, kr.ld, true, sc.data(), kGemmKeys, false, nullptr);
+        for (int64_t r = 0; r < rows; ++r) {
+          const int64_t i = i0 + r;
+          float* srow = sc.data() + r * kGemmKeys;
+          // Keys past this row's causal limit take no part.
+          const int64_t live = sh.causal ? std::clamp<int64_t>(sh.lk - sh.lq + i + 1 - j0, 0, kn) : kn;
+          const float* add = nullptr;
+          if (mask && live > 0) {
+            const int64_t moff = b * sh.ms[0] + h * sh.ms[1] + i * sh.ms[2] + j0 * sh.ms[3];
+            if (mask_rows_f32) {
+              add = static_cast<const float*>(mask->data) + moff;
+            } else {
+              madd.resize(static_cast<size_t>(kn));
+              for (int64_t j = 0; j < live; ++j) madd[j] = mask_value(*mask, moff + j * sh.ms[3]);
+              add = madd.data();
+            }
+          }
+          const float bmax = live > 0 ? scale_add_max(srow, live, sh.scale, add) : kNegInf;
+          std::fill(srow + live, srow + kn, 0.f);
+          if (bmax == kNegInf) {  // nothing live in this block: the row's p are all 0
+            std::fill(srow, srow + live, 0.f);
+            continue;
+          }
+          float* arow = acc.data() + r * sh.dv;
+          if (bmax > mx[r]) {
+            const float rescale = std::exp(mx[r] - bmax);  // 0 on the row's first live block
+            sum[r] *= rescale;
+            scale_f32(rescale, arow, sh.dv);
+            mx[r] = bmax;
+          }
+          sum[r] += exp_row(srow, live, mx[r]);
+        }
+        const Rows vr = rows_block(v, b, hk, j0, kn, &vs);
+        sgemm(rows, sh.dv, kn, sc.data(), kGemmKeys, vr.data, vr.ld, false, acc.data(), sh.dv, true, nullptr);
+      }
+      for (int64_t r = 0; r < rows; ++r) {
+        float* arow = acc.data() + r * sh.dv;
+        scale_f32(sum[r] > 0 ? 1.f / sum[r] : 0.f, arow, sh.dv);  // fully masked rows give zeros
+        store_row_f32(arow, static_cast<uint8_t*>(y.data) + (((b * sh.hq + h) * sh.lq + i0 + r) * sh.dv) * ye, y.dtype,
+                      sh.dv);
+      }
+    }
+  });
+}
+
 // Fully masked rows (every score -inf) output zeros: there is no distribution to average over,
 // and zeros keep NaN out of later layers (torch would give NaN).
 Status sdpa_kernel(const KernelCall& call) {
@@ -67,6 +203,10 @@ Status sdpa_kernel(const KernelCall& call) {
   if (has_mask) {
     const TensorView& m = call.input(3);
     ms = broadcast_strides(m.shape, m.strides, Shape{nb, hq, lq, k.shape[2]});
+  }
+  if (lq >= kGemmMinQueries) {
+    sdpa_blocked(call, SdpaShape{nb, hq, lq, d, dv, lk, group, causal, scale, ms});
+    return Status::ok();
   }
   const int64_t ye = dtype_elem_size(y.dtype);
   // Query blocks of up to 32 rows: enough (B, H) x blocks to feed every thread.

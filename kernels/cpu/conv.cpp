@@ -105,7 +105,10 @@ Status conv_kernel(const KernelCall& call) {
   float* y = yv.dtype == DType::f32 ? yv.ptr<float>() : (ys.resize(static_cast<size_t>(yv.numel())), ys.data());
   const int64_t plane = g.oh * g.ow, kvol = g.cin_g * g.kh * g.kw;
 
-  if (g.cin_g == 1) {
+  // One in-channel per group and one output channel per group (depthwise) runs direct; one
+  // in-channel feeding many output channels (a first layer over a spectrogram) is a product of
+  // every output channel's taps with one im2col of the input, as the general case.
+  if (g.cin_g == 1 && g.cout_g == 1) {
     call.pool->parallel_for(g.batch * g.cout, 1, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t b = t / g.cout, co = t % g.cout, ci = co / g.cout_g;
@@ -133,11 +136,14 @@ Status conv_kernel(const KernelCall& call) {
     const TensorView& bv = call.input(2);
     std::vector<float> bias(static_cast<size_t>(g.cout));
     load_row_f32(bv.data, bv.dtype, bv.strides[0], g.cout, bias.data());
-    for (int64_t b = 0; b < g.batch; ++b)
-      for (int64_t co = 0; co < g.cout; ++co) {
-        float* yp = y + (b * g.cout + co) * plane;
-        for (int64_t i = 0; i < plane; ++i) yp[i] += bias[co];
-      }
+    call.pool->parallel_for(g.batch * g.cout, std::max<int64_t>(1, 16384 / std::max<int64_t>(plane, 1)),
+                            [&](int64_t t0, int64_t t1) {
+                              for (int64_t t = t0; t < t1; ++t) {
+                                float* yp = y + t * plane;
+                                const float bc = bias[static_cast<size_t>(t % g.cout)];
+                                for (int64_t i = 0; i < plane; ++i) yp[i] += bc;
+                              }
+                            });
   }
   if (yv.dtype != DType::f32) store_row_f32(y, yv.data, yv.dtype, yv.numel());
   return Status::ok();

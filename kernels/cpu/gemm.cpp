@@ -90,8 +90,9 @@ VRUN_AVX2 void axpy_avx2(float a, const float* x, float* y, int64_t n) {
 // Portable GEMM: rows of C in parallel; the B-transposed case is a dot per element, the other
 // an axpy of B's rows (both unit-stride inner loops the compiler vectorises).
 void sgemm_portable(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
-                    bool b_trans, float* c, int64_t ldc, bool accumulate, ThreadPool* pool) {
-  pool->parallel_for(m, 1, [&](int64_t i0, int64_t i1) {
+                    bool b_trans, float* c, int64_t ldc, bool accumulate, ThreadPool* pool,
+                    const GemmBlockFn* after_block) {
+  auto rows = [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       const float* ai = a + i * lda;
       float* ci = c + i * ldc;
@@ -109,18 +110,24 @@ void sgemm_portable(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda
         }
       }
     }
-  });
+    if (after_block) (*after_block)(i0, i1, 0, n);
+  };
+  if (pool)
+    pool->parallel_for(m, 1, rows);
+  else
+    rows(0, m);
 }
 #endif
 
 }  // namespace
 
 void sgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, bool b_trans,
-           float* c, int64_t ldc, bool accumulate, ThreadPool* pool) {
+           float* c, int64_t ldc, bool accumulate, ThreadPool* pool, const GemmBlockFn* after_block) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0) {
     if (!accumulate)
       for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.f);
+    if (after_block) (*after_block)(0, m, 0, n);
     return;
   }
 #ifdef VRUN_HAVE_OPENBLAS
@@ -138,20 +145,25 @@ void sgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const f
   const int threads = pool ? pool->size() : 1;
   if (threads <= 1 || m * n * k < kParallelGemmWork || std::max(m, n) < 2 * kGemmBlock) {
     blas(m, n, a, b, c);
+    if (after_block) (*after_block)(0, m, 0, n);
     return;
   }
   // Two blocks per thread: a thread that loses its core leaves at most one to the others.
   const int64_t split = std::max(m, n);
   const int64_t grain = std::max<int64_t>(kGemmBlock, (split + 2 * threads - 1) / (2 * threads));
   if (m >= n) {
-    pool->parallel_for(m, grain, [&](int64_t i0, int64_t i1) { blas(i1 - i0, n, a + i0 * lda, b, c + i0 * ldc); });
+    pool->parallel_for(m, grain, [&](int64_t i0, int64_t i1) {
+      blas(i1 - i0, n, a + i0 * lda, b, c + i0 * ldc);
+      if (after_block) (*after_block)(i0, i1, 0, n);
+    });
   } else {
     pool->parallel_for(n, grain, [&](int64_t j0, int64_t j1) {
       blas(m, j1 - j0, a, b_trans ? b + j0 * ldb : b + j0, c + j0);
+      if (after_block) (*after_block)(0, m, j0, j1);
     });
   }
 #else
-  sgemm_portable(m, n, k, a, lda, b, ldb, b_trans, c, ldc, accumulate, pool);
+  sgemm_portable(m, n, k, a, lda, b, ldb, b_trans, c, ldc, accumulate, pool, after_block);
 #endif
 
 }

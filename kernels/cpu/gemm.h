@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "runtime/tensor.h"
@@ -11,10 +12,16 @@
 
 namespace vrun {
 
+// Called on the thread that computed it with each finished block of C, rows [i0, i1) and columns
+// [j0, j1), while the block is still in that core's cache: an epilogue (bias, activation,
+// residual) fused into the product.
+using GemmBlockFn = std::function<void(int64_t i0, int64_t i1, int64_t j0, int64_t j1)>;
+
 // C[m, n] (rows ldc apart) = A[m, k] (rows lda apart) @ op(B), plus C when accumulate.
-// b_trans: B is [n, k] (rows ldb apart), else [k, n]. Threads: the pool's size.
+// b_trans: B is [n, k] (rows ldb apart), else [k, n]. Threads: the pool's size. after_block (may
+// be null) sees every block of C once, the blocks covering C.
 void sgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, bool b_trans,
-           float* c, int64_t ldc, bool accumulate, ThreadPool* pool);
+           float* c, int64_t ldc, bool accumulate, ThreadPool* pool, const GemmBlockFn* after_block = nullptr);
 
 // sum_i a[i] * b[i] with b stored as f32, f16 or bf16 (dense).
 float dot_f32_any(const float* a, const void* b, DType b_type, int64_t n);

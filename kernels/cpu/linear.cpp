@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/cpu_kernel.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/norm.h"
@@ -45,7 +46,7 @@ const float* dense_x(const TensorView& x, int64_t m, int64_t k, std::vector<floa
 // Integer path: activations quantised per 32, one integer dot per block pair. Each thread
 // streams a contiguous range of W rows in address order (see quant_dot_tile).
 void linear_quant_int(const float* x, int64_t m, int64_t k, const TensorView& w, int64_t n, float* y,
-                      ThreadPool* pool) {
+                      ThreadPool* pool, const GemmBlockFn* epi) {
   const int64_t nb = k / kQuantBlock;
   const int64_t row_bytes = dtype_bytes(w.dtype, k);
   const auto* wp = static_cast<const uint8_t*>(w.data);
@@ -58,13 +59,20 @@ void linear_quant_int(const float* x, int64_t m, int64_t k, const TensorView& w,
       const int nw = static_cast<int>(std::min(strip, j1 - j));
       quant_dot_tile(w.dtype, wp + j * row_bytes, row_bytes, nw, xq.data(), nb, static_cast<int>(m), nb, y + j, n);
     }
+    if (epi) (*epi)(0, m, j0, j1);
   });
 }
 
 // Many rows: dequantising W to f32 once and running sgemm beats per-block integer dots (the
 // per-block scale handling dominates those), and skips the activation rounding.
+// The epilogue of a product over W's rows [j0, ...): its blocks' columns shifted by j0.
+GemmBlockFn shifted(const GemmBlockFn* epi, int64_t j0) {
+  if (!epi) return {};
+  return [epi, j0](int64_t i0, int64_t i1, int64_t c0, int64_t c1) { (*epi)(i0, i1, j0 + c0, j0 + c1); };
+}
+
 void linear_quant_gemm(const float* x, int64_t m, int64_t k, const TensorView& w, int64_t n, float* y,
-                       ThreadPool* pool) {
+                       ThreadPool* pool, const GemmBlockFn* epi) {
   const int64_t row_bytes = dtype_bytes(w.dtype, k);
   std::vector<float> wt(static_cast<size_t>(std::min(n, kWeightTileRows) * k));
   for (int64_t j0 = 0; j0 < n; j0 += kWeightTileRows) {
@@ -73,18 +81,21 @@ void linear_quant_gemm(const float* x, int64_t m, int64_t k, const TensorView& w
       for (int64_t r = r0; r < r1; ++r)
         dequantize_row(w.dtype, static_cast<const uint8_t*>(w.data) + (j0 + r) * row_bytes, wt.data() + r * k, k);
     });
-    sgemm(m, rows, k, x, k, wt.data(), k, true, y + j0, n, false, pool);
+    const GemmBlockFn e = shifted(epi, j0);
+    sgemm(m, rows, k, x, k, wt.data(), k, true, y + j0, n, false, pool, epi ? &e : nullptr);
   }
 }
 
-void linear_quant(const float* x, int64_t m, int64_t k, const TensorView& w, int64_t n, float* y, ThreadPool* pool) {
+void linear_quant(const float* x, int64_t m, int64_t k, const TensorView& w, int64_t n, float* y, ThreadPool* pool,
+                  const GemmBlockFn* epi) {
   if (m >= kQuantGemmRows)
-    linear_quant_gemm(x, m, k, w, n, y, pool);
+    linear_quant_gemm(x, m, k, w, n, y, pool, epi);
   else
-    linear_quant_int(x, m, k, w, n, y, pool);
+    linear_quant_int(x, m, k, w, n, y, pool, epi);
 }
 
-void linear_float(const float* x, int64_t m, int64_t k, const TensorView& w, int64_t n, float* y, ThreadPool* pool) {
+void linear_float(const float* x, int64_t m, int64_t k, const TensorView& w, int64_t n, float* y, ThreadPool* pool,
+                  const GemmBlockFn* epi) {
   const int64_t wes = dtype_elem_size(w.dtype);
   if (m <= kGemvRows) {
     pool->parallel_for(n, 64, [&](int64_t j0, int64_t j1) {
@@ -92,11 +103,12 @@ void linear_float(const float* x, int64_t m, int64_t k, const TensorView& w, int
         const void* wr = static_cast<const uint8_t*>(w.data) + j * k * wes;
         for (int64_t i = 0; i < m; ++i) y[i * n + j] = dot_f32_any(x + i * k, wr, w.dtype, k);
       }
+      if (epi) (*epi)(0, m, j0, j1);
     });
     return;
   }
   if (w.dtype == DType::f32) {
-    sgemm(m, n, k, x, k, w.ptr<float>(), k, true, y, n, false, pool);
+    sgemm(m, n, k, x, k, w.ptr<float>(), k, true, y, n, false, pool, epi);
     return;
   }
   std::vector<float> wt(static_cast<size_t>(std::min(n, kWeightTileRows) * k));
@@ -106,8 +118,63 @@ void linear_float(const float* x, int64_t m, int64_t k, const TensorView& w, int
       for (int64_t r = r0; r < r1; ++r)
         load_row_f32(static_cast<const uint8_t*>(w.data) + (j0 + r) * k * wes, w.dtype, 1, k, wt.data() + r * k);
     });
-    sgemm(m, rows, k, x, k, wt.data(), k, true, y + j0, n, false, pool);
+    const GemmBlockFn e = shifted(epi, j0);
+    sgemm(m, rows, k, x, k, wt.data(), k, true, y + j0, n, false, pool, epi ? &e : nullptr);
   }
+}
+
+enum class Act { none, gelu, silu };
+
+// The epilogue over a block of y (rows ldy apart): bias, act and residual in the order separate
+// ops would round, act(x W^T + bias) + residual. One loop per combination so each vectorises.
+struct Epilogue {
+  float* y;
+  int64_t ldy;
+  const float* bias;  // [N] or null
+  const float* res;   // rows ldy apart, or null
+};
+template <bool kBias, Act kAct, bool kRes>
+VRUN_ALWAYS_INLINE void epilogue_body(const Epilogue& e, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+  for (int64_t i = i0; i < i1; ++i) {
+    float* yr = e.y + i * e.ldy;
+    const float* rr = kRes ? e.res + i * e.ldy : nullptr;
+    for (int64_t j = j0; j < j1; ++j) {
+      float v = yr[j];
+      if constexpr (kBias) v += e.bias[j];
+      if constexpr (kAct == Act::silu) v = v * cpu::sigmoid_fast(v);  // the silu op's formula
+      if constexpr (kAct == Act::gelu) v = cpu::gelu_erf(v);          // the gelu op's (approximate none)
+      if constexpr (kRes) v += rr[j];
+      yr[j] = v;
+    }
+  }
+}
+template <bool kBias, Act kAct, bool kRes>
+VRUN_AVX2 void epilogue_avx2(const Epilogue& e, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+  epilogue_body<kBias, kAct, kRes>(e, i0, i1, j0, j1);
+}
+template <bool kBias, Act kAct, bool kRes>
+void epilogue_plain(const Epilogue& e, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+  epilogue_body<kBias, kAct, kRes>(e, i0, i1, j0, j1);
+}
+using EpilogueFn = void (*)(const Epilogue&, int64_t, int64_t, int64_t, int64_t);
+template <bool kBias, Act kAct, bool kRes>
+EpilogueFn epilogue_for() {
+  return cpu_has_avx2() ? epilogue_avx2<kBias, kAct, kRes> : epilogue_plain<kBias, kAct, kRes>;
+}
+template <bool kBias, Act kAct>
+EpilogueFn epilogue_for(bool res) {
+  return res ? epilogue_for<kBias, kAct, true>() : epilogue_for<kBias, kAct, false>();
+}
+template <bool kBias>
+EpilogueFn epilogue_for(Act act, bool res) {
+  switch (act) {
+    case Act::gelu: return epilogue_for<kBias, Act::gelu>(res);
+    case Act::silu: return epilogue_for<kBias, Act::silu>(res);
+    default: return epilogue_for<kBias, Act::none>(res);
+  }
+}
+EpilogueFn epilogue_for(bool bias, Act act, bool res) {
+  return bias ? epilogue_for<true>(act, res) : epilogue_for<false>(act, res);
 }
 
 Status linear_kernel(const KernelCall& call) {
@@ -160,34 +227,24 @@ Status linear_kernel(const KernelCall& call) {
   }
   std::vector<float> ys;
   float* yf = y.dtype == DType::f32 ? y.ptr<float>() : (ys.resize(static_cast<size_t>(m * n)), ys.data());
+  // Bias, act and residual applied to each block of y as the product finishes it (the residual
+  // read in place when it is dense f32).
+  const bool has_bias = call.has_input(2), has_res = call.has_input(3);
+  const std::string& act_name = call.attr().s("act");
+  const Act act = act_name == "gelu" ? Act::gelu : act_name == "silu" ? Act::silu : Act::none;
+  std::vector<float> bias(has_bias ? static_cast<size_t>(n) : 0), rs;
+  if (has_bias) load_row_f32(call.input(2).data, call.input(2).dtype, call.input(2).strides[0], n, bias.data());
+  const Epilogue ep{yf, n, has_bias ? bias.data() : nullptr, has_res ? dense_x(call.input(3), m, n, &rs) : nullptr};
+  const EpilogueFn ep_fn = epilogue_for(has_bias, act, has_res);
+  const GemmBlockFn epi_block = [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) { ep_fn(ep, i0, i1, j0, j1); };
+  const GemmBlockFn* epi = has_bias || has_res || act != Act::none ? &epi_block : nullptr;
   if (k == 0) {
     std::fill(yf, yf + m * n, 0.f);
+    if (epi) (*epi)(0, m, 0, n);
   } else if (is_quantized(w.dtype)) {
-    linear_quant(xf, m, k, w, n, yf, call.pool);
+    linear_quant(xf, m, k, w, n, yf, call.pool, epi);
   } else {
-    linear_float(xf, m, k, w, n, yf, call.pool);
-  }
-  // Bias, act and residual in one pass over y (the residual read in place when it is dense f32),
-  // in the order separate ops would round: act(x W^T + bias) + residual.
-  const bool has_bias = call.has_input(2), has_res = call.has_input(3);
-  const bool gelu = call.attr().s("act") == "gelu", silu = call.attr().s("act") == "silu";
-  if (has_bias || has_res || gelu || silu) {
-    std::vector<float> bias(has_bias ? static_cast<size_t>(n) : 0), rs;
-    if (has_bias) load_row_f32(call.input(2).data, call.input(2).dtype, call.input(2).strides[0], n, bias.data());
-    const float* rf = has_res ? dense_x(call.input(3), m, n, &rs) : nullptr;
-    call.pool->parallel_for(m, 64, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) {
-        float* yr = yf + i * n;
-        if (has_bias)
-          for (int64_t j = 0; j < n; ++j) yr[j] += bias[static_cast<size_t>(j)];
-        if (gelu)  // the gelu op's formula (approximate = none)
-          for (int64_t j = 0; j < n; ++j) yr[j] = cpu::gelu_erf(yr[j]);
-        if (silu)  // the silu op's formula
-          for (int64_t j = 0; j < n; ++j) yr[j] = yr[j] * cpu::sigmoid_fast(yr[j]);
-        if (rf)
-          for (int64_t j = 0; j < n; ++j) yr[j] += rf[i * n + j];
-      }
-    });
+    linear_float(xf, m, k, w, n, yf, call.pool, epi);
   }
   if (y.dtype != DType::f32) {
     for (int64_t i = 0; i < m; ++i)

@@ -177,6 +177,58 @@ TEST(Sdpa, HalfKvCacheRowsReadInPlace) {
   }
 }
 
+// Prefill-shaped attention (16 or more query rows) runs as blocked matrix products with an
+// online softmax over blocks of 512 keys: query counts around the 64-row blocks, key counts past
+// one and two key blocks, causal over a cache prefix, GQA, permuted views, every mask kind
+// (including rows masked in a whole key block and rows masked entirely), half K/V.
+TEST(Sdpa, BlockedPrefillMatchesReference) {
+  std::mt19937 rng(21);
+  {
+    HostTensor q = random_tensor(DType::f32, Shape{1, 4, 130, 32}, rng, -2, 2);
+    HostTensor kc = random_tensor(DType::f32, Shape{1, 2, 1200, 32}, rng, -2, 2);
+    HostTensor vc = random_tensor(DType::f32, Shape{1, 2, 1200, 24}, rng);
+    check_sdpa(q.view, cache_view(kc, 1100), cache_view(vc, 1100), nullptr, 0, true, 1e-5, "causal 130 over 1100 keys");
+    check_sdpa(q.view, cache_view(kc, 1025), cache_view(vc, 1025), nullptr, 0.2, false, 1e-5, "non-causal 130 x 1025");
+  }
+  {
+    HostTensor q = random_strided(DType::f32, Shape{2, 4, 16, 16}, {0, 2, 1, 3}, 2, rng);
+    HostTensor k = random_strided(DType::f32, Shape{2, 4, 600, 16}, {0, 2, 1, 3}, 3, rng);
+    HostTensor v = random_strided(DType::f32, Shape{2, 4, 600, 8}, {0, 2, 1, 3}, 1, rng);
+    check_sdpa(q.view, k.view, v.view, nullptr, 0, false, 1e-5, "permuted q/k/v, 16 queries");
+    // Scores that differ by hundreds between key blocks: the later block's max rescales the first's.
+    HostTensor fm = random_tensor(DType::f32, Shape{2, 4, 16, 600}, rng, -1, 1);
+    for (int64_t i = 0; i < fm.view.numel(); ++i)
+      if (i % 600 >= 512) fm.view.ptr<float>()[i] += 200.f;
+    check_sdpa(q.view, k.view, v.view, &fm.view, 0, false, 1e-5, "f32 mask rising in the second key block");
+  }
+  {
+    HostTensor q = random_tensor(DType::f32, Shape{2, 3, 70, 16}, rng);
+    HostTensor k = random_tensor(DType::f32, Shape{2, 3, 530, 16}, rng);
+    HostTensor v = random_tensor(DType::f32, Shape{2, 3, 530, 16}, rng);
+    // Padding keys per batch (batch 1 sees keys < 300 only, none in the second block), query row
+    // 5 of batch 1 masked entirely, row 66 of batch 0 live in the second block only.
+    HostTensor bm = make_tensor(DType::bool_, Shape{2, 1, 70, 530});
+    for_each_index(bm.view.shape, [&](const int64_t* i) {
+      bool keep_it = i[3] < (i[0] == 0 ? 530 : 300) && !(i[0] == 1 && i[2] == 5);
+      if (i[0] == 0 && i[2] == 66) keep_it = i[3] >= 512;
+      store_double(bm.view, i, keep_it);
+    });
+    check_sdpa(q.view, k.view, v.view, &bm.view, 0, false, 1e-5, "bool mask, masked rows and blocks");
+    HostTensor hm = random_tensor(DType::f16, Shape{1, 3, 70, 530}, rng, -2, 0);
+    check_sdpa(q.view, k.view, v.view, &hm.view, 0, true, 1e-5, "f16 mask, causal");
+    HostTensor small = random_tensor(DType::f32, Shape{2, 1, 1, 530}, rng, -3, 0);
+    const TensorView fb = broadcast_view(small.view, Shape{2, 3, 70, 530});
+    check_sdpa(q.view, k.view, v.view, &fb, 0, false, 1e-5, "0-stride f32 mask");
+  }
+  for (DType t : {DType::f16, DType::bf16}) {
+    HostTensor q = random_tensor(DType::f32, Shape{1, 6, 40, 64}, rng);
+    HostTensor kc = random_tensor(t, Shape{1, 2, 700, 64}, rng);
+    HostTensor vc = random_tensor(t, Shape{1, 2, 700, 64}, rng);
+    check_sdpa(q.view, cache_view(kc, 600), cache_view(vc, 600), nullptr, 0, true, 1e-5,
+               (std::string(dtype_name(t)) + " cache, 40 queries at position 560").c_str());
+  }
+}
+
 TEST(Sdpa, RejectsBadShapes) {
   std::mt19937 rng(5);
   HostTensor q = random_tensor(DType::f32, Shape{1, 3, 4, 8}, rng);
