@@ -13,7 +13,9 @@
 # else synthetic tones), VRUN_PARAKEET_PYTHON (python with torch + transformers: default
 # /tmp/vrun-llm-venv/bin/python when it exists, else python3), VRUN_PARAKEET_BATCH (4),
 # VRUN_NEMO_PYTHON (python with nemo_toolkit[asr], as tests/reference/setup_nemo_venv.sh makes it:
-# default /tmp/vrun-nemo-venv/bin/python when it exists, else python3).
+# default /tmp/vrun-nemo-venv/bin/python when it exists, else python3), VRUN_PARAKEET_PEERS (the
+# peers to run, of "transformers nemo": default both), VRUN_NEMO_ARGS (more parakeet_nemo.py
+# arguments, e.g. "--attention local --no-encoder").
 # Each peer is skipped with a note when its Python lacks torch, ParakeetForTDT or NeMo.
 . "$(dirname "$0")/common.sh" parakeet_bench vrun-parakeet-bench "$@"
 batch="${VRUN_PARAKEET_BATCH:-4}"
@@ -53,8 +55,13 @@ run_peer() {
   if [ -n "$notes" ]; then grep -E "$notes" "$work/$script.err" | sed "s/^/  ${name,,}: /" || true; fi
   while IFS= read -r line; do peer_rows+=("$line"); done < <(echo "$out" | tail -n +3)
 }
-peer() { run_peer transformers "$py" parakeet_torch.py "" "$@"; }
-nemo() { run_peer NeMo "$nemo_py" parakeet_nemo.py '^(random parakeet|encoder:|transcribe:)' "$@"; }
+peers=" ${VRUN_PARAKEET_PEERS:-transformers nemo} "
+read -r -a nemo_args <<< "${VRUN_NEMO_ARGS:-}"
+peer() { [[ "$peers" == *" transformers "* ]] || return 0; run_peer transformers "$py" parakeet_torch.py "" "$@"; }
+nemo() {
+  [[ "$peers" == *" nemo "* ]] || return 0
+  run_peer NeMo "$nemo_py" parakeet_nemo.py '^(random parakeet|encoder:|transcribe:)' "$@" "${nemo_args[@]}"
+}
 if [ "$gpu" = 1 ]; then
   for dtype in f32 f16; do
     # Each run builds its program in memory (no 2.5-GB .vrp on disk).

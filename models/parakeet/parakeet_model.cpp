@@ -4,7 +4,9 @@
 #include <cstring>
 #include <optional>
 
+#include "kernels/cpu/gemm.h"
 #include "runtime/graph/builder.h"
+#include "runtime/thread_pool.h"
 
 namespace vrun::parakeet {
 
@@ -118,12 +120,14 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
   }
   const int64_t sub_in = C * c.subsampled_features();
   const int sub_out_w = weight("encoder.pre_encode.out.weight", {d, sub_in}), sub_out_b = weight("encoder.pre_encode.out.bias", {d}, true);
-  std::vector<float> pe = relative_positions(M, d);
-  // f16 programs with the fused attention (whose operands are halves) keep the table as the
-  // halves their position projections multiply.
+  // The relative-position table, projected by each layer's W_pos when the program is built:
+  // the projection is row-wise, so a call's 2T - 1 middle rows of the projected table are the
+  // projection of the table's middle rows, which the encoder would otherwise compute in every
+  // layer of every call (8% of its products at 2000 frames). f16 programs with the fused
+  // attention (whose operands are halves) keep them as halves.
+  const std::vector<float> pe = relative_positions(M, d);
   const bool half_positions = settings.fused_attention && settings.weight_dtype == DType::f16;
-  const int pos_table = linear_from_f32("encoder.relative_positions", half_positions ? DType::f16 : DType::f32,
-                                        Shape{1, 2 * M - 1, d}, pe.data());
+  ThreadPool build_pool;
   struct Lin {
     int w = -1, b = -1;
   };
@@ -152,8 +156,8 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
   };
   struct Layer {
     Norm ff1_norm, att_norm, conv_norm, ff2_norm, out_norm;
-    Lin ff1_a, ff1_b, ff2_a, ff2_b, qkv, o, pos, pw1, pw2;
-    int v_minus_u = -1, dw_w = -1, dw_b = -1, bn_mean = -1, bn_var = -1, bn_w = -1, bn_b = -1;
+    Lin ff1_a, ff1_b, ff2_a, ff2_b, qkv, o, pw1, pw2;
+    int v_minus_u = -1, pos_proj = -1, dw_w = -1, dw_b = -1, bn_mean = -1, bn_var = -1, bn_w = -1, bn_b = -1;
   };
   const double inv_sqrt_dk = 1.0 / std::sqrt(static_cast<double>(dk));
   // Self-attention's projections as one: rows [W_q; W_k; W_v] with the bias [b_q + u; b_k; b_v],
@@ -190,8 +194,14 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
     y.v_minus_u = linear_from_f32(p + "pos_bias_v-u", half_q ? DType::f16 : DType::f32, Shape{1, H, 1, dk}, vu.data());
     std::vector<float> wp = values(p + "linear_pos.weight", {d, d});
     if (!bad.is_ok()) return;
+    // Rounded to W_pos's program dtype first, as the product at run time would take it.
     for (float& e : wp) e = static_cast<float>(e * inv_sqrt_dk);
-    y.pos.w = linear_from_f32(p + "linear_pos.weight/sqrt(dk)", to, Shape{d, d}, wp.data());
+    if (to == DType::f16 || to == DType::bf16)
+      for (float& e : wp) e = to == DType::f16 ? f16_to_f32(f32_to_f16(e)) : bf16_to_f32(f32_to_bf16(e));
+    std::vector<float> proj(static_cast<size_t>((2 * M - 1) * d));
+    sgemm(2 * M - 1, d, d, pe.data(), d, wp.data(), d, true, proj.data(), d, false, &build_pool);
+    y.pos_proj = linear_from_f32(p + "relative_positions@linear_pos/sqrt(dk)", half_positions ? DType::f16 : DType::f32,
+                                 Shape{1, 2 * M - 1, d}, proj.data());
   };
   std::vector<Layer> L;
   for (int64_t l = 0; l < c.n_layers; ++l) {
@@ -323,8 +333,6 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
     x = g.op(OpKind::linear, {x, g.constant(sub_out_w), g.constant(sub_out_b)}, {}, "subsampling.out");
     x = g.op(OpKind::slice, {x}, {{"axis", 1}, {"start", 0}, {"end", T}});
     if (c.xscaling) x = g.op(OpKind::scale, {x}, {{"scale", std::sqrt(static_cast<double>(d))}}, "xscale");
-    // Relative positions T-1 .. -(T-1): the middle 2T-1 rows of the table.
-    Val pos = g.op(OpKind::slice, {g.constant(pos_table)}, {{"axis", 1}, {"start", SymExpr(M) - T}, {"end", SymExpr(M - 1) + T}});
     // f16 programs: the projections whose outputs only feed other projections or the attention
     // (the feed-forward's hidden rows, q + u, k, v and the positions) store them as halves, which
     // the tensor cores round their operands to anyway; the residual stream stays f32.
@@ -363,9 +371,11 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
       if (parts.size() != 3) break;  // the builder holds the error, which finish() returns
       Val qu = heads(parts[0]), k = heads(parts[1]), v = heads(parts[2]);
       Val qv = g.op(OpKind::add, {qu, g.constant(w.v_minus_u)});
-      // The positions' projection (W_pos over sqrt(dk)) and the position scores, shifted as
-      // they are computed: [B, H, T, T], already over sqrt(dk).
-      Val pp = heads(g.op(OpKind::linear, {pos, g.constant(w.pos.w)}, qkv_attrs, p + "pos"));
+      // The positions' projection (W_pos over sqrt(dk)) for relative positions T-1 .. -(T-1),
+      // the middle 2T-1 rows of the projected table, and the position scores, shifted as they
+      // are computed: [B, H, T, T], already over sqrt(dk).
+      Val pp = heads(g.op(OpKind::slice, {g.constant(w.pos_proj)},
+                          {{"axis", 1}, {"start", SymExpr(M) - T}, {"end", SymExpr(M - 1) + T}}));
       Val position = g.op(OpKind::bmm, {qv, g.op(OpKind::permute, {pp}, {{"perm", {0, 1, 3, 2}}})}, {{"rel_shift", 1}, {"dtype", "f32"}},
                           p + "bd");
       if (batched) position = g.op(OpKind::add, {position, key_mask});
