@@ -109,6 +109,15 @@ TEST(Conv1d, StridedAndHalfInputs) {
   HostTensor xh = random_tensor(DType::f16, Shape{1, 4, 17}, rng);
   HostTensor wh = random_tensor(DType::f16, Shape{3, 4, 3}, rng);
   check(xh.view, wh.view, nullptr, p, true, {1}, 3e-3, "f16");
+  // A conformer's depthwise convolution over its [B, T, C] rows seen as [B, C, T]: rows and
+  // columns past the gather's 16 x 64 tiles, both partial at the end.
+  HostTensor xt = random_strided(DType::f32, Shape{2, 37, 150}, {0, 2, 1}, 5, rng);
+  HostTensor wd = random_tensor(DType::f32, Shape{37, 1, 9}, rng);
+  HostTensor bd = random_tensor(DType::f32, Shape{37}, rng);
+  Params dp;
+  dp.pl = dp.pr = 4;
+  dp.groups = 37;
+  check(xt.view, wd.view, &bd.view, dp, true, {4}, 1e-5, "depthwise over a [B, T, C] view");
 }
 
 TEST(Conv2d, GeneralGroupedAndDepthwise) {
@@ -138,6 +147,15 @@ TEST(Conv2d, GeneralGroupedAndDepthwise) {
   d.sh = d.sw = 2;
   d.pt = d.pb = d.pl = d.pr = 1;
   check(x.view, wd.view, nullptr, d, false, {1}, 1e-5, "depthwise s2");
+  // One in-channel feeding many output channels (Parakeet's first subsampling layer over the
+  // spectrogram), and a depthwise convolution with two output channels per in-channel.
+  HostTensor x1 = random_tensor(DType::f32, Shape{2, 1, 13, 10}, rng);
+  HostTensor w1 = random_tensor(DType::f32, Shape{5, 1, 3, 3}, rng);
+  HostTensor b1 = random_tensor(DType::f32, Shape{5}, rng);
+  check(x1.view, w1.view, &b1.view, p, false, {1, 1}, 1e-5, "one in-channel, five out, 3x3 s2 p1");
+  HostTensor wm = random_tensor(DType::f32, Shape{8, 1, 3, 3}, rng);
+  HostTensor bm = random_tensor(DType::f32, Shape{8}, rng);
+  check(x.view, wm.view, &bm.view, d, false, {1}, 1e-5, "depthwise with multiplier 2");
 }
 
 TEST(Conv, RejectsBadShapes) {
