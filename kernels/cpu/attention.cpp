@@ -26,23 +26,11 @@ constexpr int64_t kGemmKeys = 512;
 
 const bool kHaveAvx2 = cpu_has_avx2();
 
-// A [L, D] slice of a rank-4 view at (b, h) as f32 rows: in place when it already is one,
-// packed otherwise.
+// f32 rows ld elements apart (see rows_block).
 struct Rows {
   const float* data;
   int64_t ld;
 };
-
-Rows rows_of(const TensorView& t, int64_t b, int64_t h, std::vector<float>* scratch) {
-  const int64_t l = t.shape[2], d = t.shape[3];
-  const int64_t base = b * t.strides[0] + h * t.strides[1];
-  if (t.dtype == DType::f32 && (t.strides[3] == 1 || d == 1))
-    return {static_cast<const float*>(elem_ptr(t, base)), t.strides[2]};
-  scratch->resize(static_cast<size_t>(l * d));
-  for (int64_t i = 0; i < l; ++i)
-    load_row_f32(elem_ptr(t, base + i * t.strides[2]), t.dtype, t.strides[3], d, scratch->data() + i * d);
-  return {scratch->data(), d};
-}
 
 float mask_value(const TensorView& m, int64_t off) {
   switch (m.dtype) {
@@ -247,8 +235,8 @@ Status sdpa_kernel(const KernelCall& call) {
       const int64_t qb = t % nqb, h = (t / nqb) % hq, b = t / (nqb * hq);
       const int64_t hk = h / group;
       if (b != packed_b || hk != packed_h) {
-        kr = rows_of(k, b, hk, &ks);
-        vr = rows_of(v, b, hk, &vs);
+        kr = rows_block(k, b, hk, 0, k.shape[2], &ks);
+        vr = rows_block(v, b, hk, 0, v.shape[2], &vs);
         packed_b = b;
         packed_h = hk;
       }
