@@ -17,7 +17,9 @@
 //     max_encoder_frames (default 2000 as `vrun transcribe` builds, 160 s a call; smaller needs
 //     less device memory, e.g. on lavapipe) and --max-batch its max_batch (chunks per
 //     encode_batch call, default 4; 1 encodes chunk by chunk), --attention the encoder's
-//     attention (sdpa: fused, the default; bmm: materialised scores). A random joint has no notion of
+//     attention (sdpa: fused, the default; bmm: materialised scores), --runtime-positions W_pos
+//     applied to the positions in every call instead of when the program is built
+//     (BuildSettings::projected_positions false). A random joint has no notion of
 //     speech: --blank-bias (added to the blank logit) sets how often it emits; the default 1.4 gives a few tokens a second on the synthetic audio,
 //     about what English speech gives (0: a token at nearly every decision, 2.5: almost none).
 //
@@ -55,13 +57,14 @@ struct Args : RunOptions {
   int64_t max_frames = parakeet::BuildSettings{}.max_encoder_frames;
   int64_t max_batch = parakeet::BuildSettings{}.max_batch;
   std::string attention = "sdpa";
+  bool runtime_positions = false;
   bool random = false;
 };
 
 constexpr Usage kUsage{
     "parakeet_bench",
     "usage: parakeet_bench --model MODEL [--audio FILE] [options]\n"
-    "       parakeet_bench --random-0.6b [--vrp PATH] [--dtype f32|f16|bf16] [--blank-bias B] [--max-frames N] [--max-batch N] [--attention sdpa|bmm] [options]\n"
+    "       parakeet_bench --random-0.6b [--vrp PATH] [--dtype f32|f16|bf16] [--blank-bias B] [--max-frames N] [--max-batch N] [--attention sdpa|bmm] [--runtime-positions] [options]\n"
     "options: --seconds S (600) --backend cpu|vulkan|auto --threads N --batch N --warmup 0|1\n"};
 
 Args parse(int argc, char** argv) {
@@ -78,6 +81,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--max-batch") a.max_batch = p.integer64();
     else if (k == "--attention") a.attention = p.value();
     else if (k == "--random-0.6b") a.random = true;
+    else if (k == "--runtime-positions") a.runtime_positions = true;
     else return false;
     return true;
   });
@@ -300,6 +304,7 @@ int main(int argc, char** argv) {
       bs.max_encoder_frames = a.max_frames;
       bs.max_batch = a.max_batch;
       bs.fused_attention = a.attention == "sdpa";
+      bs.projected_positions = !a.runtime_positions;
       bs.weight_dtype = *dtype_from_name(a.dtype);
       auto program = parakeet::build_parakeet_program(random_0p6b(a.blank_bias), bs);
       if (!program.is_ok()) return fail(program.status());

@@ -120,13 +120,17 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
   }
   const int64_t sub_in = C * c.subsampled_features();
   const int sub_out_w = weight("encoder.pre_encode.out.weight", {d, sub_in}), sub_out_b = weight("encoder.pre_encode.out.bias", {d}, true);
-  // The relative-position table, projected by each layer's W_pos when the program is built:
-  // the projection is row-wise, so a call's 2T - 1 middle rows of the projected table are the
-  // projection of the table's middle rows, which the encoder would otherwise compute in every
-  // layer of every call (8% of its products at 2000 frames). f16 programs with the fused
-  // attention (whose operands are halves) keep them as halves.
+  // The relative-position table. With projected_positions it is projected by each layer's W_pos
+  // when the program is built: the projection is row-wise, so a call's 2T - 1 middle rows of the
+  // projected table are the projection of the table's middle rows, which the encoder would
+  // otherwise compute in every layer of every call (8% of its products at 2000 frames). f16
+  // programs with the fused attention (whose operands are halves) keep them (or the table) as halves.
   const std::vector<float> pe = relative_positions(M, d);
   const bool half_positions = settings.fused_attention && settings.weight_dtype == DType::f16;
+  const int pos_table = settings.projected_positions
+                            ? -1
+                            : linear_from_f32("encoder.relative_positions", half_positions ? DType::f16 : DType::f32,
+                                              Shape{1, 2 * M - 1, d}, pe.data());
   ThreadPool build_pool;
   struct Lin {
     int w = -1, b = -1;
@@ -157,7 +161,7 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
   struct Layer {
     Norm ff1_norm, att_norm, conv_norm, ff2_norm, out_norm;
     Lin ff1_a, ff1_b, ff2_a, ff2_b, qkv, o, pw1, pw2;
-    int v_minus_u = -1, pos_proj = -1, dw_w = -1, dw_b = -1, bn_mean = -1, bn_var = -1, bn_w = -1, bn_b = -1;
+    int v_minus_u = -1, pos_proj = -1, pos_w = -1, dw_w = -1, dw_b = -1, bn_mean = -1, bn_var = -1, bn_w = -1, bn_b = -1;
   };
   const double inv_sqrt_dk = 1.0 / std::sqrt(static_cast<double>(dk));
   // Self-attention's projections as one: rows [W_q; W_k; W_v] with the bias [b_q + u; b_k; b_v],
@@ -194,8 +198,12 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
     y.v_minus_u = linear_from_f32(p + "pos_bias_v-u", half_q ? DType::f16 : DType::f32, Shape{1, H, 1, dk}, vu.data());
     std::vector<float> wp = values(p + "linear_pos.weight", {d, d});
     if (!bad.is_ok()) return;
-    // Rounded to W_pos's program dtype first, as the product at run time would take it.
     for (float& e : wp) e = static_cast<float>(e * inv_sqrt_dk);
+    if (!settings.projected_positions) {
+      y.pos_w = linear_from_f32(p + "linear_pos.weight/sqrt(dk)", to, Shape{d, d}, wp.data());
+      return;
+    }
+    // Rounded to W_pos's program dtype first, as the product at run time would take it.
     if (to == DType::f16 || to == DType::bf16)
       for (float& e : wp) e = to == DType::f16 ? f16_to_f32(f32_to_f16(e)) : bf16_to_f32(f32_to_bf16(e));
     std::vector<float> proj(static_cast<size_t>((2 * M - 1) * d));
@@ -374,8 +382,12 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
       // The positions' projection (W_pos over sqrt(dk)) for relative positions T-1 .. -(T-1),
       // the middle 2T-1 rows of the projected table, and the position scores, shifted as they
       // are computed: [B, H, T, T], already over sqrt(dk).
-      Val pp = heads(g.op(OpKind::slice, {g.constant(w.pos_proj)},
-                          {{"axis", 1}, {"start", SymExpr(M) - T}, {"end", SymExpr(M - 1) + T}}));
+      auto middle_rows = [&](int table) {
+        return g.op(OpKind::slice, {g.constant(table)}, {{"axis", 1}, {"start", SymExpr(M) - T}, {"end", SymExpr(M - 1) + T}});
+      };
+      Val pp = heads(settings.projected_positions
+                         ? middle_rows(w.pos_proj)
+                         : g.op(OpKind::linear, {middle_rows(pos_table), g.constant(w.pos_w)}, qkv_attrs, p + "pos"));
       Val position = g.op(OpKind::bmm, {qv, g.op(OpKind::permute, {pp}, {{"perm", {0, 1, 3, 2}}})}, {{"rel_shift", 1}, {"dtype", "f32"}},
                           p + "bd");
       if (batched) position = g.op(OpKind::add, {position, key_mask});

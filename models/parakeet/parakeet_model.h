@@ -40,6 +40,10 @@ struct BuildSettings {
   // Attention as one sdpa with the relative-position term as its mask (true), or as bmm,
   // softmax, bmm over materialised scores (false): the same math, for comparing the kernels.
   bool fused_attention = true;
+  // Each layer's relative positions already projected by its W_pos when the program is built
+  // (true: no call computes them; the program holds 2 max_encoder_frames - 1 rows of d_model per
+  // layer), or W_pos kept and applied to the positions in every call (false: a smaller program).
+  bool projected_positions = true;
   // Storage of the linear (matrix) weights: f32, f16 or bf16; nullopt keeps the checkpoint's
   // dtype (f64 becomes f32); the prediction network and the joint's output layer take it too.
   // Convolutions, norms and biases stay f32. f16 also stores the fused attention's q + u, k and v

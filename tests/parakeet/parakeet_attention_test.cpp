@@ -1,6 +1,8 @@
-// The encoder's attention built as bmm, softmax, bmm over materialised scores
-// (BuildSettings::fused_attention = false) against NVIDIA NeMo's token ids, frames and durations
-// (tests/data/parakeet/goldens.json); the fused default is checked in parakeet_goldens_test.
+// The encoder's attention built other ways than the default against NVIDIA NeMo's token ids,
+// frames and durations (tests/data/parakeet/goldens.json): as bmm, softmax, bmm over
+// materialised scores (BuildSettings::fused_attention = false), and with W_pos applied to the
+// positions in every call (projected_positions = false). The default is checked in
+// parakeet_goldens_test.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -15,11 +17,9 @@ namespace {
 const std::string kTestData = VRUN_TEST_DATA;
 const std::string kData = kTestData + "/parakeet";
 
-TEST(ParakeetAttention, UnfusedMatchesNemo) {
+void expect_nemo_tokens(BuildSettings bs) {
   std::ifstream in(kData + "/goldens.json");
   const nlohmann::json g = nlohmann::json::parse(in);
-  BuildSettings bs;
-  bs.fused_attention = false;
   bs.max_batch = 1;
   for (const char* kind : {"tdt", "ctc"}) {
     auto r = ParakeetRunner::load(kData + "/" + kind + "_small.nemo", {BackendKind::kCpu, 2, bs});
@@ -44,6 +44,18 @@ TEST(ParakeetAttention, UnfusedMatchesNemo) {
       }
     }
   }
+}
+
+TEST(ParakeetAttention, UnfusedMatchesNemo) {
+  BuildSettings bs;
+  bs.fused_attention = false;
+  expect_nemo_tokens(bs);
+}
+
+TEST(ParakeetAttention, PositionsProjectedPerCallMatchNemo) {
+  BuildSettings bs;
+  bs.projected_positions = false;
+  expect_nemo_tokens(bs);
 }
 
 // f16 weights with the unfused attention (f32 operands and positions, as the fused path's are
