@@ -71,7 +71,7 @@ struct Executor::MethodPlan {
   uint64_t calls = 0;
   double seconds = 0, max_seconds = 0;
   // VRUN_OP_STATS=1: wall time of each node's CPU kernel, summed over calls, and the input
-  // shapes of its last call; printed by op and by node when the executor goes.
+  // shapes of its last call; printed by op and by op and input shapes when the executor goes.
   std::vector<double> node_seconds;
   std::vector<std::string> node_shapes;
 };
