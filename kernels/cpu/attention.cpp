@@ -89,12 +89,15 @@ struct SdpaShape {
   int64_t nb, hq, lq, d, dv, lk, group;
   bool causal;
   float scale;
-  Strides ms;  // the mask's strides broadcast to [nb, hq, lq, Lk]
+  Strides ms;  // the mask's strides broadcast to [nb, hq, lq, Lk] (with a window: to the band's width)
+  bool windowed = false;
+  int64_t left = 0, right = 0;  // the window: query at position p sees keys p - left .. p + right
 };
 
 // sdpa as blocked matrix products (see kGemmMinQueries). Each task is one (batch, head, block of
 // query rows); the running max and sum per row rescale the accumulator when a later key block
-// raises the max, so memory stays at one block of scores whatever Lk is.
+// raises the max, so memory stays at one block of scores whatever Lk is. With a window, a block
+// reads only the keys its rows' bands cover, and each row takes part only over its own band.
 void sdpa_blocked(const KernelCall& call, const SdpaShape& sh) {
   const TensorView& q = call.input(0);
   const TensorView& k = call.input(1);
@@ -115,23 +118,34 @@ void sdpa_blocked(const KernelCall& call, const SdpaShape& sh) {
       const int64_t qb = t % nqb, h = (t / nqb) % sh.hq, b = t / (nqb * sh.hq), hk = h / sh.group;
       const int64_t i0 = qb * kGemmQueries, rows = std::min(kGemmQueries, sh.lq - i0);
       const Rows qr = rows_block(q, b, h, i0, rows, &qs);
-      // The keys any row of the block sees: all, or up to the last row's causal limit.
-      const int64_t kend_block = sh.causal ? sh.lk - sh.lq + i0 + rows : sh.lk;
+      // Row i's keys [key_lo(i), key_hi(i)): all, up to its causal limit, within its window.
+      const int64_t shift = sh.lk - sh.lq;  // query i sits at position shift + i
+      auto key_lo = [&](int64_t i) { return sh.windowed ? std::max<int64_t>(0, shift + i - sh.left) : 0; };
+      auto key_hi = [&](int64_t i) {
+        int64_t hi = sh.causal ? shift + i + 1 : sh.lk;
+        if (sh.windowed) hi = std::min(hi, shift + i + sh.right + 1);
+        return std::min(hi, sh.lk);
+      };
+      // The keys any row of the block sees (both bounds grow with the row).
+      const int64_t kbeg_block = key_lo(i0), kend_block = key_hi(i0 + rows - 1);
       std::fill(acc.begin(), acc.begin() + rows * sh.dv, 0.f);
       std::fill(mx.begin(), mx.end(), kNegInf);
       std::fill(sum.begin(), sum.end(), 0.f);
-      for (int64_t j0 = 0; j0 < kend_block; j0 += kGemmKeys) {
+      for (int64_t j0 = kbeg_block; j0 < kend_block; j0 += kGemmKeys) {
         const int64_t kn = std::min(kGemmKeys, kend_block - j0);
         const Rows kr = rows_block(k, b, hk, j0, kn, &ks);
         sgemm(rows, kn, sh.d, qr.data, qr.ld, kr.data, kr.ld, true, sc.data(), kGemmKeys, false, nullptr);
         for (int64_t r = 0; r < rows; ++r) {
           const int64_t i = i0 + r;
           float* srow = sc.data() + r * kGemmKeys;
-          // Keys past this row's causal limit take no part.
-          const int64_t live = sh.causal ? std::clamp<int64_t>(sh.lk - sh.lq + i + 1 - j0, 0, kn) : kn;
+          // Only this row's keys [lo, hi) of the block take part.
+          const int64_t lo = std::clamp<int64_t>(key_lo(i) - j0, 0, kn), hi = std::clamp<int64_t>(key_hi(i) - j0, lo, kn);
+          const int64_t live = hi - lo;
           const float* add = nullptr;
           if (mask && live > 0) {
-            const int64_t moff = b * sh.ms[0] + h * sh.ms[1] + i * sh.ms[2] + j0 * sh.ms[3];
+            // The mask's column of key j: j itself, or its place in the row's band.
+            const int64_t col = sh.windowed ? j0 + lo - (shift + i - sh.left) : j0 + lo;
+            const int64_t moff = b * sh.ms[0] + h * sh.ms[1] + i * sh.ms[2] + col * sh.ms[3];
             if (mask_rows_f32) {
               add = static_cast<const float*>(mask->data) + moff;
             } else {
@@ -140,10 +154,12 @@ void sdpa_blocked(const KernelCall& call, const SdpaShape& sh) {
               add = madd.data();
             }
           }
-          const float bmax = live > 0 ? scale_add_max(srow, live, sh.scale, add) : kNegInf;
-          std::fill(srow + live, srow + kn, 0.f);
+          float* slive = srow + lo;
+          const float bmax = live > 0 ? scale_add_max(slive, live, sh.scale, add) : kNegInf;
+          std::fill(srow, slive, 0.f);
+          std::fill(srow + hi, srow + kn, 0.f);
           if (bmax == kNegInf) {  // nothing live in this block: the row's p are all 0
-            std::fill(srow, srow + live, 0.f);
+            std::fill(slive, slive + live, 0.f);
             continue;
           }
           float* arow = acc.data() + r * sh.dv;
@@ -153,7 +169,7 @@ void sdpa_blocked(const KernelCall& call, const SdpaShape& sh) {
             scale_f32(rescale, arow, sh.dv);
             mx[r] = bmax;
           }
-          sum[r] += exp_row(srow, live, mx[r]);
+          sum[r] += exp_row(slive, live, mx[r]);
         }
         const Rows vr = rows_block(v, b, hk, j0, kn, &vs);
         sgemm(rows, sh.dv, kn, sc.data(), kGemmKeys, vr.data, vr.ld, false, acc.data(), sh.dv, true, nullptr);
@@ -187,13 +203,22 @@ Status sdpa_kernel(const KernelCall& call) {
   const int64_t group = hq / hkv;
   const float scale = call.attr().f("scale") != 0 ? static_cast<float>(call.attr().f("scale"))
                                                   : 1.f / std::sqrt(static_cast<float>(d));
+  const std::vector<int64_t>& window = call.attr().ints("window");
+  const bool windowed = window.size() == 2;
   Strides ms{};
   if (has_mask) {
     const TensorView& m = call.input(3);
-    ms = broadcast_strides(m.shape, m.strides, Shape{nb, hq, lq, k.shape[2]});
+    ms = broadcast_strides(m.shape, m.strides, Shape{nb, hq, lq, windowed ? window[0] + window[1] + 1 : k.shape[2]});
   }
-  if (lq >= kGemmMinQueries) {
-    sdpa_blocked(call, SdpaShape{nb, hq, lq, d, dv, lk, group, causal, scale, ms});
+  // Windowed (local) attention always takes the blocked path, which reads only the bands' keys.
+  if (lq >= kGemmMinQueries || windowed) {
+    SdpaShape sh{nb, hq, lq, d, dv, lk, group, causal, scale, ms};
+    if (windowed) {
+      sh.windowed = true;
+      sh.left = window[0];
+      sh.right = window[1];
+    }
+    sdpa_blocked(call, sh);
     return Status::ok();
   }
   const int64_t ye = dtype_elem_size(y.dtype);

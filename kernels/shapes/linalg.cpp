@@ -177,10 +177,18 @@ Status infer_sdpa(const std::vector<const TensorDesc*>& in, const Attrs& attrs, 
     return err(ErrorCode::kInvalidArgument, "sdpa: q heads (", hq, ") must be a multiple of kv heads (", hkv, ")");
   if (attrs.i("causal") != 0 && lq > lk)
     return err(ErrorCode::kInvalidArgument, "sdpa: causal needs Lq <= Lk, got Lq = ", lq, ", Lk = ", lk);
+  const std::vector<int64_t>& window = attrs.ints("window");
+  if (!window.empty()) {
+    if (window.size() != 2 || window[0] < 0 || window[1] < 0)
+      return err(ErrorCode::kInvalidArgument, "sdpa: window must be [left, right] with both >= 0, got ", window.size(),
+                 " values");
+    if (input_at(in, 4))
+      return err(ErrorCode::kInvalidArgument, "sdpa: a window does not combine with the cache position input");
+  }
   if (const TensorDesc* m = input_at(in, 3)) {
     if (!is_activation(m->dtype) && m->dtype != DType::bool_)
       return err(ErrorCode::kInvalidArgument, "sdpa: mask must be float or bool, got ", dtype_name(m->dtype));
-    const Shape target{b, hq, lq, lk};
+    const Shape target{b, hq, lq, window.empty() ? lk : window[0] + window[1] + 1};
     Shape bc;
     if (m->shape.rank > 4 || !broadcast_shapes(m->shape, target, &bc) || bc != target)
       return err(ErrorCode::kInvalidArgument, "sdpa: mask ", m->shape.str(), " does not broadcast to ", target.str());

@@ -8,13 +8,16 @@ namespace vrun::test {
 namespace {
 
 // Softmax attention in float64; rows with no finite score give zeros (the kernel's contract).
+// window {left, right}: query i (at position lk - lq + i) sees only keys within it, and the mask
+// is in band coordinates (column c is key p - left + c).
 std::vector<double> ref_sdpa(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView* mask,
-                             double scale, bool causal) {
+                             double scale, bool causal, const std::vector<int64_t>& window = {}) {
   const int64_t nb = q.shape[0], hq = q.shape[1], lq = q.shape[2], d = q.shape[3];
   const int64_t hkv = k.shape[1], lk = k.shape[2], dv = v.shape[3];
+  const bool windowed = !window.empty();
   if (scale == 0) scale = 1 / std::sqrt(static_cast<double>(d));
   TensorView m;
-  if (mask) m = broadcast_view(*mask, Shape{nb, hq, lq, lk});
+  if (mask) m = broadcast_view(*mask, Shape{nb, hq, lq, windowed ? window[0] + window[1] + 1 : lk});
   std::vector<double> out;
   for (int64_t b = 0; b < nb; ++b)
     for (int64_t h = 0; h < hq; ++h)
@@ -29,12 +32,15 @@ std::vector<double> ref_sdpa(const TensorView& q, const TensorView& k, const Ten
             dot += load_double(q, iq) * load_double(k, ik);
           }
           s[j] = dot * scale;
-          if (mask) {
-            const int64_t im[4] = {b, h, i, j};
+          const int64_t p = lk - lq + i;
+          if (windowed && (j < p - window[0] || j > p + window[1])) {
+            s[j] = -INFINITY;
+          } else if (mask) {
+            const int64_t im[4] = {b, h, i, windowed ? j - (p - window[0]) : j};
             const double mv = load_double(m, im);
             s[j] = m.dtype == DType::bool_ ? (mv != 0 ? s[j] : -INFINITY) : s[j] + mv;
           }
-          if (causal && j > lk - lq + i) s[j] = -INFINITY;
+          if (causal && j > p) s[j] = -INFINITY;
           mx = std::max(mx, s[j]);
         }
         for (int64_t c = 0; c < dv; ++c) {
@@ -54,15 +60,16 @@ std::vector<double> ref_sdpa(const TensorView& q, const TensorView& k, const Ten
 }
 
 void check_sdpa(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView* mask, double scale,
-                bool causal, double tol, const char* what) {
+                bool causal, double tol, const char* what, const std::vector<int64_t>& window = {}) {
   Attrs at(OpKind::sdpa);
   at.set_f("scale", scale).set_i("causal", causal);
+  if (!window.empty()) at.set_ints("window", window);
   std::vector<TensorView> in{q, k, v};
   if (mask) in.push_back(*mask);
   ThreadPool pool(2);
   RunResult r = run_cpu(OpKind::sdpa, in, at, &pool);
   ASSERT_TRUE(r.status.is_ok()) << what << ": " << r.status.to_string();
-  expect_close(to_doubles(r.outputs[0].view), ref_sdpa(q, k, v, mask, scale, causal), tol, tol, what);
+  expect_close(to_doubles(r.outputs[0].view), ref_sdpa(q, k, v, mask, scale, causal, window), tol, tol, what);
 }
 
 // k/v as the first `len` positions of a [B, H, cap, D] cache: strided, non-contiguous views.
@@ -229,6 +236,38 @@ TEST(Sdpa, BlockedPrefillMatchesReference) {
   }
 }
 
+// Local attention: each query sees the keys of its window only, and its mask is laid out over
+// the band. Small and prefill-sized queries, rows whose band runs off either end of the keys,
+// bands wider than the keys, asymmetric and causal windows, a query block spanning two key blocks.
+TEST(Sdpa, WindowedMatchesReference) {
+  std::mt19937 rng(33);
+  for (int64_t len : {1, 7, 33, 100, 700}) {
+    HostTensor q = random_tensor(DType::f32, Shape{1, 4, len, 16}, rng, -2, 2);
+    HostTensor k = random_tensor(DType::f32, Shape{1, 2, len, 16}, rng, -2, 2);
+    HostTensor v = random_tensor(DType::f32, Shape{1, 2, len, 8}, rng);
+    const std::string n = std::to_string(len);
+    for (const std::vector<int64_t>& w : std::vector<std::vector<int64_t>>{{0, 0}, {3, 5}, {128, 128}, {300, 2}}) {
+      const std::string tag = n + " rows, window [" + std::to_string(w[0]) + ", " + std::to_string(w[1]) + "]";
+      check_sdpa(q.view, k.view, v.view, nullptr, 0, false, 1e-5, tag.c_str(), w);
+      HostTensor bm = random_tensor(DType::f32, Shape{1, 4, len, w[0] + w[1] + 1}, rng, -3, 3);
+      check_sdpa(q.view, k.view, v.view, &bm.view, 0, false, 1e-5, (tag + ", band mask").c_str(), w);
+      check_sdpa(q.view, k.view, v.view, &bm.view, 0.3, true, 1e-5, (tag + ", band mask, causal").c_str(), w);
+    }
+  }
+  {
+    // Queries after a prefix of keys (position lk - lq + i), f16 q/k/v, a broadcast f16 mask and
+    // a bool mask that drops some rows' whole bands (the output is f16: its rounding sets the tolerance).
+    HostTensor q = random_tensor(DType::f16, Shape{2, 2, 90, 32}, rng);
+    HostTensor k = random_tensor(DType::f16, Shape{2, 2, 150, 32}, rng);
+    HostTensor v = random_tensor(DType::f16, Shape{2, 2, 150, 32}, rng);
+    HostTensor hm = random_tensor(DType::f16, Shape{2, 1, 1, 21}, rng, -2, 2);
+    check_sdpa(q.view, k.view, v.view, &hm.view, 0, false, 2e-3, "f16, queries after 60 keys, [10, 10]", {10, 10});
+    HostTensor bm = make_tensor(DType::bool_, Shape{2, 2, 90, 21});
+    for_each_index(bm.view.shape, [&](const int64_t* i) { store_double(bm.view, i, i[2] % 7 != 3 && (i[3] + i[2]) % 3 != 0); });
+    check_sdpa(q.view, k.view, v.view, &bm.view, 0, true, 2e-3, "bool band mask, masked rows, causal", {10, 10});
+  }
+}
+
 TEST(Sdpa, RejectsBadShapes) {
   std::mt19937 rng(5);
   HostTensor q = random_tensor(DType::f32, Shape{1, 3, 4, 8}, rng);
@@ -247,6 +286,15 @@ TEST(Sdpa, RejectsBadShapes) {
   HostTensor m = random_tensor(DType::f32, Shape{3, 4, 5}, rng);
   r = run_cpu(OpKind::sdpa, {q.view, k4.view, k4.view, m.view}, Attrs(OpKind::sdpa));
   EXPECT_NE(r.status.message().find("does not broadcast"), std::string::npos) << r.status.message();
+  // A window's mask is as wide as its band, not as the keys.
+  Attrs windowed(OpKind::sdpa);
+  windowed.set_ints("window", {1, 1});
+  HostTensor wide = random_tensor(DType::f32, Shape{1, 3, 4, 4}, rng);
+  r = run_cpu(OpKind::sdpa, {q.view, k4.view, k4.view, wide.view}, windowed);
+  EXPECT_NE(r.status.message().find("does not broadcast"), std::string::npos) << r.status.message();
+  windowed.set_ints("window", {-1, 2});
+  r = run_cpu(OpKind::sdpa, {q.view, k4.view, k4.view}, windowed);
+  EXPECT_NE(r.status.message().find("window must be"), std::string::npos) << r.status.message();
 }
 
 // rope in float64 with the angle rounded as the kernel's contract says: float(pos) * inv_freq
