@@ -43,6 +43,10 @@ layout(constant_id = 11) const uint RMAX = 8;
 layout(constant_id = 12) const uint BKV = 32;
 layout(constant_id = 13) const uint DYN_LEN = 0;
 layout(constant_id = 14) const uint MERGE = 0;
+// 1: local attention (push win_l / win_r): row i at position p = Lk - Lq + i sees keys
+// p - win_l .. p + win_r, its mask in band coordinates (column j - (p - win_l)). The chunks are
+// cut from the union of the block's rows' bands (the host sizes nsplit * kchunk to cover it).
+layout(constant_id = 15) const uint WINDOW = 0;
 BINDING(5)
 BINDING(7)
 layout(set = 0, binding = 6, std430) coherent buffer BufCnt { uint cnt[]; };
@@ -50,7 +54,7 @@ layout(set = 0, binding = 2, std430) buffer BufK4 { uvec4 k4[]; };
 layout(set = 0, binding = 3, std430) buffer BufV4 { uvec4 v4[]; };
 
 layout(push_constant) uniform Push {
-  uint Lq, Lk, D, Dv, Hq, Hkv;
+  uint Lq, Lk, dims, Hq, Hkv;  // dims: D | Dv << 16 (both at most 256)
   float scale;
   uint q_sb, q_sh, q_sl;
   uint k_sb, k_sh, k_sl;
@@ -58,9 +62,12 @@ layout(push_constant) uniform Push {
   uint m_sb, m_sh, m_sl, m_sk;
   uint off_q, off_k, off_v, off_m, off_y;
   uint nsplit, kchunk;
+  uint win_l, win_r;  // window (WINDOW = 1): query at position p sees keys p - win_l .. p + win_r
   uint off_len, want;
   uint off_cnt, off_out;
 } pc;
+#define HEAD_D (pc.dims & 0xffffu)
+#define HEAD_DV (pc.dims >> 16u)
 
 const uint WG = 128;
 const uint DV4 = DMAX / 4u;
@@ -106,7 +113,7 @@ void main() {
       uint rr = rr0 + r, h = hk * G + rr / pc.Lq, i = rr % pc.Lq;
       uint qo = pc.off_q + b * pc.q_sb + h * pc.q_sh + i * pc.q_sl + d;
       for (uint u = 0; u < 4u; ++u)
-        if (d + u < pc.D) x[u] = load1(DT_Q, qo + u) * pc.scale;
+        if (d + u < HEAD_D) x[u] = load1(DT_Q, qo + u) * pc.scale;
     }
     Qs[e] = x;
   }
@@ -116,8 +123,24 @@ void main() {
     Lk = dyn_len(b5_i32[pc.off_len], pc.Lq, pc.Lk);
     kchunk = SPLIT == 1 ? dyn_kchunk(Lk, pc.want, pc.nsplit, pc.kchunk) : Lk;
   }
-  uint kbeg = split * kchunk;
-  uint kn = kbeg < Lk ? min(kchunk, Lk - kbeg) : 0u;  // keys in this chunk
+  // The block's keys [kfirst, klast): all of them, or the union of its rows' bands. Rows of one
+  // block are consecutive query rows of a head, or (a block across heads of a GQA group) may
+  // take any row of the range.
+  uint kfirst = 0u, klast = Lk;
+  if (WINDOW == 1) {
+    uint rl = rr0 + nr - 1u;
+    int ia = int(rr0 % pc.Lq), ib = int(rl % pc.Lq);
+    if (rr0 / pc.Lq != rl / pc.Lq) {
+      ia = 0;
+      ib = int(pc.Lq) - 1;
+    }
+    const int shift = int(Lk) - int(pc.Lq);
+    kfirst = uint(clamp(shift + ia - int(pc.win_l), 0, int(Lk)));
+    klast = uint(clamp(shift + ib + int(pc.win_r) + 1, 0, int(Lk)));
+    if (CAUSAL == 1) klast = min(klast, uint(max(shift + ib + 1, 0)));
+  }
+  uint kbeg = kfirst + split * kchunk;
+  uint kn = kbeg < klast ? min(kchunk, klast - kbeg) : 0u;  // keys in this chunk
   // P.V pass layout: invocation (slot ks, dims dq * 8 .. + 7). Its first VPRE V words are loaded
   // now, so their latency overlaps the K tiles and the scores.
   uint dq = t % DQ, ks = t / DQ;
@@ -126,7 +149,7 @@ void main() {
   if (VVEC8 == 1)
     [[unroll]] for (uint u = 0; u < VPRE; ++u) {
       uint j = ks + u * KS;
-      vpre[u] = j < kn && d0 < pc.Dv ? v4[(vo + (kbeg + j) * pc.v_sl + d0) / 8u] : uvec4(0);
+      vpre[u] = j < kn && d0 < HEAD_DV ? v4[(vo + (kbeg + j) * pc.v_sl + d0) / 8u] : uvec4(0);
     }
   // 1. scores
   for (uint j0 = 0; j0 < kn; j0 += BKV) {
@@ -137,7 +160,7 @@ void main() {
       for (uint e = t; e < BKV * C8; e += WG) {
         uint j = e / C8, c = e % C8;
         uvec4 p = uvec4(0);
-        if (j < n && c * 8u < pc.D) p = k4[(ko + (kbeg + j0 + j) * pc.k_sl + c * 8u) / 8u];
+        if (j < n && c * 8u < HEAD_D) p = k4[(ko + (kbeg + j0 + j) * pc.k_sl + c * 8u) / 8u];
         Ks[j * LDK + 2u * c] = vec4(unpackHalf2x16(p.x), unpackHalf2x16(p.y));
         Ks[j * LDK + 2u * c + 1u] = vec4(unpackHalf2x16(p.z), unpackHalf2x16(p.w));
       }
@@ -148,7 +171,7 @@ void main() {
         if (j < n) {
           uint at = ko + (kbeg + j0 + j) * pc.k_sl + d;
           for (uint u = 0; u < 4u; ++u)
-            if (d + u < pc.D) x[u] = load2(DT_K, at + u);
+            if (d + u < HEAD_D) x[u] = load2(DT_K, at + u);
         }
         Ks[j * LDK + d / 4u] = x;
       }
@@ -161,13 +184,15 @@ void main() {
       if (r < nr) {
         uint rr = rr0 + r, h = hk * G + rr / pc.Lq, i = rr % pc.Lq;
         uint jj = kbeg + j0 + j;
-        // Causal: query i sits at position Lk - Lq + i and sees keys up to it.
-        if (CAUSAL == 0 || jj <= Lk - pc.Lq + i) {
+        // Causal: query i sits at position Lk - Lq + i and sees keys up to it. Window: key jj is
+        // in the band when its column (as uint) is below the band's width.
+        uint col = WINDOW == 1 ? jj - (Lk - pc.Lq + i - pc.win_l) : jj;
+        if ((CAUSAL == 0 || jj <= Lk - pc.Lq + i) && (WINDOW == 0 || col < pc.win_l + pc.win_r + 1u)) {
           float a = 0.0;
           for (uint c = 0; c < DV4; ++c) a += dot(Qs[r * DV4 + c], Ks[j * LDK + c]);
           s = a;
           if (DT_MASK != DT_NONE) {
-            float mv = load4(DT_MASK, pc.off_m + b * pc.m_sb + h * pc.m_sh + i * pc.m_sl + jj * pc.m_sk);
+            float mv = load4(DT_MASK, pc.off_m + b * pc.m_sb + h * pc.m_sh + i * pc.m_sl + col * pc.m_sk);
             if (DT_MASK == DT_BOOL || DT_MASK == DT_U8) s = mv != 0.0 ? s : NEG_INF;
             else s += mv;
           }
@@ -215,12 +240,12 @@ void main() {
       if (j < kn) accumulate(acc, j, unpack8(vpre[u]));
     }
     for (uint j = ks + VPRE * KS; j < kn; j += KS)
-      accumulate(acc, j, unpack8(d0 < pc.Dv ? v4[(vo + (kbeg + j) * pc.v_sl + d0) / 8u] : uvec4(0)));
+      accumulate(acc, j, unpack8(d0 < HEAD_DV ? v4[(vo + (kbeg + j) * pc.v_sl + d0) / 8u] : uvec4(0)));
   } else {
     for (uint j = ks; j < kn; j += KS) {
       float v[8];
       uint at = vo + (kbeg + j) * pc.v_sl + d0;
-      for (uint e = 0; e < 8u; ++e) v[e] = d0 + e < pc.Dv ? load3(DT_V, at + e) : 0.0;
+      for (uint e = 0; e < 8u; ++e) v[e] = d0 + e < HEAD_DV ? load3(DT_V, at + e) : 0.0;
       accumulate(acc, j, v);
     }
   }
@@ -237,16 +262,16 @@ void main() {
     barrier();
     uint rr = rr0 + r, h = hk * G + rr / pc.Lq, i = rr % pc.Lq;
     uint row = (b * pc.Hq + h) * pc.Lq + i;
-    for (uint d = t; d < pc.Dv; d += WG) {
+    for (uint d = t; d < HEAD_DV; d += WG) {
       float o = 0.0;
       for (uint u = 0; u < KS; ++u) o += Ks[u * (DMAX / 4u) + d / 4u][d % 4u];
-      if (SPLIT == 1) b0_f32[pc.off_y + (row * pc.nsplit + split) * (pc.Dv + 2u) + d] = o;
-      else store0(DT_Y, pc.off_y + row * pc.Dv + d, row_l[r] > 0.0 ? o / row_l[r] : 0.0);
+      if (SPLIT == 1) b0_f32[pc.off_y + (row * pc.nsplit + split) * (HEAD_DV + 2u) + d] = o;
+      else store0(DT_Y, pc.off_y + row * HEAD_DV + d, row_l[r] > 0.0 ? o / row_l[r] : 0.0);
     }
     if (SPLIT == 1 && t == 0) {
-      uint po = pc.off_y + (row * pc.nsplit + split) * (pc.Dv + 2u);
-      b0_f32[po + pc.Dv] = row_m[r];
-      b0_f32[po + pc.Dv + 1u] = row_l[r];
+      uint po = pc.off_y + (row * pc.nsplit + split) * (HEAD_DV + 2u);
+      b0_f32[po + HEAD_DV] = row_m[r];
+      b0_f32[po + HEAD_DV + 1u] = row_l[r];
     }
   }
   if (MERGE == 0) return;
@@ -262,26 +287,26 @@ void main() {
   // Chunks that hold keys (all nsplit, or those cut from the length on the device). Their maxima
   // and sums go to shared memory (the score block is free), then each invocation merges one
   // (row, dim) with 8 partial loads in flight.
-  uint used = (Lk + kchunk - 1u) / kchunk;
+  uint used = WINDOW == 1 ? pc.nsplit : (Lk + kchunk - 1u) / kchunk;
   const uint HS = KCH / 2u;
   for (uint e = t; e < nr * used; e += WG) {
     uint r = e / used, c = e % used;
     uint rr = rr0 + r, row = (b * pc.Hq + hk * G + rr / pc.Lq) * pc.Lq + rr % pc.Lq;
-    uint po = pc.off_y + (row * pc.nsplit + c) * (pc.Dv + 2u);
-    S[r * KCH + c] = b0_f32[po + pc.Dv];
-    S[r * KCH + HS + c] = b0_f32[po + pc.Dv + 1u];
+    uint po = pc.off_y + (row * pc.nsplit + c) * (HEAD_DV + 2u);
+    S[r * KCH + c] = b0_f32[po + HEAD_DV];
+    S[r * KCH + HS + c] = b0_f32[po + HEAD_DV + 1u];
   }
   barrier();
-  for (uint e = t; e < nr * pc.Dv; e += WG) {
-    uint r = e / pc.Dv, d = e % pc.Dv;
+  for (uint e = t; e < nr * HEAD_DV; e += WG) {
+    uint r = e / HEAD_DV, d = e % HEAD_DV;
     uint rr = rr0 + r, row = (b * pc.Hq + hk * G + rr / pc.Lq) * pc.Lq + rr % pc.Lq;
     float M = NEG_INF;
     for (uint c = 0; c < used; ++c) M = max(M, S[r * KCH + c]);
     float o = 0.0, L = 0.0;
-    uint p0 = pc.off_y + row * pc.nsplit * (pc.Dv + 2u) + d;
+    uint p0 = pc.off_y + row * pc.nsplit * (HEAD_DV + 2u) + d;
     for (uint c0 = 0; c0 < used; c0 += 8u) {
       float pv[8];
-      [[unroll]] for (uint u = 0; u < 8u; ++u) pv[u] = c0 + u < used ? b0_f32[p0 + (c0 + u) * (pc.Dv + 2u)] : 0.0;
+      [[unroll]] for (uint u = 0; u < 8u; ++u) pv[u] = c0 + u < used ? b0_f32[p0 + (c0 + u) * (HEAD_DV + 2u)] : 0.0;
       [[unroll]] for (uint u = 0; u < 8u; ++u) {
         float mc = c0 + u < used ? S[r * KCH + c0 + u] : NEG_INF;
         // An empty chunk (all keys masked) has max -inf and contributes nothing.
@@ -291,7 +316,7 @@ void main() {
       }
     }
     // Every key masked: zeros, as the CPU kernel gives.
-    store7(DT_Y, pc.off_out + row * pc.Dv + d, L > 0.0 ? o / L : 0.0);
+    store7(DT_Y, pc.off_out + row * HEAD_DV + d, L > 0.0 ? o / L : 0.0);
   }
   if (t == 0u) cnt[ci] = 0u;
 }

@@ -19,7 +19,8 @@
 // Split keys (SPLIT = 1, few row blocks: Parakeet's 8 heads would otherwise leave the GPU half
 // idle): grid z = B * nsplit, each workgroup takes kchunk keys (a multiple of BKV) and writes its
 // rows' unnormalised partials (output, max, sum) as f32 [rows, nsplit, Dv + 2] to binding 0, for
-// sdpa_combine.comp to merge.
+// sdpa_combine.comp to merge. With a window a block walks (and splits) only the union of its
+// rows' bands, from its first row's first key to its last row's last.
 // Same push constants and bindings as sdpa.comp (0 y, 1 q, 2 k, 3 v, 4 mask).
 
 layout(local_size_x = 128) in;
@@ -31,6 +32,9 @@ layout(constant_id = 4) const uint DT_Q = DT_F16;
 layout(constant_id = 5) const uint DT_K = DT_F16;
 layout(constant_id = 6) const uint DT_V = DT_F16;
 layout(constant_id = 7) const uint SPLIT = 0;
+// 1: local attention (push win_l / win_r): row i at position p = Lk - Lq + i sees keys
+// p - win_l .. p + win_r, its mask in band coordinates (column j - (p - win_l)).
+layout(constant_id = 8) const uint WINDOW = 0;
 
 layout(set = 0, binding = 1, std430) buffer BufQ4 { uvec4 q4[]; };
 layout(set = 0, binding = 2, std430) buffer BufK4 { uvec4 k4[]; };
@@ -48,7 +52,7 @@ uvec4 k8(uint e) { return DT_K == DT_F32 ? pack8(kf4[e / 4u], kf4[e / 4u + 1u]) 
 uvec4 v8(uint e) { return DT_V == DT_F32 ? pack8(vf4[e / 4u], vf4[e / 4u + 1u]) : v4[e / 8u]; }
 
 layout(push_constant) uniform Push {
-  uint Lq, Lk, D, Dv, Hq, Hkv;
+  uint Lq, Lk, dims, Hq, Hkv;  // dims: D | Dv << 16 (both at most 256)
   float scale;
   uint q_sb, q_sh, q_sl;
   uint k_sb, k_sh, k_sl;
@@ -56,7 +60,10 @@ layout(push_constant) uniform Push {
   uint m_sb, m_sh, m_sl, m_sk;
   uint off_q, off_k, off_v, off_m, off_y;
   uint nsplit, kchunk;
+  uint win_l, win_r;  // window (WINDOW = 1): query at position p sees keys p - win_l .. p + win_r
 } pc;
+#define HEAD_D (pc.dims & 0xffffu)
+#define HEAD_DV (pc.dims >> 16u)
 
 const uint WG = 128, NW = 4, BQ = 64, BKV = 32;
 const uint ND = DMAX / 16u;        // 16-wide fragments across the head dims
@@ -72,6 +79,17 @@ shared uvec4 Ps[NW * 16 * LDP4];   // per subgroup: P [row][key] as f16
 shared float Sf[NW * 16 * LDS];    // per subgroup: scores, then output fragments
 shared float Cb[NW * 256];         // per subgroup: row factors broadcast along 16 columns
 shared float Ls[BQ];
+
+// The mask of row r0 + u (mrow: row r0's mask) at key jj, 0 where there is none: past the rows
+// or the keys, or (with a window) outside the row's band, whose columns the mask holds.
+float mask_at(uint r0, uint mrow, uint u, uint jj, uint kend) {
+  uint ii = r0 + u, col = jj;
+  if (WINDOW == 1) {
+    col = jj - (pc.Lk - pc.Lq + ii - pc.win_l);
+    if (col >= pc.win_l + pc.win_r + 1u) return 0.0;
+  }
+  return ii < pc.Lq && jj < kend ? load4(DT_MASK, mrow + u * pc.m_sl + col * pc.m_sk) : 0.0;
+}
 
 void main() {
   uint t = gl_LocalInvocationID.x;
@@ -90,7 +108,7 @@ void main() {
     barrier();
     [[unroll]] for (uint p = 0; p < PER; ++p) {
       uint e = t + p * WG, rr = e / C8, c = e % C8, i = i0 + half_ * 32u + rr;
-      Ks[rr * LDH4 + c] = (i < pc.Lq && c * 8u < pc.D) ? q8(qo + i * pc.q_sl + c * 8u) : uvec4(0);
+      Ks[rr * LDH4 + c] = (i < pc.Lq && c * 8u < HEAD_D) ? q8(qo + i * pc.q_sl + c * 8u) : uvec4(0);
     }
     barrier();
     if (w / 2u == half_)
@@ -104,10 +122,20 @@ void main() {
   uint last = min(pc.Lq, i0 + BQ) - 1u;
   uint kend = pc.Lk;
   if (CAUSAL == 1) kend = min(pc.Lk, pc.Lk - pc.Lq + last + 1u);
+  const uint width = pc.win_l + pc.win_r + 1u;
+  uint kfirst = 0u;
+  if (WINDOW == 1) {
+    const int shift = int(pc.Lk) - int(pc.Lq);
+    kfirst = uint(clamp(shift + int(i0) - int(pc.win_l), 0, int(pc.Lk)));
+    kend = min(kend, uint(clamp(shift + int(last) + int(pc.win_r) + 1, 0, int(pc.Lk))));
+  }
   // This workgroup's keys: [kbeg, kend).
-  const uint kbeg = min(kend, split * pc.kchunk);
+  const uint kbeg = min(kend, kfirst + split * pc.kchunk);
   kend = min(kend, kbeg + pc.kchunk);
   uint klim = CAUSAL == 1 ? pc.Lk - pc.Lq + i + 1u : pc.Lk;
+  // Row i's band starts at key wlo (as uint: key jj is in it when jj - wlo < width, which is its
+  // mask column).
+  uint wlo = pc.Lk - pc.Lq + i - pc.win_l;
 
   C_T o[ND];
   [[unroll]] for (uint f = 0; f < ND; ++f) o[f] = C_T(0.0);
@@ -119,15 +147,12 @@ void main() {
   float mk[16];
   const uint mrow = pc.off_m + b * pc.m_sb + h * pc.m_sh + (i0 + w * 16u) * pc.m_sl;
   if (DT_MASK != DT_NONE)
-    [[unroll]] for (uint u = 0; u < 16u; ++u) {
-      uint jj = kbeg + lane;
-      mk[u] = i0 + w * 16u + u < pc.Lq && jj < kend ? load4(DT_MASK, mrow + u * pc.m_sl + jj * pc.m_sk) : 0.0;
-    }
+    [[unroll]] for (uint u = 0; u < 16u; ++u) mk[u] = mask_at(i0 + w * 16u, mrow, u, kbeg + lane, kend);
   uvec4 rk[PER], rv[PER];
   [[unroll]] for (uint p = 0; p < PER; ++p) {
     uint e = t + p * WG, j = kbeg + e / C8, c = e % C8;
-    rk[p] = (j < kend && c * 8u < pc.D) ? k8(ko + j * pc.k_sl + c * 8u) : uvec4(0);
-    rv[p] = (j < kend && c * 8u < pc.Dv) ? v8(vo + j * pc.v_sl + c * 8u) : uvec4(0);
+    rk[p] = (j < kend && c * 8u < HEAD_D) ? k8(ko + j * pc.k_sl + c * 8u) : uvec4(0);
+    rv[p] = (j < kend && c * 8u < HEAD_DV) ? v8(vo + j * pc.v_sl + c * 8u) : uvec4(0);
   }
 
   for (uint j0 = kbeg; j0 < kend; j0 += BKV) {
@@ -143,8 +168,8 @@ void main() {
     if (j1 < kend) {
       [[unroll]] for (uint p = 0; p < PER; ++p) {
         uint e = t + p * WG, j = j1 + e / C8, c = e % C8;
-        rk[p] = (j < kend && c * 8u < pc.D) ? k8(ko + j * pc.k_sl + c * 8u) : uvec4(0);
-        rv[p] = (j < kend && c * 8u < pc.Dv) ? v8(vo + j * pc.v_sl + c * 8u) : uvec4(0);
+        rk[p] = (j < kend && c * 8u < HEAD_D) ? k8(ko + j * pc.k_sl + c * 8u) : uvec4(0);
+        rv[p] = (j < kend && c * 8u < HEAD_DV) ? v8(vo + j * pc.v_sl + c * 8u) : uvec4(0);
       }
     }
 
@@ -169,10 +194,7 @@ void main() {
         Sf[at] = a;
       }
       if (j0 + BKV < kend)
-        [[unroll]] for (uint u = 0; u < 16u; ++u) {
-          uint jj = j0 + BKV + lane;
-          mk[u] = i0 + w * 16u + u < pc.Lq && jj < kend ? load4(DT_MASK, mrow + u * pc.m_sl + jj * pc.m_sk) : 0.0;
-        }
+        [[unroll]] for (uint u = 0; u < 16u; ++u) mk[u] = mask_at(i0 + w * 16u, mrow, u, j0 + BKV + lane, kend);
       subgroupMemoryBarrierShared();
       subgroupBarrier();
     }
@@ -183,7 +205,7 @@ void main() {
       uint j = c0 + u, jj = j0 + j;
       float a = Sf[(w * 16u + rl) * LDS + j];
       if (DT_MASK == DT_NONE) a *= pc.scale;
-      if (!row_ok || j >= n || jj >= klim) a = NEG_INF;
+      if (!row_ok || j >= n || jj >= klim || (WINDOW == 1 && jj - wlo >= width)) a = NEG_INF;
       s[u] = a;
       mt = max(mt, a);
     }
@@ -227,9 +249,9 @@ void main() {
 
   if (lane % 2u == 0u) Ls[w * 16u + rl] = l;
   if (SPLIT == 1 && lane % 2u == 0u && row_ok) {
-    const uint po = pc.off_y + (((b * pc.Hq + h) * pc.Lq + i) * pc.nsplit + split) * (pc.Dv + 2u);
-    b0_f32[po + pc.Dv] = m;
-    b0_f32[po + pc.Dv + 1u] = l;
+    const uint po = pc.off_y + (((b * pc.Hq + h) * pc.Lq + i) * pc.nsplit + split) * (HEAD_DV + 2u);
+    b0_f32[po + HEAD_DV] = m;
+    b0_f32[po + HEAD_DV + 1u] = l;
   }
   [[unroll]] for (uint f = 0; f < ND; ++f) {
     subgroupMemoryBarrierShared();
@@ -239,15 +261,15 @@ void main() {
     subgroupBarrier();
     for (uint e = lane; e < 256u; e += 32u) {
       uint r = e / 16u, d = f * 16u + e % 16u, ii = i0 + w * 16u + r;
-      if (ii < pc.Lq && d < pc.Dv) {
+      if (ii < pc.Lq && d < HEAD_DV) {
         if (SPLIT == 1) {
-          b0_f32[pc.off_y + (((b * pc.Hq + h) * pc.Lq + ii) * pc.nsplit + split) * (pc.Dv + 2u) + d] = Sf[(w * 16u + r) * LDS + e % 16u];
+          b0_f32[pc.off_y + (((b * pc.Hq + h) * pc.Lq + ii) * pc.nsplit + split) * (HEAD_DV + 2u) + d] = Sf[(w * 16u + r) * LDS + e % 16u];
           continue;
         }
         float ll = Ls[w * 16u + r];
         // Rows whose every key is masked output zeros, as the CPU kernel does.
         float y = ll > 0.0 ? Sf[(w * 16u + r) * LDS + e % 16u] / ll : 0.0;
-        store0(DT_Y, pc.off_y + ((b * pc.Hq + h) * pc.Lq + ii) * pc.Dv + d, y);
+        store0(DT_Y, pc.off_y + ((b * pc.Hq + h) * pc.Lq + ii) * HEAD_DV + d, y);
       }
     }
   }

@@ -60,7 +60,7 @@ layout(set = 0, binding = 6, std430) coherent buffer BufCnt { uint cnt[]; };
 layout(set = 0, binding = 3, std430) buffer BufV4 { uvec4 v4[]; };
 
 layout(push_constant) uniform Push {
-  uint Lq, Lk, D, Dv, Hq, Hkv;
+  uint Lq, Lk, dims, Hq, Hkv;  // dims: D | Dv << 16 (both at most 256)
   float scale;
   uint q_sb, q_sh, q_sl;
   uint k_sb, k_sh, k_sl;
@@ -68,9 +68,12 @@ layout(push_constant) uniform Push {
   uint m_sb, m_sh, m_sl, m_sk;
   uint off_q, off_k, off_v, off_m, off_y;
   uint nsplit, kchunk;
+  uint win_l, win_r;  // the shared layout's window: unused here (the host sends windowed calls elsewhere)
   uint off_part, off_cnt;
   uint off_len, want;
 } pc;
+#define HEAD_D (pc.dims & 0xffffu)
+#define HEAD_DV (pc.dims >> 16u)
 
 const uint WG = gl_WorkGroupSize.x;
 const uint NG = WG / LPK;     // key groups
@@ -147,7 +150,7 @@ void main() {
     qi[r] = rr % pc.Lq;
     uint qo = pc.off_q + b * pc.q_sb + head[r] * pc.q_sh + qi[r] * pc.q_sl + d0;
     [[unroll]] for (uint e = 0; e < DPL; ++e)
-      q[r][e] = r < nr && d0 + e < pc.D ? load1(DT_Q, qo + e) * (pc.scale * LOG2E) : 0.0;
+      q[r][e] = r < nr && d0 + e < HEAD_D ? load1(DT_Q, qo + e) * (pc.scale * LOG2E) : 0.0;
   }
 
   float m[R], l[R], acc[R][DPL];
@@ -164,14 +167,14 @@ void main() {
     [[unroll]] for (uint u = 0; u < U; ++u) {
       jk[u] = j0 + u * NG + g;
       uint jc = min(jk[u], kend - 1u);
-      load_words(KMODE, 0, ko + jc * pc.k_sl, d0, pc.D, kw[u]);
-      load_words(VMODE, 1, vo + jc * pc.v_sl, d0, pc.Dv, vw[u]);
+      load_words(KMODE, 0, ko + jc * pc.k_sl, d0, HEAD_D, kw[u]);
+      load_words(VMODE, 1, vo + jc * pc.v_sl, d0, HEAD_DV, vw[u]);
     }
     float s[U][R];
     [[unroll]] for (uint u = 0; u < U; ++u) {
       uint jc = min(jk[u], kend - 1u);
       float kx[DPL];
-      unpack_words(KMODE, DT_K, 0, ko + jc * pc.k_sl, d0, pc.D, kw[u], kx);
+      unpack_words(KMODE, DT_K, 0, ko + jc * pc.k_sl, d0, HEAD_D, kw[u], kx);
       [[unroll]] for (uint r = 0; r < R; ++r) {
         float a = 0.0;
         [[unroll]] for (uint e = 0; e < DPL; ++e) a += q[r][e] * kx[e];
@@ -203,7 +206,7 @@ void main() {
     [[unroll]] for (uint u = 0; u < U; ++u) {
       uint jc = min(jk[u], kend - 1u);
       float vx[DPL];
-      unpack_words(VMODE, DT_V, 1, vo + jc * pc.v_sl, d0, pc.Dv, vw[u], vx);
+      unpack_words(VMODE, DT_V, 1, vo + jc * pc.v_sl, d0, HEAD_DV, vw[u], vx);
       [[unroll]] for (uint r = 0; r < R; ++r)
         [[unroll]] for (uint e = 0; e < DPL; ++e) acc[r][e] += s[u][r] * vx[e];
     }
@@ -236,21 +239,21 @@ void main() {
       if (g >= g0 && g < g0 + GPP)
         [[unroll]] for (uint e = 0; e < DPL; ++e) sacc[(g - g0) * DMAX + d0 + e] = acc[r][e] * w;
       barrier();
-      if (t < pc.Dv)
+      if (t < HEAD_DV)
         for (uint x = 0; x < min(GPP, NG - g0); ++x) o += sacc[x * DMAX + t];
       barrier();
     }
-    if (t < pc.Dv) {
+    if (t < HEAD_DV) {
       uint rr = rr0 + r;
       uint row = (b * pc.Hq + hk * G + rr / pc.Lq) * pc.Lq + rr % pc.Lq;
       if (SPLIT == 0) {
-        store0(DT_Y, pc.off_y + row * pc.Dv + t, row_l[r] > 0.0 ? o / row_l[r] : 0.0);
+        store0(DT_Y, pc.off_y + row * HEAD_DV + t, row_l[r] > 0.0 ? o / row_l[r] : 0.0);
       } else {
-        uint po = pc.off_part + (row * pc.nsplit + chunk) * (pc.Dv + 2u);
+        uint po = pc.off_part + (row * pc.nsplit + chunk) * (HEAD_DV + 2u);
         part[po + t] = o;
         if (t == 0u) {
-          part[po + pc.Dv] = row_m[r];
-          part[po + pc.Dv + 1u] = row_l[r];
+          part[po + HEAD_DV] = row_m[r];
+          part[po + HEAD_DV + 1u] = row_l[r];
         }
       }
     }
@@ -275,22 +278,22 @@ void main() {
   for (uint r = 0; r < nr; ++r) {
     uint rr = rr0 + r;
     uint row = (b * pc.Hq + hk * G + rr / pc.Lq) * pc.Lq + rr % pc.Lq;
-    uint p0 = pc.off_part + row * pc.nsplit * (pc.Dv + 2u);
+    uint p0 = pc.off_part + row * pc.nsplit * (HEAD_DV + 2u);
     barrier();  // the previous row's readers of the staging arrays are done
     for (uint c = t; c < used; c += WG) {
-      sp_m[c] = part[p0 + c * (pc.Dv + 2u) + pc.Dv];
-      sp_l[c] = part[p0 + c * (pc.Dv + 2u) + pc.Dv + 1u];
+      sp_m[c] = part[p0 + c * (HEAD_DV + 2u) + HEAD_DV];
+      sp_l[c] = part[p0 + c * (HEAD_DV + 2u) + HEAD_DV + 1u];
     }
     barrier();
     float M = NEG_INF;
     for (uint c = 0; c < used; ++c) M = max(M, sp_m[c]);
     float o = 0.0;
-    if (M != NEG_INF && dm < pc.Dv)
+    if (M != NEG_INF && dm < HEAD_DV)
       for (uint c0 = cs; c0 < used; c0 += CPD * UM) {
         float pv[UM];
         [[unroll]] for (uint u = 0; u < UM; ++u) {
           uint c = c0 + u * CPD;
-          pv[u] = c < used ? part[p0 + c * (pc.Dv + 2u) + dm] : 0.0;
+          pv[u] = c < used ? part[p0 + c * (HEAD_DV + 2u) + dm] : 0.0;
         }
         [[unroll]] for (uint u = 0; u < UM; ++u) {
           uint c = c0 + u * CPD;
@@ -300,12 +303,12 @@ void main() {
       }
     sacc[t] = o;
     barrier();
-    if (cs == 0u && dm < pc.Dv) {
+    if (cs == 0u && dm < HEAD_DV) {
       for (uint x = 1; x < CPD; ++x) o += sacc[x * DMAX + dm];
       float L = 0.0;
       if (M != NEG_INF)
         for (uint c = 0; c < used; ++c) L += sp_m[c] == NEG_INF ? 0.0 : sp_l[c] * exp2(sp_m[c] - M);
-      store0(DT_Y, pc.off_y + row * pc.Dv + dm, L > 0.0 ? o / L : 0.0);
+      store0(DT_Y, pc.off_y + row * HEAD_DV + dm, L > 0.0 ? o / L : 0.0);
     }
   }
   if (t == 0u) cnt[ci] = 0u;

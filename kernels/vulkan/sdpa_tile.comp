@@ -6,7 +6,8 @@
 // tile reads are broadcasts, and each read feeds both rows. The four partial dot products meet through subgroup shuffles (the host checks
 // the device has them), the online softmax is per invocation without any shared reduction, and
 // tiles past the causal limit of the block's last row are never visited. Head dims up to DMAX
-// (64 or 128). Same push constants and bindings as sdpa.comp (0 y, 1 q, 2 k, 3 v, 4 mask).
+// (64 or 128). With a window the block walks only the keys of its rows' bands.
+// Same push constants and bindings as sdpa.comp (0 y, 1 q, 2 k, 3 v, 4 mask).
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
@@ -24,11 +25,14 @@ layout(constant_id = 6) const uint DMAX = 128;
 layout(constant_id = 7) const uint KVVEC = 0;
 // Keys per tile; the host picks it so 2 * BKV * DMAX floats fit the device's shared memory.
 layout(constant_id = 8) const uint BKV = 32;
+// 1: local attention (push win_l / win_r): row i at position p = Lk - Lq + i sees keys
+// p - win_l .. p + win_r, and its mask is in band coordinates (column j - (p - win_l)).
+layout(constant_id = 9) const uint WINDOW = 0;
 layout(set = 0, binding = 2, std430) buffer BufK4 { uvec4 k4[]; };
 layout(set = 0, binding = 3, std430) buffer BufV4 { uvec4 v4[]; };
 
 layout(push_constant) uniform Push {
-  uint Lq, Lk, D, Dv, Hq, Hkv;
+  uint Lq, Lk, dims, Hq, Hkv;  // dims: D | Dv << 16 (both at most 256)
   float scale;
   uint q_sb, q_sh, q_sl;
   uint k_sb, k_sh, k_sl;
@@ -36,7 +40,10 @@ layout(push_constant) uniform Push {
   uint m_sb, m_sh, m_sl, m_sk;
   uint off_q, off_k, off_v, off_m, off_y;
   uint nsplit, kchunk;
+  uint win_l, win_r;  // window (WINDOW = 1): query at position p sees keys p - win_l .. p + win_r
 } pc;
+#define HEAD_D (pc.dims & 0xffffu)
+#define HEAD_DV (pc.dims >> 16u)
 
 const uint WG = 128, TPR = 4, RPT = 2, BQ = RPT * WG / TPR, SB = 8;
 const uint DV4 = DMAX / 4u;   // vec4 per staged row
@@ -97,7 +104,7 @@ void main() {
 
   // Each invocation serves RPT rows, i0 + r + x * (BQ / RPT): every K/V vector read from shared
   // memory feeds RPT dot products.
-  uint i[RPT], mo[RPT], klim[RPT];
+  uint i[RPT], mo[RPT], klim[RPT], wlo[RPT];
   bool row_ok[RPT];
   vec4 qv[RPT][NV], o[RPT][NV];
   float m[RPT], l[RPT];
@@ -107,6 +114,9 @@ void main() {
     mo[x] = pc.off_m + b * pc.m_sb + h * pc.m_sh + i[x] * pc.m_sl;
     // Query i sits at position Lk - Lq + i (cache offset) and sees keys up to it.
     klim[x] = CAUSAL == 1 ? pc.Lk - pc.Lq + i[x] + 1u : pc.Lk;
+    // The band's first key (as uint: key jj is in the band when jj - wlo < width, which is also
+    // its mask column).
+    wlo[x] = pc.Lk - pc.Lq + i[x] - pc.win_l;
     m[x] = NEG_INF;
     l[x] = 0.0;
     uint qo = pc.off_q + b * pc.q_sb + h * pc.q_sh + i[x] * pc.q_sl;
@@ -114,20 +124,27 @@ void main() {
       uint d = 4u * (q + TPR * c);
       vec4 v = vec4(0.0);
       for (uint u = 0; u < 4u; ++u)
-        if (row_ok[x] && d + u < pc.D) v[u] = load1(DT_Q, qo + d + u) * pc.scale;
+        if (row_ok[x] && d + u < HEAD_D) v[u] = load1(DT_Q, qo + d + u) * pc.scale;
       qv[x][c] = v;
       o[x][c] = vec4(0.0);
     }
   }
 
   uint last = min(pc.Lq, i0 + BQ) - 1u;
-  uint kend = pc.Lk;
+  uint kend = pc.Lk, kbeg = 0;
   if (CAUSAL == 1) kend = min(pc.Lk, pc.Lk - pc.Lq + last + 1u);
+  const uint width = pc.win_l + pc.win_r + 1u;
+  if (WINDOW == 1) {
+    // The union of the block's bands: from its first row's first key to its last row's last.
+    const int shift = int(pc.Lk) - int(pc.Lq);
+    kbeg = uint(clamp(shift + int(i0) - int(pc.win_l), 0, int(pc.Lk)));
+    kend = min(kend, uint(clamp(shift + int(last) + int(pc.win_r) + 1, 0, int(pc.Lk))));
+  }
 
-  for (uint j0 = 0; j0 < kend; j0 += BKV) {
+  for (uint j0 = kbeg; j0 < kend; j0 += BKV) {
     uint n = min(BKV, kend - j0);
-    stage(true, ko, pc.k_sl, j0, n, pc.D);
-    stage(false, vo, pc.v_sl, j0, n, pc.Dv);
+    stage(true, ko, pc.k_sl, j0, n, HEAD_D);
+    stage(false, vo, pc.v_sl, j0, n, HEAD_DV);
     barrier();
     // Sub-blocks of SB keys: the scores of one stay in registers (fully unrolled) while the
     // sub-block loop stays rolled, which keeps the code small (CPU implementations compile it
@@ -147,9 +164,10 @@ void main() {
           t += subgroupShuffleXor(t, 1u);
           t += subgroupShuffleXor(t, 2u);
           uint jj = j0 + j;
-          if (!row_ok[x] || j >= n || jj >= klim[x]) t = NEG_INF;
+          uint col = WINDOW == 1 ? jj - wlo[x] : jj;
+          if (!row_ok[x] || j >= n || jj >= klim[x] || (WINDOW == 1 && col >= width)) t = NEG_INF;
           else if (DT_MASK != DT_NONE) {
-            float mv = load4(DT_MASK, mo[x] + jj * pc.m_sk);
+            float mv = load4(DT_MASK, mo[x] + col * pc.m_sk);
             if (DT_MASK == DT_BOOL || DT_MASK == DT_U8) t = mv != 0.0 ? t : NEG_INF;
             else t += mv;
           }
@@ -182,13 +200,13 @@ void main() {
   }
   [[unroll]] for (uint x = 0; x < RPT; ++x) {
     if (!row_ok[x]) continue;
-    uint yo = pc.off_y + ((b * pc.Hq + h) * pc.Lq + i[x]) * pc.Dv;
+    uint yo = pc.off_y + ((b * pc.Hq + h) * pc.Lq + i[x]) * HEAD_DV;
     // Rows whose every key is masked output zeros, as the CPU kernel does.
     float inv = l[x] > 0.0 ? 1.0 / l[x] : 0.0;
     [[unroll]] for (uint c = 0; c < NV; ++c) {
       uint d = 4u * (q + TPR * c);
       for (uint u = 0; u < 4u; ++u)
-        if (d + u < pc.Dv) store0(DT_Y, yo + d + u, o[x][c][u] * inv);
+        if (d + u < HEAD_DV) store0(DT_Y, yo + d + u, o[x][c][u] * inv);
     }
   }
 }

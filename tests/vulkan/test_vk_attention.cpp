@@ -1,5 +1,5 @@
 // sdpa (causal with a cache offset, float and bool masks, grouped-query heads, strided K/V read
-// in place, long key ranges) and rope (half and interleaved) against float64 math.
+// in place, long key ranges, local windows with band masks) and rope (half and interleaved) against float64 math.
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -310,6 +310,182 @@ TEST_F(VkSdpa, ForcedKernelsOnPrefillShapes) {
     check({DType::f16, 1, 4, 2, 65, 130, 128, 128, true, DType::f32}, 50);
   }
   unsetenv("VRUN_SDPA");
+}
+
+// Local (banded) attention in float64: query i at position p = Lk - Lq + i sees keys
+// p - left .. p + right that exist (and, causal, at most p); mask (already broadcast to
+// [B, Hq, Lq, left + right + 1]) column c holds key p - left + c. Rows without keys give zeros.
+std::vector<double> sdpa_window_ref(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView* mask,
+                                    double scale, bool causal, int64_t left, int64_t right) {
+  const int64_t B = q.shape[0], Hq = q.shape[1], Lq = q.shape[2], D = q.shape[3];
+  const int64_t Hkv = k.shape[1], Lk = k.shape[2], Dv = v.shape[3];
+  std::vector<double> y;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < Hq; ++h)
+      for (int64_t i = 0; i < Lq; ++i) {
+        const int64_t hk = h / (Hq / Hkv), p = Lk - Lq + i;
+        std::vector<int64_t> keys;
+        std::vector<double> s;
+        double mx = -INFINITY;
+        for (int64_t j = std::max<int64_t>(0, p - left); j <= std::min(Lk - 1, p + right); ++j) {
+          if (causal && j > p) break;
+          double d = 0;
+          for (int64_t c = 0; c < D; ++c) {
+            int64_t qi[4] = {b, h, i, c}, ki[4] = {b, hk, j, c};
+            d += load_double(q, qi) * load_double(k, ki);
+          }
+          d *= scale;
+          if (mask) {
+            int64_t mi[4] = {b, h, i, j - (p - left)};
+            const double m = load_double(*mask, mi);
+            if (mask->dtype == DType::bool_) d = m != 0 ? d : -INFINITY;
+            else d += m;
+          }
+          keys.push_back(j);
+          s.push_back(d);
+          mx = std::max(mx, d);
+        }
+        double sum = 0;
+        for (auto& x : s) sum += (x = mx == -INFINITY ? 0.0 : std::exp(x - mx));
+        for (int64_t c = 0; c < Dv; ++c) {
+          double acc = 0;
+          for (size_t u = 0; u < keys.size(); ++u) {
+            int64_t vi[4] = {b, hk, keys[u], c};
+            acc += s[u] * load_double(v, vi);
+          }
+          y.push_back(sum > 0 ? acc / sum : 0.0);
+        }
+      }
+  return y;
+}
+
+// One windowed sdpa case: q permuted from a [B, L, H, D] storage, K/V a strided view of a longer
+// cache, and a band mask full [B, Hq, Lq, W], broadcast over batch or heads, or none.
+struct WindowCase {
+  DType dt;
+  int64_t B, Hq, Hkv, Lq, Lk, D;
+  int64_t left, right;
+  bool causal = false;
+  DType mask = DType::u8;  // u8: none
+  Shape mask_shape{};      // rank 0: [B, Hq, Lq, W]; else broadcast from it
+  int64_t q_offset = 8;    // 8 keeps rows aligned for the tensor-core kernel
+};
+
+class VkSdpaWindow : public VulkanTest {
+ protected:
+  struct Run {
+    HostTensor q, k, v, m;
+    Attrs attrs{OpKind::sdpa};
+    std::vector<double> want;
+    bool halves = false;
+  };
+
+  Run make(const WindowCase& c, uint32_t seed) {
+    std::mt19937 rng(seed);
+    Run r;
+    const int64_t W = c.left + c.right + 1;
+    r.q = random_strided(c.dt, Shape{c.B, c.Hq, c.Lq, c.D}, {0, 2, 1, 3}, c.q_offset, rng);
+    r.k = random_tensor(c.dt, Shape{c.B, c.Hkv, c.Lk + 3, c.D}, rng);
+    r.v = random_tensor(c.dt, Shape{c.B, c.Hkv, c.Lk + 3, c.D}, rng);
+    r.k.view.shape = r.v.view.shape = Shape{c.B, c.Hkv, c.Lk, c.D};
+    // As in VkSdpa: f32 prefill shapes go through the tensor cores as halves where there are any.
+    r.halves = c.dt == DType::f32 && c.Lq >= 32 && ctx().coopmat() != vulkan::Context::CoopMat::kNone && !ctx().exact_f32();
+    if (r.halves)
+      for (HostTensor* t : {&r.q, &r.k, &r.v}) round_to_halves(*t);
+    const Shape band{c.B, c.Hq, c.Lq, W};
+    if (c.mask != DType::u8) {
+      const Shape ms = c.mask_shape.rank ? c.mask_shape : band;
+      r.m = c.mask == DType::bool_ ? random_tensor(c.mask, ms, rng, 0, 1.3) : random_tensor(c.mask, ms, rng, -3, 0);
+    }
+    r.attrs.set_i("causal", c.causal ? 1 : 0);
+    r.attrs.set_ints("window", {c.left, c.right});
+    const TensorView mv = c.mask != DType::u8 ? broadcast_view(r.m.view, band) : TensorView{};
+    r.want = sdpa_window_ref(r.q.view, r.k.view, r.v.view, c.mask != DType::u8 ? &mv : nullptr,
+                             1 / std::sqrt(static_cast<double>(c.D)), c.causal, c.left, c.right);
+    return r;
+  }
+
+  static std::string describe(const WindowCase& c, const char* kernel) {
+    char what[200];
+    std::snprintf(what, sizeof what, "sdpa window [%lld, %lld] %s B%lld Hq%lld Hkv%lld Lq%lld Lk%lld D%lld causal %d mask %s%s kernel '%s'",
+                  static_cast<long long>(c.left), static_cast<long long>(c.right), dtype_name(c.dt),
+                  static_cast<long long>(c.B), static_cast<long long>(c.Hq), static_cast<long long>(c.Hkv),
+                  static_cast<long long>(c.Lq), static_cast<long long>(c.Lk), static_cast<long long>(c.D), c.causal ? 1 : 0,
+                  c.mask != DType::u8 ? dtype_name(c.mask) : "none", c.mask_shape.rank ? " (broadcast)" : "", kernel);
+    return what;
+  }
+
+  void expect_matches(const WindowCase& c, const Run& r, const std::vector<HostTensor>& out, const std::string& what) {
+    ASSERT_EQ(out[0].view.shape, (Shape{c.B, c.Hq, c.Lq, c.D})) << what;
+    const bool f16_class = c.dt == DType::f16 || r.halves;
+    expect_close(to_doubles(out[0].view), r.want, f16_class ? 1e-4 : 2e-5, rtol_for(f16_class ? DType::f16 : c.dt) + 1e-5,
+                 what.c_str());
+  }
+
+  // The case under each forced kernel (VRUN_SDPA; "" the default choice).
+  void check(const WindowCase& c, uint32_t seed, const std::vector<const char*>& kernels) {
+    Run r = make(c, seed);
+    for (const char* kernel : kernels) {
+      if (*kernel) setenv("VRUN_SDPA", kernel, 1);
+      else unsetenv("VRUN_SDPA");
+      auto out = run_gpu(OpKind::sdpa, {&r.q, &r.k, &r.v, c.mask != DType::u8 ? &r.m : nullptr}, r.attrs);
+      expect_matches(c, r, out, describe(c, kernel));
+    }
+    unsetenv("VRUN_SDPA");
+  }
+};
+
+// Windows [0, 0], [3, 5], [128, 128], [200, 0] causal and lopsided ones over 1 .. 700 rows, Lq
+// below and above Lk (rows whose band misses every key give zeros), GQA groups whose row blocks
+// span two heads, head dims 64 / 128 / 256, f32 / f16 / bool band masks, full and broadcast.
+// Each case runs through the default kernel (tiled for 32+ rows, the tensor-core one where the
+// device has it; the row kernel below), the row kernel, and the portable tiled kernel where the
+// default is the tensor-core one.
+TEST_F(VkSdpaWindow, BandsAgainstFloat64) {
+  const bool coop = ctx().coopmat() != vulkan::Context::CoopMat::kNone;
+  std::vector<const char*> kernels = {"", "rows"};
+  if (coop) kernels.push_back("tile");
+  const std::vector<WindowCase> cases = {
+      {DType::f32, 1, 4, 4, 1, 1, 64, 0, 0},
+      {DType::f16, 1, 4, 2, 7, 7, 64, 3, 5, false, DType::f32},
+      {DType::f32, 2, 8, 2, 33, 33, 64, 3, 5, false, DType::f32, Shape{2, 1, 33, 9}},
+      {DType::f16, 1, 2, 2, 100, 100, 128, 128, 128, false, DType::f32},  // Parakeet's band
+      {DType::f16, 1, 4, 2, 300, 300, 64, 200, 0, true},
+      {DType::f32, 1, 2, 2, 300, 300, 128, 128, 128, false, DType::f32},
+      {DType::f32, 1, 4, 1, 40, 300, 64, 2, 40, false, DType::bool_},
+      {DType::f16, 1, 2, 1, 100, 33, 64, 50, 3},
+      {DType::f32, 1, 2, 2, 300, 300, 64, 0, 0, false, DType::f32, Shape{1, 2, 300, 1}},
+      {DType::f32, 1, 2, 1, 33, 33, 256, 6, 2, true, DType::f32},
+      // Band wider than the tensor-core kernel's split threshold: its chunks split the band.
+      {DType::f32, 1, 2, 2, 700, 700, 64, 300, 400, false, DType::f32},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) check(cases[i], 200 + static_cast<uint32_t>(i), kernels);
+}
+
+// The row kernel's split keys over a band, merged by its last workgroup and by the combine pass:
+// a few query rows at the end of a long cache, a band of 601 keys cut into chunks.
+TEST_F(VkSdpaWindow, RowKernelSplitsTheBand) {
+  const WindowCase c{DType::f16, 1, 8, 2, 20, 2000, 64, 300, 300, false, DType::f32, Shape{1, 8, 20, 601}};
+  check(c, 250, {"rows", "combine"});
+}
+
+// The Vulkan kernels agree with the CPU kernel (the executor's fallback) on windowed calls.
+TEST_F(VkSdpaWindow, MatchesCpuKernel) {
+  const std::vector<WindowCase> cases = {
+      {DType::f32, 1, 2, 2, 100, 100, 64, 16, 16, false, DType::f32, Shape{1, 1, 100, 33}},
+      {DType::f16, 1, 4, 2, 7, 7, 64, 3, 5, true},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const WindowCase& c = cases[i];
+    Run r = make(c, 260 + static_cast<uint32_t>(i));
+    RunResult cpu = run_cpu(OpKind::sdpa, {r.q.view, r.k.view, r.v.view, c.mask != DType::u8 ? r.m.view : TensorView{}}, r.attrs);
+    ASSERT_TRUE(cpu.status.is_ok()) << cpu.status.to_string();
+    auto gpu = run_gpu(OpKind::sdpa, {&r.q, &r.k, &r.v, c.mask != DType::u8 ? &r.m : nullptr}, r.attrs);
+    const bool f16_class = c.dt == DType::f16 || r.halves;
+    const std::string what = describe(c, "") + " against the CPU kernel";
+    expect_close(to_doubles(gpu[0].view), to_doubles(cpu.outputs[0].view), f16_class ? 2e-4 : 4e-5,
+                 2 * rtol_for(f16_class ? DType::f16 : c.dt) + 1e-5, what.c_str());
+  }
 }
 
 TEST_F(VkAttention, RopeHalfAndInterleaved) {

@@ -64,7 +64,8 @@ bool supports(const Context& ctx, OpKind op, const std::vector<const TensorDesc*
         if (!k || !v || !is_act(x->dtype) || !is_act(k->dtype) || !is_act(v->dtype)) return false;
         if (x->shape.rank != 4 || x->shape[3] > 256 || v->shape.rank != 4 || v->shape[3] > 256) return false;
         if (attrs.i("causal") && x->shape[2] > k->shape[2]) return false;
-        if (!attrs.ints("window").empty()) return false;  // local attention: the CPU kernel
+        if (!attrs.ints("window").empty() && (in(inputs, 4) || !sdpa_window_fits(attrs.ints("window"))))
+          return false;
         return !m || is_act(m->dtype) || m->dtype == DType::bool_ || m->dtype == DType::u8;
       }
       if (op == OpKind::rope) {

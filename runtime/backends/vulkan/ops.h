@@ -33,6 +33,9 @@ Status record_rnn(Recorder&, OpKind, const std::vector<DeviceView>&, const std::
 // joint's input (joint_hidden) in 16 KiB of shared memory, and up to 8 durations in its push
 // constants.
 bool tdt_greedy_fits(const Attrs& attrs);
+// Whether sdpa's kernels take this window [left, right] over Lq queries and Lk keys (Lq, Lk 0:
+// not yet known): they compute band limits and mask columns in 32-bit integers.
+bool sdpa_window_fits(const std::vector<int64_t>& window, int64_t Lq = 0, int64_t Lk = 0);
 
 // Elementwise building block shared by copies, concat, slice_update and glu: y = f(a[, b[, c]])
 // where a, b, c are already broadcast to y's shape (0 strides) and y may be strided.

@@ -91,17 +91,32 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
   if (D > 256 || Dv > 256) return err(ErrorCode::kUnsupported, "vulkan: sdpa head dims ", D, "/", Dv, " exceed 256");
   if (Hkv == 0 || Hq % Hkv != 0)
     return err(ErrorCode::kInvalidArgument, "vulkan: sdpa query heads ", Hq, " not a multiple of kv heads ", Hkv);
+  // Local attention: query i at position p = Lk - Lq + i sees keys p - left .. p + right, and its
+  // mask holds the band's left + right + 1 columns. The kernels take it in 32-bit arithmetic.
+  const std::vector<int64_t>& window_attr = attrs.ints("window");
+  const bool window = !window_attr.empty();
+  int64_t win_l = 0, win_r = 0;
+  if (window) {
+    if (!sdpa_window_fits(window_attr, Lq, Lk))
+      return err(ErrorCode::kUnsupported, "vulkan: sdpa window of ", window_attr.size(),
+                 " values does not fit Lq = ", Lq, ", Lk = ", Lk);
+    win_l = window_attr[0];
+    win_r = window_attr[1];
+  }
+  const int64_t width = win_l + win_r + 1;
   DeviceView mask;
   const bool has_mask = in.size() > 3 && in[3].present();
   if (has_mask) {
     mask = in[3];
-    const Shape full{B, Hq, Lq, Lk};
+    const Shape full{B, Hq, Lq, window ? width : Lk};
     mask.strides = broadcast_strides(mask.shape, mask.strides, full);
     mask.shape = full;
   }
   // The queries' position held on the device (k and v are a cache's capacity): the row kernel cuts its
   // chunks from it at run time, so the recording is the same at every position.
   const bool dyn_len = in.size() > 4 && in[4].present();
+  if (dyn_len && window)
+    return err(ErrorCode::kInvalidArgument, "vulkan: sdpa window with a cache position input");
   DeviceView qpos;
   if (dyn_len) {
     VRUN_ASSIGN_OR_RETURN(qpos, rec.dense_view(in[4]));
@@ -116,7 +131,7 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
   // The push constants every sdpa kernel shares (sdpa.comp's layout).
   auto push_words = [&](const std::vector<uint32_t>& offs, int64_t nsplit, int64_t kchunk) {
     PushWords pw;
-    pw.u(Lq).u(Lk).u(D).u(Dv).u(Hq).u(Hkv).f(static_cast<float>(scale));
+    pw.u(Lq).u(Lk).u(D | Dv << 16).u(Hq).u(Hkv).f(static_cast<float>(scale));
     pw.u(q.strides[0]).u(q.strides[1]).u(q.strides[2]);
     pw.u(k.strides[0]).u(k.strides[1]).u(k.strides[2]);
     pw.u(v.strides[0]).u(v.strides[1]).u(v.strides[2]);
@@ -124,6 +139,7 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
     pw.u(has_mask ? mask.strides[3] : 0);
     pw.u(offs[1]).u(offs[2]).u(offs[3]).u(offs[4]).u(offs[0]);
     pw.u(nsplit).u(kchunk);
+    pw.u(win_l).u(win_r);
     return pw;
   };
 
@@ -131,7 +147,9 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
   const std::string forced = forced_kernel();
   // A few query blocks over a much longer cache (chunked prefill) would leave most of the GPU
   // idle there: the row kernel splits the keys instead.
-  const bool few_blocks = (Lq + 63) / 64 * Hq * B < 128 && Lk > 8 * Lq;
+  // With a window a 64-row block meets at most 63 + left + right + 1 keys.
+  const int64_t block_keys = window ? std::min(Lk, width + 63) : Lk;
+  const bool few_blocks = (Lq + 63) / 64 * Hq * B < 128 && block_keys > 8 * Lq;
   const bool tiled = !dyn_len && forced != "rows" && Lq >= 32 && !few_blocks && dmax <= 128 && has_subgroup_shuffle(ctx) &&
                      Lq <= 65535 * 64 && Hq <= 65535 && B <= 65535;
   // Keys per K/V tile: both tiles of BKV x dmax f32 in shared memory, at most 64.
@@ -150,17 +168,19 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
       // Few row blocks (Parakeet: 8 heads of a chunk's rows): the keys split so that each
       // multiprocessor gets about four workgroups, at least 256 keys each, merged by sdpa_combine.
       const int64_t blocks = (Lq + 63) / 64 * Hq * B, mps = ctx.info().multiprocessors;
+      // With a window the chunks split each block's band (block_keys from its first key).
       int64_t nsplit = 1, kchunk = Lk;
       if (!causal && mps > 0 && blocks < 4 * mps && forced != "nosplit") {
-        nsplit = std::clamp<int64_t>((4 * mps + blocks - 1) / blocks, 1, std::max<int64_t>(1, Lk / 256));
-        kchunk = ((Lk + nsplit - 1) / nsplit + 31) / 32 * 32;
-        nsplit = (Lk + kchunk - 1) / kchunk;
+        nsplit =
+            std::clamp<int64_t>((4 * mps + blocks - 1) / blocks, 1, std::max<int64_t>(1, block_keys / 256));
+        kchunk = ((block_keys + nsplit - 1) / nsplit + 31) / 32 * 32;
+        nsplit = (block_keys + kchunk - 1) / kchunk;
       }
       // Into y, or (split) into f32 partials.
       auto dispatch = [&](DType out, int32_t split, const std::vector<Binding>& b, const PushWords& push, int64_t z) {
         return rec.dispatch(coop,
                             {dt_code(out), has_mask ? dt_code(mask.dtype) : 255, causal, static_cast<int32_t>(dmax), dt_code(q.dtype),
-                             dt_code(k.dtype), dt_code(v.dtype), split},
+                             dt_code(k.dtype), dt_code(v.dtype), split, window ? 1 : 0},
                             b, push.w, push.bytes(), static_cast<uint32_t>((Lq + 63) / 64), static_cast<uint32_t>(Hq),
                             static_cast<uint32_t>(z));
       };
@@ -175,7 +195,7 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
     return rec.dispatch("sdpa_tile",
                         {dt_code(q.dtype), dt_code(k.dtype), dt_code(v.dtype), dt_code(y.dtype),
                          has_mask ? dt_code(mask.dtype) : 255, causal, static_cast<int32_t>(dmax), kvvec,
-                         static_cast<int32_t>(bkv)},
+                         static_cast<int32_t>(bkv), window ? 1 : 0},
                         bindings, pw.w, pw.bytes(), static_cast<uint32_t>((Lq + 63) / 64), static_cast<uint32_t>(Hq),
                         static_cast<uint32_t>(B));
   }
@@ -190,7 +210,7 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
   // --attention-shapes) it takes 6-10 us for Whisper's shapes against 8-28 us for the row kernel
   // and its combine pass, while for Llama's GQA groups of 4 rows the row kernel is as fast or
   // faster (8 against 17 us over 1024 keys), so those stay there.
-  const bool decode_kernel = forced == "decode" || (forced.empty() && group_rows == 1);
+  const bool decode_kernel = !window && (forced == "decode" || (forced.empty() && group_rows == 1));
   {
     const int64_t lpk = std::min<int64_t>(8, ctx.info().subgroup_size);
     const int64_t dpl = dmax / lpk;
@@ -253,6 +273,14 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
   int64_t rmax = 2;
   while (rmax < 8 && rmax < group_rows) rmax *= 2;
   const int64_t row_blocks = (group_rows + rmax - 1) / rmax;
+  // The keys a workgroup's chunks cover from its first: all, or with a window the union of its
+  // rows' bands (rmax consecutive rows of a head, or any of a head's rows where a block takes
+  // rows of two heads of a GQA group).
+  int64_t span = Lk;
+  if (window) {
+    const bool across_heads = Hq / Hkv > 1 && Lq % rmax != 0;
+    span = std::min(Lk, width + (across_heads ? Lq : std::min(rmax, Lq)) - 1);
+  }
   const int64_t kch = dmax == 256 ? 128 : 256;
   // K tile rows: 32 KiB of f32 where shared memory has room (one K round trip per decode chunk),
   // else 16 KiB. Shared bytes: K tile (rows padded by a vec4), Q rows, scores, reductions.
@@ -263,14 +291,14 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
   // Aim for about 512 workgroups (a few per compute unit on large GPUs) with chunks of >= 64 keys.
   const int64_t base_groups = row_blocks * Hkv * B;
   int64_t want = std::max<int64_t>(1, 512 / std::max<int64_t>(1, base_groups));
-  int64_t kchunk = std::clamp<int64_t>((Lk + want - 1) / want, 64, kch);
+  int64_t kchunk = std::clamp<int64_t>((span + want - 1) / want, 64, kch);
   // Up to one chunk of keys, a workgroup per row block takes them all where there are enough
   // such workgroups: splitting that little work costs a second pass (the combine) and a barrier.
   // With few (a decode step's 8 KV heads) one workgroup streaming 256 keys takes longer than the
   // split and the combine (H100: 13 us against 8 us for 4x the keys in chunks of 64).
-  if (Lk <= kch && base_groups >= 128) kchunk = kch;
+  if (span <= kch && base_groups >= 128) kchunk = kch;
   kchunk = std::min<int64_t>(kch, (kchunk + 15) / 16 * 16);
-  const int64_t nsplit = (Lk + kchunk - 1) / kchunk;
+  const int64_t nsplit = (span + kchunk - 1) / kchunk;
   if (row_blocks > 65535 || Hkv > 65535 || B * nsplit > 65535)
     return err(ErrorCode::kUnsupported, "vulkan: sdpa grid [", row_blocks, ", ", Hkv, ", ", B * nsplit,
                "] exceeds the kernel's");
@@ -313,7 +341,8 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
                                      static_cast<int32_t>(rmax),
                                      static_cast<int32_t>(krows),
                                      dyn_len ? 1 : 0,
-                                     merge ? 1 : 0};
+                                     merge ? 1 : 0,
+                                     window ? 1 : 0};
   VRUN_RETURN_IF_ERROR(rec.dispatch("sdpa", spec, bindings, pw.w, pw.bytes(), static_cast<uint32_t>(row_blocks),
                                     static_cast<uint32_t>(Hkv), static_cast<uint32_t>(B * nsplit)));
   if (nsplit == 1 || merge) return Status::ok();
@@ -399,6 +428,12 @@ Status record_rope_into(Recorder& rec, const DeviceView& state, const DeviceView
   p.max_off = p.cap - x.shape[axis] - start;
   p.interleaved = interleaved;
   return dispatch_rope(rec, state, x, f, offset, p);
+}
+
+bool sdpa_window_fits(const std::vector<int64_t>& window, int64_t Lq, int64_t Lk) {
+  constexpr int64_t kMax = int64_t{1} << 29;
+  return window.size() == 2 && window[0] >= 0 && window[1] >= 0 && window[0] < kMax && window[1] < kMax && Lq >= 0 &&
+         Lk >= 0 && Lq < kMax && Lk < kMax;
 }
 
 Status record_attention(Recorder& rec, OpKind op, const std::vector<DeviceView>& in,
