@@ -34,6 +34,7 @@ struct TranscribeArgs {
   std::vector<std::string> audio;
   bool no_timestamps = false;
   int batch_size = 1;
+  std::string attention = "full";
   BackendArgs run;
   std::string language = "auto", task = "transcribe", prompt;
   int beam_size = 1, best_of = 5;
@@ -97,6 +98,7 @@ int run_transcribe(const TranscribeArgs& a) {
     parakeet_runner = std::move(*r);
     device = parakeet_runner->device_description();
     popts.word_timestamps = true;
+    popts.local_attention = a.attention == "local";
     transcribe = [&](std::span<const float> samples, const OnSegment& seg, const OnProgress& prog) {
       return parakeet_runner->transcribe(samples, popts, seg, prog);
     };
@@ -113,6 +115,7 @@ int run_transcribe(const TranscribeArgs& a) {
     for (const auto& note : whisper_runner->notes()) std::fprintf(stderr, "vrun: %s\n", note.c_str());
     if (a.batch_size > 1)
       std::fprintf(stderr, "vrun: --batch-size applies to Parakeet models; Whisper transcribes the files one after another\n");
+    if (a.attention != "full") std::fprintf(stderr, "vrun: --attention applies to Parakeet models; Whisper attends to its whole window\n");
     device = whisper_runner->device_description();
     transcribe = [&](std::span<const float> samples, const OnSegment& seg, const OnProgress& prog) {
       return whisper_runner->transcribe(samples, opts, seg, prog);
@@ -306,6 +309,12 @@ const CommandRegistrar kRegistrar("transcribe", "Transcribe speech with a Whispe
   sub.add_option("--batch-size", a->batch_size,
                  "Parakeet: files encoded together (their 160-s chunks share batched encoder calls, up to the model's "
                  "batch of 4); each file's transcript is the same as alone")
+      ->capture_default_str();
+  sub.add_option("--attention", a->attention,
+                 "Parakeet: full (every frame sees the whole file; audio over 160 s in overlapping chunks), or local "
+                 "(NeMo's limited-context attention, each frame sees 128 frames = 10.24 s on either side: faster on long "
+                 "audio, up to 10 minutes per call; files then go one at a time)")
+      ->check(CLI::IsMember({"full", "local"}))
       ->capture_default_str();
   return [a] { return run_transcribe(*a); };
 });

@@ -21,7 +21,8 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 Result<std::vector<Transcript>> ParakeetRunner::transcribe_batch(const std::vector<std::span<const float>>& files,
                                                                  const TranscribeOptions& o) {
   std::vector<Transcript> out(files.size());
-  if (info_.max_batch <= 1) {
+  VRUN_ASSIGN_OR_RETURN(const std::string method, encode_method(o));
+  if (info_.max_batch <= 1 || method != "encode") {  // encode_batch attends to every frame
     for (size_t i = 0; i < files.size(); ++i) {
       VRUN_ASSIGN_OR_RETURN(out[i], transcribe(files[i], o));
     }

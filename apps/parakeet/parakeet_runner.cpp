@@ -96,14 +96,15 @@ Result<preprocess::Features> ParakeetRunner::features(std::span<const float> sam
 // Appends rows [keep_from, keep_from + keep_count) of the head's output (TDT: the joint's
 // encoder projection, CTC: logits) to *out when out is given (TDT decoding reads them from the
 // program's enc_proj state instead).
-Status ParakeetRunner::encode_range(const preprocess::NemoMelSpectrogram::Stream& stream, const preprocess::Features& f,
-                                    int64_t first, int64_t count, int64_t keep_from, int64_t keep_count, std::vector<float>* out) {
+Status ParakeetRunner::encode_range(const std::string& method, const preprocess::NemoMelSpectrogram::Stream& stream,
+                                    const preprocess::Features& f, int64_t first, int64_t count, int64_t keep_from, int64_t keep_count,
+                                    std::vector<float>* out) {
   const ParakeetConfig& c = info_.config;
   const int64_t valid = std::max<int64_t>(0, std::min(count, stream.valid_frames() - first));
   const int64_t enc_len = c.encoded_length(valid);
   if (enc_len < keep_from + keep_count)
     return err(ErrorCode::kInternal, "parakeet encode: ", enc_len, " encoder frames, rows up to ", keep_from + keep_count, " wanted");
-  auto outs = executor_->run("encode", {TensorView::dense(const_cast<float*>(f.data.data()), DType::f32, {1, c.feat_in, count})}, {{"enc_len", enc_len}});
+  auto outs = executor_->run(method, {TensorView::dense(const_cast<float*>(f.data.data()), DType::f32, {1, c.feat_in, count})}, {{"enc_len", enc_len}});
   if (!outs.is_ok()) return outs.status();
   if (!out) return Status::ok();
   const TensorView& head = (*outs)[1];
@@ -113,24 +114,36 @@ Status ParakeetRunner::encode_range(const preprocess::NemoMelSpectrogram::Stream
   return Status::ok();
 }
 
-Result<std::vector<float>> ParakeetRunner::encoder_output(const preprocess::Features& feats, int64_t valid_frames) {
+Result<std::vector<float>> ParakeetRunner::encoder_output(const preprocess::Features& feats, int64_t valid_frames, bool local_attention) {
   const ParakeetConfig& c = info_.config;
+  TranscribeOptions o;
+  o.local_attention = local_attention;
+  VRUN_ASSIGN_OR_RETURN(const std::string method, encode_method(o));
+  const int64_t bound = method == "encode_local" ? info_.max_local_frames : info_.max_encoder_frames;
   const int64_t frames = std::min<int64_t>(valid_frames, feats.frames);
   const int64_t enc_len = c.encoded_length(frames);
   if (enc_len < 1) return err(ErrorCode::kInvalidArgument, "parakeet encode: ", valid_frames, " feature frames make no encoder frame");
-  if (enc_len > info_.max_encoder_frames)
-    return err(ErrorCode::kInvalidArgument, "parakeet encode: ", enc_len, " encoder frames exceed one call's ", info_.max_encoder_frames);
+  if (enc_len > bound) return err(ErrorCode::kInvalidArgument, "parakeet encode: ", enc_len, " encoder frames exceed one call's ", bound);
   std::vector<float> in = feats.slice_frames(0, frames).data;
-  VRUN_ASSIGN_OR_RETURN(auto outs, executor_->run("encode", {TensorView::dense(in.data(), DType::f32, {1, c.feat_in, frames})}, {{"enc_len", enc_len}}));
+  VRUN_ASSIGN_OR_RETURN(auto outs, executor_->run(method, {TensorView::dense(in.data(), DType::f32, {1, c.feat_in, frames})}, {{"enc_len", enc_len}}));
   const float* p = outs[0].ptr<float>();
   return std::vector<float>(p, p + enc_len * c.d_model);
 }
 
+Result<std::string> ParakeetRunner::encode_method(const TranscribeOptions& o) const {
+  if (!o.local_attention || info_.config.local_window > 0) return std::string("encode");
+  if (info_.local_window < 1)
+    return err(ErrorCode::kUnsupported, program_->source, ": the program has no local-attention method (encode_local); export it "
+               "again (its local window was 0, or it predates local attention)");
+  return std::string("encode_local");
+}
+
 std::vector<ParakeetRunner::ChunkPlan> ParakeetRunner::plan_chunks(int64_t valid, int64_t E, const TranscribeOptions& o) const {
   const int64_t factor = info_.config.subsampling_factor;
-  // Chunks of encoder frames [a, b): full attention when the whole file fits, else centres of
+  // Chunks of encoder frames [a, b): one call when the whole file fits, else centres of
   // `centre` frames with `ctx` frames of context on each side, the context rows dropped.
-  const int64_t M = info_.max_encoder_frames;
+  const bool local = o.local_attention && info_.config.local_window == 0 && info_.local_window > 0;
+  const int64_t M = local ? info_.max_local_frames : info_.max_encoder_frames;
   int64_t ctx = std::max<int64_t>(0, o.context_frames);
   int64_t centre = o.chunk_frames > 0 ? o.chunk_frames : M - 2 * ctx;
   if (centre < 1 || centre + 2 * ctx > M) {
@@ -161,6 +174,7 @@ Result<Decoded> ParakeetRunner::decode(std::span<const float> samples, const Tra
   if (E < 1)
     return err(ErrorCode::kInvalidArgument, "parakeet: ", samples.size(), " samples is shorter than one feature frame (",
                mel_->config().hop_length, " samples)");
+  VRUN_ASSIGN_OR_RETURN(const std::string method, encode_method(o));
   const std::vector<ChunkPlan> chunks = plan_chunks(valid, E, o);
   const bool tdt = c.head == HeadKind::kTdt;
   std::vector<float> rows;  // CTC: the logits of the chunk's kept frames
@@ -177,7 +191,7 @@ Result<Decoded> ParakeetRunner::decode(std::span<const float> samples, const Tra
     rows.clear();
     const preprocess::Features f = ahead.valid() ? ahead.get() : chunk_features(k);
     if (next < chunks.size()) ahead = std::async(std::launch::async, chunk_features, chunks[next]);
-    VRUN_RETURN_IF_ERROR(encode_range(stream, f, k.f0, k.f1 - k.f0, k.a - k.s, k.b - k.a, tdt ? nullptr : &rows));
+    VRUN_RETURN_IF_ERROR(encode_range(method, stream, f, k.f0, k.f1 - k.f0, k.a - k.s, k.b - k.a, tdt ? nullptr : &rows));
     ++out->stats.windows;
     out->stats.encode_s += seconds_since(t1);
     if (o.on_progress) o.on_progress(k.a, E);

@@ -31,6 +31,10 @@ struct TranscribeOptions {
   // program's max_encoder_frames less twice the context.
   int64_t chunk_frames = 0;
   int64_t context_frames = 250;  // 20 s on each side
+  // NeMo's limited-context attention (the program's encode_local: each frame attends to the
+  // frames within its window) instead of full attention: no quadratic term, and chunks as long
+  // as the program's max_local_frames. A checkpoint trained with local attention always uses it.
+  bool local_attention = false;
   // Progress: encoder frames decoded so far and in total.
   std::function<void(int64_t done, int64_t total)> on_progress;
 };
@@ -78,8 +82,9 @@ class ParakeetRunner {
 
   // The pieces, for tests and tools.
   Result<preprocess::Features> features(std::span<const float> samples) const;
-  // Encoder output [enc_len, d_model] of features [n_mels, frames] (one call, full attention).
-  Result<std::vector<float>> encoder_output(const preprocess::Features& feats, int64_t valid_frames);
+  // Encoder output [enc_len, d_model] of features [n_mels, frames] (one call; full attention, or
+  // the program's local attention).
+  Result<std::vector<float>> encoder_output(const preprocess::Features& feats, int64_t valid_frames, bool local_attention = false);
   Result<Decoded> decode(std::span<const float> samples, const TranscribeOptions& options, Transcript* stats);
   // NeMo's hypothesis text of decoded tokens (the space before punctuation removed).
   std::string text(const Decoded& d) const { return builder_->text(d.tokens); }
@@ -98,6 +103,8 @@ class ParakeetRunner {
   };
   using ChunkLoader = std::function<Result<ChunkRows>(int64_t from)>;
   std::vector<ChunkPlan> plan_chunks(int64_t valid_frames, int64_t encoder_frames, const TranscribeOptions& o) const;
+  // The encode method the options ask for ("encode" or "encode_local"), or why the program has none.
+  Result<std::string> encode_method(const TranscribeOptions& o) const;
   // Greedy TDT / CTC over encoder frames [0, E), loading the chunk that starts at frame `from`
   // through `load` when the walk reaches it (chunks come in order).
   Result<Decoded> decode_frames(int64_t E, const ChunkLoader& load, Transcript* out);
@@ -107,8 +114,8 @@ class ParakeetRunner {
   // Text, words and segments of decoded tokens.
   void fill_segments(const Decoded& d, bool word_timestamps, Transcript* out) const;
   // f: the stream's feature frames [first, first + count) (stream.frames); the executor only reads them.
-  Status encode_range(const preprocess::NemoMelSpectrogram::Stream& stream, const preprocess::Features& f, int64_t first,
-                      int64_t count, int64_t keep_from, int64_t keep_count, std::vector<float>* out);
+  Status encode_range(const std::string& method, const preprocess::NemoMelSpectrogram::Stream& stream, const preprocess::Features& f,
+                      int64_t first, int64_t count, int64_t keep_from, int64_t keep_count, std::vector<float>* out);
 
   std::shared_ptr<Program> program_;
   std::unique_ptr<Executor> executor_;

@@ -43,6 +43,8 @@ Status ParakeetConfig::validate() const {
     if (max_symbols <= 0) return err(ErrorCode::kInvalidArgument, "parakeet config: max_symbols ", max_symbols);
   }
   if (!(window_stride > 0)) return err(ErrorCode::kInvalidArgument, "parakeet config: window_stride ", window_stride);
+  if (local_window < 0 || local_window > 100000)
+    return err(ErrorCode::kInvalidArgument, "parakeet config: local attention window ", local_window);
   return Status::ok();
 }
 
@@ -50,6 +52,7 @@ std::string ParakeetConfig::describe() const {
   std::ostringstream s;
   s << (head == HeadKind::kCtc ? "CTC" : durations.empty() ? "RNN-T" : "TDT") << ", " << n_layers << " layers x " << d_model << " ("
     << n_heads << " heads, ff " << ff_dim << ", conv " << conv_kernel << "), " << feat_in << " mels, vocabulary " << vocab_size;
+  if (local_window > 0) s << ", local attention [" << local_window << ", " << local_window << "]";
   if (head == HeadKind::kTdt) {
     s << ", prediction " << pred_layers << " x " << pred_hidden << ", joint " << joint_hidden;
     if (!durations.empty()) {
@@ -176,13 +179,24 @@ Result<ParakeetConfig> config_from_nemo(const json& cfg, const std::string& sour
     return err(ErrorCode::kUnsupported, source, ": encoder.", key, " is ", value, " (vrun runs ", needed, ")");
   };
   if (subsampling != "dw_striding") return unsupported("subsampling", subsampling, "dw_striding");
-  if (attention != "rel_pos") return unsupported("self_attention_model", attention, "rel_pos");
+  if (attention != "rel_pos" && attention != "rel_pos_local_attn")
+    return unsupported("self_attention_model", attention, "rel_pos or rel_pos_local_attn");
   if (norm != "batch_norm") return unsupported("conv_norm_type", norm, "batch_norm");
   if (!untie) return unsupported("untie_biases", "false", "per-layer position biases");
   if (causal) return unsupported("causal_downsampling", "true", "non-causal subsampling");
   if (feat_out != -1) return unsupported("feat_out", std::to_string(feat_out), "no output projection");
-  if (context && !context->empty() && !(context->size() == 2 && (*context)[0] == -1 && (*context)[1] == -1))
-    return unsupported("att_context_size", "limited", "full-context attention ([-1, -1])");
+  if (attention == "rel_pos_local_attn") {
+    // NeMo's sliding-window attention adds the position scores as if the window were [w, w]
+    // whatever the two sizes are, so only symmetric windows are well defined.
+    if (!context || context->size() != 2 || (*context)[0] < 1 || (*context)[0] != (*context)[1])
+      return unsupported("att_context_size", context && context->size() == 2
+                                                 ? "[" + std::to_string((*context)[0]) + ", " + std::to_string((*context)[1]) + "]"
+                                                 : std::string("missing"),
+                         "rel_pos_local_attn with a symmetric window [w, w], w >= 1");
+    c.local_window = (*context)[0];
+  } else if (context && !context->empty() && !(context->size() == 2 && (*context)[0] == -1 && (*context)[1] == -1)) {
+    return unsupported("att_context_size", "limited", "full-context attention ([-1, -1]) with rel_pos");
+  }
   c.window_stride = r.number("preprocessor.window_stride", 0.01);
 
   const std::string dec_target = r.string("decoder._target_", "");

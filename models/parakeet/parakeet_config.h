@@ -25,6 +25,9 @@ struct ParakeetConfig {
   int64_t feat_in = 0, d_model = 0, n_layers = 0, n_heads = 0, ff_dim = 0, conv_kernel = 0;
   int64_t subsampling_factor = 8, subsampling_channels = 0, pos_emb_max_len = 5000;
   bool xscaling = true, use_bias = true;
+  // NeMo's limited-context attention (self_attention_model rel_pos_local_attn, att_context_size
+  // [w, w]): each frame attends to the w frames on either side; 0: full attention (rel_pos).
+  int64_t local_window = 0;
   // Output vocabulary: tokens 0..vocab_size-1, blank = vocab_size.
   int64_t vocab_size = 0;
   // TDT / RNN-T prediction network and joint.

@@ -39,6 +39,14 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
   VRUN_RETURN_IF_ERROR(c.validate());
   const int64_t M = settings.max_encoder_frames;
   if (M < 1 || M > 100000) return err(ErrorCode::kInvalidArgument, "parakeet build: max_encoder_frames ", M);
+  // The encode methods: encode's attention is the checkpoint's (full, or its own local window);
+  // encode_local (full-attention checkpoints only) sees local_window frames on either side.
+  const bool local_method = c.local_window == 0 && settings.local_window > 0;
+  const int64_t W = c.local_window > 0 ? c.local_window : settings.local_window;  // the band's window
+  if (settings.local_window < 0 || settings.local_window > 100000 ||
+      (local_method && (settings.max_local_frames < 1 || settings.max_local_frames > 1000000)))
+    return err(ErrorCode::kInvalidArgument, "parakeet build: local attention window ", settings.local_window, " over ",
+               settings.max_local_frames, " frames");
   if (settings.max_batch < 1 || settings.max_batch > 64)
     return err(ErrorCode::kInvalidArgument, "parakeet build: max_batch ", settings.max_batch, " (1 to 64)");
   if (settings.weight_dtype && *settings.weight_dtype != DType::f32 && *settings.weight_dtype != DType::f16 &&
@@ -125,9 +133,10 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
   // projected table are the projection of the table's middle rows, which the encoder would
   // otherwise compute in every layer of every call (8% of its products at 2000 frames). f16
   // programs with the fused attention (whose operands are halves) keep them (or the table) as halves.
-  const std::vector<float> pe = relative_positions(M, d);
+  const bool full_attention = c.local_window == 0;  // encode (and encode_batch) attend to every frame
+  const std::vector<float> pe = full_attention ? relative_positions(M, d) : std::vector<float>{};
   const bool half_positions = settings.fused_attention && settings.weight_dtype == DType::f16;
-  const int pos_table = settings.projected_positions
+  const int pos_table = settings.projected_positions || !full_attention
                             ? -1
                             : linear_from_f32("encoder.relative_positions", half_positions ? DType::f16 : DType::f32,
                                               Shape{1, 2 * M - 1, d}, pe.data());
@@ -161,7 +170,7 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
   struct Layer {
     Norm ff1_norm, att_norm, conv_norm, ff2_norm, out_norm;
     Lin ff1_a, ff1_b, ff2_a, ff2_b, qkv, o, pw1, pw2;
-    int v_minus_u = -1, pos_proj = -1, pos_w = -1, dw_w = -1, dw_b = -1, bn_mean = -1, bn_var = -1, bn_w = -1, bn_b = -1;
+    int v_minus_u = -1, pos_proj = -1, pos_band = -1, pos_w = -1, dw_w = -1, dw_b = -1, bn_mean = -1, bn_var = -1, bn_w = -1, bn_b = -1;
   };
   const double inv_sqrt_dk = 1.0 / std::sqrt(static_cast<double>(dk));
   // Self-attention's projections as one: rows [W_q; W_k; W_v] with the bias [b_q + u; b_k; b_v],
@@ -199,17 +208,19 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
     std::vector<float> wp = values(p + "linear_pos.weight", {d, d});
     if (!bad.is_ok()) return;
     for (float& e : wp) e = static_cast<float>(e * inv_sqrt_dk);
-    if (!settings.projected_positions) {
+    if (full_attention && !settings.projected_positions)
       y.pos_w = linear_from_f32(p + "linear_pos.weight/sqrt(dk)", to, Shape{d, d}, wp.data());
-      return;
-    }
     // Rounded to W_pos's program dtype first, as the product at run time would take it.
     if (to == DType::f16 || to == DType::bf16)
       for (float& e : wp) e = to == DType::f16 ? f16_to_f32(f32_to_f16(e)) : bf16_to_f32(f32_to_bf16(e));
-    std::vector<float> proj(static_cast<size_t>((2 * M - 1) * d));
-    sgemm(2 * M - 1, d, d, pe.data(), d, wp.data(), d, true, proj.data(), d, false, &build_pool);
-    y.pos_proj = linear_from_f32(p + "relative_positions@linear_pos/sqrt(dk)", half_positions ? DType::f16 : DType::f32,
-                                 Shape{1, 2 * M - 1, d}, proj.data());
+    auto project = [&](const std::vector<float>& table, int64_t rows, const std::string& name) {
+      std::vector<float> proj(static_cast<size_t>(rows * d));
+      sgemm(rows, d, d, table.data(), d, wp.data(), d, true, proj.data(), d, false, &build_pool);
+      return linear_from_f32(p + name, half_positions ? DType::f16 : DType::f32, Shape{1, rows, d}, proj.data());
+    };
+    if (full_attention && settings.projected_positions) y.pos_proj = project(pe, 2 * M - 1, "relative_positions@linear_pos/sqrt(dk)");
+    // The local attention's band: relative positions W .. -W, as NeMo's LocalAttRelPositionalEncoding.
+    if (W > 0) y.pos_band = project(relative_positions(W + 1, d), 2 * W + 1, "local_positions@linear_pos/sqrt(dk)");
   };
   std::vector<Layer> L;
   for (int64_t l = 0; l < c.n_layers; ++l) {
@@ -290,7 +301,7 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
       dec_vectors = pb.add_constant_copy("decoder.packed_vectors", DType::f32, Shape{static_cast<int64_t>(v.size())}, v.data());
     }
     dec_state = pb.add_state("decoder_state", DType::f32, {2 * PL * P + J});
-    enc_state = pb.add_state("enc_proj", DType::f32, {settings.max_batch * M, J});
+    enc_state = pb.add_state("enc_proj", DType::f32, {std::max(settings.max_batch * M, local_method ? settings.max_local_frames : 0), J});
   }
   VRUN_RETURN_IF_ERROR(bad);
 
@@ -306,10 +317,13 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
   // Padding must not reach the valid frames: as NeMo does for a padded batch, every subsampling
   // convolution sees zeros past its job's length (mask inputs), attention keys past it get
   // -10000 (key_mask) and the conformer convolution sees zeros there (time_mask).
-  auto encoder = [&](MethodBuilder& g, bool batched) {
-    const int64_t max_frames = M * c.subsampling_factor + c.subsampling_factor;
+  // window > 0: local attention over window frames on either side; max_T: encoder frames per call;
+  // prefix: the method's node names (distinct per method: the batch-norm folding names its
+  // constants after them).
+  auto encoder = [&](MethodBuilder& g, bool batched, int64_t window, int64_t max_T, const std::string& prefix) {
+    const int64_t max_frames = max_T * c.subsampling_factor + c.subsampling_factor;
     const SymExpr frames = g.symbol("frames", 1, max_frames);
-    const SymExpr T = g.symbol("enc_len", 1, M);
+    const SymExpr T = g.symbol("enc_len", 1, max_T);
     const SymExpr B = batched ? g.symbol("batch", 1, settings.max_batch) : SymExpr(1);
     Val feats = g.input("features", DType::f32, {B, c.feat_in, frames});
     // frame_mask: 1 on a job's valid feature frames, 0 on the padding. A stride-2 stage keeps
@@ -366,8 +380,7 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
     };
     for (int64_t l = 0; l < c.n_layers; ++l) {
       const Layer& w = L[static_cast<size_t>(l)];
-      // Distinct node names per method: the batch-norm folding names its constants after them.
-      const std::string p = std::string(batched ? "batch." : "") + "layer" + std::to_string(l) + ".";
+      const std::string p = prefix + "layer" + std::to_string(l) + ".";
       x = ffn(x, w.ff1_norm, w.ff1_a, w.ff1_b, p + "ff1");
       // Relative-position attention: softmax(((q + u) k^T + rel_shift((q + v) p^T)) / sqrt(dk)) v.
       // Fused: sdpa of (q + u, k, v) with the position term, already over sqrt(dk), as its
@@ -385,19 +398,28 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
       auto middle_rows = [&](int table) {
         return g.op(OpKind::slice, {g.constant(table)}, {{"axis", 1}, {"start", SymExpr(M) - T}, {"end", SymExpr(M - 1) + T}});
       };
+      Val att;
+      if (window > 0) {
+        // Local attention (NeMo's RelPositionMultiHeadAttentionLongformer): in band coordinates
+        // (column c: key t - window + c, relative position window - c) the position term needs no
+        // shift, [B, H, T, 2 window + 1]; keys outside the audio take no part.
+        Val pband = heads(g.constant(w.pos_band));
+        Val position = g.op(OpKind::bmm, {qv, g.op(OpKind::permute, {pband}, {{"perm", {0, 1, 3, 2}}})}, {{"dtype", "f32"}}, p + "bd");
+        att = g.op(OpKind::sdpa, {qu, k, v, position}, {{"scale", inv_sqrt_dk}, {"window", {window, window}}}, p + "attn");
+      } else {
       Val pp = heads(settings.projected_positions
                          ? middle_rows(w.pos_proj)
                          : g.op(OpKind::linear, {middle_rows(pos_table), g.constant(w.pos_w)}, qkv_attrs, p + "pos"));
       Val position = g.op(OpKind::bmm, {qv, g.op(OpKind::permute, {pp}, {{"perm", {0, 1, 3, 2}}})}, {{"rel_shift", 1}, {"dtype", "f32"}},
                           p + "bd");
       if (batched) position = g.op(OpKind::add, {position, key_mask});
-      Val att;
       if (settings.fused_attention) {
         att = g.op(OpKind::sdpa, {qu, k, v, position}, {{"scale", inv_sqrt_dk}}, p + "attn");
       } else {
         Val ac = g.op(OpKind::bmm, {qu, g.op(OpKind::permute, {k}, {{"perm", {0, 1, 3, 2}}})}, {}, p + "ac");
         Val scores = g.op(OpKind::add, {g.op(OpKind::scale, {ac}, {{"scale", inv_sqrt_dk}}), position});
         att = g.op(OpKind::bmm, {g.op(OpKind::softmax, {scores}, {{"axis", -1}}), v}, {}, p + "attn");
+      }
       }
       // [B, H, T, dk] -> [B, T, H * dk] (halves gathered as halves), projected back into the
       // f32 residual stream, which the projection adds as it writes.
@@ -431,11 +453,17 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
   };
   {
     MethodBuilder g = pb.method("encode");
-    encoder(g, false);
+    encoder(g, false, c.local_window, M, "");
   }
-  if (settings.max_batch > 1) {
+  // Padded jobs would need the key padding in band coordinates: a checkpoint with local
+  // attention runs its jobs one at a time.
+  if (settings.max_batch > 1 && full_attention) {
     MethodBuilder g = pb.method("encode_batch");
-    encoder(g, true);
+    encoder(g, true, 0, M, "batch.");
+  }
+  if (local_method) {
+    MethodBuilder g = pb.method("encode_local");
+    encoder(g, false, settings.local_window, settings.max_local_frames, "local.");
   }
   if (tdt) {
     // The whole greedy loop over the frames of one chunk: control (t, symbols, end, row offset,
@@ -466,6 +494,11 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
       {"parakeet.joint_hidden", c.joint_hidden}, {"parakeet.max_symbols", c.max_symbols},
       {"parakeet.max_encoder_frames", M}, {"parakeet.max_batch", settings.max_batch}};
   for (const auto& [k, v] : ints) pb.set_meta(k, MetaValue::integer(v));
+  if (c.local_window > 0) pb.set_meta("parakeet.local_window", MetaValue::integer(c.local_window));
+  if (local_method) {
+    pb.set_meta("parakeet.encode_local_window", MetaValue::integer(settings.local_window));
+    pb.set_meta("parakeet.max_local_frames", MetaValue::integer(settings.max_local_frames));
+  }
   pb.set_meta("parakeet.durations", MetaValue::int_list(c.durations));
   pb.set_meta("parakeet.window_stride", MetaValue::real(c.window_stride));
   pb.set_meta("parakeet.preprocessor", MetaValue::str(model.preprocessor_json));
@@ -507,6 +540,18 @@ Result<ProgramInfo> info_from_program(const Program& p) {
   // Programs from before encode_batch hold no max_batch.
   const MetaValue* batch = p.meta("parakeet.max_batch");
   info.max_batch = batch && batch->type == MetaType::kInt && p.method("encode_batch") ? batch->i : 1;
+  // Optional (programs from before local attention hold none): the checkpoint's own window, and encode_local's.
+  auto optional_int = [&](const char* key) {
+    const MetaValue* v = p.meta(key);
+    return v && v->type == MetaType::kInt ? v->i : 0;
+  };
+  c.local_window = optional_int("parakeet.local_window");
+  if (p.method("encode_local")) {
+    info.local_window = optional_int("parakeet.encode_local_window");
+    info.max_local_frames = optional_int("parakeet.max_local_frames");
+    if (info.local_window < 1 || info.max_local_frames < 1)
+      return err(ErrorCode::kInvalidProgram, p.source, ": encode_local without its window and frame bound in the metadata");
+  }
   const MetaValue* durations = p.meta("parakeet.durations");
   const MetaValue* stride = p.meta("parakeet.window_stride");
   const MetaValue* pre = p.meta("parakeet.preprocessor");

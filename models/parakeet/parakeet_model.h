@@ -44,6 +44,13 @@ struct BuildSettings {
   // (true: no call computes them; the program holds 2 max_encoder_frames - 1 rows of d_model per
   // layer), or W_pos kept and applied to the positions in every call (false: a smaller program).
   bool projected_positions = true;
+  // Long audio with NeMo's limited-context attention (rel_pos_local_attn): an encode_local method
+  // whose attention sees local_window frames on either side (NeMo's advice for long audio is
+  // [128, 128]), up to max_local_frames frames per call (7500: ten minutes) with no quadratic
+  // term. 0 builds none. A checkpoint trained with local attention uses its own window in encode
+  // (and gets neither encode_local nor encode_batch).
+  int64_t local_window = 128;
+  int64_t max_local_frames = 7500;
   // Storage of the linear (matrix) weights: f32, f16 or bf16; nullopt keeps the checkpoint's
   // dtype (f64 becomes f32); the prediction network and the joint's output layer take it too.
   // Convolutions, norms and biases stay f32. f16 also stores the fused attention's q + u, k and v
@@ -60,6 +67,8 @@ struct ProgramInfo {
   std::string preprocessor_json;
   int64_t max_encoder_frames = 0;
   int64_t max_batch = 1;  // jobs per encode_batch call (1: the program has none)
+  // encode_local's window (frames on either side) and frames per call; 0: the program has none.
+  int64_t local_window = 0, max_local_frames = 0;
 };
 Result<ProgramInfo> info_from_program(const Program& p);
 

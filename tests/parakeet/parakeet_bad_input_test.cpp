@@ -133,6 +133,22 @@ TEST(ParakeetBadInput, MissingConfigKey) {
   EXPECT_NE(msg.find("has no 'encoder.d_model'"), std::string::npos) << msg;
 }
 
+// Local attention is taken with a symmetric window only (NeMo's sliding-window code adds the
+// position scores as if the window were [w, w]); full attention with a limited context is refused.
+TEST(ParakeetBadInput, LimitedAttentionContexts) {
+  std::string msg = load_error(modified_nemo("vrun_pk_asym.nemo", [](auto& e) {
+    std::string& cfg = entry(e, "model_config.yaml");
+    replace(cfg, "self_attention_model: rel_pos\n", "self_attention_model: rel_pos_local_attn\n");
+    replace(cfg, "  att_context_size:\n  - -1\n  - -1\n", "  att_context_size:\n  - 16\n  - 8\n");
+  }));
+  EXPECT_NE(msg.find("att_context_size is [16, 8]"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("symmetric window"), std::string::npos) << msg;
+  msg = load_error(modified_nemo("vrun_pk_limited.nemo", [](auto& e) {
+    replace(entry(e, "model_config.yaml"), "  att_context_size:\n  - -1\n  - -1\n", "  att_context_size:\n  - 64\n  - 0\n");
+  }));
+  EXPECT_NE(msg.find("att_context_size is limited"), std::string::npos) << msg;
+}
+
 TEST(ParakeetBadInput, TokenizerDoesNotMatchTheJoint) {
   const std::string msg = load_error(modified_nemo("vrun_pk_vocab.nemo", [](auto& e) {
     std::string& cfg = entry(e, "model_config.yaml");
