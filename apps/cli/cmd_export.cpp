@@ -20,6 +20,7 @@ namespace {
 struct ExportArgs {
   std::string model, out, dtype;
   int64_t ctx = 0, chunk = 512;
+  int64_t local_window = -1;  // Parakeet: encode_local's window; -1: the builder's default
 };
 
 // Speech models: the program `vrun transcribe` builds on load (Whisper's matrices converted to
@@ -31,6 +32,7 @@ std::optional<int> export_speech(const ExportArgs& a) {
 #if VRUN_WHISPER
   if (whisper::is_whisper_checkpoint(a.model)) {
     if (a.ctx != 0) return fail("export", "--ctx applies to Llama-family models; Whisper's text context is fixed by the model");
+    if (a.local_window >= 0) return fail("export", "--local-window applies to Parakeet models");
     std::optional<DType> dtype;
     if (!a.dtype.empty()) {
       dtype = dtype_from_name(a.dtype);
@@ -52,6 +54,7 @@ std::optional<int> export_speech(const ExportArgs& a) {
         return fail("export", "--dtype '" + a.dtype + "' for a Parakeet model: choose f32, f16 or bf16 (its linear weights)");
       bs.weight_dtype = *dtype;
     }
+    if (a.local_window >= 0) bs.local_window = a.local_window;
     auto p = parakeet::export_parakeet(a.model, bs);
     if (!p.is_ok()) return fail("export", p.status().to_string());
     program = *p;
@@ -67,6 +70,7 @@ std::optional<int> export_speech(const ExportArgs& a) {
 
 int run_export(const ExportArgs& a) {
   if (auto r = export_speech(a)) return *r;
+  if (a.local_window >= 0) return fail("export", "--local-window applies to Parakeet models");
   llama::ExportOptions o;
   if (!a.dtype.empty()) {
     const auto t = dtype_from_name(a.dtype);
@@ -104,6 +108,10 @@ CommandRegistrar reg("export",
                        sub.add_option("--ctx", a->ctx, "KV-cache length fixed in the program (0: the model's maximum)")
                            ->capture_default_str();
                        sub.add_option("--chunk", a->chunk, "Most tokens per prefill call")->capture_default_str();
+                       sub.add_option("--local-window", a->local_window,
+                                      "Parakeet: frames (80 ms each) on either side that `transcribe --attention local` "
+                                      "attends to (default 128, NeMo's long-audio setting; 0: no local-attention method)")
+                           ->check(CLI::Range(int64_t{0}, int64_t{100000}));
                        return [a] { return run_export(*a); };
                      });
 

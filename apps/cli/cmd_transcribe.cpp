@@ -312,8 +312,9 @@ const CommandRegistrar kRegistrar("transcribe", "Transcribe speech with a Whispe
       ->capture_default_str();
   sub.add_option("--attention", a->attention,
                  "Parakeet: full (every frame sees the whole file; audio over 160 s in overlapping chunks), or local "
-                 "(NeMo's limited-context attention, each frame sees 128 frames = 10.24 s on either side: faster on long "
-                 "audio, up to 10 minutes per call; files then go one at a time)")
+                 "(NeMo's limited-context attention: each frame sees the frames within the window the model was exported "
+                 "with, 128 = 10.24 s on either side by default; faster on long audio, up to 10 minutes per call; files "
+                 "then go one at a time)")
       ->check(CLI::IsMember({"full", "local"}))
       ->capture_default_str();
   return [a] { return run_transcribe(*a); };

@@ -17,7 +17,9 @@
 //     max_encoder_frames (default 2000 as `vrun transcribe` builds, 160 s a call; smaller needs
 //     less device memory, e.g. on lavapipe) and --max-batch its max_batch (chunks per
 //     encode_batch call, default 4; 1 encodes chunk by chunk), --attention the encoder's
-//     attention (sdpa: fused, the default; bmm: materialised scores), --runtime-positions W_pos
+//     attention (sdpa: fused, the default; bmm: materialised scores; local: NeMo's limited-context
+//     attention, [128, 128] over up to 7500 frames a call, as `vrun transcribe --attention local`
+//     and NeMo's change_attention_model("rel_pos_local_attn", [128, 128])), --runtime-positions W_pos
 //     applied to the positions in every call instead of when the program is built
 //     (BuildSettings::projected_positions false). A random joint has no notion of
 //     speech: --blank-bias (added to the blank logit) sets how often it emits; the default 1.4 gives a few tokens a second on the synthetic audio,
@@ -64,7 +66,7 @@ struct Args : RunOptions {
 constexpr Usage kUsage{
     "parakeet_bench",
     "usage: parakeet_bench --model MODEL [--audio FILE] [options]\n"
-    "       parakeet_bench --random-0.6b [--vrp PATH] [--dtype f32|f16|bf16] [--blank-bias B] [--max-frames N] [--max-batch N] [--attention sdpa|bmm] [--runtime-positions] [options]\n"
+    "       parakeet_bench --random-0.6b [--vrp PATH] [--dtype f32|f16|bf16] [--blank-bias B] [--max-frames N] [--max-batch N] [--attention sdpa|bmm|local] [--runtime-positions] [options]\n"
     "options: --seconds S (600) --backend cpu|vulkan|auto --threads N --batch N --warmup 0|1\n"};
 
 Args parse(int argc, char** argv) {
@@ -87,7 +89,8 @@ Args parse(int argc, char** argv) {
   });
   if (a.random == !a.model.empty()) kUsage.fail("give either --model or --random-0.6b");
   if (!(a.seconds > 0) || a.batch < 1 || a.threads < 0) kUsage.fail("--seconds and --batch must be positive, --threads not negative");
-  if (a.attention != "sdpa" && a.attention != "bmm") kUsage.fail("--attention " + a.attention + " (sdpa or bmm)");
+  if (a.attention != "sdpa" && a.attention != "bmm" && a.attention != "local")
+    kUsage.fail("--attention " + a.attention + " (sdpa, bmm or local)");
   if (a.dtype != "f32" && a.dtype != "f16" && a.dtype != "bf16") kUsage.fail("--dtype " + a.dtype + " (f32, f16 or bf16)");
   return a;
 }
@@ -303,7 +306,7 @@ int main(int argc, char** argv) {
       parakeet::BuildSettings bs;
       bs.max_encoder_frames = a.max_frames;
       bs.max_batch = a.max_batch;
-      bs.fused_attention = a.attention == "sdpa";
+      bs.fused_attention = a.attention != "bmm";
       bs.projected_positions = !a.runtime_positions;
       bs.weight_dtype = *dtype_from_name(a.dtype);
       auto program = parakeet::build_parakeet_program(random_0p6b(a.blank_bias), bs);
@@ -347,6 +350,8 @@ int main(int argc, char** argv) {
   }
 
   parakeet::TranscribeOptions o;
+  o.local_attention = a.attention == "local";
+  if (o.local_attention) name += " local";
   // One stream goes through transcribe(), as `vrun transcribe FILE` does (the encoder chunk by
   // chunk); several through transcribe_batch, as `--batch-size` does (chunks of all streams in
   // shared encode_batch calls).

@@ -15,7 +15,8 @@
 # VRUN_NEMO_PYTHON (python with nemo_toolkit[asr], as tests/reference/setup_nemo_venv.sh makes it:
 # default /tmp/vrun-nemo-venv/bin/python when it exists, else python3), VRUN_PARAKEET_PEERS (the
 # peers to run, of "transformers nemo": default both), VRUN_NEMO_ARGS (more parakeet_nemo.py
-# arguments, e.g. "--attention local --no-encoder").
+# arguments, e.g. "--no-encoder"), VRUN_PARAKEET_ATTENTION (full, or local: vrun's and NeMo's
+# limited-context attention, [128, 128], over the whole file; transformers has none and is skipped).
 # Each peer is skipped with a note when its Python lacks torch, ParakeetForTDT or NeMo.
 . "$(dirname "$0")/common.sh" parakeet_bench vrun-parakeet-bench "$@"
 batch="${VRUN_PARAKEET_BATCH:-4}"
@@ -35,7 +36,9 @@ rtfx() { awk -F'|' '{gsub(/ /, "", $6); gsub(/ /, "", $7); print $6 / $7}'; }  #
 ours_rows=()
 vrun() {  # vrun() ARGS...: one parakeet_bench row (the header once)
   local out
-  out=$("$bench" --random-0.6b --seconds "$seconds" "${audio[@]}" "$@")
+  local extra=()
+  [ "$attention" = local ] && extra=(--attention local)
+  out=$("$bench" --random-0.6b --seconds "$seconds" "${audio[@]}" "${extra[@]}" "$@")
   if [ ${#ours_rows[@]} -eq 0 ]; then echo "$out"; else echo "$out" | tail -n 1; fi
   ours_rows+=("$(echo "$out" | tail -n 1)")
 }
@@ -57,6 +60,15 @@ run_peer() {
 }
 peers=" ${VRUN_PARAKEET_PEERS:-transformers nemo} "
 read -r -a nemo_args <<< "${VRUN_NEMO_ARGS:-}"
+attention="${VRUN_PARAKEET_ATTENTION:-full}"
+case "$attention" in
+  full) ;;
+  local)
+    peers="${peers/ transformers / }"
+    nemo_args+=(--attention local)
+    echo "attention: local [128, 128] (transformers has no local attention: not run)" ;;
+  *) echo "VRUN_PARAKEET_ATTENTION=$attention (full or local)" >&2; exit 2 ;;
+esac
 peer() { [[ "$peers" == *" transformers "* ]] || return 0; run_peer transformers "$py" parakeet_torch.py "" "$@"; }
 nemo() {
   [[ "$peers" == *" nemo "* ]] || return 0

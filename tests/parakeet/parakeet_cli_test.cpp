@@ -81,5 +81,28 @@ TEST(ParakeetCli, ExportF16TranscribesTheSame) {
   EXPECT_NE(q4.err.find("f32, f16 or bf16"), std::string::npos) << q4.err;
 }
 
+// `vrun export --local-window W` then `transcribe --attention local`: NeMo's local-attention
+// tokens (goldens_local.json); --attention local on a program exported without the method is
+// refused, naming the way out.
+TEST(ParakeetCli, LocalAttention) {
+  const auto goldens = nlohmann::json::parse(slurp(kData + "/parakeet/goldens.json"));
+  const auto local = nlohmann::json::parse(slurp(kData + "/parakeet/goldens_local.json"));
+  const std::string model = kData + "/parakeet/tdt_small.nemo";
+  const std::string with = ::testing::TempDir() + "/tdt_small_local.vrp", without = ::testing::TempDir() + "/tdt_small_nolocal.vrp";
+  ASSERT_EQ(vrun("export -m " + model + " -o " + with + " --local-window " + std::to_string(local["window"].get<int64_t>()), "exportw")
+                .exit_code,
+            0);
+  ASSERT_EQ(vrun("export -m " + model + " -o " + without + " --local-window 0", "export0").exit_code, 0);
+  const std::string clip = kData + "/" + goldens["clips"]["long_concat"]["path"].get<std::string>();
+  const CliRun ours = vrun("transcribe --backend cpu -t 2 --attention local -m " + with + " " + clip, "local");
+  ASSERT_EQ(ours.exit_code, 0) << ours.err;
+  for (const auto& seg : local["tdt"]["clips"]["long_concat"]["segments"])
+    EXPECT_NE(ours.out.find("]  " + seg["segment"].get<std::string>() + "\n"), std::string::npos) << ours.out;
+  const CliRun refused = vrun("transcribe --backend cpu -t 2 --attention local -m " + without + " " + clip, "nolocal");
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.err.find("no local-attention method"), std::string::npos) << refused.err;
+  EXPECT_NE(vrun("transcribe --attention sparse -m " + model + " " + clip, "badatt").exit_code, 0);
+}
+
 }  // namespace
 }  // namespace vrun::parakeet
