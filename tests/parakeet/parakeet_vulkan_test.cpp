@@ -148,7 +148,7 @@ TEST(ParakeetVulkan, ChunkedLongAudioSameTokensAsTheCpu) {
 
 // NeMo's limited-context attention (the windowed sdpa kernels) on Vulkan: NeMo's own tokens,
 // frames and durations (goldens_local.json) on every clip, through encode_local. At most 200
-XX
+// frames a call (long_concat's 341 in five chunks of 80 with 60 frames of context, beyond the
 // receptive field of its 3 layers x (16 + 4) frames): on lavapipe a single greedy call over
 // all 341 frames of this clip's local encoding departs from the CPU's tokens at frame 305
 // (the H100 gives the CPU's), which one-call decoding would report here instead.
