@@ -12,6 +12,7 @@
 
 #include "apps/parakeet/parakeet_runner.h"
 #include "preprocess/audio_loader.h"
+#include "tests/parakeet/encoder_golden.h"
 
 namespace vrun::parakeet {
 namespace {
@@ -146,17 +147,7 @@ TEST(ParakeetAttention, LocalAttentionMatchesNemo) {
     ASSERT_TRUE(f.is_ok());
     auto enc = (*r)->encoder_output(*f, static_cast<int64_t>(audio->samples.size()) / 160, true);
     ASSERT_TRUE(enc.is_ok()) << enc.status().message();
-    const nlohmann::json& ref = local_goldens()[kind]["clips"]["librivox_0880"]["encoder_output"];
-    const int64_t d = (*r)->config().d_model;
-    ASSERT_EQ(static_cast<int64_t>(enc->size()), static_cast<int64_t>(ref.size()) * d);
-    double worst = 0, scale = 0;
-    for (size_t t = 0; t < ref.size(); ++t)
-      for (int64_t c = 0; c < d; ++c) {
-        const double want = ref[t][c].get<double>();
-        worst = std::max(worst, std::abs((*enc)[t * static_cast<size_t>(d) + static_cast<size_t>(c)] - want));
-        scale = std::max(scale, std::abs(want));
-      }
-    EXPECT_LT(worst, 1e-4 * std::max(1.0, scale)) << kind << ": largest |value| " << scale;
+    expect_encoder_output(*enc, local_goldens()[kind]["clips"]["librivox_0880"]["encoder_output"], (*r)->config().d_model, kind);
   }
 }
 

@@ -12,19 +12,26 @@ namespace {
 
 class VkAttention : public VulkanTest {};
 
-// Reference attention over logical (already broadcast) index functions.
+// Reference attention in float64 over logical (already broadcast) index functions. Query i sits
+// at position p = Lk - Lq + i and sees every key (causal: up to p), or with a window (left >= 0)
+// the keys p - left .. p + right that exist, its mask (broadcast to [B, Hq, Lq, left + right + 1])
+// column c holding key p - left + c. Rows without keys give zeros.
 std::vector<double> sdpa_ref(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView* mask,
-                             double scale, bool causal) {
+                             double scale, bool causal, int64_t left = -1, int64_t right = -1) {
+  const bool windowed = left >= 0;
   const int64_t B = q.shape[0], Hq = q.shape[1], Lq = q.shape[2], D = q.shape[3];
   const int64_t Hkv = k.shape[1], Lk = k.shape[2], Dv = v.shape[3];
   std::vector<double> y;
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < Hq; ++h)
       for (int64_t i = 0; i < Lq; ++i) {
-        const int64_t hk = h / (Hq / Hkv);
-        std::vector<double> s(Lk);
+        const int64_t hk = h / (Hq / Hkv), p = Lk - Lq + i;
+        std::vector<int64_t> keys;
+        std::vector<double> s;
         double mx = -INFINITY;
-        for (int64_t j = 0; j < Lk; ++j) {
+        const int64_t lo = windowed ? std::max<int64_t>(0, p - left) : 0, hi = windowed ? std::min(Lk - 1, p + right) : Lk - 1;
+        for (int64_t j = lo; j <= hi; ++j) {
+          if (causal && j > p) break;
           double d = 0;
           for (int64_t c = 0; c < D; ++c) {
             int64_t qi[4] = {b, h, i, c}, ki[4] = {b, hk, j, c};
@@ -32,24 +39,24 @@ std::vector<double> sdpa_ref(const TensorView& q, const TensorView& k, const Ten
           }
           d *= scale;
           if (mask) {
-            int64_t mi[4] = {b, h, i, j};
+            int64_t mi[4] = {b, h, i, windowed ? j - (p - left) : j};
             const double m = load_double(*mask, mi);
             if (mask->dtype == DType::bool_) d = m != 0 ? d : -INFINITY;
             else d += m;
           }
-          if (causal && j > Lk - Lq + i) d = -INFINITY;
-          s[j] = d;
+          keys.push_back(j);
+          s.push_back(d);
           mx = std::max(mx, d);
         }
         double sum = 0;
-        for (auto& x : s) sum += (x = std::exp(x - mx));
+        for (auto& x : s) sum += (x = mx == -INFINITY ? 0.0 : std::exp(x - mx));
         for (int64_t c = 0; c < Dv; ++c) {
           double acc = 0;
-          for (int64_t j = 0; j < Lk; ++j) {
-            int64_t vi[4] = {b, hk, j, c};
-            acc += s[j] * load_double(v, vi);
+          for (size_t u = 0; u < keys.size(); ++u) {
+            int64_t vi[4] = {b, hk, keys[u], c};
+            acc += s[u] * load_double(v, vi);
           }
-          y.push_back(acc / sum);
+          y.push_back(sum > 0 ? acc / sum : 0.0);
         }
       }
   return y;
@@ -312,53 +319,6 @@ TEST_F(VkSdpa, ForcedKernelsOnPrefillShapes) {
   unsetenv("VRUN_SDPA");
 }
 
-// Local (banded) attention in float64: query i at position p = Lk - Lq + i sees keys
-// p - left .. p + right that exist (and, causal, at most p); mask (already broadcast to
-// [B, Hq, Lq, left + right + 1]) column c holds key p - left + c. Rows without keys give zeros.
-std::vector<double> sdpa_window_ref(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView* mask,
-                                    double scale, bool causal, int64_t left, int64_t right) {
-  const int64_t B = q.shape[0], Hq = q.shape[1], Lq = q.shape[2], D = q.shape[3];
-  const int64_t Hkv = k.shape[1], Lk = k.shape[2], Dv = v.shape[3];
-  std::vector<double> y;
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < Hq; ++h)
-      for (int64_t i = 0; i < Lq; ++i) {
-        const int64_t hk = h / (Hq / Hkv), p = Lk - Lq + i;
-        std::vector<int64_t> keys;
-        std::vector<double> s;
-        double mx = -INFINITY;
-        for (int64_t j = std::max<int64_t>(0, p - left); j <= std::min(Lk - 1, p + right); ++j) {
-          if (causal && j > p) break;
-          double d = 0;
-          for (int64_t c = 0; c < D; ++c) {
-            int64_t qi[4] = {b, h, i, c}, ki[4] = {b, hk, j, c};
-            d += load_double(q, qi) * load_double(k, ki);
-          }
-          d *= scale;
-          if (mask) {
-            int64_t mi[4] = {b, h, i, j - (p - left)};
-            const double m = load_double(*mask, mi);
-            if (mask->dtype == DType::bool_) d = m != 0 ? d : -INFINITY;
-            else d += m;
-          }
-          keys.push_back(j);
-          s.push_back(d);
-          mx = std::max(mx, d);
-        }
-        double sum = 0;
-        for (auto& x : s) sum += (x = mx == -INFINITY ? 0.0 : std::exp(x - mx));
-        for (int64_t c = 0; c < Dv; ++c) {
-          double acc = 0;
-          for (size_t u = 0; u < keys.size(); ++u) {
-            int64_t vi[4] = {b, hk, keys[u], c};
-            acc += s[u] * load_double(v, vi);
-          }
-          y.push_back(sum > 0 ? acc / sum : 0.0);
-        }
-      }
-  return y;
-}
-
 // One windowed sdpa case: q permuted from a [B, L, H, D] storage, K/V a strided view of a longer
 // cache, and a band mask full [B, Hq, Lq, W], broadcast over batch or heads, or none.
 struct WindowCase {
@@ -402,7 +362,7 @@ class VkSdpaWindow : public VulkanTest {
     r.attrs.set_i("causal", c.causal ? 1 : 0);
     r.attrs.set_ints("window", {c.left, c.right});
     const TensorView mv = c.mask != DType::u8 ? broadcast_view(r.m.view, band) : TensorView{};
-    r.want = sdpa_window_ref(r.q.view, r.k.view, r.v.view, c.mask != DType::u8 ? &mv : nullptr,
+    r.want = sdpa_ref(r.q.view, r.k.view, r.v.view, c.mask != DType::u8 ? &mv : nullptr,
                              1 / std::sqrt(static_cast<double>(c.D)), c.causal, c.left, c.right);
     return r;
   }
