@@ -57,7 +57,7 @@ Result<std::vector<Decoded>> ParakeetRunner::decode_batched(const std::vector<st
     if (f.E < 1)
       return err(ErrorCode::kInvalidArgument, "parakeet: file ", i, ": ", files[i].size(), " samples is shorter than one feature frame (",
                  mel_->config().hop_length, " samples)");
-    f.chunks = plan_chunks(valid, f.E, o);
+    f.chunks = plan_chunks(valid, f.E, frames_per_call("encode"), o);
     n_jobs += static_cast<int64_t>(f.chunks.size());
     fs.push_back(std::move(f));
   }

@@ -119,7 +119,7 @@ Result<std::vector<float>> ParakeetRunner::encoder_output(const preprocess::Feat
   TranscribeOptions o;
   o.local_attention = local_attention;
   VRUN_ASSIGN_OR_RETURN(const std::string method, encode_method(o));
-  const int64_t bound = method == "encode_local" ? info_.max_local_frames : info_.max_encoder_frames;
+  const int64_t bound = frames_per_call(method);
   const int64_t frames = std::min<int64_t>(valid_frames, feats.frames);
   const int64_t enc_len = c.encoded_length(frames);
   if (enc_len < 1) return err(ErrorCode::kInvalidArgument, "parakeet encode: ", valid_frames, " feature frames make no encoder frame");
@@ -138,12 +138,14 @@ Result<std::string> ParakeetRunner::encode_method(const TranscribeOptions& o) co
   return std::string("encode_local");
 }
 
-std::vector<ParakeetRunner::ChunkPlan> ParakeetRunner::plan_chunks(int64_t valid, int64_t E, const TranscribeOptions& o) const {
+int64_t ParakeetRunner::frames_per_call(const std::string& method) const {
+  return method == "encode_local" ? info_.max_local_frames : info_.max_encoder_frames;
+}
+
+std::vector<ParakeetRunner::ChunkPlan> ParakeetRunner::plan_chunks(int64_t valid, int64_t E, int64_t M, const TranscribeOptions& o) const {
   const int64_t factor = info_.config.subsampling_factor;
   // Chunks of encoder frames [a, b): one call when the whole file fits, else centres of
   // `centre` frames with `ctx` frames of context on each side, the context rows dropped.
-  const bool local = o.local_attention && info_.config.local_window == 0 && info_.local_window > 0;
-  const int64_t M = local ? info_.max_local_frames : info_.max_encoder_frames;
   int64_t ctx = std::max<int64_t>(0, o.context_frames);
   int64_t centre = o.chunk_frames > 0 ? o.chunk_frames : M - 2 * ctx;
   if (centre < 1 || centre + 2 * ctx > M) {
@@ -175,7 +177,7 @@ Result<Decoded> ParakeetRunner::decode(std::span<const float> samples, const Tra
     return err(ErrorCode::kInvalidArgument, "parakeet: ", samples.size(), " samples is shorter than one feature frame (",
                mel_->config().hop_length, " samples)");
   VRUN_ASSIGN_OR_RETURN(const std::string method, encode_method(o));
-  const std::vector<ChunkPlan> chunks = plan_chunks(valid, E, o);
+  const std::vector<ChunkPlan> chunks = plan_chunks(valid, E, frames_per_call(method), o);
   const bool tdt = c.head == HeadKind::kTdt;
   std::vector<float> rows;  // CTC: the logits of the chunk's kept frames
   size_t next = 0;

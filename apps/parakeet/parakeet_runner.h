@@ -102,9 +102,13 @@ class ParakeetRunner {
     const float* rows = nullptr;
   };
   using ChunkLoader = std::function<Result<ChunkRows>(int64_t from)>;
-  std::vector<ChunkPlan> plan_chunks(int64_t valid_frames, int64_t encoder_frames, const TranscribeOptions& o) const;
+  // frames_per_call: the encode method's bound (frames_per_call(method)).
+  std::vector<ChunkPlan> plan_chunks(int64_t valid_frames, int64_t encoder_frames, int64_t frames_per_call,
+                                     const TranscribeOptions& o) const;
   // The encode method the options ask for ("encode" or "encode_local"), or why the program has none.
   Result<std::string> encode_method(const TranscribeOptions& o) const;
+  // Encoder frames one call of that method takes.
+  int64_t frames_per_call(const std::string& method) const;
   // Greedy TDT / CTC over encoder frames [0, E), loading the chunk that starts at frame `from`
   // through `load` when the walk reaches it (chunks come in order).
   Result<Decoded> decode_frames(int64_t E, const ChunkLoader& load, Transcript* out);

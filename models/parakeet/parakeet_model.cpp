@@ -41,7 +41,8 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
   if (M < 1 || M > 100000) return err(ErrorCode::kInvalidArgument, "parakeet build: max_encoder_frames ", M);
   // The encode methods: encode's attention is the checkpoint's (full, or its own local window);
   // encode_local (full-attention checkpoints only) sees local_window frames on either side.
-  const bool local_method = c.local_window == 0 && settings.local_window > 0;
+  const bool full_attention = c.local_window == 0;  // encode (and encode_batch) attend to every frame
+  const bool local_method = full_attention && settings.local_window > 0;
   const int64_t W = c.local_window > 0 ? c.local_window : settings.local_window;  // the band's window
   if (settings.local_window < 0 || settings.local_window > 100000 ||
       (local_method && (settings.max_local_frames < 1 || settings.max_local_frames > 1000000)))
@@ -133,8 +134,9 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
   // projected table are the projection of the table's middle rows, which the encoder would
   // otherwise compute in every layer of every call (8% of its products at 2000 frames). f16
   // programs with the fused attention (whose operands are halves) keep them (or the table) as halves.
-  const bool full_attention = c.local_window == 0;  // encode (and encode_batch) attend to every frame
   const std::vector<float> pe = full_attention ? relative_positions(M, d) : std::vector<float>{};
+  // The local attention's band: relative positions W .. -W, as NeMo's LocalAttRelPositionalEncoding.
+  const std::vector<float> pe_band = W > 0 ? relative_positions(W + 1, d) : std::vector<float>{};
   const bool half_positions = settings.fused_attention && settings.weight_dtype == DType::f16;
   const int pos_table = settings.projected_positions || !full_attention
                             ? -1
@@ -219,8 +221,7 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
       return linear_from_f32(p + name, half_positions ? DType::f16 : DType::f32, Shape{1, rows, d}, proj.data());
     };
     if (full_attention && settings.projected_positions) y.pos_proj = project(pe, 2 * M - 1, "relative_positions@linear_pos/sqrt(dk)");
-    // The local attention's band: relative positions W .. -W, as NeMo's LocalAttRelPositionalEncoding.
-    if (W > 0) y.pos_band = project(relative_positions(W + 1, d), 2 * W + 1, "local_positions@linear_pos/sqrt(dk)");
+    if (W > 0) y.pos_band = project(pe_band, 2 * W + 1, "local_positions@linear_pos/sqrt(dk)");
   };
   std::vector<Layer> L;
   for (int64_t l = 0; l < c.n_layers; ++l) {
@@ -407,19 +408,19 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
         Val position = g.op(OpKind::bmm, {qv, g.op(OpKind::permute, {pband}, {{"perm", {0, 1, 3, 2}}})}, {{"dtype", "f32"}}, p + "bd");
         att = g.op(OpKind::sdpa, {qu, k, v, position}, {{"scale", inv_sqrt_dk}, {"window", {window, window}}}, p + "attn");
       } else {
-      Val pp = heads(settings.projected_positions
-                         ? middle_rows(w.pos_proj)
-                         : g.op(OpKind::linear, {middle_rows(pos_table), g.constant(w.pos_w)}, qkv_attrs, p + "pos"));
-      Val position = g.op(OpKind::bmm, {qv, g.op(OpKind::permute, {pp}, {{"perm", {0, 1, 3, 2}}})}, {{"rel_shift", 1}, {"dtype", "f32"}},
-                          p + "bd");
-      if (batched) position = g.op(OpKind::add, {position, key_mask});
-      if (settings.fused_attention) {
-        att = g.op(OpKind::sdpa, {qu, k, v, position}, {{"scale", inv_sqrt_dk}}, p + "attn");
-      } else {
-        Val ac = g.op(OpKind::bmm, {qu, g.op(OpKind::permute, {k}, {{"perm", {0, 1, 3, 2}}})}, {}, p + "ac");
-        Val scores = g.op(OpKind::add, {g.op(OpKind::scale, {ac}, {{"scale", inv_sqrt_dk}}), position});
-        att = g.op(OpKind::bmm, {g.op(OpKind::softmax, {scores}, {{"axis", -1}}), v}, {}, p + "attn");
-      }
+        Val pp = heads(settings.projected_positions
+                           ? middle_rows(w.pos_proj)
+                           : g.op(OpKind::linear, {middle_rows(pos_table), g.constant(w.pos_w)}, qkv_attrs, p + "pos"));
+        Val position = g.op(OpKind::bmm, {qv, g.op(OpKind::permute, {pp}, {{"perm", {0, 1, 3, 2}}})}, {{"rel_shift", 1}, {"dtype", "f32"}},
+                            p + "bd");
+        if (batched) position = g.op(OpKind::add, {position, key_mask});
+        if (settings.fused_attention) {
+          att = g.op(OpKind::sdpa, {qu, k, v, position}, {{"scale", inv_sqrt_dk}}, p + "attn");
+        } else {
+          Val ac = g.op(OpKind::bmm, {qu, g.op(OpKind::permute, {k}, {{"perm", {0, 1, 3, 2}}})}, {}, p + "ac");
+          Val scores = g.op(OpKind::add, {g.op(OpKind::scale, {ac}, {{"scale", inv_sqrt_dk}}), position});
+          att = g.op(OpKind::bmm, {g.op(OpKind::softmax, {scores}, {{"axis", -1}}), v}, {}, p + "attn");
+        }
       }
       // [B, H, T, dk] -> [B, T, H * dk] (halves gathered as halves), projected back into the
       // f32 residual stream, which the projection adds as it writes.
