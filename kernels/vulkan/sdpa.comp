@@ -22,6 +22,7 @@
 // would, so a decode step's attention is one kernel; the host keeps nsplit <= KCH / 2).
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
+#include "sdpa_common.glsl"
 
 layout(local_size_x = 128) in;
 layout(constant_id = 0) const uint DT_Q = 0;
@@ -54,20 +55,10 @@ layout(set = 0, binding = 2, std430) buffer BufK4 { uvec4 k4[]; };
 layout(set = 0, binding = 3, std430) buffer BufV4 { uvec4 v4[]; };
 
 layout(push_constant) uniform Push {
-  uint Lq, Lk, dims, Hq, Hkv;  // dims: D | Dv << 16 (both at most 256)
-  float scale;
-  uint q_sb, q_sh, q_sl;
-  uint k_sb, k_sh, k_sl;
-  uint v_sb, v_sh, v_sl;
-  uint m_sb, m_sh, m_sl, m_sk;
-  uint off_q, off_k, off_v, off_m, off_y;
-  uint nsplit, kchunk;
-  uint win_l, win_r;  // window (WINDOW = 1): query at position p sees keys p - win_l .. p + win_r
+  SDPA_PUSH_FIELDS
   uint off_len, want;
   uint off_cnt, off_out;
 } pc;
-#define HEAD_D (pc.dims & 0xffffu)
-#define HEAD_DV (pc.dims >> 16u)
 
 const uint WG = 128;
 const uint DV4 = DMAX / 4u;
@@ -134,10 +125,9 @@ void main() {
       ia = 0;
       ib = int(pc.Lq) - 1;
     }
-    const int shift = int(Lk) - int(pc.Lq);
-    kfirst = uint(clamp(shift + ia - int(pc.win_l), 0, int(Lk)));
-    klast = uint(clamp(shift + ib + int(pc.win_r) + 1, 0, int(Lk)));
-    if (CAUSAL == 1) klast = min(klast, uint(max(shift + ib + 1, 0)));
+    kfirst = band_begin(pc.Lq, Lk, pc.win_l, ia);
+    klast = band_end(pc.Lq, Lk, pc.win_r, ib);
+    if (CAUSAL == 1) klast = min(klast, uint(max(int(Lk) - int(pc.Lq) + ib + 1, 0)));
   }
   uint kbeg = kfirst + split * kchunk;
   uint kn = kbeg < klast ? min(kchunk, klast - kbeg) : 0u;  // keys in this chunk

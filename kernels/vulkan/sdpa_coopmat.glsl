@@ -51,19 +51,10 @@ uvec4 q8(uint e) { return DT_Q == DT_F32 ? pack8(qf4[e / 4u], qf4[e / 4u + 1u]) 
 uvec4 k8(uint e) { return DT_K == DT_F32 ? pack8(kf4[e / 4u], kf4[e / 4u + 1u]) : k4[e / 8u]; }
 uvec4 v8(uint e) { return DT_V == DT_F32 ? pack8(vf4[e / 4u], vf4[e / 4u + 1u]) : v4[e / 8u]; }
 
+#include "sdpa_common.glsl"
 layout(push_constant) uniform Push {
-  uint Lq, Lk, dims, Hq, Hkv;  // dims: D | Dv << 16 (both at most 256)
-  float scale;
-  uint q_sb, q_sh, q_sl;
-  uint k_sb, k_sh, k_sl;
-  uint v_sb, v_sh, v_sl;
-  uint m_sb, m_sh, m_sl, m_sk;
-  uint off_q, off_k, off_v, off_m, off_y;
-  uint nsplit, kchunk;
-  uint win_l, win_r;  // window (WINDOW = 1): query at position p sees keys p - win_l .. p + win_r
+  SDPA_PUSH_FIELDS
 } pc;
-#define HEAD_D (pc.dims & 0xffffu)
-#define HEAD_DV (pc.dims >> 16u)
 
 const uint WG = 128, NW = 4, BQ = 64, BKV = 32;
 const uint ND = DMAX / 16u;        // 16-wide fragments across the head dims
@@ -125,9 +116,8 @@ void main() {
   const uint width = pc.win_l + pc.win_r + 1u;
   uint kfirst = 0u;
   if (WINDOW == 1) {
-    const int shift = int(pc.Lk) - int(pc.Lq);
-    kfirst = uint(clamp(shift + int(i0) - int(pc.win_l), 0, int(pc.Lk)));
-    kend = min(kend, uint(clamp(shift + int(last) + int(pc.win_r) + 1, 0, int(pc.Lk))));
+    kfirst = band_begin(pc.Lq, pc.Lk, pc.win_l, int(i0));
+    kend = min(kend, band_end(pc.Lq, pc.Lk, pc.win_r, int(last)));
   }
   // This workgroup's keys: [kbeg, kend).
   const uint kbeg = min(kend, kfirst + split * pc.kchunk);

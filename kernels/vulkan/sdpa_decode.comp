@@ -29,6 +29,7 @@
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #include "common.glsl"
+#include "sdpa_common.glsl"
 
 // Invocations per workgroup (constant 12): 256, or 512 where the lanes' registers are few.
 layout(local_size_x_id = 12) in;
@@ -60,20 +61,10 @@ layout(set = 0, binding = 6, std430) coherent buffer BufCnt { uint cnt[]; };
 layout(set = 0, binding = 3, std430) buffer BufV4 { uvec4 v4[]; };
 
 layout(push_constant) uniform Push {
-  uint Lq, Lk, dims, Hq, Hkv;  // dims: D | Dv << 16 (both at most 256)
-  float scale;
-  uint q_sb, q_sh, q_sl;
-  uint k_sb, k_sh, k_sl;
-  uint v_sb, v_sh, v_sl;
-  uint m_sb, m_sh, m_sl, m_sk;
-  uint off_q, off_k, off_v, off_m, off_y;
-  uint nsplit, kchunk;
-  uint win_l, win_r;  // the shared layout's window: unused here (the host sends windowed calls elsewhere)
+  SDPA_PUSH_FIELDS
   uint off_part, off_cnt;
   uint off_len, want;
 } pc;
-#define HEAD_D (pc.dims & 0xffffu)
-#define HEAD_DV (pc.dims >> 16u)
 
 const uint WG = gl_WorkGroupSize.x;
 const uint NG = WG / LPK;     // key groups

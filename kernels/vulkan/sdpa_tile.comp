@@ -12,6 +12,7 @@
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #include "common.glsl"
+#include "sdpa_common.glsl"
 
 layout(local_size_x = 128) in;
 layout(constant_id = 0) const uint DT_Q = 0;
@@ -32,18 +33,8 @@ layout(set = 0, binding = 2, std430) buffer BufK4 { uvec4 k4[]; };
 layout(set = 0, binding = 3, std430) buffer BufV4 { uvec4 v4[]; };
 
 layout(push_constant) uniform Push {
-  uint Lq, Lk, dims, Hq, Hkv;  // dims: D | Dv << 16 (both at most 256)
-  float scale;
-  uint q_sb, q_sh, q_sl;
-  uint k_sb, k_sh, k_sl;
-  uint v_sb, v_sh, v_sl;
-  uint m_sb, m_sh, m_sl, m_sk;
-  uint off_q, off_k, off_v, off_m, off_y;
-  uint nsplit, kchunk;
-  uint win_l, win_r;  // window (WINDOW = 1): query at position p sees keys p - win_l .. p + win_r
+  SDPA_PUSH_FIELDS
 } pc;
-#define HEAD_D (pc.dims & 0xffffu)
-#define HEAD_DV (pc.dims >> 16u)
 
 const uint WG = 128, TPR = 4, RPT = 2, BQ = RPT * WG / TPR, SB = 8;
 const uint DV4 = DMAX / 4u;   // vec4 per staged row
@@ -136,9 +127,8 @@ void main() {
   const uint width = pc.win_l + pc.win_r + 1u;
   if (WINDOW == 1) {
     // The union of the block's bands: from its first row's first key to its last row's last.
-    const int shift = int(pc.Lk) - int(pc.Lq);
-    kbeg = uint(clamp(shift + int(i0) - int(pc.win_l), 0, int(pc.Lk)));
-    kend = min(kend, uint(clamp(shift + int(last) + int(pc.win_r) + 1, 0, int(pc.Lk))));
+    kbeg = band_begin(pc.Lq, pc.Lk, pc.win_l, int(i0));
+    kend = min(kend, band_end(pc.Lq, pc.Lk, pc.win_r, int(last)));
   }
 
   for (uint j0 = kbeg; j0 < kend; j0 += BKV) {
