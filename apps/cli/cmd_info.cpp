@@ -50,7 +50,7 @@ void print_devices() {
   for (const auto& d : devices)
     std::printf("vulkan device %d: %s (%s), %s, subgroup %u, fp16 %s, int8 %s, cooperative matrix %s%s\n", d.index,
                 d.name.c_str(), d.type.c_str(), human_bytes(d.device_local_bytes).c_str(), d.subgroup_size,
-                d.fp16 ? "yes" : "no", d.int8 ? "yes" : "no", d.coopmat_khr ? "KHR" : (d.coopmat_nv ? "NV" : "no"),
+                d.fp16 ? "yes" : "no", d.int8 ? "yes" : "no", d.coopmat_khr ? (d.coopmat2 ? "KHR + NV 2" : "KHR") : (d.coopmat_nv ? "NV" : "no"),
                 d.multiprocessors ? (", " + std::to_string(d.multiprocessors) + " multiprocessors").c_str() : "");
 #else
   std::printf("vulkan: not built (-DVRUN_VULKAN=OFF)\n");

@@ -7,7 +7,8 @@
 //                     [--tiles [--tile-list T1,T2,...]]
 //
 // --tiles times the tensor-core matmul over encoder and prefill projection shapes with the tile
-// chosen by shape ("auto") and with forced tiles (VRUN_MM_TILE's WGMxWGNxFMxFNxBK[xSTAGES]);
+// chosen by shape ("auto") and with forced tiles (VRUN_MM_TILE's WGMxWGNxFMxFNxBK[xSTAGES] for the
+// subgroup-scope kernel, cm2:BMxBNxBKxTHREADS for the workgroup-scope one, VRUN_MM_CM2);
 // --tile-list replaces the forced ones.
 //
 // --mma-peak measures the rate of KHR cooperative-matrix multiply-adds alone (fragments in
@@ -182,7 +183,9 @@ int main(int argc, char** argv) {
   int reps = 20;
   double tensor_roof = 0;
   bool sweep = false, decode_shapes = false, q4_tune = false, attention_shapes = false, tiles = false, mma_peak = false;
-  std::string tile_list = "2x4x4x4x32,2x4x4x2x32,2x4x2x2x32,2x2x2x2x32,4x2x4x4x32";
+  std::string tile_list =
+      "2x4x4x2x16x2,4x4x2x4x32,2x4x2x2x32,cm2:128x256x32x256,cm2:128x128x32x128,cm2:64x128x32x128,"
+      "cm2:128x128x64x128,cm2:128x128x16x128,cm2:256x128x32x256,cm2:64x256x32x128";
   ContextOptions opts;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--small")) small = true;
@@ -211,6 +214,14 @@ int main(int argc, char** argv) {
   std::printf("device: %s (%s), subgroup %u, fp16 %d, coopmat %s\n", info.name.c_str(), info.type.c_str(),
               info.subgroup_size, info.fp16,
               ctx.coopmat() == Context::CoopMat::kKhr ? "KHR" : ctx.coopmat() == Context::CoopMat::kNv ? "NV" : "none");
+  if (ctx.coopmat2().on) {
+    const Context::CoopMat2& c2 = ctx.coopmat2();
+    std::string sizes;
+    for (uint32_t n : c2.invocations) sizes += (sizes.empty() ? "" : ", ") + std::to_string(n);
+    std::printf("NV cooperative matrix 2: workgroups of %s, granularity %u x %u x %u, max dimension %u, %u bytes of "
+                "shared memory reserved\n", sizes.c_str(), c2.m_granularity, c2.n_granularity, c2.k_granularity,
+                c2.max_dimension, c2.reserved_shared);
+  }
   {
     VkPhysicalDeviceMemoryProperties mem;
     vkGetPhysicalDeviceMemoryProperties(ctx.physical_device(), &mem);
@@ -426,15 +437,21 @@ int main(int argc, char** argv) {
       for (const Mm& m : shapes) {
         DevTensor x = make(ctx, xdt, Shape{m.m, m.k}), w = make(ctx, DType::f16, Shape{m.n, m.k});
         for (const std::string& cs : cands) {
-          const char* c = cs.c_str();
-          setenv("VRUN_MM_TILE", c, 1);
+          // "cm2:BMxBNxBKxTHREADS" forces a workgroup-scope tile (VRUN_MM_CM2), any other
+          // a subgroup-scope one (VRUN_MM_TILE, which keeps the workgroup-scope kernel off).
+          const bool cm2 = cs.rfind("cm2:", 0) == 0;
+          const char* c = cm2 ? cs.c_str() + 4 : cs.c_str();
+          if (cm2 && !ctx.coopmat2().on) continue;
+          setenv(cm2 ? "VRUN_MM_CM2" : "VRUN_MM_TILE", c, 1);
+          unsetenv(cm2 ? "VRUN_MM_TILE" : "VRUN_MM_CM2");
           const double t = run_op(ctx, reps, OpKind::linear, {&x, &w, nullptr}, Attrs(OpKind::linear));
           char shape[96];
           std::snprintf(shape, sizeof shape, "%lldx%lldx%lld x %s %s", static_cast<long long>(m.m), static_cast<long long>(m.k),
-                        static_cast<long long>(m.n), dtype_name(xdt), *c ? c : "auto");
+                        static_cast<long long>(m.n), dtype_name(xdt), *c ? cs.c_str() : "auto");
           row(m.name, shape, t, 2.0 * m.m * m.k * m.n / 1e12, "TFLOP/s", 0);
         }
         unsetenv("VRUN_MM_TILE");
+        unsetenv("VRUN_MM_CM2");
       }
     return 0;
   }
@@ -458,8 +475,15 @@ int main(int argc, char** argv) {
     const int64_t M = 512 / S;
     DevTensor x = make(ctx, DType::f16, Shape{M, K}), w = make(ctx, DType::f16, Shape{N, K});
     const double t = run_op(ctx, reps, OpKind::linear, {&x, &w, nullptr}, Attrs(OpKind::linear));
-    row("linear prefill f16", std::to_string(M) + "x" + std::to_string(K) + "x" + std::to_string(N), t,
-        2.0 * M * N * K / 1e12, "TFLOP/s", peak);
+    const std::string shape = std::to_string(M) + "x" + std::to_string(K) + "x" + std::to_string(N);
+    row("linear prefill f16", shape, t, 2.0 * M * N * K / 1e12, "TFLOP/s", peak);
+    if (ctx.coopmat2().on) {
+      // The same through the subgroup-scope kernel, which devices without the extension run.
+      setenv("VRUN_MM_CM2", "0", 1);
+      const double t0 = run_op(ctx, reps, OpKind::linear, {&x, &w, nullptr}, Attrs(OpKind::linear));
+      unsetenv("VRUN_MM_CM2");
+      row("  subgroup-scope kernel", shape, t0, 2.0 * M * N * K / 1e12, "TFLOP/s", peak);
+    }
   }
   if (sweep) {
     const int64_t shapes[][3] = {{512, 2048, 2048}, {2048, 2048, 8192}, {512, 4096, 8192}, {1500, 1280, 5120},

@@ -242,6 +242,57 @@ TEST_F(VkLinalg, LinearTensorCoreTiles) {
   }
 }
 
+// The workgroup-scope tensor-core linear (VK_NV_cooperative_matrix2, matmul_cm2.comp) at every tile
+// the host chooses between and a few more (forced with VRUN_MM_CM2), against float64: f16 and
+// f32 x; tiles inside M x N with whole K steps (unclamped loads) and edge tiles (clamped loads, a
+// partial last K step, a store cut at M and N); the epilogue's bias, act and residual with f32 and
+// f16 y. Only where the device has the extension (not lavapipe).
+TEST_F(VkLinalg, LinearWorkgroupScopeTiles) {
+  if (!ctx().coopmat2().on) GTEST_SKIP() << "no VK_NV_cooperative_matrix2 on this device";
+  std::mt19937 rng(22);
+  const int64_t M = 200, N = 300;
+  for (int64_t K : {96, 1048}) {
+    HostTensor x = random_tensor(DType::f16, Shape{M, K}, rng);
+    HostTensor w = random_tensor(DType::f16, Shape{N, K}, rng);
+    HostTensor b = random_tensor(DType::f16, Shape{N}, rng);
+    HostTensor x32 = random_tensor(DType::f32, Shape{M, K}, rng);
+    HostTensor res = random_tensor(DType::f32, Shape{M, N}, rng);
+    const auto want = linear_ref(x, w, &b, M, N, K), want32 = linear_ref(x32, w, &b, M, N, K);
+    const auto rv = to_doubles(res.view);
+    // silu(x W^T + b) + res, in float64.
+    std::vector<double> want_act(want.size());
+    for (size_t i = 0; i < want.size(); ++i) want_act[i] = want[i] / (1.0 + std::exp(-want[i])) + rv[i];
+    const double atol = 1e-5 * std::sqrt(static_cast<double>(K)), atol32 = 6e-4 * std::sqrt(static_cast<double>(K));
+    for (const char* tile : {"128x256x32x256", "128x128x32x128", "64x128x32x128", "256x128x64x256", "128x64x16x64"}) {
+      setenv("VRUN_MM_CM2", tile, 1);
+      const std::string name = std::string("cm2 tile ") + tile + " K " + std::to_string(K);
+      auto out = run_gpu(OpKind::linear, {&x, &w, &b}, Attrs(OpKind::linear));
+      expect_close(to_doubles(out[0].view), want, atol, 2e-3, name.c_str());
+      auto out32 = run_gpu(OpKind::linear, {&x32, &w, &b}, Attrs(OpKind::linear));
+      expect_close(to_doubles(out32[0].view), want32, atol32, 4e-3, ("f32 x " + name).c_str());
+      Attrs act(OpKind::linear);
+      act.set_s("act", "silu");
+      auto outa = run_gpu(OpKind::linear, {&x, &w, &b, &res}, act);
+      expect_close(to_doubles(outa[0].view), want_act, atol, 2e-3, ("silu + residual " + name).c_str());
+      act.set_s("dtype", "f16");
+      auto outh = run_gpu(OpKind::linear, {&x, &w, &b, &res}, act);
+      ASSERT_EQ(outh[0].view.dtype, DType::f16);
+      expect_close(to_doubles(outh[0].view), want_act, atol, 2e-3, ("f16 y " + name).c_str());
+    }
+    unsetenv("VRUN_MM_CM2");
+  }
+  // A Llama-sized projection, which the shape rule gives the kernel: f16 and f32 x, edge rows.
+  const int64_t Ml = 100, Kl = 2048, Nl = 2080;
+  HostTensor w = random_tensor(DType::f16, Shape{Nl, Kl}, rng);
+  for (DType xdt : {DType::f16, DType::f32}) {
+    HostTensor x = random_tensor(xdt, Shape{Ml, Kl}, rng);
+    auto out = run_gpu(OpKind::linear, {&x, &w, nullptr}, Attrs(OpKind::linear));
+    expect_close(to_doubles(out[0].view), linear_ref(x, w, nullptr, Ml, Nl, Kl),
+                 (xdt == DType::f16 ? 1e-5 : 6e-4) * std::sqrt(static_cast<double>(Kl)), xdt == DType::f16 ? 2e-3 : 4e-3,
+                 (std::string("cm2 by shape, x ") + dtype_name(xdt)).c_str());
+  }
+}
+
 TEST_F(VkLinalg, BmmStridedBroadcast) {
   std::mt19937 rng(12);
   for (DType dt : {DType::f32, DType::f16, DType::bf16}) {

@@ -1,5 +1,6 @@
 #include "runtime/backends/vulkan/context.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -98,6 +99,7 @@ DeviceInfo describe(VkPhysicalDevice pd, int index) {
   const auto exts = device_extensions(pd);
   info.coopmat_khr = has_extension(exts, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
   info.coopmat_nv = has_extension(exts, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+  info.coopmat2 = has_extension(exts, VK_NV_COOPERATIVE_MATRIX_2_EXTENSION_NAME);
   info.memory_budget = has_extension(exts, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
   if (has_extension(exts, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME)) {
     VkPhysicalDeviceShaderSMBuiltinsPropertiesNV sm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
@@ -180,6 +182,35 @@ bool coopmat_khr_shape_ok(VkInstance instance, VkPhysicalDevice pd) {
         p.ResultType == VK_COMPONENT_TYPE_FLOAT32_KHR && p.scope == VK_SCOPE_SUBGROUP_KHR)
       return true;
   return false;
+}
+
+// Workgroup-scope f16 x f16 -> f32 matrices of VK_NV_cooperative_matrix2: their granularities and
+// the workgroup sizes that take them (empty when none).
+Context::CoopMat2 coopmat2_shapes(VkInstance instance, VkPhysicalDevice pd) {
+  Context::CoopMat2 c;
+  auto fn = reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV>(
+      vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV"));
+  if (!fn) return c;
+  uint32_t n = 0;
+  if (fn(pd, &n, nullptr) != VK_SUCCESS) return c;
+  std::vector<VkCooperativeMatrixFlexibleDimensionsPropertiesNV> props(
+      n, {VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_FLEXIBLE_DIMENSIONS_PROPERTIES_NV});
+  if (fn(pd, &n, props.data()) != VK_SUCCESS) return c;
+  for (const auto& p : props)
+    if (p.AType == VK_COMPONENT_TYPE_FLOAT16_KHR && p.BType == VK_COMPONENT_TYPE_FLOAT16_KHR &&
+        p.CType == VK_COMPONENT_TYPE_FLOAT32_KHR && p.ResultType == VK_COMPONENT_TYPE_FLOAT32_KHR &&
+        p.scope == VK_SCOPE_WORKGROUP_KHR && !p.saturatingAccumulation) {
+      c.m_granularity = std::max(c.m_granularity, p.MGranularity);
+      c.n_granularity = std::max(c.n_granularity, p.NGranularity);
+      c.k_granularity = std::max(c.k_granularity, p.KGranularity);
+      c.invocations.push_back(p.workgroupInvocations);
+    }
+  VkPhysicalDeviceCooperativeMatrix2PropertiesNV p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_PROPERTIES_NV};
+  VkPhysicalDeviceProperties2 props2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &p2};
+  vkGetPhysicalDeviceProperties2(pd, &props2);
+  c.max_dimension = p2.cooperativeMatrixFlexibleDimensionsMaxDimension;
+  c.reserved_shared = p2.cooperativeMatrixWorkgroupScopeReservedSharedMemory;
+  return c;
 }
 
 bool coopmat_nv_shape_ok(VkInstance instance, VkPhysicalDevice pd) {
@@ -349,6 +380,23 @@ Status Context::init(const ContextOptions& options) {
       tail = &coop_khr.pNext;
       enable.push_back(VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
       coopmat_ = CoopMat::kKhr;
+    }
+  }
+  // Workgroup-scope matrices on top of the KHR ones; VRUN_COOPMAT2=0 leaves them off.
+  const char* cm2_env = std::getenv("VRUN_COOPMAT2");
+  VkPhysicalDeviceCooperativeMatrix2FeaturesNV cm2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_FEATURES_NV};
+  if (coopmat_ == CoopMat::kKhr && info_.coopmat2 && !(cm2_env && std::string(cm2_env) == "0")) {
+    CoopMat2 shapes = coopmat2_shapes(instance_, physical_);
+    VkPhysicalDeviceFeatures2 q{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &cm2};
+    vkGetPhysicalDeviceFeatures2(physical_, &q);
+    if (!shapes.invocations.empty() && cm2.cooperativeMatrixWorkgroupScope && cm2.cooperativeMatrixFlexibleDimensions &&
+        cm2.cooperativeMatrixTensorAddressing && cm2.cooperativeMatrixPerElementOperations) {
+      cm2.pNext = nullptr;
+      *tail = &cm2;
+      tail = &cm2.pNext;
+      enable.push_back(VK_NV_COOPERATIVE_MATRIX_2_EXTENSION_NAME);
+      coopmat2_ = std::move(shapes);
+      coopmat2_.on = true;
     }
   }
   if (coopmat_ == CoopMat::kNone && coop_base && coop_pref != "khr" && info_.coopmat_nv && coopmat_nv_shape_ok(instance_, physical_)) {

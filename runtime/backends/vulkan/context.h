@@ -30,6 +30,7 @@ struct DeviceInfo {
   bool storage8 = false;     // 8-bit loads/stores from storage buffers
   bool coopmat_khr = false;  // VK_KHR_cooperative_matrix
   bool coopmat_nv = false;   // VK_NV_cooperative_matrix
+  bool coopmat2 = false;     // VK_NV_cooperative_matrix2 (workgroup-scope matrices)
   bool memory_budget = false;
   // Streaming multiprocessors (VK_NV_shader_sm_builtins), 0 where the device does not say: the
   // tensor-core matmul sizes its tiles so that a grid fills them.
@@ -72,6 +73,17 @@ class Context {
   // Which cooperative-matrix matmul the device can run (none on lavapipe).
   enum class CoopMat { kNone, kKhr, kNv };
   CoopMat coopmat() const { return coopmat_; }
+  // VK_NV_cooperative_matrix2 as enabled on this device (with the KHR extension; on = false
+  // elsewhere): the workgroup sizes and tile granularities its f16 x f16 -> f32 workgroup-scope
+  // matrices take (VkCooperativeMatrixFlexibleDimensionsPropertiesNV).
+  struct CoopMat2 {
+    bool on = false;
+    uint32_t m_granularity = 0, n_granularity = 0, k_granularity = 0;
+    std::vector<uint32_t> invocations;  // workgroup sizes with such matrices
+    uint32_t max_dimension = 0;         // largest matrix dimension
+    uint32_t reserved_shared = 0;       // shared memory the driver keeps for them, bytes
+  };
+  const CoopMat2& coopmat2() const { return coopmat2_; }
   // vkCmdPushDescriptorSetKHR when the device has VK_KHR_push_descriptor (descriptors are then
   // written into the command buffer: no set allocation or update per dispatch), else null.
   PFN_vkCmdPushDescriptorSetKHR push_descriptor_fn() const { return push_descriptor_; }
@@ -105,6 +117,7 @@ class Context {
   VkPhysicalDeviceLimits limits_{};
   DeviceInfo info_;
   CoopMat coopmat_ = CoopMat::kNone;
+  CoopMat2 coopmat2_;
   bool print_validation_ = true;
   std::atomic<uint64_t> validation_errors_{0};
   std::atomic<uint64_t> validation_warnings_{0};

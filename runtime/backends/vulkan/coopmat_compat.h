@@ -58,3 +58,54 @@ typedef struct VkPhysicalDeviceCooperativeMatrixFeaturesKHR {
 typedef VkResult(VKAPI_PTR* PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR)(
     VkPhysicalDevice physicalDevice, uint32_t* pPropertyCount, VkCooperativeMatrixPropertiesKHR* pProperties);
 #endif
+
+// VK_NV_cooperative_matrix2 (workgroup-scope matrices, tensor addressing), for headers older than
+// 1.4.303.
+#ifndef VK_NV_cooperative_matrix2
+#define VK_NV_cooperative_matrix2 1
+#define VK_NV_COOPERATIVE_MATRIX_2_EXTENSION_NAME "VK_NV_cooperative_matrix2"
+constexpr VkStructureType VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_FEATURES_NV =
+    static_cast<VkStructureType>(1000593000);
+constexpr VkStructureType VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_FLEXIBLE_DIMENSIONS_PROPERTIES_NV =
+    static_cast<VkStructureType>(1000593001);
+constexpr VkStructureType VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_PROPERTIES_NV =
+    static_cast<VkStructureType>(1000593002);
+
+typedef struct VkPhysicalDeviceCooperativeMatrix2FeaturesNV {
+  VkStructureType sType;
+  void* pNext;
+  VkBool32 cooperativeMatrixWorkgroupScope;
+  VkBool32 cooperativeMatrixFlexibleDimensions;
+  VkBool32 cooperativeMatrixReductions;
+  VkBool32 cooperativeMatrixConversions;
+  VkBool32 cooperativeMatrixPerElementOperations;
+  VkBool32 cooperativeMatrixTensorAddressing;
+  VkBool32 cooperativeMatrixBlockLoads;
+} VkPhysicalDeviceCooperativeMatrix2FeaturesNV;
+
+typedef struct VkPhysicalDeviceCooperativeMatrix2PropertiesNV {
+  VkStructureType sType;
+  void* pNext;
+  uint32_t cooperativeMatrixWorkgroupScopeMaxWorkgroupSize;
+  uint32_t cooperativeMatrixFlexibleDimensionsMaxDimension;
+  uint32_t cooperativeMatrixWorkgroupScopeReservedSharedMemory;
+} VkPhysicalDeviceCooperativeMatrix2PropertiesNV;
+
+typedef struct VkCooperativeMatrixFlexibleDimensionsPropertiesNV {
+  VkStructureType sType;
+  void* pNext;
+  uint32_t MGranularity;
+  uint32_t NGranularity;
+  uint32_t KGranularity;
+  VkComponentTypeKHR AType;
+  VkComponentTypeKHR BType;
+  VkComponentTypeKHR CType;
+  VkComponentTypeKHR ResultType;
+  VkBool32 saturatingAccumulation;
+  VkScopeKHR scope;
+  uint32_t workgroupInvocations;
+} VkCooperativeMatrixFlexibleDimensionsPropertiesNV;
+
+typedef VkResult(VKAPI_PTR* PFN_vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV)(
+    VkPhysicalDevice physicalDevice, uint32_t* pPropertyCount, VkCooperativeMatrixFlexibleDimensionsPropertiesNV* pProperties);
+#endif

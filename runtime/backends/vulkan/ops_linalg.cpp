@@ -7,6 +7,7 @@
 #include "runtime/backends/vulkan/context.h"
 #include "runtime/backends/vulkan/ops.h"
 #include "runtime/backends/vulkan/ops_matvec.h"
+#include "runtime/backends/vulkan/pipelines.h"
 
 namespace vrun::vulkan {
 
@@ -111,6 +112,69 @@ const CoopTile& coop_tile(const Context& ctx, int64_t M, int64_t N, int64_t batc
     return kSmallTile;
   }
   return fills(kHalfTile, M, N, batches, sms, 2) ? kHalfTile : kSmallTile;
+}
+
+// The workgroup-scope tensor-core linear (matmul_cm2.comp, VK_NV_cooperative_matrix2): a BM x BN
+// tile per workgroup of `threads` invocations, K walked BK at a time.
+// VRUN_MM_CM2=BMxBNxBKxTHREADS forces a tile (on any shape the kernel takes), VRUN_MM_CM2=0 keeps
+// the kernel off (both read at each recording, for comparisons in one process); VRUN_MM_TILE (a
+// tile of the subgroup-scope kernel) keeps it off too.
+struct Cm2Tile {
+  int bm = 128, bn = 128, bk = 32, threads = 128;
+  // Whether the device takes it: a workgroup size with such matrices, the tile a multiple of the
+  // granularities, within the largest dimension.
+  bool fits(const Context& ctx) const {
+    const Context::CoopMat2& c = ctx.coopmat2();
+    auto mult = [](int v, uint32_t g) { return v > 0 && (g == 0 || v % static_cast<int>(g) == 0); };
+    return c.on && std::find(c.invocations.begin(), c.invocations.end(), static_cast<uint32_t>(threads)) != c.invocations.end() &&
+           mult(bm, c.m_granularity) && mult(bn, c.n_granularity) && mult(bk, c.k_granularity) &&
+           (c.max_dimension == 0 || static_cast<uint32_t>(std::max({bm, bn, bk})) <= c.max_dimension);
+  }
+};
+
+// Where it runs and with which tile, from one H100's measurements (vrun_bench_vulkan --tiles,
+// TFLOP/s, against the subgroup-scope kernel's best tile; bench/vulkan/README.md):
+// - projections with K and N of at least 2048 (Llama's): f16 x 512 x 2048 x 8192 190 against 162,
+//   4096^3 231 against 180, 512 x 2048 x 16384 189 against 158; f32 x 146 against 118, 172
+//   against 130, 149 against 123;
+// - narrower ones (speech encoders: K 384-1280, or N 1024) stay on the subgroup-scope kernel, which
+//   reads 5-20% faster there (1875 x 1024 x 4096 f16: 152 against 143).
+// The tile: for f16 x 128 x 128 on four subgroups, else 64 x 128 where that grid would leave
+// multiprocessors idle (512 x 2048 x 2048: 121 against 88); for f32 x 128 x 256 on eight, then
+// 128 x 128, then 64 x 128, by the same rule.
+constexpr Cm2Tile kCm2Wide{128, 256, 32, 256}, kCm2Square{128, 128, 32, 128}, kCm2Small{64, 128, 32, 128};
+
+// The tile for M x K x N, or null where the subgroup-scope kernel runs it.
+const Cm2Tile* cm2_tile(const Context& ctx, int64_t M, int64_t K, int64_t N, DType x) {
+  if (!ctx.coopmat2().on || !PipelineCache::has_kernel("matmul_cm2")) return nullptr;
+  const char* old = std::getenv("VRUN_MM_TILE");
+  if (old && *old) return nullptr;
+  static thread_local std::string env_seen;
+  static thread_local Cm2Tile env_tile;
+  static thread_local bool env_ok = false;
+  const char* e = std::getenv("VRUN_MM_CM2");
+  if (e && *e) {
+    if (std::string(e) == "0") return nullptr;
+    if (env_seen != e) {
+      env_seen = e;
+      Cm2Tile t;
+      env_ok = std::sscanf(e, "%dx%dx%dx%d", &t.bm, &t.bn, &t.bk, &t.threads) == 4 && t.fits(ctx);
+      if (env_ok) env_tile = t;
+      else
+        std::fprintf(stderr, "vrun: VRUN_MM_CM2=%s is not a tile this device's workgroup-scope matrices take "
+                     "(BMxBNxBKxTHREADS; granularity %u x %u x %u); choosing by shape\n", e,
+                     ctx.coopmat2().m_granularity, ctx.coopmat2().n_granularity, ctx.coopmat2().k_granularity);
+    }
+    if (env_ok) return &env_tile;
+  }
+  if (K < 2048 || N < 2048) return nullptr;
+  const int64_t sms = ctx.info().multiprocessors;
+  auto fills = [&](const Cm2Tile& t) {
+    return sms <= 0 || ((M + t.bm - 1) / t.bm) * ((N + t.bn - 1) / t.bn) * 4 >= sms * 3;
+  };
+  if (x == DType::f32 && kCm2Wide.fits(ctx) && fills(kCm2Wide)) return &kCm2Wide;
+  if (kCm2Square.fits(ctx) && fills(kCm2Square)) return &kCm2Square;
+  return kCm2Small.fits(ctx) ? &kCm2Small : nullptr;
 }
 
 // The residual and act: decode rows apply them in the matvec's epilogue (act after the bias,
@@ -257,6 +321,15 @@ Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, cons
   // 2-byte fields aligned).
   const bool coop_ok = coop_linear_operands(ctx, x.dtype, w.dtype, M, K) && offs[2] % (w.dtype == DType::f16 ? 8 : 2) == 0 &&
                        row_stride(x) % 8 == 0 && offs[1] % 8 == 0;
+  // f16 W into f32 or f16 y: the workgroup-scope kernel where the device has it.
+  if (coop_ok && w.dtype == DType::f16 && (y.dtype == DType::f32 || y.dtype == DType::f16)) {
+    if (const Cm2Tile* ct = cm2_tile(ctx, M, K, N, x.dtype)) {
+      const std::vector<int32_t> spec = {dt_code(y.dtype), bias_dt, dt_code(x.dtype), res ? dt_code(r) : 255, act,
+                                         ct->bm, ct->bn, ct->bk, 4, ct->threads};
+      return rec.dispatch("matmul_cm2", spec, bindings, pw.w, pw.bytes(), static_cast<uint32_t>((N + ct->bn - 1) / ct->bn),
+                          static_cast<uint32_t>((M + ct->bm - 1) / ct->bm), 1);
+    }
+  }
   const CoopTile& tl = coop_tile(ctx, M, N, 1, x.dtype);
   if (coop_ok && tl.fits(ctx)) {
     std::vector<int32_t> spec = tl.spec(y.dtype, bias_dt, x.dtype, w.dtype, 1);

@@ -1,0 +1,120 @@
+#version 450
+// Tensor-core linear through GL_NV_cooperative_matrix2 (workgroup-scope matrices): y = act(x W^T
+// + bias) + res for f16 W [N, K] and f16 or f32 x [M, K] (rows a_sm apart; f32 rounded to halves
+// as it loads, as matmul_coopmat.glsl does), sums in f32. The driver moves each BM x BK tile of x
+// and BK x BN tile of W^T (W read through a transposed view) into the tensor cores itself, with
+// whatever staging and pipelining the GPU does best, so this kernel only walks K. (Loading each
+// step's tiles a step ahead of its multiply, or copying them through two buffers of shared memory
+// first, measured 10-40% slower on an H100: bench/vulkan/README.md.) Workgroups whose
+// tile lies inside M x N with K a multiple of BK load through unclamped layouts; edge tiles load
+// through clamped ones (zeros outside) and the store drops what lies outside M x N. The bias, act
+// and residual are applied element by element (coopMatPerElementNV) before the tile is stored.
+// Built only with the slang glslang (runtime/backends/vulkan/glslang_cm2.py); the host requires
+// K % 8 == 0 and 8-element-aligned rows and offsets, as the other tensor-core kernels do.
+// Bindings: 0 y, 1 x, 2 W, 3 bias, 4 residual.
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_NV_cooperative_matrix2 : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_control_flow_attributes : require
+#include "common.glsl"
+
+layout(local_size_x_id = 9) in;
+layout(constant_id = 0) const uint DT_Y = DT_F32;
+layout(constant_id = 1) const uint DT_BIAS = DT_NONE;
+layout(constant_id = 2) const uint DT_A = DT_F16;
+layout(constant_id = 3) const uint DT_RES = DT_NONE;
+layout(constant_id = 4) const uint ACT = 0;
+layout(constant_id = 5) const uint BM = 128;
+layout(constant_id = 6) const uint BN = 256;
+layout(constant_id = 7) const uint BK = 32;
+// K steps per pass of the unrolled main loop.
+layout(constant_id = 8) const uint UNROLL = 4;
+layout(constant_id = 9) const uint NT = 256;
+
+// The same push constants as matmul_coopmat.glsl's linear (the batch fields unused).
+layout(push_constant) uniform Push {
+  uint M, N, K;
+  uint a_sm, a_sk, b_sk, b_sn;
+  uint nb1, nb2;
+  uint a_sb0, a_sb1, a_sb2, b_sb0, b_sb1, b_sb2;
+  uint off_y, off_a, off_b, off_bias;
+  uint off_res, res_sm;
+} pc;
+
+#define ACC coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>
+#define MAT_A coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA>
+#define MAT_B coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB>
+
+// bias, act, residual at tile element (r, c) of the tile whose corner is (m0, n0).
+float epilogue(const in uint r, const in uint c, const in float e, const in uint m0, const in uint n0) {
+  const uint m = m0 + r, n = n0 + c;
+  if (m >= pc.M || n >= pc.N) return e;
+  float v = e;
+  if (DT_BIAS != DT_NONE) v += load3(DT_BIAS, pc.off_bias + n);
+  v = apply_act(ACT, v);
+  if (DT_RES != DT_NONE) v += load4(DT_RES, pc.off_res + m * pc.res_sm + n);
+  return v;
+}
+
+// One K step at k through layouts LA / LB: acc += x[m0 .., k ..] W[n0 .., k ..]^T.
+#define STEP(LA, LB, k)                                                                              \
+  {                                                                                                  \
+    MAT_A a;                                                                                         \
+    if (DT_A == DT_F32) {                                                                            \
+      coopmat<float, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> af;                                   \
+      coopMatLoadTensorNV(af, b1_f32, pc.off_a, sliceTensorLayoutNV(LA, m0, BM, k, BK));              \
+      a = MAT_A(af);                                                                                 \
+    } else {                                                                                         \
+      coopMatLoadTensorNV(a, b1_f16, pc.off_a, sliceTensorLayoutNV(LA, m0, BM, k, BK));               \
+    }                                                                                                \
+    MAT_B b;                                                                                         \
+    coopMatLoadTensorNV(b, b2_f16, pc.off_b, sliceTensorLayoutNV(LB, n0, BN, k, BK), transposed);     \
+    acc = coopMatMulAdd(a, b, acc);                                                                  \
+  }
+
+void main() {
+  const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
+  const uint K = pc.K;
+  // The host keeps rows 8-element aligned: saying so lets the loads use 16-byte accesses.
+  const uint a_sm = pc.a_sm & ~7u, k8 = K & ~7u;
+  tensorViewNV<2, false, 1, 0> transposed = createTensorViewNV(2, false, 1, 0);
+  ACC acc = ACC(0.0);
+
+  if (m0 + BM <= pc.M && n0 + BN <= pc.N && K % BK == 0u) {
+    tensorLayoutNV<2> la = createTensorLayoutNV(2);
+    tensorLayoutNV<2> lb = createTensorLayoutNV(2);
+    la = setTensorLayoutDimensionNV(la, pc.M, k8);
+    la = setTensorLayoutStrideNV(la, a_sm, 1);
+    lb = setTensorLayoutDimensionNV(lb, pc.N, k8);
+    lb = setTensorLayoutStrideNV(lb, k8, 1);
+    uint k = 0;
+    for (; k + UNROLL * BK <= K; k += UNROLL * BK) {
+      [[unroll]] for (uint u = 0; u < UNROLL; ++u) STEP(la, lb, k + u * BK)
+    }
+    for (; k < K; k += BK) STEP(la, lb, k)
+  } else {
+    tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> la =
+        createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
+    tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> lb =
+        createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
+    la = setTensorLayoutDimensionNV(la, pc.M, K);
+    la = setTensorLayoutStrideNV(la, a_sm, 1);
+    lb = setTensorLayoutDimensionNV(lb, pc.N, K);
+    lb = setTensorLayoutStrideNV(lb, k8, 1);
+    for (uint k = 0; k < K; k += BK) STEP(la, lb, k)
+  }
+
+  if (DT_BIAS != DT_NONE || ACT != 0u || DT_RES != DT_NONE) coopMatPerElementNV(acc, acc, epilogue, m0, n0);
+  tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> ly =
+      createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
+  ly = setTensorLayoutDimensionNV(ly, pc.M, pc.N);
+  ly = setTensorLayoutStrideNV(ly, pc.N, 1);
+  if (DT_Y == DT_F16) {
+    coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> y16 =
+        coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(acc);
+    coopMatStoreTensorNV(y16, b0_f16, pc.off_y, sliceTensorLayoutNV(ly, m0, BM, n0, BN));
+  } else {
+    coopMatStoreTensorNV(acc, b0_f32, pc.off_y, sliceTensorLayoutNV(ly, m0, BM, n0, BN));
+  }
+}
