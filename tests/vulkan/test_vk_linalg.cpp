@@ -263,7 +263,8 @@ TEST_F(VkLinalg, LinearWorkgroupScopeTiles) {
     std::vector<double> want_act(want.size());
     for (size_t i = 0; i < want.size(); ++i) want_act[i] = want[i] / (1.0 + std::exp(-want[i])) + rv[i];
     const double atol = 1e-5 * std::sqrt(static_cast<double>(K)), atol32 = 6e-4 * std::sqrt(static_cast<double>(K));
-    for (const char* tile : {"128x256x32x256", "128x128x32x128", "64x128x32x128", "256x128x64x256", "128x64x16x64"}) {
+    for (const char* tile : {"128x256x32x256", "128x128x32x128", "128x128x64x128", "64x128x32x128", "256x128x64x256",
+                             "128x64x16x64"}) {
       setenv("VRUN_MM_CM2", tile, 1);
       const std::string name = std::string("cm2 tile ") + tile + " K " + std::to_string(K);
       auto out = run_gpu(OpKind::linear, {&x, &w, &b}, Attrs(OpKind::linear));

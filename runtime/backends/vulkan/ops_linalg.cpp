@@ -135,14 +135,16 @@ struct Cm2Tile {
 // Where it runs and with which tile, from one H100's measurements (vrun_bench_vulkan --tiles,
 // TFLOP/s, against the subgroup-scope kernel's best tile; bench/vulkan/README.md):
 // - projections with K and N of at least 2048 (Llama's): f16 x 512 x 2048 x 8192 190 against 162,
-//   4096^3 231 against 180, 512 x 2048 x 16384 189 against 158; f32 x 146 against 118, 172
-//   against 130, 149 against 123;
+//   4096^3 231 against 180, 512 x 2048 x 16384 189 against 159; f32 x 146 against 118, 170
+//   against 130, 150 against 124;
 // - narrower ones (speech encoders: K 384-1280, or N 1024) stay on the subgroup-scope kernel, which
 //   reads 5-20% faster there (1875 x 1024 x 4096 f16: 152 against 143).
-// The tile: for f16 x 128 x 128 on four subgroups, else 64 x 128 where that grid would leave
-// multiprocessors idle (512 x 2048 x 2048: 121 against 88); for f32 x 128 x 256 on eight, then
-// 128 x 128, then 64 x 128, by the same rule.
-constexpr Cm2Tile kCm2Wide{128, 256, 32, 256}, kCm2Square{128, 128, 32, 128}, kCm2Small{64, 128, 32, 128};
+// The tile: for f16 x 128 x 128 on four subgroups, with K steps of 64 where the grid would leave
+// multiprocessors idle (512 x 2048 x 3072: 155 against 123; 512 x 8192 x 2048: 112 against 76);
+// for f32 x 128 x 256 on eight subgroups, then 128 x 128, then 64 x 128, by the same rule (longer
+// K steps lose with f32 x: 66 against 94).
+constexpr Cm2Tile kCm2Wide{128, 256, 32, 256}, kCm2Square{128, 128, 32, 128}, kCm2DeepK{128, 128, 64, 128},
+    kCm2Small{64, 128, 32, 128};
 
 // The tile for M x K x N, or null where the subgroup-scope kernel runs it.
 const Cm2Tile* cm2_tile(const Context& ctx, int64_t M, int64_t K, int64_t N, DType x) {
@@ -174,6 +176,7 @@ const Cm2Tile* cm2_tile(const Context& ctx, int64_t M, int64_t K, int64_t N, DTy
   };
   if (x == DType::f32 && kCm2Wide.fits(ctx) && fills(kCm2Wide)) return &kCm2Wide;
   if (kCm2Square.fits(ctx) && fills(kCm2Square)) return &kCm2Square;
+  if (x == DType::f16 && kCm2DeepK.fits(ctx)) return &kCm2DeepK;
   return kCm2Small.fits(ctx) ? &kCm2Small : nullptr;
 }
 
