@@ -245,6 +245,9 @@ Result<Decoded> ParakeetRunner::decode_frames(int64_t E, const ChunkLoader& load
       if (em[3] == 1)
         return err(ErrorCode::kInternal, "parakeet greedy: the device did not run the decoder's workgroups side by side (a grid "
                    "barrier timed out); VRUN_TDT_GROUPS=1 runs it as one workgroup, --backend cpu on the CPU");
+      if (em[3] == 3)
+        return err(ErrorCode::kInternal, "parakeet greedy: the Vulkan device ended the decoder's loop early (an implementation "
+                   "limit on loop iterations, as a CPU implementation's); --backend cpu runs it on the CPU");
       if (em[3] != 0 || em[0] < 0 || em[0] > rows || em[1] < t || (em[1] == t && em[0] == 0 && em[2] <= symbols))
         return err(ErrorCode::kInternal, "parakeet greedy: bad result (", em[0], " tokens, next frame ", em[1], ", status ", em[3],
                    ") for frames ", t, " to ", cur.b);

@@ -5,7 +5,8 @@
 // its lanes splitting the dot product. Phases meet at a grid barrier (an arrival counter in the
 // op's counters), so the host must launch no more workgroups than the device keeps resident at
 // once (it launches one per multiprocessor at most, one where it cannot tell); a barrier that
-// waits too long gives up and reports status 1 instead of hanging. The joint's argmax meets
+// waits too long gives up and reports status 1 instead of hanging; status 3 reports loops the
+// implementation ended early (a CPU implementation's limit on loop iterations). The joint's argmax meets
 // through per-workgroup partial results, which every workgroup then reduces itself, so all of
 // them take the same branch without another barrier. Each phase first stages its input vector
 // ([x | h], h or the joint's relu(f + g)) in shared memory, so the dot products read it from
@@ -262,6 +263,7 @@ void main() {
   grid_sync();
   if (fresh && status == 0u) predict(blank);
   uint count = 0u;
+  bool full = false;
   while (t < end && status == 0u) {
     if (s_fail) {
       status = 1u;
@@ -271,7 +273,10 @@ void main() {
     const uint k = s_k;
     const int skip = pc.D > 0u ? int(pc.dur[s_d]) : (k == blank ? 1 : 0);
     if (k != blank) {
-      if (count == pc.cap) break;
+      if (count == pc.cap) {
+        full = true;
+        break;
+      }
       if (wg == 0u && lid == 0u) {
         const uint o = pc.off_em + (1u + count) * 4u;
         b0_i32[o] = int(k);
@@ -290,6 +295,10 @@ void main() {
       symbols = 0;
     }
   }
+  // The loop leaves early only on a full buffer or a failed barrier; anything else means the
+  // implementation cut the loops short (lavapipe ends a shader's loops after 65535 iterations in
+  // all, counted over every loop), and the results must not be used.
+  if (status == 0u && t < end && !full) status = 3u;
   grid_sync();  // every workgroup is done with the last joint's partials
   if (s_fail) status = 1u;
   for (uint e = gl_GlobalInvocationID.x; e < L * P; e += G * WG) {

@@ -97,7 +97,10 @@ std::string show(const std::string& bytes) {
 
 std::string show(const std::vector<TokenId>& ids) {
   std::string out = "[";
-  for (size_t i = 0; i < ids.size(); ++i) out += (i ? " " : "") + std::to_string(ids[i]);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) out += ' ';
+    out += std::to_string(ids[i]);
+  }
   return out + "]";
 }
 

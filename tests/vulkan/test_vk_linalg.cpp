@@ -11,7 +11,12 @@
 namespace vrun::test {
 namespace {
 
-class VkLinalg : public VulkanTest {};
+struct TileCase;
+
+class VkLinalg : public VulkanTest {
+ protected:
+  void check_tiles(const TileCase& c, const std::string& name);
+};
 
 // y[m, n] = sum_k x[m, k] w[n, k] + b[n], all from the stored (rounded/quantised) values.
 std::vector<double> linear_ref(const HostTensor& x, const HostTensor& w, const HostTensor* b, int64_t M, int64_t N,
@@ -213,6 +218,28 @@ TEST_F(VkLinalg, LinearPrefillShapeF16) {
   }
 }
 
+// One M x K x N tensor-core case: f16 W and bias with f16 and with f32 x (rounded to f16 as the
+// tiles load: the bound of LinearPrefillShapeF16), and their float64 results.
+struct TileCase {
+  int64_t M, N, K;
+  HostTensor x, w, b, x32;
+  std::vector<double> want, want32;
+  TileCase(std::mt19937& rng, int64_t m, int64_t n, int64_t k)
+      : M(m), N(n), K(k), x(random_tensor(DType::f16, Shape{m, k}, rng)), w(random_tensor(DType::f16, Shape{n, k}, rng)),
+        b(random_tensor(DType::f16, Shape{n}, rng)), x32(random_tensor(DType::f32, Shape{m, k}, rng)),
+        want(linear_ref(x, w, &b, m, n, k)), want32(linear_ref(x32, w, &b, m, n, k)) {}
+  double atol() const { return 1e-5 * std::sqrt(static_cast<double>(K)); }
+  double atol32() const { return 6e-4 * std::sqrt(static_cast<double>(K)); }
+};
+
+// x W^T + b of a TileCase for both x dtypes, with whatever kernel the environment selects.
+void VkLinalg::check_tiles(const TileCase& c, const std::string& name) {
+  auto out = run_gpu(OpKind::linear, {&c.x, &c.w, &c.b}, Attrs(OpKind::linear));
+  expect_close(to_doubles(out[0].view), c.want, c.atol(), 2e-3, name.c_str());
+  auto out32 = run_gpu(OpKind::linear, {&c.x32, &c.w, &c.b}, Attrs(OpKind::linear));
+  expect_close(to_doubles(out32[0].view), c.want32, c.atol32(), 4e-3, ("f32 x " + name).c_str());
+}
+
 // Every tile shape and stage count the tensor-core matmul takes (VRUN_MM_TILE forces one), with
 // an odd and a partial number of K steps and edges in both M and N, against float64. Only where
 // the device has cooperative matrices; a tile over the device's shared memory is refused and the
@@ -220,23 +247,12 @@ TEST_F(VkLinalg, LinearPrefillShapeF16) {
 TEST_F(VkLinalg, LinearTensorCoreTiles) {
   if (ctx().coopmat() == vulkan::Context::CoopMat::kNone) GTEST_SKIP() << "no cooperative matrices on this device";
   std::mt19937 rng(21);
-  const int64_t M = 200, N = 300;
   for (int64_t K : {96, 1048}) {
-    HostTensor x = random_tensor(DType::f16, Shape{M, K}, rng);
-    HostTensor w = random_tensor(DType::f16, Shape{N, K}, rng);
-    HostTensor b = random_tensor(DType::f16, Shape{N}, rng);
-    HostTensor x32 = random_tensor(DType::f32, Shape{M, K}, rng);
-    const auto want = linear_ref(x, w, &b, M, N, K), want32 = linear_ref(x32, w, &b, M, N, K);
+    const TileCase c(rng, 200, 300, K);
     for (const char* tile : {"2x4x4x4x32", "2x4x4x2x16x2", "4x4x2x4x32", "4x4x2x2x32", "2x4x2x2x32", "2x4x4x4x16x2",
                              "2x4x2x2x32x2", "2x2x2x2x16x2", "4x2x4x4x32x2"}) {
       setenv("VRUN_MM_TILE", tile, 1);
-      auto out = run_gpu(OpKind::linear, {&x, &w, &b}, Attrs(OpKind::linear));
-      expect_close(to_doubles(out[0].view), want, 1e-5 * std::sqrt(static_cast<double>(K)), 2e-3,
-                   (std::string("linear tile ") + tile + " K " + std::to_string(K)).c_str());
-      // f32 x, rounded to f16 as the tiles load (the bound of LinearPrefillShapeF16).
-      auto out32 = run_gpu(OpKind::linear, {&x32, &w, &b}, Attrs(OpKind::linear));
-      expect_close(to_doubles(out32[0].view), want32, 6e-4 * std::sqrt(static_cast<double>(K)), 4e-3,
-                   (std::string("linear f32 x tile ") + tile + " K " + std::to_string(K)).c_str());
+      check_tiles(c, std::string("linear tile ") + tile + " K " + std::to_string(K));
     }
     unsetenv("VRUN_MM_TILE");
   }
@@ -250,35 +266,26 @@ TEST_F(VkLinalg, LinearTensorCoreTiles) {
 TEST_F(VkLinalg, LinearWorkgroupScopeTiles) {
   if (!ctx().coopmat2().on) GTEST_SKIP() << "no VK_NV_cooperative_matrix2 on this device";
   std::mt19937 rng(22);
-  const int64_t M = 200, N = 300;
   for (int64_t K : {96, 1048}) {
-    HostTensor x = random_tensor(DType::f16, Shape{M, K}, rng);
-    HostTensor w = random_tensor(DType::f16, Shape{N, K}, rng);
-    HostTensor b = random_tensor(DType::f16, Shape{N}, rng);
-    HostTensor x32 = random_tensor(DType::f32, Shape{M, K}, rng);
-    HostTensor res = random_tensor(DType::f32, Shape{M, N}, rng);
-    const auto want = linear_ref(x, w, &b, M, N, K), want32 = linear_ref(x32, w, &b, M, N, K);
+    const TileCase c(rng, 200, 300, K);
+    HostTensor res = random_tensor(DType::f32, Shape{c.M, c.N}, rng);
     const auto rv = to_doubles(res.view);
     // silu(x W^T + b) + res, in float64.
-    std::vector<double> want_act(want.size());
-    for (size_t i = 0; i < want.size(); ++i) want_act[i] = want[i] / (1.0 + std::exp(-want[i])) + rv[i];
-    const double atol = 1e-5 * std::sqrt(static_cast<double>(K)), atol32 = 6e-4 * std::sqrt(static_cast<double>(K));
+    std::vector<double> want_act(c.want.size());
+    for (size_t i = 0; i < c.want.size(); ++i) want_act[i] = c.want[i] / (1.0 + std::exp(-c.want[i])) + rv[i];
     for (const char* tile : {"128x256x32x256", "128x128x32x128", "128x128x64x128", "64x128x32x128", "256x128x64x256",
                              "128x64x16x64"}) {
       setenv("VRUN_MM_CM2", tile, 1);
       const std::string name = std::string("cm2 tile ") + tile + " K " + std::to_string(K);
-      auto out = run_gpu(OpKind::linear, {&x, &w, &b}, Attrs(OpKind::linear));
-      expect_close(to_doubles(out[0].view), want, atol, 2e-3, name.c_str());
-      auto out32 = run_gpu(OpKind::linear, {&x32, &w, &b}, Attrs(OpKind::linear));
-      expect_close(to_doubles(out32[0].view), want32, atol32, 4e-3, ("f32 x " + name).c_str());
+      check_tiles(c, name);
       Attrs act(OpKind::linear);
       act.set_s("act", "silu");
-      auto outa = run_gpu(OpKind::linear, {&x, &w, &b, &res}, act);
-      expect_close(to_doubles(outa[0].view), want_act, atol, 2e-3, ("silu + residual " + name).c_str());
+      auto outa = run_gpu(OpKind::linear, {&c.x, &c.w, &c.b, &res}, act);
+      expect_close(to_doubles(outa[0].view), want_act, c.atol(), 2e-3, ("silu + residual " + name).c_str());
       act.set_s("dtype", "f16");
-      auto outh = run_gpu(OpKind::linear, {&x, &w, &b, &res}, act);
+      auto outh = run_gpu(OpKind::linear, {&c.x, &c.w, &c.b, &res}, act);
       ASSERT_EQ(outh[0].view.dtype, DType::f16);
-      expect_close(to_doubles(outh[0].view), want_act, atol, 2e-3, ("f16 y " + name).c_str());
+      expect_close(to_doubles(outh[0].view), want_act, c.atol(), 2e-3, ("f16 y " + name).c_str());
     }
     unsetenv("VRUN_MM_CM2");
   }

@@ -78,7 +78,8 @@ bool supports(const Context& ctx, OpKind op, const std::vector<const TensorDesc*
       return w && is_act(x->dtype) && is_act(w->dtype) && (!b || is_act(b->dtype));
     }
     case OpFamily::rnn: {
-      if (op == OpKind::tdt_greedy) return in(inputs, 3) && is_act(in(inputs, 3)->dtype) && tdt_greedy_fits(attrs);
+      if (op == OpKind::tdt_greedy)
+        return in(inputs, 3) && is_act(in(inputs, 3)->dtype) && tdt_greedy_fits(attrs) && tdt_kernel_wanted(ctx);
       // lstm: x, h0, c0, w_ih, w_hh, b_ih?, b_hh?
       const TensorDesc *h0 = in(inputs, 1), *c0 = in(inputs, 2), *w_ih = in(inputs, 3), *w_hh = in(inputs, 4);
       const TensorDesc *b_ih = in(inputs, 5), *b_hh = in(inputs, 6);

@@ -33,6 +33,12 @@ Status record_rnn(Recorder&, OpKind, const std::vector<DeviceView>&, const std::
 // joint's input (joint_hidden) in 16 KiB of shared memory, and up to 8 durations in its push
 // constants.
 bool tdt_greedy_fits(const Attrs& attrs);
+// Whether tdt_greedy runs its kernel on this device. Not on CPU implementations: lavapipe ends
+// every shader's loops after 65535 iterations in all (Mesa's gallivm loop limiter), which a whole
+// greedy decode in one dispatch outgrows (the kernel then reports status 3), and the CPU backend
+// runs the loop on the same cores without the emulation. VRUN_TDT_KERNEL=1 runs the kernel there
+// all the same (its tests, on short decodes).
+bool tdt_kernel_wanted(const Context& ctx);
 // Whether sdpa's kernels take this window [left, right] over Lq queries and Lk keys (Lq, Lk 0:
 // not yet known): they compute band limits and mask columns in 32-bit integers.
 bool sdpa_window_fits(const std::vector<int64_t>& window, int64_t Lq = 0, int64_t Lk = 0);

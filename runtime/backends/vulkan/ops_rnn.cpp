@@ -5,6 +5,7 @@
 // converts to the outputs' dtype at the end.
 #include <algorithm>
 #include <cstdlib>
+#include <string>
 
 #include "runtime/backends/vulkan/context.h"
 #include "runtime/backends/vulkan/ops.h"
@@ -112,6 +113,12 @@ Status record_tdt_greedy(Recorder& rec, const std::vector<DeviceView>& in, const
 }
 
 }  // namespace
+
+bool tdt_kernel_wanted(const Context& ctx) {
+  if (ctx.info().type != "cpu") return true;
+  const char* e = std::getenv("VRUN_TDT_KERNEL");
+  return e && std::string(e) == "1";
+}
 
 bool tdt_greedy_fits(const Attrs& attrs) {
   return attrs.ints("durations").size() <= 8 && 2 * attrs.i("pred_hidden") <= 4096 && attrs.i("joint_hidden") <= 4096;
