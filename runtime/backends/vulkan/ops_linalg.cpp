@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "runtime/backends/vulkan/context.h"
 #include "runtime/backends/vulkan/ops.h"
@@ -83,26 +84,39 @@ bool fills(const CoopTile& t, int64_t M, int64_t N, int64_t batches, int64_t sms
   return tiles * 4 >= waves * slots * 3;
 }
 
-const CoopTile& coop_tile(const Context& ctx, int64_t M, int64_t N, int64_t batches, DType x) {
-  static thread_local std::string env_seen;
-  static thread_local CoopTile env_tile;
-  static thread_local bool env_ok = false;
-  const char* e = std::getenv("VRUN_MM_TILE");
-  if (e && *e) {
-    if (env_seen != e) {
-      env_seen = e;
-      CoopTile o;
-      const uint32_t smem = ctx.limits().maxComputeSharedMemorySize;
-      const int n = std::sscanf(e, "%dx%dx%dx%dx%dx%d", &o.wgm, &o.wgn, &o.fm, &o.fn, &o.bk, &o.stages);
-      env_ok = (n == 5 || n == 6) && o.valid() && o.fits(ctx);
-      if (env_ok) env_tile = o;
-      else
-        std::fprintf(stderr, "vrun: VRUN_MM_TILE=%s is not a tile the tensor-core matmul takes (WGMxWGNxFMxFNxBK[xSTAGES], "
-                     "1 or 2 stages within the device's %u bytes of shared memory and %u invocations); choosing by shape\n", e, smem,
-                     ctx.limits().maxComputeWorkGroupInvocations);
-    }
-    if (env_ok) return env_tile;
+// The tile an environment variable forces (its value), parsed by `parse` into a Tile and kept
+// while the value stays the same: read at each recording, so that benchmarks can compare tiles in
+// one process. A value that is not a tile the kernel or the device takes is refused once through
+// `refuse` (a warning), and the caller chooses by shape. Null when unset or refused.
+template <class Tile, class Parse, class Refuse>
+const Tile* forced_tile(const char* value, Parse parse, Refuse refuse) {
+  static thread_local std::string seen;
+  static thread_local Tile tile;
+  static thread_local bool ok = false;
+  if (!value || !*value) return nullptr;
+  if (seen != value) {
+    seen = value;
+    Tile t;  // the fields the value leaves out keep the tile's defaults
+    ok = parse(value, &t);
+    if (ok) tile = t;
+    else refuse(value);
   }
+  return ok ? &tile : nullptr;
+}
+
+const CoopTile& coop_tile(const Context& ctx, int64_t M, int64_t N, int64_t batches, DType x) {
+  const CoopTile* forced = forced_tile<CoopTile>(
+      std::getenv("VRUN_MM_TILE"),
+      [&](const char* e, CoopTile* o) {
+        const int n = std::sscanf(e, "%dx%dx%dx%dx%dx%d", &o->wgm, &o->wgn, &o->fm, &o->fn, &o->bk, &o->stages);
+        return (n == 5 || n == 6) && o->valid() && o->fits(ctx);
+      },
+      [&](const char* e) {
+        std::fprintf(stderr, "vrun: VRUN_MM_TILE=%s is not a tile the tensor-core matmul takes (WGMxWGNxFMxFNxBK[xSTAGES], "
+                     "1 or 2 stages within the device's %u bytes of shared memory and %u invocations); choosing by shape\n", e,
+                     ctx.limits().maxComputeSharedMemorySize, ctx.limits().maxComputeWorkGroupInvocations);
+      });
+  if (forced) return *forced;
   // Where the device does not say how many multiprocessors it has, a tile every grid fills.
   const int64_t sms = ctx.info().multiprocessors;
   if (sms <= 0) return kSmallTile;
@@ -151,24 +165,19 @@ const Cm2Tile* cm2_tile(const Context& ctx, int64_t M, int64_t K, int64_t N, DTy
   if (!ctx.coopmat2().on || !PipelineCache::has_kernel("matmul_cm2")) return nullptr;
   const char* old = std::getenv("VRUN_MM_TILE");
   if (old && *old) return nullptr;
-  static thread_local std::string env_seen;
-  static thread_local Cm2Tile env_tile;
-  static thread_local bool env_ok = false;
   const char* e = std::getenv("VRUN_MM_CM2");
-  if (e && *e) {
-    if (std::string(e) == "0") return nullptr;
-    if (env_seen != e) {
-      env_seen = e;
-      Cm2Tile t;
-      env_ok = std::sscanf(e, "%dx%dx%dx%d", &t.bm, &t.bn, &t.bk, &t.threads) == 4 && t.fits(ctx);
-      if (env_ok) env_tile = t;
-      else
+  if (e && std::string(e) == "0") return nullptr;
+  const Cm2Tile* forced = forced_tile<Cm2Tile>(
+      e,
+      [&](const char* v, Cm2Tile* t) {
+        return std::sscanf(v, "%dx%dx%dx%d", &t->bm, &t->bn, &t->bk, &t->threads) == 4 && t->fits(ctx);
+      },
+      [&](const char* v) {
         std::fprintf(stderr, "vrun: VRUN_MM_CM2=%s is not a tile this device's workgroup-scope matrices take "
-                     "(BMxBNxBKxTHREADS; granularity %u x %u x %u); choosing by shape\n", e,
+                     "(BMxBNxBKxTHREADS; granularity %u x %u x %u); choosing by shape\n", v,
                      ctx.coopmat2().m_granularity, ctx.coopmat2().n_granularity, ctx.coopmat2().k_granularity);
-    }
-    if (env_ok) return &env_tile;
-  }
+      });
+  if (forced) return forced;
   if (K < 2048 || N < 2048) return nullptr;
   const int64_t sms = ctx.info().multiprocessors;
   auto fills = [&](const Cm2Tile& t) {
