@@ -18,8 +18,9 @@
 // --sweep adds decode linear at 4x and 16x the rows (the slope between sizes separates the
 // bandwidth from fixed per-dispatch costs) and prefill linear at other M, K, N.
 //
-// Each kernel is recorded N times in one command buffer (a barrier separates runs that write the
-// same output) after one warm-up submission; the time is wall clock per run from submission.
+// Each kernel is recorded many times in one command buffer (a barrier separates runs that write
+// the same output), replayed for 200 ms, then timed as wall clock per run from submission over
+// replays of that command buffer (time_runs).
 // Bandwidth-bound rows cycle through enough copies of their tensors (>= 256 MiB) that the
 // device's L2 cache (50 MB on an H100) cannot serve repeated runs.
 #include <algorithm>
@@ -91,29 +92,59 @@ void must(const Status& s) {
   std::exit(1);
 }
 
-// Seconds per run of `record_once`. GPUs drop their clocks while idle (here: while the host fills
-// the next tensors) and take tens of milliseconds of load to climb back, so the timed pass follows
-// at least 200 ms of the same work.
+Status copy_tensor(Context& ctx, const Buffer& src, const Buffer& dst) {
+  VRUN_ASSIGN_OR_RETURN(auto rec, Recorder::create(ctx));
+  VRUN_RETURN_IF_ERROR(rec->record_buffer_copy(src.ref(), 0, dst.ref(), 0, std::min(src.size(), dst.size())));
+  return rec->submit_and_wait();
+}
+
+// Seconds per run of `record_once`. GPUs drop their clocks when idle and take from tens of
+// milliseconds to over a second of load to climb back (an H100 traced with nvidia-smi: 345 MHz idle,
+// sometimes several hundred ms at 500-900 MHz before 1980), so the GPU must not wait for the host
+// between passes: one pass (enough runs for ~10 ms) is recorded once, captured, and replayed (the
+// same command buffer submitted again, no host recording in between) for 300 ms of warm-up, then
+// for at least a second of timed passes, of which the fastest counts. Where the recorder cannot capture (no push descriptors) every
+// pass is recorded afresh before its timed submission.
 template <typename F>
 double time_runs(Context& ctx, int reps, F&& record_once) {
   auto rec = std::move(Recorder::create(ctx)).value();
   rec->set_submit_in_pieces(false);
-  auto pass = [&](int n) {
+  auto record_pass = [&](int n, bool capture) {
+    const bool capturing = capture && rec->begin_capture();
     for (int i = 0; i < n; ++i) must(record_once(*rec));
-    const auto t0 = std::chrono::steady_clock::now();
-    const Status s = rec->submit_and_wait();
-    const auto t1 = std::chrono::steady_clock::now();
-    must(s);
-    return std::chrono::duration<double>(t1 - t0).count();
+    return capturing;
   };
-  double warm = pass(1);
-  for (int i = 0; i < 1000 && warm < 0.2; ++i) warm += pass(reps);
-  // Timed passes of at least ~10 ms (short kernels get more runs, so submission and wake-up
-  // latency stay small beside the work); the best of three.
-  const double per_run = pass(reps) / reps;
+  auto wait = [&]() {
+    const auto t0 = std::chrono::steady_clock::now();
+    must(rec->submit_and_wait());
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  // Untimed first pass (pipelines created), then one to size the timed pass.
+  record_pass(1, false);
+  wait();
+  record_pass(reps, false);
+  const double per_run = wait() / reps;
   const int n = static_cast<int>(std::clamp(0.01 / std::max(per_run, 1e-9), static_cast<double>(reps), 4000.0));
-  double best = 1e30;
-  for (int k = 0; k < 3; ++k) best = std::min(best, pass(n) / n);
+  const bool captured = record_pass(n, true);
+  wait();
+  const std::shared_ptr<Recorder::Capture> cap = captured ? rec->end_capture() : nullptr;
+  auto pass = [&]() {
+    if (cap) {
+      rec->begin_replay(cap);
+      rec->replay_all_ops();
+    } else {
+      record_pass(n, false);
+    }
+    return wait();
+  };
+  double warm = 0;
+  for (int i = 0; i < 1000 && warm < 0.3; ++i) warm += pass();
+  double best = 1e30, timed = 0;
+  for (int k = 0; k < 1000 && (k < 3 || timed < 1.0); ++k) {
+    const double t = pass();
+    timed += t;
+    best = std::min(best, t / n);
+  }
   return best;
 }
 
@@ -151,7 +182,10 @@ double run_op(Context& ctx, int reps, OpKind op, const std::vector<const DevTens
         // Positions and indices are the same in every set: fresh random data would not be one.
         sets[static_cast<size_t>(c)].push_back(t->view);
       } else {
-        owned.push_back(make(ctx, t->view.dtype, t->view.shape));
+        // A device copy of the first set: the cache tells tensors apart by address, not content,
+        // and the GPU stays busy (host-filled copies of large tensors idled it for seconds).
+        owned.push_back(make(ctx, t->view.dtype, t->view.shape, false));
+        must(copy_tensor(ctx, t->buf, owned.back().buf));
         sets[static_cast<size_t>(c)].push_back(owned.back().view);
       }
     }
@@ -174,6 +208,7 @@ void row(const char* name, const std::string& shape, double sec, double amount, 
   const double rate = amount / sec;
   std::printf("%-24s %-28s %10.3f ms %10.1f %-7s %6.1f%%\n", name, shape.c_str(), sec * 1e3, rate, unit,
               roof > 0 ? 100 * rate / roof : 0.0);
+  std::fflush(stdout);
 }
 
 }  // namespace
@@ -249,23 +284,28 @@ int main(int argc, char** argv) {
     std::printf("copy roofline %.1f GB/s\n", bw);
     const int64_t shapes[][2] = {{3072, 2048}, {2048, 2048}, {16384, 2048}, {2048, 8192}, {128256, 2048}};
     std::vector<vulkan::Q4Tuning> tunings = {{}};
-    if (q4_tune)
-      for (int rows : {8, 16, 32, 64})
-        for (int rg : {4, 8})
+    if (q4_tune) {
+      tunings.push_back({-1});  // the generic matvec kernel
+      for (int rows : {4, 8, 16, 32, 64})
+        for (int rg : {2, 4})
           for (int stage : {0, 1})
-            for (int inv : {128, 256})
-              if (rows >= rg) tunings.push_back({rows, rg, stage, inv});
+            for (int inv : {64, 128})
+              if (rows * 32 >= rg * inv) tunings.push_back({rows, rg, stage, inv});
+    }
     for (DType wdt : {DType::f16, DType::q4_0}) {
       for (const auto& sh : shapes) {
         const int64_t Nd = sh[0] / S, Kd = sh[1];
         DevTensor x = make(ctx, DType::f32, Shape{1, Kd}), w = make(ctx, wdt, Shape{Nd, Kd});
         const double bytes = static_cast<double>(dtype_bytes(wdt, Nd * Kd) + 4 * Kd + 4 * Nd);
         for (const auto& tu : wdt == DType::q4_0 ? tunings : std::vector<vulkan::Q4Tuning>{{}}) {
-          vulkan::set_q4_0_tuning_for_bench(tu.rows > 0 ? &tu : nullptr);
+          vulkan::set_q4_0_tuning_for_bench(tu.rows != 0 ? &tu : nullptr);
           const double t = run_op(ctx, reps, OpKind::linear, {&x, &w, nullptr}, Attrs(OpKind::linear), true, true);
           char name[96];
-          std::snprintf(name, sizeof name, "decode %s r%d g%d s%d i%d", dtype_name(wdt), tu.rows, tu.rows_per_pass, tu.stage_x,
-                        tu.invocations);
+          if (tu.rows < 0)
+            std::snprintf(name, sizeof name, "decode %s generic", dtype_name(wdt));
+          else
+            std::snprintf(name, sizeof name, "decode %s r%d g%d s%d i%d", dtype_name(wdt), tu.rows, tu.rows_per_pass,
+                          tu.stage_x, tu.invocations);
           row(name, std::to_string(Nd) + "x" + std::to_string(Kd), t, bytes / 1e9, "GB/s", bw);
         }
         vulkan::set_q4_0_tuning_for_bench(nullptr);

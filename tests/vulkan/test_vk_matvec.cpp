@@ -52,8 +52,12 @@ TEST_F(VkMatvec, BiasAndResidualEveryWeightDtype) {
     bool bias;
   };
   // N 4097: 4 weight rows per workgroup with a remainder; K 256: 8-element chunks and half-blocks
-  // on 32 invocations; K 1056: a second step on 64.
+  // on 32 invocations; K 1056: a second step on 64. q4_0 with one row of x: N 8200 gives 64 rows
+  // per workgroup (four passes per subgroup; the last workgroup's 8 rows leave two subgroups
+  // idle) over rows of 2 blocks (most lanes idle); K 7200 leaves x unstaged.
   const std::vector<Case> cases = {{1, 4097, 96, ResidualLayout::kDense, true},
+                                   {1, 8200, 64, ResidualLayout::kDense, true},
+                                   {1, 33, 7200, ResidualLayout::kPadded, true},
                                    {1, 37, 256, ResidualLayout::kPadded, true},
                                    {1, 40, 1056, ResidualLayout::kHalf, false},
                                    {3, 37, 256, ResidualLayout::kBroadcast, true},
@@ -69,7 +73,7 @@ TEST_F(VkMatvec, BiasAndResidualEveryWeightDtype) {
         const Case& c = cases[ci];
         if (shared_reduce && c.N > 100) continue;  // one reduction check per path is enough there
         // bf16 and q4_1 share their epilogue with f16 and q4_0: two shapes each keep CI time down.
-        if ((wdt == DType::bf16 || wdt == DType::q4_1) && ci != 1 && ci != 3) continue;
+        if ((wdt == DType::bf16 || wdt == DType::q4_1) && ci != 3 && ci != 5) continue;
         const std::string what = std::string("matvec+residual w=") + dtype_name(wdt) + " M=" + std::to_string(c.M) +
                                  " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) + " layout " +
                                  std::to_string(static_cast<int>(c.layout)) + (c.bias ? " bias" : "") +

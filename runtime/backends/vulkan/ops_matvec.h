@@ -53,7 +53,8 @@ Status record_matvec_linear(Recorder& rec, const std::vector<DeviceView>& in, co
 void set_matvec_shared_reduce_for_testing(bool on);
 
 // Benchmarks sweep the q4_0 kernel's shape with this (nullptr: the built-in choice): rows of W
-// per workgroup, rows per subgroup pass, x staged in shared memory or not, invocations.
+// per workgroup, rows per subgroup pass, x staged in shared memory or not, invocations; rows < 0
+// sends q4_0 to the generic matvec kernel instead.
 struct Q4Tuning {
   int rows = 0, rows_per_pass = 4, stage_x = 1, invocations = 128;
 };
