@@ -289,7 +289,8 @@ TEST_F(VkLinalg, LinearWorkgroupScopeTiles) {
     }
     unsetenv("VRUN_MM_CM2");
   }
-  // A Llama-sized projection, which the shape rule gives the kernel: f16 and f32 x, edge rows.
+  // A Llama-sized projection, which the shape rule gives the kernel: f16 and f32 x, edge rows
+  // (on a device with many multiprocessors f16 x takes 128 x 64 tiles, f32 x 64 x 128).
   const int64_t Ml = 100, Kl = 2048, Nl = 2080;
   HostTensor w = random_tensor(DType::f16, Shape{Nl, Kl}, rng);
   for (DType xdt : {DType::f16, DType::f32}) {

@@ -154,11 +154,14 @@ struct Cm2Tile {
 // - narrower ones (speech encoders: K 384-1280, or N 1024) stay on the subgroup-scope kernel, which
 //   reads 5-20% faster there (1875 x 1024 x 4096 f16: 152 against 143).
 // The tile: for f16 x 128 x 128 on four subgroups, with K steps of 64 where the grid would leave
-// multiprocessors idle (512 x 2048 x 3072: 155 against 123; 512 x 8192 x 2048: 112 against 76);
+// multiprocessors idle (512 x 2048 x 3072: 155 against 123), and 128 x 64 tiles with K steps of
+// 64 where 128 x 128 tiles would not fill half of them (512 x 2048 x 2048: 158 against 113 for
+// 128 x 128 x 64; 512 x 8192 x 2048: 154 against 112; at 512 x 2048 x 3072, 96 tiles of 128 x 128
+// on 132 multiprocessors, 124 against 153, so not there);
 // for f32 x 128 x 256 on eight subgroups, then 128 x 128, then 64 x 128, by the same rule (longer
 // K steps lose with f32 x: 66 against 94).
 constexpr Cm2Tile kCm2Wide{128, 256, 32, 256}, kCm2Square{128, 128, 32, 128}, kCm2DeepK{128, 128, 64, 128},
-    kCm2Small{64, 128, 32, 128};
+    kCm2Narrow{128, 64, 64, 128}, kCm2Small{64, 128, 32, 128};
 
 // The tile for M x K x N, or null where the subgroup-scope kernel runs it.
 const Cm2Tile* cm2_tile(const Context& ctx, int64_t M, int64_t K, int64_t N, DType x) {
@@ -180,11 +183,11 @@ const Cm2Tile* cm2_tile(const Context& ctx, int64_t M, int64_t K, int64_t N, DTy
   if (forced) return forced;
   if (K < 2048 || N < 2048) return nullptr;
   const int64_t sms = ctx.info().multiprocessors;
-  auto fills = [&](const Cm2Tile& t) {
-    return sms <= 0 || ((M + t.bm - 1) / t.bm) * ((N + t.bn - 1) / t.bn) * 4 >= sms * 3;
-  };
+  auto tiles = [&](const Cm2Tile& t) { return ((M + t.bm - 1) / t.bm) * ((N + t.bn - 1) / t.bn); };
+  auto fills = [&](const Cm2Tile& t) { return sms <= 0 || tiles(t) * 4 >= sms * 3; };
   if (x == DType::f32 && kCm2Wide.fits(ctx) && fills(kCm2Wide)) return &kCm2Wide;
   if (kCm2Square.fits(ctx) && fills(kCm2Square)) return &kCm2Square;
+  if (x == DType::f16 && sms > 0 && tiles(kCm2Square) * 2 <= sms && kCm2Narrow.fits(ctx)) return &kCm2Narrow;
   if (x == DType::f16 && kCm2DeepK.fits(ctx)) return &kCm2DeepK;
   return kCm2Small.fits(ctx) ? &kCm2Small : nullptr;
 }
