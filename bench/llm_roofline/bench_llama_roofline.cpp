@@ -29,6 +29,22 @@ namespace {
 
 double secs(Clock::time_point a) { return std::chrono::duration<double>(Clock::now() - a).count(); }
 
+// The fastest of `reps` runs of `run` (each returning its seconds) after at least half a second of
+// untimed ones.
+template <typename F>
+Result<double> best_after_warm_up(F&& run, int reps) {
+  for (double spent = 0; spent < 0.5;) {
+    VRUN_ASSIGN_OR_RETURN(const double t, run());
+    spent += t;
+  }
+  double best = 1e30;
+  for (int i = 0; i < reps; ++i) {
+    VRUN_ASSIGN_OR_RETURN(const double t, run());
+    best = std::min(best, t);
+  }
+  return best;
+}
+
 struct Rng {
   uint64_t s = 0x9E3779B97F4A7C15ull;
   float next() {  // uniform in [-1, 1)
@@ -177,19 +193,10 @@ int main(int argc, char** argv) {
     if (!r.is_ok()) return r.status();
     return secs(t);
   };
-  double prefill_best = 1e9;
-  for (double spent = 0; spent < 0.5;) {
-    auto r = run_prefill();
-    if (!r.is_ok()) return std::fprintf(stderr, "%s\n", r.status().to_string().c_str()), 1;
-    spent += *r;
-  }
   // (The CPU backend holds its clocks: fewer passes there.)
   const bool gpu = (*ex)->uses_gpu();
-  for (int rep = 0; rep < (gpu ? 5 : 2); ++rep) {
-    auto r = run_prefill();
-    if (!r.is_ok()) return std::fprintf(stderr, "%s\n", r.status().to_string().c_str()), 1;
-    prefill_best = std::min(prefill_best, *r);
-  }
+  const auto prefill_best = best_after_warm_up(run_prefill, gpu ? 5 : 2);
+  if (!prefill_best.is_ok()) return std::fprintf(stderr, "%s\n", prefill_best.status().to_string().c_str()), 1;
   // Decode steps as the runner takes them: the decode method, its position an input (--step
   // forward: the chunk method at seq 1, its position a symbol, recorded anew every step). A
   // window is `decode` steps from position `prompt` on, timed from its second step (the first
@@ -210,18 +217,9 @@ int main(int argc, char** argv) {
     }
     return secs(t);
   };
-  double decode_best = 1e9;
-  for (double spent = 0; spent < 0.5;) {
-    auto r = window();
-    if (!r.is_ok()) return std::fprintf(stderr, "%s\n", r.status().to_string().c_str()), 1;
-    spent += *r;
-  }
-  for (int rep = 0; rep < (gpu ? 3 : 1); ++rep) {
-    auto r = window();
-    if (!r.is_ok()) return std::fprintf(stderr, "%s\n", r.status().to_string().c_str()), 1;
-    decode_best = std::min(decode_best, *r);
-  }
-  const double decode_tps = (decode - 1) / decode_best;
+  const auto decode_best = best_after_warm_up(window, gpu ? 3 : 1);
+  if (!decode_best.is_ok()) return std::fprintf(stderr, "%s\n", decode_best.status().to_string().c_str()), 1;
+  const double decode_tps = (decode - 1) / *decode_best;
   double bw = 0;
 #ifdef VRUN_BENCH_VULKAN
   if ((*ex)->uses_gpu()) bw = vulkan_copy_gbs();
@@ -230,7 +228,7 @@ int main(int argc, char** argv) {
   // Decode reads every weight once per token (the tied embedding once, as the output projection).
   const double read_gbs = static_cast<double>(weight_bytes) * decode_tps / 1e9;
   std::printf("%s %s %s: prefill %d tokens %.1f tok/s | decode %.1f tok/s | weights %.2f GB | %.1f GB/s of %.1f GB/s copy = %.1f%% of roofline\n",
-              shape.c_str(), dtype_name_s.c_str(), (*ex)->device_description().c_str(), prompt, prompt / prefill_best,
+              shape.c_str(), dtype_name_s.c_str(), (*ex)->device_description().c_str(), prompt, prompt / *prefill_best,
               decode_tps, static_cast<double>(weight_bytes) / 1e9, read_gbs, bw, bw > 0 ? 100 * read_gbs / bw : 0);
   return 0;
 }
