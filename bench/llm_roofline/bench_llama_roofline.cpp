@@ -29,11 +29,11 @@ namespace {
 
 double secs(Clock::time_point a) { return std::chrono::duration<double>(Clock::now() - a).count(); }
 
-// The fastest of `reps` runs of `run` (each returning its seconds) after at least half a second of
-// untimed ones.
+// The fastest of `reps` runs of `run` (each returning its seconds) after at least `warm_s` seconds
+// of untimed ones.
 template <typename F>
-Result<double> best_after_warm_up(F&& run, int reps) {
-  for (double spent = 0; spent < 0.5;) {
+Result<double> best_after_warm_up(F&& run, int reps, double warm_s) {
+  for (double spent = 0; spent < warm_s;) {
     VRUN_ASSIGN_OR_RETURN(const double t, run());
     spent += t;
   }
@@ -184,8 +184,10 @@ int main(int argc, char** argv) {
                (*ex)->device_description().c_str());
   std::vector<int32_t> toks(static_cast<size_t>(prompt));
   for (int i = 0; i < prompt; ++i) toks[i] = (i * 7919) % static_cast<int>(c.vocab);
-  // GPUs drop their clocks when idle and can take over a second of load to climb back: every
-  // figure is the best of several timed passes after at least half a second of the same work.
+  // GPUs drop their clocks when idle and can take seconds of load to climb back (an H100 traced
+  // with nvidia-smi after seconds of idling while the model was built: 2 s of prefill passes at
+  // 585 MHz before 1980, which read 17,842 tok/s against 37,068 in the next run): every figure is
+  // the best of several timed passes after 3 s of the same work on a GPU, 0.5 s on the CPU.
   auto run_prefill = [&]() -> Result<double> {
     (*ex)->reset_state();
     const auto t = Clock::now();
@@ -195,13 +197,14 @@ int main(int argc, char** argv) {
   };
   // (The CPU backend holds its clocks: fewer passes there.)
   const bool gpu = (*ex)->uses_gpu();
-  const auto prefill_best = best_after_warm_up(run_prefill, gpu ? 5 : 2);
+  const double warm_s = gpu ? 3.0 : 0.5;
+  const auto prefill_best = best_after_warm_up(run_prefill, gpu ? 5 : 2, warm_s);
   if (!prefill_best.is_ok()) return std::fprintf(stderr, "%s\n", prefill_best.status().to_string().c_str()), 1;
   // Decode steps as the runner takes them: the decode method, its position an input (--step
   // forward: the chunk method at seq 1, its position a symbol, recorded anew every step). A
   // window is `decode` steps from position `prompt` on, timed from its second step (the first
-  // may record what later steps replay); the best of three windows (one on the CPU) after half a
-  // second of them.
+  // may record what later steps replay); the best of three windows (one on the CPU) after the
+  // warm-up.
   int32_t tok = 1, pos = prompt;
   auto step = [&] {
     if (step_method == "forward") return (*ex)->run("forward", {TensorView::dense(&tok, DType::i32, {1, 1})}, {{"pos", pos}});
@@ -217,7 +220,7 @@ int main(int argc, char** argv) {
     }
     return secs(t);
   };
-  const auto decode_best = best_after_warm_up(window, gpu ? 3 : 1);
+  const auto decode_best = best_after_warm_up(window, gpu ? 3 : 1, warm_s);
   if (!decode_best.is_ok()) return std::fprintf(stderr, "%s\n", decode_best.status().to_string().c_str()), 1;
   const double decode_tps = (decode - 1) / *decode_best;
   double bw = 0;
