@@ -225,9 +225,9 @@ int main(int argc, char** argv) {
   const double decode_tps = (decode - 1) / *decode_best;
   double bw = 0;
 #ifdef VRUN_BENCH_VULKAN
-  if ((*ex)->uses_gpu()) bw = vulkan_copy_gbs();
+  if (gpu) bw = vulkan_copy_gbs();
 #endif
-  if (!(*ex)->uses_gpu()) bw = cpu_copy_gbs();
+  if (!gpu) bw = cpu_copy_gbs();
   // Decode reads every weight once per token (the tied embedding once, as the output projection).
   const double read_gbs = static_cast<double>(weight_bytes) * decode_tps / 1e9;
   std::printf("%s %s %s: prefill %d tokens %.1f tok/s | decode %.1f tok/s | weights %.2f GB | %.1f GB/s of %.1f GB/s copy = %.1f%% of roofline\n",

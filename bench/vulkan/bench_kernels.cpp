@@ -19,8 +19,8 @@
 // bandwidth from fixed per-dispatch costs) and prefill linear at other M, K, N.
 //
 // Each kernel is recorded many times in one command buffer (a barrier separates runs that write
-// the same output), replayed for 200 ms, then timed as wall clock per run from submission over
-// replays of that command buffer (time_runs).
+// the same output), replayed for 300 ms, then timed as wall clock per run from submission over at
+// least a second of replays of that command buffer, the fastest counted (harness.h, time_runs).
 // Bandwidth-bound rows cycle through enough copies of their tensors (>= 256 MiB) that the
 // device's L2 cache (50 MB on an H100) cannot serve repeated runs.
 #include <algorithm>
@@ -30,11 +30,10 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
-#include "kernels/shape_infer.h"
+#include "bench/vulkan/harness.h"
 #include "runtime/backends/vulkan/context.h"
 #include "runtime/backends/vulkan/memory.h"
 #include "runtime/backends/vulkan/ops.h"
@@ -45,173 +44,7 @@
 
 using namespace vrun;
 using namespace vrun::vulkan;
-
-namespace {
-
-struct DevTensor {
-  Buffer buf;
-  DeviceView view;
-};
-
-std::mt19937 rng(1234);
-
-DevTensor make(Context& ctx, DType dt, const Shape& shape, bool fill = true) {
-  DevTensor t;
-  const uint64_t bytes = static_cast<uint64_t>(dtype_bytes(dt, shape.numel()));
-  auto b = ctx.allocator().allocate(bytes, MemoryKind::kDevice, "bench tensor");
-  if (!b.is_ok()) {
-    std::fprintf(stderr, "%s\n", b.status().to_string().c_str());
-    std::exit(1);
-  }
-  t.buf = std::move(b).value();
-  t.view = DeviceView::dense(t.buf.ref(), dt, shape);
-  if (fill) {
-    std::vector<float> f(static_cast<size_t>(shape.numel()));
-    std::uniform_real_distribution<float> d(-1, 1);
-    for (auto& x : f) x = d(rng);
-    std::vector<uint8_t> host(bytes);
-    if (is_quantized(dt)) {
-      quantize_row(dt, f.data(), host.data(), shape.numel());
-    } else {
-      for (size_t i = 0; i < f.size(); ++i) {
-        if (dt == DType::f32) std::memcpy(&host[i * 4], &f[i], 4);
-        else if (dt == DType::f16) { uint16_t h = f32_to_f16(f[i]); std::memcpy(&host[i * 2], &h, 2); }
-        else if (dt == DType::bf16) { uint16_t h = f32_to_bf16(f[i]); std::memcpy(&host[i * 2], &h, 2); }
-      }
-    }
-    Status s = upload(ctx, t.buf.ref(), 0, host.data(), bytes);
-    if (!s.is_ok()) std::fprintf(stderr, "%s\n", s.to_string().c_str());
-  }
-  return t;
-}
-
-// The benchmark cannot go on past a failed step: print it and stop.
-void must(const Status& s) {
-  if (s.is_ok()) return;
-  std::fprintf(stderr, "%s\n", s.to_string().c_str());
-  std::exit(1);
-}
-
-Status copy_tensor(Context& ctx, const Buffer& src, const Buffer& dst) {
-  VRUN_ASSIGN_OR_RETURN(auto rec, Recorder::create(ctx));
-  VRUN_RETURN_IF_ERROR(rec->record_buffer_copy(src.ref(), 0, dst.ref(), 0, std::min(src.size(), dst.size())));
-  return rec->submit_and_wait();
-}
-
-// Seconds per run of `record_once`. GPUs drop their clocks when idle and take from tens of
-// milliseconds to over a second of load to climb back (an H100 traced with nvidia-smi: 345 MHz idle,
-// sometimes several hundred ms at 500-900 MHz before 1980), so the GPU must not wait for the host
-// between passes: one pass (enough runs for ~10 ms) is recorded once, captured, and replayed (the
-// same command buffer submitted again, no host recording in between) for 300 ms of warm-up, then
-// for at least a second of timed passes, of which the fastest counts. Where the recorder cannot capture (no push descriptors) every
-// pass is recorded afresh before its timed submission.
-template <typename F>
-double time_runs(Context& ctx, int reps, F&& record_once) {
-  auto rec = std::move(Recorder::create(ctx)).value();
-  rec->set_submit_in_pieces(false);
-  auto record_pass = [&](int n, bool capture) {
-    const bool capturing = capture && rec->begin_capture();
-    for (int i = 0; i < n; ++i) must(record_once(*rec));
-    return capturing;
-  };
-  auto wait = [&]() {
-    const auto t0 = std::chrono::steady_clock::now();
-    must(rec->submit_and_wait());
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  };
-  // Untimed first pass (pipelines created), then one to size the timed pass.
-  record_pass(1, false);
-  wait();
-  record_pass(reps, false);
-  const double per_run = wait() / reps;
-  const int n = static_cast<int>(std::clamp(0.01 / std::max(per_run, 1e-9), static_cast<double>(reps), 4000.0));
-  const bool captured = record_pass(n, true);
-  wait();
-  const std::shared_ptr<Recorder::Capture> cap = captured ? rec->end_capture() : nullptr;
-  auto pass = [&]() {
-    if (cap) {
-      rec->begin_replay(cap);
-      rec->replay_all_ops();
-    } else {
-      record_pass(n, false);
-    }
-    return wait();
-  };
-  double warm = 0;
-  for (int i = 0; i < 1000 && warm < 0.3; ++i) warm += pass();
-  double best = 1e30, timed = 0;
-  for (int k = 0; k < 1000 && (k < 3 || timed < 1.0); ++k) {
-    const double t = pass();
-    timed += t;
-    best = std::min(best, t / n);
-  }
-  return best;
-}
-
-// rotate: the inputs cycle through copies that together exceed the L2 cache. serial: every run
-// writes one output, so each waits for the one before (as the ops of a decode step do) instead
-// of overlapping it.
-double run_op(Context& ctx, int reps, OpKind op, const std::vector<const DevTensor*>& in, const Attrs& attrs,
-              bool rotate = false, bool serial = false) {
-  std::vector<TensorDesc> d(in.size());
-  std::vector<const TensorDesc*> p;
-  for (size_t k = 0; k < in.size(); ++k) {
-    if (!in[k]) {
-      p.push_back(nullptr);
-      continue;
-    }
-    d[k] = {in[k]->view.dtype, in[k]->view.shape};
-    p.push_back(&d[k]);
-  }
-  std::vector<TensorDesc> od;
-  must(infer_shapes(op, p, attrs, &od));
-  // Sets of inputs and output; extra sets (fresh random data) when rotating past the L2 cache.
-  uint64_t set_bytes = static_cast<uint64_t>(dtype_bytes(od[0].dtype, od[0].shape.numel()));
-  for (const DevTensor* t : in)
-    if (t) set_bytes += static_cast<uint64_t>(dtype_bytes(t->view.dtype, t->view.numel()));
-  const int copies = rotate ? static_cast<int>(std::clamp<uint64_t>((256ull << 20) / std::max<uint64_t>(set_bytes, 1) + 1, 1, 64)) : 1;
-  std::vector<DevTensor> owned;
-  std::vector<std::vector<DeviceView>> sets(static_cast<size_t>(copies));
-  std::vector<DeviceView> outs;
-  owned.reserve(static_cast<size_t>(copies) * (in.size() + 1));
-  for (int c = 0; c < copies; ++c) {
-    for (const DevTensor* t : in) {
-      if (!t) {
-        sets[static_cast<size_t>(c)].emplace_back();
-      } else if (c == 0 || t->view.dtype == DType::i32) {
-        // Positions and indices are the same in every set: fresh random data would not be one.
-        sets[static_cast<size_t>(c)].push_back(t->view);
-      } else {
-        // A device copy of the first set: the cache tells tensors apart by address, not content,
-        // and the GPU stays busy (host-filled copies of large tensors idled it for seconds).
-        owned.push_back(make(ctx, t->view.dtype, t->view.shape, false));
-        must(copy_tensor(ctx, t->buf, owned.back().buf));
-        sets[static_cast<size_t>(c)].push_back(owned.back().view);
-      }
-    }
-    if (c == 0 || !serial) {
-      owned.push_back(make(ctx, od[0].dtype, od[0].shape, false));
-      outs.push_back(owned.back().view);
-    } else {
-      outs.push_back(outs[0]);
-    }
-  }
-  int next = 0;
-  const double t = time_runs(ctx, reps, [&](Recorder& r) {
-    const size_t c = static_cast<size_t>(next++ % copies);
-    return r.record(op, sets[c], {outs[c]}, attrs);
-  });
-  return t;
-}
-
-void row(const char* name, const std::string& shape, double sec, double amount, const char* unit, double roof) {
-  const double rate = amount / sec;
-  std::printf("%-24s %-28s %10.3f ms %10.1f %-7s %6.1f%%\n", name, shape.c_str(), sec * 1e3, rate, unit,
-              roof > 0 ? 100 * rate / roof : 0.0);
-  std::fflush(stdout);
-}
-
-}  // namespace
+using namespace vrun::vulkan::bench;
 
 int main(int argc, char** argv) {
   bool small = false;
