@@ -29,10 +29,13 @@ namespace {
 
 double secs(Clock::time_point a) { return std::chrono::duration<double>(Clock::now() - a).count(); }
 
-// The fastest of `reps` runs of `run` (each returning its seconds) after at least `warm_s` seconds
-// of untimed ones.
+// The fastest of `reps` runs of `run` (each returning its seconds) after a first call and at least
+// `warm_s` seconds of untimed ones.
 template <typename F>
 Result<double> best_after_warm_up(F&& run, int reps, double warm_s) {
+  // The first call compiles pipelines and records (seconds, with the GPU idle and its clocks
+  // falling): it does not count towards the warm-up.
+  VRUN_RETURN_IF_ERROR(run().status());
   for (double spent = 0; spent < warm_s;) {
     VRUN_ASSIGN_OR_RETURN(const double t, run());
     spent += t;

@@ -4,12 +4,13 @@
 // --tensor-roof gives it: bench/vulkan/run.sh measures it in the same run).
 //
 //   vrun_bench_vulkan [--small] [--reps N] [--device I] [--tensor-roof TFLOPS] [--sweep]
-//                     [--tiles [--tile-list T1,T2,...]]
+//                     [--tiles | --quant-tiles [--tile-list T1,T2,...]]
 //
 // --tiles times the tensor-core matmul over encoder and prefill projection shapes with the tile
 // chosen by shape ("auto") and with forced tiles (VRUN_MM_TILE's WGMxWGNxFMxFNxBK[xSTAGES] for the
 // subgroup-scope kernel, cm2:BMxBNxBKxTHREADS for the workgroup-scope one, VRUN_MM_CM2);
-// --tile-list replaces the forced ones.
+// --tile-list replaces the forced ones. --quant-tiles does the same for block-quantised W (q4_0,
+// q8_0, q4_1) on Llama's prefill projections, f16 x (cm2 tiles are then W rows x x rows).
 //
 // --mma-peak measures the rate of KHR cooperative-matrix multiply-adds alone (fragments in
 // registers), with the fragments reloaded from shared memory each step, and with a workgroup
@@ -50,7 +51,7 @@ int main(int argc, char** argv) {
   bool small = false;
   int reps = 20;
   double tensor_roof = 0;
-  bool sweep = false, decode_shapes = false, q4_tune = false, attention_shapes = false, tiles = false, mma_peak = false;
+  bool sweep = false, decode_shapes = false, q4_tune = false, attention_shapes = false, tiles = false, quant_tiles = false, mma_peak = false;
   std::string tile_list =
       "2x4x4x2x16x2,4x4x2x4x32,2x4x2x2x32,cm2:128x256x32x256,cm2:128x128x32x128,cm2:64x128x32x128,"
       "cm2:128x128x64x128,cm2:128x128x16x128,cm2:256x128x32x256,cm2:64x256x32x128";
@@ -65,10 +66,11 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--q4-tune")) decode_shapes = q4_tune = true;
     else if (!std::strcmp(argv[i], "--attention-shapes")) attention_shapes = true;
     else if (!std::strcmp(argv[i], "--tiles")) tiles = true;
+    else if (!std::strcmp(argv[i], "--quant-tiles")) tiles = quant_tiles = true;
     else if (!std::strcmp(argv[i], "--tile-list") && i + 1 < argc) tile_list = argv[++i];
     else if (!std::strcmp(argv[i], "--mma-peak")) mma_peak = true;
     else {
-      std::fprintf(stderr, "usage: vrun_bench_vulkan [--small] [--reps N] [--device I] [--tensor-roof TFLOPS] [--sweep] [--decode-shapes] [--q4-tune] [--attention-shapes] [--tiles [--tile-list T1,T2,...]] [--mma-peak]\n");
+      std::fprintf(stderr, "usage: vrun_bench_vulkan [--small] [--reps N] [--device I] [--tensor-roof TFLOPS] [--sweep] [--decode-shapes] [--q4-tune] [--attention-shapes] [--tiles | --quant-tiles [--tile-list T1,T2,...]] [--mma-peak]\n");
       return 2;
     }
   }
@@ -306,9 +308,16 @@ int main(int argc, char** argv) {
                          {"prefill 8192", 512, 2048, 8192},        {"square 4096", 4096, 4096, 4096}};
     std::vector<std::string> cands = {""};
     for (std::string& t : split_nonempty(tile_list, ',')) cands.push_back(std::move(t));
-    for (DType xdt : {DType::f32, DType::f16})
+    // W and x dtypes: f16 W with f32 and f16 x, or (--quant-tiles) block-quantised W with f16 x.
+    using Dts = std::vector<std::pair<DType, DType>>;
+    const Dts dts = quant_tiles ? Dts{{DType::q4_0, DType::f16}, {DType::q8_0, DType::f16}, {DType::q4_1, DType::f16}}
+                                : Dts{{DType::f16, DType::f32}, {DType::f16, DType::f16}};
+    for (const auto& [wdt, xdt] : dts)
       for (const Mm& m : shapes) {
-        DevTensor x = make(ctx, xdt, Shape{m.m, m.k}), w = make(ctx, DType::f16, Shape{m.n, m.k});
+        // Block-quantised W: Llama's prefill projections.
+        const bool llama = std::strncmp(m.name, "llama", 5) == 0 || std::strcmp(m.name, "prefill 8192") == 0;
+        if (quant_tiles && !llama) continue;
+        DevTensor x = make(ctx, xdt, Shape{m.m, m.k}), w = make(ctx, wdt, Shape{m.n, m.k});
         for (const std::string& cs : cands) {
           // "cm2:BMxBNxBKxTHREADS" forces a workgroup-scope tile (VRUN_MM_CM2), any other
           // a subgroup-scope one (VRUN_MM_TILE, which keeps the workgroup-scope kernel off).
@@ -319,8 +328,9 @@ int main(int argc, char** argv) {
           unsetenv(cm2 ? "VRUN_MM_TILE" : "VRUN_MM_CM2");
           const double t = run_op(ctx, reps, OpKind::linear, {&x, &w, nullptr}, Attrs(OpKind::linear));
           char shape[96];
-          std::snprintf(shape, sizeof shape, "%lldx%lldx%lld x %s %s", static_cast<long long>(m.m), static_cast<long long>(m.k),
-                        static_cast<long long>(m.n), dtype_name(xdt), *c ? cs.c_str() : "auto");
+          std::snprintf(shape, sizeof shape, "%lldx%lldx%lld %s x %s %s", static_cast<long long>(m.m),
+                        static_cast<long long>(m.k), static_cast<long long>(m.n), dtype_name(wdt), dtype_name(xdt),
+                        *c ? cs.c_str() : "auto");
           row(m.name, shape, t, 2.0 * m.m * m.k * m.n / 1e12, "TFLOP/s", 0);
         }
         unsetenv("VRUN_MM_TILE");
@@ -357,6 +367,16 @@ int main(int argc, char** argv) {
       unsetenv("VRUN_MM_CM2");
       row("  subgroup-scope kernel", shape, t0, 2.0 * M * N * K / 1e12, "TFLOP/s", peak);
     }
+    // Block-quantised checkpoints prefill through the same shape (blocks expanded to halves as
+    // the tiles load), and f32 activations (the speech encoders') rounded to halves.
+    for (DType wdt : {DType::q4_0, DType::q4_1, DType::q8_0}) {
+      DevTensor wq = make(ctx, wdt, Shape{N, K});
+      const double tq = run_op(ctx, reps, OpKind::linear, {&x, &wq, nullptr}, Attrs(OpKind::linear));
+      row((std::string("linear prefill ") + dtype_name(wdt)).c_str(), shape, tq, 2.0 * M * N * K / 1e12, "TFLOP/s", peak);
+    }
+    DevTensor x32 = make(ctx, DType::f32, Shape{M, K});
+    const double t32 = run_op(ctx, reps, OpKind::linear, {&x32, &w, nullptr}, Attrs(OpKind::linear));
+    row("linear prefill f32 x", shape, t32, 2.0 * M * N * K / 1e12, "TFLOP/s", peak);
   }
   if (sweep) {
     const int64_t shapes[][3] = {{512, 2048, 2048}, {2048, 2048, 8192}, {512, 4096, 8192}, {1500, 1280, 5120},

@@ -11,36 +11,14 @@
 // and residual are applied element by element (coopMatPerElementNV) before the tile is stored.
 // Built only with the slang glslang (runtime/backends/vulkan/glslang_cm2.py); the host requires
 // K % 8 == 0 and 8-element-aligned rows and offsets, as the other tensor-core kernels do.
-// Bindings: 0 y, 1 x, 2 W, 3 bias, 4 residual.
+// Bindings: 0 y, 1 x, 2 W, 3 bias, 4 residual (matmul_cm2_common.glsl).
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_NV_cooperative_matrix2 : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
-
-layout(local_size_x_id = 9) in;
-layout(constant_id = 0) const uint DT_Y = DT_F32;
-layout(constant_id = 1) const uint DT_BIAS = DT_NONE;
-layout(constant_id = 2) const uint DT_A = DT_F16;
-layout(constant_id = 3) const uint DT_RES = DT_NONE;
-layout(constant_id = 4) const uint ACT = 0;
-layout(constant_id = 5) const uint BM = 128;
-layout(constant_id = 6) const uint BN = 256;
-layout(constant_id = 7) const uint BK = 32;
-// K steps per pass of the unrolled main loop.
-layout(constant_id = 8) const uint UNROLL = 4;
-layout(constant_id = 9) const uint NT = 256;
-
-// The same push constants as matmul_coopmat.glsl's linear (the batch fields unused).
-layout(push_constant) uniform Push {
-  uint M, N, K;
-  uint a_sm, a_sk, b_sk, b_sn;
-  uint nb1, nb2;
-  uint a_sb0, a_sb1, a_sb2, b_sb0, b_sb1, b_sb2;
-  uint off_y, off_a, off_b, off_bias;
-  uint off_res, res_sm;
-} pc;
+#include "matmul_cm2_common.glsl"
 
 #define ACC coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>
 #define MAT_A coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA>
@@ -48,13 +26,7 @@ layout(push_constant) uniform Push {
 
 // bias, act, residual at tile element (r, c) of the tile whose corner is (m0, n0).
 float epilogue(const in uint r, const in uint c, const in float e, const in uint m0, const in uint n0) {
-  const uint m = m0 + r, n = n0 + c;
-  if (m >= pc.M || n >= pc.N) return e;
-  float v = e;
-  if (DT_BIAS != DT_NONE) v += load3(DT_BIAS, pc.off_bias + n);
-  v = apply_act(ACT, v);
-  if (DT_RES != DT_NONE) v += load4(DT_RES, pc.off_res + m * pc.res_sm + n);
-  return v;
+  return epilogue_mn(m0 + r, n0 + c, e);
 }
 
 // One K step at k through layouts LA / LB: acc += x[m0 .., k ..] W[n0 .., k ..]^T.
@@ -106,10 +78,7 @@ void main() {
   }
 
   if (DT_BIAS != DT_NONE || ACT != 0u || DT_RES != DT_NONE) coopMatPerElementNV(acc, acc, epilogue, m0, n0);
-  tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> ly =
-      createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
-  ly = setTensorLayoutDimensionNV(ly, pc.M, pc.N);
-  ly = setTensorLayoutStrideNV(ly, pc.N, 1);
+  tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> ly = y_layout();
   if (DT_Y == DT_F16) {
     coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> y16 =
         coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(acc);

@@ -302,6 +302,50 @@ TEST_F(VkLinalg, LinearWorkgroupScopeTiles) {
   }
 }
 
+// The block-quantised workgroup-scope linear (matmul_q_cm2.comp: decode functions expand W's
+// blocks as the driver loads them) at the default tile and forced ones, against float64 from the
+// stored blocks: q8_0, q4_0, q4_1; f16 and f32 x; whole tiles and edge tiles (clamped loads, K
+// not a whole number of 64-element steps, stores cut at M and N); W starting one row into its
+// tensor; bias, silu and residual with f32 and f16 y. Only where the device has block loads.
+TEST_F(VkLinalg, LinearWorkgroupScopeQuantised) {
+  if (!ctx().coopmat2().block_loads)
+    GTEST_SKIP() << "no VK_NV_cooperative_matrix2 block loads on this device";
+  std::mt19937 rng(23);
+  const int64_t M = 200, N = 300;
+  for (int64_t K : {96, 1056}) {
+    for (DType wdt : {DType::q8_0, DType::q4_0, DType::q4_1}) {
+      HostTensor wall = random_tensor(wdt, Shape{N + 1, K}, rng);
+      HostTensor w = weight_rows(wall, 1, N);
+      HostTensor b = random_tensor(DType::f16, Shape{N}, rng);
+      HostTensor res = random_tensor(DType::f32, Shape{M, N}, rng);
+      const auto rv = to_doubles(res.view);
+      for (DType xdt : {DType::f16, DType::f32}) {
+        HostTensor x = random_tensor(xdt, Shape{M, K}, rng);
+        const std::vector<double> want = linear_ref(x, w, &b, M, N, K);
+        std::vector<double> want_act(want.size());
+        for (size_t i = 0; i < want.size(); ++i) want_act[i] = want[i] / (1.0 + std::exp(-want[i])) + rv[i];
+        // W's halves are rounded from d * q (+ m); x rounded when f32 (LinearPrefillShapeF16).
+        const double atol = 6e-4 * std::sqrt(static_cast<double>(K)), rtol = 4e-3;
+        for (const char* tile : {"", "128x128x64x128", "64x128x32x128", "128x256x32x256"}) {
+          if (*tile) setenv("VRUN_MM_CM2", tile, 1);
+          const std::string name = std::string("cm2 ") + dtype_name(wdt) + " x " + dtype_name(xdt) +
+                                   " tile " + (*tile ? tile : "default") + " K " + std::to_string(K);
+          auto out = run_gpu(OpKind::linear, {&x, &w, &b}, Attrs(OpKind::linear));
+          expect_close(to_doubles(out[0].view), want, atol, rtol, name.c_str());
+          Attrs act(OpKind::linear);
+          act.set_s("act", "silu");
+          act.set_s("dtype", "f16");
+          auto outa = run_gpu(OpKind::linear, {&x, &w, &b, &res}, act);
+          ASSERT_EQ(outa[0].view.dtype, DType::f16);
+          expect_close(to_doubles(outa[0].view), want_act, atol, rtol,
+                       ("silu + residual, f16 y, " + name).c_str());
+          unsetenv("VRUN_MM_CM2");
+        }
+      }
+    }
+  }
+}
+
 TEST_F(VkLinalg, BmmStridedBroadcast) {
   std::mt19937 rng(12);
   for (DType dt : {DType::f32, DType::f16, DType::bf16}) {

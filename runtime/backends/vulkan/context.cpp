@@ -397,6 +397,13 @@ Status Context::init(const ContextOptions& options) {
       enable.push_back(VK_NV_COOPERATIVE_MATRIX_2_EXTENSION_NAME);
       coopmat2_ = std::move(shapes);
       coopmat2_.on = true;
+      // A decode function receives its block by device address: block loads need both.
+      VkPhysicalDeviceVulkan12Features q12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+      VkPhysicalDeviceFeatures2 qa{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &q12};
+      vkGetPhysicalDeviceFeatures2(physical_, &qa);
+      if (!q12.bufferDeviceAddress) cm2.cooperativeMatrixBlockLoads = VK_FALSE;
+      if (cm2.cooperativeMatrixBlockLoads) f12.bufferDeviceAddress = VK_TRUE;
+      coopmat2_.block_loads = cm2.cooperativeMatrixBlockLoads;
     }
   }
   if (coopmat_ == CoopMat::kNone && coop_base && coop_pref != "khr" && info_.coopmat_nv && coopmat_nv_shape_ok(instance_, physical_)) {

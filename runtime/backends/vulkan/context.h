@@ -82,6 +82,9 @@ class Context {
     std::vector<uint32_t> invocations;  // workgroup sizes with such matrices
     uint32_t max_dimension = 0;         // largest matrix dimension
     uint32_t reserved_shared = 0;       // shared memory the driver keeps for them, bytes
+    // Tensor loads that expand blocks through a decode function (block-quantised weights straight
+    // into the matrices): cooperativeMatrixBlockLoads with bufferDeviceAddress, both enabled.
+    bool block_loads = false;
   };
   const CoopMat2& coopmat2() const { return coopmat2_; }
   // vkCmdPushDescriptorSetKHR when the device has VK_KHR_push_descriptor (descriptors are then

@@ -124,7 +124,9 @@ Result<int> Allocator::new_block(uint64_t size, MemoryKind kind, bool dedicated,
   b.dedicated = dedicated;
   VkBufferCreateInfo bi{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
   bi.size = size;
-  bi.usage = kUsage;
+  // Block loads hand the kernels' decode functions device addresses inside these buffers.
+  const bool addressed = ctx_.coopmat2().block_loads;
+  bi.usage = kUsage | (addressed ? VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT : 0);
   bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
   VkResult r = vkCreateBuffer(dev, &bi, nullptr, &b.buffer);
   if (r != VK_SUCCESS) return out_of_memory(asked, what, kind);
@@ -137,6 +139,9 @@ Result<int> Allocator::new_block(uint64_t size, MemoryKind kind, bool dedicated,
   VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
   ai.allocationSize = req.size;
   ai.memoryTypeIndex = type_index_[k];
+  VkMemoryAllocateFlagsInfo af{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO};
+  af.flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT;
+  if (addressed) ai.pNext = &af;
   r = vkAllocateMemory(dev, &ai, nullptr, &b.memory);
   if (r != VK_SUCCESS) {
     vkDestroyBuffer(dev, b.buffer, nullptr);

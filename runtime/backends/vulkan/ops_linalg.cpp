@@ -163,13 +163,16 @@ struct Cm2Tile {
 constexpr Cm2Tile kCm2Wide{128, 256, 32, 256}, kCm2Square{128, 128, 32, 128}, kCm2DeepK{128, 128, 64, 128},
     kCm2Narrow{128, 64, 64, 128}, kCm2Small{64, 128, 32, 128};
 
-// The tile for M x K x N, or null where the subgroup-scope kernel runs it.
-const Cm2Tile* cm2_tile(const Context& ctx, int64_t M, int64_t K, int64_t N, DType x) {
-  if (!ctx.coopmat2().on || !PipelineCache::has_kernel("matmul_cm2")) return nullptr;
+// VRUN_MM_TILE (a subgroup-scope tile) or VRUN_MM_CM2=0 keep the workgroup-scope kernels off;
+// VRUN_MM_CM2=BMxBNxBKxTHREADS forces their tile.
+struct Cm2Env {
+  bool off = false;
+  const Cm2Tile* forced = nullptr;
+};
+Cm2Env cm2_env(const Context& ctx) {
   const char* old = std::getenv("VRUN_MM_TILE");
-  if (old && *old) return nullptr;
   const char* e = std::getenv("VRUN_MM_CM2");
-  if (e && std::string(e) == "0") return nullptr;
+  if ((old && *old) || (e && std::string(e) == "0")) return {true, nullptr};
   const Cm2Tile* forced = forced_tile<Cm2Tile>(
       e,
       [&](const char* v, Cm2Tile* t) {
@@ -180,7 +183,15 @@ const Cm2Tile* cm2_tile(const Context& ctx, int64_t M, int64_t K, int64_t N, DTy
                      "(BMxBNxBKxTHREADS; granularity %u x %u x %u); choosing by shape\n", v,
                      ctx.coopmat2().m_granularity, ctx.coopmat2().n_granularity, ctx.coopmat2().k_granularity);
       });
-  if (forced) return forced;
+  return {false, forced};
+}
+
+// The tile for M x K x N, or null where the subgroup-scope kernel runs it.
+const Cm2Tile* cm2_tile(const Context& ctx, int64_t M, int64_t K, int64_t N, DType x) {
+  if (!ctx.coopmat2().on || !PipelineCache::has_kernel("matmul_cm2")) return nullptr;
+  const Cm2Env env = cm2_env(ctx);
+  if (env.off) return nullptr;
+  if (env.forced) return env.forced;
   if (K < 2048 || N < 2048) return nullptr;
   const int64_t sms = ctx.info().multiprocessors;
   auto tiles = [&](const Cm2Tile& t) { return ((M + t.bm - 1) / t.bm) * ((N + t.bn - 1) / t.bn); };
@@ -190,6 +201,27 @@ const Cm2Tile* cm2_tile(const Context& ctx, int64_t M, int64_t K, int64_t N, DTy
   if (x == DType::f16 && sms > 0 && tiles(kCm2Square) * 2 <= sms && kCm2Narrow.fits(ctx)) return &kCm2Narrow;
   if (x == DType::f16 && kCm2DeepK.fits(ctx)) return &kCm2DeepK;
   return kCm2Small.fits(ctx) ? &kCm2Small : nullptr;
+}
+
+// The tile of the block-quantised kernel (matmul_q_cm2.comp: bm of W's rows by bn of x's, K
+// steps a multiple of the 32-element blocks), or null where the subgroup-scope kernel runs it:
+// devices without block loads, and the switches of cm2_env. From one H100 (`vrun_bench_vulkan
+// --quant-tiles`, q4_0 / q8_0 W, f16 x, TFLOP/s): 128 x 256 on eight subgroups where its grid
+// fills three quarters of the multiprocessors (512 x 2048 x 8192: 209 / 178 against 189 / 172 for
+// 128 x 128); 128 x 64 where 128 x 128 tiles would fill at most half (Llama-1B's o and down,
+// N 2048: 96 / 80 and 104 / 61 against 75 / 66 and 80 / 54); else 128 x 128 (qkv, N 3072: 110 /
+// 98 against 95 / 82 for 128 x 64). The subgroup-scope kernel reads 38-96 on these shapes.
+const Cm2Tile* cm2_quant_tile(const Context& ctx, int64_t M, int64_t N) {
+  if (!ctx.coopmat2().block_loads || !PipelineCache::has_kernel("matmul_q_cm2")) return nullptr;
+  const Cm2Env env = cm2_env(ctx);
+  if (env.off) return nullptr;
+  if (env.forced) return env.forced->bk % kQuantBlock == 0 ? env.forced : nullptr;
+  static constexpr Cm2Tile kWide{128, 256, 32, 256}, kSquare{128, 128, 32, 128}, kNarrow{128, 64, 32, 128};
+  const int64_t sms = ctx.info().multiprocessors;
+  auto tiles = [&](const Cm2Tile& t) { return ((N + t.bm - 1) / t.bm) * ((M + t.bn - 1) / t.bn); };
+  if (sms > 0 && kWide.fits(ctx) && tiles(kWide) * 4 >= sms * 3) return &kWide;
+  if (sms > 0 && kNarrow.fits(ctx) && tiles(kSquare) * 2 <= sms) return &kNarrow;
+  return kSquare.fits(ctx) ? &kSquare : nullptr;
 }
 
 // The residual and act: decode rows apply them in the matvec's epilogue (act after the bias,
@@ -343,6 +375,17 @@ Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, cons
                                          ct->bm, ct->bn, ct->bk, 4, ct->threads};
       return rec.dispatch("matmul_cm2", spec, bindings, pw.w, pw.bytes(), static_cast<uint32_t>((N + ct->bn - 1) / ct->bn),
                           static_cast<uint32_t>((M + ct->bm - 1) / ct->bm), 1);
+    }
+  }
+  // Block-quantised W: the workgroup-scope kernel whose loads expand the blocks, where W starts
+  // on a block boundary of its binding.
+  if (coop_ok && is_quantized(w.dtype) && (y.dtype == DType::f32 || y.dtype == DType::f16) &&
+      offs[2] % dtype_bytes(w.dtype, kQuantBlock) == 0) {
+    if (const Cm2Tile* ct = cm2_quant_tile(ctx, M, N)) {
+      const std::vector<int32_t> spec = {dt_code(y.dtype), bias_dt, dt_code(x.dtype), res ? dt_code(r) : 255, act,
+                                         ct->bm, ct->bn, ct->bk, 4, ct->threads, dt_code(w.dtype)};
+      return rec.dispatch("matmul_q_cm2", spec, bindings, pw.w, pw.bytes(), static_cast<uint32_t>((N + ct->bm - 1) / ct->bm),
+                          static_cast<uint32_t>((M + ct->bn - 1) / ct->bn), 1);
     }
   }
   const CoopTile& tl = coop_tile(ctx, M, N, 1, x.dtype);

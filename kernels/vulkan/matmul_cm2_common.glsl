@@ -1,0 +1,44 @@
+// Declarations shared by the workgroup-scope linear kernels (matmul_cm2.comp for f16 W,
+// matmul_q_cm2.comp for block-quantised W): specialisation constants, push constants (those of
+// matmul_coopmat.glsl's linear, the batch fields unused) and the bias / act / residual epilogue.
+// Bindings: 0 y, 1 x, 2 W, 3 bias, 4 residual.
+layout(local_size_x_id = 9) in;
+layout(constant_id = 0) const uint DT_Y = DT_F32;
+layout(constant_id = 1) const uint DT_BIAS = DT_NONE;
+layout(constant_id = 2) const uint DT_A = DT_F16;
+layout(constant_id = 3) const uint DT_RES = DT_NONE;
+layout(constant_id = 4) const uint ACT = 0;
+// The workgroup's tile: BM x BN of the accumulator, K walked BK at a time.
+layout(constant_id = 5) const uint BM = 128;
+layout(constant_id = 6) const uint BN = 256;
+layout(constant_id = 7) const uint BK = 32;
+// K steps per pass of the unrolled main loop.
+layout(constant_id = 8) const uint UNROLL = 4;
+layout(constant_id = 9) const uint NT = 256;
+
+layout(push_constant) uniform Push {
+  uint M, N, K;
+  uint a_sm, a_sk, b_sk, b_sn;
+  uint nb1, nb2;
+  uint a_sb0, a_sb1, a_sb2, b_sb0, b_sb1, b_sb2;
+  uint off_y, off_a, off_b, off_bias;
+  uint off_res, res_sm;
+} pc;
+
+// bias, act and residual at y[m][n] (inside M x N; outside, the element is left as it is).
+float epilogue_mn(const in uint m, const in uint n, const in float e) {
+  if (m >= pc.M || n >= pc.N) return e;
+  float v = e;
+  if (DT_BIAS != DT_NONE) v += load3(DT_BIAS, pc.off_bias + n);
+  v = apply_act(ACT, v);
+  if (DT_RES != DT_NONE) v += load4(DT_RES, pc.off_res + m * pc.res_sm + n);
+  return v;
+}
+
+// The layout of y [M, N] for clamped tile stores (what lies outside M x N is dropped).
+tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> y_layout() {
+  tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> ly =
+      createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
+  ly = setTensorLayoutDimensionNV(ly, pc.M, pc.N);
+  return setTensorLayoutStrideNV(ly, pc.N, 1);
+}

@@ -1,0 +1,136 @@
+#version 450
+// Tensor-core linear for block-quantised W through GL_NV_cooperative_matrix2: y = act(x W^T +
+// bias) + res for W [N, K] of q8_0, q4_0 or q4_1 blocks (GGUF layout in place, 32 elements a
+// block along K) and f16 or f32 x [M, K] (f32 rounded to halves as it loads), sums in f32. The
+// driver loads W's tiles block by block and calls this kernel's decode function for each element,
+// so the blocks reach the tensor cores as halves with no copy of W; it rounds d * q (+ m) to a
+// half as the subgroup-scope kernel's loads do. Roles are those of the block loads: W is the A
+// matrix (BM of its rows per workgroup), x enters as B through a transposed view (BN rows of x),
+// and the BM x BN tile of y^T is stored through a transposed view. Edge tiles load and store
+// through clamped layouts, as in matmul_cm2.comp. The host requires the block-aligned offset of W
+// within its binding, K % 32 == 0 and 8-element-aligned rows and offsets of x; the device
+// VK_NV_cooperative_matrix2's block loads and bufferDeviceAddress (Context::CoopMat2::block_loads).
+// Bindings: 0 y, 1 x, 2 W, 3 bias, 4 residual (matmul_cm2_common.glsl).
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_NV_cooperative_matrix2 : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_buffer_reference : require
+#extension GL_EXT_control_flow_attributes : require
+#include "common.glsl"
+#include "matmul_cm2_common.glsl"
+
+layout(constant_id = 10) const uint DT_W = DT_Q4_0;
+
+// The blocks as 16-bit words: the scale d (and q4_1's minimum m) as f16 bits, then the quants.
+struct BlockQ8_0 {
+  uint16_t d;
+  uint16_t q[16];  // element j is byte j (signed)
+};
+struct BlockQ4_0 {
+  uint16_t d;
+  uint16_t q[8];  // element j is the low nibble of byte j, element j + 16 its high nibble
+};
+struct BlockQ4_1 {
+  uint16_t d, m;
+  uint16_t q[8];
+};
+layout(set = 0, binding = 2, std430) readonly buffer WQ8_0 { BlockQ8_0 w_q8_0[]; };
+layout(set = 0, binding = 2, std430) readonly buffer WQ4_0 { BlockQ4_0 w_q4_0[]; };
+layout(set = 0, binding = 2, std430) readonly buffer WQ4_1 { BlockQ4_1 w_q4_1[]; };
+layout(buffer_reference, std430, buffer_reference_align = 2) buffer RefQ8_0 { BlockQ8_0 b; };
+layout(buffer_reference, std430, buffer_reference_align = 2) buffer RefQ4_0 { BlockQ4_0 b; };
+layout(buffer_reference, std430, buffer_reference_align = 2) buffer RefQ4_1 { BlockQ4_1 b; };
+
+float f16_bits(const uint h) { return unpackHalf2x16(h).x; }
+
+// Element at[1] of the block (block coordinates unused: the block's address says it all).
+float16_t decode_q8_0(const in RefQ8_0 r, const in uint blk[2], const in uint at[2]) {
+  const uint j = at[1], w = uint(r.b.q[j >> 1]);
+  const int q = int(w << (24u - 8u * (j & 1u))) >> 24;
+  return float16_t(f16_bits(uint(r.b.d)) * float(q));
+}
+// The nibble of element j in a 4-bit block's 16-bit word: byte j % 16, the high half past 16.
+uint nibble(const uint w, const uint j) { return (w >> (8u * (j & 1u) + 4u * (j >> 4))) & 15u; }
+float16_t decode_q4_0(const in RefQ4_0 r, const in uint blk[2], const in uint at[2]) {
+  const uint j = at[1];
+  return float16_t(f16_bits(uint(r.b.d)) * (float(nibble(uint(r.b.q[(j & 15u) >> 1]), j)) - 8.0));
+}
+float16_t decode_q4_1(const in RefQ4_1 r, const in uint blk[2], const in uint at[2]) {
+  const uint j = at[1];
+  return float16_t(f16_bits(uint(r.b.d)) * float(nibble(uint(r.b.q[(j & 15u) >> 1]), j)) + f16_bits(uint(r.b.m)));
+}
+
+#define ACC coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>
+#define MAT_W coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA>
+#define MAT_X coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB>
+
+// bias, act, residual at tile element (r, c) of the y^T tile whose corner is (n0, m0).
+float epilogue(const in uint r, const in uint c, const in float e, const in uint n0, const in uint m0) {
+  return epilogue_mn(m0 + c, n0 + r, e);
+}
+
+// One K step at k through layouts LW / LX: acc += W[n0 .., k ..] x[m0 .., k ..]^T.
+#define STEP(LW, LX, k)                                                                                  \
+  {                                                                                                      \
+    MAT_W a;                                                                                             \
+    if (DT_W == DT_Q8_0)                                                                                 \
+      coopMatLoadTensorNV(a, w_q8_0, pc.off_b / 34u, sliceTensorLayoutNV(LW, n0, BM, k, BK), decode_q8_0); \
+    else if (DT_W == DT_Q4_0)                                                                            \
+      coopMatLoadTensorNV(a, w_q4_0, pc.off_b / 18u, sliceTensorLayoutNV(LW, n0, BM, k, BK), decode_q4_0); \
+    else                                                                                                 \
+      coopMatLoadTensorNV(a, w_q4_1, pc.off_b / 20u, sliceTensorLayoutNV(LW, n0, BM, k, BK), decode_q4_1); \
+    MAT_X b;                                                                                             \
+    if (DT_A == DT_F32) {                                                                                \
+      coopmat<float, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> bf;                                       \
+      coopMatLoadTensorNV(bf, b1_f32, pc.off_a, sliceTensorLayoutNV(LX, m0, BN, k, BK), transposed);      \
+      b = MAT_X(bf);                                                                                     \
+    } else {                                                                                             \
+      coopMatLoadTensorNV(b, b1_f16, pc.off_a, sliceTensorLayoutNV(LX, m0, BN, k, BK), transposed);       \
+    }                                                                                                    \
+    acc = coopMatMulAdd(a, b, acc);                                                                      \
+  }
+
+void main() {
+  const uint n0 = gl_WorkGroupID.x * BM, m0 = gl_WorkGroupID.y * BN;
+  const uint K = pc.K;
+  const uint a_sm = pc.a_sm & ~7u, kb = K / 32u;  // x's rows 8-element aligned; W's in blocks
+  tensorViewNV<2, false, 1, 0> transposed = createTensorViewNV(2, false, 1, 0);
+  ACC acc = ACC(0.0);
+
+  if (n0 + BM <= pc.N && m0 + BN <= pc.M && K % BK == 0u) {
+    tensorLayoutNV<2> lw = createTensorLayoutNV(2);
+    tensorLayoutNV<2> lx = createTensorLayoutNV(2);
+    lw = setTensorLayoutBlockSizeNV(lw, 1, 32);
+    lw = setTensorLayoutDimensionNV(lw, pc.N, K);
+    lw = setTensorLayoutStrideNV(lw, kb, 1);
+    lx = setTensorLayoutDimensionNV(lx, pc.M, K);
+    lx = setTensorLayoutStrideNV(lx, a_sm, 1);
+    uint k = 0;
+    for (; k + UNROLL * BK <= K; k += UNROLL * BK) {
+      [[unroll]] for (uint u = 0; u < UNROLL; ++u) STEP(lw, lx, k + u * BK)
+    }
+    for (; k < K; k += BK) STEP(lw, lx, k)
+  } else {
+    tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> lw =
+        createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
+    tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> lx =
+        createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
+    lw = setTensorLayoutBlockSizeNV(lw, 1, 32);
+    lw = setTensorLayoutDimensionNV(lw, pc.N, K);
+    lw = setTensorLayoutStrideNV(lw, kb, 1);
+    lx = setTensorLayoutDimensionNV(lx, pc.M, K);
+    lx = setTensorLayoutStrideNV(lx, a_sm, 1);
+    for (uint k = 0; k < K; k += BK) STEP(lw, lx, k)
+  }
+
+  if (DT_BIAS != DT_NONE || ACT != 0u || DT_RES != DT_NONE) coopMatPerElementNV(acc, acc, epilogue, n0, m0);
+  tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> ly = y_layout();
+  if (DT_Y == DT_F16) {
+    coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> y16 =
+        coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(acc);
+    coopMatStoreTensorNV(y16, b0_f16, pc.off_y, sliceTensorLayoutNV(ly, m0, BN, n0, BM), transposed);
+  } else {
+    coopMatStoreTensorNV(acc, b0_f32, pc.off_y, sliceTensorLayoutNV(ly, m0, BN, n0, BM), transposed);
+  }
+}
