@@ -4,13 +4,14 @@
 // --tensor-roof gives it: bench/vulkan/run.sh measures it in the same run).
 //
 //   vrun_bench_vulkan [--small] [--reps N] [--device I] [--tensor-roof TFLOPS] [--sweep]
-//                     [--tiles | --quant-tiles [--tile-list T1,T2,...]]
+//                     [--tiles | --quant-tiles [--tile-w q4_0,...] [--tile-list T1,T2,...]]
 //
 // --tiles times the tensor-core matmul over encoder and prefill projection shapes with the tile
 // chosen by shape ("auto") and with forced tiles (VRUN_MM_TILE's WGMxWGNxFMxFNxBK[xSTAGES] for the
 // subgroup-scope kernel, cm2:BMxBNxBKxTHREADS for the workgroup-scope one, VRUN_MM_CM2);
 // --tile-list replaces the forced ones. --quant-tiles does the same for block-quantised W (q4_0,
-// q8_0, q4_1) on Llama's prefill projections, f16 x (cm2 tiles are then W rows x x rows).
+// q8_0, q4_1, or the W dtypes --tile-w lists) on Llama's prefill projections, f16 x (cm2 tiles
+// are then W rows x x rows).
 //
 // --mma-peak measures the rate of KHR cooperative-matrix multiply-adds alone (fragments in
 // registers), with the fragments reloaded from shared memory each step, and with a workgroup
@@ -52,6 +53,7 @@ int main(int argc, char** argv) {
   int reps = 20;
   double tensor_roof = 0;
   bool sweep = false, decode_shapes = false, q4_tune = false, attention_shapes = false, tiles = false, quant_tiles = false, mma_peak = false;
+  std::string tile_w = "q4_0,q8_0,q4_1";
   std::string tile_list =
       "2x4x4x2x16x2,4x4x2x4x32,2x4x2x2x32,cm2:128x256x32x256,cm2:128x128x32x128,cm2:64x128x32x128,"
       "cm2:128x128x64x128,cm2:128x128x16x128,cm2:256x128x32x256,cm2:64x256x32x128";
@@ -68,9 +70,10 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--tiles")) tiles = true;
     else if (!std::strcmp(argv[i], "--quant-tiles")) tiles = quant_tiles = true;
     else if (!std::strcmp(argv[i], "--tile-list") && i + 1 < argc) tile_list = argv[++i];
+    else if (!std::strcmp(argv[i], "--tile-w") && i + 1 < argc) tile_w = argv[++i];
     else if (!std::strcmp(argv[i], "--mma-peak")) mma_peak = true;
     else {
-      std::fprintf(stderr, "usage: vrun_bench_vulkan [--small] [--reps N] [--device I] [--tensor-roof TFLOPS] [--sweep] [--decode-shapes] [--q4-tune] [--attention-shapes] [--tiles | --quant-tiles [--tile-list T1,T2,...]] [--mma-peak]\n");
+      std::fprintf(stderr, "usage: vrun_bench_vulkan [--small] [--reps N] [--device I] [--tensor-roof TFLOPS] [--sweep] [--decode-shapes] [--q4-tune] [--attention-shapes] [--tiles | --quant-tiles [--tile-w q4_0,...] [--tile-list T1,T2,...]] [--mma-peak]\n");
       return 2;
     }
   }
@@ -308,10 +311,16 @@ int main(int argc, char** argv) {
                          {"prefill 8192", 512, 2048, 8192},        {"square 4096", 4096, 4096, 4096}};
     std::vector<std::string> cands = {""};
     for (std::string& t : split_nonempty(tile_list, ',')) cands.push_back(std::move(t));
-    // W and x dtypes: f16 W with f32 and f16 x, or (--quant-tiles) block-quantised W with f16 x.
-    using Dts = std::vector<std::pair<DType, DType>>;
-    const Dts dts = quant_tiles ? Dts{{DType::q4_0, DType::f16}, {DType::q8_0, DType::f16}, {DType::q4_1, DType::f16}}
-                                : Dts{{DType::f16, DType::f32}, {DType::f16, DType::f16}};
+    // W and x dtypes: f16 W with f32 and f16 x, or (--quant-tiles) --tile-w's W with f16 x.
+    std::vector<std::pair<DType, DType>> dts = {{DType::f16, DType::f32}, {DType::f16, DType::f16}};
+    if (quant_tiles) {
+      dts.clear();
+      for (const std::string& name : split_nonempty(tile_w, ',')) {
+        const auto d = dtype_from_name(name);
+        if (!d) return std::fprintf(stderr, "--tile-w: unknown dtype %s\n", name.c_str()), 2;
+        dts.emplace_back(*d, DType::f16);
+      }
+    }
     for (const auto& [wdt, xdt] : dts)
       for (const Mm& m : shapes) {
         // Block-quantised W: Llama's prefill projections.

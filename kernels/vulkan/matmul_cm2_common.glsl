@@ -1,5 +1,5 @@
-// Declarations shared by the workgroup-scope linear kernels (matmul_cm2.comp for f16 W,
-// matmul_q_cm2.comp for block-quantised W): specialisation constants, push constants (those of
+// Declarations shared by the workgroup-scope linear kernels (matmul_cm2.comp with x as the A
+// matrix, matmul_wa_cm2.comp with W as the A matrix): specialisation constants, push constants (those of
 // matmul_coopmat.glsl's linear, the batch fields unused) and the bias / act / residual epilogue.
 // Bindings: 0 y, 1 x, 2 W, 3 bias, 4 residual.
 layout(local_size_x_id = 9) in;

@@ -302,18 +302,20 @@ TEST_F(VkLinalg, LinearWorkgroupScopeTiles) {
   }
 }
 
-// The block-quantised workgroup-scope linear (matmul_q_cm2.comp: decode functions expand W's
-// blocks as the driver loads them) at the default tile and forced ones, against float64 from the
-// stored blocks: q8_0, q4_0, q4_1; f16 and f32 x; whole tiles and edge tiles (clamped loads, K
-// not a whole number of 64-element steps, stores cut at M and N); W starting one row into its
-// tensor; bias, silu and residual with f32 and f16 y. Only where the device has block loads.
-TEST_F(VkLinalg, LinearWorkgroupScopeQuantised) {
+// The workgroup-scope linear with W as the A matrix (matmul_wa_cm2.comp: block-quantised W through
+// decode functions that expand its blocks as the driver loads them; f16 W too, forced with
+// VRUN_MM_CM2_WA=1) at the default tile and forced ones, against float64 from the stored values:
+// q8_0, q4_0, q4_1, f16; f16 and f32 x; whole tiles and edge tiles (clamped loads, K not a whole
+// number of 64-element steps, stores cut at M and N); W starting one row into its tensor; bias,
+// silu and residual with f32 and f16 y. Only where the device has block loads.
+TEST_F(VkLinalg, LinearWorkgroupScopeWeightsAsA) {
   if (!ctx().coopmat2().block_loads)
     GTEST_SKIP() << "no VK_NV_cooperative_matrix2 block loads on this device";
   std::mt19937 rng(23);
   const int64_t M = 200, N = 300;
   for (int64_t K : {96, 1056}) {
-    for (DType wdt : {DType::q8_0, DType::q4_0, DType::q4_1}) {
+    for (DType wdt : {DType::q8_0, DType::q4_0, DType::q4_1, DType::f16}) {
+      if (wdt == DType::f16) setenv("VRUN_MM_CM2_WA", "1", 1);
       HostTensor wall = random_tensor(wdt, Shape{N + 1, K}, rng);
       HostTensor w = weight_rows(wall, 1, N);
       HostTensor b = random_tensor(DType::f16, Shape{N}, rng);
@@ -342,6 +344,7 @@ TEST_F(VkLinalg, LinearWorkgroupScopeQuantised) {
           unsetenv("VRUN_MM_CM2");
         }
       }
+      unsetenv("VRUN_MM_CM2_WA");
     }
   }
 }

@@ -203,25 +203,44 @@ const Cm2Tile* cm2_tile(const Context& ctx, int64_t M, int64_t K, int64_t N, DTy
   return kCm2Small.fits(ctx) ? &kCm2Small : nullptr;
 }
 
-// The tile of the block-quantised kernel (matmul_q_cm2.comp: bm of W's rows by bn of x's, K
-// steps a multiple of the 32-element blocks), or null where the subgroup-scope kernel runs it:
-// devices without block loads, and the switches of cm2_env. From one H100 (`vrun_bench_vulkan
-// --quant-tiles`, q4_0 / q8_0 W, f16 x, TFLOP/s): 128 x 256 on eight subgroups where its grid
-// fills three quarters of the multiprocessors (512 x 2048 x 8192: 209 / 178 against 189 / 172 for
-// 128 x 128); 128 x 64 where 128 x 128 tiles would fill at most half (Llama-1B's o and down,
-// N 2048: 96 / 80 and 104 / 61 against 75 / 66 and 80 / 54); else 128 x 128 (qkv, N 3072: 110 /
-// 98 against 95 / 82 for 128 x 64). The subgroup-scope kernel reads 38-96 on these shapes.
-const Cm2Tile* cm2_quant_tile(const Context& ctx, int64_t M, int64_t N) {
-  if (!ctx.coopmat2().block_loads || !PipelineCache::has_kernel("matmul_q_cm2")) return nullptr;
+// The tile of the W-as-A kernel (matmul_wa_cm2.comp: bm of W's rows by bn of x's), or null where
+// another kernel runs the projection. VRUN_MM_CM2_WA=1 sends f16 W to it at every shape (with
+// VRUN_MM_CM2's tile where one is forced), =0 never; the switches of cm2_env apply.
+// Block-quantised W (where the device has block loads) always takes it, from one H100
+// (`vrun_bench_vulkan --quant-tiles`, q4_0 / q8_0 W, f16 x, TFLOP/s): 128 x 256 on eight
+// subgroups where its grid fills three quarters of the multiprocessors (512 x 2048 x 8192: 209 /
+// 178 against 189 / 172 for 128 x 128); 128 x 64 where 128 x 128 tiles would fill at most half
+// (Llama-1B's o and down, N 2048: 96 / 80 and 104 / 61 against 75 / 66 and 80 / 54); else 128 x
+// 128 (qkv, N 3072: 110 / 98 against 95 / 82 for 128 x 64). The subgroup-scope kernel reads
+// 38-96 on these shapes.
+// f16 W with f16 x (`--quant-tiles --tile-w f16`, against matmul_cm2.comp's best tile in the same
+// run): 128 x 128 where that grid fills three quarters of the multiprocessors (512 x 2048 x
+// 8192: 211.5 against 188.2; 512 x 2048 x 16384: 205.5 against 189.7); 128 x 128 with K steps of
+// 64 where it fills more than half (qkv: 180.1 against 154.1). Narrower grids (o and down) stay
+// on matmul_cm2.comp's 128 x 64 tiles (158.9 / 149.1 against 130.5 / 111.5 here).
+const Cm2Tile* cm2_wa_tile(const Context& ctx, int64_t M, int64_t K, int64_t N, DType x, DType w) {
+  const bool quant = is_quantized(w);
+  if (!ctx.coopmat2().on || (quant && !ctx.coopmat2().block_loads) || !PipelineCache::has_kernel("matmul_wa_cm2"))
+    return nullptr;
   const Cm2Env env = cm2_env(ctx);
   if (env.off) return nullptr;
-  if (env.forced) return env.forced->bk % kQuantBlock == 0 ? env.forced : nullptr;
-  static constexpr Cm2Tile kWide{128, 256, 32, 256}, kSquare{128, 128, 32, 128}, kNarrow{128, 64, 32, 128};
+  const char* wa = std::getenv("VRUN_MM_CM2_WA");
+  const bool wa_on = wa && std::string(wa) == "1", wa_off = wa && std::string(wa) == "0";
+  if (!quant && (wa_off || (!wa_on && (x != DType::f16 || K < 2048 || N < 2048 || env.forced)))) return nullptr;
+  if (env.forced) return !quant || env.forced->bk % kQuantBlock == 0 ? env.forced : nullptr;
+  static constexpr Cm2Tile kWide{128, 256, 32, 256}, kSquare{128, 128, 32, 128}, kDeepK{128, 128, 64, 128},
+      kNarrow{128, 64, 32, 128};
   const int64_t sms = ctx.info().multiprocessors;
   auto tiles = [&](const Cm2Tile& t) { return ((N + t.bm - 1) / t.bm) * ((M + t.bn - 1) / t.bn); };
+  auto pick = [&](const Cm2Tile& t) { return t.fits(ctx) ? &t : nullptr; };
+  if (!quant) {
+    if (sms <= 0 || tiles(kSquare) * 4 >= sms * 3) return pick(kSquare);
+    if (tiles(kSquare) * 2 > sms) return pick(kDeepK);
+    return wa_on ? pick(kNarrow) : nullptr;
+  }
   if (sms > 0 && kWide.fits(ctx) && tiles(kWide) * 4 >= sms * 3) return &kWide;
   if (sms > 0 && kNarrow.fits(ctx) && tiles(kSquare) * 2 <= sms) return &kNarrow;
-  return kSquare.fits(ctx) ? &kSquare : nullptr;
+  return pick(kSquare);
 }
 
 // The residual and act: decode rows apply them in the matvec's epilogue (act after the bias,
@@ -368,24 +387,24 @@ Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, cons
   // 2-byte fields aligned).
   const bool coop_ok = coop_linear_operands(ctx, x.dtype, w.dtype, M, K) && offs[2] % (w.dtype == DType::f16 ? 8 : 2) == 0 &&
                        row_stride(x) % 8 == 0 && offs[1] % 8 == 0;
-  // f16 W into f32 or f16 y: the workgroup-scope kernel where the device has it.
+  // The workgroup-scope kernels into f32 or f16 y, where the device has them. W as the A matrix: block-quantised W (its blocks expanded by the loads, where W starts on a
+  // block boundary of its binding) and f16 W on wide projections.
+  const bool wa_operands = is_quantized(w.dtype) ? offs[2] % dtype_bytes(w.dtype, kQuantBlock) == 0 : w.dtype == DType::f16;
+  if (coop_ok && wa_operands && (y.dtype == DType::f32 || y.dtype == DType::f16)) {
+    if (const Cm2Tile* ct = cm2_wa_tile(ctx, M, K, N, x.dtype, w.dtype)) {
+      const std::vector<int32_t> spec = {dt_code(y.dtype), bias_dt, dt_code(x.dtype), res ? dt_code(r) : 255, act,
+                                         ct->bm, ct->bn, ct->bk, 4, ct->threads, dt_code(w.dtype)};
+      return rec.dispatch("matmul_wa_cm2", spec, bindings, pw.w, pw.bytes(), static_cast<uint32_t>((N + ct->bm - 1) / ct->bm),
+                          static_cast<uint32_t>((M + ct->bn - 1) / ct->bn), 1);
+    }
+  }
+  // f16 W otherwise: x as the A matrix.
   if (coop_ok && w.dtype == DType::f16 && (y.dtype == DType::f32 || y.dtype == DType::f16)) {
     if (const Cm2Tile* ct = cm2_tile(ctx, M, K, N, x.dtype)) {
       const std::vector<int32_t> spec = {dt_code(y.dtype), bias_dt, dt_code(x.dtype), res ? dt_code(r) : 255, act,
                                          ct->bm, ct->bn, ct->bk, 4, ct->threads};
       return rec.dispatch("matmul_cm2", spec, bindings, pw.w, pw.bytes(), static_cast<uint32_t>((N + ct->bn - 1) / ct->bn),
                           static_cast<uint32_t>((M + ct->bm - 1) / ct->bm), 1);
-    }
-  }
-  // Block-quantised W: the workgroup-scope kernel whose loads expand the blocks, where W starts
-  // on a block boundary of its binding.
-  if (coop_ok && is_quantized(w.dtype) && (y.dtype == DType::f32 || y.dtype == DType::f16) &&
-      offs[2] % dtype_bytes(w.dtype, kQuantBlock) == 0) {
-    if (const Cm2Tile* ct = cm2_quant_tile(ctx, M, N)) {
-      const std::vector<int32_t> spec = {dt_code(y.dtype), bias_dt, dt_code(x.dtype), res ? dt_code(r) : 255, act,
-                                         ct->bm, ct->bn, ct->bk, 4, ct->threads, dt_code(w.dtype)};
-      return rec.dispatch("matmul_q_cm2", spec, bindings, pw.w, pw.bytes(), static_cast<uint32_t>((N + ct->bm - 1) / ct->bm),
-                          static_cast<uint32_t>((M + ct->bn - 1) / ct->bn), 1);
     }
   }
   const CoopTile& tl = coop_tile(ctx, M, N, 1, x.dtype);

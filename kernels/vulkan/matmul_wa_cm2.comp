@@ -1,15 +1,17 @@
 #version 450
-// Tensor-core linear for block-quantised W through GL_NV_cooperative_matrix2: y = act(x W^T +
-// bias) + res for W [N, K] of q8_0, q4_0 or q4_1 blocks (GGUF layout in place, 32 elements a
-// block along K) and f16 or f32 x [M, K] (f32 rounded to halves as it loads), sums in f32. The
-// driver loads W's tiles block by block and calls this kernel's decode function for each element,
-// so the blocks reach the tensor cores as halves with no copy of W; it rounds d * q (+ m) to a
-// half as the subgroup-scope kernel's loads do. Roles are those of the block loads: W is the A
-// matrix (BM of its rows per workgroup), x enters as B through a transposed view (BN rows of x),
-// and the BM x BN tile of y^T is stored through a transposed view. Edge tiles load and store
-// through clamped layouts, as in matmul_cm2.comp. The host requires the block-aligned offset of W
-// within its binding, K % 32 == 0 and 8-element-aligned rows and offsets of x; the device
-// VK_NV_cooperative_matrix2's block loads and bufferDeviceAddress (Context::CoopMat2::block_loads).
+// Tensor-core linear through GL_NV_cooperative_matrix2 with W as the A matrix: y = act(x W^T +
+// bias) + res for W [N, K] of f16 or of q8_0, q4_0 or q4_1 blocks (GGUF layout in place, 32
+// elements a block along K) and f16 or f32 x [M, K] (f32 rounded to halves as it loads), sums in
+// f32. Each workgroup takes BM of W's rows and BN of x's: W loads as A, x as B through a
+// transposed view, and the BM x BN tile of y^T is stored through a transposed view. For blocks,
+// the driver loads W's tiles block by block and calls this kernel's decode function for each
+// element, so they reach the tensor cores as halves with no copy of W (d * q (+ m) rounded to a
+// half, as the subgroup-scope kernel's loads do). f16 W takes this kernel rather than
+// matmul_cm2.comp (x as A) on wide projections, where it measured 8-17% faster on an H100
+// (ops_linalg.cpp, cm2_wa_tile). Edge tiles load and store through clamped layouts, as in
+// matmul_cm2.comp. The host requires K % 8 == 0 (blocks: K % 32 == 0 and W's offset within its
+// binding a whole number of blocks), 8-element-aligned rows and offsets, and for blocks the
+// device's block loads with bufferDeviceAddress (Context::CoopMat2::block_loads).
 // Bindings: 0 y, 1 x, 2 W, 3 bias, 4 residual (matmul_cm2_common.glsl).
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_NV_cooperative_matrix2 : require
@@ -74,7 +76,9 @@ float epilogue(const in uint r, const in uint c, const in float e, const in uint
 #define STEP(LW, LX, k)                                                                                  \
   {                                                                                                      \
     MAT_W a;                                                                                             \
-    if (DT_W == DT_Q8_0)                                                                                 \
+    if (DT_W == DT_F16)                                                                                  \
+      coopMatLoadTensorNV(a, b2_f16, pc.off_b, sliceTensorLayoutNV(LW, n0, BM, k, BK));                   \
+    else if (DT_W == DT_Q8_0)                                                                            \
       coopMatLoadTensorNV(a, w_q8_0, pc.off_b / 34u, sliceTensorLayoutNV(LW, n0, BM, k, BK), decode_q8_0); \
     else if (DT_W == DT_Q4_0)                                                                            \
       coopMatLoadTensorNV(a, w_q4_0, pc.off_b / 18u, sliceTensorLayoutNV(LW, n0, BM, k, BK), decode_q4_0); \
@@ -101,9 +105,9 @@ void main() {
   if (n0 + BM <= pc.N && m0 + BN <= pc.M && K % BK == 0u) {
     tensorLayoutNV<2> lw = createTensorLayoutNV(2);
     tensorLayoutNV<2> lx = createTensorLayoutNV(2);
-    lw = setTensorLayoutBlockSizeNV(lw, 1, 32);
+    if (DT_W != DT_F16) lw = setTensorLayoutBlockSizeNV(lw, 1, 32);
     lw = setTensorLayoutDimensionNV(lw, pc.N, K);
-    lw = setTensorLayoutStrideNV(lw, kb, 1);
+    lw = setTensorLayoutStrideNV(lw, DT_W == DT_F16 ? (K & ~7u) : kb, 1);
     lx = setTensorLayoutDimensionNV(lx, pc.M, K);
     lx = setTensorLayoutStrideNV(lx, a_sm, 1);
     uint k = 0;
@@ -116,9 +120,9 @@ void main() {
         createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
     tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> lx =
         createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
-    lw = setTensorLayoutBlockSizeNV(lw, 1, 32);
+    if (DT_W != DT_F16) lw = setTensorLayoutBlockSizeNV(lw, 1, 32);
     lw = setTensorLayoutDimensionNV(lw, pc.N, K);
-    lw = setTensorLayoutStrideNV(lw, kb, 1);
+    lw = setTensorLayoutStrideNV(lw, DT_W == DT_F16 ? (K & ~7u) : kb, 1);
     lx = setTensorLayoutDimensionNV(lx, pc.M, K);
     lx = setTensorLayoutStrideNV(lx, a_sm, 1);
     for (uint k = 0; k < K; k += BK) STEP(lw, lx, k)
