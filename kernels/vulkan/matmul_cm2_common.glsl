@@ -1,6 +1,6 @@
 // Declarations shared by the workgroup-scope linear kernels (matmul_cm2.comp with x as the A
-// matrix, matmul_wa_cm2.comp with W as the A matrix): specialisation constants, push constants (those of
-// matmul_coopmat.glsl's linear, the batch fields unused) and the bias / act / residual epilogue.
+// matrix, matmul_wa_cm2.comp with W as the A matrix): specialisation constants, push constants
+// (matmul_push.glsl, the batch fields unused), the epilogue inside M x N and y's store layout.
 // Bindings: 0 y, 1 x, 2 W, 3 bias, 4 residual.
 layout(local_size_x_id = 9) in;
 layout(constant_id = 0) const uint DT_Y = DT_F32;
@@ -16,23 +16,11 @@ layout(constant_id = 7) const uint BK = 32;
 layout(constant_id = 8) const uint UNROLL = 4;
 layout(constant_id = 9) const uint NT = 256;
 
-layout(push_constant) uniform Push {
-  uint M, N, K;
-  uint a_sm, a_sk, b_sk, b_sn;
-  uint nb1, nb2;
-  uint a_sb0, a_sb1, a_sb2, b_sb0, b_sb1, b_sb2;
-  uint off_y, off_a, off_b, off_bias;
-  uint off_res, res_sm;
-} pc;
+#include "matmul_push.glsl"
 
-// bias, act and residual at y[m][n] (inside M x N; outside, the element is left as it is).
+// linear_epilogue inside M x N (outside, the element is left as it is).
 float epilogue_mn(const in uint m, const in uint n, const in float e) {
-  if (m >= pc.M || n >= pc.N) return e;
-  float v = e;
-  if (DT_BIAS != DT_NONE) v += load3(DT_BIAS, pc.off_bias + n);
-  v = apply_act(ACT, v);
-  if (DT_RES != DT_NONE) v += load4(DT_RES, pc.off_res + m * pc.res_sm + n);
-  return v;
+  return m < pc.M && n < pc.N ? linear_epilogue(m, n, e) : e;
 }
 
 // The layout of y [M, N] for clamped tile stores (what lies outside M x N is dropped).

@@ -44,14 +44,7 @@ layout(constant_id = 12) const uint DT_RES = DT_NONE;
 layout(constant_id = 13) const uint ACT = 0;
 layout(constant_id = 14) const uint REL = 0;
 
-layout(push_constant) uniform Push {
-  uint M, N, K;
-  uint a_sm, a_sk, b_sk, b_sn;
-  uint nb1, nb2;
-  uint a_sb0, a_sb1, a_sb2, b_sb0, b_sb1, b_sb2;
-  uint off_y, off_a, off_b, off_bias;
-  uint off_res, res_sm;
-} pc;
+#include "matmul_push.glsl"
 
 layout(set = 0, binding = 1, std430) buffer BufA4 { uvec4 a4[]; };
 layout(set = 0, binding = 1, std430) buffer BufAF4 { vec4 af4[]; };
@@ -212,11 +205,7 @@ void main() {
           if (m < pc.M && n < pc.N && n + m + 1u >= pc.M && j < pc.M)
             store0(DT_Y, y_base + m * pc.M + j, uintBitsToFloat(S[cs + e / 4u][e % 4u]));
         } else if (m < pc.M && n < pc.N) {
-          float v = uintBitsToFloat(S[cs + e / 4u][e % 4u]);
-          if (DT_BIAS != DT_NONE) v += load3(DT_BIAS, pc.off_bias + n);
-          v = apply_act(ACT, v);
-          if (DT_RES != DT_NONE) v += load4(DT_RES, pc.off_res + m * pc.res_sm + n);
-          store0(DT_Y, y_base + m * pc.N + n, v);
+          store0(DT_Y, y_base + m * pc.N + n, linear_epilogue(m, n, uintBitsToFloat(S[cs + e / 4u][e % 4u])));
         }
       }
       subgroupBarrier();
