@@ -52,7 +52,8 @@ int main(int argc, char** argv) {
   bool small = false;
   int reps = 20;
   double tensor_roof = 0;
-  bool sweep = false, decode_shapes = false, q4_tune = false, attention_shapes = false, tiles = false, quant_tiles = false, mma_peak = false;
+  bool sweep = false, decode_shapes = false, q4_tune = false, attention_shapes = false, tiles = false, quant_tiles = false,
+       mma_peak = false;
   std::string tile_w = "q4_0,q8_0,q4_1";
   std::string tile_list =
       "2x4x4x2x16x2,4x4x2x4x32,2x4x2x2x32,cm2:128x256x32x256,cm2:128x128x32x128,cm2:64x128x32x128,"

@@ -387,8 +387,9 @@ Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, cons
   // 2-byte fields aligned).
   const bool coop_ok = coop_linear_operands(ctx, x.dtype, w.dtype, M, K) && offs[2] % (w.dtype == DType::f16 ? 8 : 2) == 0 &&
                        row_stride(x) % 8 == 0 && offs[1] % 8 == 0;
-  // The workgroup-scope kernels into f32 or f16 y, where the device has them. W as the A matrix: block-quantised W (its blocks expanded by the loads, where W starts on a
-  // block boundary of its binding) and f16 W on wide projections.
+  // The workgroup-scope kernels into f32 or f16 y, where the device has them. W as the A matrix:
+  // block-quantised W (its blocks expanded by the loads, where W starts on a block boundary of its
+  // binding) and f16 W on wide projections.
   const bool wa_operands = is_quantized(w.dtype) ? offs[2] % dtype_bytes(w.dtype, kQuantBlock) == 0 : w.dtype == DType::f16;
   if (coop_ok && wa_operands && (y.dtype == DType::f32 || y.dtype == DType::f16)) {
     if (const Cm2Tile* ct = cm2_wa_tile(ctx, M, K, N, x.dtype, w.dtype)) {
