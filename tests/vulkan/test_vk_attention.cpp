@@ -133,6 +133,7 @@ struct SdpaCase {
   double scale = 0;
   int64_t q_offset = 1;  // elements before q's storage: 8 keeps rows aligned for the tensor-core kernel
   int64_t cap = 0;  // > 0: k/v hold a cache of cap keys and the queries' position Lk - Lq comes as sdpa's pos input
+  double atol = 0;  // > 0: instead of the dtype's
 };
 
 class VkSdpa : public VulkanTest {
@@ -191,8 +192,8 @@ class VkSdpa : public VulkanTest {
                   has_mask ? dtype_name(c.mask) : "none", static_cast<long long>(c.cap));
     // f16: the tensor-core kernel rounds the softmax weights to half for the P.V product.
     const bool f16_class = c.dt == DType::f16 || halves;
-    expect_close(to_doubles(out[0].view), want, f16_class ? 1e-4 : 2e-5, rtol_for(f16_class ? DType::f16 : c.dt) + 1e-5,
-                 what);
+    expect_close(to_doubles(out[0].view), want, c.atol > 0 ? c.atol : f16_class ? 1e-4 : 2e-5,
+                 rtol_for(f16_class ? DType::f16 : c.dt) + 1e-5, what);
   }
 };
 
@@ -317,6 +318,29 @@ TEST_F(VkSdpa, ForcedKernelsOnPrefillShapes) {
     check({DType::f16, 1, 4, 2, 65, 130, 128, 128, true, DType::f32}, 50);
   }
   unsetenv("VRUN_SDPA");
+}
+
+// The workgroup-scope tensor-core kernel (sdpa_cm2.comp; VRUN_SDPA=cm2 sends it shapes of few row
+// blocks too): head dims 64 and 128, causal with a cache offset (Lq < Lk) and without, GQA,
+// partial row blocks and key tiles, f16 and f32 (rounded to halves), two batches, a set scale.
+// Only where the device has workgroup-scope matrices with row reductions.
+TEST_F(VkSdpa, WorkgroupScopeKernel) {
+  if (!ctx().coopmat2().reductions) GTEST_SKIP() << "no VK_NV_cooperative_matrix2 reductions on this device";
+  struct Unset {
+    ~Unset() { unsetenv("VRUN_SDPA"); }
+  } unset;
+  setenv("VRUN_SDPA", "cm2", 1);
+  const std::vector<SdpaCase> cases = {
+      {DType::f16, 1, 4, 1, 65, 130, 128, 128, true, DType::u8, 0, 8},
+      {DType::f16, 2, 4, 2, 130, 130, 64, 64, false, DType::u8, 0, 8},
+      {DType::f32, 1, 4, 2, 33, 97, 64, 64, true, DType::u8, 0, 8},
+      {DType::f16, 1, 2, 2, 70, 200, 128, 128, false, DType::u8, 0.2, 8},
+      // Lq = Lk under the causal limit: the first rows see one, two, three keys, whose weights'
+      // rounding to half (2^-12 relative) no long row of keys averages away, as in VkSdpaWindow.
+      {DType::f32, 2, 2, 1, 64, 64, 128, 128, true, DType::u8, 0, 8, 0, 6e-4},
+      {DType::f16, 1, 8, 2, 200, 200, 64, 64, true, DType::u8, 0, 8, 0, 6e-4},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) check(cases[i], 70 + static_cast<uint32_t>(i));
 }
 
 // One windowed sdpa case: q permuted from a [B, L, H, D] storage, K/V a strided view of a longer

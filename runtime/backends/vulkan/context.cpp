@@ -404,6 +404,7 @@ Status Context::init(const ContextOptions& options) {
       if (!q12.bufferDeviceAddress) cm2.cooperativeMatrixBlockLoads = VK_FALSE;
       if (cm2.cooperativeMatrixBlockLoads) f12.bufferDeviceAddress = VK_TRUE;
       coopmat2_.block_loads = cm2.cooperativeMatrixBlockLoads;
+      coopmat2_.reductions = cm2.cooperativeMatrixReductions && cm2.cooperativeMatrixConversions;
     }
   }
   if (coopmat_ == CoopMat::kNone && coop_base && coop_pref != "khr" && info_.coopmat_nv && coopmat_nv_shape_ok(instance_, physical_)) {

@@ -85,6 +85,8 @@ class Context {
     // Tensor loads that expand blocks through a decode function (block-quantised weights straight
     // into the matrices): cooperativeMatrixBlockLoads with bufferDeviceAddress, both enabled.
     bool block_loads = false;
+    // Row reductions and conversions between matrix uses (the attention kernel, sdpa_cm2.comp).
+    bool reductions = false;
   };
   const CoopMat2& coopmat2() const { return coopmat2_; }
   // vkCmdPushDescriptorSetKHR when the device has VK_KHR_push_descriptor (descriptors are then

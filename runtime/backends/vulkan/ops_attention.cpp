@@ -6,6 +6,7 @@
 
 #include "runtime/backends/vulkan/context.h"
 #include "runtime/backends/vulkan/ops.h"
+#include "runtime/backends/vulkan/pipelines.h"
 
 namespace vrun::vulkan {
 
@@ -54,7 +55,9 @@ int64_t padded_head_dim(int64_t d) { return d <= 64 ? 64 : d <= 128 ? 128 : 256;
 // the one-kernel decode kernel (sdpa_decode.comp) instead of the split-K row kernel, "combine"
 // decode shapes to the row kernel with its split keys merged by the separate combine pass
 // (sdpa_combine.comp) instead of in the kernel, "nosplit" the tensor-core kernel's keys in one
-// chunk however few its row blocks.
+// chunk however few its row blocks, "coop" prefill shapes to that subgroup-scope tensor-core
+// kernel where the workgroup-scope one (sdpa_cm2.comp) would take them, "cm2" to the workgroup-scope
+// one wherever it can run them, however few their row blocks.
 // Read on every call so tests can cover every path in one process.
 std::string forced_kernel() {
   const char* e = std::getenv("VRUN_SDPA");
@@ -160,6 +163,19 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
     VRUN_ASSIGN_OR_RETURN(auto offs, rec.binding_offsets(bindings));
     const PushWords pw = push_words(offs, 1, Lk);
     const int32_t kvvec = rows_vec8(k, offs[2]) && rows_vec8(v, offs[3]) ? 1 : 0;
+    // Workgroup-scope matrices (sdpa_cm2.comp): no mask or window, one dtype for q, k, v, equal head
+    // dims of 64 or 128, and enough row blocks to fill three quarters of the multiprocessors
+    // (fewer go to the subgroup-scope kernel, which splits the keys) or a causal limit.
+    const int64_t mps = ctx.info().multiprocessors, cm2_rows = 64, cm2_blocks = (Lq + cm2_rows - 1) / cm2_rows * Hq * B;
+    const bool cm2_shape = !has_mask && !window && D == Dv && (D == 64 || D == 128) && q.dtype == k.dtype &&
+                           q.dtype == v.dtype && (y.dtype == DType::f16 || y.dtype == DType::f32) &&
+                           (forced == "cm2" || (forced.empty() && (causal || mps <= 0 || cm2_blocks * 4 >= mps * 3)));
+    if (cm2_shape && ctx.coopmat2().on && ctx.coopmat2().reductions && PipelineCache::has_kernel("sdpa_cm2") &&
+        coop_rows(ctx, q, offs[1]) && coop_rows(ctx, k, offs[2]) && coop_rows(ctx, v, offs[3])) {
+      return rec.dispatch("sdpa_cm2", {dt_code(y.dtype), dt_code(q.dtype), causal, static_cast<int32_t>(D), 64, 64, 128},
+                          bindings, pw.w, pw.bytes(), static_cast<uint32_t>((Lq + cm2_rows - 1) / cm2_rows),
+                          static_cast<uint32_t>(Hq), static_cast<uint32_t>(B));
+    }
     // Tensor cores: 64 rows per workgroup, Q/K/V staged 8 elements at a time.
     const std::string coop = coopmat_kernel(ctx, "sdpa_coopmat");
     const uint64_t coop_smem = 2 * 32 * (dmax + 8) * 2 + 4 * 16 * 36 * 4 + 4 * 16 * 40 * 2 + 4 * 256 * 4 + 64 * 4;
