@@ -187,10 +187,10 @@ int main(int argc, char** argv) {
                (*ex)->device_description().c_str());
   std::vector<int32_t> toks(static_cast<size_t>(prompt));
   for (int i = 0; i < prompt; ++i) toks[i] = (i * 7919) % static_cast<int>(c.vocab);
-  // GPUs drop their clocks when idle and can take seconds of load to climb back (an H100 traced
-  // with nvidia-smi after seconds of idling while the model was built: 2 s of prefill passes at
-  // 585 MHz before 1980, which read 17,842 tok/s against 37,068 in the next run): every figure is
-  // the best of several timed passes after 3 s of the same work on a GPU, 0.5 s on the CPU.
+  // GPUs drop their clocks when idle and can take seconds of load to climb back; the first call
+  // also compiles the pipelines (7.9 s for Llama-1B on a fresh H100, the GPU idling meanwhile):
+  // every figure is the best of several timed passes after that call and 3 s of the same work on
+  // a GPU, 0.5 s on the CPU (best_after_warm_up).
   auto run_prefill = [&]() -> Result<double> {
     (*ex)->reset_state();
     const auto t = Clock::now();

@@ -17,10 +17,7 @@ DevTensor make(Context& ctx, DType dt, const Shape& shape, bool fill) {
   DevTensor t;
   const uint64_t bytes = static_cast<uint64_t>(dtype_bytes(dt, shape.numel()));
   auto b = ctx.allocator().allocate(bytes, MemoryKind::kDevice, "bench tensor");
-  if (!b.is_ok()) {
-    std::fprintf(stderr, "%s\n", b.status().to_string().c_str());
-    std::exit(1);
-  }
+  must(b.status());
   t.buf = std::move(b).value();
   t.view = DeviceView::dense(t.buf.ref(), dt, shape);
   if (fill) {
@@ -113,6 +110,5 @@ void row(const char* name, const std::string& shape, double sec, double amount, 
               roof > 0 ? 100 * rate / roof : 0.0);
   std::fflush(stdout);
 }
-
 
 }  // namespace vrun::vulkan::bench

@@ -311,6 +311,13 @@ TEST_F(VkLinalg, LinearWorkgroupScopeTiles) {
 TEST_F(VkLinalg, LinearWorkgroupScopeWeightsAsA) {
   if (!ctx().coopmat2().block_loads)
     GTEST_SKIP() << "no VK_NV_cooperative_matrix2 block loads on this device";
+  // The switches below are cleared however the test ends.
+  struct Unset {
+    ~Unset() {
+      unsetenv("VRUN_MM_CM2");
+      unsetenv("VRUN_MM_CM2_WA");
+    }
+  } unset;
   std::mt19937 rng(23);
   const int64_t M = 200, N = 300;
   for (int64_t K : {96, 1056}) {

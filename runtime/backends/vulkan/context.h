@@ -87,6 +87,16 @@ class Context {
     bool block_loads = false;
     // Row reductions and conversions between matrix uses (the attention kernel, sdpa_cm2.comp).
     bool reductions = false;
+    // Whether a workgroup of `threads` invocations takes M x N x K products: a workgroup size with
+    // such matrices, each dimension a multiple of its granularity, within the largest dimension.
+    bool takes(int m, int n, int k, int threads) const {
+      auto mult = [](int v, uint32_t g) { return v > 0 && (g == 0 || v % static_cast<int>(g) == 0); };
+      bool size = false;
+      for (uint32_t i : invocations) size = size || i == static_cast<uint32_t>(threads);
+      const int largest = m > n ? (m > k ? m : k) : (n > k ? n : k);
+      return on && size && mult(m, m_granularity) && mult(n, n_granularity) && mult(k, k_granularity) &&
+             (max_dimension == 0 || static_cast<uint32_t>(largest) <= max_dimension);
+    }
   };
   const CoopMat2& coopmat2() const { return coopmat2_; }
   // vkCmdPushDescriptorSetKHR when the device has VK_KHR_push_descriptor (descriptors are then

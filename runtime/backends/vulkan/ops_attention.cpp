@@ -170,12 +170,10 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
     const bool cm2_shape = !has_mask && !window && D == Dv && (D == 64 || D == 128) && q.dtype == k.dtype &&
                            q.dtype == v.dtype && (y.dtype == DType::f16 || y.dtype == DType::f32) &&
                            (forced == "cm2" || (forced.empty() && (causal || mps <= 0 || cm2_blocks * 4 >= mps * 3)));
-    // Its matrices: 64 x 64 scores, 64 x D rows, on 128 invocations.
+    // Its products on 128 invocations: scores 64 x 64 over D, outputs 64 x D over 64 keys.
     const Context::CoopMat2& c2 = ctx.coopmat2();
-    const bool cm2_fits = c2.on && c2.reductions && std::count(c2.invocations.begin(), c2.invocations.end(), 128u) > 0 &&
-                          (c2.m_granularity == 0 || 64 % c2.m_granularity == 0) &&
-                          (c2.n_granularity == 0 || 64 % c2.n_granularity == 0) &&
-                          (c2.k_granularity == 0 || 64 % c2.k_granularity == 0) && (c2.max_dimension == 0 || D <= c2.max_dimension);
+    const int d = static_cast<int>(D);
+    const bool cm2_fits = c2.reductions && c2.takes(64, 64, d, 128) && c2.takes(64, d, 64, 128);
     if (cm2_shape && cm2_fits && PipelineCache::has_kernel("sdpa_cm2") && coop_rows(ctx, q, offs[1]) &&
         coop_rows(ctx, k, offs[2]) && coop_rows(ctx, v, offs[3])) {
       return rec.dispatch("sdpa_cm2", {dt_code(y.dtype), dt_code(q.dtype), causal, static_cast<int32_t>(D), 64, 64, 128},

@@ -135,15 +135,8 @@ const CoopTile& coop_tile(const Context& ctx, int64_t M, int64_t N, int64_t batc
 // tile of the subgroup-scope kernel) keeps it off too.
 struct Cm2Tile {
   int bm = 128, bn = 128, bk = 32, threads = 128;
-  // Whether the device takes it: a workgroup size with such matrices, the tile a multiple of the
-  // granularities, within the largest dimension.
-  bool fits(const Context& ctx) const {
-    const Context::CoopMat2& c = ctx.coopmat2();
-    auto mult = [](int v, uint32_t g) { return v > 0 && (g == 0 || v % static_cast<int>(g) == 0); };
-    return c.on && std::find(c.invocations.begin(), c.invocations.end(), static_cast<uint32_t>(threads)) != c.invocations.end() &&
-           mult(bm, c.m_granularity) && mult(bn, c.n_granularity) && mult(bk, c.k_granularity) &&
-           (c.max_dimension == 0 || static_cast<uint32_t>(std::max({bm, bn, bk})) <= c.max_dimension);
-  }
+  // Whether the device takes it (Context::CoopMat2::takes).
+  bool fits(const Context& ctx) const { return ctx.coopmat2().takes(bm, bn, bk, threads); }
 };
 
 // Where it runs and with which tile, from one H100's measurements (vrun_bench_vulkan --tiles,
@@ -162,6 +155,8 @@ struct Cm2Tile {
 // K steps lose with f32 x: 66 against 94).
 constexpr Cm2Tile kCm2Wide{128, 256, 32, 256}, kCm2Square{128, 128, 32, 128}, kCm2DeepK{128, 128, 64, 128},
     kCm2Narrow{128, 64, 64, 128}, kCm2Small{64, 128, 32, 128};
+// The W-as-A kernel's narrow tile (cm2_wa_tile): 128 x 64 with K steps of 32.
+constexpr Cm2Tile kCm2NarrowK32{128, 64, 32, 128};
 
 // VRUN_MM_TILE (a subgroup-scope tile) or VRUN_MM_CM2=0 keep the workgroup-scope kernels off;
 // VRUN_MM_CM2=BMxBNxBKxTHREADS forces their tile.
@@ -228,19 +223,17 @@ const Cm2Tile* cm2_wa_tile(const Context& ctx, int64_t M, int64_t K, int64_t N, 
   const bool wa_on = wa && std::string(wa) == "1", wa_off = wa && std::string(wa) == "0";
   if (!quant && (wa_off || (!wa_on && (x != DType::f16 || K < 2048 || N < 2048 || env.forced)))) return nullptr;
   if (env.forced) return !quant || env.forced->bk % kQuantBlock == 0 ? env.forced : nullptr;
-  static constexpr Cm2Tile kWide{128, 256, 32, 256}, kSquare{128, 128, 32, 128}, kDeepK{128, 128, 64, 128},
-      kNarrow{128, 64, 32, 128};
   const int64_t sms = ctx.info().multiprocessors;
   auto tiles = [&](const Cm2Tile& t) { return ((N + t.bm - 1) / t.bm) * ((M + t.bn - 1) / t.bn); };
   auto pick = [&](const Cm2Tile& t) { return t.fits(ctx) ? &t : nullptr; };
   if (!quant) {
-    if (sms <= 0 || tiles(kSquare) * 4 >= sms * 3) return pick(kSquare);
-    if (tiles(kSquare) * 2 > sms) return pick(kDeepK);
-    return wa_on ? pick(kNarrow) : nullptr;
+    if (sms <= 0 || tiles(kCm2Square) * 4 >= sms * 3) return pick(kCm2Square);
+    if (tiles(kCm2Square) * 2 > sms) return pick(kCm2DeepK);
+    return wa_on ? pick(kCm2NarrowK32) : nullptr;
   }
-  if (sms > 0 && kWide.fits(ctx) && tiles(kWide) * 4 >= sms * 3) return &kWide;
-  if (sms > 0 && kNarrow.fits(ctx) && tiles(kSquare) * 2 <= sms) return &kNarrow;
-  return pick(kSquare);
+  if (sms > 0 && kCm2Wide.fits(ctx) && tiles(kCm2Wide) * 4 >= sms * 3) return &kCm2Wide;
+  if (sms > 0 && kCm2NarrowK32.fits(ctx) && tiles(kCm2Square) * 2 <= sms) return &kCm2NarrowK32;
+  return pick(kCm2Square);
 }
 
 // The residual and act: decode rows apply them in the matvec's epilogue (act after the bias,
@@ -390,11 +383,17 @@ Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, cons
   // The workgroup-scope kernels into f32 or f16 y, where the device has them. W as the A matrix:
   // block-quantised W (its blocks expanded by the loads, where W starts on a block boundary of its
   // binding) and f16 W on wide projections.
+  // Their specialisation constants (matmul_cm2_common.glsl): dtypes, epilogue, tile, 4 K steps per
+  // unrolled pass.
+  auto cm2_spec = [&](const Cm2Tile& t) {
+    return std::vector<int32_t>{dt_code(y.dtype), bias_dt, dt_code(x.dtype), res ? dt_code(r) : 255, act,
+                                t.bm, t.bn, t.bk, 4, t.threads};
+  };
   const bool wa_operands = is_quantized(w.dtype) ? offs[2] % dtype_bytes(w.dtype, kQuantBlock) == 0 : w.dtype == DType::f16;
   if (coop_ok && wa_operands && (y.dtype == DType::f32 || y.dtype == DType::f16)) {
     if (const Cm2Tile* ct = cm2_wa_tile(ctx, M, K, N, x.dtype, w.dtype)) {
-      const std::vector<int32_t> spec = {dt_code(y.dtype), bias_dt, dt_code(x.dtype), res ? dt_code(r) : 255, act,
-                                         ct->bm, ct->bn, ct->bk, 4, ct->threads, dt_code(w.dtype)};
+      std::vector<int32_t> spec = cm2_spec(*ct);
+      spec.push_back(dt_code(w.dtype));
       return rec.dispatch("matmul_wa_cm2", spec, bindings, pw.w, pw.bytes(), static_cast<uint32_t>((N + ct->bm - 1) / ct->bm),
                           static_cast<uint32_t>((M + ct->bn - 1) / ct->bn), 1);
     }
@@ -402,9 +401,7 @@ Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, cons
   // f16 W otherwise: x as the A matrix.
   if (coop_ok && w.dtype == DType::f16 && (y.dtype == DType::f32 || y.dtype == DType::f16)) {
     if (const Cm2Tile* ct = cm2_tile(ctx, M, K, N, x.dtype)) {
-      const std::vector<int32_t> spec = {dt_code(y.dtype), bias_dt, dt_code(x.dtype), res ? dt_code(r) : 255, act,
-                                         ct->bm, ct->bn, ct->bk, 4, ct->threads};
-      return rec.dispatch("matmul_cm2", spec, bindings, pw.w, pw.bytes(), static_cast<uint32_t>((N + ct->bn - 1) / ct->bn),
+      return rec.dispatch("matmul_cm2", cm2_spec(*ct), bindings, pw.w, pw.bytes(), static_cast<uint32_t>((N + ct->bn - 1) / ct->bn),
                           static_cast<uint32_t>((M + ct->bm - 1) / ct->bm), 1);
     }
   }
