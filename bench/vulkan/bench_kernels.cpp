@@ -5,6 +5,7 @@
 //
 //   vrun_bench_vulkan [--small] [--reps N] [--device I] [--tensor-roof TFLOPS] [--sweep]
 //                     [--tiles | --quant-tiles [--tile-w q4_0,...] [--tile-list T1,T2,...]]
+//                     [--decode-shapes] [--q4-tune] [--attention-shapes] [--mma-peak] [--peer-shapes]
 //
 // --tiles times the tensor-core matmul over encoder and prefill projection shapes with the tile
 // chosen by shape ("auto") and with forced tiles (VRUN_MM_TILE's WGMxWGNxFMxFNxBK[xSTAGES] for the
@@ -17,6 +18,7 @@
 // registers), with the fragments reloaded from shared memory each step, and with a workgroup
 // barrier each step too (kernels/vulkan/mma_peak_khr.comp), over workgroup and accumulator shapes:
 // the ceiling any kernel built on them can reach on this device.
+// --peer-shapes times llama.cpp's own matmul perf shapes (test-backend-ops perf -o MUL_MAT).
 // --sweep adds decode linear at 4x and 16x the rows (the slope between sizes separates the
 // bandwidth from fixed per-dispatch costs) and prefill linear at other M, K, N.
 //
@@ -53,7 +55,7 @@ int main(int argc, char** argv) {
   int reps = 20;
   double tensor_roof = 0;
   bool sweep = false, decode_shapes = false, q4_tune = false, attention_shapes = false, tiles = false, quant_tiles = false,
-       mma_peak = false;
+       mma_peak = false, peer_shapes = false;
   std::string tile_w = "q4_0,q8_0,q4_1";
   std::string tile_list =
       "2x4x4x2x16x2,4x4x2x4x32,2x4x2x2x32,cm2:128x256x32x256,cm2:128x128x32x128,cm2:64x128x32x128,"
@@ -73,8 +75,9 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--tile-list") && i + 1 < argc) tile_list = argv[++i];
     else if (!std::strcmp(argv[i], "--tile-w") && i + 1 < argc) tile_w = argv[++i];
     else if (!std::strcmp(argv[i], "--mma-peak")) mma_peak = true;
+    else if (!std::strcmp(argv[i], "--peer-shapes")) peer_shapes = true;
     else {
-      std::fprintf(stderr, "usage: vrun_bench_vulkan [--small] [--reps N] [--device I] [--tensor-roof TFLOPS] [--sweep] [--decode-shapes] [--q4-tune] [--attention-shapes] [--tiles | --quant-tiles [--tile-w q4_0,...] [--tile-list T1,T2,...]] [--mma-peak]\n");
+      std::fprintf(stderr, "usage: vrun_bench_vulkan [--small] [--reps N] [--device I] [--tensor-roof TFLOPS] [--sweep] [--decode-shapes] [--q4-tune] [--attention-shapes] [--tiles | --quant-tiles [--tile-w q4_0,...] [--tile-list T1,T2,...]] [--mma-peak] [--peer-shapes]\n");
       return 2;
     }
   }
@@ -264,6 +267,31 @@ int main(int argc, char** argv) {
         row("llama-1b step attention", shape, t, bytes / 1e9, "GB/s", bw);
       }
       unsetenv("VRUN_SDPA");
+    }
+    return 0;
+  }
+
+  if (peer_shapes) {
+    // llama.cpp's matmul perf cases (test-backend-ops perf -o MUL_MAT): W [4096, 14336] in each
+    // weight type, f32 activations of 1 and 512 rows (y = x W^T: out 4096 x rows, K 14336), so
+    // the two programs' kernels can be set side by side on one device. f16 x beside them.
+    std::printf("copy roofline %.1f GB/s\n", bw);
+    const int64_t Np = 4096 / S, Kp = 14336 / S;
+    for (DType wdt : {DType::f16, DType::q4_0, DType::q4_1, DType::q8_0}) {
+      DevTensor w = make(ctx, wdt, Shape{Np, Kp});
+      for (int64_t rows : {1, 512})
+        for (DType xdt : {DType::f32, DType::f16}) {
+          DevTensor x = make(ctx, xdt, Shape{rows, Kp});
+          const double t = run_op(ctx, reps, OpKind::linear, {&x, &w, nullptr}, Attrs(OpKind::linear), rows == 1);
+          char shape[96];
+          std::snprintf(shape, sizeof shape, "m=%lld n=%lld k=%lld %s x", static_cast<long long>(Np),
+                        static_cast<long long>(rows), static_cast<long long>(Kp), dtype_name(xdt));
+          const std::string name = std::string("linear ") + dtype_name(wdt);
+          if (rows == 1)
+            row(name.c_str(), shape, t, static_cast<double>(dtype_bytes(wdt, Np * Kp)) / 1e9, "GB/s", bw);
+          else
+            row(name.c_str(), shape, t, 2.0 * rows * Np * Kp / 1e12, "TFLOP/s", 0);
+        }
     }
     return 0;
   }

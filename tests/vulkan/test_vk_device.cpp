@@ -1,6 +1,11 @@
 // Device selection, memory (sub-allocation, clear out-of-memory errors), pipeline caching,
 // barrier placement, transfers, and the CPU fallback inside a method.
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "runtime/backends/vulkan/pipelines.h"
 
 #include "tests/vulkan/vk_test_util.h"
 
@@ -100,6 +105,77 @@ TEST_F(VkDevice, BarriersOnlyBetweenDependentDispatchesAndPipelinesCached) {
   std::vector<double> want;
   for (double v : to_doubles(x.view)) want.push_back(2 * (2 * v + std::exp(v)));
   expect_close(to_doubles(got.view), want, 1e-6, 1e-6, "scale(add(scale, exp))");
+}
+
+// The driver's compiled pipelines go to a file named for the device, driver and kernel set, the
+// next context reads them back, an earlier build's file of the same device goes, damaged data is
+// ignored, and VRUN_PIPELINE_CACHE=0 turns the file off.
+TEST_F(VkDevice, PipelinesPersistBetweenContexts) {
+  namespace fs = std::filesystem;
+  char tmpl[] = "/tmp/vrun-pipelines-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const fs::path dir(tmpl);
+  const char* old = std::getenv("VRUN_PIPELINE_CACHE");
+  const std::string saved = old ? old : "";
+  setenv("VRUN_PIPELINE_CACHE", tmpl, 1);
+  std::mt19937 rng(61);
+  HostTensor x = random_tensor(DType::f32, Shape{333}, rng);
+  std::vector<double> want;
+  for (double v : to_doubles(x.view)) want.push_back(3 * v);
+  // One context: scale x by 3 on the device and check it; returns the context for its cache.
+  auto scale_on_new_context = [&](const char* what) {
+    auto c = vulkan::Context::create();
+    EXPECT_TRUE(c.is_ok()) << c.status().to_string();
+    std::unique_ptr<vulkan::Context> ctx2 = std::move(*c);
+    auto in = ctx2->allocator().allocate(333 * 4), out = ctx2->allocator().allocate(333 * 4);
+    auto rec = std::move(vulkan::Recorder::create(*ctx2)).value();
+    EXPECT_TRUE(rec->record_upload(x.view.ptr<float>(), in->ref(), 0, 333 * 4).is_ok());
+    Attrs s(OpKind::scale);
+    s.set_f("scale", 3.0);
+    EXPECT_TRUE(rec->record(OpKind::scale, {vulkan::DeviceView::dense(in->ref(), DType::f32, Shape{333})},
+                            {vulkan::DeviceView::dense(out->ref(), DType::f32, Shape{333})}, s).is_ok());
+    std::vector<float> got(333);
+    EXPECT_TRUE(rec->record_download(out->ref(), 0, got.data(), 333 * 4).is_ok());
+    EXPECT_TRUE(rec->submit_and_wait().is_ok());
+    expect_close(std::vector<double>(got.begin(), got.end()), want, 1e-6, 1e-6, what);
+    rec.reset();
+    *in = vulkan::Buffer();
+    *out = vulkan::Buffer();
+    return ctx2;
+  };
+  std::string file;
+  {
+    auto c1 = scale_on_new_context("first context");
+    file = c1->pipelines().file();
+    ASSERT_EQ(fs::path(file).parent_path(), dir) << file;
+    EXPECT_EQ(c1->pipelines().loaded_bytes(), 0u);
+    // An earlier build's file for this device (same name but the kernel hash) and another device's.
+    const std::string name = fs::path(file).filename().string();
+    std::ofstream(dir / (name.substr(0, name.size() - 20) + "0123456789abcdef.bin")) << "old";
+    std::ofstream(dir / ("ffff-" + name.substr(5))) << "other device";
+    c1->pipelines().save();
+  }
+  ASSERT_TRUE(fs::exists(file));
+  const auto bytes = fs::file_size(file);
+  EXPECT_GT(bytes, 0u);
+  size_t files = 0;
+  for (const auto& e : fs::directory_iterator(dir)) files += e.path().extension() == ".bin";
+  EXPECT_EQ(files, 2u) << "the earlier build's file should be gone, the other device's kept";
+  {
+    auto c2 = scale_on_new_context("second context, pipelines from the file");
+    EXPECT_EQ(c2->pipelines().file(), file);
+    EXPECT_EQ(c2->pipelines().loaded_bytes(), bytes);
+  }
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << std::string(4096, '\x5a');
+  { auto c3 = scale_on_new_context("third context, damaged cache file"); }
+  setenv("VRUN_PIPELINE_CACHE", "0", 1);
+  {
+    auto c4 = scale_on_new_context("fourth context, cache off");
+    EXPECT_EQ(c4->pipelines().file(), "");
+  }
+  if (old) setenv("VRUN_PIPELINE_CACHE", saved.c_str(), 1);
+  else unsetenv("VRUN_PIPELINE_CACHE");
+  fs::remove_all(dir);
 }
 
 TEST_F(VkDevice, UnsupportedOpIsRefusedNotFatal) {

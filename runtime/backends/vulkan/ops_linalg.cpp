@@ -246,8 +246,15 @@ Status record_linear_plain(Recorder& rec, const std::vector<DeviceView>& in, con
   return record_linear_core(rec, {in[0], in[1], bias ? in[2] : DeviceView{}}, y, res ? &in[3] : nullptr, act);
 }
 
+bool halve_x_on() {
+  const char* e = std::getenv("VRUN_MM_HALVE_X");
+  return !(e && std::string(e) == "0");
+}
+
 // glu = silu: decode rows are gated inside the matvec kernel as x is loaded; other shapes get
-// the gated rows in an f32 scratch tensor first (the glu op's math, unrounded).
+// the gated rows in a scratch tensor first (the glu op's math), stored as the halves the tensor
+// cores would round them to on load where they will read them (half the bytes written and
+// read, the same products), else as f32.
 Status record_linear_glu(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, int act) {
   const int64_t K = in[1].shape[1];
   if (matvec_rows(in[0], in[1], true)) return record_matvec_linear(rec, in, y, nullptr, true, act);
@@ -255,7 +262,9 @@ Status record_linear_glu(Recorder& rec, const std::vector<DeviceView>& in, const
   const int last = x.shape.rank - 1;
   Shape hs = x.shape;
   hs[last] = K;
-  VRUN_ASSIGN_OR_RETURN(DeviceView xg, rec.scratch(DType::f32, hs));
+  const int64_t M = K ? hs.numel() / K : 0;
+  const bool halves = coop_linear_operands(rec.context(), DType::f32, in[1].dtype, M, K);
+  VRUN_ASSIGN_OR_RETURN(DeviceView xg, rec.scratch(halves ? DType::f16 : DType::f32, hs));
   DeviceView a = x, g = x;
   a.shape = hs;
   g.shape = hs;
@@ -357,13 +366,23 @@ Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, cons
     VRUN_RETURN_IF_ERROR(record_matvec(rec, x, w, bias, p, M, N, K, row_stride(x)));
     return after ? finish(p) : Status::ok();
   }
+  Context& ctx = rec.context();
+  // f32 rows that the workgroup-scope kernels would round to halves as they load are rounded
+  // once, into an f16 copy, first, for f16 W: the projection then runs on the f16-x kernels (W as
+  // the A matrix on wide projections), which read half the bytes a tile. Block-quantised W stays
+  // on f32 x (its kernel measured no gain from the extra pass). VRUN_MM_HALVE_X=0 keeps f32 x.
+  if (x.dtype == DType::f32 && w.dtype == DType::f16 && ctx.coopmat2().on && K % 8 == 0 &&
+      coop_linear_operands(ctx, x.dtype, w.dtype, M, K) && halve_x_on()) {
+    VRUN_ASSIGN_OR_RETURN(DeviceView xh, rec.scratch(DType::f16, x.shape));
+    VRUN_RETURN_IF_ERROR(rec.record_copy(x, xh));
+    x = xh;
+  }
   DeviceView r;
   if (res) {
     VRUN_ASSIGN_OR_RETURN(r, rec.rows_view(*res, 1));
   }
   std::vector<Binding> bindings = {{&y, true}, {&x, false}, {&w, false}, {bias, false}, {res ? &r : nullptr, false}};
   const int32_t bias_dt = bias ? dt_code(*bias) : 255;
-  Context& ctx = rec.context();
   PushWords pw;
   // The push constants for the bindings as they stand (offsets in elements).
   auto push = [&]() -> Result<std::vector<uint32_t>> {

@@ -1,6 +1,12 @@
 // Compute pipelines from the SPIR-V embedded at build time, cached by (kernel, specialisation
 // constants). Every kernel shares one layout: five storage buffers in set 0 and 128 bytes of
 // push constants (the minimum every device guarantees), so recording never creates layouts.
+//
+// The driver's compiled pipelines persist between runs in a file (a VkPipelineCache's data) under
+// $VRUN_PIPELINE_CACHE, else ${VRUN_CACHE:-~/.cache/vrun}/pipelines; VRUN_PIPELINE_CACHE=0 turns
+// that off. One file per device, driver version and set of embedded kernels: a new build's file
+// replaces the old one of the same device. A first call that compiles its pipelines (up to
+// seconds each for the cooperative-matrix kernels) pays that once per machine and build.
 #pragma once
 
 #include <vulkan/vulkan.h>
@@ -30,6 +36,12 @@ class PipelineCache {
   explicit PipelineCache(Context& ctx) : ctx_(ctx) {}
   ~PipelineCache();
   Status init();
+  // The file the pipelines persist in ("" when off), and the bytes read from it at init.
+  const std::string& file() const { return file_; }
+  size_t loaded_bytes() const { return loaded_bytes_; }
+  // Writes the cache's data to file() when it holds pipelines the file lacked (the destructor
+  // does too). Failures only warn: the cache is an optimisation.
+  void save();
 
   // Specialisation constant k of the shader gets spec[k] (constant_id = k). Errors name the kernel.
   // Looked up once per recorded dispatch: the hit path allocates nothing.
@@ -41,6 +53,8 @@ class PipelineCache {
   VkPipelineLayout layout() const { return layout_; }
   VkDescriptorSetLayout set_layout() const { return set_layout_; }
   size_t size() const;
+  // Host time spent creating the pipelines so far (VRUN_VK_STATS prints it with size()).
+  double create_seconds() const;
 
  private:
   Context& ctx_;
@@ -72,6 +86,9 @@ class PipelineCache {
     bool operator()(const Key& a, const KeyView& b) const { return eq({a.kernel, a.spec}, b); }
   };
   std::unordered_map<Key, VkPipeline, KeyHash, KeyEq> pipelines_;
+  double create_s_ = 0;
+  std::string file_;
+  size_t loaded_bytes_ = 0;
 };
 
 }  // namespace vrun::vulkan

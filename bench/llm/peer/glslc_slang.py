@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""A glslc-compatible front end over slang's glslang library, for building llama.cpp's Vulkan
+backend as a benchmark peer on Debian 12, whose glslc (shaderc 2023.2) knows neither
+GL_KHR_cooperative_matrix nor GL_NV_cooperative_matrix2: without them llama.cpp builds only its
+scalar matmul kernels and would be timed below its real speed.
+
+Takes the arguments llama.cpp's build passes to glslc: -fshader-stage=compute, --target-env=
+vulkan1.2|vulkan1.3, -O, -DNAME[=VALUE], -I dir, -o out ('-' for stdout), one source file.
+SPIR-V 1.5 for vulkan1.2, 1.6 for vulkan1.3. The library is VRUN_SLANG_GLSLANG, else the one
+scripts/setup.sh fetched into ${VRUN_CACHE:-~/.cache/vrun}/tools.
+"""
+import ctypes
+import glob
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "runtime", "backends", "vulkan"))
+import glslang_cm2 as g  # noqa: E402  (include expansion and the library's request struct)
+
+
+def library():
+    lib = os.environ.get("VRUN_SLANG_GLSLANG")
+    if lib:
+        return lib
+    cache = os.environ.get("VRUN_CACHE") or os.path.expanduser("~/.cache/vrun")
+    found = sorted(glob.glob(os.path.join(cache, "tools", "slang-glslang-*", "libslang-glslang-*.so")))
+    if not found:
+        sys.exit("glslc_slang: no slang glslang library (run scripts/setup.sh, or set VRUN_SLANG_GLSLANG)")
+    return found[-1]
+
+
+def main(argv):
+    if "--version" in argv:
+        print("glslc_slang (slang glslang)")
+        return 0
+    defines, includes, out, src, env = [], [], None, None, "vulkan1.2"
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "-o":
+            out = argv[i + 1]
+            i += 2
+            continue
+        if a == "-I":
+            includes.append(argv[i + 1])
+            i += 2
+            continue
+        if a.startswith("-D"):
+            defines.append(a[2:])
+        elif a.startswith("-I"):
+            includes.append(a[2:])
+        elif a.startswith("--target-env="):
+            env = a.split("=", 1)[1]
+        elif a and not a.startswith("-"):
+            src = a.strip('"')
+        i += 1
+    if not src or not out:
+        sys.exit("glslc_slang: need a source file and -o")
+    lines, origin = [], []
+    g.expand(src, includes, lines, origin, [])
+    # -D definitions go right after #version, where glslc puts them.
+    defs = []
+    for d in defines:
+        name, _, value = d.partition("=")
+        defs.append("#define %s %s" % (name, value) if value else "#define %s" % name)
+    at = next((n + 1 for n, line in enumerate(lines) if line.strip().startswith("#version")), 0)
+    lines[at:at] = defs
+    text = ("\n".join(lines) + "\n").encode()
+
+    fn = ctypes.CDLL(library()).glslang_compile_1_2
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.POINTER(g.CompileRequest)]
+    diag, spirv = [], []
+    on_diag = g.OUTPUT_FUNC(lambda d, n, _: diag.append(ctypes.string_at(d, n)))
+    on_out = g.OUTPUT_FUNC(lambda d, n, _: spirv.append(ctypes.string_at(d, n)))
+    buf = ctypes.create_string_buffer(text, len(text))
+    begin = ctypes.addressof(buf)
+    version = g.SpirvVersion(1, 6, 0) if env == "vulkan1.3" else g.SpirvVersion(1, 5, 0)
+    req = g.CompileRequest(ctypes.sizeof(g.CompileRequest), src.encode(), ctypes.c_void_p(begin),
+                           ctypes.c_void_p(begin + len(text)), on_diag, None, on_out, None, g.SLANG_STAGE_COMPUTE,
+                           g.ACTION_COMPILE_GLSL_TO_SPIRV, g.OPTIMIZATION_DEFAULT, 0, env.encode(), version, b"main")
+    rc = fn(ctypes.byref(req))
+    code = b"".join(spirv)
+    msg = "\n".join(l for l in b"".join(diag).decode(errors="replace").splitlines()
+                    if l.strip() and "unknown SPIR-V version" not in l)
+    if rc != 0 or len(code) < 20:
+        sys.stderr.write((msg or "glslc_slang: %s: compilation failed" % src) + "\n")
+        return 1
+    if out == "-":
+        sys.stdout.buffer.write(code)
+    else:
+        with open(out, "wb") as f:
+            f.write(code)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
