@@ -155,8 +155,9 @@ struct Cm2Tile {
 // K steps lose with f32 x: 66 against 94).
 constexpr Cm2Tile kCm2Wide{128, 256, 32, 256}, kCm2Square{128, 128, 32, 128}, kCm2DeepK{128, 128, 64, 128},
     kCm2Narrow{128, 64, 64, 128}, kCm2Small{64, 128, 32, 128};
-// The W-as-A kernel's narrow tile (cm2_wa_tile): 128 x 64 with K steps of 32.
-constexpr Cm2Tile kCm2NarrowK32{128, 64, 32, 128};
+// The W-as-A kernel's narrow tile (cm2_wa_tile): 128 x 64 with K steps of 32; its square one:
+// 128 x 128 with K steps of 64 on eight subgroups.
+constexpr Cm2Tile kCm2NarrowK32{128, 64, 32, 128}, kCm2SquareWide{128, 128, 64, 256};
 
 // VRUN_MM_TILE (a subgroup-scope tile) or VRUN_MM_CM2=0 keep the workgroup-scope kernels off;
 // VRUN_MM_CM2=BMxBNxBKxTHREADS forces their tile.
@@ -209,10 +210,14 @@ const Cm2Tile* cm2_tile(const Context& ctx, int64_t M, int64_t K, int64_t N, DTy
 // 128 (qkv, N 3072: 110 / 98 against 95 / 82 for 128 x 64). The subgroup-scope kernel reads
 // 38-96 on these shapes.
 // f16 W with f16 x (`--quant-tiles --tile-w f16`, against matmul_cm2.comp's best tile in the same
-// run): 128 x 128 where that grid fills three quarters of the multiprocessors (512 x 2048 x
-// 8192: 211.5 against 188.2; 512 x 2048 x 16384: 205.5 against 189.7); 128 x 128 with K steps of
-// 64 where it fills more than half (qkv: 180.1 against 154.1). Narrower grids (o and down) stay
-// on matmul_cm2.comp's 128 x 64 tiles (158.9 / 149.1 against 130.5 / 111.5 here).
+// run): 128 x 128 where that grid fills more than half of the multiprocessors; narrower grids (o
+// and down) stay on matmul_cm2.comp's 128 x 64 tiles (158.9 / 149.1 against 130.5 / 111.5 here).
+// The 128 x 128 tile takes K steps of 64 on eight subgroups (kCm2SquareWide), for both W types:
+// one H100, `--quant-tiles --tile-w f16,q4_0 --tile-list cm2:128x128x32x128,cm2:128x128x64x128`
+// (TFLOP/s, f16 / q4_0): qkv 166.4 / 127.5 against 124.8 / 110.1 and 157.9 / 95.8; f16 up
+// (512 x 2048 x 16384) 202.6 against 191.4 and 168.0; 512 x 2048 x 8192 (f16) 206.6 against 189.4
+// and 173.7; and llama.cpp's perf shape 512 x 14336 x 4096 (`--peer-shapes`) 236.6 / 160.9
+// against 133.9 / 110.8 with K steps of 32 on four subgroups.
 const Cm2Tile* cm2_wa_tile(const Context& ctx, int64_t M, int64_t K, int64_t N, DType x, DType w) {
   const bool quant = is_quantized(w);
   if (!ctx.coopmat2().on || (quant && !ctx.coopmat2().block_loads) || !PipelineCache::has_kernel("matmul_wa_cm2"))
@@ -226,14 +231,14 @@ const Cm2Tile* cm2_wa_tile(const Context& ctx, int64_t M, int64_t K, int64_t N, 
   const int64_t sms = ctx.info().multiprocessors;
   auto tiles = [&](const Cm2Tile& t) { return ((N + t.bm - 1) / t.bm) * ((M + t.bn - 1) / t.bn); };
   auto pick = [&](const Cm2Tile& t) { return t.fits(ctx) ? &t : nullptr; };
+  auto square = [&]() { return kCm2SquareWide.fits(ctx) ? &kCm2SquareWide : pick(kCm2Square); };
   if (!quant) {
-    if (sms <= 0 || tiles(kCm2Square) * 4 >= sms * 3) return pick(kCm2Square);
-    if (tiles(kCm2Square) * 2 > sms) return pick(kCm2DeepK);
+    if (sms <= 0 || tiles(kCm2Square) * 2 > sms) return square();
     return wa_on ? pick(kCm2NarrowK32) : nullptr;
   }
   if (sms > 0 && kCm2Wide.fits(ctx) && tiles(kCm2Wide) * 4 >= sms * 3) return &kCm2Wide;
   if (sms > 0 && kCm2NarrowK32.fits(ctx) && tiles(kCm2Square) * 2 <= sms) return &kCm2NarrowK32;
-  return pick(kCm2Square);
+  return square();
 }
 
 // The residual and act: decode rows apply them in the matvec's epilogue (act after the bias,
