@@ -107,9 +107,10 @@ TEST_F(VkDevice, BarriersOnlyBetweenDependentDispatchesAndPipelinesCached) {
   expect_close(to_doubles(got.view), want, 1e-6, 1e-6, "scale(add(scale, exp))");
 }
 
-// The driver's compiled pipelines go to a file named for the device, driver and kernel set, the
-// next context reads them back, an earlier build's file of the same device goes, damaged data is
-// ignored, and VRUN_PIPELINE_CACHE=0 turns the file off.
+// The driver's compiled pipelines go to a file named for the device, driver and kernel set, with
+// the list of pipelines beside it; the next context reads them back and creates the listed
+// pipelines before any call; an earlier build's files of the same device go, damaged data is
+// ignored, and VRUN_PIPELINE_CACHE=0 turns the files off.
 TEST_F(VkDevice, PipelinesPersistBetweenContexts) {
   namespace fs = std::filesystem;
   char tmpl[] = "/tmp/vrun-pipelines-XXXXXX";
@@ -118,15 +119,18 @@ TEST_F(VkDevice, PipelinesPersistBetweenContexts) {
   const char* old = std::getenv("VRUN_PIPELINE_CACHE");
   const std::string saved = old ? old : "";
   setenv("VRUN_PIPELINE_CACHE", tmpl, 1);
+  setenv("VRUN_PIPELINE_PREWARM", "1", 1);  // also on CPU implementations, where it is off by default
   std::mt19937 rng(61);
   HostTensor x = random_tensor(DType::f32, Shape{333}, rng);
   std::vector<double> want;
   for (double v : to_doubles(x.view)) want.push_back(3 * v);
   // One context: scale x by 3 on the device and check it; returns the context for its cache.
+  size_t at_init = 0;  // pipelines the last context held before its first dispatch
   auto scale_on_new_context = [&](const char* what) {
     auto c = vulkan::Context::create();
     EXPECT_TRUE(c.is_ok()) << c.status().to_string();
     std::unique_ptr<vulkan::Context> ctx2 = std::move(*c);
+    at_init = ctx2->pipelines().size();
     auto in = ctx2->allocator().allocate(333 * 4), out = ctx2->allocator().allocate(333 * 4);
     auto rec = std::move(vulkan::Recorder::create(*ctx2)).value();
     EXPECT_TRUE(rec->record_upload(x.view.ptr<float>(), in->ref(), 0, 333 * 4).is_ok());
@@ -149,22 +153,36 @@ TEST_F(VkDevice, PipelinesPersistBetweenContexts) {
     file = c1->pipelines().file();
     ASSERT_EQ(fs::path(file).parent_path(), dir) << file;
     EXPECT_EQ(c1->pipelines().loaded_bytes(), 0u);
-    // An earlier build's file for this device (same name but the kernel hash) and another device's.
+    EXPECT_EQ(at_init, 0u);
+    // An earlier build's files for this device (same name but the kernel hash) and another device's.
     const std::string name = fs::path(file).filename().string();
-    std::ofstream(dir / (name.substr(0, name.size() - 20) + "0123456789abcdef.bin")) << "old";
+    const std::string earlier = name.substr(0, name.size() - 20) + "0123456789abcdef";
+    std::ofstream(dir / (earlier + ".bin")) << "old";
+    std::ofstream(dir / (earlier + ".keys")) << "eltwise 1 2 3\n";
     std::ofstream(dir / ("ffff-" + name.substr(5))) << "other device";
     c1->pipelines().save();
   }
   ASSERT_TRUE(fs::exists(file));
   const auto bytes = fs::file_size(file);
   EXPECT_GT(bytes, 0u);
+  const std::string keys = file.substr(0, file.size() - 4) + ".keys";
+  std::string listed;
+  {
+    std::ifstream k(keys);
+    listed.assign(std::istreambuf_iterator<char>(k), std::istreambuf_iterator<char>());
+  }
+  EXPECT_EQ(listed.rfind("eltwise ", 0), 0u) << "the keys file lists the scale's pipeline: " << listed;
   size_t files = 0;
-  for (const auto& e : fs::directory_iterator(dir)) files += e.path().extension() == ".bin";
-  EXPECT_EQ(files, 2u) << "the earlier build's file should be gone, the other device's kept";
+  for (const auto& e : fs::directory_iterator(dir)) files += e.path().extension() == ".bin" || e.path().extension() == ".keys";
+  EXPECT_EQ(files, 3u) << "the earlier build's files should be gone, the other device's kept";
+  // A line that is not a pipeline of this build is skipped, not fatal.
+  std::ofstream(keys, std::ios::app) << "no_such_kernel 1 2\nnot numbers x y\n";
   {
     auto c2 = scale_on_new_context("second context, pipelines from the file");
     EXPECT_EQ(c2->pipelines().file(), file);
     EXPECT_EQ(c2->pipelines().loaded_bytes(), bytes);
+    EXPECT_EQ(at_init, 1u) << "the listed pipeline should exist before the first dispatch";
+    EXPECT_EQ(c2->pipelines().size(), 1u) << "the scale should have used the prewarmed pipeline";
   }
   std::ofstream(file, std::ios::binary | std::ios::trunc) << std::string(4096, '\x5a');
   { auto c3 = scale_on_new_context("third context, damaged cache file"); }
@@ -175,6 +193,7 @@ TEST_F(VkDevice, PipelinesPersistBetweenContexts) {
   }
   if (old) setenv("VRUN_PIPELINE_CACHE", saved.c_str(), 1);
   else unsetenv("VRUN_PIPELINE_CACHE");
+  unsetenv("VRUN_PIPELINE_PREWARM");
   fs::remove_all(dir);
 }
 

@@ -4,8 +4,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
+#include <thread>
 #include <system_error>
 #include <unistd.h>
 
@@ -101,7 +104,29 @@ Status PipelineCache::init() {
   loaded_bytes_ = initial.size();
   if (stats_on() && !file_.empty())
     std::fprintf(stderr, "vulkan stats: pipeline cache %s: %zu bytes read\n", file_.c_str(), loaded_bytes_);
+  // The pipelines earlier runs used, created now, in parallel, so that a first call does not
+  // create them one by one while the GPU waits. Not on CPU implementations, where creating a
+  // pipeline means compiling it (VRUN_PIPELINE_PREWARM=1 forces it, =0 turns it off).
+  const char* pw = std::getenv("VRUN_PIPELINE_PREWARM");
+  const bool prewarm_on = pw && *pw ? std::string(pw) != "0" : ctx_.info().type != "cpu";
+  if (!initial.empty() && prewarm_on) {
+    std::vector<Key> keys;
+    std::ifstream f(keys_file());
+    std::string line;
+    while (keys.size() < kMaxPrewarm && std::getline(f, line)) {
+      std::istringstream in(line);
+      Key k;
+      if (!(in >> k.kernel)) continue;
+      for (int32_t v; in >> v;) k.spec.push_back(v);
+      if (in.eof() && k.spec.size() <= 64) keys.push_back(std::move(k));
+    }
+    if (!keys.empty()) prewarm(keys);
+  }
   return Status::ok();
+}
+
+std::string PipelineCache::keys_file() const {
+  return file_.empty() ? "" : file_.substr(0, file_.size() - 4) + ".keys";
 }
 
 void PipelineCache::save() {
@@ -137,13 +162,28 @@ void PipelineCache::save() {
     return;
   }
   loaded_bytes_ = data.size();
+  // The pipelines themselves (kernel and specialisation constants, one a line), for the next
+  // run's prewarm: this run's, which include those it prewarmed from the file.
+  {
+    const fs::path keys_tmp = keys_file() + "." + std::to_string(getpid()) + ".tmp";
+    std::ofstream k(keys_tmp, std::ios::trunc);
+    for (const auto& [key, p] : pipelines_) {
+      k << key.kernel;
+      for (int32_t v : key.spec) k << ' ' << v;
+      k << '\n';
+    }
+    k.close();
+    if (k.good()) fs::rename(keys_tmp, keys_file(), ec);
+    if (!k.good() || ec) fs::remove(keys_tmp, ec);
+  }
   // Files of this device and driver for other kernel sets are earlier builds' pipelines.
   const std::string mine = path.filename().string();
-  const std::string prefix = mine.substr(0, mine.size() - 16 - 4);
+  const std::string stem = mine.substr(0, mine.size() - 4), prefix = stem.substr(0, stem.size() - 16);
   for (const auto& e : fs::directory_iterator(path.parent_path(), ec)) {
     const std::string name = e.path().filename().string();
-    if (name != mine && name.rfind(prefix, 0) == 0 && name.size() == mine.size() && name.ends_with(".bin"))
-      fs::remove(e.path(), ec);
+    const bool bin = name.ends_with(".bin") && name.size() == mine.size();
+    const bool keys = name.ends_with(".keys") && name.size() == mine.size() + 1;
+    if (name.rfind(prefix, 0) == 0 && name.rfind(stem, 0) != 0 && (bin || keys)) fs::remove(e.path(), ec);
   }
   if (stats_on()) std::fprintf(stderr, "vulkan stats: pipeline cache %s: %zu bytes written\n", file_.c_str(), data.size());
 }
@@ -176,26 +216,22 @@ size_t PipelineCache::KeyHash::operator()(const KeyView& k) const {
   return h;
 }
 
-Result<VkPipeline> PipelineCache::get(std::string_view kernel_name, std::span<const int32_t> spec) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (auto it = pipelines_.find(KeyView{kernel_name, spec}); it != pipelines_.end()) return it->second;
-
-  const auto t0 = std::chrono::steady_clock::now();
-  const std::string kernel(kernel_name);
+Result<VkShaderModule> PipelineCache::module_locked(const std::string& kernel) {
+  if (auto it = modules_.find(kernel); it != modules_.end()) return it->second;
+  const EmbeddedShader* s = find(kernel);
+  if (!s) return err(ErrorCode::kUnsupported, "vulkan: kernel '", kernel, "' is not built into this binary");
+  std::vector<uint32_t> words(s->size / 4);
+  std::memcpy(words.data(), s->data, words.size() * 4);
+  VkShaderModuleCreateInfo mi{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+  mi.codeSize = words.size() * 4;
+  mi.pCode = words.data();
   VkShaderModule module = VK_NULL_HANDLE;
-  if (auto it = modules_.find(kernel); it != modules_.end()) {
-    module = it->second;
-  } else {
-    const EmbeddedShader* s = find(kernel);
-    if (!s) return err(ErrorCode::kUnsupported, "vulkan: kernel '", kernel, "' is not built into this binary");
-    std::vector<uint32_t> words(s->size / 4);
-    std::memcpy(words.data(), s->data, words.size() * 4);
-    VkShaderModuleCreateInfo mi{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
-    mi.codeSize = words.size() * 4;
-    mi.pCode = words.data();
-    VRUN_VK_CHECK(vkCreateShaderModule(ctx_.device(), &mi, nullptr, &module), "creating shader module " + kernel);
-    modules_[kernel] = module;
-  }
+  VRUN_VK_CHECK(vkCreateShaderModule(ctx_.device(), &mi, nullptr, &module), "creating shader module " + kernel);
+  modules_[kernel] = module;
+  return module;
+}
+
+Result<VkPipeline> PipelineCache::create(VkShaderModule module, const std::string& kernel, std::span<const int32_t> spec) const {
   std::vector<VkSpecializationMapEntry> entries(spec.size());
   for (size_t i = 0; i < spec.size(); ++i)
     entries[i] = {static_cast<uint32_t>(i), static_cast<uint32_t>(i * 4), 4};
@@ -209,9 +245,57 @@ Result<VkPipeline> PipelineCache::get(std::string_view kernel_name, std::span<co
   ci.layout = layout_;
   VkPipeline p = VK_NULL_HANDLE;
   VRUN_VK_CHECK(vkCreateComputePipelines(ctx_.device(), cache_, 1, &ci, nullptr, &p), "creating pipeline " + kernel);
+  return p;
+}
+
+Result<VkPipeline> PipelineCache::get(std::string_view kernel_name, std::span<const int32_t> spec) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto it = pipelines_.find(KeyView{kernel_name, spec}); it != pipelines_.end()) return it->second;
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string kernel(kernel_name);
+  VRUN_ASSIGN_OR_RETURN(VkShaderModule module, module_locked(kernel));
+  VRUN_ASSIGN_OR_RETURN(VkPipeline p, create(module, kernel, spec));
   pipelines_.emplace(Key{kernel, std::vector<int32_t>(spec.begin(), spec.end())}, p);
   create_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return p;
+}
+
+void PipelineCache::prewarm(const std::vector<Key>& keys) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<VkShaderModule> modules(keys.size(), VK_NULL_HANDLE);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (pipelines_.count(keys[i])) continue;
+      auto m = module_locked(keys[i].kernel);
+      if (m.is_ok()) modules[i] = *m;  // a kernel this build lacks: nothing to create
+    }
+  }
+  // Pipeline creation with a shared VkPipelineCache is thread-safe; the driver does the work.
+  std::vector<VkPipeline> made(keys.size(), VK_NULL_HANDLE);
+  std::atomic<size_t> next{0};
+  auto work = [&]() {
+    for (size_t i; (i = next.fetch_add(1)) < keys.size();)
+      if (modules[i]) {
+        auto p = create(modules[i], keys[i].kernel, keys[i].spec);
+        if (p.is_ok()) made[i] = *p;
+      }
+  };
+  const size_t threads = std::min<size_t>({8, std::max(1u, std::thread::hardware_concurrency()), keys.size()});
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = 0;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (!made[i]) continue;
+    if (pipelines_.emplace(keys[i], made[i]).second) ++n;
+    else vkDestroyPipeline(ctx_.device(), made[i], nullptr);
+  }
+  if (stats_on())
+    std::fprintf(stderr, "vulkan stats: %zu pipelines of earlier runs created at load in %.1f ms on %zu threads\n", n,
+                 1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), threads);
 }
 
 }  // namespace vrun::vulkan

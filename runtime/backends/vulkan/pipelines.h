@@ -6,7 +6,10 @@
 // $VRUN_PIPELINE_CACHE, else ${VRUN_CACHE:-~/.cache/vrun}/pipelines; VRUN_PIPELINE_CACHE=0 turns
 // that off. One file per device, driver version and set of embedded kernels: a new build's file
 // replaces the old one of the same device. A first call that compiles its pipelines (up to
-// seconds each for the cooperative-matrix kernels) pays that once per machine and build.
+// seconds each for the cooperative-matrix kernels) pays that once per machine and build. A second
+// file beside it lists the pipelines (kernel and constants); the next context creates them at
+// init on up to 8 threads, before any call needs them (not on CPU implementations, where that
+// means compiling them; VRUN_PIPELINE_PREWARM=0|1 overrides).
 #pragma once
 
 #include <vulkan/vulkan.h>
@@ -42,6 +45,8 @@ class PipelineCache {
   // Writes the cache's data to file() when it holds pipelines the file lacked (the destructor
   // does too). Failures only warn: the cache is an optimisation.
   void save();
+  // At most this many pipelines of earlier runs are created at init (the keys file lists them).
+  static constexpr size_t kMaxPrewarm = 1024;
 
   // Specialisation constant k of the shader gets spec[k] (constant_id = k). Errors name the kernel.
   // Looked up once per recorded dispatch: the hit path allocates nothing.
@@ -86,6 +91,13 @@ class PipelineCache {
     bool operator()(const Key& a, const KeyView& b) const { return eq({a.kernel, a.spec}, b); }
   };
   std::unordered_map<Key, VkPipeline, KeyHash, KeyEq> pipelines_;
+  // The kernel's shader module (mu_ held); a pipeline of it (thread-safe: no member changes).
+  Result<VkShaderModule> module_locked(const std::string& kernel);
+  Result<VkPipeline> create(VkShaderModule module, const std::string& kernel, std::span<const int32_t> spec) const;
+  // Creates these pipelines on up to 8 threads; failures are left to get() to meet and report.
+  void prewarm(const std::vector<Key>& keys);
+  // The file beside file() that lists the pipelines created (kernel and constants, one a line).
+  std::string keys_file() const;
   double create_s_ = 0;
   std::string file_;
   size_t loaded_bytes_ = 0;
