@@ -9,14 +9,13 @@ vulkan1.2|vulkan1.3, -O, -DNAME[=VALUE], -I dir, -o out ('-' for stdout), one so
 SPIR-V 1.5 for vulkan1.2, 1.6 for vulkan1.3. The library is VRUN_SLANG_GLSLANG, else the one
 scripts/setup.sh fetched into ${VRUN_CACHE:-~/.cache/vrun}/tools.
 """
-import ctypes
 import glob
 import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "runtime", "backends", "vulkan"))
-import glslang_cm2 as g  # noqa: E402  (include expansion and the library's request struct)
+import glslang_cm2 as g  # noqa: E402  (include expansion and the compile call)
 
 
 def library():
@@ -68,22 +67,8 @@ def main(argv):
     lines[at:at] = defs
     text = ("\n".join(lines) + "\n").encode()
 
-    fn = ctypes.CDLL(library()).glslang_compile_1_2
-    fn.restype = ctypes.c_int
-    fn.argtypes = [ctypes.POINTER(g.CompileRequest)]
-    diag, spirv = [], []
-    on_diag = g.OUTPUT_FUNC(lambda d, n, _: diag.append(ctypes.string_at(d, n)))
-    on_out = g.OUTPUT_FUNC(lambda d, n, _: spirv.append(ctypes.string_at(d, n)))
-    buf = ctypes.create_string_buffer(text, len(text))
-    begin = ctypes.addressof(buf)
-    version = g.SpirvVersion(1, 6, 0) if env == "vulkan1.3" else g.SpirvVersion(1, 5, 0)
-    req = g.CompileRequest(ctypes.sizeof(g.CompileRequest), src.encode(), ctypes.c_void_p(begin),
-                           ctypes.c_void_p(begin + len(text)), on_diag, None, on_out, None, g.SLANG_STAGE_COMPUTE,
-                           g.ACTION_COMPILE_GLSL_TO_SPIRV, g.OPTIMIZATION_DEFAULT, 0, env.encode(), version, b"main")
-    rc = fn(ctypes.byref(req))
-    code = b"".join(spirv)
-    msg = "\n".join(l for l in b"".join(diag).decode(errors="replace").splitlines()
-                    if l.strip() and "unknown SPIR-V version" not in l)
+    version = (1, 6, 0) if env == "vulkan1.3" else (1, 5, 0)
+    rc, code, msg = g.compile_glsl(library(), src, text, env, version)
     if rc != 0 or len(code) < 20:
         sys.stderr.write((msg or "glslc_slang: %s: compilation failed" % src) + "\n")
         return 1

@@ -75,6 +75,33 @@ def expand(path, include_dirs, lines, origin, stack):
         origin.append((path, n))
 
 
+def compile_glsl(lib_path, source_name, src, target_env="vulkan1.3", spirv_version=(1, 6, 0)):
+    """Compiles one GLSL compute source (bytes, includes expanded) with the library at lib_path:
+    (status, SPIR-V bytes, the compiler's messages as text)."""
+    try:
+        lib = ctypes.CDLL(lib_path)
+        compile_fn = lib.glslang_compile_1_2
+    except (OSError, AttributeError) as e:
+        raise SystemExit(f"glslang_cm2: cannot use {lib_path}: {e}")
+    compile_fn.restype = ctypes.c_int
+    compile_fn.argtypes = [ctypes.POINTER(CompileRequest)]
+
+    diag, out = [], []
+    on_diag = OUTPUT_FUNC(lambda d, n, _: diag.append(ctypes.string_at(d, n)))
+    on_out = OUTPUT_FUNC(lambda d, n, _: out.append(ctypes.string_at(d, n)))
+    buf = ctypes.create_string_buffer(src, len(src))
+    begin = ctypes.addressof(buf)
+    req = CompileRequest(
+        ctypes.sizeof(CompileRequest), source_name.encode(), ctypes.c_void_p(begin), ctypes.c_void_p(begin + len(src)),
+        on_diag, None, on_out, None, SLANG_STAGE_COMPUTE, ACTION_COMPILE_GLSL_TO_SPIRV, OPTIMIZATION_DEFAULT, 0,
+        target_env.encode(), SpirvVersion(*spirv_version), b"main")
+    rc = compile_fn(ctypes.byref(req))
+    text = b"".join(diag).decode(errors="replace")
+    # The library warns that it does not know SPIR-V 1.6 by name; it writes 1.6 all the same.
+    text = "\n".join(l for l in text.splitlines() if l.strip() and l.strip() != "warning: unknown SPIR-V version")
+    return rc, b"".join(out), text
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--lib", required=True, help="libslang-glslang-*.so")
@@ -87,24 +114,7 @@ def main():
     expand(args.source, args.include, lines, origin, [])
     src = ("\n".join(lines) + "\n").encode()
 
-    try:
-        lib = ctypes.CDLL(args.lib)
-        compile_fn = lib.glslang_compile_1_2
-    except (OSError, AttributeError) as e:
-        raise SystemExit(f"glslang_cm2: cannot use {args.lib}: {e}")
-    compile_fn.restype = ctypes.c_int
-    compile_fn.argtypes = [ctypes.POINTER(CompileRequest)]
-
-    diag, out = [], []
-    on_diag = OUTPUT_FUNC(lambda d, n, _: diag.append(ctypes.string_at(d, n)))
-    on_out = OUTPUT_FUNC(lambda d, n, _: out.append(ctypes.string_at(d, n)))
-    buf = ctypes.create_string_buffer(src, len(src))
-    begin = ctypes.addressof(buf)
-    req = CompileRequest(
-        ctypes.sizeof(CompileRequest), args.source.encode(), ctypes.c_void_p(begin), ctypes.c_void_p(begin + len(src)),
-        on_diag, None, on_out, None, SLANG_STAGE_COMPUTE, ACTION_COMPILE_GLSL_TO_SPIRV, OPTIMIZATION_DEFAULT, 0,
-        b"vulkan1.3", SpirvVersion(1, 6, 0), b"main")
-    rc = compile_fn(ctypes.byref(req))
+    rc, spirv, text = compile_glsl(args.lib, args.source, src)
 
     # Messages name the expanded source's lines: point them at the file and line they came from.
     def where(m):
@@ -112,11 +122,7 @@ def main():
         return f"{origin[i][0]}:{origin[i][1]}:" if 0 <= i < len(origin) else m.group(0)
 
     pat = re.compile(re.escape(args.source) + r":(\d+):")
-    text = b"".join(diag).decode(errors="replace")
-    # The library warns that it does not know SPIR-V 1.6 by name; it writes 1.6 all the same.
-    text = "\n".join(l for l in text.splitlines() if l.strip() and l.strip() != "warning: unknown SPIR-V version")
     text = pat.sub(where, text)
-    spirv = b"".join(out)
     if rc != 0 or len(spirv) < 20 or spirv[:4] != b"\x03\x02\x23\x07":
         sys.stderr.write(text + "\n" if text else f"glslang_cm2: {args.source}: compilation failed (status {rc})\n")
         return 1

@@ -251,15 +251,20 @@ Status record_linear_plain(Recorder& rec, const std::vector<DeviceView>& in, con
   return record_linear_core(rec, {in[0], in[1], bias ? in[2] : DeviceView{}}, y, res ? &in[3] : nullptr, act);
 }
 
+// The dtype of a scratch tensor of x's rows (M x K) that the projection with W will read: the
+// halves the tensor cores would round them to on load where they will read them (half the bytes
+// written and read, the same products), else f32.
+DType rows_scratch_dtype(const Context& ctx, DType w, int64_t M, int64_t K) {
+  return coop_linear_operands(ctx, DType::f32, w, M, K) ? DType::f16 : DType::f32;
+}
+
 bool halve_x_on() {
   const char* e = std::getenv("VRUN_MM_HALVE_X");
   return !(e && std::string(e) == "0");
 }
 
 // glu = silu: decode rows are gated inside the matvec kernel as x is loaded; other shapes get
-// the gated rows in a scratch tensor first (the glu op's math), stored as the halves the tensor
-// cores would round them to on load where they will read them (half the bytes written and
-// read, the same products), else as f32.
+// the gated rows in a scratch tensor first (the glu op's math; rows_scratch_dtype).
 Status record_linear_glu(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, int act) {
   const int64_t K = in[1].shape[1];
   if (matvec_rows(in[0], in[1], true)) return record_matvec_linear(rec, in, y, nullptr, true, act);
@@ -267,9 +272,7 @@ Status record_linear_glu(Recorder& rec, const std::vector<DeviceView>& in, const
   const int last = x.shape.rank - 1;
   Shape hs = x.shape;
   hs[last] = K;
-  const int64_t M = K ? hs.numel() / K : 0;
-  const bool halves = coop_linear_operands(rec.context(), DType::f32, in[1].dtype, M, K);
-  VRUN_ASSIGN_OR_RETURN(DeviceView xg, rec.scratch(halves ? DType::f16 : DType::f32, hs));
+  VRUN_ASSIGN_OR_RETURN(DeviceView xg, rec.scratch(rows_scratch_dtype(rec.context(), in[1].dtype, K ? hs.numel() / K : 0, K), hs));
   DeviceView a = x, g = x;
   a.shape = hs;
   g.shape = hs;
@@ -325,11 +328,8 @@ Status record_linear(Recorder& rec, const std::vector<DeviceView>& in_, const De
     const MatvecNorm mn{rms, eps, &g, has_nb ? &b : nullptr};
     return record_matvec_linear(rec, in, y, &mn, false, act);
   }
-  // Rows the tensor cores will read are stored as the halves they would round them to on load
-  // (half the bytes written and read, the same products); otherwise f32.
   const int64_t K = in[1].shape[1], M = K ? in[0].numel() / K : 0;
-  const bool halves = coop_linear_operands(rec.context(), DType::f32, in[1].dtype, M, K);
-  VRUN_ASSIGN_OR_RETURN(DeviceView xs, rec.scratch(halves ? DType::f16 : DType::f32, in[0].shape));
+  VRUN_ASSIGN_OR_RETURN(DeviceView xs, rec.scratch(rows_scratch_dtype(rec.context(), in[1].dtype, M, K), in[0].shape));
   const OpKind op = rms ? OpKind::rms_norm : OpKind::layer_norm;
   Attrs na(op);
   na.set_f("eps", eps);

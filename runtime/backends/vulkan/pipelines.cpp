@@ -1,16 +1,18 @@
 #include "runtime/backends/vulkan/pipelines.h"
 
+#include <unistd.h>
+
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <thread>
+#include <string_view>
 #include <system_error>
-#include <unistd.h>
+#include <thread>
 
 #include "runtime/backends/vulkan/context.h"
 #include "vrun_vk_shaders.h"
@@ -28,14 +30,35 @@ bool stats_on() {
   return st && *st && std::string(st) != "0";
 }
 
-// FNV-1a over every embedded kernel: the set of kernels this binary carries.
+// FNV-1a over every embedded kernel: the set of kernels this binary carries (once a process).
 uint64_t kernels_hash() {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < kEmbeddedShaderCount; ++i) {
-    for (const char* c = kEmbeddedShaders[i].name; *c; ++c) h = (h ^ static_cast<unsigned char>(*c)) * 1099511628211ull;
-    for (size_t k = 0; k < kEmbeddedShaders[i].size; ++k) h = (h ^ kEmbeddedShaders[i].data[k]) * 1099511628211ull;
+  static const uint64_t hash = [] {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < kEmbeddedShaderCount; ++i) {
+      for (const char* c = kEmbeddedShaders[i].name; *c; ++c) h = (h ^ static_cast<unsigned char>(*c)) * 1099511628211ull;
+      for (size_t k = 0; k < kEmbeddedShaders[i].size; ++k) h = (h ^ kEmbeddedShaders[i].data[k]) * 1099511628211ull;
+    }
+    return h;
+  }();
+  return hash;
+}
+
+// Writes `data` to `path` through a file beside it renamed over it, so a reader sees the old
+// contents or the new, whole. False (and nothing left behind) when it cannot.
+bool write_replacing(const std::filesystem::path& path, std::string_view data) {
+  std::error_code ec;
+  const std::filesystem::path tmp = path.string() + "." + std::to_string(getpid()) + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f.write(data.data(), static_cast<std::streamsize>(data.size()));
+    f.close();
+    if (f.good()) {
+      std::filesystem::rename(tmp, path, ec);
+      if (!ec) return true;
+    }
   }
-  return h;
+  std::filesystem::remove(tmp, ec);
+  return false;
 }
 
 // The folder the cache files live in, "" when persisting is off.
@@ -143,39 +166,21 @@ void PipelineCache::save() {
   std::error_code ec;
   const fs::path path(file_);
   fs::create_directories(path.parent_path(), ec);
-  // Written aside, then renamed over the file: a reader sees the old data or the new, whole.
-  const fs::path tmp = path.string() + "." + std::to_string(getpid()) + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f.write(data.data(), static_cast<std::streamsize>(data.size()));
-    if (!f.good()) {
-      f.close();
-      fs::remove(tmp, ec);
-      std::fprintf(stderr, "vrun: warning: cannot write the pipeline cache %s (set VRUN_PIPELINE_CACHE to another folder, "
-                   "or 0 to turn it off)\n", file_.c_str());
-      return;
-    }
-  }
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
+  if (!write_replacing(path, std::string_view(data.data(), data.size()))) {
+    std::fprintf(stderr, "vrun: warning: cannot write the pipeline cache %s (set VRUN_PIPELINE_CACHE to another folder, "
+                 "or 0 to turn it off)\n", file_.c_str());
     return;
   }
   loaded_bytes_ = data.size();
   // The pipelines themselves (kernel and specialisation constants, one a line), for the next
   // run's prewarm: this run's, which include those it prewarmed from the file.
-  {
-    const fs::path keys_tmp = keys_file() + "." + std::to_string(getpid()) + ".tmp";
-    std::ofstream k(keys_tmp, std::ios::trunc);
-    for (const auto& [key, p] : pipelines_) {
-      k << key.kernel;
-      for (int32_t v : key.spec) k << ' ' << v;
-      k << '\n';
-    }
-    k.close();
-    if (k.good()) fs::rename(keys_tmp, keys_file(), ec);
-    if (!k.good() || ec) fs::remove(keys_tmp, ec);
+  std::ostringstream keys;
+  for (const auto& [key, p] : pipelines_) {
+    keys << key.kernel;
+    for (int32_t v : key.spec) keys << ' ' << v;
+    keys << '\n';
   }
+  write_replacing(keys_file(), keys.str());
   // Files of this device and driver for other kernel sets are earlier builds' pipelines.
   const std::string mine = path.filename().string();
   const std::string stem = mine.substr(0, mine.size() - 4), prefix = stem.substr(0, stem.size() - 16);
@@ -190,7 +195,8 @@ void PipelineCache::save() {
 
 PipelineCache::~PipelineCache() {
   if (stats_on() && !pipelines_.empty())
-    std::fprintf(stderr, "vulkan stats: %zu pipelines created in %.1f ms of host time\n", pipelines_.size(), 1e3 * create_s_);
+    std::fprintf(stderr, "vulkan stats: %zu pipelines; %.1f ms of host time creating those that calls asked for\n",
+                 pipelines_.size(), 1e3 * create_s_);
   save();
   VkDevice dev = ctx_.device();
   for (auto& [k, p] : pipelines_) vkDestroyPipeline(dev, p, nullptr);
@@ -203,11 +209,6 @@ PipelineCache::~PipelineCache() {
 size_t PipelineCache::size() const {
   std::lock_guard<std::mutex> lock(mu_);
   return pipelines_.size();
-}
-
-double PipelineCache::create_seconds() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return create_s_;
 }
 
 size_t PipelineCache::KeyHash::operator()(const KeyView& k) const {

@@ -58,8 +58,6 @@ class PipelineCache {
   VkPipelineLayout layout() const { return layout_; }
   VkDescriptorSetLayout set_layout() const { return set_layout_; }
   size_t size() const;
-  // Host time spent creating the pipelines so far (VRUN_VK_STATS prints it with size()).
-  double create_seconds() const;
 
  private:
   Context& ctx_;
@@ -98,7 +96,7 @@ class PipelineCache {
   void prewarm(const std::vector<Key>& keys);
   // The file beside file() that lists the pipelines created (kernel and constants, one a line).
   std::string keys_file() const;
-  double create_s_ = 0;
+  double create_s_ = 0;  // host time get() spent creating pipelines (VRUN_VK_STATS prints it)
   std::string file_;
   size_t loaded_bytes_ = 0;
 };
