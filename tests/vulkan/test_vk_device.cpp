@@ -50,6 +50,28 @@ TEST_F(VkDevice, OutOfMemoryNamesAskedAndFree) {
   EXPECT_TRUE(ok.is_ok());
 }
 
+// The driver refusing a new block (memory full) is an error naming the request, not a hang: the
+// report reads the allocator's figures while allocate() holds its lock.
+TEST_F(VkDevice, RefusedBlockIsAnOutOfMemoryError) {
+  auto& alloc = ctx().allocator();
+  const uint64_t chunk = 1ull << 20, reserved = alloc.stats().reserved;
+  alloc.refuse_new_blocks_for_testing(true);
+  std::vector<vulkan::Buffer> held;
+  Status failure = Status::ok();
+  // The blocks there are fill up within reserved / chunk allocations; the next needs a new one.
+  for (uint64_t i = 0; i <= reserved / chunk + 1 && failure.is_ok(); ++i) {
+    auto b = alloc.allocate(chunk, vulkan::MemoryKind::kDevice, "a refused test tensor");
+    if (b.is_ok()) held.push_back(std::move(b).value());
+    else failure = b.status();
+  }
+  alloc.refuse_new_blocks_for_testing(false);
+  ASSERT_FALSE(failure.is_ok()) << "no allocation needed a new block";
+  EXPECT_EQ(failure.code(), ErrorCode::kOutOfMemory);
+  EXPECT_NE(failure.message().find("a refused test tensor"), std::string::npos) << failure.message();
+  EXPECT_NE(failure.message().find(std::to_string(chunk)), std::string::npos) << failure.message();
+  EXPECT_TRUE(alloc.allocate(chunk).is_ok());
+}
+
 TEST_F(VkDevice, SubAllocatorReusesFreedRanges) {
   const uint64_t before = ctx().allocator().stats().allocated;
   std::vector<vulkan::Buffer> bufs;

@@ -1,6 +1,10 @@
 #include "runtime/backends/vulkan/memory.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string_view>
 
 #include "runtime/backends/vulkan/context.h"
 
@@ -10,6 +14,8 @@ namespace {
 
 constexpr VkBufferUsageFlags kUsage =
     VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
@@ -44,6 +50,10 @@ BufferRef Buffer::ref() const {
 void* Buffer::mapped() const { return ref().mapped; }
 
 Allocator::~Allocator() {
+  if (stats_on_ && n_allocs_)
+    std::fprintf(stderr, "vulkan stats: %llu allocations in %.3f ms of host time, %llu of them new memory blocks (%.3f ms)\n",
+                 static_cast<unsigned long long>(n_allocs_), 1e3 * alloc_s_, static_cast<unsigned long long>(n_blocks_),
+                 1e3 * block_s_);
   VkDevice dev = ctx_.device();
   for (auto& b : blocks_) {
     if (b.buffer) vkDestroyBuffer(dev, b.buffer, nullptr);
@@ -52,6 +62,8 @@ Allocator::~Allocator() {
 }
 
 Status Allocator::init() {
+  const char* st = std::getenv("VRUN_VK_STATS");
+  stats_on_ = st && *st && std::string_view(st) != "0";
   VkPhysicalDeviceMemoryProperties mem;
   vkGetPhysicalDeviceMemoryProperties(ctx_.physical_device(), &mem);
   auto pick = [&](VkMemoryPropertyFlags want, VkMemoryPropertyFlags prefer, uint32_t* out) {
@@ -86,6 +98,11 @@ Status Allocator::init() {
 }
 
 MemoryStats Allocator::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_locked();
+}
+
+MemoryStats Allocator::stats_locked() const {
   MemoryStats s;
   VkPhysicalDeviceMemoryBudgetPropertiesEXT budget{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT};
   VkPhysicalDeviceMemoryProperties2 mem{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2,
@@ -93,7 +110,6 @@ MemoryStats Allocator::stats() const {
   vkGetPhysicalDeviceMemoryProperties2(ctx_.physical_device(), &mem);
   const uint32_t h = heap_index_[0];
   s.heap_size = mem.memoryProperties.memoryHeaps[h].size;
-  std::lock_guard<std::mutex> lock(mu_);
   for (const auto& b : blocks_)
     if (b.memory && b.kind == MemoryKind::kDevice) s.reserved += b.size;
   s.allocated = allocated_;
@@ -108,7 +124,7 @@ MemoryStats Allocator::stats() const {
 }
 
 Status Allocator::out_of_memory(uint64_t asked, const std::string& what, MemoryKind kind) const {
-  const MemoryStats s = stats();
+  const MemoryStats s = stats_locked();
   const uint64_t free = s.heap_budget > s.heap_usage ? s.heap_budget - s.heap_usage : 0;
   return err(ErrorCode::kOutOfMemory, "vulkan: out of ", kind == MemoryKind::kDevice ? "device" : kind == MemoryKind::kUpload ? "upload" : "host-visible",
              " memory allocating ", asked, " bytes for ", what, " on ", ctx_.info().name, ": ", free, " bytes free of ",
@@ -116,6 +132,12 @@ Status Allocator::out_of_memory(uint64_t asked, const std::string& what, MemoryK
 }
 
 Result<int> Allocator::new_block(uint64_t size, MemoryKind kind, bool dedicated, const std::string& what, uint64_t asked) {
+  const double t0 = now_s();
+  n_blocks_++;
+  struct Timer {
+    double t0, *sum;
+    ~Timer() { *sum += now_s() - t0; }
+  } timer{t0, &block_s_};
   const int k = static_cast<int>(kind);
   VkDevice dev = ctx_.device();
   Block b;
@@ -142,7 +164,7 @@ Result<int> Allocator::new_block(uint64_t size, MemoryKind kind, bool dedicated,
   VkMemoryAllocateFlagsInfo af{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO};
   af.flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT;
   if (addressed) ai.pNext = &af;
-  r = vkAllocateMemory(dev, &ai, nullptr, &b.memory);
+  r = refuse_new_blocks_ ? VK_ERROR_OUT_OF_DEVICE_MEMORY : vkAllocateMemory(dev, &ai, nullptr, &b.memory);
   if (r != VK_SUCCESS) {
     vkDestroyBuffer(dev, b.buffer, nullptr);
     return out_of_memory(asked, what, kind);
@@ -170,12 +192,20 @@ Result<Buffer> Allocator::allocate(uint64_t bytes, MemoryKind kind, const std::s
   if (bytes == 0) bytes = 1;
   const uint64_t size = align_up(bytes, alignment_);
   const int k = static_cast<int>(kind);
-  {
-    const MemoryStats s = stats();
-    if (kind == MemoryKind::kDevice && s.heap_usage + size > s.heap_budget && size > block_size_[k])
-      return out_of_memory(bytes, what, kind);
-  }
+  // A tensor larger than a block gets memory of its own: refused up front when the driver's
+  // budget says it would not fit (asking the driver for the budget costs tens of microseconds
+  // on some, so only here, not for every scratch tensor of a call).
   std::lock_guard<std::mutex> lock(mu_);
+  if (kind == MemoryKind::kDevice && size > block_size_[k]) {
+    const MemoryStats s = stats_locked();
+    if (s.heap_usage + size > s.heap_budget) return out_of_memory(bytes, what, kind);
+  }
+  const double t0 = now_s();
+  n_allocs_++;
+  struct Timer {
+    double t0, *sum;
+    ~Timer() { *sum += now_s() - t0; }
+  } timer{t0, &alloc_s_};
   auto take = [&](int bi) -> Result<Buffer> {
     auto& blk = blocks_[bi];
     for (auto it = blk.free.begin(); it != blk.free.end(); ++it) {

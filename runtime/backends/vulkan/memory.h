@@ -85,6 +85,11 @@ class Allocator {
   bool upload_is_device_local() const { return upload_device_local_; }
   // Binding alignment every Buffer offset honours.
   uint64_t alignment() const { return alignment_; }
+  // Tests: every new block is refused as if the driver were out of memory.
+  void refuse_new_blocks_for_testing(bool on) {
+    std::lock_guard<std::mutex> lock(mu_);
+    refuse_new_blocks_ = on;
+  }
 
  private:
   friend class Buffer;
@@ -99,10 +104,18 @@ class Allocator {
   };
   Result<int> new_block(uint64_t size, MemoryKind kind, bool dedicated, const std::string& what, uint64_t asked);
   void free_range(int block, uint64_t offset, uint64_t size);
+  // The caller holds mu_ (new_block's failures are reported from inside allocate()).
   Status out_of_memory(uint64_t asked, const std::string& what, MemoryKind kind) const;
+  MemoryStats stats_locked() const;
 
   Context& ctx_;
   mutable std::mutex mu_;
+  // VRUN_VK_STATS: sub-allocations and blocks asked of the driver, and the host time they took,
+  // printed when the allocator goes.
+  bool stats_on_ = false;
+  bool refuse_new_blocks_ = false;
+  uint64_t n_allocs_ = 0, n_blocks_ = 0;
+  double alloc_s_ = 0, block_s_ = 0;
   std::vector<Block> blocks_;
   uint32_t type_index_[3] = {0, 0, 0};
   uint32_t heap_index_[3] = {0, 0, 0};

@@ -98,6 +98,7 @@ Status Recorder::init() {
   spin_s_ = spin && *spin ? std::max(0.0, std::atof(spin)) * 1e-6 : ctx_.info().type == "cpu" ? 0.0 : 2e-3;
   const char* st = std::getenv("VRUN_VK_STATS");
   stats_.on = st && *st && std::string(st) != "0";
+  stats_.per_call = st && std::string(st) == "2";
   profile_ = GpuProfile::create(ctx_);
   VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
   VRUN_VK_CHECK(vkCreateFence(dev, &fi, nullptr, &fence_), "creating a fence");
@@ -165,6 +166,8 @@ Status Recorder::begin_if_needed() {
     record_start_ = now_s();
     stats_.call_record0 = stats_.in_record_s;
     stats_.call_dispatch0 = stats_.in_dispatch_s;
+    stats_.call_scratch_s = 0;
+    stats_.call_first_submit = -1;
   }
   recording_ = true;
   return Status::ok();
@@ -189,6 +192,7 @@ Status Recorder::flush() {
   si.commandBufferCount = 1;
   si.pCommandBuffers = &cmd_;
   VRUN_VK_CHECK(vkQueueSubmit(ctx_.queue(), 1, &si, VK_NULL_HANDLE), "submitting recorded work");
+  if (stats_.on && flushes_ == 0) stats_.call_first_submit = now_s() - record_start_;
   flushes_++;
   since_flush_ = 0;
   // Pipeline barriers order commands across submissions of one queue, so the pending
@@ -390,8 +394,10 @@ Result<DeviceView> Recorder::counters(int64_t n) {
 }
 
 Result<DeviceView> Recorder::scratch(DType dtype, const Shape& shape) {
+  const double t0 = stats_.on ? now_s() : 0;
   VRUN_ASSIGN_OR_RETURN(Buffer b, ctx_.allocator().allocate(std::max<int64_t>(dtype_bytes(dtype, shape.numel()), 4),
                                                            MemoryKind::kDevice, "scratch tensor"));
+  if (stats_.on) stats_.call_scratch_s += now_s() - t0;
   DeviceView v = DeviceView::dense(b.ref(), dtype, shape);
   if (capture_) {
     capture_->keep_bytes += b.size();
@@ -481,6 +487,14 @@ Status Recorder::submit_and_wait() {
       stats_.last_wait_s = t1 - t0;
       stats_.last_in_record_s = stats_.in_record_s - stats_.call_record0;
       stats_.last_in_dispatch_s = stats_.in_dispatch_s - stats_.call_dispatch0;
+      if (stats_.per_call)
+        std::fprintf(stderr,
+                     "vulkan call %llu: %d dispatches, %d barriers, %d pieces (the first submitted at %.3f ms); "
+                     "recording %.3f ms (%.3f in record(), %.3f in dispatch(), %.3f allocating scratch), waiting %.3f ms\n",
+                     static_cast<unsigned long long>(stats_.calls), dispatches_, barriers_, flushes_ + 1,
+                     1e3 * (stats_.call_first_submit >= 0 ? stats_.call_first_submit : t0 - record_start_),
+                     1e3 * stats_.last_record_s, 1e3 * stats_.last_in_record_s, 1e3 * stats_.last_in_dispatch_s,
+                     1e3 * stats_.call_scratch_s, 1e3 * stats_.last_wait_s);
     }
     if (profile_ && r == VK_SUCCESS) profile_->collect();
     vkResetFences(ctx_.device(), 1, &fence_);

@@ -231,6 +231,7 @@ class Recorder {
   // VRUN_VK_STATS=1: totals printed when the recorder goes away.
   struct Stats {
     bool on = false;
+    bool per_call = false;  // VRUN_VK_STATS=2: a line per recorded call too
     uint64_t calls = 0, dispatches = 0, barriers = 0, submits = 0, replays = 0;
     double record_s = 0, wait_s = 0;
     double replay_host_s = 0;  // replayed calls: host time from the call's start to its submission
@@ -239,6 +240,8 @@ class Recorder {
     double last_record_s = 0, last_wait_s = 0;
     double in_record_s = 0, in_dispatch_s = 0;  // host time inside record() and dispatch()
     double call_record0 = 0, call_dispatch0 = 0, last_in_record_s = 0, last_in_dispatch_s = 0;
+    double call_scratch_s = 0;      // this call: host time allocating scratch tensors
+    double call_first_submit = -1;  // this call: seconds from its start to its first piece's submission
   } stats_;
   double record_start_ = 0;  // steady-clock seconds when the current recording began
   std::unique_ptr<GpuProfile> profile_;  // VRUN_VK_PROFILE=1
