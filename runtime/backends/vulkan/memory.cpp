@@ -236,6 +236,17 @@ Result<Buffer> Allocator::allocate(uint64_t bytes, MemoryKind kind, const std::s
   return take(*bi);
 }
 
+Status Allocator::reserve(uint64_t bytes, MemoryKind kind, const std::string& what) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const int k = static_cast<int>(kind);
+  const uint64_t size = std::min(align_up(std::max<uint64_t>(bytes, 1), alignment_), block_size_[k]);
+  for (const auto& b : blocks_)
+    if (b.memory && b.kind == kind && !b.dedicated)
+      for (const auto& [off, n] : b.free)
+        if (n >= size) return Status::ok();
+  return new_block(block_size_[k], kind, false, what, size).status();
+}
+
 void Allocator::free_range(int block, uint64_t offset, uint64_t size) {
   std::lock_guard<std::mutex> lock(mu_);
   auto& blk = blocks_[block];

@@ -81,6 +81,9 @@ class Allocator {
   // error naming the size asked, `what`, and the free memory.
   Result<Buffer> allocate(uint64_t bytes, MemoryKind kind = MemoryKind::kDevice, const std::string& what = "tensor");
   MemoryStats stats() const;
+  // Makes sure `bytes` (at most a block) can be allocated later without asking the driver for
+  // memory: creates a block where no block of `kind` has that much free in one range.
+  Status reserve(uint64_t bytes, MemoryKind kind, const std::string& what);
   // Whether MemoryKind::kUpload is device-local (kernels may read it in place).
   bool upload_is_device_local() const { return upload_device_local_; }
   // Binding alignment every Buffer offset honours.

@@ -268,6 +268,10 @@ struct Recorder::Capture {
   }
 };
 
+// The largest piece upload() and download() stage at once, and the pieces a load stages its
+// constants in (a bounded amount at a time: VulkanExecutor::init).
+constexpr uint64_t kStagingChunk = 32ull << 20;
+
 // Synchronous transfers for loading constants (e.g. from an mmapped program) and tests; large
 // copies go through a bounded staging buffer in chunks, so a multi-GB segment needs no
 // multi-GB staging.

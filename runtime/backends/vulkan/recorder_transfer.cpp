@@ -9,10 +9,6 @@
 
 namespace vrun::vulkan {
 
-namespace {
-// The largest piece upload() and download() stage at once.
-constexpr uint64_t kStagingChunk = 32ull << 20;
-}  // namespace
 
 Status Recorder::record_buffer_copy(const BufferRef& src, uint64_t src_offset, const BufferRef& dst,
                                     uint64_t dst_offset, uint64_t bytes) {
