@@ -107,19 +107,13 @@ class VulkanExecutor final : public GpuExecutor {
     }
     state_fresh_.assign(p.states.size(), kHost);
     VRUN_RETURN_IF_ERROR(rec_->submit_and_wait());
-    // The methods' arenas, and free device memory for the scratch tensors kernels take during a
-    // call, are claimed now rather than inside the first call, where each new block of device
-    // memory cost 5-12 ms of an H100's 18-24 ms time to first token; a model that does not fit
-    // fails here, at load.
-    for (const MethodDef& m : p.methods) {
-      MethodState& ms = methods_[&m];
-      if (m.arena_size > 0) {
-        VRUN_ASSIGN_OR_RETURN(ms.arena, ctx_->allocator().allocate(static_cast<uint64_t>(m.arena_size),
-                                                                   vulkan::MemoryKind::kDevice, "scratch arena of method " + m.name));
-      }
-    }
-    constexpr uint64_t kCallScratchBytes = 64ull << 20;
-    return ctx_->allocator().reserve(kCallScratchBytes, vulkan::MemoryKind::kDevice, "scratch tensors of calls");
+    // One free block of device memory for the scratch tensors kernels take during a call (a
+    // Llama-1B prefill of 512 tokens fills most of one) is claimed now, not by the first call:
+    // on an H100 a new block cost 5-12 ms of an 18-24 ms time to first token. The arenas are
+    // still taken by the calls (Llama programs carry a scoring method that generation never
+    // calls, Parakeet's three encoders a run picks one or two of).
+    const uint64_t block = ctx_->allocator().block_size(vulkan::MemoryKind::kDevice);
+    return ctx_->allocator().reserve(block, vulkan::MemoryKind::kDevice, "scratch tensors of calls");
   }
 
   Status begin(const MethodDef& m, uint8_t* host_arena, const std::vector<int64_t>& sym) override {

@@ -64,6 +64,7 @@ Allocator::~Allocator() {
 Status Allocator::init() {
   const char* st = std::getenv("VRUN_VK_STATS");
   stats_on_ = st && *st && std::string_view(st) != "0";
+  stats_verbose_ = st && std::string_view(st) == "2";
   VkPhysicalDeviceMemoryProperties mem;
   vkGetPhysicalDeviceMemoryProperties(ctx_.physical_device(), &mem);
   auto pick = [&](VkMemoryPropertyFlags want, VkMemoryPropertyFlags prefer, uint32_t* out) {
@@ -134,6 +135,10 @@ Status Allocator::out_of_memory(uint64_t asked, const std::string& what, MemoryK
 Result<int> Allocator::new_block(uint64_t size, MemoryKind kind, bool dedicated, const std::string& what, uint64_t asked) {
   const double t0 = now_s();
   n_blocks_++;
+  if (stats_verbose_)
+    std::fprintf(stderr, "vulkan stats: new %s memory block of %llu MiB%s for %s\n",
+                 kind == MemoryKind::kDevice ? "device" : kind == MemoryKind::kHost ? "host" : "upload",
+                 static_cast<unsigned long long>(size >> 20), dedicated ? " (dedicated)" : "", what.c_str());
   struct Timer {
     double t0, *sum;
     ~Timer() { *sum += now_s() - t0; }

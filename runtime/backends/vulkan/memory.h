@@ -81,11 +81,13 @@ class Allocator {
   // error naming the size asked, `what`, and the free memory.
   Result<Buffer> allocate(uint64_t bytes, MemoryKind kind = MemoryKind::kDevice, const std::string& what = "tensor");
   MemoryStats stats() const;
-  // Makes sure `bytes` (at most a block) can be allocated later without asking the driver for
-  // memory: creates a block where no block of `kind` has that much free in one range.
+  // Makes sure min(bytes, a block) can be allocated later without asking the driver for memory:
+  // creates a block where no block of `kind` has that much free in one range.
   Status reserve(uint64_t bytes, MemoryKind kind, const std::string& what);
   // Whether MemoryKind::kUpload is device-local (kernels may read it in place).
   bool upload_is_device_local() const { return upload_device_local_; }
+  // The size of the blocks tensors of `kind` are sub-allocated from (larger ones get their own).
+  uint64_t block_size(MemoryKind kind) const { return block_size_[static_cast<int>(kind)]; }
   // Binding alignment every Buffer offset honours.
   uint64_t alignment() const { return alignment_; }
   // Tests: every new block is refused as if the driver were out of memory.
@@ -116,6 +118,7 @@ class Allocator {
   // VRUN_VK_STATS: sub-allocations and blocks asked of the driver, and the host time they took,
   // printed when the allocator goes.
   bool stats_on_ = false;
+  bool stats_verbose_ = false;  // VRUN_VK_STATS=2: a line per new block
   bool refuse_new_blocks_ = false;
   uint64_t n_allocs_ = 0, n_blocks_ = 0;
   double alloc_s_ = 0, block_s_ = 0;
