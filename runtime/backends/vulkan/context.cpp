@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "runtime/backends/vulkan/coopmat_compat.h"
 #include "runtime/backends/vulkan/memory.h"
@@ -23,6 +24,12 @@ const char* vk_result_name(VkResult r) {
 #undef C
     default: return "VK_ERROR_(other)";
   }
+}
+
+int vk_stats_level() {
+  const char* st = std::getenv("VRUN_VK_STATS");
+  if (!st || !*st || std::string_view(st) == "0") return 0;
+  return std::string_view(st) == "2" ? 2 : 1;
 }
 
 Status vk_error(VkResult r, const std::string& what) {

@@ -144,6 +144,9 @@ class Context {
 const char* vk_result_name(VkResult r);
 // err(...) for a failed Vulkan call: "vulkan: <what>: VK_ERROR_...".
 Status vk_error(VkResult r, const std::string& what);
+// VRUN_VK_STATS: 0 (unset or "0"), 2 ("2": totals and a line per recorded call and new memory
+// block), else 1 (totals when the recorder, allocator and pipeline cache go).
+int vk_stats_level();
 
 }  // namespace vrun::vulkan
 

@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <string_view>
 
 #include "runtime/backends/vulkan/context.h"
 
@@ -15,7 +13,12 @@ namespace {
 constexpr VkBufferUsageFlags kUsage =
     VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
 
-double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+// Adds the steady-clock seconds from its construction to its end to *sum (the stats' timings).
+struct AddElapsed {
+  double* sum;
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  ~AddElapsed() { *sum += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); }
+};
 
 uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
@@ -51,7 +54,7 @@ void* Buffer::mapped() const { return ref().mapped; }
 
 Allocator::~Allocator() {
   if (stats_on_ && n_allocs_)
-    std::fprintf(stderr, "vulkan stats: %llu allocations in %.3f ms of host time, %llu of them new memory blocks (%.3f ms)\n",
+    std::fprintf(stderr, "vulkan stats: %llu allocations in %.3f ms of host time; %llu new memory blocks in %.3f ms\n",
                  static_cast<unsigned long long>(n_allocs_), 1e3 * alloc_s_, static_cast<unsigned long long>(n_blocks_),
                  1e3 * block_s_);
   VkDevice dev = ctx_.device();
@@ -62,9 +65,8 @@ Allocator::~Allocator() {
 }
 
 Status Allocator::init() {
-  const char* st = std::getenv("VRUN_VK_STATS");
-  stats_on_ = st && *st && std::string_view(st) != "0";
-  stats_verbose_ = st && std::string_view(st) == "2";
+  stats_on_ = vk_stats_level() > 0;
+  stats_verbose_ = vk_stats_level() == 2;
   VkPhysicalDeviceMemoryProperties mem;
   vkGetPhysicalDeviceMemoryProperties(ctx_.physical_device(), &mem);
   auto pick = [&](VkMemoryPropertyFlags want, VkMemoryPropertyFlags prefer, uint32_t* out) {
@@ -133,16 +135,12 @@ Status Allocator::out_of_memory(uint64_t asked, const std::string& what, MemoryK
 }
 
 Result<int> Allocator::new_block(uint64_t size, MemoryKind kind, bool dedicated, const std::string& what, uint64_t asked) {
-  const double t0 = now_s();
+  const AddElapsed timer{&block_s_};
   n_blocks_++;
   if (stats_verbose_)
     std::fprintf(stderr, "vulkan stats: new %s memory block of %llu MiB%s for %s\n",
                  kind == MemoryKind::kDevice ? "device" : kind == MemoryKind::kHost ? "host" : "upload",
                  static_cast<unsigned long long>(size >> 20), dedicated ? " (dedicated)" : "", what.c_str());
-  struct Timer {
-    double t0, *sum;
-    ~Timer() { *sum += now_s() - t0; }
-  } timer{t0, &block_s_};
   const int k = static_cast<int>(kind);
   VkDevice dev = ctx_.device();
   Block b;
@@ -205,12 +203,8 @@ Result<Buffer> Allocator::allocate(uint64_t bytes, MemoryKind kind, const std::s
     const MemoryStats s = stats_locked();
     if (s.heap_usage + size > s.heap_budget) return out_of_memory(bytes, what, kind);
   }
-  const double t0 = now_s();
+  const AddElapsed timer{&alloc_s_};
   n_allocs_++;
-  struct Timer {
-    double t0, *sum;
-    ~Timer() { *sum += now_s() - t0; }
-  } timer{t0, &alloc_s_};
   auto take = [&](int bi) -> Result<Buffer> {
     auto& blk = blocks_[bi];
     for (auto it = blk.free.begin(); it != blk.free.end(); ++it) {

@@ -25,10 +25,7 @@ const EmbeddedShader* find(const std::string& name) {
     if (name == kEmbeddedShaders[i].name) return &kEmbeddedShaders[i];
   return nullptr;
 }
-bool stats_on() {
-  const char* st = std::getenv("VRUN_VK_STATS");
-  return st && *st && std::string(st) != "0";
-}
+bool stats_on() { return vk_stats_level() > 0; }
 
 // FNV-1a over every embedded kernel: the set of kernels this binary carries (once a process).
 uint64_t kernels_hash() {

@@ -96,9 +96,8 @@ Status Recorder::init() {
   // implementation, whose work would lose the polling core.
   const char* spin = std::getenv("VRUN_VK_SPIN_US");
   spin_s_ = spin && *spin ? std::max(0.0, std::atof(spin)) * 1e-6 : ctx_.info().type == "cpu" ? 0.0 : 2e-3;
-  const char* st = std::getenv("VRUN_VK_STATS");
-  stats_.on = st && *st && std::string(st) != "0";
-  stats_.per_call = st && std::string(st) == "2";
+  stats_.on = vk_stats_level() > 0;
+  stats_.per_call = vk_stats_level() == 2;
   profile_ = GpuProfile::create(ctx_);
   VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
   VRUN_VK_CHECK(vkCreateFence(dev, &fi, nullptr, &fence_), "creating a fence");
