@@ -18,7 +18,10 @@ namespace vrun {
 
 namespace {
 
-constexpr uint8_t kHost = 1, kDevice = 2;
+// Where a value's current contents are: the host storage, the device copy, or both; kZero says
+// the host copy is all zeros as reset_state left it (so the device copy is made by zeroing on the
+// device, not by uploading a KV cache of zeros: 500 MB for Llama-1B's default context).
+constexpr uint8_t kHost = 1, kDevice = 2, kZero = 4;
 
 class VulkanExecutor final : public GpuExecutor {
  public:
@@ -105,7 +108,7 @@ class VulkanExecutor final : public GpuExecutor {
       VRUN_ASSIGN_OR_RETURN(auto buf, ctx_->allocator().allocate(bytes, vulkan::MemoryKind::kDevice, "state " + s.name));
       states_.push_back(std::move(buf));
     }
-    state_fresh_.assign(p.states.size(), kHost);
+    state_fresh_.assign(p.states.size(), kHost | kZero);  // the executor's host states start zeroed
     VRUN_RETURN_IF_ERROR(rec_->submit_and_wait());
     // One free block of device memory for the scratch tensors kernels take during a call (a
     // Llama-1B prefill of 512 tokens fills most of one) is claimed now, not by the first call:
@@ -230,7 +233,7 @@ class VulkanExecutor final : public GpuExecutor {
     return s;
   }
 
-  void states_reset() override { state_fresh_.assign(state_fresh_.size(), kHost); }
+  void states_reset() override { state_fresh_.assign(state_fresh_.size(), kHost | kZero); }
 
   // ---- replay of repeated calls
   // A call is decided by its method, its symbol values and which states are current on the
@@ -373,6 +376,8 @@ class VulkanExecutor final : public GpuExecutor {
     // previous call has finished: a mapped input buffer takes the host's bytes directly.
     if (storage[r].bytes > 0 && m.values[r].kind == ValueKind::kInput && ref.mapped)
       std::memcpy(ref.mapped, storage[r].host, static_cast<size_t>(storage[r].bytes));
+    else if ((f & kZero) && storage[r].bytes % 4 == 0)
+      VRUN_RETURN_IF_ERROR(rec_->record_zero(ref, 0, static_cast<uint64_t>(storage[r].bytes)));
     else if (storage[r].bytes > 0)
       VRUN_RETURN_IF_ERROR(rec_->record_upload(storage[r].host, ref, 0, static_cast<uint64_t>(storage[r].bytes)));
     set_fresh(m, ms, r, f | kDevice);

@@ -102,6 +102,24 @@ TEST_F(VkDevice, RecordedTransfersRoundTrip) {
   EXPECT_EQ(src, dst);
 }
 
+// A state's first device copy after reset_state is made by zeroing on the device (the executor
+// knows the host copy is zeros): the zeroing covers its range only and is ordered after the upload
+// recorded before it.
+TEST_F(VkDevice, RecordedZeroingCoversItsRangeOnly) {
+  std::vector<uint8_t> src(4096, 0xab), dst(4096);
+  auto buf = ctx().allocator().allocate(src.size());
+  ASSERT_TRUE(buf.is_ok());
+  auto rec = std::move(vulkan::Recorder::create(ctx())).value();
+  ASSERT_TRUE(rec->record_upload(src.data(), buf->ref(), 0, src.size()).is_ok());
+  ASSERT_TRUE(rec->record_zero(buf->ref(), 1024, 2048).is_ok());
+  EXPECT_EQ(rec->barrier_count(), 1) << "the zeroing overwrites what the upload wrote";
+  EXPECT_FALSE(rec->record_zero(buf->ref(), 0, 6).is_ok()) << "not a whole number of words";
+  ASSERT_TRUE(rec->record_download(buf->ref(), 0, dst.data(), dst.size()).is_ok());
+  ASSERT_TRUE(rec->submit_and_wait().is_ok());
+  for (size_t i = 0; i < dst.size(); ++i)
+    ASSERT_EQ(dst[i], i >= 1024 && i < 3072 ? 0 : 0xab) << "byte " << i;
+}
+
 TEST_F(VkDevice, BarriersOnlyBetweenDependentDispatchesAndPipelinesCached) {
   std::mt19937 rng(60);
   HostTensor x = random_tensor(DType::f32, Shape{1000}, rng);
@@ -127,6 +145,51 @@ TEST_F(VkDevice, BarriersOnlyBetweenDependentDispatchesAndPipelinesCached) {
   std::vector<double> want;
   for (double v : to_doubles(x.view)) want.push_back(2 * (2 * v + std::exp(v)));
   expect_close(to_doubles(got.view), want, 1e-6, 1e-6, "scale(add(scale, exp))");
+}
+
+// An op's scratch (here the dense copy that rms_norm makes of a transposed input) goes back to the
+// call once the op is recorded: the next op of the call takes the same memory instead of new
+// memory, and the hazard tracking puts a barrier before its copy overwrites what the first norm
+// reads, so both results are right.
+TEST_F(VkDevice, ScratchOfRecordedOpsIsReusedWithinACall) {
+  std::mt19937 rng(61);
+  const int64_t R = 37, C = 129;
+  HostTensor a = random_tensor(DType::f32, Shape{C, R}, rng), b = random_tensor(DType::f32, Shape{C, R}, rng);
+  HostTensor w = random_tensor(DType::f32, Shape{C}, rng);
+  for (HostTensor* t : {&a, &b}) {  // [R, C] views of the transposes
+    t->view.shape = Shape{R, C};
+    t->view.strides[0] = 1;
+    t->view.strides[1] = R;
+  }
+  auto da = to_device(a), db = to_device(b), dw = to_device(w);
+  auto b1 = ctx().allocator().allocate(R * C * 4), b2 = ctx().allocator().allocate(R * C * 4);
+  ASSERT_TRUE(b1.is_ok() && b2.is_ok());
+  const auto y1 = vulkan::DeviceView::dense(b1->ref(), DType::f32, Shape{R, C});
+  const auto y2 = vulkan::DeviceView::dense(b2->ref(), DType::f32, Shape{R, C});
+  auto rec = std::move(vulkan::Recorder::create(ctx())).value();
+  Attrs n(OpKind::rms_norm);
+  n.set_f("eps", 1e-5);
+  const uint64_t before = ctx().allocator().stats().allocated;
+  ASSERT_TRUE(rec->record(OpKind::rms_norm, {da.view, dw.view}, {y1}, n).is_ok());
+  const uint64_t after_first = ctx().allocator().stats().allocated;
+  EXPECT_GE(after_first, before + static_cast<uint64_t>(R * C * 4)) << "the first norm copies its input into scratch";
+  EXPECT_EQ(rec->barrier_count(), 1) << "copy, barrier, norm";
+  ASSERT_TRUE(rec->record(OpKind::rms_norm, {db.view, dw.view}, {y2}, n).is_ok());
+  EXPECT_EQ(ctx().allocator().stats().allocated, after_first) << "the second norm takes the first one's scratch";
+  EXPECT_EQ(rec->barrier_count(), 3) << "a barrier before the second copy overwrites the first norm's input";
+  ASSERT_TRUE(rec->submit_and_wait().is_ok());
+  const auto wv = to_doubles(w.view);
+  for (auto [x, y] : {std::pair{&a, &y1}, std::pair{&b, &y2}}) {
+    const auto xv = to_doubles(x->view);
+    std::vector<double> want;
+    for (int64_t r = 0; r < R; ++r) {
+      double ss = 0;
+      for (int64_t c = 0; c < C; ++c) ss += xv[r * C + c] * xv[r * C + c];
+      const double inv = 1 / std::sqrt(ss / C + 1e-5);
+      for (int64_t c = 0; c < C; ++c) want.push_back(xv[r * C + c] * inv * wv[c]);
+    }
+    expect_close(to_doubles(to_host(*y).view), want, 1e-5, 1e-5, "rms_norm of a transposed input");
+  }
 }
 
 // The driver's compiled pipelines go to a file named for the device, driver and kernel set, with

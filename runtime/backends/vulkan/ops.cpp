@@ -127,10 +127,14 @@ Status Recorder::record(OpKind op, const std::vector<DeviceView>& inputs, const 
     return Status::ok();
   }
   if (capture_) capture_ops_++;
-  if (!stats_.on) return record_op(op, inputs, outputs, attrs);
-  const auto t0 = std::chrono::steady_clock::now();
+  const size_t taken_before = scratch_op_.size();  // scratch taken outside any op stays taken
+  const auto t0 = stats_.on ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   Status s = record_op(op, inputs, outputs, attrs);
-  stats_.in_record_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (stats_.on) stats_.in_record_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // The op is recorded: later ops of the call may take its scratch memory (see scratch()).
+  scratch_free_.insert(scratch_free_.end(), scratch_op_.begin() + static_cast<std::ptrdiff_t>(taken_before),
+                       scratch_op_.end());
+  scratch_op_.resize(taken_before);
   return s;
 }
 

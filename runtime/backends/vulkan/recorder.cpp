@@ -166,6 +166,8 @@ Status Recorder::begin_if_needed() {
     stats_.call_record0 = stats_.in_record_s;
     stats_.call_dispatch0 = stats_.in_dispatch_s;
     stats_.call_scratch_s = 0;
+    stats_.call_scratch_new = stats_.call_scratch_reused = 0;
+    stats_.call_scratch_bytes = 0;
     stats_.call_first_submit = -1;
   }
   recording_ = true;
@@ -393,11 +395,29 @@ Result<DeviceView> Recorder::counters(int64_t n) {
 }
 
 Result<DeviceView> Recorder::scratch(DType dtype, const Shape& shape) {
+  const uint64_t bytes = static_cast<uint64_t>(std::max<int64_t>(dtype_bytes(dtype, shape.numel()), 4));
+  // The smallest memory that earlier ops of this call gave back and that fits.
+  size_t best = scratch_free_.size();
+  for (size_t i = 0; i < scratch_free_.size(); ++i)
+    if (scratch_free_[i].size >= bytes && (best == scratch_free_.size() || scratch_free_[i].size < scratch_free_[best].size))
+      best = i;
+  if (best < scratch_free_.size()) {
+    const BufferRef r = scratch_free_[best];
+    scratch_free_[best] = scratch_free_.back();
+    scratch_free_.pop_back();
+    scratch_op_.push_back(r);
+    stats_.call_scratch_reused++;
+    return DeviceView::dense(r, dtype, shape);
+  }
   const double t0 = stats_.on ? now_s() : 0;
-  VRUN_ASSIGN_OR_RETURN(Buffer b, ctx_.allocator().allocate(std::max<int64_t>(dtype_bytes(dtype, shape.numel()), 4),
-                                                           MemoryKind::kDevice, "scratch tensor"));
-  if (stats_.on) stats_.call_scratch_s += now_s() - t0;
+  VRUN_ASSIGN_OR_RETURN(Buffer b, ctx_.allocator().allocate(bytes, MemoryKind::kDevice, "scratch tensor"));
+  if (stats_.on) {
+    stats_.call_scratch_s += now_s() - t0;
+    stats_.call_scratch_new++;
+    stats_.call_scratch_bytes += b.size();
+  }
   DeviceView v = DeviceView::dense(b.ref(), dtype, shape);
+  scratch_op_.push_back(b.ref());
   if (capture_) {
     capture_->keep_bytes += b.size();
     capture_->keep.push_back(std::move(b));
@@ -489,11 +509,13 @@ Status Recorder::submit_and_wait() {
       if (stats_.per_call)
         std::fprintf(stderr,
                      "vulkan call %llu: %d dispatches, %d barriers, %d pieces (the first submitted at %.3f ms); "
-                     "recording %.3f ms (%.3f in record(), %.3f in dispatch(), %.3f allocating scratch), waiting %.3f ms\n",
+                     "recording %.3f ms (%.3f in record(), %.3f in dispatch(), %.3f allocating scratch), waiting %.3f ms; "
+                     "scratch: %d tensors in new memory (%.1f MiB), %d in memory earlier ops gave back\n",
                      static_cast<unsigned long long>(stats_.calls), dispatches_, barriers_, flushes_ + 1,
                      1e3 * (stats_.call_first_submit >= 0 ? stats_.call_first_submit : t0 - record_start_),
                      1e3 * stats_.last_record_s, 1e3 * stats_.last_in_record_s, 1e3 * stats_.last_in_dispatch_s,
-                     1e3 * stats_.call_scratch_s, 1e3 * stats_.last_wait_s);
+                     1e3 * stats_.call_scratch_s, 1e3 * stats_.last_wait_s, stats_.call_scratch_new,
+                     stats_.call_scratch_bytes / 1048576.0, stats_.call_scratch_reused);
     }
     if (profile_ && r == VK_SUCCESS) profile_->collect();
     vkResetFences(ctx_.device(), 1, &fence_);
@@ -522,6 +544,8 @@ Status Recorder::submit_and_wait() {
   cmd_ = cmds_[0];
   finish_downloads(result.is_ok());
   scratch_.clear();
+  scratch_free_.clear();
+  scratch_op_.clear();
   pending_writes_.clear();
   pending_reads_.clear();
   barriers_ = 0;

@@ -65,6 +65,9 @@ class Recorder {
   // Raw byte copy between buffers.
   Status record_buffer_copy(const BufferRef& src, uint64_t src_offset, const BufferRef& dst, uint64_t dst_offset,
                             uint64_t bytes);
+  // Sets bytes [offset, offset + bytes) of dst to zero in order with the recorded work (bytes a
+  // multiple of 4). A replayed call's capture holds the command already: nothing to do then.
+  Status record_zero(const BufferRef& dst, uint64_t offset, uint64_t bytes);
   // Host data is copied into staging now (the caller may reuse `src` at once); the device copy
   // runs in order with the recorded work.
   Status record_upload(const void* src, const BufferRef& dst, uint64_t dst_offset, uint64_t bytes);
@@ -109,7 +112,10 @@ class Recorder {
 
   // For the per-family op files.
   Context& context() { return ctx_; }
-  // A dense device tensor that lives until the next submit_and_wait() completes.
+  // A dense device tensor for the op being recorded. Its memory lives until the call's
+  // submit_and_wait() completes, but once the op's record() returns, a later op of the same call
+  // may be handed the same memory: the hazard tracking orders its writes after this op's reads.
+  // So a call holds about the largest op's scratch, not the sum over its ops.
   Result<DeviceView> scratch(DType dtype, const Shape& shape);
   // n u32 counters, zero when the dispatch they are bound to starts, for a kernel whose
   // workgroups count their arrivals (the last to arrive merges the others' partial results, which
@@ -197,7 +203,10 @@ class Recorder {
   size_t desc_pool_used_ = 0;  // sets taken from desc_pools_.back()
   std::vector<Range> pending_writes_, pending_reads_;
   int barriers_ = 0;
-  std::vector<Buffer> scratch_;
+  std::vector<Buffer> scratch_;  // this call's scratch (a capture keeps its own in Capture::keep)
+  // Scratch memory of this call that finished ops gave back (reusable by later ops of the call),
+  // and what the op being recorded has taken.
+  std::vector<BufferRef> scratch_free_, scratch_op_;
   struct Download {
     Buffer staging;  // owned for a normal call; empty when a capture's shared staging serves it
     const void* src;  // mapped staging
@@ -241,6 +250,8 @@ class Recorder {
     double in_record_s = 0, in_dispatch_s = 0;  // host time inside record() and dispatch()
     double call_record0 = 0, call_dispatch0 = 0, last_in_record_s = 0, last_in_dispatch_s = 0;
     double call_scratch_s = 0;      // this call: host time allocating scratch tensors
+    int call_scratch_new = 0, call_scratch_reused = 0;  // scratch tensors in new / given-back memory
+    uint64_t call_scratch_bytes = 0;                     // bytes of the new ones
     double call_first_submit = -1;  // this call: seconds from its start to its first piece's submission
   } stats_;
   double record_start_ = 0;  // steady-clock seconds when the current recording began

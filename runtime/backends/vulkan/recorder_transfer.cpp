@@ -23,6 +23,18 @@ Status Recorder::record_buffer_copy(const BufferRef& src, uint64_t src_offset, c
   return Status::ok();
 }
 
+Status Recorder::record_zero(const BufferRef& dst, uint64_t offset, uint64_t bytes) {
+  if (bytes == 0 || replay_) return Status::ok();
+  if (bytes % 4 != 0)
+    return err(ErrorCode::kInternal, "vulkan: zeroing ", bytes, " bytes, not a whole number of 4-byte words");
+  VRUN_RETURN_IF_ERROR(begin_if_needed());
+  Range rd{dst.buffer, dst.offset + offset, dst.offset + offset + bytes};
+  hazard({}, std::span<const Range>(&rd, 1));
+  vkCmdFillBuffer(cmd_, dst.buffer, dst.offset + offset, bytes, 0);
+  if (profile_) profile_->after(cmd_, "(zero on device)");
+  return Status::ok();
+}
+
 Status Recorder::record_upload(const void* src, const BufferRef& dst, uint64_t dst_offset, uint64_t bytes) {
   if (bytes == 0) return Status::ok();
   if (replay_) {
