@@ -35,11 +35,9 @@ namespace {
 
 void free_aligned(uint8_t* p) { std::free(p); }
 
-uint8_t* alloc_aligned(size_t bytes, bool zero) {
+uint8_t* alloc_aligned(size_t bytes) {
   const size_t n = (bytes + 63) / 64 * 64;
-  auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, n ? n : 64));
-  if (p && zero) std::memset(p, 0, n);
-  return p;
+  return static_cast<uint8_t*>(std::aligned_alloc(64, n ? n : 64));
 }
 
 
@@ -146,10 +144,10 @@ Result<std::unique_ptr<Executor>> Executor::create(std::shared_ptr<const Program
   const Program& p = *ex->program_;
   for (const StateDef& s : p.states) {
     const int64_t bytes = dtype_bytes(s.dtype, s.shape.numel());
-    uint8_t* mem = alloc_aligned(static_cast<size_t>(bytes), true);
-    if (!mem) return err(ErrorCode::kOutOfMemory, "state '", s.name, "' needs ", human_bytes(bytes), " which could not be allocated");
-    ex->state_storage_.emplace_back(mem, free_aligned);
-    ex->states_.push_back(TensorView::dense(mem, s.dtype, s.shape));
+    ZeroedMemory mem(static_cast<size_t>(bytes));
+    if (!mem.data()) return err(ErrorCode::kOutOfMemory, "state '", s.name, "' needs ", human_bytes(bytes), " which could not be allocated");
+    ex->states_.push_back(TensorView::dense(mem.data(), s.dtype, s.shape));
+    ex->state_storage_.push_back(std::move(mem));
   }
   const CpuKernelTable& table = cpu_kernels();
   for (const MethodDef& m : p.methods) {
@@ -179,7 +177,7 @@ Result<std::unique_ptr<Executor>> Executor::create(std::shared_ptr<const Program
 }
 
 void Executor::reset_state() {
-  for (const TensorView& s : states_) std::memset(s.data, 0, static_cast<size_t>(s.dense_bytes()));
+  for (ZeroedMemory& m : state_storage_) m.zero();
   if (gpu_) gpu_->states_reset();
 }
 
@@ -271,7 +269,7 @@ Result<std::vector<TensorView>> Executor::run_plan(MethodPlan& plan, const std::
   }
 
   if (!plan.arena && m.arena_size > 0) {
-    plan.arena.reset(alloc_aligned(static_cast<size_t>(m.arena_size), false));
+    plan.arena.reset(alloc_aligned(static_cast<size_t>(m.arena_size)));
     if (!plan.arena) return err(ErrorCode::kOutOfMemory, mw, ": scratch arena of ", human_bytes(m.arena_size), " could not be allocated");
   }
   for (size_t v = 0; v < m.values.size(); ++v) {

@@ -11,6 +11,7 @@
 #include "runtime/program.h"
 #include "runtime/executor_gpu.h"
 #include "runtime/thread_pool.h"
+#include "runtime/zeroed_memory.h"
 
 namespace vrun {
 
@@ -64,7 +65,7 @@ class Executor {
 
   std::shared_ptr<const Program> program_;
   std::unique_ptr<ThreadPool> pool_;
-  std::vector<std::unique_ptr<uint8_t, void (*)(uint8_t*)>> state_storage_;
+  std::vector<ZeroedMemory> state_storage_;
   std::vector<TensorView> states_;
   std::vector<std::unique_ptr<MethodPlan>> plans_;
   std::unique_ptr<class GpuExecutor> gpu_;
