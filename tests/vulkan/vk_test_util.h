@@ -28,9 +28,12 @@
 
 namespace vrun::test {
 
-// The shared context; nullptr (with the reason in *why) when no Vulkan device exists.
-inline vulkan::Context* vk_context(std::string* why = nullptr) {
+// The shared context; nullptr (with the reason in *why) when there is none. *device_exists says
+// whether a device would have been there without the validation layer: a machine with a GPU but
+// no layer installed must not pass by skipping every test.
+inline vulkan::Context* vk_context(std::string* why = nullptr, bool* device_exists = nullptr) {
   static std::string reason;
+  static bool exists = false;
   static std::unique_ptr<vulkan::Context> ctx = [] {
     vulkan::ContextOptions o;
     // VRUN_VALIDATION=0 runs without the layer (e.g. to exercise extensions newer than it).
@@ -39,13 +42,19 @@ inline vulkan::Context* vk_context(std::string* why = nullptr) {
     auto r = vulkan::Context::create(o);
     if (!r.is_ok()) {
       reason = r.status().to_string();
-      std::fprintf(stderr, "vulkan tests skipped: %s\n", reason.c_str());
+      if (o.validation) {
+        o.validation = false;
+        exists = vulkan::Context::create(o).is_ok();
+      }
+      std::fprintf(stderr, "vulkan tests %s: %s\n", exists ? "cannot run" : "skipped", reason.c_str());
       return std::unique_ptr<vulkan::Context>();
     }
+    exists = true;
     std::fprintf(stderr, "vulkan tests on %s (%s)\n", (*r)->info().name.c_str(), (*r)->info().type.c_str());
     return std::move(r).value();
   }();
   if (why) *why = reason;
+  if (device_exists) *device_exists = exists;
   return ctx.get();
 }
 
@@ -54,7 +63,11 @@ class VulkanTest : public ::testing::Test {
  protected:
   void SetUp() override {
     std::string why;
-    ctx_ = vk_context(&why);
+    bool device_exists = false;
+    ctx_ = vk_context(&why, &device_exists);
+    if (!ctx_ && device_exists)
+      GTEST_FAIL() << why << "; the device works without the layer: install it, or set VRUN_VALIDATION=0 "
+                   << "to run these tests without validation";
     if (!ctx_) GTEST_SKIP() << "no Vulkan device: " << why;
     errors_before_ = ctx_->validation_errors();
   }
