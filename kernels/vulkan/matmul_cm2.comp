@@ -53,27 +53,42 @@ void main() {
   tensorViewNV<2, false, 1, 0> transposed = createTensorViewNV(2, false, 1, 0);
   ACC acc = ACC(0.0);
 
-  if (m0 + BM <= pc.M && n0 + BN <= pc.N && K % BK == 0u) {
-    tensorLayoutNV<2> la = createTensorLayoutNV(2);
+#define A_LAYOUT(l)                         \
+  l = setTensorLayoutDimensionNV(l, pc.M, K); \
+  l = setTensorLayoutStrideNV(l, a_sm, 1);
+#define B_LAYOUT(l)                         \
+  l = setTensorLayoutDimensionNV(l, pc.N, K); \
+  l = setTensorLayoutStrideNV(l, k8, 1);
+#define K_LOOP(LA, LB)                                                     \
+  {                                                                        \
+    uint k = 0;                                                            \
+    for (; k + UNROLL * BK <= K; k += UNROLL * BK) {                       \
+      [[unroll]] for (uint u = 0; u < UNROLL; ++u) STEP(LA, LB, k + u * BK) \
+    }                                                                      \
+    for (; k < K; k += BK) STEP(LA, LB, k)                                 \
+  }
+  // A tile past x's last row clamps only x's loads: W's rows are all there (as in
+  // matmul_wa_cm2.comp, whose W loads through a clamped layout measured 3-4x slower).
+  if (n0 + BN <= pc.N && K % BK == 0u) {
     tensorLayoutNV<2> lb = createTensorLayoutNV(2);
-    la = setTensorLayoutDimensionNV(la, pc.M, k8);
-    la = setTensorLayoutStrideNV(la, a_sm, 1);
-    lb = setTensorLayoutDimensionNV(lb, pc.N, k8);
-    lb = setTensorLayoutStrideNV(lb, k8, 1);
-    uint k = 0;
-    for (; k + UNROLL * BK <= K; k += UNROLL * BK) {
-      [[unroll]] for (uint u = 0; u < UNROLL; ++u) STEP(la, lb, k + u * BK)
+    B_LAYOUT(lb)
+    if (m0 + BM <= pc.M) {
+      tensorLayoutNV<2> la = createTensorLayoutNV(2);
+      A_LAYOUT(la)
+      K_LOOP(la, lb)
+    } else {
+      tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> la =
+          createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
+      A_LAYOUT(la)
+      K_LOOP(la, lb)
     }
-    for (; k < K; k += BK) STEP(la, lb, k)
   } else {
     tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> la =
         createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
     tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> lb =
         createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
-    la = setTensorLayoutDimensionNV(la, pc.M, K);
-    la = setTensorLayoutStrideNV(la, a_sm, 1);
-    lb = setTensorLayoutDimensionNV(lb, pc.N, K);
-    lb = setTensorLayoutStrideNV(lb, k8, 1);
+    A_LAYOUT(la)
+    B_LAYOUT(lb)
     for (uint k = 0; k < K; k += BK) STEP(la, lb, k)
   }
 
