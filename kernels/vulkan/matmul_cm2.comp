@@ -59,14 +59,6 @@ void main() {
 #define B_LAYOUT(l)                         \
   l = setTensorLayoutDimensionNV(l, pc.N, K); \
   l = setTensorLayoutStrideNV(l, k8, 1);
-#define K_LOOP(LA, LB)                                                     \
-  {                                                                        \
-    uint k = 0;                                                            \
-    for (; k + UNROLL * BK <= K; k += UNROLL * BK) {                       \
-      [[unroll]] for (uint u = 0; u < UNROLL; ++u) STEP(LA, LB, k + u * BK) \
-    }                                                                      \
-    for (; k < K; k += BK) STEP(LA, LB, k)                                 \
-  }
   // A tile past x's last row clamps only x's loads: W's rows are all there (as in
   // matmul_wa_cm2.comp, whose W loads through a clamped layout measured 3-4x slower).
   if (n0 + BN <= pc.N && K % BK == 0u) {

@@ -30,3 +30,14 @@ tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> y_layout() {
   ly = setTensorLayoutDimensionNV(ly, pc.M, pc.N);
   return setTensorLayoutStrideNV(ly, pc.N, 1);
 }
+
+// The K walk of a tile through layouts L1 / L2, UNROLL steps of BK a pass, then the rest: each
+// kernel defines STEP(L1, L2, k) (one K step) and BK, and has K in scope.
+#define K_LOOP(L1, L2)                                                       \
+  {                                                                          \
+    uint k = 0;                                                              \
+    for (; k + UNROLL * BK <= K; k += UNROLL * BK) {                         \
+      [[unroll]] for (uint u = 0; u < UNROLL; ++u) STEP(L1, L2, k + u * BK) \
+    }                                                                        \
+    for (; k < K; k += BK) STEP(L1, L2, k)                                   \
+  }

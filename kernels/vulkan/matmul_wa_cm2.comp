@@ -110,14 +110,6 @@ void main() {
 #define X_LAYOUT(l)                          \
   l = setTensorLayoutDimensionNV(l, pc.M, K); \
   l = setTensorLayoutStrideNV(l, a_sm, 1);
-#define K_LOOP(LW, LX)                                                                  \
-  {                                                                                     \
-    uint k = 0;                                                                         \
-    for (; k + UNROLL * BK <= K; k += UNROLL * BK) {                                    \
-      [[unroll]] for (uint u = 0; u < UNROLL; ++u) STEP(LW, LX, k + u * BK)              \
-    }                                                                                   \
-    for (; k < K; k += BK) STEP(LW, LX, k)                                              \
-  }
   // A tile past x's last row clamps only x's loads: W's rows are all there, and W's loads through
   // a clamped layout (a block decode per element) measured 3-4x slower on an H100, which made a
   // 481-row q4_0 prefill take twice the time of a 512-row one.
