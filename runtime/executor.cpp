@@ -12,6 +12,7 @@
 #include "kernels/cpu/cpu_kernel.h"
 #include "kernels/shape_infer.h"
 #include "kernels/views.h"
+#include "runtime/mapped_file.h"
 
 namespace vrun {
 
@@ -173,7 +174,42 @@ Result<std::unique_ptr<Executor>> Executor::create(std::shared_ptr<const Program
     }
     ex->plans_.push_back(std::move(plan));
   }
+  VRUN_RETURN_IF_ERROR(ex->copy_pieced_constants());
   return ex;
+}
+
+Status Executor::copy_pieced_constants() {
+  const Program& p = *program_;
+  std::vector<bool> host_reads(p.constants.size(), false);
+  for (const MethodDef& m : p.methods) {
+    auto mark = [&](int id) {
+      if (id < 0) return;
+      const int root = m.values[id].view_base >= 0 ? m.values[id].view_base : id;
+      if (m.values[root].kind == ValueKind::kConstant) host_reads[m.values[root].index] = true;
+    };
+    for (size_t n = 0; n < m.nodes.size(); ++n) {
+      if (op_schema(m.nodes[n].op).is_view() || (gpu_ && gpu_->runs_on_gpu(m, n))) continue;
+      for (int id : m.nodes[n].inputs) mark(id);
+    }
+    for (int id : m.outputs) mark(id);
+  }
+  // A copy per pieced constant read here; the pieces' pages of a mapped file then leave resident
+  // memory, so a stacked or re-aligned weight is resident once.
+  const_host_.assign(p.constants.size(), nullptr);
+  for (size_t i = 0; i < p.constants.size(); ++i) {
+    const ConstantDef& c = p.constants[i];
+    const_host_[i] = c.data;
+    if (c.data || c.size == 0) continue;
+    ZeroedMemory mem(static_cast<size_t>(c.size), host_reads[i]);
+    if (!mem.data()) return err(ErrorCode::kOutOfMemory, "constant '", c.name, "': ", human_bytes(c.size), " could not be allocated");
+    if (host_reads[i]) {
+      c.copy_to(mem.data());
+      c.for_each_run([](const uint8_t* run, uint64_t n) { MappedFile::release_pages(run, static_cast<size_t>(n)); });
+    }
+    const_host_[i] = mem.data();
+    const_storage_.push_back(std::move(mem));
+  }
+  return Status::ok();
 }
 
 void Executor::reset_state() {
@@ -276,7 +312,7 @@ Result<std::vector<TensorView>> Executor::run_plan(MethodPlan& plan, const std::
     const ValueDef& def = m.values[v];
     if (def.kind == ValueKind::kConstant) {
       const ConstantDef& c = program_->constants[def.index];
-      plan.values[v] = TensorView::dense(const_cast<uint8_t*>(c.data), c.dtype, c.shape);
+      plan.values[v] = TensorView::dense(const_cast<uint8_t*>(const_host_[def.index]), c.dtype, c.shape);
     } else if (def.kind == ValueKind::kState) {
       plan.values[v] = states_[def.index];
     } else {

@@ -59,12 +59,17 @@ class Executor {
   struct MethodPlan;
   Executor() = default;
   Status run_node(MethodPlan& plan, size_t index, const std::vector<int64_t>& symbols);
+  Status copy_pieced_constants();
   void print_op_stats(const MethodPlan& plan) const;
   Result<std::vector<TensorView>> run_plan(MethodPlan& plan, const std::vector<TensorView>& inputs,
                                            const std::map<std::string, int64_t>& given);
 
   std::shared_ptr<const Program> program_;
   std::unique_ptr<ThreadPool> pool_;
+  // Each constant's bytes on the host: its data; for a pieced one, a copy where a node run here
+  // reads it, else addresses only (its bytes are on the GPU; any host access faults).
+  std::vector<const uint8_t*> const_host_;
+  std::vector<ZeroedMemory> const_storage_;
   std::vector<ZeroedMemory> state_storage_;
   std::vector<TensorView> states_;
   std::vector<std::unique_ptr<MethodPlan>> plans_;

@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "runtime/backends/vulkan/context.h"
+#include "runtime/mapped_file.h"
 #include "runtime/backends/vulkan/memory.h"
 #include "runtime/backends/vulkan/ops.h"
 #include "runtime/backends/vulkan/recorder.h"
@@ -70,7 +71,7 @@ class VulkanExecutor final : public GpuExecutor {
           descs[k] = {m.values[node.inputs[k]].dtype, m.values[node.inputs[k]].max_shape()};
           ptrs[k] = &descs[k];
         }
-        flags[n] = vulkan::supports(*ctx_, node.op, ptrs, node.attrs.values);
+        flags[n] = vulkan::supports(*ctx_, node.op, ptrs, node.attrs.values) && bindable(m, node);
         if (!flags[n]) continue;
         for (int id : node.inputs) {
           if (id < 0) continue;
@@ -83,25 +84,38 @@ class VulkanExecutor final : public GpuExecutor {
     // amount of staging: pieces of at most kStagingChunk, the recording submitted whenever
     // kLoadStagingBytes are staged, so the same few host blocks carry every batch (staging a whole
     // model at once took a new 64 MiB host block per 64 MiB of weights: 0.6 s of a Llama-1B f16
-    // load on an H100, and as much host memory as the weights).
+    // load on an H100, and as much host memory as the weights). Once a batch is on the device,
+    // the pages it came from in a mapped file leave resident memory (MappedFile::release_pages):
+    // a model on the GPU does not stay resident on the host as well.
     constexpr uint64_t kLoadStagingBytes = 256ull << 20;
     constants_.resize(p.constants.size());
     uint64_t staged = 0;
+    std::vector<std::pair<const uint8_t*, uint64_t>> batch;
+    auto flush = [&]() -> Status {
+      VRUN_RETURN_IF_ERROR(rec_->submit_and_wait());
+      for (const auto& [run, n] : batch) MappedFile::release_pages(run, static_cast<size_t>(n));
+      batch.clear();
+      staged = 0;
+      return Status::ok();
+    };
     for (size_t c = 0; c < p.constants.size(); ++c) {
       if (!const_used[c] || p.constants[c].size == 0) continue;
       VRUN_ASSIGN_OR_RETURN(constants_[c], ctx_->allocator().allocate(p.constants[c].size, vulkan::MemoryKind::kDevice,
                                                                       "constant " + p.constants[c].name));
-      const auto* src = static_cast<const uint8_t*>(p.constants[c].data);
-      for (uint64_t done = 0; done < p.constants[c].size;) {
-        const uint64_t n = std::min(vulkan::kStagingChunk, p.constants[c].size - done);
-        if (staged + n > kLoadStagingBytes) {
-          VRUN_RETURN_IF_ERROR(rec_->submit_and_wait());
-          staged = 0;
+      Status uploaded = Status::ok();
+      uint64_t at = 0;
+      p.constants[c].for_each_run([&](const uint8_t* run, uint64_t bytes) {
+        for (uint64_t done = 0; done < bytes && uploaded.is_ok();) {
+          const uint64_t n = std::min(vulkan::kStagingChunk, bytes - done);
+          if (staged + n > kLoadStagingBytes) uploaded = flush();
+          if (uploaded.is_ok()) uploaded = rec_->record_upload(run + done, constants_[c].ref(), at + done, n);
+          staged += n;
+          done += n;
         }
-        VRUN_RETURN_IF_ERROR(rec_->record_upload(src + done, constants_[c].ref(), done, n));
-        staged += n;
-        done += n;
-      }
+        batch.emplace_back(run, bytes);
+        at += bytes;
+      });
+      VRUN_RETURN_IF_ERROR(uploaded);
     }
     for (const StateDef& s : p.states) {
       const uint64_t bytes = std::max<uint64_t>(dtype_bytes(s.dtype, s.shape.numel()), 4);
@@ -109,7 +123,7 @@ class VulkanExecutor final : public GpuExecutor {
       states_.push_back(std::move(buf));
     }
     state_fresh_.assign(p.states.size(), kHost | kZero);  // the executor's host states start zeroed
-    VRUN_RETURN_IF_ERROR(rec_->submit_and_wait());
+    VRUN_RETURN_IF_ERROR(flush());
     // One free block of device memory for the scratch tensors kernels take during a call (a
     // Llama-1B prefill of 512 tokens fills most of one) is claimed now, not by the first call:
     // on an H100 a new block cost 5-12 ms of an 18-24 ms time to first token. The arenas are
@@ -117,6 +131,22 @@ class VulkanExecutor final : public GpuExecutor {
     // calls, Parakeet's three encoders a run picks one or two of).
     const uint64_t block = ctx_->allocator().block_size(vulkan::MemoryKind::kDevice);
     return ctx_->allocator().reserve(block, vulkan::MemoryKind::kDevice, "scratch tensors of calls");
+  }
+
+  // Whether each tensor of a fixed shape that the node reads or writes fits one storage binding
+  // of this device: on CPU implementations a binding reaches 128 MiB, less than a large
+  // vocabulary's embedding table; such a node runs on the CPU backend instead. (A shape that
+  // depends on symbols is checked when a call records it.)
+  bool bindable(const MethodDef& m, const NodeDef& node) const {
+    const uint64_t reach = ctx_->limits().maxStorageBufferRange;
+    auto fits = [&](int id) {
+      if (id < 0) return true;
+      const ValueDef& v = m.values[id];
+      if (!std::all_of(v.dims.begin(), v.dims.end(), [](const DimDef& d) { return d.is_static(); })) return true;
+      return static_cast<uint64_t>(dtype_bytes(v.dtype, v.max_shape().numel())) <= reach;
+    };
+    return std::all_of(node.inputs.begin(), node.inputs.end(), fits) &&
+           std::all_of(node.outputs.begin(), node.outputs.end(), fits);
   }
 
   Status begin(const MethodDef& m, uint8_t* host_arena, const std::vector<int64_t>& sym) override {

@@ -23,6 +23,13 @@ class MappedFile {
   const uint8_t* data() const { return static_cast<const uint8_t*>(addr_); }
   size_t size() const { return size_; }
 
+  // Hands back the resident pages wholly inside [p, p + n) when that range lies in a live
+  // mapping: they leave the process's resident memory (the page cache keeps them) and read the
+  // same again if touched, faulted back in from the file. For weights whose only other copy now
+  // lives elsewhere (uploaded to a GPU; copied into a stacked or aligned buffer). Anything else
+  // (heap, a range not inside one mapping) is left alone. Returns the bytes handed back.
+  static size_t release_pages(const void* p, size_t n);
+
  private:
   MappedFile() = default;
   void* addr_ = nullptr;

@@ -1,5 +1,6 @@
 #include "runtime/program.h"
 
+#include <cstring>
 #include <utility>
 
 namespace vrun {
@@ -76,6 +77,13 @@ const MethodDef* Program::method(const std::string& name) const {
 const MetaValue* Program::meta(const std::string& key) const {
   auto it = metadata.find(key);
   return it == metadata.end() ? nullptr : &it->second;
+}
+
+void ConstantDef::copy_to(uint8_t* dst) const {
+  for_each_run([&](const uint8_t* run, uint64_t n) {
+    std::memcpy(dst, run, static_cast<size_t>(n));
+    dst += n;
+  });
 }
 
 uint64_t Program::constant_bytes() const {

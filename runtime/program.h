@@ -81,7 +81,18 @@ struct MethodDef {
   int symbol_index(const std::string& name) const;  // -1 when absent
 };
 
-// Constant bytes: either owned, or borrowed from a mapping/checkpoint kept alive by `keep`.
+// A run of a constant's bytes, borrowed and kept alive by `keep`.
+struct ConstantPiece {
+  const uint8_t* data = nullptr;
+  uint64_t size = 0;
+  std::shared_ptr<const void> keep;
+};
+
+// Constant bytes: in `data`, 64-byte aligned, owned or borrowed from a mapping/checkpoint kept
+// alive by `keep`; or, when data is null, in `pieces` one after another: parts the builder did
+// not copy (projections stacked into one matrix, a checkpoint's tensor that is not 64-byte
+// aligned). Executors make a contiguous copy of a pieced constant only where the host reads it;
+// a GPU uploads the pieces as they are.
 struct ConstantDef {
   std::string name;
   DType dtype = DType::f32;
@@ -89,6 +100,20 @@ struct ConstantDef {
   const uint8_t* data = nullptr;
   uint64_t size = 0;
   std::shared_ptr<const void> keep;
+  std::vector<ConstantPiece> pieces;
+
+  // Calls f(bytes, n) for each run of the bytes in order.
+  template <class F>
+  void for_each_run(F&& f) const {
+    if (data) {
+      if (size) f(data, size);
+      return;
+    }
+    for (const ConstantPiece& piece : pieces)
+      if (piece.size) f(piece.data, piece.size);
+  }
+  // Copies all `size` bytes to dst.
+  void copy_to(uint8_t* dst) const;
 };
 
 struct StateDef {

@@ -74,10 +74,15 @@ Offset<fb::Method> write_method(FlatBufferBuilder& b, const MethodDef& m) {
   return fb::CreateMethodDirect(b, m.name.c_str(), &symbols, &values, &ins, &outs, &nodes, m.arena_size);
 }
 
-}  // namespace
+// The file's layout: its head (header and flatbuffer, then zeros up to the constant segment)
+// and each constant's offset in the segment.
+struct Layout {
+  std::vector<uint8_t> head;
+  std::vector<uint64_t> offsets;
+  uint64_t segment_size = 0;
+};
 
-Result<std::vector<uint8_t>> serialize_program(const Program& p, bool verify) {
-  if (verify) VRUN_RETURN_IF_ERROR(verify_program(p).with_context("refusing to write an invalid program"));
+Layout layout(const Program& p) {
   FlatBufferBuilder b(1 << 16);
   std::vector<Offset<fb::Method>> methods;
   for (const auto& m : p.methods) methods.push_back(write_method(b, m));
@@ -117,21 +122,48 @@ Result<std::vector<uint8_t>> serialize_program(const Program& p, bool verify) {
   h.flatbuffer_size = b.GetSize();
   h.segment_offset = align_up(h.flatbuffer_offset + h.flatbuffer_size, kSegmentAlignment);
   h.segment_size = seg;
-  std::vector<uint8_t> out(h.segment_offset + seg, 0);
-  std::memcpy(out.data(), &h, sizeof(h));
-  std::memcpy(out.data() + h.flatbuffer_offset, b.GetBufferPointer(), b.GetSize());
-  for (size_t i = 0; i < p.constants.size(); ++i)
-    if (p.constants[i].size) std::memcpy(out.data() + h.segment_offset + offsets[i], p.constants[i].data, p.constants[i].size);
+  Layout l;
+  l.head.assign(h.segment_offset, 0);
+  std::memcpy(l.head.data(), &h, sizeof(h));
+  std::memcpy(l.head.data() + h.flatbuffer_offset, b.GetBufferPointer(), b.GetSize());
+  l.offsets = std::move(offsets);
+  l.segment_size = seg;
+  return l;
+}
+
+}  // namespace
+
+Result<std::vector<uint8_t>> serialize_program(const Program& p, bool verify) {
+  if (verify) VRUN_RETURN_IF_ERROR(verify_program(p).with_context("refusing to write an invalid program"));
+  const Layout l = layout(p);
+  std::vector<uint8_t> out(l.head.size() + l.segment_size, 0);
+  std::memcpy(out.data(), l.head.data(), l.head.size());
+  for (size_t i = 0; i < p.constants.size(); ++i) p.constants[i].copy_to(out.data() + l.head.size() + l.offsets[i]);
   return out;
 }
 
+// Streamed: the constants go from where they lie (a mapped checkpoint, pieces) to the file
+// without a copy of the whole program in memory.
 Status write_program(const Program& p, const std::string& path) {
-  VRUN_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, serialize_program(p));
+  VRUN_RETURN_IF_ERROR(verify_program(p).with_context("refusing to write an invalid program"));
+  const Layout l = layout(p);
   const std::string tmp = path + ".tmp";
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
     if (!f) return err(ErrorCode::kIo, "cannot open ", tmp, " for writing");
-    f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    auto write = [&](const void* bytes, uint64_t n) {
+      f.write(static_cast<const char*>(bytes), static_cast<std::streamsize>(n));
+    };
+    write(l.head.data(), l.head.size());
+    const std::vector<uint8_t> zeros(kConstantAlignment, 0);
+    uint64_t at = 0;
+    for (size_t i = 0; i < p.constants.size() && f; ++i) {
+      write(zeros.data(), l.offsets[i] - at);
+      p.constants[i].for_each_run([&](const uint8_t* run, uint64_t n) { write(run, n); });
+      at = l.offsets[i] + p.constants[i].size;
+    }
+    if (f) write(zeros.data(), l.segment_size - at);
+    f.flush();
     if (!f) {
       std::remove(tmp.c_str());
       return err(ErrorCode::kIo, "writing ", tmp, " failed (disk full?)");

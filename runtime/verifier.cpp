@@ -194,7 +194,13 @@ Status verify_program(const Program& p) {
     checked_bytes(c.dtype, c.shape, &bytes);
     if (static_cast<uint64_t>(bytes) != c.size)
       return bad(w, "holds ", c.size, " bytes but ", dtype_name(c.dtype), c.shape.str(), " needs ", bytes);
-    if (c.size && !c.data) return bad(w, "has no data");
+    if (c.data && !c.pieces.empty()) return bad(w, "has both data and pieces");
+    uint64_t held = c.data ? c.size : 0;
+    for (const ConstantPiece& piece : c.pieces) {
+      if (piece.size && !piece.data) return bad(w, "has a piece with no data");
+      held += piece.size;
+    }
+    if (held != c.size) return bad(w, "holds ", held, " bytes of data for its ", c.size);
   }
   names.clear();
   int64_t state_bytes = 0;

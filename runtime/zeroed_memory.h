@@ -13,8 +13,10 @@ namespace vrun {
 class ZeroedMemory {
  public:
   ZeroedMemory() = default;
-  // Null data() when the memory could not be had.
-  explicit ZeroedMemory(size_t bytes);
+  // Null data() when the memory could not be had. accessible = false reserves the addresses
+  // only: any read or write faults. For a host view whose bytes live only on a GPU, so that the
+  // view has an address (views of it are offsets from it) and no host access goes unnoticed.
+  explicit ZeroedMemory(size_t bytes, bool accessible = true);
   ~ZeroedMemory();
   ZeroedMemory(ZeroedMemory&& o) noexcept;
   ZeroedMemory& operator=(ZeroedMemory&& o) noexcept;
@@ -31,6 +33,7 @@ class ZeroedMemory {
   uint8_t* data_ = nullptr;
   size_t size_ = 0;     // as asked
   size_t mapped_ = 0;   // whole pages
+  bool accessible_ = true;
 };
 
 }  // namespace vrun

@@ -68,15 +68,16 @@ Result<std::shared_ptr<Program>> build_llama_program(const LlamaConfig& c, const
         return -1;
       ws.push_back(*w);
     }
+    // The parts stay where they are (a mapped checkpoint): no host copy of the stack is made
+    // unless the CPU reads it, and a GPU uploads the parts straight into one matrix.
     int64_t rows = 0;
-    for (const auto& w : ws) rows += w.shape[0];
-    std::vector<uint8_t> data;
-    data.reserve(static_cast<size_t>(dtype_bytes(ws[0].dtype, rows * ws[0].shape[1])));
-    for (const auto& w : ws) {
-      const auto* b = static_cast<const uint8_t*>(w.data);
-      data.insert(data.end(), b, b + dtype_bytes(w.dtype, w.shape[0] * w.shape[1]));
+    std::vector<ConstantPiece> pieces;
+    for (auto& w : ws) {
+      rows += w.shape[0];
+      pieces.push_back({static_cast<const uint8_t*>(w.data),
+                        static_cast<uint64_t>(dtype_bytes(w.dtype, w.shape[0] * w.shape[1])), std::move(w.keep)});
     }
-    return pb.add_constant_copy(name, ws[0].dtype, Shape{rows, ws[0].shape[1]}, data.data());
+    return pb.add_constant_pieces(name, ws[0].dtype, Shape{rows, ws[0].shape[1]}, std::move(pieces));
   };
   // Biases of stacked projections: f32, zeros for a part without one; -1 when no part has one.
   auto stacked_bias = [&](const std::string& name, std::initializer_list<std::pair<std::string, int64_t>> parts) -> int {

@@ -340,22 +340,37 @@ std::shared_ptr<uint8_t> aligned_bytes(size_t bytes) {
 int ProgramBuilder::add_constant(const std::string& name, DType dtype, const Shape& shape, const void* data,
                                  std::shared_ptr<const void> keep) {
   // Kernels read constants in place with element (and vector) loads; checkpoints such as
-  // whisper.cpp's or CTranslate2's do not align their tensors, so those are copied once here, as
-  // a loaded program's constants are 64-byte aligned.
+  // whisper.cpp's or CTranslate2's do not align their tensors (GGUF aligns to 32 bytes), so those
+  // stay one piece, which the host copies where it reads it and a GPU uploads as it is.
   const size_t bytes = static_cast<size_t>(dtype_bytes(dtype, shape.numel()));
-  if (bytes && reinterpret_cast<uintptr_t>(data) % 64 != 0) {
-    auto buf = aligned_bytes(bytes);
-    std::memcpy(buf.get(), data, bytes);
-    data = buf.get();
-    keep = std::shared_ptr<const void>(buf, buf.get());
-  }
+  if (bytes && reinterpret_cast<uintptr_t>(data) % 64 != 0)
+    return add_constant_pieces(name, dtype, shape, {{static_cast<const uint8_t*>(data), bytes, std::move(keep)}});
+  ConstantDef c;
+  c.name = name;
+  c.dtype = dtype;
+  c.shape = shape;
+  c.size = static_cast<uint64_t>(bytes);
+  c.data = static_cast<const uint8_t*>(data);
+  c.keep = std::move(keep);
+  s_->constants.push_back(std::move(c));
+  return static_cast<int>(s_->constants.size()) - 1;
+}
+
+int ProgramBuilder::add_constant_pieces(const std::string& name, DType dtype, const Shape& shape,
+                                        std::vector<ConstantPiece> pieces) {
   ConstantDef c;
   c.name = name;
   c.dtype = dtype;
   c.shape = shape;
   c.size = static_cast<uint64_t>(dtype_bytes(dtype, shape.numel()));
-  c.data = static_cast<const uint8_t*>(data);
-  c.keep = std::move(keep);
+  uint64_t total = 0;
+  for (const ConstantPiece& piece : pieces) total += piece.size;
+  if (total != c.size) {
+    s_->fail(err(ErrorCode::kInvalidArgument, "constant '", name, "': its pieces hold ", total, " bytes but ",
+                 dtype_name(dtype), shape.str(), " needs ", c.size));
+    return -1;
+  }
+  c.pieces = std::move(pieces);
   s_->constants.push_back(std::move(c));
   return static_cast<int>(s_->constants.size()) - 1;
 }

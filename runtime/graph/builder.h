@@ -92,10 +92,13 @@ class ProgramBuilder {
   ProgramBuilder(const ProgramBuilder&) = delete;
   ProgramBuilder& operator=(const ProgramBuilder&) = delete;
 
-  // Borrowed bytes (kept alive by `keep`, e.g. a mapped checkpoint; copied when not 64-byte
+  // Borrowed bytes (kept alive by `keep`, e.g. a mapped checkpoint; one piece when not 64-byte
   // aligned) or an owned copy.
   int add_constant(const std::string& name, DType dtype, const Shape& shape, const void* data,
                    std::shared_ptr<const void> keep);
+  // Bytes borrowed in pieces, one after another (e.g. projections stacked into one matrix),
+  // copied only where the host reads them (ConstantDef). -1 when the pieces do not add up.
+  int add_constant_pieces(const std::string& name, DType dtype, const Shape& shape, std::vector<ConstantPiece> pieces);
   int add_constant_copy(const std::string& name, DType dtype, const Shape& shape, const void* data);
   int add_state(const std::string& name, DType dtype, const Shape& shape);
   void set_meta(const std::string& key, MetaValue value);

@@ -169,12 +169,22 @@ void fold_batch_norms(BuilderState& p, BMethod& m) {
     if ((gamma && gamma->shape.numel() != cout) || (beta && beta->shape.numel() != cout) || (b && b->shape.numel() != cout)) continue;
     const double eps = bn.def.attrs.values.f("eps");
     const int64_t per_out = w->shape.numel() / cout;
-    auto f = [](const ConstantDef* c, int64_t i) { return reinterpret_cast<const float*>(c->data)[i]; };
+    // The values, contiguous whether the constant is one run or pieces.
+    auto values = [](const ConstantDef* c) {
+      std::vector<float> v;
+      if (c) {
+        v.resize(static_cast<size_t>(c->size / sizeof(float)));
+        c->copy_to(reinterpret_cast<uint8_t*>(v.data()));
+      }
+      return v;
+    };
+    const std::vector<float> wv = values(w), bv = values(b), mv = values(mean), vv = values(var), gv = values(gamma),
+                             betav = values(beta);
     std::vector<float> nw(static_cast<size_t>(w->shape.numel())), nb(static_cast<size_t>(cout));
     for (int64_t o = 0; o < cout; ++o) {
-      const double scale = (gamma ? f(gamma, o) : 1.0) / std::sqrt(static_cast<double>(f(var, o)) + eps);
-      for (int64_t j = 0; j < per_out; ++j) nw[o * per_out + j] = static_cast<float>(f(w, o * per_out + j) * scale);
-      nb[o] = static_cast<float>(((b ? f(b, o) : 0.0) - f(mean, o)) * scale + (beta ? f(beta, o) : 0.0));
+      const double scale = (gamma ? gv[o] : 1.0) / std::sqrt(static_cast<double>(vv[o]) + eps);
+      for (int64_t j = 0; j < per_out; ++j) nw[o * per_out + j] = static_cast<float>(wv[o * per_out + j] * scale);
+      nb[o] = static_cast<float>(((b ? bv[o] : 0.0) - mv[o]) * scale + (beta ? betav[o] : 0.0));
     }
     const std::string base = conv.def.name.empty() ? "conv" + std::to_string(conv_index) : conv.def.name;
     const Shape wshape = w->shape;

@@ -11,6 +11,7 @@
 
 #include "runtime/executor.h"
 #include "tests/runtime/tiny_transformer.h"
+#include "tests/runtime/vulkan_executor.h"
 
 namespace vrun::test {
 namespace {
@@ -178,29 +179,14 @@ TEST(RoundTrip, BadCallsAreClearErrors) {
 namespace vrun::test {
 namespace {
 
-// The tiny transformer with the weights of `seed` on a Vulkan executor: one thread, and the
-// validation layer on unless VRUN_VALIDATION=0 (machines without the layer installed). Without a
-// Vulkan device the test is skipped and *ex stays null: the caller returns then.
+// The tiny transformer with the weights of `seed` on a Vulkan executor (vulkan_executor.h: *ex
+// stays null, the test skipped or failed, without a usable device).
 void vulkan_tiny_transformer(unsigned seed, TinyWeights* w, std::unique_ptr<Executor>* ex,
                              const TinyConfig& cfg = TinyConfig{}) {
   *w = make_tiny_weights(cfg, seed);
   auto built = build_tiny_transformer(*w);
   ASSERT_TRUE(built.is_ok()) << built.status().to_string();
-  ExecutorOptions o;
-  o.backend = BackendKind::kVulkan;
-  o.threads = 1;
-  const char* val = std::getenv("VRUN_VALIDATION");
-  o.validation = !(val && std::string(val) == "0");
-  auto created = Executor::create(*built, o);
-  if (!created.is_ok() && o.validation) {
-    // A device that works without the layer must not pass by skipping (vk_test_util.h does the same).
-    o.validation = false;
-    if (Executor::create(*built, o).is_ok())
-      GTEST_FAIL() << created.status().message() << "; the device works without the layer: install it, or set "
-                   << "VRUN_VALIDATION=0 to run these tests without validation";
-  }
-  if (!created.is_ok()) GTEST_SKIP() << "no Vulkan device: " << created.status().message();
-  *ex = std::move(*created);
+  vulkan_executor(*built, ex);
 }
 
 // The same program on the Vulkan backend (lavapipe here, a GPU elsewhere): same logits as the
