@@ -3,6 +3,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "runtime/mapped_file.h"
 #include "runtime/program.h"
 #include "runtime/program_file.h"
 #include "runtime/schema/program_generated.h"
@@ -159,7 +160,10 @@ Status write_program(const Program& p, const std::string& path) {
     uint64_t at = 0;
     for (size_t i = 0; i < p.constants.size() && f; ++i) {
       write(zeros.data(), l.offsets[i] - at);
-      p.constants[i].for_each_run([&](const uint8_t* run, uint64_t n) { write(run, n); });
+      p.constants[i].for_each_run([&](const uint8_t* run, uint64_t n) {
+        write(run, n);
+        MappedFile::release_pages(run, static_cast<size_t>(n));  // written: out of resident memory
+      });
       at = l.offsets[i] + p.constants[i].size;
     }
     if (f) write(zeros.data(), l.segment_size - at);
