@@ -6,6 +6,7 @@
 //   vrun_bench_vulkan [--small] [--reps N] [--device I] [--tensor-roof TFLOPS] [--sweep]
 //                     [--tiles | --quant-tiles [--tile-w q4_0,...] [--tile-list T1,T2,...]]
 //                     [--decode-shapes] [--q4-tune] [--attention-shapes] [--mma-peak] [--peer-shapes]
+//                     [--sdpa-tiles BR,BC,NT,CLAMP:...]
 //
 // --tiles times the tensor-core matmul over encoder and prefill projection shapes with the tile
 // chosen by shape ("auto") and with forced tiles (VRUN_MM_TILE's WGMxWGNxFMxFNxBK[xSTAGES] for the
@@ -18,6 +19,8 @@
 // registers), with the fragments reloaded from shared memory each step, and with a workgroup
 // barrier each step too (kernels/vulkan/mma_peak_khr.comp), over workgroup and accumulator shapes:
 // the ceiling any kernel built on them can reach on this device.
+// --sdpa-tiles times the prefill attention rows on the workgroup-scope attention kernel
+// (sdpa_cm2.comp) with each tile listed (VRUN_SDPA_CM2's BR,BC,NT,CLAMP; "auto" the default).
 // --peer-shapes times llama.cpp's own matmul perf shapes (test-backend-ops perf -o MUL_MAT).
 // --sweep adds decode linear at 4x and 16x the rows (the slope between sizes separates the
 // bandwidth from fixed per-dispatch costs) and prefill linear at other M, K, N.
@@ -56,6 +59,7 @@ int main(int argc, char** argv) {
   double tensor_roof = 0;
   bool sweep = false, decode_shapes = false, q4_tune = false, attention_shapes = false, tiles = false, quant_tiles = false,
        mma_peak = false, peer_shapes = false;
+  std::string sdpa_tiles;
   std::string tile_w = "q4_0,q8_0,q4_1";
   std::string tile_list =
       "2x4x4x2x16x2,4x4x2x4x32,2x4x2x2x32,cm2:128x256x32x256,cm2:128x128x32x128,cm2:64x128x32x128,"
@@ -75,9 +79,10 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--tile-list") && i + 1 < argc) tile_list = argv[++i];
     else if (!std::strcmp(argv[i], "--tile-w") && i + 1 < argc) tile_w = argv[++i];
     else if (!std::strcmp(argv[i], "--mma-peak")) mma_peak = true;
+    else if (!std::strcmp(argv[i], "--sdpa-tiles") && i + 1 < argc) sdpa_tiles = argv[++i];
     else if (!std::strcmp(argv[i], "--peer-shapes")) peer_shapes = true;
     else {
-      std::fprintf(stderr, "usage: vrun_bench_vulkan [--small] [--reps N] [--device I] [--tensor-roof TFLOPS] [--sweep] [--decode-shapes] [--q4-tune] [--attention-shapes] [--tiles | --quant-tiles [--tile-w q4_0,...] [--tile-list T1,T2,...]] [--mma-peak] [--peer-shapes]\n");
+      std::fprintf(stderr, "usage: vrun_bench_vulkan [--small] [--reps N] [--device I] [--tensor-roof TFLOPS] [--sweep] [--decode-shapes] [--q4-tune] [--attention-shapes] [--tiles | --quant-tiles [--tile-w q4_0,...] [--tile-list T1,T2,...]] [--mma-peak] [--peer-shapes] [--sdpa-tiles BR,BC,NT,CLAMP:...]\n");
       return 2;
     }
   }
@@ -293,6 +298,39 @@ int main(int argc, char** argv) {
             row(name.c_str(), shape, t, 2.0 * rows * Np * Kp / 1e12, "TFLOP/s", 0);
         }
     }
+    return 0;
+  }
+
+  if (!sdpa_tiles.empty()) {
+    // Causal prefill (Llama's GQA shape) and unmasked attention in f16 and f32 (rounded to halves).
+    const int64_t Hq = 32, Hkv = 8, D = 128, L = 2048 / S, H = 8, Lu = 2500 / S;
+    DevTensor q = make(ctx, DType::f16, Shape{1, Hq, L, D});
+    DevTensor k = make(ctx, DType::f16, Shape{1, Hkv, L, D}), v = make(ctx, DType::f16, Shape{1, Hkv, L, D});
+    Attrs causal(OpKind::sdpa);
+    causal.set_i("causal", 1);
+    std::vector<DevTensor> plain;
+    for (DType dt : {DType::f16, DType::f32})
+      for (int i = 0; i < 3; ++i) plain.push_back(make(ctx, dt, Shape{1, H, Lu, D}));
+    std::string list = sdpa_tiles;
+    for (size_t at = 0; at <= list.size();) {
+      const size_t end = std::min(list.find(':', at), list.size());
+      const std::string tile = list.substr(at, end - at);
+      at = end + 1;
+      if (tile == "auto") unsetenv("VRUN_SDPA_CM2");
+      else setenv("VRUN_SDPA_CM2", tile.c_str(), 1);
+      setenv("VRUN_SDPA", "cm2", 1);
+      double t = run_op(ctx, std::max(2, reps / 4), OpKind::sdpa, {&q, &k, &v, nullptr}, causal);
+      row(("sdpa causal f16 " + tile).c_str(), "Hq32 Hkv8 D128 L" + std::to_string(L), t, 2.0 * Hq * L * L * D / 1e12,
+          "TFLOP/s", tensor_roof);
+      for (int d = 0; d < 2; ++d) {
+        t = run_op(ctx, std::max(2, reps / 4), OpKind::sdpa, {&plain[3 * d], &plain[3 * d + 1], &plain[3 * d + 2], nullptr},
+                   Attrs(OpKind::sdpa));
+        row((std::string("sdpa ") + (d ? "f32 " : "f16 ") + tile).c_str(), "H8 D128 L" + std::to_string(Lu), t,
+            4.0 * H * Lu * Lu * D / 1e12, "TFLOP/s", tensor_roof);
+      }
+      unsetenv("VRUN_SDPA");
+    }
+    unsetenv("VRUN_SDPA_CM2");
     return 0;
   }
 

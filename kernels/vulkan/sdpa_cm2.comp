@@ -7,8 +7,10 @@
 // go through the online softmax as whole matrices: the running row maxima M and sums L are BR x BC
 // matrices whose columns repeat each row's value (row reductions), P = exp(S - M), and the output
 // O [BR, Dv] (f32) is rescaled by exp(Mold - M) spread over Dv columns before P V is added. O / L
-// is stored through a clamped layout (rows past Lq dropped). Workgroups of late rows start first
-// (they see the most keys under the causal limit). Same push constants and bindings as sdpa.comp
+// is stored through a clamped layout (rows past Lq dropped). Q and each tile of K and V load
+// through unclamped layouts where the whole tile lies inside the rows or keys, through clamped
+// ones (zeros past the end) only for a last partial tile (CLAMP_ALL = 1: every tile). Workgroups
+// of late rows start first (they see the most keys under the causal limit). Same push constants and bindings as sdpa.comp
 // (0 y, 1 q, 2 k, 3 v); the host requires rows and offsets 8-element aligned.
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_NV_cooperative_matrix2 : require
@@ -26,6 +28,8 @@ layout(constant_id = 3) const uint DMAX = 128;
 layout(constant_id = 4) const uint BR = 64;
 layout(constant_id = 5) const uint BC = 64;
 layout(constant_id = 6) const uint NT = 128;
+// 1: every tile loads through clamped layouts; 0: only tiles reaching past the rows or keys do.
+layout(constant_id = 7) const uint CLAMP_ALL = 0;
 
 layout(push_constant) uniform Push {
   SDPA_PUSH_FIELDS
@@ -72,64 +76,82 @@ void main() {
   const uint kfree = CAUSAL == 1u ? min(pc.Lk, pc.Lk - pc.Lq + i0 + 1u) : pc.Lk;
   tensorViewNV<2, false, 1, 0> transposed = createTensorViewNV(2, false, 1, 0);
 
-  CLAMPED lq = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
-  lq = setTensorLayoutDimensionNV(lq, pc.Lq, DMAX);
-  lq = setTensorLayoutStrideNV(lq, pc.q_sl & ~7u, 1);
-  CLAMPED lk = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
-  lk = setTensorLayoutDimensionNV(lk, pc.Lk, DMAX);
-  lk = setTensorLayoutStrideNV(lk, pc.k_sl & ~7u, 1);
-  CLAMPED lv = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
-  lv = setTensorLayoutDimensionNV(lv, pc.Lk, DMAX);
-  lv = setTensorLayoutStrideNV(lv, pc.v_sl & ~7u, 1);
-
+#define QKV_LAYOUT(l, rows, stride)           \
+  l = setTensorLayoutDimensionNV(l, rows, DMAX); \
+  l = setTensorLayoutStrideNV(l, stride & ~7u, 1);
+#define LOAD_Q(L)                                                                  \
+  if (DT_QKV == DT_F32) {                                                          \
+    coopmat<float, gl_ScopeWorkgroup, BR, DMAX, gl_MatrixUseA> qf;                 \
+    coopMatLoadTensorNV(qf, b1_f32, qo, sliceTensorLayoutNV(L, i0, BR, 0, DMAX));  \
+    q = MAT_Q(qf);                                                                 \
+  } else {                                                                         \
+    coopMatLoadTensorNV(q, b1_f16, qo, sliceTensorLayoutNV(L, i0, BR, 0, DMAX));   \
+  }
   MAT_Q q;
-  if (DT_QKV == DT_F32) {
-    coopmat<float, gl_ScopeWorkgroup, BR, DMAX, gl_MatrixUseA> qf;
-    coopMatLoadTensorNV(qf, b1_f32, qo, sliceTensorLayoutNV(lq, i0, BR, 0, DMAX));
-    q = MAT_Q(qf);
+  if (CLAMP_ALL == 0u && i0 + BR <= pc.Lq) {
+    tensorLayoutNV<2> uq = createTensorLayoutNV(2);
+    QKV_LAYOUT(uq, pc.Lq, pc.q_sl)
+    LOAD_Q(uq)
   } else {
-    coopMatLoadTensorNV(q, b1_f16, qo, sliceTensorLayoutNV(lq, i0, BR, 0, DMAX));
+    CLAMPED lq = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
+    QKV_LAYOUT(lq, pc.Lq, pc.q_sl)
+    LOAD_Q(lq)
   }
 
   MAT_O o = MAT_O(0.0);
   MAT_S m = MAT_S(M_FLOOR), l = MAT_S(0.0);
   const float scale = pc.scale;
-  [[dont_unroll]] for (uint k0 = 0; k0 < kend; k0 += BC) {
-    MAT_KT kt;
-    if (DT_QKV == DT_F32) {
-      coopmat<float, gl_ScopeWorkgroup, DMAX, BC, gl_MatrixUseB> kf;
-      coopMatLoadTensorNV(kf, b2_f32, ko, sliceTensorLayoutNV(lk, k0, BC, 0, DMAX), transposed);
-      kt = MAT_KT(kf);
-    } else {
-      coopMatLoadTensorNV(kt, b2_f16, ko, sliceTensorLayoutNV(lk, k0, BC, 0, DMAX), transposed);
-    }
-    MAT_S s = MAT_S(0.0);
-    s = coopMatMulAdd(q, kt, s);
-    s = s * scale;
-    if (k0 + BC > kfree) coopMatPerElementNV(s, s, cut_elem, i0, k0);
-
-    MAT_S rowmax, mold = m, p, em, rowsum;
-    coopMatReduceNV(rowmax, s, gl_CooperativeMatrixReduceRowNV, max_of);
-    coopMatPerElementNV(m, rowmax, max_elem, mold);
-    coopMatPerElementNV(p, s - m, exp_half);
-    coopMatPerElementNV(em, mold - m, exp_elem);
-    coopMatReduceNV(rowsum, p, gl_CooperativeMatrixReduceRowNV, sum_of);
-    l = em * l + rowsum;
-
-    MAT_V v;
-    if (DT_QKV == DT_F32) {
-      coopmat<float, gl_ScopeWorkgroup, BC, DMAX, gl_MatrixUseB> vf;
-      coopMatLoadTensorNV(vf, b3_f32, vo, sliceTensorLayoutNV(lv, k0, BC, 0, DMAX));
-      v = MAT_V(vf);
-    } else {
-      coopMatLoadTensorNV(v, b3_f16, vo, sliceTensorLayoutNV(lv, k0, BC, 0, DMAX));
-    }
-    // exp(Mold - M) of each row, spread over the output's columns.
-    MAT_O eo;
-    coopMatReduceNV(eo, em, gl_CooperativeMatrixReduceRowNV, first_of);
-    MAT_O pv = MAT_O(0.0);
-    pv = coopMatMulAdd(MAT_P(p), v, pv);
-    o = eo * o + pv;
+  // One tile of keys from k0, K and V loaded through layouts LK and LV.
+#define KEY_TILE(LK, LV)                                                                                  \
+  {                                                                                                       \
+    MAT_KT kt;                                                                                            \
+    if (DT_QKV == DT_F32) {                                                                               \
+      coopmat<float, gl_ScopeWorkgroup, DMAX, BC, gl_MatrixUseB> kf;                                      \
+      coopMatLoadTensorNV(kf, b2_f32, ko, sliceTensorLayoutNV(LK, k0, BC, 0, DMAX), transposed);          \
+      kt = MAT_KT(kf);                                                                                    \
+    } else {                                                                                              \
+      coopMatLoadTensorNV(kt, b2_f16, ko, sliceTensorLayoutNV(LK, k0, BC, 0, DMAX), transposed);          \
+    }                                                                                                     \
+    MAT_S s = MAT_S(0.0);                                                                                 \
+    s = coopMatMulAdd(q, kt, s);                                                                          \
+    s = s * scale;                                                                                        \
+    if (k0 + BC > kfree) coopMatPerElementNV(s, s, cut_elem, i0, k0);                                     \
+    MAT_S rowmax, mold = m, p, em, rowsum;                                                                \
+    coopMatReduceNV(rowmax, s, gl_CooperativeMatrixReduceRowNV, max_of);                                  \
+    coopMatPerElementNV(m, rowmax, max_elem, mold);                                                       \
+    coopMatPerElementNV(p, s - m, exp_half);                                                              \
+    coopMatPerElementNV(em, mold - m, exp_elem);                                                          \
+    coopMatReduceNV(rowsum, p, gl_CooperativeMatrixReduceRowNV, sum_of);                                  \
+    l = em * l + rowsum;                                                                                  \
+    MAT_V v;                                                                                              \
+    if (DT_QKV == DT_F32) {                                                                               \
+      coopmat<float, gl_ScopeWorkgroup, BC, DMAX, gl_MatrixUseB> vf;                                      \
+      coopMatLoadTensorNV(vf, b3_f32, vo, sliceTensorLayoutNV(LV, k0, BC, 0, DMAX));                      \
+      v = MAT_V(vf);                                                                                      \
+    } else {                                                                                              \
+      coopMatLoadTensorNV(v, b3_f16, vo, sliceTensorLayoutNV(LV, k0, BC, 0, DMAX));                       \
+    }                                                                                                     \
+    /* exp(Mold - M) of each row, spread over the output's columns. */                                   \
+    MAT_O eo;                                                                                             \
+    coopMatReduceNV(eo, em, gl_CooperativeMatrixReduceRowNV, first_of);                                   \
+    MAT_O pv = MAT_O(0.0);                                                                                \
+    pv = coopMatMulAdd(MAT_P(p), v, pv);                                                                  \
+    o = eo * o + pv;                                                                                      \
+  }
+  // Whole tiles of keys through unclamped layouts (clamped loads measured several times slower in
+  // the matmul kernels), the last partial one through clamped ones.
+  const uint kwhole = CLAMP_ALL == 1u ? 0u : pc.Lk / BC * BC;
+  tensorLayoutNV<2> uk = createTensorLayoutNV(2), uv = createTensorLayoutNV(2);
+  QKV_LAYOUT(uk, pc.Lk, pc.k_sl)
+  QKV_LAYOUT(uv, pc.Lk, pc.v_sl)
+  uint k0 = 0;
+  [[dont_unroll]] for (; k0 < kend && k0 + BC <= kwhole; k0 += BC) KEY_TILE(uk, uv)
+  if (k0 < kend) {
+    CLAMPED lk = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
+    CLAMPED lv = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
+    QKV_LAYOUT(lk, pc.Lk, pc.k_sl)
+    QKV_LAYOUT(lv, pc.Lk, pc.v_sl)
+    [[dont_unroll]] for (; k0 < kend; k0 += BC) KEY_TILE(lk, lv)
   }
 
   MAT_O lo;

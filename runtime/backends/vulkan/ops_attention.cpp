@@ -1,6 +1,7 @@
 // sdpa (flash-style, KV cache read in place through its strides) and rope.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -62,6 +63,36 @@ int64_t padded_head_dim(int64_t d) { return d <= 64 ? 64 : d <= 128 ? 128 : 256;
 std::string forced_kernel() {
   const char* e = std::getenv("VRUN_SDPA");
   return e ? e : "";
+}
+
+// The workgroup-scope attention kernel's tile (sdpa_cm2.comp): BR query rows a workgroup, BC keys
+// a step, NT invocations; clamp_all loads every tile through clamped layouts rather than only
+// those reaching past the rows or keys (the whole tiles' unclamped loads read 147 against 113
+// TFLOP/s on an H100's causal 2k prefill). VRUN_SDPA_CM2=BR,BC,NT[,CLAMP_ALL] overrides it, read at
+// each recording for comparisons (`vrun_bench_vulkan --sdpa-tiles`); a tile the device does not
+// take is refused with a warning.
+struct Cm2AttentionTile {
+  int br = 64, bc = 64, nt = 128, clamp_all = 0;
+  // Its two products on NT invocations: scores BR x BC over D, outputs BR x D over BC keys.
+  bool fits(const Context& ctx, int d) const {
+    const Context::CoopMat2& c2 = ctx.coopmat2();
+    return c2.reductions && c2.takes(br, bc, d, nt) && c2.takes(br, d, bc, nt) && (clamp_all == 0 || clamp_all == 1);
+  }
+};
+
+Cm2AttentionTile cm2_attention_tile(const Context& ctx, int d) {
+  const char* e = std::getenv("VRUN_SDPA_CM2");
+  if (!e || !*e) return {};
+  Cm2AttentionTile t;
+  const int n = std::sscanf(e, "%d,%d,%d,%d", &t.br, &t.bc, &t.nt, &t.clamp_all);
+  if ((n == 3 || n == 4) && t.fits(ctx, d)) return t;
+  static thread_local std::string refused;
+  if (refused != e) {
+    refused = e;
+    std::fprintf(stderr, "vrun: VRUN_SDPA_CM2=%s is not a tile the workgroup-scope attention kernel takes on this device "
+                 "for head dim %d (BR,BC,NT[,CLAMP_ALL]); using 64,64,128\n", e, d);
+  }
+  return {};
 }
 
 // y from split-K partials [rows, nsplit, Dv + 2] (sdpa_combine.comp); qpos: the device-held
@@ -166,17 +197,15 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
     // Workgroup-scope matrices (sdpa_cm2.comp): no mask or window, one dtype for q, k, v, equal head
     // dims of 64 or 128, and enough row blocks to fill three quarters of the multiprocessors
     // (fewer go to the subgroup-scope kernel, which splits the keys) or a causal limit.
-    const int64_t mps = ctx.info().multiprocessors, cm2_rows = 64, cm2_blocks = (Lq + cm2_rows - 1) / cm2_rows * Hq * B;
+    const Cm2AttentionTile tile = cm2_attention_tile(ctx, static_cast<int>(D));
+    const int64_t mps = ctx.info().multiprocessors, cm2_rows = tile.br, cm2_blocks = (Lq + cm2_rows - 1) / cm2_rows * Hq * B;
     const bool cm2_shape = !has_mask && !window && D == Dv && (D == 64 || D == 128) && q.dtype == k.dtype &&
                            q.dtype == v.dtype && (y.dtype == DType::f16 || y.dtype == DType::f32) &&
                            (forced == "cm2" || (forced.empty() && (causal || mps <= 0 || cm2_blocks * 4 >= mps * 3)));
-    // Its products on 128 invocations: scores 64 x 64 over D, outputs 64 x D over 64 keys.
-    const Context::CoopMat2& c2 = ctx.coopmat2();
-    const int d = static_cast<int>(D);
-    const bool cm2_fits = c2.reductions && c2.takes(64, 64, d, 128) && c2.takes(64, d, 64, 128);
+    const bool cm2_fits = tile.fits(ctx, static_cast<int>(D));
     if (cm2_shape && cm2_fits && PipelineCache::has_kernel("sdpa_cm2") && coop_rows(ctx, q, offs[1]) &&
         coop_rows(ctx, k, offs[2]) && coop_rows(ctx, v, offs[3])) {
-      return rec.dispatch("sdpa_cm2", {dt_code(y.dtype), dt_code(q.dtype), causal, static_cast<int32_t>(D), 64, 64, 128},
+      return rec.dispatch("sdpa_cm2", {dt_code(y.dtype), dt_code(q.dtype), causal, static_cast<int32_t>(D), tile.br, tile.bc, tile.nt, tile.clamp_all},
                           bindings, pw.w, pw.bytes(), static_cast<uint32_t>((Lq + cm2_rows - 1) / cm2_rows),
                           static_cast<uint32_t>(Hq), static_cast<uint32_t>(B));
     }
