@@ -306,6 +306,9 @@ int main(int argc, char** argv) {
     const int64_t Hq = 32, Hkv = 8, D = 128, L = 2048 / S, H = 8, Lu = 2500 / S;
     DevTensor q = make(ctx, DType::f16, Shape{1, Hq, L, D});
     DevTensor k = make(ctx, DType::f16, Shape{1, Hkv, L, D}), v = make(ctx, DType::f16, Shape{1, Hkv, L, D});
+    // Llama-3.2-1B's heads of 64.
+    DevTensor q64 = make(ctx, DType::f16, Shape{1, Hq, L, 64});
+    DevTensor k64 = make(ctx, DType::f16, Shape{1, Hkv, L, 64}), v64 = make(ctx, DType::f16, Shape{1, Hkv, L, 64});
     Attrs causal(OpKind::sdpa);
     causal.set_i("causal", 1);
     std::vector<DevTensor> plain;
@@ -321,6 +324,9 @@ int main(int argc, char** argv) {
       setenv("VRUN_SDPA", "cm2", 1);
       double t = run_op(ctx, std::max(2, reps / 4), OpKind::sdpa, {&q, &k, &v, nullptr}, causal);
       row(("sdpa causal f16 " + tile).c_str(), "Hq32 Hkv8 D128 L" + std::to_string(L), t, 2.0 * Hq * L * L * D / 1e12,
+          "TFLOP/s", tensor_roof);
+      t = run_op(ctx, std::max(2, reps / 4), OpKind::sdpa, {&q64, &k64, &v64, nullptr}, causal);
+      row(("sdpa causal f16 " + tile).c_str(), "Hq32 Hkv8 D64 L" + std::to_string(L), t, 2.0 * Hq * L * L * 64 / 1e12,
           "TFLOP/s", tensor_roof);
       for (int d = 0; d < 2; ++d) {
         t = run_op(ctx, std::max(2, reps / 4), OpKind::sdpa, {&plain[3 * d], &plain[3 * d + 1], &plain[3 * d + 2], nullptr},
