@@ -196,6 +196,54 @@ TEST_F(VkDevice, ScratchOfRecordedOpsIsReusedWithinACall) {
 // the list of pipelines beside it; the next context reads them back and creates the listed
 // pipelines before any call; an earlier build's files of the same device go, damaged data is
 // ignored, and VRUN_PIPELINE_CACHE=0 turns the files off.
+// On a context whose cache is empty every dispatch below needs a new pipeline: they are made on
+// threads of their own while the call records, and the recorder holds the commands back (the
+// dispatches, the barriers between them, a fill, the download) until it submits them, in order.
+TEST_F(VkDevice, CommandsWaitInOrderForPipelinesMadeWhileTheCallRecords) {
+  const char* old = std::getenv("VRUN_PIPELINE_CACHE");
+  const std::string saved = old ? old : "";
+  setenv("VRUN_PIPELINE_CACHE", "0", 1);
+  vulkan::ContextOptions o;
+  const char* layer = std::getenv("VRUN_VALIDATION");  // as the shared context (vk_test_util.h)
+  o.validation = !(layer && std::string(layer) == "0");
+  auto c = vulkan::Context::create(o);
+  if (old) setenv("VRUN_PIPELINE_CACHE", saved.c_str(), 1);
+  else unsetenv("VRUN_PIPELINE_CACHE");
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  vulkan::Context& fresh = **c;
+  ASSERT_EQ(fresh.pipelines().size(), 0u);
+  std::mt19937 rng(62);
+  HostTensor x = random_tensor(DType::f32, Shape{1000}, rng);
+  auto in = fresh.allocator().allocate(4000), b1 = fresh.allocator().allocate(4000), b2 = fresh.allocator().allocate(4000),
+       b3 = fresh.allocator().allocate(4000);
+  ASSERT_TRUE(in.is_ok() && b1.is_ok() && b2.is_ok() && b3.is_ok());
+  auto view = [](const vulkan::Buffer& b) { return vulkan::DeviceView::dense(b.ref(), DType::f32, Shape{1000}); };
+  auto rec = std::move(vulkan::Recorder::create(fresh)).value();
+  std::vector<double> want;
+  for (size_t i = 0; i < 1000; ++i) {
+    const double v = x.view.ptr<float>()[i];
+    want.push_back((i < 100 ? 0.0 : 2 * v) + std::exp(v));
+  }
+  for (int call = 0; call < 2; ++call) {
+    ASSERT_TRUE(rec->record_upload(x.view.ptr<float>(), in->ref(), 0, 4000).is_ok());
+    Attrs s(OpKind::scale);
+    s.set_f("scale", 2.0);
+    ASSERT_TRUE(rec->record(OpKind::scale, {view(*in)}, {view(*b1)}, s).is_ok());
+    ASSERT_TRUE(rec->record_zero(b1->ref(), 0, 400).is_ok());  // after the scale that wrote it
+    ASSERT_TRUE(rec->record(OpKind::exp, {view(*in)}, {view(*b2)}, Attrs(OpKind::exp)).is_ok());
+    ASSERT_TRUE(rec->record(OpKind::add, {view(*b1), view(*b2)}, {view(*b3)}, Attrs(OpKind::add)).is_ok());
+    std::vector<float> got(1000);
+    ASSERT_TRUE(rec->record_download(b3->ref(), 0, got.data(), 4000).is_ok());
+    EXPECT_GE(fresh.pipelines().size(), 2u) << "call " << call;
+    ASSERT_TRUE(rec->submit_and_wait().is_ok()) << "call " << call;
+    expect_close(std::vector<double>(got.begin(), got.end()), want, 1e-6, 1e-6, call ? "second call" : "first call");
+  }
+  const size_t made = fresh.pipelines().size();
+  EXPECT_GE(made, 2u);
+  rec.reset();
+  EXPECT_EQ(fresh.validation_errors(), 0u);
+}
+
 TEST_F(VkDevice, PipelinesPersistBetweenContexts) {
   namespace fs = std::filesystem;
   char tmpl[] = "/tmp/vrun-pipelines-XXXXXX";

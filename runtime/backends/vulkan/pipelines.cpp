@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <future>
 #include <fstream>
 #include <sstream>
 #include <string_view>
@@ -191,8 +192,17 @@ void PipelineCache::save() {
 }
 
 PipelineCache::~PipelineCache() {
+  // Pipelines still being created: waited for and filed, so that they are saved and destroyed.
+  std::vector<std::shared_ptr<Pending>> pending;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [key, p] : pending_) pending.push_back(p);
+  }
+  for (const auto& p : pending) (void)p->wait();
   if (stats_on() && !pipelines_.empty())
-    std::fprintf(stderr, "vulkan stats: %zu pipelines; %.1f ms of host time creating those that calls asked for\n",
+    std::fprintf(stderr,
+                 "vulkan stats: %zu pipelines; %.1f ms creating those that calls asked for (summed over the threads "
+                 "that made them side by side)\n",
                  pipelines_.size(), 1e3 * create_s_);
   save();
   VkDevice dev = ctx_.device();
@@ -205,7 +215,7 @@ PipelineCache::~PipelineCache() {
 
 size_t PipelineCache::size() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return pipelines_.size();
+  return pipelines_.size() + pending_.size();
 }
 
 size_t PipelineCache::KeyHash::operator()(const KeyView& k) const {
@@ -247,8 +257,13 @@ Result<VkPipeline> PipelineCache::create(VkShaderModule module, const std::strin
 }
 
 Result<VkPipeline> PipelineCache::get(std::string_view kernel_name, std::span<const int32_t> spec) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   if (auto it = pipelines_.find(KeyView{kernel_name, spec}); it != pipelines_.end()) return it->second;
+  if (auto it = pending_.find(KeyView{kernel_name, spec}); it != pending_.end()) {
+    const std::shared_ptr<Pending> p = it->second;
+    lock.unlock();
+    return p->wait();
+  }
   const auto t0 = std::chrono::steady_clock::now();
   const std::string kernel(kernel_name);
   VRUN_ASSIGN_OR_RETURN(VkShaderModule module, module_locked(kernel));
@@ -256,6 +271,45 @@ Result<VkPipeline> PipelineCache::get(std::string_view kernel_name, std::span<co
   pipelines_.emplace(Key{kernel, std::vector<int32_t>(spec.begin(), spec.end())}, p);
   create_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return p;
+}
+
+Result<PipelineCache::Started> PipelineCache::start(std::string_view kernel_name, std::span<const int32_t> spec) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto it = pipelines_.find(KeyView{kernel_name, spec}); it != pipelines_.end()) return Started{it->second, nullptr};
+  if (auto it = pending_.find(KeyView{kernel_name, spec}); it != pending_.end()) return Started{VK_NULL_HANDLE, it->second};
+  auto p = std::make_shared<Pending>();
+  p->cache_ = this;
+  p->kernel_ = std::string(kernel_name);
+  p->spec_.assign(spec.begin(), spec.end());
+  VRUN_ASSIGN_OR_RETURN(VkShaderModule module, module_locked(p->kernel_));
+  auto make = [this, module, kernel = p->kernel_, values = p->spec_]() {
+    const auto t0 = std::chrono::steady_clock::now();
+    Result<VkPipeline> r = create(module, kernel, values);
+    return std::make_pair(std::move(r), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  };
+  try {
+    p->made_ = std::async(std::launch::async, make).share();
+  } catch (const std::system_error&) {  // no thread to be had: made here, now
+    std::promise<std::pair<Result<VkPipeline>, double>> done;
+    done.set_value(make());
+    p->made_ = done.get_future().share();
+  }
+  pending_.emplace(Key{p->kernel_, p->spec_}, p);
+  return Started{VK_NULL_HANDLE, p};
+}
+
+Result<VkPipeline> PipelineCache::Pending::wait() { return cache_->settle(*this); }
+
+Result<VkPipeline> PipelineCache::settle(Pending& p) {
+  const std::pair<Result<VkPipeline>, double>& made = p.made_.get();
+  std::lock_guard<std::mutex> lock(mu_);
+  // The first to wait files it; a failure is forgotten, so that a later get() meets it again.
+  if (auto it = pending_.find(KeyView{p.kernel_, p.spec_}); it != pending_.end() && it->second.get() == &p) {
+    if (made.first.is_ok()) pipelines_.emplace(Key{p.kernel_, p.spec_}, *made.first);
+    create_s_ += made.second;
+    pending_.erase(it);
+  }
+  return made.first;
 }
 
 void PipelineCache::prewarm(const std::vector<Key>& keys) {

@@ -9,13 +9,18 @@
 // seconds each for the cooperative-matrix kernels) pays that once per machine and build. A second
 // file beside it lists the pipelines (kernel and constants); the next context creates them at
 // init on up to 8 threads, before any call needs them (not on CPU implementations, where that
-// means compiling them; VRUN_PIPELINE_PREWARM=0|1 overrides).
+// means compiling them; VRUN_PIPELINE_PREWARM=0|1 overrides). A pipeline that a recording needs and
+// the cache lacks is created on a thread of its own while the recording goes on (start(); the
+// recorder holds its commands back until it submits them), so a call's new pipelines compile side
+// by side rather than one after another.
 #pragma once
 
 #include <vulkan/vulkan.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <future>
+#include <memory>
 #include <map>
 #include <mutex>
 #include <span>
@@ -51,13 +56,36 @@ class PipelineCache {
   // Specialisation constant k of the shader gets spec[k] (constant_id = k). Errors name the kernel.
   // Looked up once per recorded dispatch: the hit path allocates nothing.
   Result<VkPipeline> get(std::string_view kernel, std::span<const int32_t> spec);
+
+  // A pipeline being created on a thread of its own (start()).
+  class Pending {
+   public:
+    // Blocks until it is made; the pipeline or the error naming the kernel.
+    Result<VkPipeline> wait();
+
+   private:
+    friend class PipelineCache;
+    PipelineCache* cache_ = nullptr;
+    std::string kernel_;
+    std::vector<int32_t> spec_;
+    std::shared_future<std::pair<Result<VkPipeline>, double>> made_;  // and the seconds it took
+  };
+  struct Started {
+    VkPipeline pipeline = VK_NULL_HANDLE;  // when it was there already
+    std::shared_ptr<Pending> pending;      // else, being created
+  };
+  // The pipeline if the cache has it, else its creation started on another thread, so that a
+  // recording meeting several new pipelines (a first call on a machine whose cache lacks them:
+  // up to seconds each for the tensor-core kernels) has them compiled side by side. Errors before
+  // the creation starts (a kernel this binary lacks) come back at once.
+  Result<Started> start(std::string_view kernel, std::span<const int32_t> spec);
   // Whether the binary embeds a kernel (cooperative-matrix variants need a capable compiler).
   static bool has_kernel(const std::string& kernel);
   static std::vector<std::string> kernel_names();
 
   VkPipelineLayout layout() const { return layout_; }
   VkDescriptorSetLayout set_layout() const { return set_layout_; }
-  size_t size() const;
+  size_t size() const;  // pipelines made or being made
 
  private:
   Context& ctx_;
@@ -89,6 +117,10 @@ class PipelineCache {
     bool operator()(const Key& a, const KeyView& b) const { return eq({a.kernel, a.spec}, b); }
   };
   std::unordered_map<Key, VkPipeline, KeyHash, KeyEq> pipelines_;
+  // Pipelines being created (start()), until a wait() files them in pipelines_.
+  std::unordered_map<Key, std::shared_ptr<Pending>, KeyHash, KeyEq> pending_;
+  // Files a pending pipeline's result (mu_ not held); the result.
+  Result<VkPipeline> settle(Pending& p);
   // The kernel's shader module (mu_ held); a pipeline of it (thread-safe: no member changes).
   Result<VkShaderModule> module_locked(const std::string& kernel);
   Result<VkPipeline> create(VkShaderModule module, const std::string& kernel, std::span<const int32_t> spec) const;
@@ -96,7 +128,9 @@ class PipelineCache {
   void prewarm(const std::vector<Key>& keys);
   // The file beside file() that lists the pipelines created (kernel and constants, one a line).
   std::string keys_file() const;
-  double create_s_ = 0;  // host time get() spent creating pipelines (VRUN_VK_STATS prints it)
+  // Time spent creating the pipelines calls asked for, summed over the threads that made them
+  // (get(), start(); VRUN_VK_STATS prints it).
+  double create_s_ = 0;
   std::string file_;
   size_t loaded_bytes_ = 0;
 };

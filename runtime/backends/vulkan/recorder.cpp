@@ -187,6 +187,7 @@ Status Recorder::add_command_buffer() {
 
 Status Recorder::flush() {
   if (!recording_) return Status::ok();
+  VRUN_RETURN_IF_ERROR(release_held());
   VRUN_VK_CHECK(vkEndCommandBuffer(cmd_), "ending a command buffer");
   recording_ = false;
   VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
@@ -220,8 +221,10 @@ void Recorder::hazard(std::span<const Range> reads, std::span<const Range> write
     mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
     mb.dstAccessMask =
         VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
-    const VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
-    vkCmdPipelineBarrier(cmd_, stages, stages, 0, 1, &mb, 0, nullptr, 0, nullptr);
+    emit([mb](VkCommandBuffer c) {
+      const VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+      vkCmdPipelineBarrier(c, stages, stages, 0, 1, &mb, 0, nullptr, 0, nullptr);
+    });
     pending_writes_.clear();
     pending_reads_.clear();
     barriers_++;
@@ -317,7 +320,14 @@ Status Recorder::dispatch_impl(std::string_view kernel, std::span<const int32_t>
     return err(ErrorCode::kInternal, "vulkan: kernel ", kernel, " given ", bindings.size(), " bindings");
   if (push_bytes > kPushConstantBytes)
     return err(ErrorCode::kInternal, "vulkan: kernel ", kernel, " push constants of ", push_bytes, " bytes");
-  VRUN_ASSIGN_OR_RETURN(VkPipeline pipeline, ctx_.pipelines().get(kernel, spec));
+  // A pipeline the cache lacks is created on a thread of its own while the recording goes on
+  // (commands held back from here until the submission); not while profiling.
+  PipelineCache::Started pipeline;
+  if (profile_) {
+    VRUN_ASSIGN_OR_RETURN(pipeline.pipeline, ctx_.pipelines().get(kernel, spec));
+  } else {
+    VRUN_ASSIGN_OR_RETURN(pipeline, ctx_.pipelines().start(kernel, spec));
+  }
   VRUN_RETURN_IF_ERROR(begin_if_needed());
   const PFN_vkCmdPushDescriptorSetKHR push_set = ctx_.push_descriptor_fn();
   VkDescriptorSet set = VK_NULL_HANDLE;
@@ -352,15 +362,48 @@ Status Recorder::dispatch_impl(std::string_view kernel, std::span<const int32_t>
     writes[i].pBufferInfo = &infos[i];
   }
   hazard(std::span<const Range>(touched, n_touched), std::span<const Range>(written, n_written));
-  vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
-  if (push_set) {
-    push_set(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, ctx_.pipelines().layout(), 0, kNumBindings, writes);
-  } else {
-    vkUpdateDescriptorSets(ctx_.device(), kNumBindings, writes, 0, nullptr);
-    vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, ctx_.pipelines().layout(), 0, 1, &set, 0, nullptr);
+  if (pipeline.pending) {
+    holding_ = true;
+    held_pipelines_.push_back(pipeline.pending);
   }
-  if (push_bytes) vkCmdPushConstants(cmd_, ctx_.pipelines().layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes, push);
-  vkCmdDispatch(cmd_, gx, gy, gz);
+  const VkPipelineLayout layout = ctx_.pipelines().layout();
+  const VkDevice device = ctx_.device();
+  auto write = [push_set, layout, device, set, gx, gy, gz](VkCommandBuffer c, VkPipeline p, VkDescriptorBufferInfo* infos,
+                                                          VkWriteDescriptorSet* writes, const void* push, uint32_t push_bytes) {
+    for (int i = 0; i < kNumBindings; ++i) writes[i].pBufferInfo = &infos[i];
+    vkCmdBindPipeline(c, VK_PIPELINE_BIND_POINT_COMPUTE, p);
+    if (push_set) {
+      push_set(c, VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, kNumBindings, writes);
+    } else {
+      vkUpdateDescriptorSets(device, kNumBindings, writes, 0, nullptr);
+      vkCmdBindDescriptorSets(c, VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1, &set, 0, nullptr);
+    }
+    if (push_bytes) vkCmdPushConstants(c, layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes, push);
+    vkCmdDispatch(c, gx, gy, gz);
+  };
+  if (!holding_) {
+    write(cmd_, pipeline.pipeline, infos, writes, push, push_bytes);
+  } else {
+    // Everything the commands read, by value: the pipeline is looked up once it is made.
+    struct Held {
+      PipelineCache::Started pipeline;
+      VkDescriptorBufferInfo infos[kNumBindings];
+      VkWriteDescriptorSet writes[kNumBindings];
+      uint8_t push[kPushConstantBytes];
+      uint32_t push_bytes;
+    };
+    auto h = std::make_shared<Held>();
+    h->pipeline = pipeline;
+    std::copy(infos, infos + kNumBindings, h->infos);
+    std::copy(writes, writes + kNumBindings, h->writes);
+    if (push_bytes) std::memcpy(h->push, push, push_bytes);
+    h->push_bytes = push_bytes;
+    held_.emplace_back([h, write](VkCommandBuffer c) {
+      VkPipeline p = h->pipeline.pipeline;
+      if (h->pipeline.pending) p = *h->pipeline.pending->wait();  // made: release_held waited for it
+      write(c, p, h->infos, h->writes, h->push, h->push_bytes);
+    });
+  }
   if (profile_) {
     // Elementwise passes by opcode (copies, adds, ...): one kernel does them all.
     std::string label = kernel == "eltwise" && !spec.empty() ? "eltwise op " + std::to_string(spec[0]) : std::string(kernel);
@@ -368,8 +411,23 @@ Status Recorder::dispatch_impl(std::string_view kernel, std::span<const int32_t>
     profile_->after(cmd_, label);
   }
   dispatches_++;
-  if (++since_flush_ >= flush_threshold(flushes_) && pieces_) return flush();
+  if (++since_flush_ >= flush_threshold(flushes_) && pieces_ && !holding_) return flush();
   return Status::ok();
+}
+
+Status Recorder::release_held() {
+  if (!holding_) return Status::ok();
+  Status made = Status::ok();
+  for (const auto& p : held_pipelines_) {
+    Result<VkPipeline> r = p->wait();
+    if (!r.is_ok() && made.is_ok()) made = r.status();
+  }
+  holding_ = false;
+  if (made.is_ok())
+    for (auto& f : held_) f(cmd_);
+  held_.clear();
+  held_pipelines_.clear();
+  return made;
 }
 
 Result<DeviceView> Recorder::counters(int64_t n) {
@@ -383,7 +441,7 @@ Result<DeviceView> Recorder::counters(int64_t n) {
     const BufferRef r = counters_.ref();
     const Range all{r.buffer, r.offset, r.offset + kCounters * 4};
     hazard({}, std::span<const Range>(&all, 1));
-    vkCmdFillBuffer(cmd_, r.buffer, r.offset, kCounters * 4, 0);
+    emit([r](VkCommandBuffer c) { vkCmdFillBuffer(c, r.buffer, r.offset, kCounters * 4, 0); });
     counters_next_ = 0;
   }
   // Wrapping around reuses counters that an earlier dispatch returned to zero; the hazard check
@@ -480,6 +538,7 @@ Status Recorder::submit_and_wait() {
   if (replay_) return submit_replay();
   Status result = Status::ok();
   if (recording_) {
+    result = release_held();
     // Make device writes visible to the host reads that follow the fence.
     VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
     mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
@@ -491,7 +550,7 @@ Status Recorder::submit_and_wait() {
     const double t0 = stats_.on ? now_s() : 0;
     // The fence covers every earlier submission of the queue too (the flushed pieces).
     const VkResult r = submit_with_fence(&cmd_);
-    if (r != VK_SUCCESS) result = vk_error(r, "running a recorded method");
+    if (r != VK_SUCCESS && result.is_ok()) result = vk_error(r, "running a recorded method");
     if (stats_.on) {
       const double t1 = now_s();
       stats_.calls++;
@@ -521,7 +580,7 @@ Status Recorder::submit_and_wait() {
     vkResetFences(ctx_.device(), 1, &fence_);
     vkResetCommandPool(ctx_.device(), pool_, 0);
     if (capture_) {
-      if (r == VK_SUCCESS) {
+      if (r == VK_SUCCESS && result.is_ok()) {  // not a capture whose held commands were dropped
         capture_->ops = capture_ops_;
         capture_->dispatches = dispatches_;
         capture_->barriers = barriers_;

@@ -6,6 +6,7 @@
 #include <vulkan/vulkan.h>
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <map>
 #include <memory>
@@ -16,6 +17,7 @@
 
 #include "kernels/attrs.h"
 #include "runtime/backends/vulkan/memory.h"
+#include "runtime/backends/vulkan/pipelines.h"
 #include "runtime/backends/vulkan/profile.h"
 #include "runtime/status.h"
 #include "runtime/tensor.h"
@@ -203,6 +205,22 @@ class Recorder {
   size_t desc_pool_used_ = 0;  // sets taken from desc_pools_.back()
   std::vector<Range> pending_writes_, pending_reads_;
   int barriers_ = 0;
+  // Commands held back, in order, from the first dispatch whose pipeline is still being created
+  // (PipelineCache::start) until the command buffer is submitted: the recording goes on meanwhile,
+  // so that the new pipelines of a call compile side by side, and no piece is submitted early.
+  // Not while profiling (timestamps go in as commands are recorded).
+  std::vector<std::function<void(VkCommandBuffer)>> held_;
+  std::vector<std::shared_ptr<PipelineCache::Pending>> held_pipelines_;
+  bool holding_ = false;
+  // Writes f's commands into the command buffer now, or holds them back.
+  template <class F>
+  void emit(F&& f) {
+    if (holding_) held_.emplace_back(std::forward<F>(f));
+    else f(cmd_);
+  }
+  // Waits for the pipelines the held commands need and writes the commands; on an error the held
+  // commands are dropped and it is returned.
+  Status release_held();
   std::vector<Buffer> scratch_;  // this call's scratch (a capture keeps its own in Capture::keep)
   // Scratch memory of this call that finished ops gave back (reusable by later ops of the call),
   // and what the op being recorded has taken.

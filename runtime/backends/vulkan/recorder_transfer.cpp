@@ -17,8 +17,8 @@ Status Recorder::record_buffer_copy(const BufferRef& src, uint64_t src_offset, c
   Range rs{src.buffer, src.offset + src_offset, src.offset + src_offset + bytes};
   Range rd{dst.buffer, dst.offset + dst_offset, dst.offset + dst_offset + bytes};
   hazard(std::span<const Range>(&rs, 1), std::span<const Range>(&rd, 1));
-  VkBufferCopy region{src.offset + src_offset, dst.offset + dst_offset, bytes};
-  vkCmdCopyBuffer(cmd_, src.buffer, dst.buffer, 1, &region);
+  const VkBufferCopy region{src.offset + src_offset, dst.offset + dst_offset, bytes};
+  emit([region, from = src.buffer, to = dst.buffer](VkCommandBuffer c) { vkCmdCopyBuffer(c, from, to, 1, &region); });
   if (profile_) profile_->after(cmd_, src.mapped ? "(copy from host)" : dst.mapped ? "(copy to host)" : "(copy on device)");
   return Status::ok();
 }
@@ -30,7 +30,7 @@ Status Recorder::record_zero(const BufferRef& dst, uint64_t offset, uint64_t byt
   VRUN_RETURN_IF_ERROR(begin_if_needed());
   Range rd{dst.buffer, dst.offset + offset, dst.offset + offset + bytes};
   hazard({}, std::span<const Range>(&rd, 1));
-  vkCmdFillBuffer(cmd_, dst.buffer, dst.offset + offset, bytes, 0);
+  emit([to = dst.buffer, at = dst.offset + offset, bytes](VkCommandBuffer c) { vkCmdFillBuffer(c, to, at, bytes, 0); });
   if (profile_) profile_->after(cmd_, "(zero on device)");
   return Status::ok();
 }
