@@ -88,7 +88,7 @@ struct ConstantPiece {
   std::shared_ptr<const void> keep;
 };
 
-// Constant bytes: in `data`, 64-byte aligned, owned or borrowed from a mapping/checkpoint kept
+// Constant bytes: in `data`, 32-byte aligned, owned or borrowed from a mapping/checkpoint kept
 // alive by `keep`; or, when data is null, in `pieces` one after another: parts the builder did
 // not copy (projections stacked into one matrix, a checkpoint's tensor that is not 64-byte
 // aligned). Executors make a contiguous copy of a pieced constant only where the host reads it;

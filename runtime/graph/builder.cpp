@@ -339,11 +339,13 @@ std::shared_ptr<uint8_t> aligned_bytes(size_t bytes) {
 
 int ProgramBuilder::add_constant(const std::string& name, DType dtype, const Shape& shape, const void* data,
                                  std::shared_ptr<const void> keep) {
-  // Kernels read constants in place with element (and vector) loads; checkpoints such as
-  // whisper.cpp's or CTranslate2's do not align their tensors (GGUF aligns to 32 bytes), so those
-  // stay one piece, which the host copies where it reads it and a GPU uploads as it is.
+  // Kernels read constants in place with element and unaligned vector loads, so 32-byte aligned
+  // tensors (GGUF's default alignment) are read where they lie; checkpoints such as whisper.cpp's
+  // or CTranslate2's do not align theirs, so those stay one piece, which the host copies where it
+  // reads it and a GPU uploads as it is.
+  constexpr uintptr_t kInPlaceAlignment = 32;
   const size_t bytes = static_cast<size_t>(dtype_bytes(dtype, shape.numel()));
-  if (bytes && reinterpret_cast<uintptr_t>(data) % 64 != 0)
+  if (bytes && reinterpret_cast<uintptr_t>(data) % kInPlaceAlignment != 0)
     return add_constant_pieces(name, dtype, shape, {{static_cast<const uint8_t*>(data), bytes, std::move(keep)}});
   ConstantDef c;
   c.name = name;

@@ -92,7 +92,7 @@ class ProgramBuilder {
   ProgramBuilder(const ProgramBuilder&) = delete;
   ProgramBuilder& operator=(const ProgramBuilder&) = delete;
 
-  // Borrowed bytes (kept alive by `keep`, e.g. a mapped checkpoint; one piece when not 64-byte
+  // Borrowed bytes (kept alive by `keep`, e.g. a mapped checkpoint; one piece when not 32-byte
   // aligned) or an owned copy.
   int add_constant(const std::string& name, DType dtype, const Shape& shape, const void* data,
                    std::shared_ptr<const void> keep);

@@ -1,5 +1,5 @@
 // Constants borrowed in pieces (projections stacked into one matrix, tensors a checkpoint does
-// not align to 64 bytes) and the pages of a mapped file handed back once their bytes live
+// not align to 32 bytes) and the pages of a mapped file handed back once their bytes live
 // elsewhere: the same numbers on every backend and through a written program (float64
 // arithmetic written here), and the file's pages out of resident memory.
 #include <gtest/gtest.h>
@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -95,7 +96,7 @@ TEST(ZeroedMemory, AddressesOnlyReserveNoMemory) {
 }
 
 // y = x W^T + v with W [33, 40] stacked from two parts and v one unaligned piece, all borrowed
-// from a mapped file at offsets that are not 64-byte aligned.
+// from a mapped file at offsets that are not 32-byte aligned.
 struct PiecedCase {
   static constexpr int kRows = 3, kK = 40, kTop = 24, kBottom = 9, kN = kTop + kBottom;
   TempFile file{"vrun_pieces"};
@@ -160,6 +161,29 @@ TEST(PiecedConstants, BuilderKeepsThePiecesUncopied) {
   std::vector<uint8_t> all(w->size);
   w->copy_to(all.data());
   EXPECT_EQ(std::memcmp(all.data(), c.w.data(), all.size()), 0);
+}
+
+// GGUF aligns tensors to 32 bytes: those are read where they lie; 16 bytes is a piece.
+TEST(PiecedConstants, ThirtyTwoByteAlignedTensorsAreReadInPlace) {
+  auto buf = std::shared_ptr<uint8_t>(static_cast<uint8_t*>(std::aligned_alloc(64, 256)), [](uint8_t* p) { std::free(p); });
+  ASSERT_TRUE(buf);
+  ProgramBuilder pb;
+  const int at32 = pb.add_constant("at32", DType::f32, Shape{8}, buf.get() + 32, buf);
+  const int at16 = pb.add_constant("at16", DType::f32, Shape{8}, buf.get() + 16, buf);
+  MethodBuilder g = pb.method("f");
+  g.output(g.op(OpKind::add, {g.constant(at32), g.constant(at16)}));
+  auto p = pb.finish();
+  ASSERT_TRUE(p.is_ok()) << p.status().to_string();
+  for (const ConstantDef& c : (*p)->constants) {
+    if (c.name == "at32") {
+      EXPECT_EQ(c.data, buf.get() + 32);
+      EXPECT_TRUE(c.pieces.empty());
+    } else {
+      EXPECT_EQ(c.data, nullptr);
+      ASSERT_EQ(c.pieces.size(), 1u);
+      EXPECT_EQ(c.pieces[0].data, buf.get() + 16);
+    }
+  }
 }
 
 TEST(PiecedConstants, CpuExecutorComputesWithThem) {
