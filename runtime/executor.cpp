@@ -162,7 +162,7 @@ Result<std::unique_ptr<Executor>> Executor::create(std::shared_ptr<const Program
       plan->node_shapes.resize(m.nodes.size());
     }
     for (size_t v = 0; v < m.values.size(); ++v)
-      plan->root.push_back(m.values[v].view_base >= 0 ? m.values[v].view_base : static_cast<int>(v));
+      plan->root.push_back(m.storage_root(static_cast<int>(v)));
     for (const NodeDef& n : m.nodes) {
       const bool view = op_schema(n.op).is_view();
       CpuKernelFn fn = view ? nullptr : table.get(n.op);
@@ -184,8 +184,8 @@ Status Executor::copy_pieced_constants() {
   for (const MethodDef& m : p.methods) {
     auto mark = [&](int id) {
       if (id < 0) return;
-      const int root = m.values[id].view_base >= 0 ? m.values[id].view_base : id;
-      if (m.values[root].kind == ValueKind::kConstant) host_reads[m.values[root].index] = true;
+      const ValueDef& root = m.values[m.storage_root(id)];
+      if (root.kind == ValueKind::kConstant) host_reads[root.index] = true;
     };
     for (size_t n = 0; n < m.nodes.size(); ++n) {
       if (op_schema(m.nodes[n].op).is_view() || (gpu_ && gpu_->runs_on_gpu(m, n))) continue;

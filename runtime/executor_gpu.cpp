@@ -10,10 +10,10 @@
 #include <tuple>
 
 #include "runtime/backends/vulkan/context.h"
-#include "runtime/mapped_file.h"
 #include "runtime/backends/vulkan/memory.h"
 #include "runtime/backends/vulkan/ops.h"
 #include "runtime/backends/vulkan/recorder.h"
+#include "runtime/mapped_file.h"
 
 namespace vrun {
 
@@ -75,8 +75,8 @@ class VulkanExecutor final : public GpuExecutor {
         if (!flags[n]) continue;
         for (int id : node.inputs) {
           if (id < 0) continue;
-          const int root = m.values[id].view_base >= 0 ? m.values[id].view_base : id;
-          if (m.values[root].kind == ValueKind::kConstant) const_used[m.values[root].index] = true;
+          const ValueDef& root = m.values[m.storage_root(id)];
+          if (root.kind == ValueKind::kConstant) const_used[root.index] = true;
         }
       }
     }
@@ -84,11 +84,11 @@ class VulkanExecutor final : public GpuExecutor {
     // amount of staging: pieces of at most kStagingChunk, the recording submitted whenever
     // kLoadStagingBytes are staged, so the same few host blocks carry every batch (staging a whole
     // model at once took a new 64 MiB host block per 64 MiB of weights: 0.6 s of a Llama-1B f16
-    // load on an H100, and as much host memory as the weights). Once a batch is on the device,
-    // the pages it came from in a mapped file leave resident memory (MappedFile::release_pages):
-    // a model on the GPU does not stay resident on the host as well.
-    // One host block's worth (64 MiB) a batch: the staging stays resident (pinned) for as long as
-    // the process runs, and larger batches did not load faster.
+    // load on an H100, and as much host memory as the weights). One host block's worth (64 MiB) a
+    // batch: the staging stays resident (pinned) for as long as the process runs, and larger
+    // batches did not load faster. Once a batch is on the device, the pages it came from in a
+    // mapped file leave resident memory (MappedFile::release_pages): a model on the GPU does not
+    // stay resident on the host as well.
     constexpr uint64_t kLoadStagingBytes = 64ull << 20;
     constants_.resize(p.constants.size());
     uint64_t staged = 0;

@@ -79,6 +79,8 @@ struct MethodDef {
   int64_t arena_size = 0;
   std::vector<std::string> symbol_names() const;
   int symbol_index(const std::string& name) const;  // -1 when absent
+  // The value whose storage value `id` reads: its view base, or itself.
+  int storage_root(int id) const { return values[id].view_base >= 0 ? values[id].view_base : id; }
 };
 
 // A run of a constant's bytes, borrowed and kept alive by `keep`.
@@ -90,7 +92,7 @@ struct ConstantPiece {
 
 // Constant bytes: in `data`, 32-byte aligned, owned or borrowed from a mapping/checkpoint kept
 // alive by `keep`; or, when data is null, in `pieces` one after another: parts the builder did
-// not copy (projections stacked into one matrix, a checkpoint's tensor that is not 64-byte
+// not copy (projections stacked into one matrix, a checkpoint's tensor that is not 32-byte
 // aligned). Executors make a contiguous copy of a pieced constant only where the host reads it;
 // a GPU uploads the pieces as they are.
 struct ConstantDef {

@@ -314,11 +314,7 @@ int main(int argc, char** argv) {
     std::vector<DevTensor> plain;
     for (DType dt : {DType::f16, DType::f32})
       for (int i = 0; i < 3; ++i) plain.push_back(make(ctx, dt, Shape{1, H, Lu, D}));
-    std::string list = sdpa_tiles;
-    for (size_t at = 0; at <= list.size();) {
-      const size_t end = std::min(list.find(':', at), list.size());
-      const std::string tile = list.substr(at, end - at);
-      at = end + 1;
+    for (const std::string& tile : split_nonempty(sdpa_tiles, ':')) {
       if (tile == "auto") unsetenv("VRUN_SDPA_CM2");
       else setenv("VRUN_SDPA_CM2", tile.c_str(), 1);
       setenv("VRUN_SDPA", "cm2", 1);

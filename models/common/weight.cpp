@@ -26,7 +26,7 @@ std::vector<float> weight_to_f32(const Weight& w) {
   }
   // The copy is what the program keeps: a mapped checkpoint's pages of the source need not stay
   // resident (touched again, they read back from the file).
-  MappedFile::release_pages(w.data, static_cast<size_t>(n) * (w.dtype == DType::f32 ? 4 : w.dtype == DType::f64 ? 8 : 2));
+  MappedFile::release_pages(w.data, static_cast<size_t>(dtype_bytes(w.dtype, n)));
   return out;
 }
 

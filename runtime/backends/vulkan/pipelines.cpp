@@ -257,20 +257,8 @@ Result<VkPipeline> PipelineCache::create(VkShaderModule module, const std::strin
 }
 
 Result<VkPipeline> PipelineCache::get(std::string_view kernel_name, std::span<const int32_t> spec) {
-  std::unique_lock<std::mutex> lock(mu_);
-  if (auto it = pipelines_.find(KeyView{kernel_name, spec}); it != pipelines_.end()) return it->second;
-  if (auto it = pending_.find(KeyView{kernel_name, spec}); it != pending_.end()) {
-    const std::shared_ptr<Pending> p = it->second;
-    lock.unlock();
-    return p->wait();
-  }
-  const auto t0 = std::chrono::steady_clock::now();
-  const std::string kernel(kernel_name);
-  VRUN_ASSIGN_OR_RETURN(VkShaderModule module, module_locked(kernel));
-  VRUN_ASSIGN_OR_RETURN(VkPipeline p, create(module, kernel, spec));
-  pipelines_.emplace(Key{kernel, std::vector<int32_t>(spec.begin(), spec.end())}, p);
-  create_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return p;
+  VRUN_ASSIGN_OR_RETURN(Started st, start(kernel_name, spec));
+  return st.pending ? st.pending->wait() : Result<VkPipeline>(st.pipeline);
 }
 
 Result<PipelineCache::Started> PipelineCache::start(std::string_view kernel_name, std::span<const int32_t> spec) {

@@ -54,7 +54,7 @@ class PipelineCache {
   static constexpr size_t kMaxPrewarm = 1024;
 
   // Specialisation constant k of the shader gets spec[k] (constant_id = k). Errors name the kernel.
-  // Looked up once per recorded dispatch: the hit path allocates nothing.
+  // start() and waiting for it.
   Result<VkPipeline> get(std::string_view kernel, std::span<const int32_t> spec);
 
   // A pipeline being created on a thread of its own (start()).
@@ -77,7 +77,8 @@ class PipelineCache {
   // The pipeline if the cache has it, else its creation started on another thread, so that a
   // recording meeting several new pipelines (a first call on a machine whose cache lacks them:
   // up to seconds each for the tensor-core kernels) has them compiled side by side. Errors before
-  // the creation starts (a kernel this binary lacks) come back at once.
+  // the creation starts (a kernel this binary lacks) come back at once. Looked up once per
+  // recorded dispatch: the hit path allocates nothing.
   Result<Started> start(std::string_view kernel, std::span<const int32_t> spec);
   // Whether the binary embeds a kernel (cooperative-matrix variants need a capable compiler).
   static bool has_kernel(const std::string& kernel);
@@ -129,7 +130,7 @@ class PipelineCache {
   // The file beside file() that lists the pipelines created (kernel and constants, one a line).
   std::string keys_file() const;
   // Time spent creating the pipelines calls asked for, summed over the threads that made them
-  // (get(), start(); VRUN_VK_STATS prints it).
+  // (start(); VRUN_VK_STATS prints it).
   double create_s_ = 0;
   std::string file_;
   size_t loaded_bytes_ = 0;
