@@ -211,11 +211,11 @@ class Recorder {
   // Not while profiling (timestamps go in as commands are recorded).
   std::vector<std::function<void(VkCommandBuffer)>> held_;
   std::vector<std::shared_ptr<PipelineCache::Pending>> held_pipelines_;
-  bool holding_ = false;
+  bool holding() const { return !held_pipelines_.empty(); }
   // Writes f's commands into the command buffer now, or holds them back.
   template <class F>
   void emit(F&& f) {
-    if (holding_) held_.emplace_back(std::forward<F>(f));
+    if (holding()) held_.emplace_back(std::forward<F>(f));
     else f(cmd_);
   }
   // Waits for the pipelines the held commands need and writes the commands; on an error the held
