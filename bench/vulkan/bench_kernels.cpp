@@ -4,16 +4,18 @@
 // --tensor-roof gives it: bench/vulkan/run.sh measures it in the same run).
 //
 //   vrun_bench_vulkan [--small] [--reps N] [--device I] [--tensor-roof TFLOPS] [--sweep]
-//                     [--tiles | --quant-tiles [--tile-w q4_0,...] [--tile-list T1,T2,...]]
+//                     [--tiles | --quant-tiles [--tile-w q4_0,...] [--tile-list T1,T2,...]
+//                      [--tile-shapes "llama-1b o,llama-1b down"]]
 //                     [--decode-shapes] [--q4-tune] [--attention-shapes] [--mma-peak] [--peer-shapes]
 //                     [--sdpa-tiles BR,BC,NT,CLAMP:...]
 //
 // --tiles times the tensor-core matmul over encoder and prefill projection shapes with the tile
 // chosen by shape ("auto") and with forced tiles (VRUN_MM_TILE's WGMxWGNxFMxFNxBK[xSTAGES] for the
-// subgroup-scope kernel, cm2:BMxBNxBKxTHREADS for the workgroup-scope one, VRUN_MM_CM2);
-// --tile-list replaces the forced ones. --quant-tiles does the same for block-quantised W (q4_0,
-// q8_0, q4_1, or the W dtypes --tile-w lists) on Llama's prefill projections, f16 x (cm2 tiles
-// are then W rows x x rows).
+// subgroup-scope kernel, cm2:BMxBNxBKxTHREADS for the workgroup-scope one, VRUN_MM_CM2; split:N
+// for its K ranges, VRUN_MM_SPLITK; "+" joins them: cm2:128x64x32x128+split:2);
+// --tile-list replaces the forced ones, --tile-shapes keeps only the shapes it names. --quant-tiles
+// does the same for block-quantised W (q4_0, q8_0, q4_1, or the W dtypes --tile-w lists) on
+// Llama's prefill projections, f16 x (cm2 tiles are then W rows x x rows).
 //
 // --mma-peak measures the rate of KHR cooperative-matrix multiply-adds alone (fragments in
 // registers), with the fragments reloaded from shared memory each step, and with a workgroup
@@ -61,6 +63,7 @@ int main(int argc, char** argv) {
        mma_peak = false, peer_shapes = false;
   std::string sdpa_tiles;
   std::string tile_w = "q4_0,q8_0,q4_1";
+  std::vector<std::string> tile_shapes;
   std::string tile_list =
       "2x4x4x2x16x2,4x4x2x4x32,2x4x2x2x32,cm2:128x256x32x256,cm2:128x128x32x128,cm2:64x128x32x128,"
       "cm2:128x128x64x128,cm2:128x128x16x128,cm2:256x128x32x256,cm2:64x256x32x128";
@@ -78,11 +81,12 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--quant-tiles")) tiles = quant_tiles = true;
     else if (!std::strcmp(argv[i], "--tile-list") && i + 1 < argc) tile_list = argv[++i];
     else if (!std::strcmp(argv[i], "--tile-w") && i + 1 < argc) tile_w = argv[++i];
+    else if (!std::strcmp(argv[i], "--tile-shapes") && i + 1 < argc) tile_shapes = split_nonempty(argv[++i], ',');
     else if (!std::strcmp(argv[i], "--mma-peak")) mma_peak = true;
     else if (!std::strcmp(argv[i], "--sdpa-tiles") && i + 1 < argc) sdpa_tiles = argv[++i];
     else if (!std::strcmp(argv[i], "--peer-shapes")) peer_shapes = true;
     else {
-      std::fprintf(stderr, "usage: vrun_bench_vulkan [--small] [--reps N] [--device I] [--tensor-roof TFLOPS] [--sweep] [--decode-shapes] [--q4-tune] [--attention-shapes] [--tiles | --quant-tiles [--tile-w q4_0,...] [--tile-list T1,T2,...]] [--mma-peak] [--peer-shapes] [--sdpa-tiles BR,BC,NT,CLAMP:...]\n");
+      std::fprintf(stderr, "usage: vrun_bench_vulkan [--small] [--reps N] [--device I] [--tensor-roof TFLOPS] [--sweep] [--decode-shapes] [--q4-tune] [--attention-shapes] [--tiles | --quant-tiles [--tile-w q4_0,...] [--tile-list T1,T2,...] [--tile-shapes NAME,...]] [--mma-peak] [--peer-shapes] [--sdpa-tiles BR,BC,NT,CLAMP:...]\n");
       return 2;
     }
   }
@@ -395,24 +399,35 @@ int main(int argc, char** argv) {
         // Block-quantised W: Llama's prefill projections.
         const bool llama = std::strncmp(m.name, "llama", 5) == 0 || std::strcmp(m.name, "prefill 8192") == 0;
         if (quant_tiles && !llama) continue;
+        if (!tile_shapes.empty() && std::none_of(tile_shapes.begin(), tile_shapes.end(),
+                                                 [&](const std::string& n) { return n == m.name; }))
+          continue;
         DevTensor x = make(ctx, xdt, Shape{m.m, m.k}), w = make(ctx, wdt, Shape{m.n, m.k});
         for (const std::string& cs : cands) {
-          // "cm2:BMxBNxBKxTHREADS" forces a workgroup-scope tile (VRUN_MM_CM2), any other
-          // a subgroup-scope one (VRUN_MM_TILE, which keeps the workgroup-scope kernel off).
-          const bool cm2 = cs.rfind("cm2:", 0) == 0;
-          const char* c = cm2 ? cs.c_str() + 4 : cs.c_str();
+          // "cm2:BMxBNxBKxTHREADS" forces a workgroup-scope tile (VRUN_MM_CM2), "split:N" its K
+          // ranges (VRUN_MM_SPLITK), any other a subgroup-scope tile (VRUN_MM_TILE, which keeps the
+          // workgroup-scope kernel off); "+" joins them.
+          bool cm2 = false;
+          unsetenv("VRUN_MM_TILE");
+          unsetenv("VRUN_MM_CM2");
+          unsetenv("VRUN_MM_SPLITK");
+          for (const std::string& part : split_nonempty(cs, '+')) {
+            const bool is_cm2 = part.rfind("cm2:", 0) == 0, is_split = part.rfind("split:", 0) == 0;
+            cm2 = cm2 || is_cm2 || is_split;
+            setenv(is_cm2 ? "VRUN_MM_CM2" : is_split ? "VRUN_MM_SPLITK" : "VRUN_MM_TILE",
+                   part.c_str() + (is_cm2 ? 4 : is_split ? 6 : 0), 1);
+          }
           if (cm2 && !ctx.coopmat2().on) continue;
-          setenv(cm2 ? "VRUN_MM_CM2" : "VRUN_MM_TILE", c, 1);
-          unsetenv(cm2 ? "VRUN_MM_TILE" : "VRUN_MM_CM2");
           const double t = run_op(ctx, reps, OpKind::linear, {&x, &w, nullptr}, Attrs(OpKind::linear));
           char shape[96];
           std::snprintf(shape, sizeof shape, "%lldx%lldx%lld %s x %s %s", static_cast<long long>(m.m),
                         static_cast<long long>(m.k), static_cast<long long>(m.n), dtype_name(wdt), dtype_name(xdt),
-                        *c ? cs.c_str() : "auto");
+                        cs.empty() ? "auto" : cs.c_str());
           row(m.name, shape, t, 2.0 * m.m * m.k * m.n / 1e12, "TFLOP/s", 0);
         }
         unsetenv("VRUN_MM_TILE");
         unsetenv("VRUN_MM_CM2");
+        unsetenv("VRUN_MM_SPLITK");
       }
     return 0;
   }

@@ -11,7 +11,7 @@
 // and residual are applied element by element (coopMatPerElementNV) before the tile is stored.
 // Built only with the slang glslang (runtime/backends/vulkan/glslang_cm2.py); the host requires
 // K % 8 == 0 and 8-element-aligned rows and offsets, as the other tensor-core kernels do.
-// Bindings: 0 y, 1 x, 2 W, 3 bias, 4 residual (matmul_cm2_common.glsl).
+// Bindings: 0 y, 1 x, 2 W, 3 bias, 4 residual; 5, 6 for split K (matmul_cm2_common.glsl).
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_NV_cooperative_matrix2 : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -20,7 +20,6 @@
 #include "common.glsl"
 #include "matmul_cm2_common.glsl"
 
-#define ACC coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>
 #define MAT_A coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA>
 #define MAT_B coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB>
 
@@ -47,7 +46,7 @@ float epilogue(const in uint r, const in uint c, const in float e, const in uint
 
 void main() {
   const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
-  const uint K = pc.K;
+  const uint K = pc.K, kbeg = k_begin(K), kend = k_end(K);
   // The host keeps rows 8-element aligned: saying so lets the loads use 16-byte accesses.
   const uint a_sm = pc.a_sm & ~7u, k8 = K & ~7u;
   tensorViewNV<2, false, 1, 0> transposed = createTensorViewNV(2, false, 1, 0);
@@ -81,9 +80,10 @@ void main() {
         createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
     A_LAYOUT(la)
     B_LAYOUT(lb)
-    for (uint k = 0; k < K; k += BK) STEP(la, lb, k)
+    for (uint k = kbeg; k < kend; k += BK) STEP(la, lb, k)
   }
 
+  SPLIT_MERGE(acc)
   if (DT_BIAS != DT_NONE || ACT != 0u || DT_RES != DT_NONE) coopMatPerElementNV(acc, acc, epilogue, m0, n0);
   tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> ly = y_layout();
   if (DT_Y == DT_F16) {

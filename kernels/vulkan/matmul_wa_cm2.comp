@@ -12,7 +12,7 @@
 // matmul_cm2.comp. The host requires K % 8 == 0 (blocks: K % 32 == 0 and W's offset within its
 // binding a whole number of blocks), 8-element-aligned rows and offsets, and for blocks the
 // device's block loads with bufferDeviceAddress (Context::CoopMat2::block_loads).
-// Bindings: 0 y, 1 x, 2 W, 3 bias, 4 residual (matmul_cm2_common.glsl).
+// Bindings: 0 y, 1 x, 2 W, 3 bias, 4 residual; 5, 6 for split K (matmul_cm2_common.glsl).
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_NV_cooperative_matrix2 : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -63,7 +63,6 @@ float16_t decode_q4_1(const in RefQ4_1 r, const in uint blk[2], const in uint at
   return float16_t(f16_bits(uint(r.b.d)) * float(nibble(uint(r.b.q[(j & 15u) >> 1]), j)) + f16_bits(uint(r.b.m)));
 }
 
-#define ACC coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>
 #define MAT_W coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA>
 #define MAT_X coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB>
 
@@ -97,7 +96,7 @@ float epilogue(const in uint r, const in uint c, const in float e, const in uint
 
 void main() {
   const uint n0 = gl_WorkGroupID.x * BM, m0 = gl_WorkGroupID.y * BN;
-  const uint K = pc.K;
+  const uint K = pc.K, kbeg = k_begin(K), kend = k_end(K);
   const uint a_sm = pc.a_sm & ~7u, kb = K / 32u;  // x's rows 8-element aligned; W's in blocks
   tensorViewNV<2, false, 1, 0> transposed = createTensorViewNV(2, false, 1, 0);
   ACC acc = ACC(0.0);
@@ -133,9 +132,10 @@ void main() {
         createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
     W_LAYOUT(lw)
     X_LAYOUT(lx)
-    for (uint k = 0; k < K; k += BK) STEP(lw, lx, k)
+    for (uint k = kbeg; k < kend; k += BK) STEP(lw, lx, k)
   }
 
+  SPLIT_MERGE(acc)
   if (DT_BIAS != DT_NONE || ACT != 0u || DT_RES != DT_NONE) coopMatPerElementNV(acc, acc, epilogue, n0, m0);
   tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> ly = y_layout();
   if (DT_Y == DT_F16) {

@@ -8,8 +8,12 @@
 #include <algorithm>
 #include <filesystem>
 #include <cstdio>
+#include <memory>
+#include <random>
+#include <vector>
 
 #include "runtime/executor.h"
+#include "runtime/graph/builder.h"
 #include "tests/runtime/tiny_transformer.h"
 #include "tests/runtime/vulkan_executor.h"
 
@@ -276,6 +280,63 @@ TEST(RoundTrip, VulkanLongCacheDecodeSplitsKeys) {
   }
   unsetenv("VRUN_SDPA");
   EXPECT_EQ(ex->gpu_validation_errors(), 0u);
+}
+
+}  // namespace
+}  // namespace vrun::test
+
+namespace vrun::test {
+namespace {
+
+// A projection whose workgroup-scope tiles split K over workgroups (VRUN_MM_SPLITK; the last of a
+// tile's workgroups merges the partial sums and sets the tile's counter back to zero), called
+// with fresh x each time: the first call is recorded, the second captured, the rest replayed
+// with the same counters, so a counter left non-zero would leave y unwritten in the next call.
+// On devices without VK_NV_cooperative_matrix2 (lavapipe) the projection takes other kernels
+// and the same checks hold.
+TEST(RoundTrip, VulkanSplitKProjectionReplays) {
+  constexpr int64_t kM = 150, kK = 1024, kN = 300;
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  auto w16 = std::make_shared<std::vector<uint16_t>>(kN * kK);
+  std::vector<double> w(kN * kK);
+  for (int64_t i = 0; i < kN * kK; ++i) {
+    (*w16)[i] = f32_to_f16(u(rng));
+    w[i] = f16_to_f32((*w16)[i]);
+  }
+  ProgramBuilder pb;
+  const int wc = pb.add_constant("w", DType::f16, Shape{kN, kK}, w16->data(), std::shared_ptr<const void>(w16, w16->data()));
+  MethodBuilder g = pb.method("f");
+  Val x_in = g.input("x", DType::f32, {kM, kK});
+  g.output(g.op(OpKind::linear, {x_in, g.constant(wc)}));
+  auto p = pb.finish();
+  ASSERT_TRUE(p.is_ok()) << p.status().to_string();
+  setenv("VRUN_MM_CM2", "128x64x32x128", 1);
+  setenv("VRUN_MM_SPLITK", "4", 1);
+  std::unique_ptr<Executor> ex;
+  vulkan_executor(*p, &ex);
+  if (ex) {
+    for (int call = 0; call < 4; ++call) {
+      // f32 x of values that halves hold exactly (the tensor cores take x as halves).
+      std::vector<float> x(kM * kK);
+      for (auto& v : x) v = f16_to_f32(f32_to_f16(u(rng)));
+      auto out = ex->run("f", {TensorView::dense(x.data(), DType::f32, {kM, kK})});
+      ASSERT_TRUE(out.is_ok()) << out.status().to_string();
+      const TensorView& y = (*out)[0];
+      ASSERT_EQ(y.dtype, DType::f32);
+      double worst = 0;
+      for (int64_t m = 0; m < kM; ++m)
+        for (int64_t n = 0; n < kN; ++n) {
+          double s = 0;
+          for (int64_t k = 0; k < kK; ++k) s += double(x[m * kK + k]) * w[n * kK + k];
+          worst = std::max(worst, std::abs(y.ptr<float>()[m * kN + n] - s) / (1e-5 * std::sqrt(double(kK)) + 2e-3 * std::abs(s)));
+        }
+      EXPECT_LE(worst, 1.0) << "call " << call << ": worst error over its bound";
+    }
+    EXPECT_EQ(ex->gpu_validation_errors(), 0u);
+  }
+  unsetenv("VRUN_MM_CM2");
+  unsetenv("VRUN_MM_SPLITK");
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "runtime/backends/vulkan/ops_matvec.h"
@@ -353,6 +354,65 @@ TEST_F(VkLinalg, LinearWorkgroupScopeWeightsAsA) {
       }
       unsetenv("VRUN_MM_CM2_WA");
     }
+  }
+}
+
+// The workgroup-scope kernels with each tile's K split over workgroups (VRUN_MM_SPLITK; the last
+// of a tile's workgroups adds the partial sums and applies the epilogue), against float64: x as A
+// (f16 W) and W as A (q4_0, q8_0, f16 W), f16 and f32 x, edge tiles in M and N, 2 to 8 ranges
+// (3 asked for: not a divisor of K's steps, so 2), bias, silu and residual into f16 y. A
+// split result must not depend on which workgroup finishes last: two runs agree bit for bit.
+TEST_F(VkLinalg, LinearWorkgroupScopeSplitK) {
+  if (!ctx().coopmat2().on) GTEST_SKIP() << "no VK_NV_cooperative_matrix2 on this device";
+  struct Unset {
+    ~Unset() {
+      unsetenv("VRUN_MM_CM2");
+      unsetenv("VRUN_MM_CM2_WA");
+      unsetenv("VRUN_MM_SPLITK");
+    }
+  } unset;
+  std::mt19937 rng(24);
+  const int64_t M = 200, N = 300, K = 2048;
+  HostTensor b = random_tensor(DType::f16, Shape{N}, rng);
+  HostTensor res = random_tensor(DType::f32, Shape{M, N}, rng);
+  const auto rv = to_doubles(res.view);
+  struct Case {
+    DType w, x;
+    const char *wa, *split;
+  };
+  // f16 W on the x-as-A kernel (a forced tile keeps it there) and with VRUN_MM_CM2_WA=1 on the
+  // W-as-A one, which block-quantised W always takes.
+  std::vector<Case> cases = {{DType::f16, DType::f16, "0", "3"},
+                             {DType::f16, DType::f32, "0", "8"},
+                             {DType::f16, DType::f16, "1", "4"}};
+  if (ctx().coopmat2().block_loads) {
+    cases.push_back({DType::q4_0, DType::f16, "0", "4"});
+    cases.push_back({DType::q8_0, DType::f32, "0", "2"});
+  }
+  setenv("VRUN_MM_CM2", "128x64x32x128", 1);
+  for (const Case& c : cases) {
+    HostTensor w = random_tensor(c.w, Shape{N, K}, rng);
+    HostTensor x = random_tensor(c.x, Shape{M, K}, rng);
+    const std::vector<double> want = linear_ref(x, w, &b, M, N, K);
+    std::vector<double> want_act(want.size());
+    for (size_t i = 0; i < want.size(); ++i) want_act[i] = want[i] / (1.0 + std::exp(-want[i])) + rv[i];
+    const double atol = 6e-4 * std::sqrt(static_cast<double>(K)), rtol = 4e-3;
+    setenv("VRUN_MM_CM2_WA", c.wa, 1);
+    setenv("VRUN_MM_SPLITK", c.split, 1);
+    const std::string name = std::string("cm2 ") + dtype_name(c.w) + " x " + dtype_name(c.x) + " W as A " + c.wa +
+                             " split " + c.split;
+    auto out = run_gpu(OpKind::linear, {&x, &w, &b}, Attrs(OpKind::linear));
+    expect_close(to_doubles(out[0].view), want, atol, rtol, name.c_str());
+    Attrs act(OpKind::linear);
+    act.set_s("act", "silu");
+    act.set_s("dtype", "f16");
+    auto outa = run_gpu(OpKind::linear, {&x, &w, &b, &res}, act);
+    ASSERT_EQ(outa[0].view.dtype, DType::f16);
+    expect_close(to_doubles(outa[0].view), want_act, atol, rtol, ("silu + residual, f16 y, " + name).c_str());
+    auto again = run_gpu(OpKind::linear, {&x, &w, &b}, Attrs(OpKind::linear));
+    ASSERT_EQ(again[0].storage->size(), out[0].storage->size());
+    EXPECT_EQ(std::memcmp(again[0].storage->data(), out[0].storage->data(), out[0].storage->size()), 0)
+        << name << ": two runs differ";
   }
 }
 

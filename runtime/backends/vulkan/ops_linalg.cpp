@@ -241,6 +241,30 @@ const Cm2Tile* cm2_wa_tile(const Context& ctx, int64_t M, int64_t K, int64_t N, 
   return square();
 }
 
+// K ranges for a workgroup-scope tile of `tiles` workgroups (matmul_cm2_common.glsl's
+// SPLIT_MERGE): block-quantised W whose tiles leave multiprocessors idle (Llama-1B's o and down
+// projections at 512 rows: 128 tiles of 128 x 64 on an H100's 132) splits each tile's K in two,
+// where each half keeps at least 32 K steps. One H100, Llama-1B-shaped prefill of 512 tokens
+// (`vrun generate`, three runs each, tok/s): q4_0 38,256-39,168 whole, 43,145-45,773 so; q8_0
+// 35,172-35,456 and 41,302-41,902. Splitting further (up to 4 ranges, or to fill the device twice)
+// or with fewer steps a range (qkv: 16 steps of 64) read the same or lower, and f16 W lost at
+// every split (`vrun_bench_vulkan --quant-tiles`, 512 x 2048 x 2048: 157 TFLOP/s whole, 116 in
+// two). VRUN_MM_SPLITK=N asks for N ranges wherever K allows (the most up to N that it does, each
+// at least four K steps), 0 or 1 keeps K whole.
+// (A grid of more tiles than the recorder has counters is never split.)
+constexpr int64_t kMaxSplitTiles = 1 << 16;
+int cm2_split(const Context& ctx, const Cm2Tile& t, int64_t tiles, int64_t K, bool quant) {
+  auto takes = [&](int s, int64_t steps) { return K % (int64_t{s} * t.bk) == 0 && K / s >= steps * t.bk; };
+  if (tiles > kMaxSplitTiles) return 1;
+  if (const char* e = std::getenv("VRUN_MM_SPLITK"); e && *e) {
+    for (int s = std::clamp(std::atoi(e), 1, 16); s > 1; --s)
+      if (takes(s, 4)) return s;
+    return 1;
+  }
+  const int64_t sms = ctx.info().multiprocessors;
+  return quant && sms > 0 && tiles < sms && takes(2, 32) ? 2 : 1;
+}
+
 // The residual and act: decode rows apply them in the matvec's epilogue (act after the bias,
 // then the residual), other shapes in record_linear_core.
 Status record_linear_plain(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, int act = 0) {
@@ -407,27 +431,36 @@ Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, cons
   // The workgroup-scope kernels into f32 or f16 y, where the device has them. W as the A matrix:
   // block-quantised W (its blocks expanded by the loads, where W starts on a block boundary of its
   // binding) and f16 W on wide projections.
-  // Their specialisation constants (matmul_cm2_common.glsl): dtypes, epilogue, tile, 4 K steps per
-  // unrolled pass.
-  auto cm2_spec = [&](const Cm2Tile& t) {
-    return std::vector<int32_t>{dt_code(y.dtype), bias_dt, dt_code(x.dtype), res ? dt_code(r) : 255, act,
-                                t.bm, t.bn, t.bk, 4, t.threads};
+  // Their dispatch: gx x gy tiles, each split into cm2_split's K ranges (gl_WorkGroupID.z) whose
+  // partial sums go through scratch and one counter per tile (bindings 5 and 6, offsets in push
+  // words 9 and 10); specialisation constants (matmul_cm2_common.glsl): dtypes, epilogue, tile, 4 K
+  // steps per unrolled pass, W's dtype (matmul_wa_cm2.comp), the K ranges.
+  auto dispatch_cm2 = [&](std::string_view kernel, const Cm2Tile& t, int32_t w_dt, int64_t gx, int64_t gy) -> Status {
+    const int split = cm2_split(ctx, t, gx * gy, K, is_quantized(w.dtype));
+    const std::vector<int32_t> spec = {dt_code(y.dtype), bias_dt, dt_code(x.dtype), res ? dt_code(r) : 255, act, t.bm,
+                                       t.bn, t.bk, 4, t.threads, w_dt, split};
+    if (split > 1) {
+      DeviceView part, cnt;
+      VRUN_ASSIGN_OR_RETURN(part, rec.scratch(DType::f32, Shape{gx * gy * split * t.bm * t.bn}));
+      VRUN_ASSIGN_OR_RETURN(cnt, rec.counters(gx * gy));
+      bindings.push_back({&part, true});
+      bindings.push_back({&cnt, true});
+      VRUN_ASSIGN_OR_RETURN(auto so, push());
+      pw.w[9] = static_cast<uint32_t>(so[5]);
+      pw.w[10] = static_cast<uint32_t>(so[6]);
+    }
+    return rec.dispatch(kernel, spec, bindings, pw.w, pw.bytes(), static_cast<uint32_t>(gx), static_cast<uint32_t>(gy),
+                        static_cast<uint32_t>(split));
   };
   const bool wa_operands = is_quantized(w.dtype) ? offs[2] % dtype_bytes(w.dtype, kQuantBlock) == 0 : w.dtype == DType::f16;
   if (coop_ok && wa_operands && (y.dtype == DType::f32 || y.dtype == DType::f16)) {
-    if (const Cm2Tile* ct = cm2_wa_tile(ctx, M, K, N, x.dtype, w.dtype)) {
-      std::vector<int32_t> spec = cm2_spec(*ct);
-      spec.push_back(dt_code(w.dtype));
-      return rec.dispatch("matmul_wa_cm2", spec, bindings, pw.w, pw.bytes(), static_cast<uint32_t>((N + ct->bm - 1) / ct->bm),
-                          static_cast<uint32_t>((M + ct->bn - 1) / ct->bn), 1);
-    }
+    if (const Cm2Tile* ct = cm2_wa_tile(ctx, M, K, N, x.dtype, w.dtype))
+      return dispatch_cm2("matmul_wa_cm2", *ct, dt_code(w.dtype), (N + ct->bm - 1) / ct->bm, (M + ct->bn - 1) / ct->bn);
   }
   // f16 W otherwise: x as the A matrix.
   if (coop_ok && w.dtype == DType::f16 && (y.dtype == DType::f32 || y.dtype == DType::f16)) {
-    if (const Cm2Tile* ct = cm2_tile(ctx, M, K, N, x.dtype)) {
-      return rec.dispatch("matmul_cm2", cm2_spec(*ct), bindings, pw.w, pw.bytes(), static_cast<uint32_t>((N + ct->bn - 1) / ct->bn),
-                          static_cast<uint32_t>((M + ct->bm - 1) / ct->bm), 1);
-    }
+    if (const Cm2Tile* ct = cm2_tile(ctx, M, K, N, x.dtype))
+      return dispatch_cm2("matmul_cm2", *ct, 255, (N + ct->bn - 1) / ct->bn, (M + ct->bm - 1) / ct->bm);
   }
   const CoopTile& tl = coop_tile(ctx, M, N, 1, x.dtype);
   if (coop_ok && tl.fits(ctx)) {
