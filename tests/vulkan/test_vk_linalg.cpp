@@ -17,6 +17,8 @@ struct TileCase;
 class VkLinalg : public VulkanTest {
  protected:
   void check_tiles(const TileCase& c, const std::string& name);
+  HostTensor check_silu_residual(const HostTensor& x, const HostTensor& w, const HostTensor& b, const HostTensor& res,
+                                 const std::vector<double>& want, double atol, double rtol, const std::string& name);
 };
 
 // y[m, n] = sum_k x[m, k] w[n, k] + b[n], all from the stored (rounded/quantised) values.
@@ -241,6 +243,25 @@ void VkLinalg::check_tiles(const TileCase& c, const std::string& name) {
   expect_close(to_doubles(out32[0].view), c.want32, c.atol32(), 4e-3, ("f32 x " + name).c_str());
 }
 
+// x W^T + b against `want` (its float64 result), then silu(x W^T + b) + res into f16 y against the
+// same in float64, with whatever kernel the environment selects. Returns the first output.
+HostTensor VkLinalg::check_silu_residual(const HostTensor& x, const HostTensor& w, const HostTensor& b, const HostTensor& res,
+                                         const std::vector<double>& want, double atol, double rtol, const std::string& name) {
+  const auto rv = to_doubles(res.view);
+  std::vector<double> want_act(want.size());
+  for (size_t i = 0; i < want.size(); ++i) want_act[i] = want[i] / (1.0 + std::exp(-want[i])) + rv[i];
+  auto out = run_gpu(OpKind::linear, {&x, &w, &b}, Attrs(OpKind::linear));
+  expect_close(to_doubles(out[0].view), want, atol, rtol, name.c_str());
+  Attrs act(OpKind::linear);
+  act.set_s("act", "silu");
+  act.set_s("dtype", "f16");
+  auto outa = run_gpu(OpKind::linear, {&x, &w, &b, &res}, act);
+  EXPECT_EQ(outa[0].view.dtype, DType::f16);
+  if (outa[0].view.dtype == DType::f16)
+    expect_close(to_doubles(outa[0].view), want_act, atol, rtol, ("silu + residual, f16 y, " + name).c_str());
+  return std::move(out[0]);
+}
+
 // Every tile shape and stage count the tensor-core matmul takes (VRUN_MM_TILE forces one), with
 // an odd and a partial number of K steps and edges in both M and N, against float64. Only where
 // the device has cooperative matrices; a tile over the device's shared memory is refused and the
@@ -328,27 +349,16 @@ TEST_F(VkLinalg, LinearWorkgroupScopeWeightsAsA) {
       HostTensor w = weight_rows(wall, 1, N);
       HostTensor b = random_tensor(DType::f16, Shape{N}, rng);
       HostTensor res = random_tensor(DType::f32, Shape{M, N}, rng);
-      const auto rv = to_doubles(res.view);
       for (DType xdt : {DType::f16, DType::f32}) {
         HostTensor x = random_tensor(xdt, Shape{M, K}, rng);
         const std::vector<double> want = linear_ref(x, w, &b, M, N, K);
-        std::vector<double> want_act(want.size());
-        for (size_t i = 0; i < want.size(); ++i) want_act[i] = want[i] / (1.0 + std::exp(-want[i])) + rv[i];
         // W's halves are rounded from d * q (+ m); x rounded when f32 (LinearPrefillShapeF16).
         const double atol = 6e-4 * std::sqrt(static_cast<double>(K)), rtol = 4e-3;
         for (const char* tile : {"", "128x128x64x128", "64x128x32x128", "128x256x32x256"}) {
           if (*tile) setenv("VRUN_MM_CM2", tile, 1);
           const std::string name = std::string("cm2 ") + dtype_name(wdt) + " x " + dtype_name(xdt) +
                                    " tile " + (*tile ? tile : "default") + " K " + std::to_string(K);
-          auto out = run_gpu(OpKind::linear, {&x, &w, &b}, Attrs(OpKind::linear));
-          expect_close(to_doubles(out[0].view), want, atol, rtol, name.c_str());
-          Attrs act(OpKind::linear);
-          act.set_s("act", "silu");
-          act.set_s("dtype", "f16");
-          auto outa = run_gpu(OpKind::linear, {&x, &w, &b, &res}, act);
-          ASSERT_EQ(outa[0].view.dtype, DType::f16);
-          expect_close(to_doubles(outa[0].view), want_act, atol, rtol,
-                       ("silu + residual, f16 y, " + name).c_str());
+          check_silu_residual(x, w, b, res, want, atol, rtol, name);
           unsetenv("VRUN_MM_CM2");
         }
       }
@@ -375,7 +385,6 @@ TEST_F(VkLinalg, LinearWorkgroupScopeSplitK) {
   const int64_t M = 200, N = 300, K = 2048;
   HostTensor b = random_tensor(DType::f16, Shape{N}, rng);
   HostTensor res = random_tensor(DType::f32, Shape{M, N}, rng);
-  const auto rv = to_doubles(res.view);
   struct Case {
     DType w, x;
     const char *wa, *split;
@@ -394,24 +403,15 @@ TEST_F(VkLinalg, LinearWorkgroupScopeSplitK) {
     HostTensor w = random_tensor(c.w, Shape{N, K}, rng);
     HostTensor x = random_tensor(c.x, Shape{M, K}, rng);
     const std::vector<double> want = linear_ref(x, w, &b, M, N, K);
-    std::vector<double> want_act(want.size());
-    for (size_t i = 0; i < want.size(); ++i) want_act[i] = want[i] / (1.0 + std::exp(-want[i])) + rv[i];
     const double atol = 6e-4 * std::sqrt(static_cast<double>(K)), rtol = 4e-3;
     setenv("VRUN_MM_CM2_WA", c.wa, 1);
     setenv("VRUN_MM_SPLITK", c.split, 1);
     const std::string name = std::string("cm2 ") + dtype_name(c.w) + " x " + dtype_name(c.x) + " W as A " + c.wa +
                              " split " + c.split;
-    auto out = run_gpu(OpKind::linear, {&x, &w, &b}, Attrs(OpKind::linear));
-    expect_close(to_doubles(out[0].view), want, atol, rtol, name.c_str());
-    Attrs act(OpKind::linear);
-    act.set_s("act", "silu");
-    act.set_s("dtype", "f16");
-    auto outa = run_gpu(OpKind::linear, {&x, &w, &b, &res}, act);
-    ASSERT_EQ(outa[0].view.dtype, DType::f16);
-    expect_close(to_doubles(outa[0].view), want_act, atol, rtol, ("silu + residual, f16 y, " + name).c_str());
+    const HostTensor out = check_silu_residual(x, w, b, res, want, atol, rtol, name);
     auto again = run_gpu(OpKind::linear, {&x, &w, &b}, Attrs(OpKind::linear));
-    ASSERT_EQ(again[0].storage->size(), out[0].storage->size());
-    EXPECT_EQ(std::memcmp(again[0].storage->data(), out[0].storage->data(), out[0].storage->size()), 0)
+    ASSERT_EQ(again[0].storage->size(), out.storage->size());
+    EXPECT_EQ(std::memcmp(again[0].storage->data(), out.storage->data(), out.storage->size()), 0)
         << name << ": two runs differ";
   }
 }
