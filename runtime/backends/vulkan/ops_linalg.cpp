@@ -251,10 +251,13 @@ const Cm2Tile* cm2_wa_tile(const Context& ctx, int64_t M, int64_t K, int64_t N, 
 // every split (`vrun_bench_vulkan --quant-tiles`, 512 x 2048 x 2048: 157 TFLOP/s whole, 116 in
 // two). VRUN_MM_SPLITK=N asks for N ranges wherever K allows (the most up to N that it does, each
 // at least four K steps), 0 or 1 keeps K whole.
-// (A grid of more tiles than the recorder has counters is never split.)
-constexpr int64_t kMaxSplitTiles = 1 << 16;
+// (A grid of more tiles than the recorder has counters, or whose partial sums would pass 256 MiB,
+// is never split.)
+constexpr int64_t kMaxSplitTiles = 1 << 16, kMaxSplitPartials = int64_t{1} << 26;
 int cm2_split(const Context& ctx, const Cm2Tile& t, int64_t tiles, int64_t K, bool quant) {
-  auto takes = [&](int s, int64_t steps) { return K % (int64_t{s} * t.bk) == 0 && K / s >= steps * t.bk; };
+  auto takes = [&](int s, int64_t steps) {
+    return K % (int64_t{s} * t.bk) == 0 && K / s >= steps * t.bk && tiles * s * t.bm * t.bn <= kMaxSplitPartials;
+  };
   if (tiles > kMaxSplitTiles) return 1;
   if (const char* e = std::getenv("VRUN_MM_SPLITK"); e && *e) {
     for (int s = std::clamp(std::atoi(e), 1, 16); s > 1; --s)
