@@ -249,8 +249,10 @@ const Cm2Tile* cm2_wa_tile(const Context& ctx, int64_t M, int64_t K, int64_t N, 
 // 35,172-35,456 and 41,302-41,902. Splitting further (up to 4 ranges, or to fill the device twice)
 // or with fewer steps a range (qkv: 16 steps of 64) read the same or lower, and f16 W lost at
 // every split (`vrun_bench_vulkan --quant-tiles`, 512 x 2048 x 2048: 157 TFLOP/s whole, 116 in
-// two). VRUN_MM_SPLITK=N asks for N ranges wherever K allows (the most up to N that it does, each
-// at least four K steps), 0 or 1 keeps K whole.
+// two). Tiles wider than 128 x 64 (the 128 x 256 ones of 512 x 2048 x 8192, whose partial sums
+// would be four times the size) were not measured split and keep whole K.
+// VRUN_MM_SPLITK=N asks for N ranges wherever K allows (the most up to N that it does, each at
+// least four K steps), 0 or 1 keeps K whole.
 // (A grid of more tiles than the recorder has counters, or whose partial sums would pass 256 MiB,
 // is never split.)
 constexpr int64_t kMaxSplitTiles = 1 << 16, kMaxSplitPartials = int64_t{1} << 26;
@@ -265,7 +267,7 @@ int cm2_split(const Context& ctx, const Cm2Tile& t, int64_t tiles, int64_t K, bo
     return 1;
   }
   const int64_t sms = ctx.info().multiprocessors;
-  return quant && sms > 0 && tiles < sms && takes(2, 32) ? 2 : 1;
+  return quant && t.bm * t.bn <= 128 * 64 && sms > 0 && tiles < sms && takes(2, 32) ? 2 : 1;
 }
 
 // The residual and act: decode rows apply them in the matvec's epilogue (act after the bias,
