@@ -282,12 +282,6 @@ TEST(RoundTrip, VulkanLongCacheDecodeSplitsKeys) {
   EXPECT_EQ(ex->gpu_validation_errors(), 0u);
 }
 
-}  // namespace
-}  // namespace vrun::test
-
-namespace vrun::test {
-namespace {
-
 // A projection whose workgroup-scope tiles split K over workgroups (VRUN_MM_SPLITK; the last of a
 // tile's workgroups merges the partial sums and sets the tile's counter back to zero), called
 // with fresh x each time: the first call is recorded, the second captured, the rest replayed
