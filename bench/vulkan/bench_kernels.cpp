@@ -7,7 +7,7 @@
 //                     [--tiles | --quant-tiles [--tile-w q4_0,...] [--tile-list T1,T2,...]
 //                      [--tile-shapes "llama-1b o,llama-1b down"]]
 //                     [--decode-shapes] [--q4-tune] [--attention-shapes] [--mma-peak] [--peer-shapes]
-//                     [--sdpa-tiles BR,BC,NT,CLAMP:...]
+//                     [--sdpa-tiles BR,BC,NT,CLAMP:...] [--sdpa-rows WANT,KBYTES,KCH:...]
 //
 // --tiles times the tensor-core matmul over encoder and prefill projection shapes with the tile
 // chosen by shape ("auto") and with forced tiles (VRUN_MM_TILE's WGMxWGNxFMxFNxBK[xSTAGES] for the
@@ -23,6 +23,8 @@
 // the ceiling any kernel built on them can reach on this device.
 // --sdpa-tiles times the prefill attention rows on the workgroup-scope attention kernel
 // (sdpa_cm2.comp) with each tile listed (VRUN_SDPA_CM2's BR,BC,NT,CLAMP; "auto" the default).
+// --sdpa-rows times GQA decode attention (32 / 8 heads) on the row kernel with each key split
+// listed (VRUN_SDPA_ROWS's WANT,KBYTES,KCH; "auto" the default).
 // --peer-shapes times llama.cpp's own matmul perf shapes (test-backend-ops perf -o MUL_MAT).
 // --sweep adds decode linear at 4x and 16x the rows (the slope between sizes separates the
 // bandwidth from fixed per-dispatch costs) and prefill linear at other M, K, N.
@@ -61,7 +63,7 @@ int main(int argc, char** argv) {
   double tensor_roof = 0;
   bool sweep = false, decode_shapes = false, q4_tune = false, attention_shapes = false, tiles = false, quant_tiles = false,
        mma_peak = false, peer_shapes = false;
-  std::string sdpa_tiles;
+  std::string sdpa_tiles, sdpa_rows;
   std::string tile_w = "q4_0,q8_0,q4_1";
   std::vector<std::string> tile_shapes;
   std::string tile_list =
@@ -84,9 +86,10 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--tile-shapes") && i + 1 < argc) tile_shapes = split_nonempty(argv[++i], ',');
     else if (!std::strcmp(argv[i], "--mma-peak")) mma_peak = true;
     else if (!std::strcmp(argv[i], "--sdpa-tiles") && i + 1 < argc) sdpa_tiles = argv[++i];
+    else if (!std::strcmp(argv[i], "--sdpa-rows") && i + 1 < argc) sdpa_rows = argv[++i];
     else if (!std::strcmp(argv[i], "--peer-shapes")) peer_shapes = true;
     else {
-      std::fprintf(stderr, "usage: vrun_bench_vulkan [--small] [--reps N] [--device I] [--tensor-roof TFLOPS] [--sweep] [--decode-shapes] [--q4-tune] [--attention-shapes] [--tiles | --quant-tiles [--tile-w q4_0,...] [--tile-list T1,T2,...] [--tile-shapes NAME,...]] [--mma-peak] [--peer-shapes] [--sdpa-tiles BR,BC,NT,CLAMP:...]\n");
+      std::fprintf(stderr, "usage: vrun_bench_vulkan [--small] [--reps N] [--device I] [--tensor-roof TFLOPS] [--sweep] [--decode-shapes] [--q4-tune] [--attention-shapes] [--tiles | --quant-tiles [--tile-w q4_0,...] [--tile-list T1,T2,...] [--tile-shapes NAME,...]] [--mma-peak] [--peer-shapes] [--sdpa-tiles BR,BC,NT,CLAMP:...] [--sdpa-rows WANT,KBYTES,KCH:...]\n");
       return 2;
     }
   }
@@ -337,6 +340,33 @@ int main(int argc, char** argv) {
       unsetenv("VRUN_SDPA");
     }
     unsetenv("VRUN_SDPA_CM2");
+    return 0;
+  }
+
+  if (!sdpa_rows.empty()) {
+    // GQA decode attention (32 query heads on 8 KV heads, one query row each, f16 cache) on the
+    // row kernel's key split as VRUN_SDPA_ROWS sets it ("auto": the default): caches rotated out
+    // of L2 as in the main table, and each call waiting for the one before on an L2-resident
+    // cache as in a decode step.
+    struct Att {
+      int64_t d, lk;
+    };
+    const Att shapes[] = {{128, 4096 / S}, {64, 1024 / S}, {64, 4096 / S}, {64, 16384 / S}};
+    for (const std::string& set : split_nonempty(sdpa_rows, ':')) {
+      if (set == "auto") unsetenv("VRUN_SDPA_ROWS");
+      else setenv("VRUN_SDPA_ROWS", set.c_str(), 1);
+      for (const Att& a : shapes) {
+        DevTensor q = make(ctx, DType::f16, Shape{1, 32, 1, a.d});
+        DevTensor k = make(ctx, DType::f16, Shape{1, 8, a.lk, a.d}), v = make(ctx, DType::f16, Shape{1, 8, a.lk, a.d});
+        const double bytes = 2.0 * 2 * 8 * a.lk * a.d;
+        const std::string shape = "Hq32 Hkv8 D" + std::to_string(a.d) + " Lk" + std::to_string(a.lk);
+        double t = run_op(ctx, reps, OpKind::sdpa, {&q, &k, &v, nullptr}, Attrs(OpKind::sdpa), true);
+        row(("sdpa decode " + set).c_str(), shape, t, bytes / 1e9, "GB/s", bw);
+        t = run_op(ctx, reps, OpKind::sdpa, {&q, &k, &v, nullptr}, Attrs(OpKind::sdpa), false, true);
+        row(("sdpa decode serial " + set).c_str(), shape, t, bytes / 1e9, "GB/s", bw);
+      }
+    }
+    unsetenv("VRUN_SDPA_ROWS");
     return 0;
   }
 

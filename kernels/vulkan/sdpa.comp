@@ -48,6 +48,11 @@ layout(constant_id = 14) const uint MERGE = 0;
 // p - win_l .. p + win_r, its mask in band coordinates (column j - (p - win_l)). The chunks are
 // cut from the union of the block's rows' bands (the host sizes nsplit * kchunk to cover it).
 layout(constant_id = 15) const uint WINDOW = 0;
+// PRE > 0 (f16 K and V rows read 8 halves at a time, KVEC8 = VVEC8 = 1): each invocation loads
+// its PRE words of the chunk's K and PRE of its V at the start, so the whole chunk is in flight
+// at once (one memory round trip, not one per K tile and V step); the host keeps the chunk within
+// PRE * 128 words (PRE a multiple of a K tile's words per invocation, BKV * DMAX / 8 / 128).
+layout(constant_id = 16) const uint PRE = 0;
 BINDING(5)
 BINDING(7)
 layout(set = 0, binding = 6, std430) coherent buffer BufCnt { uint cnt[]; };
@@ -66,7 +71,9 @@ const uint LDK = DV4 + 1u;      // padded (vec4) row stride: lanes reading diffe
 const uint DQ = DMAX / 8u;      // invocations per V row in the P.V pass
 const uint KS = WG / DQ;        // V rows in flight per workgroup
 const uint TPRED = WG / RMAX;   // invocations per row in the max / sum reductions
-const uint VPRE = 8;            // V words per invocation loaded before the scores (f16 rows)
+const uint VPRE = PRE > 0u ? PRE : 8u;  // V words per invocation loaded before the scores (f16 rows)
+const uint C8 = DMAX / 8u;      // 8-half words per K row
+const uint TPU = BKV * C8 / WG; // K tile words per invocation (PRE > 0)
 const float NEG_INF = -1.0 / 0.0;
 shared vec4 Ks[BKV * LDK];
 shared vec4 Qs[RMAX * DV4];
@@ -85,6 +92,40 @@ void accumulate(inout float acc[RMAX][8], uint j, float v[8]) {
 float[8] unpack8(uvec4 p) {
   vec2 h0 = unpackHalf2x16(p.x), h1 = unpackHalf2x16(p.y), h2 = unpackHalf2x16(p.z), h3 = unpackHalf2x16(p.w);
   return float[8](h0.x, h0.y, h1.x, h1.y, h2.x, h2.y, h3.x, h3.y);
+}
+
+// Scores of the block's rows against keys j0 .. j0 + n - 1 of the chunk (staged in Ks) into S.
+void score_tile(uint j0, uint n, uint nr, uint rr0, uint hk, uint b, uint kbeg, uint Lk) {
+  uint G = pc.Hq / pc.Hkv;
+  for (uint pr = gl_LocalInvocationID.x; pr < RMAX * BKV; pr += WG) {
+    uint r = pr / BKV, j = pr % BKV;
+    if (j >= n) continue;
+    float s = NEG_INF;
+    if (r < nr) {
+      uint rr = rr0 + r, h = hk * G + rr / pc.Lq, i = rr % pc.Lq;
+      uint jj = kbeg + j0 + j;
+      // Causal: query i sits at position Lk - Lq + i and sees keys up to it. Window: key jj is
+      // in the band when its column (as uint) is below the band's width.
+      uint col = WINDOW == 1 ? jj - (Lk - pc.Lq + i - pc.win_l) : jj;
+      if ((CAUSAL == 0 || jj <= Lk - pc.Lq + i) && (WINDOW == 0 || col < pc.win_l + pc.win_r + 1u)) {
+        float a = 0.0;
+        for (uint c = 0; c < DV4; ++c) a += dot(Qs[r * DV4 + c], Ks[j * LDK + c]);
+        s = a;
+        if (DT_MASK != DT_NONE) {
+          float mv = load4(DT_MASK, pc.off_m + b * pc.m_sb + h * pc.m_sh + i * pc.m_sl + col * pc.m_sk);
+          if (DT_MASK == DT_BOOL || DT_MASK == DT_U8) s = mv != 0.0 ? s : NEG_INF;
+          else s += mv;
+        }
+      }
+    }
+    S[r * KCH + j0 + j] = s;
+  }
+}
+
+// An 8-half word of K into the K tile, as f32.
+void stage_k(uint j, uint c, uvec4 p) {
+  Ks[j * LDK + 2u * c] = vec4(unpackHalf2x16(p.x), unpackHalf2x16(p.y));
+  Ks[j * LDK + 2u * c + 1u] = vec4(unpackHalf2x16(p.z), unpackHalf2x16(p.w));
 }
 
 void main() {
@@ -136,23 +177,37 @@ void main() {
   uint dq = t % DQ, ks = t / DQ;
   uint d0 = dq * 8u;
   uvec4 vpre[VPRE];
+  uvec4 kpre[PRE > 0u ? PRE : 1u];
   if (VVEC8 == 1)
     [[unroll]] for (uint u = 0; u < VPRE; ++u) {
       uint j = ks + u * KS;
       vpre[u] = j < kn && d0 < HEAD_DV ? v4[(vo + (kbeg + j) * pc.v_sl + d0) / 8u] : uvec4(0);
     }
   // 1. scores
-  for (uint j0 = 0; j0 < kn; j0 += BKV) {
+  if (PRE > 0u) {
+    // The chunk's K words: word e = t + u * WG is key e / C8, dims (e % C8) * 8 .. + 7, so tile i
+    // (keys i * BKV ..) is words i * TPU .. + TPU - 1 of every invocation.
+    [[unroll]] for (uint u = 0; u < PRE; ++u) {
+      uint e = t + u * WG, j = e / C8, c = e % C8;
+      kpre[u] = j < kn && c * 8u < HEAD_D ? k4[(ko + (kbeg + j) * pc.k_sl + c * 8u) / 8u] : uvec4(0);
+    }
+    [[unroll]] for (uint i = 0; i < PRE / TPU; ++i) {
+      if (i * BKV >= kn) break;
+      barrier();  // the previous tile's readers are done (and Qs is written before the first)
+      [[unroll]] for (uint u = 0; u < TPU; ++u) stage_k((t + u * WG) / C8, (t + u * WG) % C8, kpre[i * TPU + u]);
+      barrier();
+      score_tile(i * BKV, min(BKV, kn - i * BKV), nr, rr0, hk, b, kbeg, Lk);
+    }
+  }
+  for (uint j0 = 0; PRE == 0u && j0 < kn; j0 += BKV) {
     uint n = min(BKV, kn - j0);
     barrier();  // the previous tile's readers are done (and Qs is written before the first)
     if (KVEC8 == 1) {
-      const uint C8 = DMAX / 8u;
       for (uint e = t; e < BKV * C8; e += WG) {
         uint j = e / C8, c = e % C8;
         uvec4 p = uvec4(0);
         if (j < n && c * 8u < HEAD_D) p = k4[(ko + (kbeg + j0 + j) * pc.k_sl + c * 8u) / 8u];
-        Ks[j * LDK + 2u * c] = vec4(unpackHalf2x16(p.x), unpackHalf2x16(p.y));
-        Ks[j * LDK + 2u * c + 1u] = vec4(unpackHalf2x16(p.z), unpackHalf2x16(p.w));
+        stage_k(j, c, p);
       }
     } else {
       for (uint e = t; e < BKV * DV4; e += WG) {
@@ -167,29 +222,7 @@ void main() {
       }
     }
     barrier();
-    for (uint pr = t; pr < RMAX * BKV; pr += WG) {
-      uint r = pr / BKV, j = pr % BKV;
-      if (j >= n) continue;
-      float s = NEG_INF;
-      if (r < nr) {
-        uint rr = rr0 + r, h = hk * G + rr / pc.Lq, i = rr % pc.Lq;
-        uint jj = kbeg + j0 + j;
-        // Causal: query i sits at position Lk - Lq + i and sees keys up to it. Window: key jj is
-        // in the band when its column (as uint) is below the band's width.
-        uint col = WINDOW == 1 ? jj - (Lk - pc.Lq + i - pc.win_l) : jj;
-        if ((CAUSAL == 0 || jj <= Lk - pc.Lq + i) && (WINDOW == 0 || col < pc.win_l + pc.win_r + 1u)) {
-          float a = 0.0;
-          for (uint c = 0; c < DV4; ++c) a += dot(Qs[r * DV4 + c], Ks[j * LDK + c]);
-          s = a;
-          if (DT_MASK != DT_NONE) {
-            float mv = load4(DT_MASK, pc.off_m + b * pc.m_sb + h * pc.m_sh + i * pc.m_sl + col * pc.m_sk);
-            if (DT_MASK == DT_BOOL || DT_MASK == DT_U8) s = mv != 0.0 ? s : NEG_INF;
-            else s += mv;
-          }
-        }
-      }
-      S[r * KCH + j0 + j] = s;
-    }
+    score_tile(j0, n, nr, rr0, hk, b, kbeg, Lk);
   }
   barrier();
 

@@ -244,6 +244,17 @@ TEST_F(VkSdpa, RowKernelDecodeSplitsAndHeadDims) {
   // The split keys merged by the separate combine pass instead of the kernel's last workgroup.
   setenv("VRUN_SDPA", "combine", 1);
   for (size_t i : {0, 1, 2}) check(cases[i], 80 + static_cast<uint32_t>(i));
+  // f16 decode chunks streamed rather than loaded whole at their start (VRUN_SDPA_ROWS's PRE 0),
+  // and loaded whole on 8 KiB K tiles (several tiles a chunk) where the row blocks are many
+  // (PRE 1, which the default keeps to decode shapes); the chunks of 64 keys past an odd count.
+  setenv("VRUN_SDPA", "rows", 1);
+  setenv("VRUN_SDPA_ROWS", "0,0,0,0", 1);
+  for (size_t i : {0, 1, 2, 7}) check(cases[i], 120 + static_cast<uint32_t>(i));
+  setenv("VRUN_SDPA_ROWS", "0,8,0,1", 1);
+  for (size_t i : {0, 1, 2, 7}) check(cases[i], 130 + static_cast<uint32_t>(i));
+  setenv("VRUN_SDPA_ROWS", "64,16,0,1", 1);
+  for (size_t i : {0, 1}) check(cases[i], 140 + static_cast<uint32_t>(i));
+  unsetenv("VRUN_SDPA_ROWS");
   unsetenv("VRUN_SDPA");
 }
 

@@ -95,6 +95,32 @@ Cm2AttentionTile cm2_attention_tile(const Context& ctx, int d) {
   return {};
 }
 
+// The row kernel's key split, for comparisons on a GPU (`vrun_bench_vulkan --sdpa-rows`):
+// VRUN_SDPA_ROWS=WANT,KBYTES,KCH[,PRE] sets the chunks it aims for per row block, the K tile's KiB
+// of f32 in shared memory (8, 16 or 32), the most keys a chunk holds (a multiple of 16, 64 to
+// 1024) and whether a decode chunk is loaded whole at its start (1) or streamed (0); 0 (PRE: -1)
+// keeps the default. Read on every call; a value it does not take is refused with a warning.
+struct RowSplit {
+  int64_t want = 0, kbytes = 0, kch = 0, pre = -1;
+};
+
+RowSplit forced_row_split() {
+  const char* e = std::getenv("VRUN_SDPA_ROWS");
+  if (!e || !*e) return {};
+  long long w = 0, kb = 0, kc = 0, pre = -1;
+  const int n = std::sscanf(e, "%lld,%lld,%lld,%lld", &w, &kb, &kc, &pre);
+  const bool ok = (n == 3 || n == 4) && w >= 0 && w <= 4096 && (kb == 0 || kb == 8 || kb == 16 || kb == 32) &&
+                  (kc == 0 || (kc >= 64 && kc <= 1024 && kc % 16 == 0)) && pre >= -1 && pre <= 1;
+  if (ok) return {w, kb, kc, pre};
+  static thread_local std::string refused;
+  if (refused != e) {
+    refused = e;
+    std::fprintf(stderr, "vrun: VRUN_SDPA_ROWS=%s is not WANT,KBYTES,KCH[,PRE] (KBYTES 0, 8, 16 or 32; KCH 0 or "
+                 "64..1024 in steps of 16; PRE -1, 0 or 1); using the defaults\n", e);
+  }
+  return {};
+}
+
 // y from split-K partials [rows, nsplit, Dv + 2] (sdpa_combine.comp); qpos: the device-held
 // length the chunks were cut from (else every chunk holds keys).
 Status record_combine(Recorder& rec, const DeviceView& y, const DeviceView& partial, const DeviceView* qpos, int64_t rows, int64_t Dv,
@@ -330,23 +356,40 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
     const bool across_heads = Hq / Hkv > 1 && Lq % rmax != 0;
     span = std::min(Lk, width + (across_heads ? Lq : std::min(rmax, Lq)) - 1);
   }
-  const int64_t kch = dmax == 256 ? 128 : 256;
-  // K tile rows: 32 KiB of f32 where shared memory has room (one K round trip per decode chunk),
-  // else 16 KiB. Shared bytes: K tile (rows padded by a vec4), Q rows, scores, reductions.
+  const RowSplit forced_split = forced_row_split();
+  const int64_t base_groups = row_blocks * Hkv * B;
+  const int64_t kch = forced_split.kch ? forced_split.kch : dmax == 256 ? 128 : 256;
+  // Shared bytes: K tile (rows padded by a vec4), Q rows, scores, reductions.
   auto row_kernel_smem = [&](int64_t rows) {
     return rows * (dmax / 4 + 1) * 16 + rmax * dmax * 4 + rmax * kch * 4 + 128 * 4 + 2 * rmax * 4;
   };
-  const int64_t krows = row_kernel_smem(8192 / dmax) <= smem ? 8192 / dmax : 4096 / dmax;
-  // Aim for about 512 workgroups (a few per compute unit on large GPUs) with chunks of >= 64 keys.
-  const int64_t base_groups = row_blocks * Hkv * B;
-  int64_t want = std::max<int64_t>(1, 512 / std::max<int64_t>(1, base_groups));
-  int64_t kchunk = std::clamp<int64_t>((span + want - 1) / want, 64, kch);
+  // K tile rows: the largest of 32, 16 and 8 KiB of f32 that leaves room for two workgroups in
+  // shared memory, else the largest that fits. On an H100 (48 KiB) a decode chunk of 128 keys on
+  // 16 KiB tiles, two workgroups a multiprocessor, took 28 us over 4,096 keys of 8 heads of 128
+  // where one 32 KiB tile of 64 keys, one workgroup a multiprocessor, took 50 (`--sdpa-rows`).
+  int64_t krows = 0;
+  for (const uint32_t room : {smem / 2, smem})
+    for (int64_t kib : {forced_split.kbytes, int64_t{32}, int64_t{16}, int64_t{8}})
+      if (!krows && kib && row_kernel_smem(kib * 256 / dmax) <= room) krows = kib * 256 / dmax;
+  if (!krows)
+    return err(ErrorCode::kUnsupported, "vulkan: sdpa row kernel needs ", row_kernel_smem(2048 / dmax),
+               " bytes of shared memory, the device has ", smem);
+  // Decode (few row blocks) over f16 K and V: each chunk's K and V loaded whole at its start, at
+  // most 16 words of 8 halves per invocation each (128 keys of 128 dims, 256 of 64).
+  const bool pre_shape = forced_split.pre != 0 && (base_groups < 128 || forced_split.pre == 1) &&
+                         k.dtype == DType::f16 && v.dtype == DType::f16 && D % 8 == 0 && Dv % 8 == 0;
+  const int64_t kmax = pre_shape ? std::min<int64_t>(kch, 16 * 128 * 8 / dmax) : kch;
+  // Aim for about 256 workgroups (two per compute unit on large GPUs) with chunks of >= 64 keys:
+  // on the H100, 32 chunks of 128 keys for each of 8 KV heads took 28 us where 64 of 64 took 40
+  // and 16 of 256 took 31 (4,096 keys of 128 dims, streamed chunks).
+  int64_t want = forced_split.want ? forced_split.want : std::max<int64_t>(1, 256 / std::max<int64_t>(1, base_groups));
+  int64_t kchunk = std::clamp<int64_t>((span + want - 1) / want, 64, kmax);
   // Up to one chunk of keys, a workgroup per row block takes them all where there are enough
   // such workgroups: splitting that little work costs a second pass (the combine) and a barrier.
   // With few (a decode step's 8 KV heads) one workgroup streaming 256 keys takes longer than the
   // split and the combine (H100: 13 us against 8 us for 4x the keys in chunks of 64).
   if (span <= kch && base_groups >= 128) kchunk = kch;
-  kchunk = std::min<int64_t>(kch, (kchunk + 15) / 16 * 16);
+  kchunk = std::min<int64_t>(pre_shape ? kmax : kch, (kchunk + 15) / 16 * 16);
   const int64_t nsplit = (span + kchunk - 1) / kchunk;
   if (row_blocks > 65535 || Hkv > 65535 || B * nsplit > 65535)
     return err(ErrorCode::kUnsupported, "vulkan: sdpa grid [", row_blocks, ", ", Hkv, ", ", B * nsplit,
@@ -374,6 +417,11 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
                                    {merge ? &cnt : nullptr, true},
                                    {merge ? &y : nullptr, true}};
   VRUN_ASSIGN_OR_RETURN(auto offs, rec.binding_offsets(bindings));
+  // Words of K (and of V) per invocation for a whole chunk, whole K tiles of krows * dmax / 8 / 128.
+  const int64_t tile_words = krows * dmax / 8 / 128;
+  const int64_t pre = pre_shape && rows_vec8(k, offs[2]) && rows_vec8(v, offs[3])
+                          ? (kchunk * dmax / 8 / 128 + tile_words - 1) / tile_words * tile_words
+                          : 0;
   PushWords pw = push_words(offs, nsplit, kchunk);
   pw.u(offs[5]).u(want).u(offs[6]).u(offs[7]);
   const std::vector<int32_t> spec = {dt_code(q.dtype),
@@ -391,7 +439,8 @@ Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const Devic
                                      static_cast<int32_t>(krows),
                                      dyn_len ? 1 : 0,
                                      merge ? 1 : 0,
-                                     window ? 1 : 0};
+                                     window ? 1 : 0,
+                                     static_cast<int32_t>(pre)};
   VRUN_RETURN_IF_ERROR(rec.dispatch("sdpa", spec, bindings, pw.w, pw.bytes(), static_cast<uint32_t>(row_blocks),
                                     static_cast<uint32_t>(Hkv), static_cast<uint32_t>(B * nsplit)));
   if (nsplit == 1 || merge) return Status::ok();
