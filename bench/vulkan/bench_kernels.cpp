@@ -5,15 +5,16 @@
 //
 //   vrun_bench_vulkan [--small] [--reps N] [--device I] [--tensor-roof TFLOPS] [--sweep]
 //                     [--tiles | --quant-tiles [--tile-w q4_0,...] [--tile-list T1,T2,...]
-//                      [--tile-shapes "llama-1b o,llama-1b down"]]
+//                      [--tile-shapes "llama-1b o,llama-1b down"] [--tile-m M]]
 //                     [--decode-shapes] [--q4-tune] [--attention-shapes] [--mma-peak] [--peer-shapes]
-//                     [--sdpa-tiles BR,BC,NT,CLAMP:...] [--sdpa-rows WANT,KBYTES,KCH:...]
+//                     [--sdpa-tiles BR,BC,NT,CLAMP:...] [--sdpa-rows WANT,KBYTES,KCH[,PRE]:...]
 //
 // --tiles times the tensor-core matmul over encoder and prefill projection shapes with the tile
 // chosen by shape ("auto") and with forced tiles (VRUN_MM_TILE's WGMxWGNxFMxFNxBK[xSTAGES] for the
 // subgroup-scope kernel, cm2:BMxBNxBKxTHREADS for the workgroup-scope one, VRUN_MM_CM2; split:N
 // for its K ranges, VRUN_MM_SPLITK; "+" joins them: cm2:128x64x32x128+split:2);
-// --tile-list replaces the forced ones, --tile-shapes keeps only the shapes it names. --quant-tiles
+// --tile-list replaces the forced ones, --tile-shapes keeps only the shapes it names, --tile-m
+// gives every shape M rows of x (a prompt's length: edge tiles). --quant-tiles
 // does the same for block-quantised W (q4_0, q8_0, q4_1, or the W dtypes --tile-w lists) on
 // Llama's prefill projections, f16 x (cm2 tiles are then W rows x x rows).
 //
@@ -66,6 +67,7 @@ int main(int argc, char** argv) {
   std::string sdpa_tiles, sdpa_rows;
   std::string tile_w = "q4_0,q8_0,q4_1";
   std::vector<std::string> tile_shapes;
+  int64_t tile_m = 0;  // --tile-m: the rows of x for every --tiles shape (a prompt's length)
   std::string tile_list =
       "2x4x4x2x16x2,4x4x2x4x32,2x4x2x2x32,cm2:128x256x32x256,cm2:128x128x32x128,cm2:64x128x32x128,"
       "cm2:128x128x64x128,cm2:128x128x16x128,cm2:256x128x32x256,cm2:64x256x32x128";
@@ -84,12 +86,13 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--tile-list") && i + 1 < argc) tile_list = argv[++i];
     else if (!std::strcmp(argv[i], "--tile-w") && i + 1 < argc) tile_w = argv[++i];
     else if (!std::strcmp(argv[i], "--tile-shapes") && i + 1 < argc) tile_shapes = split_nonempty(argv[++i], ',');
+    else if (!std::strcmp(argv[i], "--tile-m") && i + 1 < argc) tile_m = std::atoll(argv[++i]);
     else if (!std::strcmp(argv[i], "--mma-peak")) mma_peak = true;
     else if (!std::strcmp(argv[i], "--sdpa-tiles") && i + 1 < argc) sdpa_tiles = argv[++i];
     else if (!std::strcmp(argv[i], "--sdpa-rows") && i + 1 < argc) sdpa_rows = argv[++i];
     else if (!std::strcmp(argv[i], "--peer-shapes")) peer_shapes = true;
     else {
-      std::fprintf(stderr, "usage: vrun_bench_vulkan [--small] [--reps N] [--device I] [--tensor-roof TFLOPS] [--sweep] [--decode-shapes] [--q4-tune] [--attention-shapes] [--tiles | --quant-tiles [--tile-w q4_0,...] [--tile-list T1,T2,...] [--tile-shapes NAME,...]] [--mma-peak] [--peer-shapes] [--sdpa-tiles BR,BC,NT,CLAMP:...] [--sdpa-rows WANT,KBYTES,KCH:...]\n");
+      std::fprintf(stderr, "usage: vrun_bench_vulkan [--small] [--reps N] [--device I] [--tensor-roof TFLOPS] [--sweep] [--decode-shapes] [--q4-tune] [--attention-shapes] [--tiles | --quant-tiles [--tile-w q4_0,...] [--tile-list T1,T2,...] [--tile-shapes NAME,...] [--tile-m M]] [--mma-peak] [--peer-shapes] [--sdpa-tiles BR,BC,NT,CLAMP:...] [--sdpa-rows WANT,KBYTES,KCH[,PRE]:...]\n");
       return 2;
     }
   }
@@ -432,7 +435,8 @@ int main(int argc, char** argv) {
         if (!tile_shapes.empty() && std::none_of(tile_shapes.begin(), tile_shapes.end(),
                                                  [&](const std::string& n) { return n == m.name; }))
           continue;
-        DevTensor x = make(ctx, xdt, Shape{m.m, m.k}), w = make(ctx, wdt, Shape{m.n, m.k});
+        const int64_t M = tile_m > 0 ? tile_m : m.m;
+        DevTensor x = make(ctx, xdt, Shape{M, m.k}), w = make(ctx, wdt, Shape{m.n, m.k});
         for (const std::string& cs : cands) {
           // "cm2:BMxBNxBKxTHREADS" forces a workgroup-scope tile (VRUN_MM_CM2), "split:N" its K
           // ranges (VRUN_MM_SPLITK), any other a subgroup-scope tile (VRUN_MM_TILE, which keeps the
@@ -450,10 +454,10 @@ int main(int argc, char** argv) {
           if (cm2 && !ctx.coopmat2().on) continue;
           const double t = run_op(ctx, reps, OpKind::linear, {&x, &w, nullptr}, Attrs(OpKind::linear));
           char shape[96];
-          std::snprintf(shape, sizeof shape, "%lldx%lldx%lld %s x %s %s", static_cast<long long>(m.m),
+          std::snprintf(shape, sizeof shape, "%lldx%lldx%lld %s x %s %s", static_cast<long long>(M),
                         static_cast<long long>(m.k), static_cast<long long>(m.n), dtype_name(wdt), dtype_name(xdt),
                         cs.empty() ? "auto" : cs.c_str());
-          row(m.name, shape, t, 2.0 * m.m * m.k * m.n / 1e12, "TFLOP/s", 0);
+          row(m.name, shape, t, 2.0 * M * m.k * m.n / 1e12, "TFLOP/s", 0);
         }
         unsetenv("VRUN_MM_TILE");
         unsetenv("VRUN_MM_CM2");

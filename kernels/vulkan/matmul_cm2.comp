@@ -6,8 +6,9 @@
 // whatever staging and pipelining the GPU does best, so this kernel only walks K. (Loading each
 // step's tiles a step ahead of its multiply, or copying them through two buffers of shared memory
 // first, measured 10-40% slower on an H100: bench/vulkan/README.md.) Workgroups whose
-// tile lies inside M x N with K a multiple of BK load through unclamped layouts; edge tiles load
-// through clamped ones (zeros outside) and the store drops what lies outside M x N. The bias, act
+// tile lies inside M x N with K a multiple of BK load through unclamped layouts (the last row of
+// tiles moved inside M where SHIFT_LAST says so); edge tiles load through clamped ones (zeros
+// outside) and the store drops what lies outside M x N. The bias, act
 // and residual are applied element by element (coopMatPerElementNV) before the tile is stored.
 // Built only with the slang glslang (runtime/backends/vulkan/glslang_cm2.py); the host requires
 // K % 8 == 0 and 8-element-aligned rows and offsets, as the other tensor-core kernels do.
@@ -45,7 +46,9 @@ float epilogue(const in uint r, const in uint c, const in float e, const in uint
   }
 
 void main() {
-  const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
+  const uint n0 = gl_WorkGroupID.x * BN;
+  uint m0 = gl_WorkGroupID.y * BM;
+  if (SHIFT_LAST != 0u && m0 + BM > pc.M) m0 = pc.M - BM;
   const uint K = pc.K, kbeg = k_begin(K), kend = k_end(K);
   // The host keeps rows 8-element aligned: saying so lets the loads use 16-byte accesses.
   const uint a_sm = pc.a_sm & ~7u, k8 = K & ~7u;

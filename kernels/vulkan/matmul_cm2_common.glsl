@@ -1,6 +1,6 @@
 // Declarations shared by the workgroup-scope linear kernels (matmul_cm2.comp with x as the A
 // matrix, matmul_wa_cm2.comp with W as the A matrix): specialisation constants, push constants
-// (matmul_push.glsl, the batch fields unused but two: SPLIT_MERGE's offsets), the epilogue inside
+// (matmul_push.glsl, the batch fields unused but three: SPLIT_MERGE's offsets and SHIFT_LAST), the epilogue inside
 // M x N, y's store layout, the K walk and the merge of split K ranges.
 // Bindings: 0 y, 1 x, 2 W, 3 bias, 4 residual, 5 partial tiles and 6 counters (split K).
 layout(local_size_x_id = 9) in;
@@ -24,6 +24,10 @@ layout(constant_id = 11) const uint SPLIT = 1;
 // SPLIT_MERGE's offsets (elements of bindings 5 and 6), in push words the linear kernels leave unused.
 #define OFF_PART pc.a_sb0
 #define OFF_CNT pc.a_sb1
+// 1: the last tile along M, where it would reach past M, starts at M - its rows instead (the host
+// sets it where M exceeds a tile and y is not the residual): every load unclamped, the rows it
+// shares with the tile before computed twice to the same values.
+#define SHIFT_LAST pc.a_sb2
 layout(set = 0, binding = 5, std430) coherent buffer BufPart { float part[]; };
 layout(set = 0, binding = 6, std430) coherent buffer BufCnt { uint cnt[]; };
 

@@ -8,8 +8,8 @@
 // element, so they reach the tensor cores as halves with no copy of W (d * q (+ m) rounded to a
 // half, as the subgroup-scope kernel's loads do). f16 W takes this kernel rather than
 // matmul_cm2.comp (x as A) on wide projections, where it measured 8-17% faster on an H100
-// (ops_linalg.cpp, cm2_wa_tile). Edge tiles load and store through clamped layouts, as in
-// matmul_cm2.comp. The host requires K % 8 == 0 (blocks: K % 32 == 0 and W's offset within its
+// (matmul_tiles.cpp, cm2_wa_tile). Edge tiles load and store through clamped layouts, and the last
+// tile of x's rows moves inside M (SHIFT_LAST), as in matmul_cm2.comp. The host requires K % 8 == 0 (blocks: K % 32 == 0 and W's offset within its
 // binding a whole number of blocks), 8-element-aligned rows and offsets, and for blocks the
 // device's block loads with bufferDeviceAddress (Context::CoopMat2::block_loads).
 // Bindings: 0 y, 1 x, 2 W, 3 bias, 4 residual; 5, 6 for split K (matmul_cm2_common.glsl).
@@ -95,7 +95,9 @@ float epilogue(const in uint r, const in uint c, const in float e, const in uint
   }
 
 void main() {
-  const uint n0 = gl_WorkGroupID.x * BM, m0 = gl_WorkGroupID.y * BN;
+  const uint n0 = gl_WorkGroupID.x * BM;
+  uint m0 = gl_WorkGroupID.y * BN;
+  if (SHIFT_LAST != 0u && m0 + BN > pc.M) m0 = pc.M - BN;
   const uint K = pc.K, kbeg = k_begin(K), kend = k_end(K);
   const uint a_sm = pc.a_sm & ~7u, kb = K / 32u;  // x's rows 8-element aligned; W's in blocks
   tensorViewNV<2, false, 1, 0> transposed = createTensorViewNV(2, false, 1, 0);
