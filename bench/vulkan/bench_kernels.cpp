@@ -12,7 +12,8 @@
 // --tiles times the tensor-core matmul over encoder and prefill projection shapes with the tile
 // chosen by shape ("auto") and with forced tiles (VRUN_MM_TILE's WGMxWGNxFMxFNxBK[xSTAGES] for the
 // subgroup-scope kernel, cm2:BMxBNxBKxTHREADS for the workgroup-scope one, VRUN_MM_CM2; split:N
-// for its K ranges, VRUN_MM_SPLITK; "+" joins them: cm2:128x64x32x128+split:2);
+// for its K ranges, VRUN_MM_SPLITK; dequant:ROWS for block-quantised W expanded to halves first
+// from that many rows of x, 0 never, VRUN_MM_DEQUANT; "+" joins them: cm2:128x64x32x128+split:2);
 // --tile-list replaces the forced ones, --tile-shapes keeps only the shapes it names, --tile-m
 // gives every shape M rows of x (a prompt's length: edge tiles). --quant-tiles
 // does the same for block-quantised W (q4_0, q8_0, q4_1, or the W dtypes --tile-w lists) on
@@ -445,7 +446,12 @@ int main(int argc, char** argv) {
           unsetenv("VRUN_MM_TILE");
           unsetenv("VRUN_MM_CM2");
           unsetenv("VRUN_MM_SPLITK");
+          unsetenv("VRUN_MM_DEQUANT");
           for (const std::string& part : split_nonempty(cs, '+')) {
+            if (part.rfind("dequant:", 0) == 0) {  // block-quantised W expanded to halves first from these rows
+              setenv("VRUN_MM_DEQUANT", part.c_str() + 8, 1);
+              continue;
+            }
             const bool is_cm2 = part.rfind("cm2:", 0) == 0, is_split = part.rfind("split:", 0) == 0;
             cm2 = cm2 || is_cm2 || is_split;
             setenv(is_cm2 ? "VRUN_MM_CM2" : is_split ? "VRUN_MM_SPLITK" : "VRUN_MM_TILE",
@@ -462,6 +468,7 @@ int main(int argc, char** argv) {
         unsetenv("VRUN_MM_TILE");
         unsetenv("VRUN_MM_CM2");
         unsetenv("VRUN_MM_SPLITK");
+        unsetenv("VRUN_MM_DEQUANT");
       }
     return 0;
   }

@@ -338,8 +338,10 @@ TEST_F(VkLinalg, LinearWorkgroupScopeWeightsAsA) {
     ~Unset() {
       unsetenv("VRUN_MM_CM2");
       unsetenv("VRUN_MM_CM2_WA");
+      unsetenv("VRUN_MM_DEQUANT");
     }
   } unset;
+  setenv("VRUN_MM_DEQUANT", "0", 1);  // W's blocks expanded by the tile loads, not by a pass first
   std::mt19937 rng(23);
   const int64_t M = 200, N = 300;
   for (int64_t K : {96, 1056}) {
@@ -379,8 +381,10 @@ TEST_F(VkLinalg, LinearWorkgroupScopeSplitK) {
       unsetenv("VRUN_MM_CM2");
       unsetenv("VRUN_MM_CM2_WA");
       unsetenv("VRUN_MM_SPLITK");
+      unsetenv("VRUN_MM_DEQUANT");
     }
   } unset;
+  setenv("VRUN_MM_DEQUANT", "0", 1);
   std::mt19937 rng(24);
   const int64_t M = 200, N = 300, K = 2048;
   HostTensor b = random_tensor(DType::f16, Shape{N}, rng);
@@ -413,6 +417,38 @@ TEST_F(VkLinalg, LinearWorkgroupScopeSplitK) {
     ASSERT_EQ(again[0].storage->size(), out.storage->size());
     EXPECT_EQ(std::memcmp(again[0].storage->data(), out.storage->data(), out.storage->size()), 0)
         << name << ": two runs differ";
+  }
+}
+
+// Block-quantised W expanded to f16 by a pass of its own (dequant.comp) before the projection,
+// as prefill rows take it on devices with workgroup-scope matrices (VRUN_MM_DEQUANT=64 forces it
+// from 64 rows on any device, onto whichever kernel takes f16 W), against float64 from the stored values: q8_0,
+// q4_0, q4_1; f16 and f32 x; W starting one row into its tensor; bias, silu and residual into
+// f16 y. Decode rows (fewer than the threshold) keep the block-quantised matvec.
+TEST_F(VkLinalg, LinearDequantisedWeights) {
+  struct Unset {
+    ~Unset() { unsetenv("VRUN_MM_DEQUANT"); }
+  } unset;
+  setenv("VRUN_MM_DEQUANT", "64", 1);
+  std::mt19937 rng(25);
+  const int64_t N = 300;
+  for (int64_t K : {96, 1056}) {
+    for (DType wdt : {DType::q8_0, DType::q4_0, DType::q4_1}) {
+      HostTensor wall = random_tensor(wdt, Shape{N + 1, K}, rng);
+      HostTensor w = weight_rows(wall, 1, N);
+      HostTensor b = random_tensor(DType::f16, Shape{N}, rng);
+      for (int64_t M : {200, 3}) {
+        HostTensor res = random_tensor(DType::f32, Shape{M, N}, rng);
+        for (DType xdt : {DType::f16, DType::f32}) {
+          HostTensor x = random_tensor(xdt, Shape{M, K}, rng);
+          const std::vector<double> want = linear_ref(x, w, &b, M, N, K);
+          const double atol = 6e-4 * std::sqrt(static_cast<double>(K)), rtol = 4e-3;
+          check_silu_residual(x, w, b, res, want, atol, rtol,
+                              std::string("dequantised ") + dtype_name(wdt) + " x " + dtype_name(xdt) + " M " +
+                                  std::to_string(M) + " K " + std::to_string(K));
+        }
+      }
+    }
   }
 }
 

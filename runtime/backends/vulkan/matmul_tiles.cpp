@@ -215,4 +215,32 @@ int cm2_split(const Context& ctx, const Cm2Tile& t, int64_t tiles, int64_t K, bo
   return quant && t.bm * t.bn <= 128 * 64 && sms > 0 && tiles < sms && takes(2, 32) ? 2 : 1;
 }
 
+// Block-quantised W expanded to f16 scratch first (dequant.comp), the projection then on the f16
+// workgroup-scope kernels: the pass reads W once and writes its halves, which pays where the f16
+// kernels' rate saves more than that. One H100, `vrun_bench_vulkan --quant-tiles --tile-w
+// q4_0,q8_0,q4_1 --tile-list dequant:0` (512 rows of f16 x, us, expanded first / blocks expanded
+// by the tile loads): Llama-1B's qkv 45 / 49-54, o 32-33 / 46-51, down 134-137 / 157-173 (the
+// fused kernel's grids leave multiprocessors idle there, split K or not); up (N 16384) q4_0 206 /
+// 184, q4_1 207 / 203, q8_0 212 / 233; 512 x 2048 x 8192 q4_0 101 / 83, q4_1 102 / 90, q8_0 104 /
+// 99. So 4-bit W keeps the fused kernel where it takes its 128 x 256 tile (a grid that fills the
+// device), and everything else from 128 rows is expanded first. A Llama-1B-shaped prefill of 512
+// tokens (`bench_llama_roofline --shape llama-1b --backend vulkan`, tok/s): nothing expanded
+// (VRUN_MM_DEQUANT=0) q4_0 48,223-48,391, q8_0 43,590-43,704, q4_1 45,253-45,353; every shape
+// expanded (VRUN_MM_DEQUANT=128) 53,718-54,585, 52,318-52,523, 53,019-54,004; this rule, on the
+// second of those two H100s, 56,069-56,690, 52,911-52,926, 53,780-54,170.
+// Only with VK_NV_cooperative_matrix2, and W of at most 256 MiB of halves.
+// VRUN_MM_DEQUANT=ROWS expands every shape from that many rows (0 never) on any device.
+constexpr int64_t kDequantRows = 128, kMaxDequantBytes = int64_t{256} << 20;
+bool dequant_first(const Context& ctx, int64_t M, int64_t K, int64_t N, DType x, DType w) {
+  if (!is_quantized(w) || K % kQuantBlock != 0 || N * K * 2 > kMaxDequantBytes || !PipelineCache::has_kernel("dequant"))
+    return false;
+  if (const char* e = std::getenv("VRUN_MM_DEQUANT"); e && *e) {
+    const int64_t rows = std::atoll(e);
+    return rows > 0 && M >= rows;
+  }
+  if (!ctx.coopmat2().on || !PipelineCache::has_kernel("matmul_cm2") || M < kDequantRows) return false;
+  const bool four_bit = w == DType::q4_0 || w == DType::q4_1;
+  return !(four_bit && cm2_wa_tile(ctx, M, K, N, x, w) == &kCm2Wide);
+}
+
 }  // namespace vrun::vulkan

@@ -67,4 +67,8 @@ const Cm2Tile* cm2_wa_tile(const Context& ctx, int64_t M, int64_t K, int64_t N, 
 // The K ranges each of a workgroup-scope grid's `tiles` tiles is split into (1: whole K).
 int cm2_split(const Context& ctx, const Cm2Tile& t, int64_t tiles, int64_t K, bool quant);
 
+// Whether block-quantised W [N, K] is expanded to f16 first (dequant.comp) for M rows of x, the
+// projection then running on the f16 kernels.
+bool dequant_first(const Context& ctx, int64_t M, int64_t K, int64_t N, DType x, DType w);
+
 }  // namespace vrun::vulkan

@@ -132,9 +132,24 @@ Status record_linear(Recorder& rec, const std::vector<DeviceView>& in_, const De
   return record_linear_plain(rec, rest, y, act);
 }
 
+// Block-quantised W [N, K] expanded to f16 rows in wh (dequant.comp): false where its byte offset
+// in the binding is odd (its 16-bit fields unaligned).
+Result<bool> record_dequant(Recorder& rec, const DeviceView& w, const DeviceView& wh) {
+  std::vector<Binding> bindings = {{&wh, true}, {&w, false}};
+  VRUN_ASSIGN_OR_RETURN(auto offs, rec.binding_offsets(bindings));
+  if (offs[1] % 2 != 0 || offs[0] % 8 != 0) return false;
+  const uint64_t n8 = static_cast<uint64_t>(w.numel()) / 8;
+  PushWords pw;
+  pw.u(n8).u(offs[0]).u(offs[1]);
+  uint32_t gx, gy;
+  rec.grid_1d((n8 + 255) / 256, &gx, &gy);
+  VRUN_RETURN_IF_ERROR(rec.dispatch("dequant", {dt_code(w.dtype)}, bindings, pw.w, pw.bytes(), gx, gy, 1));
+  return true;
+}
+
 Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, const DeviceView* res, int act) {
   VRUN_ASSIGN_OR_RETURN(DeviceView x, rec.rows_view(in[0], 1));
-  const DeviceView& w = in[1];
+  DeviceView w = in[1];
   const DeviceView* bias = in.size() > 2 && in[2].present() ? &in[2] : nullptr;
   DeviceView b;
   if (bias) {
@@ -163,6 +178,14 @@ Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, cons
     return after ? finish(p) : Status::ok();
   }
   Context& ctx = rec.context();
+  // Block-quantised W on prefill rows: expanded to f16 scratch first where that pays, then the f16
+  // kernels (matmul_tiles.cpp, dequant_first).
+  if (w.is_contiguous() && dequant_first(ctx, M, K, N, x.dtype, w.dtype) &&
+      (!ctx.coopmat2().on || coop_linear_operands(ctx, x.dtype, DType::f16, M, K))) {
+    VRUN_ASSIGN_OR_RETURN(DeviceView wh, rec.scratch(DType::f16, Shape{N, K}));
+    VRUN_ASSIGN_OR_RETURN(const bool expanded, record_dequant(rec, w, wh));
+    if (expanded) w = wh;
+  }
   // f32 rows that the workgroup-scope kernels would round to halves as they load are rounded
   // once, into an f16 copy, first, for f16 W: the projection then runs on the f16-x kernels (W as
   // the A matrix on wide projections), which read half the bytes a tile. Block-quantised W stays
