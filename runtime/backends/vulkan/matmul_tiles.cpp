@@ -228,7 +228,9 @@ int cm2_split(const Context& ctx, const Cm2Tile& t, int64_t tiles, int64_t K, bo
 // (VRUN_MM_DEQUANT=0) q4_0 48,223-48,391, q8_0 43,590-43,704, q4_1 45,253-45,353; every shape
 // expanded (VRUN_MM_DEQUANT=128) 53,718-54,585, 52,318-52,523, 53,019-54,004; this rule, on the
 // second of those two H100s, 56,069-56,690, 52,911-52,926, 53,780-54,170.
-// Only with VK_NV_cooperative_matrix2, and W of at most 256 MiB of halves.
+// Only with VK_NV_cooperative_matrix2, for W of at most 256 MiB of halves, and where K and N are
+// at least 2048 (what was measured: the speech encoders' narrower block-quantised projections,
+// Whisper's 384-1280 wide, keep the fused kernel until they are).
 // VRUN_MM_DEQUANT=ROWS expands every shape from that many rows (0 never) on any device.
 constexpr int64_t kDequantRows = 128, kMaxDequantBytes = int64_t{256} << 20;
 bool dequant_first(const Context& ctx, int64_t M, int64_t K, int64_t N, DType x, DType w) {
@@ -238,7 +240,8 @@ bool dequant_first(const Context& ctx, int64_t M, int64_t K, int64_t N, DType x,
     const int64_t rows = std::atoll(e);
     return rows > 0 && M >= rows;
   }
-  if (!ctx.coopmat2().on || !PipelineCache::has_kernel("matmul_cm2") || M < kDequantRows) return false;
+  if (!ctx.coopmat2().on || !PipelineCache::has_kernel("matmul_cm2") || M < kDequantRows || K < 2048 || N < 2048)
+    return false;
   const bool four_bit = w == DType::q4_0 || w == DType::q4_1;
   return !(four_bit && cm2_wa_tile(ctx, M, K, N, x, w) == &kCm2Wide);
 }
