@@ -179,12 +179,14 @@ Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, cons
   }
   Context& ctx = rec.context();
   // Block-quantised W on prefill rows: expanded to f16 scratch first where that pays, then the f16
-  // kernels (matmul_tiles.cpp, dequant_first).
+  // kernels (matmul_tiles.cpp, dequant_first). A device without room for the halves keeps the
+  // fused kernels: the expansion is only a speed-up.
   if (w.is_contiguous() && dequant_first(ctx, M, K, N, x.dtype, w.dtype) &&
       (!ctx.coopmat2().on || coop_linear_operands(ctx, x.dtype, DType::f16, M, K))) {
-    VRUN_ASSIGN_OR_RETURN(DeviceView wh, rec.scratch(DType::f16, Shape{N, K}));
-    VRUN_ASSIGN_OR_RETURN(const bool expanded, record_dequant(rec, w, wh));
-    if (expanded) w = wh;
+    if (Result<DeviceView> wh = rec.scratch(DType::f16, Shape{N, K}); wh.is_ok()) {
+      VRUN_ASSIGN_OR_RETURN(const bool expanded, record_dequant(rec, w, *wh));
+      if (expanded) w = *wh;
+    }
   }
   // f32 rows that the workgroup-scope kernels would round to halves as they load are rounded
   // once, into an f16 copy, first, for f16 W: the projection then runs on the f16-x kernels (W as
