@@ -3,6 +3,7 @@
 #include <map>
 
 #include "apps/cli/command.h"
+#include "kernels/cpu/blas_core.h"
 #include "runtime/executor.h"
 #include "runtime/program.h"
 #ifdef VRUN_VULKAN
@@ -57,8 +58,23 @@ void print_devices() {
 #endif
 }
 
+// The CPU backend's BLAS for large products: OpenBLAS's kernel set, and the one it picked at load
+// where that was older than the CPU (blas_core.cpp).
+void print_blas() {
+  const BlasCore core = blas_core();
+  if (core.now.empty()) {
+    std::printf("cpu blas: none (vrun's own products)\n");
+    return;
+  }
+  std::printf("cpu blas: OpenBLAS, %s kernels", core.now.c_str());
+  if (core.at_load != core.now)
+    std::printf(" (it picked %s at load: a CPU newer than the library; OPENBLAS_CORETYPE overrides)", core.at_load.c_str());
+  std::printf("\n");
+}
+
 int run_info(const std::string& path, bool nodes, const std::string& backend, int device) {
   print_devices();
+  print_blas();
   if (path.empty()) return 0;
   auto prog = load_program(path);
   if (!prog.is_ok()) return fail("info", prog.status().to_string());

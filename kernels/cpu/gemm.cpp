@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/cpu/blas_core.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/cpu_features.h"
 
@@ -131,12 +132,11 @@ void sgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const f
     return;
   }
 #ifdef VRUN_HAVE_OPENBLAS
-  // OpenBLAS runs single-threaded and the pool splits the product into row (or column) blocks.
-  // OpenBLAS's own threads would sit beside the pool's, both waiting by spinning and then
-  // yielding: with as many threads as cores (2-core Whisper encode) the two sets took turns on
-  // the cores, ~12% of the time in the scheduler.
-  static const bool single = (openblas_set_num_threads(1), true);
-  (void)single;
+  // OpenBLAS runs single-threaded (prepare_blas) and the pool splits the product into row (or
+  // column) blocks. OpenBLAS's own threads would sit beside the pool's, both waiting by spinning
+  // and then yielding: with as many threads as cores (2-core Whisper encode) the two sets took
+  // turns on the cores, ~12% of the time in the scheduler.
+  prepare_blas();
   auto blas = [&](int64_t rows, int64_t cols, const float* ap, const float* bp, float* cp) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, b_trans ? CblasTrans : CblasNoTrans, static_cast<int>(rows),
                 static_cast<int>(cols), static_cast<int>(k), 1.f, ap, static_cast<int>(lda), bp, static_cast<int>(ldb),

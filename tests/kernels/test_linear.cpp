@@ -1,8 +1,14 @@
 // linear against a float64 reference that dequantises the GGUF block layouts itself.
+#include <cctype>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <random>
 
 #include "kernel_test_util.h"
+#include "kernels/cpu/blas_core.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/quant_dot.h"
 
 namespace vrun::test {
@@ -297,6 +303,44 @@ TEST(Linear, RejectsBadShapes) {
   HostTensor w3 = random_tensor(DType::f32, Shape{3, 40, 1}, rng);
   r = run_cpu(OpKind::linear, {x.view, w3.view}, Attrs(OpKind::linear));
   EXPECT_NE(r.status.message().find("weight must be [N, K]"), std::string::npos) << r.status.message();
+}
+
+}  // namespace
+}  // namespace vrun::test
+
+namespace vrun::test {
+namespace {
+
+std::string to_lower(std::string s) {
+  for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return s;
+}
+
+// OpenBLAS that picked kernels older than the CPU when it loaded (a CPU model newer than the
+// library: Emerald Rapids under Debian 12's 0.3.21 got SSE3 "Prescott" kernels) is made to choose
+// again before the first product; the product then runs on the wider kernels and stays right.
+TEST(Blas, KernelsUseTheCpusVectorUnits) {
+  if (std::getenv("OPENBLAS_CORETYPE")) GTEST_SKIP() << "OPENBLAS_CORETYPE chooses the kernels here";
+  const BlasCore core = blas_core();
+  if (core.now.empty()) GTEST_SKIP() << "built without OpenBLAS";
+  if (!cpu_has_avx2()) GTEST_SKIP() << "no AVX2 on this CPU";
+  for (const char* old : {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Atom", "Sandybridge"})
+    EXPECT_NE(to_lower(core.now), to_lower(old)) << "OpenBLAS runs its " << core.now << " kernels on an AVX2 CPU (it picked "
+                                                 << core.at_load << " at load)";
+  // A product large enough for OpenBLAS, A [67, 257] times B [130, 257] transposed, against float64.
+  const int64_t m = 67, n = 130, k = 257;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd;
+  std::vector<float> a(m * k), b(n * k), c(m * n, 0.f);
+  for (float& v : a) v = nd(rng);
+  for (float& v : b) v = nd(rng);
+  sgemm(m, n, k, a.data(), k, b.data(), k, true, c.data(), n, false, nullptr);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double want = 0;
+      for (int64_t p = 0; p < k; ++p) want += static_cast<double>(a[i * k + p]) * b[j * k + p];
+      ASSERT_NEAR(c[i * n + j], want, 1e-4 * std::sqrt(static_cast<double>(k)) * 4) << "C[" << i << ", " << j << "]";
+    }
 }
 
 }  // namespace
