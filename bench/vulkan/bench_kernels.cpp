@@ -428,6 +428,9 @@ int main(int argc, char** argv) {
         dts.emplace_back(*d, DType::f16);
       }
     }
+    auto clear_forced = [] {
+      for (const char* v : {"VRUN_MM_TILE", "VRUN_MM_CM2", "VRUN_MM_SPLITK", "VRUN_MM_DEQUANT"}) unsetenv(v);
+    };
     for (const auto& [wdt, xdt] : dts)
       for (const Mm& m : shapes) {
         // Block-quantised W: Llama's prefill projections.
@@ -443,10 +446,7 @@ int main(int argc, char** argv) {
           // ranges (VRUN_MM_SPLITK), any other a subgroup-scope tile (VRUN_MM_TILE, which keeps the
           // workgroup-scope kernel off); "+" joins them.
           bool cm2 = false;
-          unsetenv("VRUN_MM_TILE");
-          unsetenv("VRUN_MM_CM2");
-          unsetenv("VRUN_MM_SPLITK");
-          unsetenv("VRUN_MM_DEQUANT");
+          clear_forced();
           for (const std::string& part : split_nonempty(cs, '+')) {
             if (part.rfind("dequant:", 0) == 0) {  // block-quantised W expanded to halves first from these rows
               setenv("VRUN_MM_DEQUANT", part.c_str() + 8, 1);
@@ -465,10 +465,7 @@ int main(int argc, char** argv) {
                         cs.empty() ? "auto" : cs.c_str());
           row(m.name, shape, t, 2.0 * M * m.k * m.n / 1e12, "TFLOP/s", 0);
         }
-        unsetenv("VRUN_MM_TILE");
-        unsetenv("VRUN_MM_CM2");
-        unsetenv("VRUN_MM_SPLITK");
-        unsetenv("VRUN_MM_DEQUANT");
+        clear_forced();
       }
     return 0;
   }

@@ -1,8 +1,9 @@
 #version 450
 // Block-quantised W [N, K] (GGUF blocks of 32 elements along K: q8_0, q4_0, q4_1) expanded to f16
-// rows, for prefill projections that then run on the f16 tensor-core kernels (ops_linalg.cpp,
-// dequant_rows). Each invocation writes 8 halves (16 bytes) of one block: d * q (+ m) computed in
-// f32 and rounded to a half, as the block-quantised kernels' loads round them.
+// rows, for prefill projections that then run on the f16 tensor-core kernels (ops_linalg.cpp;
+// matmul_tiles.cpp, dequant_first). Each invocation writes 8 halves (16 bytes) of one block:
+// d * q (+ m) computed in f32 and rounded to a half, as the block-quantised kernels' loads round
+// them.
 // Bindings: 0 y (f16, 8-element aligned), 1 W (byte offset even: every block field is 16-bit).
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
