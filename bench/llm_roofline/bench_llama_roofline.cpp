@@ -17,9 +17,9 @@
 #include "models/llama/llama_model.h"
 #include "runtime/executor.h"
 #ifdef VRUN_BENCH_VULKAN
-#include "runtime/backends/vulkan/context.h"
-#include "runtime/backends/vulkan/memory.h"
-#include "runtime/backends/vulkan/recorder.h"
+#include "kernels/vulkan/context.h"
+#include "kernels/vulkan/memory.h"
+#include "kernels/vulkan/recorder.h"
 #endif
 
 using namespace vrun;

@@ -47,13 +47,13 @@
 #include <vector>
 
 #include "bench/vulkan/harness.h"
-#include "runtime/backends/vulkan/context.h"
-#include "runtime/backends/vulkan/memory.h"
-#include "runtime/backends/vulkan/ops.h"
-#include "runtime/backends/vulkan/ops_matvec.h"
-#include "runtime/backends/vulkan/pipelines.h"
-#include "runtime/backends/vulkan/recorder.h"
-#include "runtime/strings.h"
+#include "kernels/vulkan/context.h"
+#include "kernels/vulkan/memory.h"
+#include "kernels/vulkan/ops.h"
+#include "kernels/vulkan/ops_matvec.h"
+#include "kernels/vulkan/pipelines.h"
+#include "kernels/vulkan/recorder.h"
+#include "runtime/base/strings.h"
 
 using namespace vrun;
 using namespace vrun::vulkan;

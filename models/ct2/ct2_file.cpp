@@ -1,6 +1,6 @@
 #include "models/ct2/ct2_file.h"
 
-#include "runtime/mapped_file.h"
+#include "runtime/base/mapped_file.h"
 
 #include <cerrno>
 #include <cstring>
