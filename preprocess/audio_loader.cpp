@@ -146,12 +146,21 @@ Result<AudioBuffer> decode(SNDFILE* sf, const SF_INFO& info, const std::string& 
     if (std::sscanf(text.c_str(), "data : %llu (should be %llu)", &claimed, &actual) == 2 && claimed > actual &&
         claimed < 0xFFFFFFF0ull)
       complaints += (complaints.empty() ? "" : "; ") + text;
+    // RF64's ds64 chunk carries a 64-bit frame count; libsndfile decodes what the data holds and
+    // only logs the claim.
+    if (std::sscanf(text.c_str(), " Frames : %llu", &claimed) == 1 && claimed > static_cast<unsigned long long>(total) &&
+        claimed != ~0ull)
+      complaints += (complaints.empty() ? "" : "; ") + ("header declares " + std::to_string(claimed) + " frames, the data holds " +
+                                                        std::to_string(total));
     if (!end) break;
     line = end + 1;
   }
   if (!complaints.empty())
     return err(ErrorCode::kInvalidArgument, name, ": header and data disagree (truncated file?): ", complaints);
   if (resampler) VRUN_RETURN_IF_ERROR(resampler->flush(out.samples));
+  if (out.samples.empty())
+    return err(ErrorCode::kInvalidArgument, name, ": ", total, " frames at ", info.samplerate, " Hz are too short to give one sample at ",
+               out.sample_rate, " Hz");
   return out;
 }
 

@@ -3,7 +3,8 @@
 
 Each seed is a small, well-formed file of the kind the target reads (a few hundred bytes to a few
 KiB), so the fuzzer starts from inputs that reach deep into the reader. Only the standard library
-is used; audio seeds other than WAV/AIFF are made with sox when it is installed.
+is used; audio seeds other than WAV are made with sox when it is installed. The program loader's
+seed (corpus/program_loader/demo.vrp) is the program tests/runtime/make_demo_program writes.
 
     python3 tests/fuzz/make_seeds.py
 """
