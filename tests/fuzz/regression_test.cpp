@@ -17,6 +17,8 @@
 #include "models/torch_ckpt/pickle.h"
 #include "preprocess/audio_loader.h"
 #include "runtime/dtype.h"
+#include "runtime/executor.h"
+#include "runtime/program.h"
 #include "tests/fuzz/fuzz_util.h"
 
 namespace {
@@ -99,6 +101,28 @@ TEST(FuzzRegression, AudioShorterThanOneOutputSample) {
   ASSERT_FALSE(a.is_ok());
   EXPECT_NE(a.status().message().find("too short"), std::string::npos) << a.status().message();
   EXPECT_NE(a.status().message().find("540288 Hz"), std::string::npos) << a.status().message();
+}
+
+// A program whose reshape asks for a shape of more than 2^63 elements: the element count
+// overflowed (undefined) while the view was computed at run time.
+TEST(FuzzRegression, ProgramReshapeElementCountOverflow) {
+  const std::string input = bytes_of(kDir + "/program_loader/reshape_element_count_overflow.vrp");
+  auto p = vrun::load_program_from_memory(reinterpret_cast<const uint8_t*>(input.data()), input.size(), "reshape.vrp");
+  ASSERT_TRUE(p.is_ok()) << p.status().message();
+  auto ex = vrun::Executor::create(*p, {vrun::BackendKind::kCpu, 1});
+  ASSERT_TRUE(ex.is_ok()) << ex.status().message();
+  std::string refusal;
+  for (const auto& m : (*p)->methods) {
+    if (m.inputs.size() != 1 || m.values[m.inputs[0]].dtype != vrun::DType::i32) continue;
+    int32_t toks[2] = {1, 2};
+    std::map<std::string, int64_t> syms;
+    for (const auto& s : m.symbols)
+      if (s.name != "seq") syms[s.name] = s.min;
+    auto r = (*ex)->run(m.name, {vrun::TensorView::dense(toks, vrun::DType::i32, {1, 2})}, syms);
+    if (!r.is_ok()) refusal += r.status().message();
+  }
+  EXPECT_NE(refusal.find("reshape"), std::string::npos) << refusal;
+  EXPECT_NE(refusal.find("overflows"), std::string::npos) << refusal;
 }
 
 }  // namespace
