@@ -11,6 +11,7 @@
 #include <string>
 
 #include "apps/common/tokenizer/loaders.h"
+#include "models/ct2/ct2_file.h"
 #include "models/gguf/ggml_dequant.h"
 #include "models/gguf/gguf_file.h"
 #include "models/llama/hf_llama.h"
@@ -123,6 +124,19 @@ TEST(FuzzRegression, ProgramReshapeElementCountOverflow) {
   }
   EXPECT_NE(refusal.find("reshape"), std::string::npos) << refusal;
   EXPECT_NE(refusal.find("overflows"), std::string::npos) << refusal;
+}
+
+// A CTranslate2 scalar of 3.8e22 read as an integer (a head count): the float-to-integer
+// conversion was undefined.
+TEST(FuzzRegression, Ct2FloatScalarReadAsInteger) {
+  auto f = vrun::ct2::File::from_bytes(bytes_of(kDir + "/ct2/float_scalar_read_as_integer.bin"), "model.bin");
+  ASSERT_TRUE(f.is_ok()) << f.status().message();
+  std::string refusals;
+  for (const auto& v : (*f)->variables())
+    if (v.shape.empty())
+      if (auto i = (*f)->scalar_int(v.name); !i.is_ok()) refusals += i.status().message() + "\n";
+  EXPECT_NE(refusals.find("model.bin"), std::string::npos) << refusals;
+  EXPECT_NE(refusals.find("not an integer"), std::string::npos) << refusals;
 }
 
 }  // namespace
