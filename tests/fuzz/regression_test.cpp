@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iterator>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "apps/common/tokenizer/loaders.h"
@@ -137,6 +138,26 @@ TEST(FuzzRegression, Ct2FloatScalarReadAsInteger) {
       if (auto i = (*f)->scalar_int(v.name); !i.is_ok()) refusals += i.status().message() + "\n";
   EXPECT_NE(refusals.find("model.bin"), std::string::npos) << refusals;
   EXPECT_NE(refusals.find("not an integer"), std::string::npos) << refusals;
+}
+
+// tokenizer.json with a token id written as a float of 9.7e91: nlohmann's unchecked conversion to
+// an integer was undefined.
+TEST(FuzzRegression, TokenizerJsonFloatTokenId) {
+  auto t = vrun::tok::load_hf_tokenizer_json(bytes_of(kDir + "/tokenizer_json/float_token_id.json"), "tokenizer.json");
+  ASSERT_FALSE(t.is_ok());
+  EXPECT_NE(t.status().message().find("tokenizer.json"), std::string::npos) << t.status().message();
+  EXPECT_NE(t.status().message().find("token id"), std::string::npos) << t.status().message();
+}
+
+// The same reader's added tokens were indexed by their id unchecked: a negative one wrote before
+// the vocabulary's arrays (seen while fixing the case above).
+TEST(FuzzRegression, TokenizerJsonNegativeAddedTokenId) {
+  auto j = nlohmann::json::parse(bytes_of(std::string(VRUN_FUZZ_CORPUS) + "/tokenizer_json/bytelevel_bpe.json"));
+  ASSERT_TRUE(vrun::tok::load_hf_tokenizer_json(j.dump(), "tokenizer.json").is_ok());
+  j["added_tokens"][0]["id"] = -5;
+  auto t = vrun::tok::load_hf_tokenizer_json(j.dump(), "tokenizer.json");
+  ASSERT_FALSE(t.is_ok());
+  EXPECT_NE(t.status().message().find("token id -5 is out of range"), std::string::npos) << t.status().message();
 }
 
 }  // namespace
