@@ -140,8 +140,12 @@ inline D float_to_int(double v) {
 template <typename D, typename S>
 inline D convert_value(S v, bool to_bool) {
   if (to_bool) {
-    if constexpr (kIsFloatStorage<S>) return static_cast<D>(widen(v) != 0.0);
-    else return static_cast<D>(v != 0);
+    bool nonzero;
+    if constexpr (kIsFloatStorage<S>) nonzero = widen(v) != 0.0;
+    else nonzero = v != 0;
+    // f16/bf16 storage has no conversion from bool (clang instantiates this branch for them too).
+    if constexpr (kIsFloatStorage<D>) return from_float<D>(nonzero ? 1.0f : 0.0f);
+    else return static_cast<D>(nonzero);
   }
   if constexpr (std::is_same_v<D, double>) {
     return widen(v);

@@ -75,7 +75,7 @@ Status compute_view(OpKind op, const TensorView& x, const Attrs& attrs, std::vec
         }
         if (d < 0) return bad(op, "negative size ", d, " in shape");
         s[i] = d;
-        known *= d;
+        if (__builtin_mul_overflow(known, d, &known)) return bad(op, "target shape's element count overflows 64 bits");
       }
       if (infer >= 0) {
         if (known == 0 || x.numel() % known != 0)

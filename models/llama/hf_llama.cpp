@@ -1,5 +1,7 @@
 #include "models/llama/hf_llama.h"
 
+#include "models/common/json_guard.h"
+
 #include <sys/stat.h>
 
 #include <cmath>
@@ -261,7 +263,12 @@ bool is_projection(const std::string& name) {
 
 }  // namespace
 
+static Result<ImportedModel> import_hf_folder_unguarded(const std::string& dir);
 Result<ImportedModel> import_hf_folder(const std::string& dir) {
+  return models::json_guard(dir, [&] { return import_hf_folder_unguarded(dir); });
+}
+
+static Result<ImportedModel> import_hf_folder_unguarded(const std::string& dir) {
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return err(ErrorCode::kNotFound, dir, ": not a folder");
   ImportedModel m;

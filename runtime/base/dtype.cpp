@@ -134,6 +134,17 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
   }
 }
 
+namespace {
+
+// A quantised index from a float that may be out of range or nan (a checkpoint's non-finite
+// weights): clamped, nan to `nan_to`, so that no float-to-integer conversion is undefined.
+inline int clamp_index(float v, int lo, int hi, int nan_to) {
+  if (v != v) return nan_to;
+  return v <= static_cast<float>(lo) ? lo : v >= static_cast<float>(hi) ? hi : static_cast<int>(v);
+}
+
+}  // namespace
+
 void quantize_row(DType t, const float* src, void* dst, int64_t n) {
   const int64_t nb = n / kQuantBlock;
   switch (t) {
@@ -146,7 +157,7 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
         const float d = amax / 127.f;
         const float id = d != 0 ? 1.f / d : 0.f;
         b[i].d = f32_to_f16(d);
-        for (int j = 0; j < 32; ++j) b[i].qs[j] = static_cast<int8_t>(std::nearbyint(x[j] * id));
+        for (int j = 0; j < 32; ++j) b[i].qs[j] = static_cast<int8_t>(clamp_index(std::nearbyint(x[j] * id), -127, 127, 0));
       }
       break;
     }
@@ -164,8 +175,8 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
         const float id = d != 0 ? 1.f / d : 0.f;
         b[i].d = f32_to_f16(d);
         for (int j = 0; j < 16; ++j) {
-          const int q0 = std::min(15, static_cast<int>(x[j] * id + 8.5f));
-          const int q1 = std::min(15, static_cast<int>(x[j + 16] * id + 8.5f));
+          const int q0 = clamp_index(x[j] * id + 8.5f, 0, 15, 8);
+          const int q1 = clamp_index(x[j + 16] * id + 8.5f, 0, 15, 8);
           b[i].qs[j] = static_cast<uint8_t>(q0 | (q1 << 4));
         }
       }
@@ -185,8 +196,8 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
         b[i].d = f32_to_f16(d);
         b[i].m = f32_to_f16(mn);
         for (int j = 0; j < 16; ++j) {
-          const int q0 = std::min(15, static_cast<int>((x[j] - mn) * id + 0.5f));
-          const int q1 = std::min(15, static_cast<int>((x[j + 16] - mn) * id + 0.5f));
+          const int q0 = clamp_index((x[j] - mn) * id + 0.5f, 0, 15, 0);
+          const int q1 = clamp_index((x[j + 16] - mn) * id + 0.5f, 0, 15, 0);
           b[i].qs[j] = static_cast<uint8_t>(q0 | (q1 << 4));
         }
       }
