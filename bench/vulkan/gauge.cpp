@@ -94,7 +94,8 @@ Gauge measure_gauge(Context& ctx, const GaugeOptions& opts) {
     std::fprintf(stderr, "gauge: this build has no read_bw kernel\n");
     return g;
   }
-  const uint64_t bytes = opts.bytes / 16 * 16;
+  // (A CPU implementation binds less than 1 GiB: the largest buffer one binding reaches there.)
+  const uint64_t bytes = std::min<uint64_t>(opts.bytes, ctx.limits().maxStorageBufferRange) / 16 * 16;
   const uint32_t words = static_cast<uint32_t>(bytes / 16);
   const uint32_t sms = ctx.info().multiprocessors ? ctx.info().multiprocessors : 128;
   // Random contents (64 MiB of them, repeated), so that nothing could be served compressed.
