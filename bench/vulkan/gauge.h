@@ -1,8 +1,9 @@
 // The memory roofline every GPU "% of roofline" in the benchmarks is taken against: the device's
 // attainable memory bandwidth, measured by a read kernel (kernels/vulkan/read_bw.comp) tuned over
-// workgroup size, loads in flight per invocation, grid size and layout on a 1 GiB buffer, beside
-// the best copies the device does (vkCmdCopyBuffer here, and PyTorch's device-to-device copy where
-// PyTorch is importable: bench/gpu/torch_copy.py).
+// workgroup size, loads in flight per invocation, grid size and layout on a 1 GiB buffer (each
+// configuration checked to read every word), beside the best copies the device does
+// (vkCmdCopyBuffer, the same kernel copying, and PyTorch's device-to-device copy where PyTorch is
+// importable: bench/gpu/torch_copy.py).
 //
 // Units: GB/s = 1e9 bytes a second moved between the memory and the chip. A copy moves each byte
 // twice (read + written) and is counted so, which makes it comparable with the read kernel, whose
@@ -30,6 +31,7 @@ struct Gauge {
   double read_gbs = 0;          // the fastest read-kernel configuration
   std::string read_config;      // which one
   double vk_copy_gbs = 0;       // vkCmdCopyBuffer, read + written
+  double kernel_copy_gbs = 0;   // read_bw.comp copying, read + written
   double torch_copy_gbs = 0;    // PyTorch's copy, read + written (0: not measured)
   std::string torch_device;     // the device PyTorch names
   double roof_gbs = 0;          // max of the above
