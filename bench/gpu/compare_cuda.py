@@ -42,7 +42,7 @@ def gauge(bindir):
                        capture_output=True, text=True)
     tc = r.stdout.split()[1] if r.returncode == 0 and r.stdout.startswith("torch_copy_gbs") else "0"
     out = run([os.path.join(bindir, "vrun_bench_vulkan"), "--gauge", "--torch-copy", tc])
-    g = {"lines": [l for l in out.splitlines() if not (l.startswith("  read ") and "read kernel" not in l)]}
+    g = {"lines": [l for l in out.splitlines() if not l.startswith("memory type")]}
     for key, pat in (("read", r"read kernel\s+([\d.]+) GB/s"), ("vkcopy", r"vkCmdCopyBuffer\s+([\d.]+)"),
                      ("torch", r"PyTorch copy\s+([\d.]+)"), ("roof", r"roof\s+([\d.]+) GB/s")):
         m = re.search(pat, out)

@@ -8,7 +8,7 @@
 #
 #   pip download --no-binary :all: --no-deps llama-cpp-python==0.3.36     # where there is a network
 #   bench/gpu/compare_cuda.sh --sdist llama_cpp_python-0.3.36.tar.gz --tokenizer SmolLM2.gguf \
-#       [--bin build/bin | --bundle DIR] [--work /tmp/vrun-cuda-peer] [--runs 3] [--repeat 1] [--roofline-bench]
+#       [--bin build/bin | --bundle DIR] [--work /tmp/vrun-cuda-peer] [--runs 3] [--repeat 1] [--roofline-bench] [--speech]
 #
 # --sdist: the .tar.gz or its unpacked folder (a copy without the parts the build does not use,
 #   models/, docs/, tests/, other backends, builds the same). --tokenizer: a GGUF whose tokenizer
@@ -17,14 +17,17 @@
 #   (bench_llama_roofline too for --roofline-bench, which adds its rows). --bundle: the programs
 #   packed with their shared libraries (bin/, lib/ and env.sh, as a machine without the project's
 #   libraries needs them): they run through env.sh, which the CUDA build and Python do not see.
-#   --repeat N: the whole
+#   --speech adds the speech encoders once: whisper_bench --random-turbo (vrun, Vulkan) beside
+#   bench/gpu/whisper_torch_encoder.py, parakeet_bench --random-0.6b beside
+#   bench/asr/parakeet_torch.py --no-generate (transformers on the machine's PyTorch); their rows
+#   are printed as the programs print them. --repeat N: the whole
 #   comparison N times (the build and the files once). What is built or made stays in --work and
 #   is reused by a later call. CMAKE_CUDA_ARCHITECTURES comes from CUDA_ARCH (default: the GPU's,
 #   from nvidia-smi).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
-sdist="" tok="" bin="build/bin" bundle="" work="/tmp/vrun-cuda-peer" runs=3 repeat=1 roofline_bench=0
+sdist="" tok="" bin="build/bin" bundle="" speech=0 work="/tmp/vrun-cuda-peer" runs=3 repeat=1 roofline_bench=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --sdist) sdist=$2; shift 2 ;;
@@ -35,10 +38,11 @@ while [ $# -gt 0 ]; do
     --runs) runs=$2; shift 2 ;;
     --repeat) repeat=$2; shift 2 ;;
     --roofline-bench) roofline_bench=1; shift ;;
-    *) sed -n 2,22p "$0"; exit 2 ;;
+    --speech) speech=1; shift ;;
+    *) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 2 ;;
   esac
 done
-[ -n "$sdist" ] && [ -n "$tok" ] || { sed -n 2,22p "$0"; exit 2; }
+[ -n "$sdist" ] && [ -n "$tok" ] || { sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 2; }
 sdist=$(realpath "$sdist") tok=$(realpath "$tok")
 mkdir -p "$work"
 if [ -n "$bundle" ]; then
@@ -94,11 +98,19 @@ for i in $(seq 1 "$repeat"); do
   stamp "comparison $i of $repeat"
   python3 bench/gpu/compare_cuda.py --bin "$bin" --llama-bench "$lb" --prompt-file "$work/prompt.txt" --runs "$runs" \
     "$work/llama-1b-random-f16.gguf" "$work/llama-1b-random-q4_0.gguf"
-  if [ "$roofline_bench" = 1 ] && [ -x "$bin/bench_llama_roofline" ]; then
-    tc=$(python3 bench/gpu/torch_copy.py | awk '{print $2}') || tc=0
-    for t in f16 q4_0; do
-      "$bin/bench_llama_roofline" --shape llama-1b --dtype $t --backend vulkan --decode 128 --torch-copy "${tc:-0}" 2>&1 | grep -v "^built"
-    done
-  fi
 done
+# bench_llama_roofline once (its own random model, Llama 3's 128,256-token vocabulary).
+if [ "$roofline_bench" = 1 ] && [ -x "$bin/bench_llama_roofline" ]; then
+  tc=$(python3 bench/gpu/torch_copy.py | awk '{print $2}') || tc=0
+  for t in f16 q4_0; do
+    "$bin/bench_llama_roofline" --shape llama-1b --dtype $t --backend vulkan --decode 128 --torch-copy "${tc:-0}" 2>&1 | grep -v "^built"
+  done
+fi
+if [ "$speech" = 1 ]; then
+  stamp "speech encoders (vrun on Vulkan, then transformers on PyTorch)"
+  [ -x "$bin/whisper_bench" ] && { "$bin/whisper_bench" --random-turbo --backend vulkan --windows 8 --tokens 100 2>&1 | tail -n 3 || true; }
+  python3 bench/gpu/whisper_torch_encoder.py --windows 8 2>&1 | tail -n 2 || true
+  [ -x "$bin/parakeet_bench" ] && { "$bin/parakeet_bench" --random-0.6b --backend vulkan --dtype f16 --seconds 600 2>&1 | tail -n 3 || true; }
+  python3 bench/asr/parakeet_torch.py --device cuda --dtypes bf16 --seconds 600 --no-generate 2>&1 | tail -n 3 || true
+fi
 stamp done
