@@ -1,7 +1,9 @@
 #include "apps/serve/server.h"
 
-#include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <atomic>
@@ -77,6 +79,13 @@ Parsed<ServedModel*> ServerContext::find(const std::string& name, ModelKind kind
 namespace {
 
 using Clock = std::chrono::steady_clock;
+int stop_pipe[2] = {-1, -1};
+
+void on_stop_signal(int sig) {
+  const unsigned char c = static_cast<unsigned char>(sig);
+  [[maybe_unused]] auto n = write(stop_pipe[1], &c, 1);
+}
+
 thread_local Clock::time_point request_start;
 
 const char* endpoint_label(const std::string& path) {
@@ -140,13 +149,17 @@ void add_policies(httplib::Server& server, ServerContext& ctx) {
 }  // namespace
 
 int run_server(const ServeOptions& o) {
-  // SIGTERM and SIGINT go to one thread that stops the listener; every other thread (the HTTP
-  // pool, the model workers, the runners' pools) inherits the blocked mask.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // SIGTERM and SIGINT may land on any thread (libraries start their own before main), so the
+  // handler only writes the signal's number into a pipe that one thread waits on.
+  if (pipe(stop_pipe) != 0) {
+    std::fprintf(stderr, "vrun serve: cannot create the shutdown pipe\n");
+    return 1;
+  }
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error value, not a signal
 
   ServerContext ctx;
@@ -199,16 +212,21 @@ int run_server(const ServeOptions& o) {
 
   std::atomic<bool> listen_done{false};
   std::thread stopper([&] {
-    int sig = 0;
-    sigwait(&stop_signals, &sig);
-    std::fprintf(stderr, "vrun serve: %s: no new connections; finishing the requests in flight\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    unsigned char sig = 0;
+    while (read(stop_pipe[0], &sig, 1) < 0 && errno == EINTR) {
+    }
+    if (sig != 0)
+      std::fprintf(stderr, "vrun serve: %s: no new connections; finishing the requests in flight\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
     while (!server.is_running() && !listen_done) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     server.stop();
   });
   const bool listened = server.listen_after_bind();
   listen_done = true;
   // listen returned on its own (error): wake the stopper so that it can be joined.
-  if (!listened) pthread_kill(stopper.native_handle(), SIGTERM);
+  if (!listened) {
+    const unsigned char none = 0;
+    [[maybe_unused]] auto n = write(stop_pipe[1], &none, 1);
+  }
   stopper.join();
   for (auto& m : ctx.models) m->scheduler->stop();
   std::fprintf(stderr, "vrun serve: stopped\n");
