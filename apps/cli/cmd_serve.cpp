@@ -24,8 +24,8 @@ constexpr const char* kFooter = R"(Endpoints (as the OpenAI API defines them):
 Each model answers to its file or folder name and to its --alias (given in the order of -m).
 Each model has one worker: requests to it run one at a time in arrival order, at most
 --max-concurrent queued or running; more get 429. At temperature 0 a response is the text
-`vrun generate --temp 0` / `vrun transcribe` print for the same input. SIGTERM or Ctrl-C stops
-accepting connections, finishes the requests in flight, and exits 0. One access-log line per
+`vrun generate --temp 0` / `vrun transcribe` print for the same input. SIGTERM or Ctrl-C: new
+requests get 503, the requests in flight (streams included) finish, then the server exits 0. One access-log line per
 request goes to stderr (method, path, status, milliseconds); request bodies are never logged.
 
 Examples:

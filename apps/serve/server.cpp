@@ -87,6 +87,7 @@ void on_stop_signal(int sig) {
 }
 
 thread_local Clock::time_point request_start;
+thread_local bool request_counted = false;  // counted in ServerContext::active
 
 const char* endpoint_label(const std::string& path) {
   static const char* known[] = {"/v1/chat/completions", "/v1/completions", "/v1/audio/transcriptions", "/v1/audio/translations",
@@ -113,6 +114,17 @@ void add_info_routes(httplib::Server& server, ServerContext& ctx) {
 void add_policies(httplib::Server& server, ServerContext& ctx) {
   server.set_pre_routing_handler([&ctx](const httplib::Request& req, httplib::Response& res) {
     request_start = Clock::now();
+    if (ctx.draining) {
+      ApiError e;
+      e.status = 503;
+      e.type = "server_error";
+      e.message = "the server is shutting down";
+      send_error(res, e);
+      res.set_header("Connection", "close");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    request_counted = true;
+    ++ctx.active;
     if (ctx.options.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
     if (bearer_matches(req.get_header_value("Authorization"), ctx.options.api_key)) return httplib::Server::HandlerResponse::Unhandled;
     ApiError e;
@@ -143,6 +155,8 @@ void add_policies(httplib::Server& server, ServerContext& ctx) {
     const double s = std::chrono::duration<double>(Clock::now() - request_start).count();
     std::fprintf(stderr, "vrun serve: %s %s %d %.1f ms\n", req.method.c_str(), req.path.substr(0, 200).c_str(), res.status, s * 1e3);
     ctx.metrics.request_done(endpoint_label(req.path), res.status, s);
+    if (request_counted) --ctx.active;
+    request_counted = false;
   });
 }
 
@@ -216,8 +230,11 @@ int run_server(const ServeOptions& o) {
     while (read(stop_pipe[0], &sig, 1) < 0 && errno == EINTR) {
     }
     if (sig != 0)
-      std::fprintf(stderr, "vrun serve: %s: no new connections; finishing the requests in flight\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
-    while (!server.is_running() && !listen_done) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      std::fprintf(stderr, "vrun serve: %s: finishing the requests in flight, refusing new ones (503)\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    // The library aborts responses still streaming when it stops, so the requests in flight are
+    // finished first; new ones meanwhile get 503.
+    ctx.draining = true;
+    while (ctx.active > 0 || (!server.is_running() && !listen_done)) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     server.stop();
   });
   const bool listened = server.listen_after_bind();

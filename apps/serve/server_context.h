@@ -4,6 +4,7 @@
 
 #include <httplib.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,6 +20,10 @@ struct ServerContext {
   ServeOptions options;
   Metrics metrics;
   std::vector<std::unique_ptr<ServedModel>> models;
+  // Shutdown: while draining, new requests get 503; the listener stops once `active` (requests
+  // past routing and not yet answered, streams included) is back to 0.
+  std::atomic<bool> draining{false};
+  std::atomic<int> active{0};
 
   // The model a request names, or the 404 (model_not_found) / 400 (wrong kind) to answer.
   Parsed<ServedModel*> find(const std::string& name, ModelKind kind, const char* endpoint_hint);

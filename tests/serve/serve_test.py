@@ -311,6 +311,12 @@ def case_sigterm(vrun, streams=6):
             audio = {a: pool.submit(transcribe, c, a, "srt") for a in want_audio}
             wait_for(lambda: len(acknowledged) == streams, 300, "every stream's first chunk")
             s.proc.send_signal(signal.SIGTERM)
+            wait_for(lambda: any("SIGTERM" in l for l in s.lines), 30, "the server to see SIGTERM")
+            try:
+                late = requests.get(s.url + "/v1/models", timeout=30).status_code
+            except requests.ConnectionError:
+                late = "refused"
+            check(late in (503, "refused"), "a request after SIGTERM is refused (%s)" % late)
             texts = [f.result(timeout=600)[0] for f in futures]
             got_audio = {a: f.result(timeout=600) for a, f in audio.items()}
         check(all(t == want for t in texts), "SIGTERM during load: all %d acknowledged streams complete and equal the CLI" % streams)
