@@ -15,6 +15,9 @@ LLM = os.path.join(MODELS, "SmolLM2-135M-Instruct.Q4_1.gguf")
 WHISPER = os.path.join(MODELS, "whisper-tiny.en")
 SPEECH = sorted(glob.glob("/usr/share/pocketsphinx/test/data/librivox/*.wav"))
 LLM_NAME, WHISPER_NAME = "smollm2", "whisper-tiny.en"
+# A small Parakeet CTC checkpoint from the test data (random weights: its text is noise, but
+# deterministic, so the server's must still equal the CLI's).
+PARAKEET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "parakeet", "ctc_small.nemo")
 
 
 def require_inputs():
@@ -93,12 +96,12 @@ def cli_generate(vrun, prompt, max_tokens, system=None, raw=False, stop=None):
     return _cli_cache[key]
 
 
-def cli_transcribe(vrun, audio, word_timestamps=True):
+def cli_transcribe(vrun, audio, word_timestamps=True, model=WHISPER):
     """`vrun transcribe -o json,srt,vtt`: {"json": parsed json, "srt": text, "vtt": text}."""
-    key = (audio, word_timestamps)
+    key = (audio, word_timestamps, model)
     if key not in _cli_cache:
         with tempfile.TemporaryDirectory() as d:
-            cmd = [vrun, "transcribe", "-m", WHISPER, "-o", "json,srt,vtt", "--output-dir", d, audio]
+            cmd = [vrun, "transcribe", "-m", model, "-o", "json,srt,vtt", "--output-dir", d, audio]
             if word_timestamps:
                 cmd.insert(2, "--word-timestamps")
             subprocess.run(cmd, check=True, capture_output=True)

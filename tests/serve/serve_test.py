@@ -1,7 +1,7 @@
 """`vrun serve` driven by the official `openai` Python client (and `requests` for what the client
 cannot send): every answer is checked against the CLI's for the same input.
 
-    serve_test.py VRUN api|concurrency|errors|sigterm
+    serve_test.py VRUN api|parakeet|concurrency|errors|sigterm
 """
 import concurrent.futures
 import json
@@ -14,7 +14,7 @@ import time
 import openai
 import requests
 
-from serve_common import (LLM_NAME, SPEECH, WHISPER_NAME, Server, cli_generate, cli_transcribe, require_inputs, wait_for)
+from serve_common import (LLM_NAME, PARAKEET, SPEECH, WHISPER_NAME, Server, cli_generate, cli_transcribe, require_inputs, wait_for)
 
 CHAT_PROMPTS = ["The capital of France is", "Write one sentence about the sea.", "List three fruits.", "What is 7 times 8?"]
 
@@ -127,6 +127,26 @@ def case_api(vrun):
         check(s.stop() == 0, "SIGTERM: exit 0")
         check(any(re.match(r"vrun serve: POST /v1/chat/completions 200 [0-9.]+ ms$", l) for l in s.lines), "access log lines")
         check(not any("capital of France" in l for l in s.lines), "nothing from request bodies in the log")
+
+
+def case_parakeet(vrun):
+    """A Parakeet model served beside Whisper: each answers to its own name, with the CLI's text."""
+    with Server(vrun, "-m", PARAKEET) as s:
+        c = client(s)
+        check([m.id for m in c.models.list().data] == [LLM_NAME, WHISPER_NAME, "ctc_small.nemo"], "three models listed")
+        for audio in SPEECH[:3]:
+            ref = cli_transcribe(vrun, audio, model=PARAKEET)
+            with open(audio, "rb") as f:
+                v = c.audio.transcriptions.create(model="ctc_small.nemo", file=f, response_format="verbose_json",
+                                                  timestamp_granularities=["word"])
+            check(v.text == ref["json"]["text"], "Parakeet verbose_json text equals the CLI: %r" % v.text)
+            ref_words = [(w["word"], w["start"], w["end"]) for seg in ref["json"]["segments"] for w in seg["words"]]
+            check([(w.word, w.start, w.end) for w in v.words] == ref_words, "Parakeet words equal the CLI's")
+            with open(audio, "rb") as f:
+                srt = c.audio.transcriptions.create(model="ctc_small.nemo", file=f, response_format="srt")
+            check(srt == ref["srt"], "Parakeet srt equals the CLI's file")
+            check(transcribe(c, audio, "srt") == cli_transcribe(vrun, audio)["srt"], "Whisper beside it unchanged")
+        check(s.stop() == 0, "exit 0")
 
 
 def case_concurrency(vrun, clients=16, per_client=2, limit_s=600):
@@ -328,5 +348,5 @@ def case_sigterm(vrun, streams=6):
 if __name__ == "__main__":
     require_inputs()
     vrun, case = sys.argv[1], sys.argv[2]
-    {"api": case_api, "concurrency": case_concurrency, "errors": case_errors, "sigterm": case_sigterm}[case](vrun)
+    {"api": case_api, "parakeet": case_parakeet, "concurrency": case_concurrency, "errors": case_errors, "sigterm": case_sigterm}[case](vrun)
     print("PASS", case)
