@@ -28,17 +28,33 @@ void TextEngine::serve(std::span<const std::shared_ptr<Job>> jobs) {
   }
 }
 
+void SpeechEngine::serve_one(SpeechJob& job) {
+  auto t = transcribe_(job.samples, job.options);
+  if (t.is_ok()) metrics_.audio(model_, t->stats.audio_s);
+  job.on_done(std::move(t));
+}
+
 void SpeechEngine::serve(std::span<const std::shared_ptr<Job>> jobs) {
+  std::vector<SpeechJob*> live;
   for (const auto& base : jobs) {
     auto& job = static_cast<SpeechJob&>(*base);
-    if (job.cancelled) {
-      job.on_done(Status(ErrorCode::kInvalidArgument, "the request was cancelled before it ran"));
-      continue;
-    }
-    auto t = transcribe_(job.samples, job.options);
-    if (t.is_ok()) metrics_.audio(model_, t->stats.audio_s);
-    job.on_done(std::move(t));
+    if (job.cancelled) job.on_done(Status(ErrorCode::kInvalidArgument, "the request was cancelled before it ran"));
+    else live.push_back(&job);
   }
+  if (live.size() > 1 && batch_) {
+    std::vector<std::span<const float>> files;
+    for (SpeechJob* j : live) files.emplace_back(j->samples);
+    auto ts = batch_(files);
+    if (ts.is_ok() && ts->size() == live.size()) {
+      for (size_t k = 0; k < live.size(); ++k) {
+        metrics_.audio(model_, (*ts)[k].stats.audio_s);
+        live[k]->on_done(std::move((*ts)[k]));
+      }
+      return;
+    }
+    // One file the batch could not take fails only its own request: each goes alone.
+  }
+  for (SpeechJob* j : live) serve_one(*j);
 }
 
 }  // namespace vrun::serve

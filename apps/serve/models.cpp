@@ -8,6 +8,8 @@
 namespace vrun::serve {
 namespace {
 
+constexpr int kParakeetBatch = 4;
+
 std::string file_name(const std::string& path) {
   std::filesystem::path p(path);
   if (!p.has_filename()) p = p.parent_path();  // "folder/"
@@ -76,11 +78,14 @@ Result<std::unique_ptr<ServedModel>> load_model(const ModelSpec& spec, Metrics& 
     VRUN_ASSIGN_OR_RETURN(m->parakeet, parakeet::ParakeetRunner::load(spec.path, po));
     m->device = m->parakeet->device_description();
     parakeet::ParakeetRunner* r = m->parakeet.get();
-    attach_speech(*m, [r](std::span<const float> samples, const SpeechOptions&) {
-      parakeet::TranscribeOptions o;
-      o.word_timestamps = true;
-      return r->transcribe(samples, o);
-    }, metrics, spec.max_pending);
+    parakeet::TranscribeOptions o;
+    o.word_timestamps = true;
+    auto one = [r, o](std::span<const float> samples, const SpeechOptions&) { return r->transcribe(samples, o); };
+    // Requests queued together share batched encoder calls (the CLI's --batch-size 4).
+    auto batch = [r, o](const std::vector<std::span<const float>>& files) { return r->transcribe_batch(files, o); };
+    m->kind = ModelKind::kSpeech;
+    m->scheduler = std::make_unique<Scheduler>(
+        m->id, std::make_unique<SpeechEngine>(m->id, one, metrics, batch, kParakeetBatch), spec.max_pending, metrics);
     return m;
   }
 #endif

@@ -234,7 +234,11 @@ int run_server(const ServeOptions& o) {
     // The library aborts responses still streaming when it stops, so the requests in flight are
     // finished first; new ones meanwhile get 503.
     ctx.draining = true;
-    while (ctx.active > 0 || (!server.is_running() && !listen_done)) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    // No request outlives --timeout-s; the bound covers a response the library dropped unlogged
+    // (a client gone before the headers), which would otherwise never leave `active`.
+    const auto give_up = Clock::now() + std::chrono::seconds(o.timeout_s + 5);
+    while ((ctx.active > 0 && Clock::now() < give_up) || (!server.is_running() && !listen_done))
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     server.stop();
   });
   const bool listened = server.listen_after_bind();

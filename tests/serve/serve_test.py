@@ -131,7 +131,7 @@ def case_api(vrun):
 
 def case_parakeet(vrun):
     """A Parakeet model served beside Whisper: each answers to its own name, with the CLI's text."""
-    with Server(vrun, "-m", PARAKEET) as s:
+    with Server(vrun, "-m", PARAKEET, "--max-concurrent", "32") as s:
         c = client(s)
         check([m.id for m in c.models.list().data] == [LLM_NAME, WHISPER_NAME, "ctc_small.nemo"], "three models listed")
         for audio in SPEECH[:3]:
@@ -146,6 +146,19 @@ def case_parakeet(vrun):
                 srt = c.audio.transcriptions.create(model="ctc_small.nemo", file=f, response_format="srt")
             check(srt == ref["srt"], "Parakeet srt equals the CLI's file")
             check(transcribe(c, audio, "srt") == cli_transcribe(vrun, audio)["srt"], "Whisper beside it unchanged")
+
+        # Concurrent Parakeet requests may share batched encoder calls; each text stays the CLI's.
+        def srt(audio):
+            with open(audio, "rb") as f:
+                return c.audio.transcriptions.create(model="ctc_small.nemo", file=f, response_format="srt")
+
+        files = SPEECH * 4
+        with concurrent.futures.ThreadPoolExecutor(len(files)) as pool:
+            got = list(pool.map(srt, files))
+        check(all(g == cli_transcribe(vrun, a, model=PARAKEET)["srt"] for g, a in zip(got, files)),
+              "%d concurrent Parakeet requests equal the CLI's" % len(files))
+        m = re.search(r'vrun_batch_size_count\{model="ctc_small.nemo"\} (\d+)', requests.get(s.url + "/metrics").text)
+        print("Parakeet worker steps for %d requests: %s" % (len(files) + 6, m.group(1) if m else "?"))
         check(s.stop() == 0, "exit 0")
 
 
