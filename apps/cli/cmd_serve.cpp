@@ -22,11 +22,13 @@ constexpr const char* kFooter = R"(Endpoints (as the OpenAI API defines them):
   GET  /v1/models  GET /health  GET /metrics (Prometheus text)
 
 Each model answers to its file or folder name and to its --alias (given in the order of -m).
-Each model has one worker: requests to it run one at a time in arrival order, at most
---max-concurrent queued or running; more get 429. At temperature 0 a response is the text
+Each model has one worker taking requests in arrival order, at most --max-concurrent queued or
+running; more get 429. Text and Whisper requests run one at a time; Parakeet requests queued
+together (up to 4) share batched encoder calls. At temperature 0 a response is the text
 `vrun generate --temp 0` / `vrun transcribe` print for the same input. SIGTERM or Ctrl-C: new
-requests get 503, the requests in flight (streams included) finish, then the server exits 0. One access-log line per
-request goes to stderr (method, path, status, milliseconds); request bodies are never logged.
+requests get 503, the requests in flight (streams included) finish, then the server exits 0.
+One access-log line per request goes to stderr (method, path, status, milliseconds); request
+bodies are never logged.
 
 Examples:
   vrun serve -m ~/.cache/vrun/models/SmolLM2-135M-Instruct.Q4_1.gguf --alias smollm2 \
@@ -48,41 +50,55 @@ Examples:
   With --api-key KEY every request but /health needs -H 'Authorization: Bearer KEY'.
   From Python: OpenAI(base_url="http://127.0.0.1:8080/v1", api_key="KEY"); see docs/serving.md.)";
 
-CommandRegistrar reg("serve", "OpenAI-compatible HTTP server: chat, completions, transcription, translation", [](CLI::App& sub) {
-  auto o = std::make_shared<serve::ServeOptions>();
-  auto run = std::make_shared<BackendArgs>();
-  sub.footer(kFooter);
-  sub.add_option("-m,--model", o->models,
-                 "A model to serve (repeatable): a Llama-family .gguf or .vrp, a Whisper or Parakeet checkpoint or .vrp")
-      ->required();
-  sub.add_option("--alias", o->aliases, "Name for the model given at the same position with -m (repeatable)");
-  sub.add_option("--host", o->host, "Address to listen on (0.0.0.0: every interface)")->capture_default_str();
-  sub.add_option("--port", o->port, "TCP port; 0 picks a free one (printed on stderr)")->capture_default_str()->check(CLI::Range(0, 65535));
-  sub.add_option("--api-key", o->api_key, "Require 'Authorization: Bearer KEY' on every request but /health (401 without)");
-  sub.add_option("--max-concurrent", o->max_concurrent, "Requests queued or running per model; beyond it: 429")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 4096));
-  sub.add_option("--max-body-mb", o->max_body_mb, "Largest request body in MiB (audio uploads); beyond it: 413")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 4096));
-  sub.add_option("--max-tokens", o->max_tokens, "Most tokens one request may generate (also the default max_tokens of chat)")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1 << 20));
-  sub.add_option("--max-audio-s", o->max_audio_s, "Longest audio one request may upload, in seconds")
-      ->capture_default_str()
-      ->check(CLI::Range(1.0, 1e6));
-  sub.add_option("--timeout-s", o->timeout_s, "A request still unanswered after this many seconds is cancelled (504)")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 86400));
-  sub.add_option("--ctx", o->context, "Context length of text models (KV-cache rows); default: the model's, bounded by memory");
-  add_backend_options(sub, *run);
-  return [o, run] {
-    o->backend = run->backend;
-    o->threads = run->threads;
-    if (o->aliases.size() > o->models.size()) return fail("serve", "more --alias than -m");
-    return serve::run_server(*o);
-  };
-});
+CommandRegistrar reg(
+    "serve", "OpenAI-compatible HTTP server: chat, completions, transcription, translation",
+    [](CLI::App& sub) {
+      auto o = std::make_shared<serve::ServeOptions>();
+      auto run = std::make_shared<BackendArgs>();
+      sub.footer(kFooter);
+      sub.add_option("-m,--model", o->models,
+                     "A model to serve (repeatable): a Llama-family .gguf or .vrp, a Whisper or Parakeet "
+                     "checkpoint or .vrp")
+          ->required();
+      sub.add_option("--alias", o->aliases,
+                     "Name for the model given at the same position with -m (repeatable)");
+      sub.add_option("--host", o->host, "Address to listen on (0.0.0.0: every interface)")
+          ->capture_default_str();
+      sub.add_option("--port", o->port, "TCP port; 0 picks a free one (printed on stderr)")
+          ->capture_default_str()
+          ->check(CLI::Range(0, 65535));
+      sub.add_option("--api-key", o->api_key,
+                     "Require 'Authorization: Bearer KEY' on every request but /health (401 without)");
+      sub.add_option("--max-concurrent", o->max_concurrent,
+                     "Requests queued or running per model; beyond it: 429")
+          ->capture_default_str()
+          ->check(CLI::Range(1, 4096));
+      sub.add_option("--max-body-mb", o->max_body_mb,
+                     "Largest request body in MiB (audio uploads); beyond it: 413")
+          ->capture_default_str()
+          ->check(CLI::Range(1, 4096));
+      sub.add_option("--max-tokens", o->max_tokens,
+                     "Most tokens one request may generate (also the default max_tokens of chat)")
+          ->capture_default_str()
+          ->check(CLI::Range(1, 1 << 20));
+      sub.add_option("--max-audio-s", o->max_audio_s, "Longest audio one request may upload, in seconds")
+          ->capture_default_str()
+          ->check(CLI::Range(1.0, 1e6));
+      sub.add_option("--timeout-s", o->timeout_s,
+                     "A request still unanswered after this many seconds is cancelled (504)")
+          ->capture_default_str()
+          ->check(CLI::Range(1, 86400));
+      sub.add_option(
+          "--ctx", o->context,
+          "Context length of text models (KV-cache rows); default: the model's, bounded by memory");
+      add_backend_options(sub, *run);
+      return [o, run] {
+        o->backend = run->backend;
+        o->threads = run->threads;
+        if (o->aliases.size() > o->models.size()) return fail("serve", "more --alias than -m");
+        return serve::run_server(*o);
+      };
+    });
 
 }  // namespace
 }  // namespace vrun::cli

@@ -67,7 +67,7 @@ struct AudioRequest {
   std::string prompt;
   double temperature = 0.0;
   std::string response_format = "json";  // json | text | srt | vtt | verbose_json
-  bool word_timestamps = false;           // timestamp_granularities[] has "word"
+  bool word_timestamps = false;          // timestamp_granularities[] has "word"
   bool segment_timestamps = true;
 };
 

@@ -1,6 +1,7 @@
 // POST /v1/audio/transcriptions and /v1/audio/translations: the multipart upload is read whole
 // (the body-size limit applies) and split into parts by the HTTP library, checked field by field,
-// decoded by the CLI's audio loader, queued on the speech model's scheduler, and answered in the requested format.
+// decoded by the CLI's audio loader, queued on the speech model's scheduler, and answered in the requested
+// format.
 #include <future>
 
 #include "apps/serve/engines.h"
@@ -12,8 +13,8 @@
 namespace vrun::serve {
 namespace {
 
-void handle_audio(ServerContext& ctx, const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader,
-                  AudioTask task) {
+void handle_audio(ServerContext& ctx, const httplib::Request& req, httplib::Response& res,
+                  const httplib::ContentReader& reader, AudioTask task) {
   // A body that is not multipart/form-data is refused before it is read.
   auto boundary = multipart_boundary(req.get_header_value("Content-Type"));
   if (!boundary.ok()) return send_error(res, boundary.error);
@@ -30,24 +31,30 @@ void handle_audio(ServerContext& ctx, const httplib::Request& req, httplib::Resp
       });
   if (!read && res.status == 413) return send_error(res, payload_too_large(ctx.options.max_body_mb));
   if (!read)
-    return send_error(res, bad_request("the multipart body is malformed or truncated (or has more than 64 parts)", "file"));
+    return send_error(
+        res, bad_request("the multipart body is malformed or truncated (or has more than 64 parts)", "file"));
   auto parsed = parse_audio_request(std::move(parts), task);
   if (!parsed.ok()) return send_error(res, parsed.error);
   AudioRequest& a = *parsed.value;
-  const char* endpoint = task == AudioTask::kTranslate ? "/v1/audio/translations" : "/v1/audio/transcriptions";
+  const char* endpoint =
+      task == AudioTask::kTranslate ? "/v1/audio/translations" : "/v1/audio/transcriptions";
   auto found = ctx.find(a.model, ModelKind::kSpeech, endpoint);
   if (!found.ok()) return send_error(res, found.error);
   ServedModel& m = **found.value;
   auto audio = preprocess::load_audio_memory(a.file, a.filename);
   a.file.clear();
   a.file.shrink_to_fit();
-  if (!audio.is_ok()) return send_error(res, bad_request("unsupported or corrupt audio: " + audio.status().message(), "file", "invalid_audio"));
-  if (audio->samples.empty()) return send_error(res, bad_request("the audio file holds no samples", "file", "invalid_audio"));
+  if (!audio.is_ok())
+    return send_error(res, bad_request("unsupported or corrupt audio: " + audio.status().message(), "file",
+                                       "invalid_audio"));
+  if (audio->samples.empty())
+    return send_error(res, bad_request("the audio file holds no samples", "file", "invalid_audio"));
   if (audio->duration_s() > ctx.options.max_audio_s)
-    return send_error(res, bad_request("the audio is " + std::to_string(static_cast<int64_t>(audio->duration_s())) +
-                                           " s long; this server takes at most " +
-                                           std::to_string(static_cast<int64_t>(ctx.options.max_audio_s)) + " s",
-                                       "file", "audio_too_long"));
+    return send_error(
+        res, bad_request("the audio is " + std::to_string(static_cast<int64_t>(audio->duration_s())) +
+                             " s long; this server takes at most " +
+                             std::to_string(static_cast<int64_t>(ctx.options.max_audio_s)) + " s",
+                         "file", "audio_too_long"));
   auto job = std::make_shared<SpeechJob>();
   job->samples = std::move(audio->samples);
   job->options.language = a.language;
@@ -73,10 +80,12 @@ void handle_audio(ServerContext& ctx, const httplib::Request& req, httplib::Resp
 }  // namespace
 
 void add_audio_routes(httplib::Server& server, ServerContext& ctx) {
-  server.Post("/v1/audio/transcriptions", [&ctx](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+  server.Post("/v1/audio/transcriptions", [&ctx](const httplib::Request& req, httplib::Response& res,
+                                                 const httplib::ContentReader& reader) {
     handle_audio(ctx, req, res, reader, AudioTask::kTranscribe);
   });
-  server.Post("/v1/audio/translations", [&ctx](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+  server.Post("/v1/audio/translations", [&ctx](const httplib::Request& req, httplib::Response& res,
+                                               const httplib::ContentReader& reader) {
     handle_audio(ctx, req, res, reader, AudioTask::kTranslate);
   });
 }

@@ -17,7 +17,8 @@ void TextEngine::serve(std::span<const std::shared_ptr<Job>> jobs) {
     auto st = runner_.generate(job.prompt, job.options, [&](const std::string& piece) {
       if (first) {
         first = false;
-        metrics_.time_to_first_token(model_, std::chrono::duration<double>(std::chrono::steady_clock::now() - job.arrived).count());
+        metrics_.time_to_first_token(
+            model_, std::chrono::duration<double>(std::chrono::steady_clock::now() - job.arrived).count());
       }
       if (job.cancelled) return false;
       return job.on_text(piece);
@@ -38,8 +39,10 @@ void SpeechEngine::serve(std::span<const std::shared_ptr<Job>> jobs) {
   std::vector<SpeechJob*> live;
   for (const auto& base : jobs) {
     auto& job = static_cast<SpeechJob&>(*base);
-    if (job.cancelled) job.on_done(Status(ErrorCode::kInvalidArgument, "the request was cancelled before it ran"));
-    else live.push_back(&job);
+    if (job.cancelled)
+      job.on_done(Status(ErrorCode::kInvalidArgument, "the request was cancelled before it ran"));
+    else
+      live.push_back(&job);
   }
   if (live.size() > 1 && batch_) {
     std::vector<std::span<const float>> files;

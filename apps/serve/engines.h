@@ -52,12 +52,18 @@ class TextEngine : public Engine {
 
 class SpeechEngine : public Engine {
  public:
-  using Transcribe = std::function<Result<transcript::Transcript>(std::span<const float>, const SpeechOptions&)>;
+  using Transcribe =
+      std::function<Result<transcript::Transcript>(std::span<const float>, const SpeechOptions&)>;
   // Several files through batched encoder calls (Parakeet); their options are the model's own.
-  using TranscribeBatch = std::function<Result<std::vector<transcript::Transcript>>(const std::vector<std::span<const float>>&)>;
-  SpeechEngine(std::string model, Transcribe transcribe, Metrics& metrics, TranscribeBatch batch = {}, int max_batch = 1)
-      : model_(std::move(model)), transcribe_(std::move(transcribe)), batch_(std::move(batch)),
-        max_batch_(batch_ ? max_batch : 1), metrics_(metrics) {}
+  using TranscribeBatch =
+      std::function<Result<std::vector<transcript::Transcript>>(const std::vector<std::span<const float>>&)>;
+  SpeechEngine(std::string model, Transcribe transcribe, Metrics& metrics, TranscribeBatch batch = {},
+               int max_batch = 1)
+      : model_(std::move(model)),
+        transcribe_(std::move(transcribe)),
+        batch_(std::move(batch)),
+        max_batch_(batch_ ? max_batch : 1),
+        metrics_(metrics) {}
   int max_batch() const override { return max_batch_; }
   void serve(std::span<const std::shared_ptr<Job>> jobs) override;
 

@@ -52,12 +52,16 @@ void Histogram::render(std::string& out, const std::string& name, const std::str
   out += name + "_count" + braces + " " + std::to_string(count_) + "\n";
 }
 
-Metrics::PerModel& Metrics::model(const std::string& name) { return models_[name]; }
+Metrics::PerModel& Metrics::model(const std::string& name) {
+  return models_[name];
+}
 
 void Metrics::request_done(const std::string& endpoint, int status, double seconds) {
   std::lock_guard<std::mutex> lock(mu_);
   ++requests_[{endpoint, status}];
-  auto it = latency_.try_emplace(endpoint, std::vector<double>{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120})
+  auto it = latency_
+                .try_emplace(endpoint, std::vector<double>{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
+                                                           5, 10, 30, 60, 120})
                 .first;
   it->second.observe(seconds);
 }
@@ -93,23 +97,32 @@ std::string Metrics::render() const {
   std::string out;
   type_line(out, "vrun_requests_total", "counter", "HTTP requests by endpoint and status code.");
   for (const auto& [key, n] : requests_)
-    out += "vrun_requests_total{" + label("endpoint", key.first) + "," + label("status", std::to_string(key.second)) + "} " +
-           std::to_string(n) + "\n";
-  type_line(out, "vrun_request_duration_seconds", "histogram", "Time from request to the last byte of the response.");
-  for (const auto& [endpoint, h] : latency_) h.render(out, "vrun_request_duration_seconds", label("endpoint", endpoint));
+    out += "vrun_requests_total{" + label("endpoint", key.first) + "," +
+           label("status", std::to_string(key.second)) + "} " + std::to_string(n) + "\n";
+  type_line(out, "vrun_request_duration_seconds", "histogram",
+            "Time from request to the last byte of the response.");
+  for (const auto& [endpoint, h] : latency_)
+    h.render(out, "vrun_request_duration_seconds", label("endpoint", endpoint));
   type_line(out, "vrun_prompt_tokens_total", "counter", "Prompt tokens read, by model.");
-  for (const auto& [name, m] : models_) out += "vrun_prompt_tokens_total{" + label("model", name) + "} " + std::to_string(m.prompt_tokens) + "\n";
+  for (const auto& [name, m] : models_)
+    out += "vrun_prompt_tokens_total{" + label("model", name) + "} " + std::to_string(m.prompt_tokens) + "\n";
   type_line(out, "vrun_completion_tokens_total", "counter", "Tokens generated, by model.");
   for (const auto& [name, m] : models_)
-    out += "vrun_completion_tokens_total{" + label("model", name) + "} " + std::to_string(m.completion_tokens) + "\n";
-  type_line(out, "vrun_audio_seconds_total", "counter", "Seconds of audio transcribed or translated, by model.");
-  for (const auto& [name, m] : models_) out += "vrun_audio_seconds_total{" + label("model", name) + "} " + number(m.audio_s) + "\n";
+    out += "vrun_completion_tokens_total{" + label("model", name) + "} " +
+           std::to_string(m.completion_tokens) + "\n";
+  type_line(out, "vrun_audio_seconds_total", "counter",
+            "Seconds of audio transcribed or translated, by model.");
+  for (const auto& [name, m] : models_)
+    out += "vrun_audio_seconds_total{" + label("model", name) + "} " + number(m.audio_s) + "\n";
   type_line(out, "vrun_queue_depth", "gauge", "Requests queued or running, by model.");
-  for (const auto& [name, m] : models_) out += "vrun_queue_depth{" + label("model", name) + "} " + std::to_string(m.queue_depth) + "\n";
+  for (const auto& [name, m] : models_)
+    out += "vrun_queue_depth{" + label("model", name) + "} " + std::to_string(m.queue_depth) + "\n";
   type_line(out, "vrun_batch_size", "histogram", "Requests served together in one step of a model's worker.");
   for (const auto& [name, m] : models_) m.batch.render(out, "vrun_batch_size", label("model", name));
-  type_line(out, "vrun_time_to_first_token_seconds", "histogram", "Time from a text request's arrival to its first token.");
-  for (const auto& [name, m] : models_) m.ttft.render(out, "vrun_time_to_first_token_seconds", label("model", name));
+  type_line(out, "vrun_time_to_first_token_seconds", "histogram",
+            "Time from a text request's arrival to its first token.");
+  for (const auto& [name, m] : models_)
+    m.ttft.render(out, "vrun_time_to_first_token_seconds", label("model", name));
   return out;
 }
 

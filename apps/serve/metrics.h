@@ -13,7 +13,8 @@ namespace vrun::serve {
 
 class Histogram {
  public:
-  explicit Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
+  explicit Histogram(std::vector<double> bounds)
+      : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
   void observe(double v);
   // Appends the _bucket, _sum and _count lines of `name` with `labels` ("" or `key="v"`).
   void render(std::string& out, const std::string& name, const std::string& labels) const;

@@ -47,12 +47,14 @@ whisper::TranscribeOptions whisper_options(const SpeechOptions& s) {
 void attach_text(ServedModel& m, Metrics& metrics, int max_pending) {
   m.kind = ModelKind::kText;
   m.chat_format = tok::detect_chat_format(m.llama->chat_template(), m.llama->tokenizer());
-  m.scheduler = std::make_unique<Scheduler>(m.id, std::make_unique<TextEngine>(m.id, *m.llama, metrics), max_pending, metrics);
+  m.scheduler = std::make_unique<Scheduler>(m.id, std::make_unique<TextEngine>(m.id, *m.llama, metrics),
+                                            max_pending, metrics);
 }
 
 void attach_speech(ServedModel& m, SpeechEngine::Transcribe fn, Metrics& metrics, int max_pending) {
   m.kind = ModelKind::kSpeech;
-  m.scheduler = std::make_unique<Scheduler>(m.id, std::make_unique<SpeechEngine>(m.id, std::move(fn), metrics), max_pending, metrics);
+  m.scheduler = std::make_unique<Scheduler>(
+      m.id, std::make_unique<SpeechEngine>(m.id, std::move(fn), metrics), max_pending, metrics);
 }
 
 }  // namespace
@@ -63,7 +65,9 @@ Result<std::unique_ptr<ServedModel>> load_model(const ModelSpec& spec, Metrics& 
   m->id = spec.alias.empty() ? name : spec.alias;
   m->names = {m->id};
   if (name != m->id) m->names.push_back(name);
-  m->created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  m->created =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
   const std::string ext = std::filesystem::path(spec.path).extension().string();
   if (ext == ".gguf") {
     VRUN_ASSIGN_OR_RETURN(m->llama, load_llama(spec));
@@ -80,12 +84,17 @@ Result<std::unique_ptr<ServedModel>> load_model(const ModelSpec& spec, Metrics& 
     parakeet::ParakeetRunner* r = m->parakeet.get();
     parakeet::TranscribeOptions o;
     o.word_timestamps = true;
-    auto one = [r, o](std::span<const float> samples, const SpeechOptions&) { return r->transcribe(samples, o); };
+    auto one = [r, o](std::span<const float> samples, const SpeechOptions&) {
+      return r->transcribe(samples, o);
+    };
     // Requests queued together share batched encoder calls (the CLI's --batch-size 4).
-    auto batch = [r, o](const std::vector<std::span<const float>>& files) { return r->transcribe_batch(files, o); };
+    auto batch = [r, o](const std::vector<std::span<const float>>& files) {
+      return r->transcribe_batch(files, o);
+    };
     m->kind = ModelKind::kSpeech;
     m->scheduler = std::make_unique<Scheduler>(
-        m->id, std::make_unique<SpeechEngine>(m->id, one, metrics, batch, kParakeetBatch), spec.max_pending, metrics);
+        m->id, std::make_unique<SpeechEngine>(m->id, one, metrics, batch, kParakeetBatch), spec.max_pending,
+        metrics);
     return m;
   }
 #endif
@@ -94,15 +103,18 @@ Result<std::unique_ptr<ServedModel>> load_model(const ModelSpec& spec, Metrics& 
     m->whisper = std::move(*w);
     m->device = m->whisper->device_description();
     whisper::WhisperRunner* r = m->whisper.get();
-    attach_speech(*m, [r](std::span<const float> samples, const SpeechOptions& s) {
-      return r->transcribe(samples, whisper_options(s));
-    }, metrics, spec.max_pending);
+    attach_speech(
+        *m,
+        [r](std::span<const float> samples, const SpeechOptions& s) {
+          return r->transcribe(samples, whisper_options(s));
+        },
+        metrics, spec.max_pending);
     return m;
   }
   auto l = load_llama(spec);
   if (!l.is_ok())
-    return err(ErrorCode::kInvalidArgument, spec.path, ": neither a speech model (", w.status().message(), ") nor a text model (",
-               l.status().message(), ")");
+    return err(ErrorCode::kInvalidArgument, spec.path, ": neither a speech model (", w.status().message(),
+               ") nor a text model (", l.status().message(), ")");
   m->llama = std::move(*l);
   attach_text(*m, metrics, spec.max_pending);
   return m;

@@ -47,15 +47,21 @@ class FieldReader {
     if (!v) return;
     if (!v->is_number()) return fail(std::string("'") + key + "' must be a number", key);
     const double d = v->get<double>();
-    if (!(d >= lo && d <= hi)) return fail(std::string("'") + key + "' must be between " + fmt(lo) + " and " + fmt(hi), key);
+    if (!(d >= lo && d <= hi))
+      return fail(std::string("'") + key + "' must be between " + fmt(lo) + " and " + fmt(hi), key);
     out = d;
   }
   void integer(const char* key, std::optional<int64_t>& out, int64_t lo, int64_t hi) {
     const json* v = find(key);
     if (!v) return;
     if (!v->is_number_integer()) return fail(std::string("'") + key + "' must be an integer", key);
-    const int64_t k = v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : v->get<int64_t>();
-    if (k < lo || k > hi) return fail(std::string("'") + key + "' must be between " + std::to_string(lo) + " and " + std::to_string(hi), key);
+    const int64_t k = v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)
+                          ? INT64_MAX
+                          : v->get<int64_t>();
+    if (k < lo || k > hi)
+      return fail(
+          std::string("'") + key + "' must be between " + std::to_string(lo) + " and " + std::to_string(hi),
+          key);
     out = k;
   }
   void boolean(const char* key, bool& out) {
@@ -105,7 +111,8 @@ void read_generation(FieldReader& r, GenerationFields& g) {
     if (!so->is_object()) return r.fail("'stream_options' must be an object", "stream_options");
     auto it = so->find("include_usage");
     if (it != so->end() && !it->is_null()) {
-      if (!it->is_boolean()) return r.fail("'stream_options.include_usage' must be a boolean", "stream_options");
+      if (!it->is_boolean())
+        return r.fail("'stream_options.include_usage' must be a boolean", "stream_options");
       g.include_usage = it->get<bool>();
     }
   }
@@ -127,7 +134,8 @@ void read_generation(FieldReader& r, GenerationFields& g) {
 
 std::string lower(std::string_view s) {
   std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return out;
 }
 
@@ -195,8 +203,10 @@ Parsed<ChatRequest> parse_chat_request(std::string_view body) {
   ChatRequest req;
   read_generation(r, req.gen);
   const json* msgs = r.find("messages");
-  if (!msgs) r.fail("'messages' is required", "messages");
-  else if (!msgs->is_array() || msgs->empty()) r.fail("'messages' must be a non-empty array", "messages");
+  if (!msgs)
+    r.fail("'messages' is required", "messages");
+  else if (!msgs->is_array() || msgs->empty())
+    r.fail("'messages' must be a non-empty array", "messages");
   else {
     for (size_t k = 0; k < msgs->size() && r.ok(); ++k) {
       const json& m = (*msgs)[k];
@@ -239,10 +249,14 @@ Parsed<CompletionRequest> parse_completion_request(std::string_view body) {
   req.gen.max_tokens = 16;  // the completions endpoint's default
   read_generation(r, req.gen);
   const json* p = r.find("prompt");
-  if (!p) r.fail("'prompt' is required", "prompt");
-  else if (p->is_string()) req.prompt = p->get<std::string>();
-  else if (p->is_array() && p->size() == 1 && (*p)[0].is_string()) req.prompt = (*p)[0].get<std::string>();
-  else r.fail("'prompt' must be a string (or an array of one string)", "prompt");
+  if (!p)
+    r.fail("'prompt' is required", "prompt");
+  else if (p->is_string())
+    req.prompt = p->get<std::string>();
+  else if (p->is_array() && p->size() == 1 && (*p)[0].is_string())
+    req.prompt = (*p)[0].get<std::string>();
+  else
+    r.fail("'prompt' must be a string (or an array of one string)", "prompt");
   bool echo = false;
   r.boolean("echo", echo);
   if (echo) r.fail("'echo' is not supported", "echo");
@@ -267,9 +281,11 @@ Parsed<AudioRequest> parse_audio_request(std::vector<FormPart> parts, AudioTask 
       have_model = true;
       req.model = p.data;
     } else if (p.name == "language") {
-      if (task == AudioTask::kTranslate) return Out::fail(bad_request("translations take no 'language'", "language"));
+      if (task == AudioTask::kTranslate)
+        return Out::fail(bad_request("translations take no 'language'", "language"));
       req.language = p.data;
-      if (req.language.size() > 16) return Out::fail(bad_request("'language' must be a language code such as en", "language"));
+      if (req.language.size() > 16)
+        return Out::fail(bad_request("'language' must be a language code such as en", "language"));
     } else if (p.name == "prompt") {
       req.prompt = p.data;
     } else if (p.name == "temperature") {
@@ -283,10 +299,12 @@ Parsed<AudioRequest> parse_audio_request(std::vector<FormPart> parts, AudioTask 
       req.response_format = p.data;
       const auto& f = req.response_format;
       if (f != "json" && f != "text" && f != "srt" && f != "vtt" && f != "verbose_json")
-        return Out::fail(bad_request("'response_format' must be json, text, srt, vtt or verbose_json", "response_format"));
+        return Out::fail(
+            bad_request("'response_format' must be json, text, srt, vtt or verbose_json", "response_format"));
     } else if (p.name == "timestamp_granularities[]" || p.name == "timestamp_granularities") {
       if (p.data != "word" && p.data != "segment")
-        return Out::fail(bad_request("'timestamp_granularities[]' entries must be word or segment", "timestamp_granularities"));
+        return Out::fail(bad_request("'timestamp_granularities[]' entries must be word or segment",
+                                     "timestamp_granularities"));
       granularities.push_back(p.data);
     }
   }
@@ -310,11 +328,13 @@ Parsed<std::string> multipart_boundary(std::string_view content_type) {
 
 bool bearer_matches(std::string_view authorization, std::string_view key) {
   constexpr std::string_view kBearer = "Bearer ";
-  if (authorization.size() < kBearer.size() || authorization.substr(0, kBearer.size()) != kBearer) return false;
+  if (authorization.size() < kBearer.size() || authorization.substr(0, kBearer.size()) != kBearer)
+    return false;
   const std::string_view given = authorization.substr(kBearer.size());
   // Constant time in the key's length: the comparison does not stop at the first difference.
   unsigned diff = given.size() == key.size() ? 0u : 1u;
-  for (size_t k = 0; k < key.size(); ++k) diff |= static_cast<unsigned>(key[k] ^ (k < given.size() ? given[k] : 0));
+  for (size_t k = 0; k < key.size(); ++k)
+    diff |= static_cast<unsigned>(key[k] ^ (k < given.size() ? given[k] : 0));
   return diff == 0;
 }
 

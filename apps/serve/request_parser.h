@@ -16,7 +16,6 @@ struct FormPart {
   std::string data;
 };
 
-
 Parsed<ChatRequest> parse_chat_request(std::string_view body);
 Parsed<CompletionRequest> parse_completion_request(std::string_view body);
 // The form fields of /v1/audio/transcriptions (kTranscribe) or /v1/audio/translations.

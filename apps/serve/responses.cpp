@@ -10,7 +10,9 @@ namespace {
 
 using json = nlohmann::json;
 
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string dump(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
 
 json usage_json(const Usage& u) {
   return {{"prompt_tokens", u.prompt_tokens},
@@ -18,10 +20,16 @@ json usage_json(const Usage& u) {
           {"total_tokens", u.prompt_tokens + u.completion_tokens}};
 }
 
-json null_or(const std::optional<std::string>& s) { return s ? json(*s) : json(nullptr); }
+json null_or(const std::optional<std::string>& s) {
+  return s ? json(*s) : json(nullptr);
+}
 
 json header(const CompletionId& id, const char* object) {
-  return {{"id", id.id}, {"object", object}, {"created", id.created}, {"model", id.model}, {"system_fingerprint", "vrun"}};
+  return {{"id", id.id},
+          {"object", object},
+          {"created", id.created},
+          {"model", id.model},
+          {"system_fingerprint", "vrun"}};
 }
 
 }  // namespace
@@ -39,7 +47,8 @@ std::string finish_reason(const std::string& stop_reason) {
   return "stop";
 }
 
-std::string chat_completion_body(const CompletionId& id, const std::string& text, const std::string& finish, const Usage& u) {
+std::string chat_completion_body(const CompletionId& id, const std::string& text, const std::string& finish,
+                                 const Usage& u) {
   json j = header(id, "chat.completion");
   j["choices"] = json::array({{{"index", 0},
                                {"message", {{"role", "assistant"}, {"content", text}, {"refusal", nullptr}}},
@@ -55,7 +64,8 @@ std::string chat_chunk_body(const CompletionId& id, const std::optional<std::str
   if (role) delta["role"] = "assistant";
   if (content) delta["content"] = *content;
   json j = header(id, "chat.completion.chunk");
-  j["choices"] = json::array({{{"index", 0}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", null_or(finish)}}});
+  j["choices"] = json::array(
+      {{{"index", 0}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", null_or(finish)}}});
   return dump(j);
 }
 
@@ -66,16 +76,20 @@ std::string usage_chunk_body(const CompletionId& id, bool chat, const Usage& u) 
   return dump(j);
 }
 
-std::string completion_body(const CompletionId& id, const std::string& text, const std::string& finish, const Usage& u) {
+std::string completion_body(const CompletionId& id, const std::string& text, const std::string& finish,
+                            const Usage& u) {
   json j = header(id, "text_completion");
-  j["choices"] = json::array({{{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", finish}}});
+  j["choices"] =
+      json::array({{{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", finish}}});
   j["usage"] = usage_json(u);
   return dump(j);
 }
 
-std::string completion_chunk_body(const CompletionId& id, const std::string& text, const std::optional<std::string>& finish) {
+std::string completion_chunk_body(const CompletionId& id, const std::string& text,
+                                  const std::optional<std::string>& finish) {
   json j = header(id, "text_completion");
-  j["choices"] = json::array({{{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", null_or(finish)}}});
+  j["choices"] = json::array(
+      {{{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", null_or(finish)}}});
   return dump(j);
 }
 
@@ -108,7 +122,8 @@ Parsed<HttpBody> transcription_body(const AudioRequest& req, const transcript::T
                     {"avg_logprob", s.avg_logprob},
                     {"compression_ratio", s.compression_ratio},
                     {"no_speech_prob", s.no_speech_prob}});
-    for (const auto& w : s.words) words.push_back({{"word", w.text}, {"start", w.start}, {"end", w.end}, {"probability", w.probability}});
+    for (const auto& w : s.words)
+      words.push_back({{"word", w.text}, {"start", w.start}, {"end", w.end}, {"probability", w.probability}});
   }
   json j = {{"task", req.task == AudioTask::kTranslate ? "translate" : "transcribe"},
             {"language", t.language},

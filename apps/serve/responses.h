@@ -27,15 +27,18 @@ std::string error_body(const ApiError& e);
 // "eos"/"stop" -> "stop"; "length"/"context" -> "length".
 std::string finish_reason(const std::string& stop_reason);
 
-std::string chat_completion_body(const CompletionId& id, const std::string& text, const std::string& finish, const Usage& u);
+std::string chat_completion_body(const CompletionId& id, const std::string& text, const std::string& finish,
+                                 const Usage& u);
 // One chat stream chunk: a role delta (first), a content delta, or the final one with finish.
 std::string chat_chunk_body(const CompletionId& id, const std::optional<std::string>& content, bool role,
                             const std::optional<std::string>& finish);
 // The stream's last chunk when stream_options.include_usage: empty choices, the usage.
 std::string usage_chunk_body(const CompletionId& id, bool chat, const Usage& u);
 
-std::string completion_body(const CompletionId& id, const std::string& text, const std::string& finish, const Usage& u);
-std::string completion_chunk_body(const CompletionId& id, const std::string& text, const std::optional<std::string>& finish);
+std::string completion_body(const CompletionId& id, const std::string& text, const std::string& finish,
+                            const Usage& u);
+std::string completion_chunk_body(const CompletionId& id, const std::string& text,
+                                  const std::optional<std::string>& finish);
 
 struct HttpBody {
   std::string content_type, body;

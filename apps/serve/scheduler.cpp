@@ -10,7 +10,9 @@ Scheduler::Scheduler(std::string model, std::unique_ptr<Engine> engine, int max_
   worker_ = std::thread([this] { loop(); });
 }
 
-Scheduler::~Scheduler() { stop(); }
+Scheduler::~Scheduler() {
+  stop();
+}
 
 bool Scheduler::submit(std::shared_ptr<Job> job) {
   {

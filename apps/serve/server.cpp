@@ -3,10 +3,9 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <cerrno>
-
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <thread>
@@ -42,13 +41,15 @@ ApiError timed_out() {
 ApiError payload_too_large(int max_body_mb) {
   ApiError e;
   e.status = 413;
-  e.message = "the request body is larger than this server's limit of " + std::to_string(max_body_mb) + " MiB";
+  e.message =
+      "the request body is larger than this server's limit of " + std::to_string(max_body_mb) + " MiB";
   return e;
 }
 
 ApiError runner_error(const Status& st) {
   ApiError e;
-  if (st.code() == ErrorCode::kInvalidArgument || st.code() == ErrorCode::kUnsupported || st.code() == ErrorCode::kNotFound) {
+  if (st.code() == ErrorCode::kInvalidArgument || st.code() == ErrorCode::kUnsupported ||
+      st.code() == ErrorCode::kNotFound) {
     e.status = 400;
   } else {
     e.status = 500;
@@ -62,10 +63,10 @@ Parsed<ServedModel*> ServerContext::find(const std::string& name, ModelKind kind
   for (auto& m : models) {
     if (std::find(m->names.begin(), m->names.end(), name) == m->names.end()) continue;
     if (m->kind != kind)
-      return Parsed<ServedModel*>::fail(bad_request("model '" + name + "' is a " + (m->kind == ModelKind::kText ? "text" : "speech") +
-                                                        " model; " + endpoint + " needs a " +
-                                                        (kind == ModelKind::kText ? "text" : "speech") + " model",
-                                                    "model", "model_not_supported"));
+      return Parsed<ServedModel*>::fail(bad_request(
+          "model '" + name + "' is a " + (m->kind == ModelKind::kText ? "text" : "speech") + " model; " +
+              endpoint + " needs a " + (kind == ModelKind::kText ? "text" : "speech") + " model",
+          "model", "model_not_supported"));
     return {m.get(), {}};
   }
   ApiError e;
@@ -90,21 +91,29 @@ thread_local Clock::time_point request_start;
 thread_local bool request_counted = false;  // counted in ServerContext::active
 
 const char* endpoint_label(const std::string& path) {
-  static const char* known[] = {"/v1/chat/completions", "/v1/completions", "/v1/audio/transcriptions", "/v1/audio/translations",
-                                "/v1/models", "/health", "/metrics"};
+  static const char* known[] = {"/v1/chat/completions",
+                                "/v1/completions",
+                                "/v1/audio/transcriptions",
+                                "/v1/audio/translations",
+                                "/v1/models",
+                                "/health",
+                                "/metrics"};
   for (const char* k : known)
     if (path == k) return k;
   return "other";
 }
 
 void add_info_routes(httplib::Server& server, ServerContext& ctx) {
-  server.Get("/health", [](const httplib::Request&, httplib::Response& res) { res.set_content("{\"status\":\"ok\"}", "application/json"); });
+  server.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("{\"status\":\"ok\"}", "application/json");
+  });
   server.Get("/metrics", [&ctx](const httplib::Request&, httplib::Response& res) {
     res.set_content(ctx.metrics.render(), "text/plain; version=0.0.4; charset=utf-8");
   });
   server.Get("/v1/models", [&ctx](const httplib::Request&, httplib::Response& res) {
     std::vector<ModelEntry> list;
-    for (const auto& m : ctx.models) list.push_back({m->id, "vrun", m->created, m->kind == ModelKind::kText ? "text" : "speech"});
+    for (const auto& m : ctx.models)
+      list.push_back({m->id, "vrun", m->created, m->kind == ModelKind::kText ? "text" : "speech"});
     res.set_content(models_body(list), "application/json");
   });
 }
@@ -125,8 +134,10 @@ void add_policies(httplib::Server& server, ServerContext& ctx) {
     }
     request_counted = true;
     ++ctx.active;
-    if (ctx.options.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
-    if (bearer_matches(req.get_header_value("Authorization"), ctx.options.api_key)) return httplib::Server::HandlerResponse::Unhandled;
+    if (ctx.options.api_key.empty() || req.path == "/health")
+      return httplib::Server::HandlerResponse::Unhandled;
+    if (bearer_matches(req.get_header_value("Authorization"), ctx.options.api_key))
+      return httplib::Server::HandlerResponse::Unhandled;
     ApiError e;
     e.status = 401;
     e.message = "missing or wrong API key: send the header 'Authorization: Bearer KEY'";
@@ -138,9 +149,12 @@ void add_policies(httplib::Server& server, ServerContext& ctx) {
     if (!res.body.empty()) return;  // ours already
     ApiError e;
     e.status = res.status;
-    if (res.status == 404) e.message = "Unknown request URL: " + req.method + " " + req.path.substr(0, 200);
-    else if (res.status == 413) e = payload_too_large(ctx.options.max_body_mb);
-    else e.message = "the request could not be read (HTTP " + std::to_string(res.status) + ")";
+    if (res.status == 404)
+      e.message = "Unknown request URL: " + req.method + " " + req.path.substr(0, 200);
+    else if (res.status == 413)
+      e = payload_too_large(ctx.options.max_body_mb);
+    else
+      e.message = "the request could not be read (HTTP " + std::to_string(res.status) + ")";
     send_error(res, e);
   });
   server.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
@@ -153,7 +167,8 @@ void add_policies(httplib::Server& server, ServerContext& ctx) {
   // One line per request; nothing from the body.
   server.set_logger([&ctx](const httplib::Request& req, const httplib::Response& res) {
     const double s = std::chrono::duration<double>(Clock::now() - request_start).count();
-    std::fprintf(stderr, "vrun serve: %s %s %d %.1f ms\n", req.method.c_str(), req.path.substr(0, 200).c_str(), res.status, s * 1e3);
+    std::fprintf(stderr, "vrun serve: %s %s %d %.1f ms\n", req.method.c_str(),
+                 req.path.substr(0, 200).c_str(), res.status, s * 1e3);
     ctx.metrics.request_done(endpoint_label(req.path), res.status, s);
     if (request_counted) --ctx.active;
     request_counted = false;
@@ -185,7 +200,8 @@ int run_server(const ServeOptions& o) {
   }
   int total_pending = 0;
   for (size_t k = 0; k < o.models.size(); ++k) {
-    ModelSpec spec{o.models[k], k < o.aliases.size() ? o.aliases[k] : "", *backend, o.threads, o.context, o.max_concurrent};
+    ModelSpec spec{o.models[k],     k < o.aliases.size() ? o.aliases[k] : "", *backend, o.threads, o.context,
+                   o.max_concurrent};
     const auto t0 = Clock::now();
     auto m = load_model(spec, ctx.metrics);
     if (!m.is_ok()) {
@@ -195,17 +211,20 @@ int run_server(const ServeOptions& o) {
     for (const auto& other : ctx.models)
       for (const auto& n : (*m)->names)
         if (std::find(other->names.begin(), other->names.end(), n) != other->names.end()) {
-          std::fprintf(stderr, "vrun serve: two models are both named '%s'; give one an --alias\n", n.c_str());
+          std::fprintf(stderr, "vrun serve: two models are both named '%s'; give one an --alias\n",
+                       n.c_str());
           return 1;
         }
-    std::fprintf(stderr, "vrun serve: loaded %s as '%s' (%s) in %.2f s\n", o.models[k].c_str(), (*m)->id.c_str(),
-                 (*m)->kind == ModelKind::kText ? "text" : "speech", std::chrono::duration<double>(Clock::now() - t0).count());
+    std::fprintf(stderr, "vrun serve: loaded %s as '%s' (%s) in %.2f s\n", o.models[k].c_str(),
+                 (*m)->id.c_str(), (*m)->kind == ModelKind::kText ? "text" : "speech",
+                 std::chrono::duration<double>(Clock::now() - t0).count());
     ctx.models.push_back(std::move(*m));
     total_pending += o.max_concurrent;
   }
 
   httplib::Server server;
-  const size_t http_threads = o.http_threads > 0 ? static_cast<size_t>(o.http_threads) : static_cast<size_t>(total_pending + 8);
+  const size_t http_threads =
+      o.http_threads > 0 ? static_cast<size_t>(o.http_threads) : static_cast<size_t>(total_pending + 8);
   server.new_task_queue = [http_threads] { return new httplib::ThreadPool(http_threads); };
   server.set_payload_max_length(static_cast<size_t>(o.max_body_mb) << 20);
   server.set_read_timeout(std::min(o.timeout_s, 60), 0);
@@ -216,10 +235,13 @@ int run_server(const ServeOptions& o) {
   add_audio_routes(server, ctx);
 
   int port = o.port;
-  if (port == 0) port = server.bind_to_any_port(o.host);
-  else if (!server.bind_to_port(o.host, port)) port = -1;
+  if (port == 0)
+    port = server.bind_to_any_port(o.host);
+  else if (!server.bind_to_port(o.host, port))
+    port = -1;
   if (port < 0) {
-    std::fprintf(stderr, "vrun serve: cannot listen on %s:%d (in use, or not an address of this host)\n", o.host.c_str(), o.port);
+    std::fprintf(stderr, "vrun serve: cannot listen on %s:%d (in use, or not an address of this host)\n",
+                 o.host.c_str(), o.port);
     return 1;
   }
   std::fprintf(stderr, "vrun serve: listening on http://%s:%d\n", o.host.c_str(), port);
@@ -230,7 +252,8 @@ int run_server(const ServeOptions& o) {
     while (read(stop_pipe[0], &sig, 1) < 0 && errno == EINTR) {
     }
     if (sig != 0)
-      std::fprintf(stderr, "vrun serve: %s: finishing the requests in flight, refusing new ones (503)\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+      std::fprintf(stderr, "vrun serve: %s: finishing the requests in flight, refusing new ones (503)\n",
+                   sig == SIGINT ? "SIGINT" : "SIGTERM");
     // The library aborts responses still streaming when it stops, so the requests in flight are
     // finished first; new ones meanwhile get 503.
     ctx.draining = true;

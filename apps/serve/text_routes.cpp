@@ -33,7 +33,9 @@ struct StreamChannel {
   }
 };
 
-std::string sse(const std::string& data) { return "data: " + data + "\n\n"; }
+std::string sse(const std::string& data) {
+  return "data: " + data + "\n\n";
+}
 
 // What both endpoints produce after parsing: the job's inputs and how to shape the answer.
 struct Prepared {
@@ -44,8 +46,8 @@ struct Prepared {
   bool chat = true;
 };
 
-Parsed<Prepared> prepare(ServerContext& ctx, const GenerationFields& gen, bool chat, const std::vector<ChatMessage>& messages,
-                         const std::string& prompt_text) {
+Parsed<Prepared> prepare(ServerContext& ctx, const GenerationFields& gen, bool chat,
+                         const std::vector<ChatMessage>& messages, const std::string& prompt_text) {
   using Out = Parsed<Prepared>;
   auto found = ctx.find(gen.model, ModelKind::kText, chat ? "/v1/chat/completions" : "/v1/completions");
   if (!found.ok()) return Out::fail(found.error);
@@ -69,11 +71,13 @@ Parsed<Prepared> prepare(ServerContext& ctx, const GenerationFields& gen, bool c
   const int64_t room = r.context() - 1;
   if (static_cast<int64_t>(p.prompt.size()) > room)
     return Out::fail(bad_request("This model's maximum context length is " + std::to_string(r.context()) +
-                                     " tokens; the prompt has " + std::to_string(p.prompt.size()) + " tokens.",
+                                     " tokens; the prompt has " + std::to_string(p.prompt.size()) +
+                                     " tokens.",
                                  param, "context_length_exceeded"));
   const int limit = ctx.options.max_tokens;
   if (gen.max_tokens && *gen.max_tokens > limit)
-    return Out::fail(bad_request("'max_tokens' is above this server's limit of " + std::to_string(limit), "max_tokens"));
+    return Out::fail(
+        bad_request("'max_tokens' is above this server's limit of " + std::to_string(limit), "max_tokens"));
   p.options.max_tokens = gen.max_tokens ? static_cast<int>(*gen.max_tokens) : limit;
   p.options.stop = gen.stop;
   // OpenAI's sampling: temperature and nucleus only (no top-k, min-p or repetition penalty).
@@ -83,11 +87,13 @@ Parsed<Prepared> prepare(ServerContext& ctx, const GenerationFields& gen, bool c
   p.options.sampling.min_p = 0;
   p.options.sampling.repeat_penalty = 1;
   // The sampler reads seed 0 as "random"; a request's explicit 0 is kept reproducible.
-  if (gen.seed) p.options.sampling.seed = *gen.seed == 0 ? 0x9e3779b97f4a7c15ull : static_cast<uint64_t>(*gen.seed);
+  if (gen.seed)
+    p.options.sampling.seed = *gen.seed == 0 ? 0x9e3779b97f4a7c15ull : static_cast<uint64_t>(*gen.seed);
   return {std::move(p), {}};
 }
 
-std::string final_body(const Prepared& p, const CompletionId& id, const std::string& text, const llama::GenerateStats& st) {
+std::string final_body(const Prepared& p, const CompletionId& id, const std::string& text,
+                       const llama::GenerateStats& st) {
   const Usage u{static_cast<int64_t>(p.prompt.size()), st.generated_tokens};
   const std::string finish = finish_reason(st.stop_reason);
   return p.chat ? chat_completion_body(id, text, finish, u) : completion_body(id, text, finish, u);
@@ -124,7 +130,8 @@ void respond_stream(ServerContext& ctx, const Prepared& p, const CompletionId& i
   const int64_t prompt_tokens = static_cast<int64_t>(p.prompt.size());
   if (chat) ch->push(sse(chat_chunk_body(id, std::string(), true, std::nullopt)));
   job->on_text = [ch, id, chat](const std::string& piece) {
-    ch->push(sse(chat ? chat_chunk_body(id, piece, false, std::nullopt) : completion_chunk_body(id, piece, std::nullopt)));
+    ch->push(sse(chat ? chat_chunk_body(id, piece, false, std::nullopt)
+                      : completion_chunk_body(id, piece, std::nullopt)));
     return true;
   };
   job->on_done = [ch, id, chat, usage, prompt_tokens](Result<llama::GenerateStats> st) {
@@ -132,7 +139,8 @@ void respond_stream(ServerContext& ctx, const Prepared& p, const CompletionId& i
       ch->push(sse(error_body(runner_error(st.status()))));
     } else {
       const std::string finish = finish_reason(st->stop_reason);
-      ch->push(sse(chat ? chat_chunk_body(id, std::nullopt, false, finish) : completion_chunk_body(id, "", finish)));
+      ch->push(sse(chat ? chat_chunk_body(id, std::nullopt, false, finish)
+                        : completion_chunk_body(id, "", finish)));
       if (usage) ch->push(sse(usage_chunk_body(id, chat, Usage{prompt_tokens, st->generated_tokens})));
     }
     ch->push("data: [DONE]\n\n", true);
@@ -147,7 +155,8 @@ void respond_stream(ServerContext& ctx, const Prepared& p, const CompletionId& i
         bool finished = false;
         {
           std::unique_lock<std::mutex> lock(ch->mu);
-          ch->cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return !ch->events.empty() || ch->finished; });
+          ch->cv.wait_for(lock, std::chrono::milliseconds(200),
+                          [&] { return !ch->events.empty() || ch->finished; });
           ready.swap(ch->events);
           finished = ch->finished;
         }
@@ -183,18 +192,26 @@ void handle_generation(ServerContext& ctx, const httplib::Request& req, httplib:
   }
   if (!prepared.ok()) return send_error(res, prepared.error);
   const Prepared& p = *prepared.value;
-  CompletionId id{new_id(chat ? "chatcmpl-" : "cmpl-"),
-                  std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count(),
-                  p.model->id};
-  if (p.gen.stream) respond_stream(ctx, p, id, res);
-  else respond_whole(ctx, p, id, res);
+  CompletionId id{
+      new_id(chat ? "chatcmpl-" : "cmpl-"),
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count(),
+      p.model->id};
+  if (p.gen.stream)
+    respond_stream(ctx, p, id, res);
+  else
+    respond_whole(ctx, p, id, res);
 }
 
 }  // namespace
 
 void add_text_routes(httplib::Server& server, ServerContext& ctx) {
-  server.Post("/v1/chat/completions", [&ctx](const httplib::Request& req, httplib::Response& res) { handle_generation(ctx, req, res, true); });
-  server.Post("/v1/completions", [&ctx](const httplib::Request& req, httplib::Response& res) { handle_generation(ctx, req, res, false); });
+  server.Post("/v1/chat/completions", [&ctx](const httplib::Request& req, httplib::Response& res) {
+    handle_generation(ctx, req, res, true);
+  });
+  server.Post("/v1/completions", [&ctx](const httplib::Request& req, httplib::Response& res) {
+    handle_generation(ctx, req, res, false);
+  });
 }
 
 }  // namespace vrun::serve

@@ -55,11 +55,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       std::vector<FormPart> parts;
       std::vector<std::string> pieces(1);
       for (char c : rest) {
-        if (c == '\0') pieces.emplace_back();
-        else pieces.back().push_back(c);
+        if (c == '\0')
+          pieces.emplace_back();
+        else
+          pieces.back().push_back(c);
       }
-      for (size_t k = 0; k + 1 < pieces.size(); k += 2) parts.push_back({pieces[k], "f.wav", "", pieces[k + 1]});
-      auto r = parse_audio_request(std::move(parts), data[0] & 4 ? AudioTask::kTranslate : AudioTask::kTranscribe);
+      for (size_t k = 0; k + 1 < pieces.size(); k += 2)
+        parts.push_back({pieces[k], "f.wav", "", pieces[k + 1]});
+      auto r =
+          parse_audio_request(std::move(parts), data[0] & 4 ? AudioTask::kTranslate : AudioTask::kTranscribe);
       if (!r.ok()) return check_error(r.error), 0;
       const auto& a = *r.value;
       if (a.file.empty() || a.model.empty() || !(a.temperature >= 0 && a.temperature <= 1)) __builtin_trap();
@@ -70,8 +74,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     default: {
       const size_t nl = rest.find('\n');
       auto b = multipart_boundary(rest.substr(0, nl));
-      if (!b.ok()) check_error(b.error);
-      else if (b.value->empty() || b.value->size() > 200) __builtin_trap();
+      if (!b.ok())
+        check_error(b.error);
+      else if (b.value->empty() || b.value->size() > 200)
+        __builtin_trap();
       if (nl != std::string_view::npos) {
         const std::string_view auth = rest.substr(nl + 1);
         if (bearer_matches(auth, "key") != (auth == "Bearer key")) __builtin_trap();

@@ -51,12 +51,15 @@ TEST(ServeProtocol, ErrorsNameTheField) {
   } cases[] = {
       {R"({"messages": [{"role": "user", "content": "x"}]})", "model"},
       {R"({"model": "m", "messages": []})", "messages"},
-      {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": 2.5})", "temperature"},
+      {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": 2.5})",
+       "temperature"},
       {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "top_p": "1"})", "top_p"},
       {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": 1.5})", "max_tokens"},
-      {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "stop": ["a", "b", "c", "d", "e"]})", "stop"},
+      {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "stop": ["a", "b", "c", "d", "e"]})",
+       "stop"},
       {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "stream": 1})", "stream"},
-      {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "stream_options": 3})", "stream_options"},
+      {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "stream_options": 3})",
+       "stream_options"},
       {R"({"model": "m", "messages": [{"role": "tool", "content": "x"}]})", "messages[0].role"},
   };
   for (const auto& c : cases) {
@@ -106,7 +109,9 @@ TEST(ServeProtocol, ErrorObjectShape) {
   e.param = "model";
   e.code = "model_not_found";
   const json j = json::parse(error_body(e));
-  EXPECT_EQ(j, json::parse(R"({"error": {"message": "no such model", "type": "invalid_request_error", "param": "model",
+  EXPECT_EQ(
+      j,
+      json::parse(R"({"error": {"message": "no such model", "type": "invalid_request_error", "param": "model",
                                          "code": "model_not_found"}})"));
   const json k = json::parse(error_body(bad_request("bad")));
   EXPECT_TRUE(k["error"]["param"].is_null() && k["error"]["code"].is_null());
@@ -147,7 +152,8 @@ TEST(ServeProtocol, TranscriptionFormats) {
   req.word_timestamps = true;
   const json v = json::parse(transcription_body(req, t).value->body);
   EXPECT_EQ(v["duration"], 2.0);
-  EXPECT_EQ(v["words"][1], json::parse(R"({"word": " there.", "start": 0.5, "end": 1.5, "probability": 0.8})"));
+  EXPECT_EQ(v["words"][1],
+            json::parse(R"({"word": " there.", "start": 0.5, "end": 1.5, "probability": 0.8})"));
 }
 
 // Prometheus histograms: cumulative buckets ending in +Inf equal to _count.
@@ -160,13 +166,16 @@ TEST(ServeProtocol, MetricsText) {
   const std::string text = m.render();
   EXPECT_NE(text.find("vrun_requests_total{endpoint=\"/v1/models\",status=\"200\"} 2\n"), std::string::npos);
   EXPECT_NE(text.find("vrun_requests_total{endpoint=\"/v1/models\",status=\"404\"} 1\n"), std::string::npos);
-  EXPECT_NE(text.find("vrun_request_duration_seconds_bucket{endpoint=\"/v1/models\",le=\"0.005\"} 2\n"), std::string::npos);
-  EXPECT_NE(text.find("vrun_request_duration_seconds_bucket{endpoint=\"/v1/models\",le=\"+Inf\"} 3\n"), std::string::npos);
+  EXPECT_NE(text.find("vrun_request_duration_seconds_bucket{endpoint=\"/v1/models\",le=\"0.005\"} 2\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("vrun_request_duration_seconds_bucket{endpoint=\"/v1/models\",le=\"+Inf\"} 3\n"),
+            std::string::npos);
   EXPECT_NE(text.find("vrun_request_duration_seconds_count{endpoint=\"/v1/models\"} 3\n"), std::string::npos);
   EXPECT_NE(text.find("vrun_completion_tokens_total{model=\"m\"} 4\n"), std::string::npos);
   std::istringstream lines(text);
   for (std::string line; std::getline(lines, line);)
-    EXPECT_TRUE(line.rfind("# HELP ", 0) == 0 || line.rfind("# TYPE ", 0) == 0 || line.rfind("vrun_", 0) == 0) << line;
+    EXPECT_TRUE(line.rfind("# HELP ", 0) == 0 || line.rfind("# TYPE ", 0) == 0 || line.rfind("vrun_", 0) == 0)
+        << line;
 }
 
 }  // namespace
