@@ -67,8 +67,11 @@ CommandRegistrar reg(
       sub.add_option("--port", o->port, "TCP port; 0 picks a free one (printed on stderr)")
           ->capture_default_str()
           ->check(CLI::Range(0, 65535));
-      sub.add_option("--api-key", o->api_key,
-                     "Require 'Authorization: Bearer KEY' on every request but /health (401 without)");
+      sub.add_option(
+             "--api-key", o->api_key,
+             "Require 'Authorization: Bearer KEY' on every request but /health (401 without); default: "
+             "$VRUN_API_KEY (keeps the key out of the process list)")
+          ->envname("VRUN_API_KEY");
       sub.add_option("--max-concurrent", o->max_concurrent,
                      "Requests queued or running per model; beyond it: 429")
           ->capture_default_str()

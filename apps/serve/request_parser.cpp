@@ -235,6 +235,17 @@ Parsed<ChatRequest> parse_chat_request(std::string_view body) {
       req.messages.push_back(std::move(cm));
     }
   }
+  // What the runners cannot do is refused, not silently ignored.
+  bool logprobs = false;
+  r.boolean("logprobs", logprobs);
+  if (logprobs) r.fail("'logprobs' is not supported", "logprobs");
+  if (const json* tools = r.find("tools"); tools && !(tools->is_array() && tools->empty()))
+    r.fail("'tools' (function calling) is not supported", "tools");
+  if (const json* rf = r.find("response_format")) {
+    auto type = rf->is_object() ? rf->find("type") : rf->end();
+    if (!rf->is_object() || type == rf->end() || *type != "text")
+      r.fail("only response_format {\"type\": \"text\"} is supported", "response_format");
+  }
   if (!r.ok()) return Out::fail(r.error());
   return {std::move(req), {}};
 }
@@ -260,6 +271,9 @@ Parsed<CompletionRequest> parse_completion_request(std::string_view body) {
   bool echo = false;
   r.boolean("echo", echo);
   if (echo) r.fail("'echo' is not supported", "echo");
+  std::optional<int64_t> logprobs;
+  r.integer("logprobs", logprobs, 0, 5);
+  if (logprobs.value_or(0) > 0) r.fail("'logprobs' is not supported", "logprobs");
   if (r.ok() && req.prompt.empty()) r.fail("'prompt' must not be empty", "prompt");
   if (!r.ok()) return Out::fail(r.error());
   return {std::move(req), {}};

@@ -42,6 +42,10 @@ TEST(ServeProtocol, DefaultsAsTheApiDefinesThem) {
   auto completion = parse_completion_request(R"({"model": "m", "prompt": "x"})");
   ASSERT_TRUE(completion.ok());
   EXPECT_EQ(completion.value->gen.max_tokens.value_or(0), 16);
+  auto plain =
+      parse_chat_request(R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": [],
+      "logprobs": false, "response_format": {"type": "text"}, "presence_penalty": 0})");
+  EXPECT_TRUE(plain.ok()) << plain.error.message;
 }
 
 TEST(ServeProtocol, ErrorsNameTheField) {
@@ -61,6 +65,11 @@ TEST(ServeProtocol, ErrorsNameTheField) {
       {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "stream_options": 3})",
        "stream_options"},
       {R"({"model": "m", "messages": [{"role": "tool", "content": "x"}]})", "messages[0].role"},
+      {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "logprobs": true})", "logprobs"},
+      {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})",
+       "tools"},
+      {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}})",
+       "response_format"},
   };
   for (const auto& c : cases) {
     auto r = parse_chat_request(c.body);

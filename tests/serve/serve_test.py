@@ -249,6 +249,8 @@ def case_errors(vrun):
              400, "messages"),
             ("/v1/completions", json.dumps({"model": LLM_NAME, "prompt": long_prompt}), None, 400, "prompt"),
             ("/v1/completions", json.dumps({"model": LLM_NAME, "prompt": {"a": 1}}), None, 400, "prompt"),
+            ("/v1/chat/completions", json.dumps({"model": LLM_NAME, "messages": [{"role": "user", "content": "x"}],
+                                                 "tools": [{"type": "function", "function": {"name": "f"}}]}), None, 400, "tools"),
             ("/v1/completions", json.dumps({"model": LLM_NAME, "prompt": "x", "stop": [1]}), None, 400, "stop"),
             ("/v1/audio/transcriptions", *multipart([("model", WHISPER_NAME.encode(), None), ("file", b"not audio at all", "a.wav")]),
              400, "file"),
