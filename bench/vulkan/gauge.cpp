@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "bench/vulkan/harness.h"
-#include "runtime/backends/vulkan/memory.h"
-#include "runtime/backends/vulkan/pipelines.h"
-#include "runtime/backends/vulkan/recorder.h"
+#include "kernels/vulkan/memory.h"
+#include "kernels/vulkan/pipelines.h"
+#include "kernels/vulkan/recorder.h"
 
 namespace vrun::vulkan::bench {
 

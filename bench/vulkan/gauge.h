@@ -14,7 +14,7 @@
 
 #include <string>
 
-#include "runtime/backends/vulkan/context.h"
+#include "kernels/vulkan/context.h"
 
 namespace vrun::vulkan::bench {
 
