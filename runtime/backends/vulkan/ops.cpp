@@ -74,6 +74,7 @@ bool supports(const Context& ctx, OpKind op, const std::vector<const TensorDesc*
       }
       return false;
     case OpFamily::conv: {
+      if (op == OpKind::max_pool2d) return false;  // the CPU kernel runs it
       const TensorDesc *w = in(inputs, 1), *b = in(inputs, 2);
       return w && is_act(x->dtype) && is_act(w->dtype) && (!b || is_act(b->dtype));
     }
