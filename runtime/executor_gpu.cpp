@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -23,6 +25,24 @@ namespace {
 // the host copy is all zeros as reset_state left it (so the device copy is made by zeroing on the
 // device, not by uploading a KV cache of zeros: 500 MB for Llama-1B's default context).
 constexpr uint8_t kHost = 1, kDevice = 2, kZero = 4;
+
+// VRUN_CPU_OPS=op[,op...]: those ops run on the CPU even where the GPU has a kernel (the
+// fallback path, on demand: to check it, or to work around a device's kernel).
+std::vector<bool> ops_forced_to_cpu() {
+  std::vector<bool> forced(kNumOps, false);
+  const char* e = std::getenv("VRUN_CPU_OPS");
+  if (!e) return forced;
+  std::string list(e);
+  size_t at = 0;
+  while (at <= list.size()) {
+    const size_t comma = std::min(list.find(',', at), list.size());
+    const std::string name = list.substr(at, comma - at);
+    for (int o = 0; o < kNumOps; ++o)
+      if (name == op_name(static_cast<OpKind>(o))) forced[static_cast<size_t>(o)] = true;
+    at = comma + 1;
+  }
+  return forced;
+}
 
 class VulkanExecutor final : public GpuExecutor {
  public:
@@ -58,6 +78,7 @@ class VulkanExecutor final : public GpuExecutor {
     VRUN_ASSIGN_OR_RETURN(rec_, vulkan::Recorder::create(*ctx_));
     // Which nodes run here: decided once, from dtypes, max shapes and attributes.
     std::vector<bool> const_used(p.constants.size(), false);
+    const std::vector<bool> forced_cpu = ops_forced_to_cpu();
     for (const MethodDef& m : p.methods) {
       std::vector<bool>& flags = on_gpu_[&m];
       flags.assign(m.nodes.size(), false);
@@ -71,7 +92,8 @@ class VulkanExecutor final : public GpuExecutor {
           descs[k] = {m.values[node.inputs[k]].dtype, m.values[node.inputs[k]].max_shape()};
           ptrs[k] = &descs[k];
         }
-        flags[n] = vulkan::supports(*ctx_, node.op, ptrs, node.attrs.values) && bindable(m, node);
+        flags[n] = !forced_cpu[static_cast<size_t>(node.op)] &&
+                   vulkan::supports(*ctx_, node.op, ptrs, node.attrs.values) && bindable(m, node);
         if (!flags[n]) continue;
         for (int id : node.inputs) {
           if (id < 0) continue;

@@ -6,6 +6,7 @@
 
 #include "apps/cli/command.h"
 #include "models/llama/hf_llama.h"
+#include "models/onnx/onnx_import.h"
 #if VRUN_WHISPER
 #include "models/whisper/whisper_convert.h"
 #include "models/whisper/whisper_import.h"
@@ -69,6 +70,14 @@ std::optional<int> export_speech(const ExportArgs& a) {
 }
 
 int run_export(const ExportArgs& a) {
+  if (onnx::is_onnx_path(a.model)) {
+    auto p = onnx::import_onnx(a.model);
+    if (!p.is_ok()) return fail("export", p.status().to_string());
+    const Status s = write_program(**p, a.out);
+    if (!s.is_ok()) return fail("export", s.with_context("writing " + a.out).to_string());
+    std::fprintf(stderr, "wrote %s\n", a.out.c_str());
+    return 0;
+  }
   if (auto r = export_speech(a)) return *r;
   if (a.local_window >= 0) return fail("export", "--local-window applies to Parakeet models");
   llama::ExportOptions o;

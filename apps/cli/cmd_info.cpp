@@ -4,6 +4,7 @@
 
 #include "apps/cli/command.h"
 #include "kernels/cpu/blas_core.h"
+#include "models/onnx/onnx_import.h"
 #include "runtime/executor.h"
 #include "runtime/program.h"
 #ifdef VRUN_VULKAN
@@ -76,7 +77,7 @@ int run_info(const std::string& path, bool nodes, const std::string& backend, in
   print_devices();
   print_blas();
   if (path.empty()) return 0;
-  auto prog = load_program(path);
+  auto prog = onnx::load_program_or_onnx(path);  // .onnx files are imported first
   if (!prog.is_ok()) return fail("info", prog.status().to_string());
   const Program& p = **prog;
   auto kind = parse_backend_kind(backend);
@@ -137,7 +138,7 @@ CommandRegistrar reg("info", "Show what a program (.vrp) holds: methods, symbols
                        auto nodes = std::make_shared<bool>(false);
                        auto backend = std::make_shared<std::string>("auto");
                        auto device = std::make_shared<int>(-1);
-                       sub.add_option("-m,--model", *path, "Program file (.vrp); without it only the devices are listed");
+                       sub.add_option("-m,--model", *path, "Program file (.vrp) or ONNX model; without it only the devices are listed");
                        sub.add_option("--device", *device, "Vulkan device index (see the list; VRUN_DEVICE also works)");
                        sub.add_flag("--nodes", *nodes, "List every node with its output shapes and backend");
                        sub.add_option("--backend", *backend, "Backend to plan for: cpu, vulkan or auto")
