@@ -1,0 +1,41 @@
+#include "apps/cli/vad_hook.h"
+
+#include <cstdlib>
+
+#include "models/onnx/silero_vad.h"
+
+namespace vrun::cli {
+
+std::string default_vad_model() {
+  std::string cache;
+  if (const char* c = std::getenv("VRUN_CACHE"); c && *c) cache = c;
+  else if (const char* h = std::getenv("HOME"); h && *h) cache = std::string(h) + "/.cache/vrun";
+  return cache + "/models/silero_vad_16k_op15.onnx";
+}
+
+Result<SpeechOnly> keep_speech(std::span<const float> samples, const std::string& model_path,
+                               const vad::SpanOptions& options) {
+  const std::string path = model_path.empty() ? default_vad_model() : model_path;
+  auto vad = onnx::SileroVad::load(path);
+  if (!vad.is_ok())
+    return vad.status().with_context("--vad: loading " + path +
+                                     (model_path.empty() ? " (scripts/fetch-models.sh silero-vad fetches it)" : ""));
+  const int64_t n = static_cast<int64_t>(samples.size());
+  VRUN_ASSIGN_OR_RETURN(auto probs, (*vad)->probabilities(samples.data(), n));
+  SpeechOnly out;
+  out.spans = vad::speech_spans(probs, n, options);
+  out.samples = vad::gather_spans(samples.data(), n, out.spans);
+  out.map = vad::TimeMap(out.spans, options.sample_rate);
+  return out;
+}
+
+void map_to_original(transcript::Segment* s, const vad::TimeMap& map) {
+  s->start = map.to_original(s->start);
+  s->end = map.to_original(s->end, true);
+  for (auto& w : s->words) {
+    w.start = map.to_original(w.start);
+    w.end = map.to_original(w.end, true);
+  }
+}
+
+}  // namespace vrun::cli
