@@ -77,7 +77,8 @@ RunOutcome check_model(const Model& m, BackendKind backend) {
   EXPECT_EQ(outs->size(), m.outputs.size());
   for (size_t k = 0; k < m.outputs.size() && k < outs->size(); ++k) {
     auto want = onnx::read_npy_tensor(kDir + m.name + "." + m.outputs[k] + ".ort.npy");
-    ASSERT_TRUE(want.is_ok()) << want.status().to_string();
+    EXPECT_TRUE(want.is_ok()) << want.status().to_string();
+    if (!want.is_ok()) continue;
     EXPECT_EQ((*outs)[k].shape.vec(), want->shape) << m.outputs[k];
     const double e = relative_error((*outs)[k], *want);
     EXPECT_LE(e, 1e-4) << m.name << " output " << m.outputs[k] << " on " << backend_kind_name(backend);
