@@ -1,6 +1,7 @@
 #include "apps/cli/vad_hook.h"
 
 #include <cstdlib>
+#include <tuple>
 
 #include "models/onnx/silero_vad.h"
 
@@ -30,12 +31,8 @@ Result<SpeechOnly> keep_speech(std::span<const float> samples, const std::string
 }
 
 void map_to_original(transcript::Segment* s, const vad::TimeMap& map) {
-  s->start = map.to_original(s->start);
-  s->end = map.to_original(s->end, true);
-  for (auto& w : s->words) {
-    w.start = map.to_original(w.start);
-    w.end = map.to_original(w.end, true);
-  }
+  std::tie(s->start, s->end) = map.to_original(s->start, s->end);
+  for (auto& w : s->words) std::tie(w.start, w.end) = map.to_original(w.start, w.end);
 }
 
 }  // namespace vrun::cli

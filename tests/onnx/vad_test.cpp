@@ -98,20 +98,28 @@ TEST(SpeechSpans, SameAsFasterWhispersOnSyntheticSpeech) {
 }
 
 TEST(SpeechSpans, SplitsOverlongSpeechAndDropsShortBursts) {
-  // 20 s of speech with a 0.2 s dip at 8 s, max 10 s per span: cut at the dip.
-  std::vector<float> p(20 * 16000 / 512, 0.9f);
+  // 16 s of speech with a 0.2 s dip at 8 s, max 10 s per span: cut at the dip, not at 10 s.
+  std::vector<float> p(16 * 16000 / 512, 0.9f);
   for (int i = 250; i < 256; ++i) p[static_cast<size_t>(i)] = 0.1f;
   vad::SpanOptions o;
   o.max_speech_s = 10;
   o.speech_pad_ms = 0;
-  const auto s = vad::speech_spans(p, 20 * 16000, o);
+  const auto s = vad::speech_spans(p, 16 * 16000, o);
   ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].start, 0);
   EXPECT_EQ(s[0].end, 250 * 512);
   EXPECT_EQ(s[1].start, 256 * 512);
+  EXPECT_EQ(s[1].end, 16 * 16000);
+  // Without a dip, 16 s of speech is cut just before 10 s.
+  std::vector<float> flat(16 * 16000 / 512, 0.9f);
+  const auto c = vad::speech_spans(flat, 16 * 16000, o);
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_LE(c[0].end, 10 * 16000);
+  EXPECT_GT(c[0].end, 9 * 16000);
   // A 100 ms burst is below min_speech (250 ms).
-  std::vector<float> q(100, 0.f);
+  std::vector<float> q(200, 0.f);  // long enough for the 2 s of silence that ends it
   q[50] = q[51] = q[52] = 0.9f;
-  EXPECT_TRUE(vad::speech_spans(q, 100 * 512).empty());
+  EXPECT_TRUE(vad::speech_spans(q, 200 * 512).empty());
 }
 
 TEST(SpeechSpans, LongPauseMapsBackToTheOriginalTime) {
@@ -134,6 +142,15 @@ TEST(SpeechSpans, LongPauseMapsBackToTheOriginalTime) {
   while (onset < static_cast<int64_t>(gathered.size()) && std::fabs(gathered[static_cast<size_t>(onset)]) < 0.02f) ++onset;
   const double t = map.to_original(static_cast<double>(onset) / 16000);
   EXPECT_NEAR(t, 67.1, 0.5);
+  // A recogniser's segment for the second utterance that starts a little before the joint (as
+  // whisper tiny.en's does, at 7.0 s of the 10.7 s gathered) still starts with that utterance.
+  const double gathered_s = static_cast<double>(gathered.size()) / 16000;
+  const auto [start, end] = map.to_original(static_cast<double>(joint) / 16000 - 0.28, gathered_s);
+  EXPECT_NEAR(start, 67.1, 0.5);
+  EXPECT_NEAR(end, static_cast<double>(audio.size()) / 16000, 0.05);
+  const auto [s0, e0] = map.to_original(0.0, 7.0);
+  EXPECT_NEAR(s0, 0.0, 1e-9);
+  EXPECT_NEAR(e0, 7.0, 1e-9);
   // Span ends map to the end of the first utterance, not into the pause.
   EXPECT_NEAR(map.to_original(static_cast<double>(joint) / 16000, true), static_cast<double>(spans[0].end) / 16000, 1e-3);
   EXPECT_NEAR(map.to_original(1.0), 1.0, 1e-9);

@@ -107,7 +107,23 @@ TimeMap::TimeMap(const std::vector<Span>& spans, int sample_rate) : sample_rate_
     prev_end = s.end;
     gathered_end_.push_back(s.end - skipped);
     skipped_.push_back(skipped);
+    start_.push_back(s.start);
+    end_.push_back(s.end);
   }
+}
+
+size_t TimeMap::span_at(int64_t sample) const {
+  auto it = std::upper_bound(gathered_end_.begin(), gathered_end_.end(), sample);
+  return std::min(static_cast<size_t>(it - gathered_end_.begin()), gathered_end_.size() - 1);
+}
+
+std::pair<double, double> TimeMap::to_original(double start, double end) const {
+  if (gathered_end_.empty()) return {start, end};
+  const double sr = sample_rate_;
+  const size_t k = span_at(static_cast<int64_t>((start + end) / 2 * sr));
+  const double shift = static_cast<double>(skipped_[k]) / sr;
+  const double lo = static_cast<double>(start_[k]) / sr, hi = static_cast<double>(end_[k]) / sr;
+  return {std::clamp(start + shift, lo, hi), std::clamp(end + shift, lo, hi)};
 }
 
 double TimeMap::to_original(double seconds, bool is_end) const {

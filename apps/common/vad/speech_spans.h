@@ -3,8 +3,10 @@
 // made of the spans alone back to the original audio.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <utility>
 #include <vector>
 
 namespace vrun::vad {
@@ -39,11 +41,17 @@ class TimeMap {
   // is_end: a time exactly at a span's joint belongs to the span that ends there (an end time),
   // not to the one that starts there.
   double to_original(double seconds, bool is_end = false) const;
+  // A stretch [start, end] of the gathered audio (a segment, a word): both ends mapped with the
+  // span holding its midpoint and kept inside that span, so a segment the recogniser starts a
+  // little before a joint does not begin in the silence that was cut out.
+  std::pair<double, double> to_original(double start, double end) const;
 
  private:
   int sample_rate_ = 16000;
   std::vector<int64_t> gathered_end_;  // per span: where it ends in the gathered audio
   std::vector<int64_t> skipped_;       // per span: samples of silence before it
+  std::vector<int64_t> start_, end_;   // per span: where it is in the original audio
+  size_t span_at(int64_t gathered_sample) const;
 };
 
 }  // namespace vrun::vad
