@@ -58,6 +58,9 @@ struct BackendOptions {
   bool validation = false;   // the device API's validation layer (tests)
   bool require_gpu = false;  // refuse a device that is a CPU implementation (backend "auto")
   ThreadPool* pool = nullptr;  // the executor's thread pool (the host backend computes on it)
+  // Per op kind: true where the op must run on the host backend (VRUN_CPU_OPS): a device backend
+  // takes no such node.
+  std::vector<bool> host_only_ops;
 };
 
 class Backend {

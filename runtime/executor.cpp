@@ -13,6 +13,7 @@
 #include "kernels/ops/views.h"
 #include "runtime/base/knobs.h"
 #include "runtime/base/mapped_file.h"
+#include "runtime/base/strings.h"
 
 namespace vrun {
 
@@ -170,6 +171,17 @@ Status Executor::start_backends(const ExecutorOptions& options) {
   const auto& all = registered_backends();
   if (all.empty() || !all.front().host) return err(ErrorCode::kInternal, "no host backend is linked into this program");
   BackendOptions bo;
+  if (const char* e = knob_value(Knob::VRUN_CPU_OPS); e && *e) {
+    // Ops that run on the host backend even where a device has a kernel: the fallback path on
+    // demand, to check it or to work around a device's kernel.
+    bo.host_only_ops.assign(kNumOps, false);
+    for (const std::string& name : split_nonempty(e, ',')) {
+      bool known = false;
+      for (int o = 0; o < kNumOps; ++o)
+        if (name == op_name(static_cast<OpKind>(o))) known = bo.host_only_ops[static_cast<size_t>(o)] = true;
+      if (!known) return err(ErrorCode::kInvalidArgument, "VRUN_CPU_OPS: '", name, "' is not an op (vrun info --nodes lists a program's ops)");
+    }
+  }
   bo.device = options.device;
   bo.validation = options.validation;
   bo.pool = pool_.get();

@@ -3,6 +3,7 @@
 #include <map>
 
 #include "apps/cli/command.h"
+#include "models/registry/families.h"
 #include "runtime/backend.h"
 #include "runtime/base/knobs.h"
 #include "runtime/executor.h"
@@ -67,7 +68,10 @@ int run_info(const std::string& path, bool nodes, const std::string& backend, in
   }
   print_backends();
   if (path.empty()) return 0;
-  auto prog = load_program(path);
+  // Any model vrun reads: a .vrp, or a checkpoint imported and built as the commands would.
+  std::vector<std::string> notes;
+  auto prog = models::load_or_build(path, {}, &notes);
+  for (const auto& n : notes) std::fprintf(stderr, "vrun: %s\n", n.c_str());
   if (!prog.is_ok()) return fail("info", prog.status().to_string());
   const Program& p = **prog;
   auto kind = parse_backend_kind(backend);
@@ -129,7 +133,7 @@ CommandRegistrar reg("info", "Show what a program (.vrp) holds: methods, symbols
                        auto backend = std::make_shared<std::string>("auto");
                        auto device = std::make_shared<int>(-1);
                        auto knobs = std::make_shared<bool>(false);
-                       sub.add_option("-m,--model", *path, "Program file (.vrp); without it only the devices are listed");
+                       sub.add_option("-m,--model", *path, "Model: a .vrp, an .onnx file or any checkpoint the other commands read; without it only the devices are listed");
                        sub.add_option("--device", *device, "Vulkan device index (see the list; VRUN_DEVICE also works)");
                        sub.add_flag("--nodes", *nodes, "List every node with its output shapes and backend");
                        sub.add_flag("--knobs", *knobs, "List the VRUN_* environment switches, what each does and its value here");

@@ -1,6 +1,9 @@
 #include "kernels/vulkan/memory.h"
 
+#include "runtime/base/knobs.h"
+
 #include <algorithm>
+#include <cstdlib>
 #include <chrono>
 #include <cstdio>
 
@@ -65,6 +68,15 @@ Allocator::~Allocator() {
 }
 
 Status Allocator::init() {
+  if (const char* lim = knob_value(Knob::VRUN_VK_MEMORY_LIMIT); lim && *lim) {
+    char* end = nullptr;
+    const double v = std::strtod(lim, &end);
+    const std::string unit = end ? end : "";
+    const double scale = unit.empty() ? 1 : unit == "K" ? 1024.0 : unit == "M" ? 1048576.0 : unit == "G" ? 1073741824.0 : -1;
+    if (end == lim || !(v > 0) || scale < 0)
+      return err(ErrorCode::kInvalidArgument, "VRUN_VK_MEMORY_LIMIT='", lim, "': expected bytes, optionally with K, M or G (e.g. 512M)");
+    device_limit_ = static_cast<uint64_t>(v * scale);
+  }
   stats_on_ = vk_stats_level() > 0;
   stats_verbose_ = vk_stats_level() == 2;
   VkPhysicalDeviceMemoryProperties mem;
@@ -136,6 +148,9 @@ Status Allocator::out_of_memory(uint64_t asked, const std::string& what, MemoryK
 
 Result<int> Allocator::new_block(uint64_t size, MemoryKind kind, bool dedicated, const std::string& what, uint64_t asked) {
   const AddElapsed timer{&block_s_};
+  if (device_limit_ && kind == MemoryKind::kDevice && stats_locked().reserved + size > device_limit_)
+    return err(ErrorCode::kOutOfMemory, "vulkan: out of device memory allocating ", asked, " bytes for ", what, " on ",
+               ctx_.info().name, ": vrun holds ", stats_locked().reserved, " bytes and VRUN_VK_MEMORY_LIMIT allows ", device_limit_);
   n_blocks_++;
   if (stats_verbose_)
     std::fprintf(stderr, "vulkan stats: new %s memory block of %llu MiB%s for %s\n",

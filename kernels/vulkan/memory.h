@@ -120,6 +120,7 @@ class Allocator {
   bool stats_on_ = false;
   bool stats_verbose_ = false;  // VRUN_VK_STATS=2: a line per new block
   bool refuse_new_blocks_ = false;
+  uint64_t device_limit_ = 0;  // VRUN_VK_MEMORY_LIMIT (0: none)
   uint64_t n_allocs_ = 0, n_blocks_ = 0;
   double alloc_s_ = 0, block_s_ = 0;
   std::vector<Block> blocks_;

@@ -16,8 +16,9 @@ constexpr int64_t kDepthwiseClMaxTaps = 64;
 
 }  // namespace
 
-bool supports_conv(const Context&, OpKind, const std::vector<const TensorDesc*>& inputs,
+bool supports_conv(const Context&, OpKind op, const std::vector<const TensorDesc*>& inputs,
                    const Attrs&) {
+  if (op == OpKind::max_pool2d) return false;  // the CPU kernel runs it
   const TensorDesc* x = inputs[0];
   auto in = [&](size_t k) { return input_at(inputs, k); };
   const TensorDesc *w = in(1), *b = in(2);

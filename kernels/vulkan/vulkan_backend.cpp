@@ -68,7 +68,8 @@ class VulkanBackend final : public Backend {
           descs[k] = {m.values[node.inputs[k]].dtype, m.values[node.inputs[k]].max_shape()};
           ptrs[k] = &descs[k];
         }
-        flags[n] = vulkan::supports(*ctx_, node.op, ptrs, node.attrs.values) && bindable(m, node);
+        flags[n] = !(o.host_only_ops.size() > static_cast<size_t>(node.op) && o.host_only_ops[static_cast<size_t>(node.op)]) &&
+                   vulkan::supports(*ctx_, node.op, ptrs, node.attrs.values) && bindable(m, node);
         if (!flags[n]) continue;
         for (int id : node.inputs) {
           if (id < 0) continue;

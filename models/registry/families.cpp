@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/llama/hf_llama.h"
+#include "models/onnx/onnx_import.h"
 #include "models/parakeet/parakeet_family.h"
 #include "models/whisper/whisper_convert.h"
 #include "models/whisper/whisper_import.h"
@@ -75,6 +76,13 @@ std::vector<Family> make_families() {
                  if (o.local_window >= 0) s.local_window = o.local_window;
                  return parakeet::import_and_build(path, s);
                }});
+  f.push_back({"onnx", Task::kGraph, "ONNX model (.onnx)", onnx::is_onnx_path,
+               [](const BuildOptions& o) {
+                 if (o.dtype || o.context != 0 || o.local_window >= 0)
+                   return err(ErrorCode::kInvalidArgument, "--dtype, --ctx and --local-window do not apply to ONNX models");
+                 return Status::ok();
+               },
+               [](const std::string& path, const BuildOptions&, std::vector<std::string>*) { return onnx::import_onnx(path); }});
   // Last: the widest test (any GGUF file).
   f.push_back({"llama", Task::kTextGeneration, "GGUF file (llama, mistral, qwen2), Hugging Face Llama-family folder",
                is_llama_checkpoint,
@@ -111,7 +119,7 @@ Result<Detected> detect(const std::string& path) {
   if (ends_with(path, ".vrp")) {
     VRUN_ASSIGN_OR_RETURN(d.program, load_program(path));
     const MetaValue* runner = d.program->meta("vrun.runner");
-    d.family = runner ? find_family(runner->s) : nullptr;
+    d.family = find_family(runner ? runner->s : "onnx");
     if (!d.family)
       return err(ErrorCode::kUnsupported, path, ": a program of no model family vrun runs (vrun.runner is '",
                  runner ? runner->s : "", "')");

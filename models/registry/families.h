@@ -17,7 +17,8 @@
 
 namespace vrun::models {
 
-enum class Task { kTextGeneration, kSpeechRecognition };
+// kGraph: a plain graph with named inputs and outputs (ONNX models; `vrun run`).
+enum class Task { kTextGeneration, kSpeechRecognition, kGraph };
 
 // What `vrun export` and the loaders may ask of a build; each family takes what applies to it and
 // refuses the rest by name (check_options).
@@ -29,7 +30,7 @@ struct BuildOptions {
 };
 
 struct Family {
-  std::string name;     // "llama", "whisper", "parakeet": also the program's vrun.runner
+  std::string name;     // "llama", "whisper", "parakeet": also the program's vrun.runner; "onnx"
   Task task;
   std::string formats;  // what checkpoints it reads, for messages and `vrun info`
   // Whether a checkpoint (not a .vrp) is this family's, from its headers and config files.
@@ -48,7 +49,8 @@ struct Detected {
   const Family* family = nullptr;
   std::shared_ptr<Program> program;  // set for a .vrp: loaded once, to be handed on
 };
-// The family of a checkpoint or program, or an error naming the path and what vrun reads.
+// The family of a checkpoint or program, or an error naming the path and what vrun reads. A .vrp
+// without vrun.runner is a plain graph (the onnx family).
 Result<Detected> detect(const std::string& path);
 
 // A program for `path`: the .vrp itself, or the checkpoint imported and built.

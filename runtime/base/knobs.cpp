@@ -21,4 +21,10 @@ bool knob_on(Knob k) {
   return v && *v && std::string_view(v) != "0";
 }
 
+std::string cache_dir() {
+  if (const char* c = knob_value(Knob::VRUN_CACHE); c && *c) return c;
+  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/vrun";
+  return "";
+}
+
 }  // namespace vrun

@@ -18,6 +18,9 @@ const char* knob_value(Knob k);
 // Set to anything but empty or "0".
 bool knob_on(Knob k);
 
+// vrun's cache folder: VRUN_CACHE, else ~/.cache/vrun ("" when neither is known).
+std::string cache_dir();
+
 struct KnobInfo {
   const char* name;
   const char* group;

@@ -100,8 +100,46 @@ Status infer_conv(OpKind op, const std::vector<const TensorDesc*>& in, const Att
 
 }  // namespace
 
+Status pool_output_sizes(const Attrs& attrs, const Shape& x, int64_t* oh, int64_t* ow) {
+  int64_t stride[2], dil[2], plo[2], phi[2];
+  VRUN_RETURN_IF_ERROR(conv_spatial_params("max_pool2d", attrs, 2, stride, dil, plo, phi));
+  const auto& k = attrs.ints("kernel");
+  if (k.size() != 1 && k.size() != 2)
+    return err(ErrorCode::kInvalidArgument, "max_pool2d: kernel needs 1 or 2 values, got ", k.size());
+  const bool ceil_mode = attrs.i("ceil_mode") != 0;
+  int64_t* outs[2] = {oh, ow};
+  for (int i = 0; i < 2; ++i) {
+    const int64_t kk = k[k.size() == 1 ? 0 : i];
+    if (kk < 1) return err(ErrorCode::kInvalidArgument, "max_pool2d: kernel must be >= 1, got ", kk);
+    if (plo[i] >= (dil[i] * (kk - 1) + 1) || phi[i] >= (dil[i] * (kk - 1) + 1))
+      return err(ErrorCode::kInvalidArgument, "max_pool2d: padding [", plo[i], ", ", phi[i],
+                 "] must be smaller than the window on spatial dim ", i);
+    const int64_t padded = x[2 + i] + plo[i] + phi[i];
+    const int64_t span = dil[i] * (kk - 1) + 1;
+    if (span > padded)
+      return err(ErrorCode::kInvalidArgument, "max_pool2d: window extent ", span, " exceeds padded input ", padded,
+                 " on spatial dim ", i);
+    int64_t n = (padded - span + (ceil_mode ? stride[i] - 1 : 0)) / stride[i] + 1;
+    // A last window must start inside the input or its leading padding.
+    if (ceil_mode && (n - 1) * stride[i] >= x[2 + i] + plo[i]) --n;
+    *outs[i] = n;
+  }
+  return Status::ok();
+}
+
 Status infer_shapes_conv(OpKind op, const std::vector<const TensorDesc*>& in, const Attrs& attrs,
                          std::vector<TensorDesc>* out) {
+  if (op == OpKind::max_pool2d) {
+    const TensorDesc* x = in.empty() ? nullptr : in[0];
+    if (!x) return err(ErrorCode::kInvalidArgument, "max_pool2d: missing input x");
+    if (!is_activation(x->dtype) || x->shape.rank != 4)
+      return err(ErrorCode::kInvalidArgument, "max_pool2d: x must be f32, f16 or bf16 of rank 4, got ",
+                 dtype_name(x->dtype), " ", x->shape.str());
+    TensorDesc y{x->dtype, x->shape};
+    VRUN_RETURN_IF_ERROR(pool_output_sizes(attrs, x->shape, &y.shape[2], &y.shape[3]));
+    out->push_back(y);
+    return Status::ok();
+  }
   if (op != OpKind::conv1d && op != OpKind::conv2d)
     return err(ErrorCode::kInternal, "infer_shapes_conv: op ", op_name(op), " is not a convolution");
   return infer_conv(op, in, attrs, out);
