@@ -128,7 +128,15 @@ Status Importer::run_graph(const Graph& g) {
     env_[t.name] = v;
   }
   for (const Node& n : g.nodes) {
-    const Status s = run_node(n);
+    Status s = run_node(n);
+    // The builder keeps its first error and returns invalid values after it: report it here,
+    // at the node that caused it.
+    if (s.is_ok() && !pb_.status().is_ok()) {
+      s = pb_.status();
+      if (!symbols_.empty())
+        s = err(s.code(), s.message(), " (symbolic dims range over [1, ", opts_.default_max,
+                "] unless bounded; --dim NAME=SIZE fixes one)");
+    }
     if (!s.is_ok())
       return err(s.code(), "ONNX node '", n.name, "' (", n.op_type, ", opset ", opset_, "): ", s.message());
   }
