@@ -68,7 +68,9 @@ Status fill_raw_info(const RawFormat& raw, const std::string& name, SF_INFO& inf
 
 // Decodes an opened SNDFILE, down-mixing and resampling block by block so the source-rate,
 // multi-channel signal is never held whole.
-Result<AudioBuffer> decode(SNDFILE* sf, const SF_INFO& info, const std::string& name, const LoadOptions& options) {
+// `source_bytes`: the size of the file or buffer (0 when unknown).
+Result<AudioBuffer> decode(SNDFILE* sf, const SF_INFO& info, const std::string& name, const LoadOptions& options,
+                           uint64_t source_bytes) {
   if (info.channels <= 0 || info.channels > kMaxChannels)
     return err(ErrorCode::kInvalidArgument, name, ": header declares ", info.channels, " channels (expected 1..", kMaxChannels, ")");
   if (info.samplerate <= 0 || info.samplerate > kMaxRate)
@@ -87,8 +89,11 @@ Result<AudioBuffer> decode(SNDFILE* sf, const SF_INFO& info, const std::string& 
   }
   const bool known_length = info.frames > 0 && info.frames < (sf_count_t{1} << 40);
   if (known_length) {
+    // The frame count comes from the header: it sizes the output only as far as the file's bytes
+    // could back it (one byte a frame bounds every PCM encoding; compressed files grow past it).
+    const double frames = std::min<double>(static_cast<double>(info.frames), source_bytes ? static_cast<double>(source_bytes) : 0.0);
     const double scale = static_cast<double>(out.sample_rate) / info.samplerate;
-    out.samples.reserve(static_cast<size_t>(static_cast<double>(info.frames) * scale) + 64);
+    out.samples.reserve(static_cast<size_t>(frames * scale) + 64);
   }
   std::vector<float> block(static_cast<size_t>(kBlockFrames * info.channels));
   std::vector<float> mono(static_cast<size_t>(kBlockFrames));
@@ -141,21 +146,31 @@ Result<AudioBuffer> decode(SNDFILE* sf, const SF_INFO& info, const std::string& 
     if (std::sscanf(text.c_str(), "data : %llu (should be %llu)", &claimed, &actual) == 2 && claimed > actual &&
         claimed < 0xFFFFFFF0ull)
       complaints += (complaints.empty() ? "" : "; ") + text;
+    // RF64's ds64 chunk carries a 64-bit frame count; libsndfile decodes what the data holds and
+    // only logs the claim.
+    if (std::sscanf(text.c_str(), " Frames : %llu", &claimed) == 1 && claimed > static_cast<unsigned long long>(total) &&
+        claimed != ~0ull)
+      complaints += (complaints.empty() ? "" : "; ") + ("header declares " + std::to_string(claimed) + " frames, the data holds " +
+                                                        std::to_string(total));
     if (!end) break;
     line = end + 1;
   }
   if (!complaints.empty())
     return err(ErrorCode::kInvalidArgument, name, ": header and data disagree (truncated file?): ", complaints);
   if (resampler) VRUN_RETURN_IF_ERROR(resampler->flush(out.samples));
+  if (out.samples.empty())
+    return err(ErrorCode::kInvalidArgument, name, ": ", total, " frames at ", info.samplerate, " Hz are too short to give one sample at ",
+               out.sample_rate, " Hz");
   return out;
 }
 
-Result<AudioBuffer> open_and_decode(SNDFILE* sf, const SF_INFO& info, const std::string& name, const LoadOptions& options) {
+Result<AudioBuffer> open_and_decode(SNDFILE* sf, const SF_INFO& info, const std::string& name, const LoadOptions& options,
+                                    uint64_t source_bytes) {
   if (!sf) {
     return err(ErrorCode::kInvalidArgument, name, ": not a readable audio file (",
                options.raw ? "raw PCM: " : "expected WAV, FLAC, OGG/Vorbis or MP3; libsndfile: ", sf_strerror(nullptr), ")");
   }
-  Result<AudioBuffer> result = decode(sf, info, name, options);
+  Result<AudioBuffer> result = decode(sf, info, name, options, source_bytes);
   sf_close(sf);
   return result;
 }
@@ -179,7 +194,7 @@ Result<AudioBuffer> load_audio_memory(const std::vector<uint8_t>& bytes, const s
   MemoryFile mem{&bytes, 0};
   SF_VIRTUAL_IO io{mem_length, mem_seek, mem_read, mem_write, mem_tell};
   SNDFILE* sf = sf_open_virtual(&io, SFM_READ, &info, &mem);
-  return open_and_decode(sf, info, name, options);
+  return open_and_decode(sf, info, name, options, bytes.size());
 }
 
 Result<AudioBuffer> load_audio(const std::string& path, const LoadOptions& options) {
@@ -200,7 +215,8 @@ Result<AudioBuffer> load_audio(const std::string& path, const LoadOptions& optio
   SF_INFO info{};
   if (options.raw) VRUN_RETURN_IF_ERROR(fill_raw_info(*options.raw, path, info));
   SNDFILE* sf = sf_open(path.c_str(), SFM_READ, &info);
-  return open_and_decode(sf, info, path, options);
+  const uint64_t size = std::filesystem::is_regular_file(status) ? std::filesystem::file_size(path, ec) : 0;
+  return open_and_decode(sf, info, path, options, ec ? 0 : size);
 }
 
 }  // namespace vrun::preprocess

@@ -21,7 +21,7 @@
 #include "apps/common/transcript/writers.h"
 #include "apps/whisper/whisper_runner.h"
 #include "preprocess/audio_loader.h"
-#include "runtime/strings.h"
+#include "runtime/base/strings.h"
 #if VRUN_PARAKEET
 #include "apps/parakeet/parakeet_runner.h"
 #endif

@@ -1,19 +1,14 @@
 #include "apps/cli/vad_hook.h"
 
-#include <cstdlib>
 #include <tuple>
 
 #include "models/onnx/silero_vad.h"
+#include "runtime/base/knobs.h"
 
 namespace vrun::cli {
 
 std::string default_vad_model() {
-  std::string cache;
-  if (const char* c = std::getenv("VRUN_CACHE"); c && *c)
-    cache = c;
-  else if (const char* h = std::getenv("HOME"); h && *h)
-    cache = std::string(h) + "/.cache/vrun";
-  return cache + "/models/silero_vad_16k_op15.onnx";
+  return cache_dir() + "/models/silero_vad_16k_op15.onnx";
 }
 
 Result<SpeechOnly> keep_speech(std::span<const float> samples, const std::string& model_path,
@@ -21,9 +16,8 @@ Result<SpeechOnly> keep_speech(std::span<const float> samples, const std::string
   const std::string path = model_path.empty() ? default_vad_model() : model_path;
   auto vad = onnx::SileroVad::load(path);
   if (!vad.is_ok())
-    return vad.status().with_context(
-        "--vad: loading " + path +
-        (model_path.empty() ? " (scripts/fetch-models.sh silero-vad fetches it)" : ""));
+    return vad.status().with_context("--vad: loading " + path +
+                                     (model_path.empty() ? " (scripts/fetch-models.sh silero-vad fetches it)" : ""));
   const int64_t n = static_cast<int64_t>(samples.size());
   VRUN_ASSIGN_OR_RETURN(auto probs, (*vad)->probabilities(samples.data(), n));
   SpeechOnly out;

@@ -8,7 +8,7 @@
 
 #include "apps/common/transcript/transcript.h"
 #include "apps/common/vad/speech_spans.h"
-#include "runtime/status.h"
+#include "runtime/base/status.h"
 
 namespace vrun::cli {
 

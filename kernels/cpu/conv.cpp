@@ -6,11 +6,11 @@
 #include <limits>
 #include <vector>
 
-#include "kernels/cpu/convert.h"
-#include "kernels/cpu/cpu_features.h"
+#include "runtime/base/convert.h"
+#include "runtime/base/cpu_features.h"
 #include "kernels/cpu/cpu_kernel.h"
 #include "kernels/cpu/gemm.h"
-#include "kernels/shapes/conv_params.h"
+#include "kernels/ops/shapes/conv_params.h"
 
 namespace vrun {
 

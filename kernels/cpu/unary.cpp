@@ -5,10 +5,10 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/cpu/convert.h"
+#include "runtime/base/convert.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/strided_iter.h"
-#include "kernels/cpu/vec_math.h"
+#include "runtime/base/vec_math.h"
 
 namespace vrun::cpu {
 
@@ -140,8 +140,12 @@ inline D float_to_int(double v) {
 template <typename D, typename S>
 inline D convert_value(S v, bool to_bool) {
   if (to_bool) {
-    if constexpr (kIsFloatStorage<S>) return static_cast<D>(widen(v) != 0.0);
-    else return static_cast<D>(v != 0);
+    bool nonzero;
+    if constexpr (kIsFloatStorage<S>) nonzero = widen(v) != 0.0;
+    else nonzero = v != 0;
+    // f16/bf16 storage has no conversion from bool (clang instantiates this branch for them too).
+    if constexpr (kIsFloatStorage<D>) return from_float<D>(nonzero ? 1.0f : 0.0f);
+    else return static_cast<D>(nonzero);
   }
   if constexpr (std::is_same_v<D, double>) {
     return widen(v);

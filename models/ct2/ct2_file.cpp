@@ -1,6 +1,8 @@
 #include "models/ct2/ct2_file.h"
 
-#include "runtime/mapped_file.h"
+#include <cmath>
+
+#include "runtime/base/mapped_file.h"
 
 #include <cerrno>
 #include <cstring>
@@ -179,6 +181,10 @@ Result<double> File::scalar_float(const std::string& name) const {
 
 Result<int64_t> File::scalar_int(const std::string& name) const {
   VRUN_ASSIGN_OR_RETURN(double x, scalar_float(name));
+  // A float scalar read as an integer (CTranslate2 stores some as float32) must be a whole number
+  // that fits; converting anything else is undefined.
+  if (!(x >= -9.2e18 && x <= 9.2e18) || x != std::trunc(x))
+    return err(ErrorCode::kInvalidProgram, path_, ": '", name, "' is ", x, ", not an integer");
   return static_cast<int64_t>(x);
 }
 

@@ -1,7 +1,7 @@
 #include "models/gguf/gguf_file.h"
 
 #include "models/common/checkpoint_file.h"
-#include "runtime/mapped_file.h"
+#include "runtime/base/mapped_file.h"
 
 #include <cerrno>
 #include <cstring>
@@ -86,7 +86,9 @@ class Cursor {
   Status read_string(std::string* s, const char* what) {
     uint64_t len = 0;
     VRUN_RETURN_IF_ERROR(read(&len, what));
-    if (len > n_ - pos_) return err(ErrorCode::kInvalidProgram, path_, ": ", what, " claims ", len, " bytes at offset ", pos_, " but the file ends first (truncated?)");
+    if (len > n_ - pos_)
+      return err(ErrorCode::kInvalidProgram, path_, ": ", what, " claims a string of ", len, " bytes at offset ", pos_,
+                 " but the file ends first (truncated?)");
     s->assign(reinterpret_cast<const char*>(d_ + pos_), len);
     pos_ += len;
     return Status::ok();
@@ -146,11 +148,21 @@ Status read_value(Cursor& c, Value* out, const std::string& key, const std::stri
   uint64_t n = 0;
   VRUN_RETURN_IF_ERROR(c.read(&et, key.c_str()));
   VRUN_RETURN_IF_ERROR(c.read(&n, key.c_str()));
-  // Each element takes at least one byte: a count beyond the remaining bytes is a lie.
-  if (n > c.left()) return err(ErrorCode::kInvalidProgram, path, ": array '", key, "' claims ", n, " elements, more than the file holds");
+  // Each element takes at least its scalar size (a string its 8-byte length) in the file: a count
+  // the remaining bytes cannot hold is refused before anything is allocated for it.
+  const uint64_t min_bytes = et == kString ? 8 : et == kU16 || et == kI16 ? 2 : et == kU32 || et == kI32 || et == kF32 ? 4
+                             : et == kU64 || et == kI64 || et == kF64 ? 8 : 1;
+  if (n > c.left() / min_bytes)
+    return err(ErrorCode::kInvalidProgram, path, ": array '", key, "' claims ", n, " elements, more than the ", c.left(),
+               " bytes left in the file can hold");
   if (et == kString) {
-    std::vector<std::string> v(n);
-    for (auto& s : v) VRUN_RETURN_IF_ERROR(c.read_string(&s, key.c_str()));
+    std::vector<std::string> v;
+    v.reserve(n);
+    for (uint64_t i = 0; i < n; ++i) {
+      std::string s;
+      VRUN_RETURN_IF_ERROR(c.read_string(&s, key.c_str()));
+      v.push_back(std::move(s));
+    }
     *out = std::move(v);
   } else if (et == kF32 || et == kF64) {
     std::vector<double> v;
@@ -196,8 +208,11 @@ Result<std::shared_ptr<File>> File::open(const std::string& path) {
   uint64_t n_tensors = 0, n_kv = 0;
   VRUN_RETURN_IF_ERROR(c.read(&n_tensors, "tensor count"));
   VRUN_RETURN_IF_ERROR(c.read(&n_kv, "metadata count"));
-  if (n_kv > c.left() || n_tensors > c.left())
-    return err(ErrorCode::kInvalidProgram, path, ": header claims ", n_kv, " metadata entries and ", n_tensors, " tensors, more than the file holds");
+  // A metadata entry takes at least 12 bytes (key length, value type), a tensor entry 24 (name
+  // length, rank, type, offset).
+  if (n_kv > c.left() / 12 || n_tensors > c.left() / 24)
+    return err(ErrorCode::kInvalidProgram, path, ": header claims ", n_kv, " metadata entries and ", n_tensors,
+               " tensors, more than the file's ", map->size(), " bytes can hold");
   for (uint64_t i = 0; i < n_kv; ++i) {
     std::string key;
     VRUN_RETURN_IF_ERROR(c.read_string(&key, "metadata key"));

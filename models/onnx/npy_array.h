@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/dtype.h"
-#include "runtime/status.h"
-#include "runtime/tensor.h"
+#include "runtime/base/dtype.h"
+#include "runtime/base/status.h"
+#include "runtime/base/tensor.h"
 
 namespace vrun::onnx {
 

@@ -1,5 +1,7 @@
 #include "models/parakeet/parakeet_config.h"
 
+#include "models/common/json_guard.h"
+
 #include <sstream>
 
 namespace vrun::parakeet {
@@ -147,7 +149,12 @@ bool contains(const std::string& s, const char* part) { return s.find(part) != s
 
 }  // namespace
 
+static Result<ParakeetConfig> config_from_nemo_unguarded(const json& cfg, const std::string& source);
 Result<ParakeetConfig> config_from_nemo(const json& cfg, const std::string& source) {
+  return models::json_guard(source, [&] { return config_from_nemo_unguarded(cfg, source); });
+}
+
+static Result<ParakeetConfig> config_from_nemo_unguarded(const json& cfg, const std::string& source) {
   Reader r(cfg, source);
   ParakeetConfig c;
   if (!r.find("encoder")) return err(ErrorCode::kNotFound, source, ": has no 'encoder' section");
@@ -232,7 +239,12 @@ Result<ParakeetConfig> config_from_nemo(const json& cfg, const std::string& sour
   return c;
 }
 
+static Result<ParakeetConfig> config_from_hf_unguarded(const json& cfg, const std::string& source);
 Result<ParakeetConfig> config_from_hf(const json& cfg, const std::string& source) {
+  return models::json_guard(source, [&] { return config_from_hf_unguarded(cfg, source); });
+}
+
+static Result<ParakeetConfig> config_from_hf_unguarded(const json& cfg, const std::string& source) {
   Reader r(cfg, source);
   ParakeetConfig c;
   std::string arch;

@@ -1,4 +1,7 @@
 #include "models/parakeet/parakeet_import.h"
+#include "runtime/base/strings.h"
+
+#include "models/common/json_guard.h"
 
 #include <filesystem>
 #include <fstream>
@@ -9,7 +12,7 @@
 #include "models/parakeet/yaml_json.h"
 #include "models/safetensors/safetensors_file.h"
 #include "models/torch_ckpt/torch_checkpoint.h"
-#include "runtime/mapped_file.h"
+#include "runtime/base/mapped_file.h"
 
 namespace vrun::parakeet {
 
@@ -29,10 +32,6 @@ namespace {
 std::string basename_of(const std::string& p) {
   const size_t s = p.rfind('/');
   return s == std::string::npos ? p : p.substr(s + 1);
-}
-
-bool ends_with(const std::string& s, const std::string& t) {
-  return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
 }
 
 Result<json> read_json(const fs::path& p) {
@@ -73,7 +72,12 @@ bool is_hf_parakeet_folder(const std::string& path) {
   return mt.rfind("parakeet", 0) == 0;
 }
 
+static Result<ImportedParakeet> import_nemo_unguarded(const std::string& path);
 Result<ImportedParakeet> import_nemo(const std::string& path) {
+  return models::json_guard(path, [&] { return import_nemo_unguarded(path); });
+}
+
+static Result<ImportedParakeet> import_nemo_unguarded(const std::string& path) {
   VRUN_ASSIGN_OR_RETURN(torch_ckpt::Bytes bytes, torch_ckpt::read_maybe_gzip(path));
   VRUN_ASSIGN_OR_RETURN(auto entries, torch_ckpt::read_tar(bytes.data, path));
   auto find = [&](auto pred) -> const torch_ckpt::ArchiveEntry* {
@@ -142,7 +146,12 @@ std::string hf_to_nemo_name(const std::string& hf) {
   return n;
 }
 
+static Result<ImportedParakeet> import_hf_parakeet_unguarded(const std::string& folder);
 Result<ImportedParakeet> import_hf_parakeet(const std::string& folder) {
+  return models::json_guard(folder, [&] { return import_hf_parakeet_unguarded(folder); });
+}
+
+static Result<ImportedParakeet> import_hf_parakeet_unguarded(const std::string& folder) {
   const fs::path dir(folder);
   ImportedParakeet m;
   m.format = "hf";

@@ -1,5 +1,7 @@
 #include "models/parakeet/vocabulary.h"
 
+#include "models/common/json_guard.h"
+
 #include <nlohmann/json.hpp>
 
 namespace vrun::parakeet {
@@ -180,7 +182,12 @@ Result<Vocabulary> vocabulary_from_spm(std::string_view model_proto, const std::
   return v;
 }
 
+static Result<Vocabulary> vocabulary_from_tokenizer_json_unguarded(std::string_view text, int64_t count, const std::string& source);
 Result<Vocabulary> vocabulary_from_tokenizer_json(std::string_view text, int64_t count, const std::string& source) {
+  return models::json_guard(source, [&] { return vocabulary_from_tokenizer_json_unguarded(text, count, source); });
+}
+
+static Result<Vocabulary> vocabulary_from_tokenizer_json_unguarded(std::string_view text, int64_t count, const std::string& source) {
   using nlohmann::json;
   json j;
   try {

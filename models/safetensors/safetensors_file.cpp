@@ -5,7 +5,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "runtime/mapped_file.h"
+#include "runtime/base/mapped_file.h"
 
 namespace vrun::safetensors {
 
@@ -51,7 +51,10 @@ Result<std::shared_ptr<File>> File::parse(std::shared_ptr<const void> storage, c
   if (size < 8) return err(ErrorCode::kInvalidProgram, path, ": ", size, " bytes is too short for a safetensors file");
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = header_len << 8 | d[i];
-  if (header_len > kMaxHeader || header_len > size - 8)
+  if (header_len > kMaxHeader)
+    return err(ErrorCode::kInvalidProgram, path, ": header length ", header_len, " bytes (", human_bytes(header_len),
+               ") is over the ", human_bytes(kMaxHeader), " limit on safetensors headers (corrupt or not a safetensors file)");
+  if (header_len > size - 8)
     return err(ErrorCode::kInvalidProgram, path, ": header length ", header_len, " exceeds the file's ", size - 8,
                " bytes after the length field (not a safetensors file, or truncated)");
   const char* hp = reinterpret_cast<const char*>(d + 8);

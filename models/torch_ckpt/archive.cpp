@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "runtime/mapped_file.h"
+#include "runtime/base/mapped_file.h"
 
 namespace vrun::torch_ckpt {
 
@@ -26,7 +26,9 @@ std::string strip_dot_slash(std::string name) {
 Result<std::string> inflate_stream(std::span<const uint8_t> in, int window_bits, const std::string& source,
                                    uint64_t max_bytes, uint64_t size_hint, bool multi_member) {
   std::string out;
-  out.reserve(static_cast<size_t>(std::min<uint64_t>(size_hint, max_bytes)));
+  // The hint comes from the file: it is trusted only as far as deflate's ratio allows.
+  const uint64_t ratio_bound = in.size() > UINT64_MAX / kMaxDeflateRatio ? UINT64_MAX : in.size() * kMaxDeflateRatio;
+  out.reserve(static_cast<size_t>(std::min({size_hint, max_bytes, ratio_bound})));
   size_t pos = 0;
   do {
     z_stream zs{};
@@ -40,7 +42,8 @@ Result<std::string> inflate_stream(std::span<const uint8_t> in, int window_bits,
         return err(ErrorCode::kInvalidArgument, source, ": inflates past ", human_bytes(max_bytes));
       }
       const size_t old = out.size();
-      const size_t chunk = std::max<size_t>(1 << 20, std::min<size_t>(old, 256u << 20));
+      // Never past max_bytes: the output stops at the bound instead of overshooting it by a chunk.
+      const size_t chunk = std::min<uint64_t>(std::max<size_t>(1 << 20, std::min<size_t>(old, 256u << 20)), max_bytes - old);
       out.resize(old + chunk);
       zs.next_out = reinterpret_cast<Bytef*>(out.data() + old);
       zs.avail_out = static_cast<uInt>(chunk);
@@ -198,7 +201,8 @@ constexpr uint32_t kCentral = 0x02014b50, kLocal = 0x04034b50;
 }  // namespace
 
 Result<std::vector<ArchiveEntry>> read_zip(std::span<const uint8_t> bytes, const std::string& source,
-                                           std::vector<std::shared_ptr<std::string>>* inflated) {
+                                           std::vector<std::shared_ptr<std::string>>* inflated, const ZipLimits& limits) {
+  uint64_t total_inflated = 0;
   const uint8_t* d = bytes.data();
   const uint64_t n = bytes.size();
   auto bad = [&](auto&&... parts) { return err(ErrorCode::kInvalidArgument, source, ": ", parts...); };
@@ -255,6 +259,13 @@ Result<std::vector<ArchiveEntry>> read_zip(std::span<const uint8_t> bytes, const
       return bad("truncated zip archive: entry '", name, "' needs ", csize, " bytes at byte ", data_at, ", the archive has ", n);
     std::span<const uint8_t> data = bytes.subspan(data_at, csize);
     if (method == 8) {
+      if (usize / kMaxDeflateRatio > csize)
+        return bad("entry '", name, "' claims ", usize, " bytes inflated from ", csize, " (more than deflate's ", kMaxDeflateRatio,
+                   ":1 allows; corrupt or a compression bomb)");
+      if (usize > limits.max_inflated - std::min(total_inflated, limits.max_inflated))
+        return bad("entry '", name, "' inflates to ", human_bytes(usize), ", past the ", human_bytes(limits.max_inflated),
+                   " limit on a zip's compressed entries (", human_bytes(total_inflated), " inflated before it)");
+      total_inflated += usize;
       VRUN_ASSIGN_OR_RETURN(std::string out, inflate_stream(data, -MAX_WBITS, source + ":" + name, usize + 1, usize, false));
       if (out.size() != usize) return bad("entry '", name, "' inflates to ", out.size(), " bytes, the directory says ", usize);
       auto owned = std::make_shared<std::string>(std::move(out));

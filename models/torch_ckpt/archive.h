@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/status.h"
+#include "runtime/base/status.h"
 
 namespace vrun::torch_ckpt {
 
@@ -35,9 +35,21 @@ struct ArchiveEntry {
 // pax `path` records are honoured.
 Result<std::vector<ArchiveEntry>> read_tar(std::span<const uint8_t> bytes, const std::string& source);
 
+// deflate cannot compress better than about 1032:1; an entry claiming more is corrupt or hostile.
+inline constexpr uint64_t kMaxDeflateRatio = 1032;
+
+// What a zip's deflated entries may inflate to, all together. PyTorch stores its tensors
+// uncompressed, so only small entries (data.pkl) are ever deflated in a real checkpoint.
+struct ZipLimits {
+  uint64_t max_inflated = uint64_t{4} << 30;
+};
+
 // A zip archive as PyTorch writes it (stored entries, zip64 where needed); deflated entries are
-// inflated into `inflated` (which must outlive the returned spans).
+// inflated into `inflated` (which must outlive the returned spans). An entry whose directory
+// sizes pass the ratio or the limit is refused before anything is inflated, and one that inflates
+// past the size its directory gives is stopped there.
 Result<std::vector<ArchiveEntry>> read_zip(std::span<const uint8_t> bytes, const std::string& source,
-                                           std::vector<std::shared_ptr<std::string>>* inflated);
+                                           std::vector<std::shared_ptr<std::string>>* inflated,
+                                           const ZipLimits& limits = {});
 
 }  // namespace vrun::torch_ckpt

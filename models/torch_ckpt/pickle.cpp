@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace vrun::torch_ckpt {
 
@@ -137,6 +138,31 @@ class Unpickler {
     push(it->second);
     return Status::ok();
   }
+  // Inserting a value that reaches the container back would make a cycle: reference counting
+  // never frees one, and every reader of the value would walk it forever. No checkpoint holds one.
+  // The walks are bounded in total, so shared values inserted over and over cannot make the
+  // checks quadratic.
+  Status check_acyclic(const PyObj& container, const std::vector<PyRef>& values) {
+    std::vector<const PyObj*> todo;
+    for (const PyRef& v : values)
+      if (!v->items.empty() || !v->dict.empty() || v.get() == &container) todo.push_back(v.get());
+    if (todo.empty()) return Status::ok();
+    std::unordered_set<const PyObj*> seen;
+    while (!todo.empty()) {
+      const PyObj* o = todo.back();
+      todo.pop_back();
+      if (o == &container) return fail("a ", py_kind_name(container.kind), " would contain itself (a cyclic value)");
+      if (!seen.insert(o).second) continue;
+      if (++walked_ > 64 * b_.size() + (1u << 20)) return fail("values are shared too densely to check for cycles");
+      for (const PyRef& i : o->items) todo.push_back(i.get());
+      for (const auto& [k, v] : o->dict) {
+        todo.push_back(k.get());
+        todo.push_back(v.get());
+      }
+    }
+    return Status::ok();
+  }
+
   Status memo_put(uint64_t k) {
     VRUN_ASSIGN_OR_RETURN(PyRef v, top());
     memo_[k] = v;
@@ -337,6 +363,7 @@ class Unpickler {
         VRUN_ASSIGN_OR_RETURN(PyRef v, pop());
         VRUN_ASSIGN_OR_RETURN(PyRef l, top());
         if (l->kind != K::kList) return fail("APPEND to a ", py_kind_name(l->kind));
+        VRUN_RETURN_IF_ERROR(check_acyclic(*l, {v}));
         l->items.push_back(v);
         return Status::ok();
       }
@@ -344,6 +371,7 @@ class Unpickler {
         VRUN_ASSIGN_OR_RETURN(auto items, pop_mark());
         VRUN_ASSIGN_OR_RETURN(PyRef l, top());
         if (l->kind != K::kList) return fail("APPENDS to a ", py_kind_name(l->kind));
+        VRUN_RETURN_IF_ERROR(check_acyclic(*l, items));
         l->items.insert(l->items.end(), items.begin(), items.end());
         return Status::ok();
       }
@@ -351,11 +379,13 @@ class Unpickler {
         VRUN_ASSIGN_OR_RETURN(PyRef v, pop());
         VRUN_ASSIGN_OR_RETURN(PyRef k, pop());
         VRUN_ASSIGN_OR_RETURN(PyRef d, top());
+        VRUN_RETURN_IF_ERROR(check_acyclic(*d, {k, v}));
         return set_items(*d, {k, v});
       }
       case 'u': {
         VRUN_ASSIGN_OR_RETURN(auto items, pop_mark());
         VRUN_ASSIGN_OR_RETURN(PyRef d, top());
+        VRUN_RETURN_IF_ERROR(check_acyclic(*d, items));
         return set_items(*d, items);
       }
       case 'c': {
@@ -408,6 +438,7 @@ class Unpickler {
   std::vector<PyRef> stack_;
   std::vector<size_t> marks_;
   std::unordered_map<uint64_t, PyRef> memo_;
+  uint64_t walked_ = 0;
 };
 
 }  // namespace

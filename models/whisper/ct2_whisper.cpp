@@ -1,5 +1,7 @@
 #include "models/whisper/ct2_whisper.h"
 
+#include "models/common/json_guard.h"
+
 #include <filesystem>
 #include <cstring>
 #include <fstream>
@@ -111,7 +113,12 @@ bool is_ct2_folder(const std::string& path) {
                                     : fs::path(path).filename() == "model.bin";
 }
 
+static Result<ImportedWhisper> import_ct2_whisper_unguarded(const std::string& path);
 Result<ImportedWhisper> import_ct2_whisper(const std::string& path) {
+  return models::json_guard(path, [&] { return import_ct2_whisper_unguarded(path); });
+}
+
+static Result<ImportedWhisper> import_ct2_whisper_unguarded(const std::string& path) {
   std::error_code ec;
   const fs::path dir = fs::is_directory(path, ec) ? fs::path(path) : fs::path(path).parent_path();
   const fs::path bin = dir / "model.bin";

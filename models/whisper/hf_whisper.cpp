@@ -1,5 +1,7 @@
 #include "models/whisper/hf_whisper.h"
 
+#include "models/common/json_guard.h"
+
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -133,7 +135,12 @@ bool is_hf_whisper_folder(const std::string& path) {
   return j->value("model_type", std::string()) == "whisper";
 }
 
+static Result<ImportedWhisper> import_hf_whisper_unguarded(const std::string& path);
 Result<ImportedWhisper> import_hf_whisper(const std::string& path) {
+  return models::json_guard(path, [&] { return import_hf_whisper_unguarded(path); });
+}
+
+static Result<ImportedWhisper> import_hf_whisper_unguarded(const std::string& path) {
   const fs::path dir = folder_of(path);
   const fs::path cfg_path = dir / "config.json";
   const std::string cfg_src = cfg_path.string();

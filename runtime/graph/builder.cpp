@@ -3,8 +3,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "kernels/shape_infer.h"
-#include "kernels/views.h"
+#include "kernels/ops/shape_infer.h"
+#include "kernels/ops/views.h"
 #include "runtime/graph/builder_ir.h"
 #include "runtime/program_file.h"
 

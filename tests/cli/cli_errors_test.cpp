@@ -91,3 +91,33 @@ TEST(ChatTiny, ThirtyTurnsThatEachFillTheContext) {
 
 }  // namespace
 }  // namespace vrun::testing
+
+namespace vrun::testing {
+namespace {
+
+bool has_vulkan_device() { return contains(run_vrun("info", "info_devices").out, "vulkan device 0:"); }
+
+// A model larger than the device memory vrun may take is refused with the sizes, not a crash
+// (VRUN_VK_MEMORY_LIMIT sets that memory; lavapipe in CI).
+TEST(GpuTrouble, ModelLargerThanTheDeviceMemoryIsRefusedWithTheSizes) {
+  if (!has_vulkan_device()) GTEST_SKIP() << "no Vulkan device";
+  const std::string run = "generate -m " + std::string(VRUN_TEST_DATA) + "/llama/tiny_llama --backend vulkan -p hi -n 4 --temp 0";
+  const CliRun fits = run_vrun(run, "vk_no_limit");
+  ASSERT_EQ(fits.exit_code, 0) << fits.err;  // the same run fits without a limit
+  const CliRun r = run_vrun(run, "vk_limit", "", "VRUN_VK_MEMORY_LIMIT=64K");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(contains(r.err, "vrun generate: ")) << r.err;
+  EXPECT_TRUE(contains(r.err, "out of device memory allocating")) << r.err;
+  EXPECT_TRUE(contains(r.err, "VRUN_VK_MEMORY_LIMIT allows 65536")) << r.err;
+}
+
+TEST(GpuTrouble, BadMemoryLimitIsNamed) {
+  if (!has_vulkan_device()) GTEST_SKIP() << "no Vulkan device";
+  const std::string run = "generate -m " + std::string(VRUN_TEST_DATA) + "/llama/tiny_llama --backend vulkan -p hi -n 4";
+  const CliRun r = run_vrun(run, "vk_limit_bad", "", "VRUN_VK_MEMORY_LIMIT=lots");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(contains(r.err, "VRUN_VK_MEMORY_LIMIT='lots'")) << r.err;
+}
+
+}  // namespace
+}  // namespace vrun::testing

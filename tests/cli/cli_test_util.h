@@ -26,10 +26,12 @@ inline std::string slurp(const std::string& path) {
 
 inline std::string vrun_binary() { return std::string(VRUN_BINARY_DIR) + "/bin/vrun"; }
 
-// `args` follow `vrun`; `stdin_text` (if any) is written to a file and redirected in.
-inline CliRun run_vrun(const std::string& args, const std::string& tag, const std::string& stdin_text = "") {
+// `args` follow `vrun`; `stdin_text` (if any) is written to a file and redirected in; `env`
+// ("NAME=value ...") is set for the command.
+inline CliRun run_vrun(const std::string& args, const std::string& tag, const std::string& stdin_text = "",
+                       const std::string& env = "") {
   const std::string base = ::testing::TempDir() + "/vrun_cli_" + tag;
-  std::string cmd = vrun_binary() + " " + args + " > " + base + ".out 2> " + base + ".err";
+  std::string cmd = (env.empty() ? "" : "env " + env + " ") + vrun_binary() + " " + args + " > " + base + ".out 2> " + base + ".err";
   if (!stdin_text.empty()) {
     std::ofstream(base + ".in", std::ios::binary) << stdin_text;
     cmd += " < " + base + ".in";

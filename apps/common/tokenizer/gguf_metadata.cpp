@@ -13,6 +13,13 @@ class Cursor {
  public:
   Cursor(std::string_view b, const std::string& source) : b_(b), source_(source) {}
   bool short_read() const { return short_; }
+  uint64_t left() const { return b_.size() - pos_; }
+  // An array count the bytes left cannot hold (a read of more of the file may still hold them).
+  Status too_many(uint64_t n, const std::string& key) {
+    short_ = true;
+    return err(ErrorCode::kInvalidProgram, source_, ": GGUF array '", key, "' claims ", n, " elements at byte ", pos_,
+               ", more than the ", left(), " bytes left can hold");
+  }
 
   Status need(uint64_t n, const char* what) {
     if (n > b_.size() - pos_) {
@@ -31,7 +38,11 @@ class Cursor {
   }
   Result<std::string> read_string(const char* what) {
     VRUN_ASSIGN_OR_RETURN(uint64_t n, read<uint64_t>(what));
-    VRUN_RETURN_IF_ERROR(need(n, what));
+    if (n > b_.size() - pos_) {
+      short_ = true;
+      return err(ErrorCode::kInvalidProgram, source_, ": GGUF ", what, " claims a string of ", n, " bytes at byte ", pos_,
+                 " but only ", b_.size() - pos_, " remain");
+    }
     std::string s(b_.substr(pos_, n));
     pos_ += n;
     return s;
@@ -94,9 +105,12 @@ Result<MetadataMap> parse(Cursor& c, const std::string& source) {
     }
     VRUN_ASSIGN_OR_RETURN(uint32_t elem, c.read<uint32_t>(key.c_str()));
     VRUN_ASSIGN_OR_RETURN(uint64_t n, c.read<uint64_t>(key.c_str()));
-    // Every element takes at least one byte: checking n first keeps a corrupt count from
-    // reserving memory the file cannot back.
-    VRUN_RETURN_IF_ERROR(c.need(n, key.c_str()));
+    // Every element takes at least its scalar size (a string its 8-byte length): checking n first
+    // keeps a corrupt count from reserving memory the file cannot back.
+    const uint64_t min_bytes = elem == kString ? 8 : elem == kU16 || elem == kI16 ? 2
+                               : elem == kU32 || elem == kI32 || elem == kF32 ? 4
+                               : elem == kU64 || elem == kI64 || elem == kF64 ? 8 : 1;
+    if (n > c.left() / min_bytes) return c.too_many(n, key);
     if (elem == kArray) return err(ErrorCode::kUnsupported, source, ": GGUF key '", key, "' is a nested array");
     MetadataMap::Value array;
     if (elem == kString) {

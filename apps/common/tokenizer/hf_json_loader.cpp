@@ -11,6 +11,18 @@ namespace {
 
 using json = nlohmann::json;
 
+// A token id, 0 to 2^31 - 1: a negative one indexed before the vocabulary, nlohmann converts a
+// float (9e91) to an integer unchecked (undefined), and an id near 2^63 overflowed the size
+// computed from it. Thrown as nlohmann's own type error, which load_hf_tokenizer_json reports
+// with the file's name.
+int64_t token_id(const json& j) {
+  if (!j.is_number_integer()) throw json::type_error::create(302, "token id is " + std::string(j.type_name()) + ", not an integer", &j);
+  const int64_t id = j.get<int64_t>();
+  if (id < 0 || id >= (int64_t{1} << 31))
+    throw json::type_error::create(302, "token id " + std::to_string(id) + " is out of range", &j);
+  return id;
+}
+
 // Adds the regex steps of one pre-tokenizer; sets *byte_level when it is ByteLevel.
 Status add_pre_tokenizer(const json& p, const std::string& source, BpeVocabulary& v, bool* byte_level) {
   const std::string type = p.value("type", "");
@@ -79,14 +91,14 @@ Result<std::unique_ptr<Tokenizer>> build(const json& j, const std::string& sourc
   const ByteLevelAlphabet& alphabet = byte_level_alphabet();
   const json& vocab = model.at("vocab");
   int64_t size = 0;
-  for (auto it = vocab.begin(); it != vocab.end(); ++it) size = std::max<int64_t>(size, it.value().get<int64_t>() + 1);
-  for (const json& a : j.at("added_tokens")) size = std::max<int64_t>(size, a.at("id").get<int64_t>() + 1);
+  for (auto it = vocab.begin(); it != vocab.end(); ++it) size = std::max<int64_t>(size, token_id(it.value()) + 1);
+  for (const json& a : j.at("added_tokens")) size = std::max<int64_t>(size, token_id(a.at("id")) + 1);
   if (size > (1 << 24)) return err(ErrorCode::kInvalidProgram, source, ": vocabulary size ", size, " is implausible");
   v.token_bytes.assign(size, "");
   v.pieces.assign(size, "");
   std::unordered_map<std::string, TokenId> piece_ids;
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    const auto id = it.value().get<int64_t>();
+    const auto id = token_id(it.value());
     if (id < 0) return err(ErrorCode::kInvalidProgram, source, ": token '", it.key(), "' has negative id ", id);
     v.pieces[id] = it.key();
     alphabet.decode(it.key(), v.token_bytes[id]);
@@ -95,7 +107,7 @@ Result<std::unique_ptr<Tokenizer>> build(const json& j, const std::string& sourc
   for (const json& a : j.at("added_tokens")) {
     AddedToken t;
     t.content = a.at("content").get<std::string>();
-    t.id = a.at("id").get<TokenId>();
+    t.id = static_cast<TokenId>(token_id(a.at("id")));
     t.special = a.value("special", false);
     t.lstrip = a.value("lstrip", false);
     t.rstrip = a.value("rstrip", false);

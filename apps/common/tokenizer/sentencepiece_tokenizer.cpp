@@ -103,7 +103,13 @@ class SentencePieceTokenizer final : public Tokenizer {
 
 Result<std::unique_ptr<Tokenizer>> load_sentencepiece(std::string_view model_proto, const std::string& source) {
   auto sp = std::make_unique<sentencepiece::SentencePieceProcessor>();
-  const auto status = sp->LoadFromSerializedProto(model_proto);
+  sentencepiece::util::Status status;
+  try {
+    status = sp->LoadFromSerializedProto(model_proto);
+  } catch (const std::exception& e) {
+    // libsentencepiece's trie builder throws on some malformed models (a zero-length piece).
+    return err(ErrorCode::kInvalidProgram, source, ": not a usable SentencePiece model: ", e.what());
+  }
   if (!status.ok()) {
     return err(ErrorCode::kInvalidProgram, source, ": not a SentencePiece model: ", status.ToString());
   }

@@ -1,0 +1,163 @@
+// Inputs the fuzz targets found crashing (or leaking) a reader, kept under regressions/<target>/:
+// each must now be refused with a message, or read correctly. These run in every build; the
+// sanitizer tree also runs each file through its fuzz target.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "apps/common/tokenizer/loaders.h"
+#include "models/ct2/ct2_file.h"
+#include "models/gguf/ggml_dequant.h"
+#include "models/gguf/gguf_file.h"
+#include "models/llama/hf_llama.h"
+#include "models/torch_ckpt/pickle.h"
+#include "preprocess/audio_loader.h"
+#include "runtime/base/dtype.h"
+#include "runtime/executor.h"
+#include "runtime/program.h"
+#include "tests/fuzz/fuzz_util.h"
+
+namespace {
+
+const std::string kDir = VRUN_FUZZ_REGRESSIONS;
+
+std::string bytes_of(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  EXPECT_TRUE(in) << path;
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// A GGUF whose k-quant scales decode to infinity: re-quantising it to q8_0 converted inf * 0 (nan)
+// to an integer, which is undefined. The importer's conversions now clamp.
+TEST(FuzzRegression, GgufNonFiniteValuesRequantisedToQ8_0) {
+  auto f = vrun::gguf::File::open(kDir + "/gguf/nonfinite_requantised_to_q8_0.gguf");
+  ASSERT_TRUE(f.is_ok()) << f.status().message();
+  int converted = 0;
+  for (const auto& t : (*f)->tensors()) {
+    if (!vrun::gguf::ggml_import_dtype(t.type) || t.numel() > (1 << 16)) continue;
+    const int64_t cols = t.ne[0];
+    // Types vrun runs as they are (f32, f16, q8_0, ...) have nothing to convert and say so.
+    auto c = vrun::gguf::convert_ggml_tensor(t.type, t.data, t.numel() / cols, cols);
+    if (c.is_ok()) ++converted;
+    else EXPECT_NE(c.status().message().find("no conversion"), std::string::npos) << t.name << ": " << c.status().message();
+  }
+  EXPECT_GT(converted, 0);
+  // The rule itself: infinities saturate, nan becomes 0.
+  float x[32];
+  for (int i = 0; i < 32; ++i) x[i] = static_cast<float>(i - 16);
+  x[3] = std::numeric_limits<float>::infinity();
+  x[5] = -std::numeric_limits<float>::infinity();
+  x[7] = std::numeric_limits<float>::quiet_NaN();
+  vrun::BlockQ8_0 b;
+  vrun::quantize_row(vrun::DType::q8_0, x, &b, 32);
+  for (int i = 0; i < 32; ++i) EXPECT_GE(b.qs[i], -127) << i;
+  EXPECT_EQ(b.qs[7], 0);
+}
+
+// config.json with "model_type" given twice, the second a number: nlohmann's value() threw
+// through the importer and ended the process.
+TEST(FuzzRegression, HfConfigValueOfWrongType) {
+  const std::string input = bytes_of(kDir + "/hf_checkpoint/config_value_of_wrong_type");
+  const auto parts = vrun::fuzz::split_parts(reinterpret_cast<const uint8_t*>(input.data()), input.size());
+  ASSERT_GE(parts.size(), 2u);
+  auto& s = vrun::fuzz::scratch();
+  s.clear();
+  s.write("config.json", parts[0]);
+  s.write("model.safetensors", parts[1]);
+  auto m = vrun::llama::import_hf_folder(s.dir());
+  ASSERT_FALSE(m.is_ok());
+  EXPECT_NE(m.status().message().find(s.dir()), std::string::npos) << m.status().message();
+  EXPECT_NE(m.status().message().find("wrong type"), std::string::npos) << m.status().message();
+}
+
+// A pickle that puts a container inside itself (through the memo): the value leaked, and any
+// walk over it would not end.
+TEST(FuzzRegression, PickleCyclicValue) {
+  const std::string input = bytes_of(kDir + "/pickle/cyclic_value.pkl");
+  auto p = vrun::torch_ckpt::read_pickle({reinterpret_cast<const uint8_t*>(input.data()), input.size()}, "data.pkl");
+  ASSERT_FALSE(p.is_ok());
+  EXPECT_NE(p.status().message().find("data.pkl"), std::string::npos) << p.status().message();
+  EXPECT_NE(p.status().message().find("contain itself"), std::string::npos) << p.status().message();
+}
+
+// A SentencePiece model with a zero-length piece: libsentencepiece's trie builder threw an
+// exception through the loader.
+TEST(FuzzRegression, SentencePieceZeroLengthPiece) {
+  const std::string input = bytes_of(kDir + "/tokenizer_model/spm_zero_length_piece.model");
+  auto t = vrun::tok::load_sentencepiece(input, "tokenizer.model");
+  ASSERT_FALSE(t.is_ok());
+  EXPECT_NE(t.status().message().find("tokenizer.model"), std::string::npos) << t.status().message();
+  EXPECT_NE(t.status().message().find("SentencePiece"), std::string::npos) << t.status().message();
+}
+
+// An AU file of 4 frames at 540288 Hz: resampled to 16 kHz it gave no samples at all, and the
+// loader returned that empty signal as audio.
+TEST(FuzzRegression, AudioShorterThanOneOutputSample) {
+  auto a = vrun::preprocess::load_audio(kDir + "/audio/au_shorter_than_one_output_sample.au");
+  ASSERT_FALSE(a.is_ok());
+  EXPECT_NE(a.status().message().find("too short"), std::string::npos) << a.status().message();
+  EXPECT_NE(a.status().message().find("540288 Hz"), std::string::npos) << a.status().message();
+}
+
+// A program whose reshape asks for a shape of more than 2^63 elements: the element count
+// overflowed (undefined) while the view was computed at run time.
+TEST(FuzzRegression, ProgramReshapeElementCountOverflow) {
+  const std::string input = bytes_of(kDir + "/program_loader/reshape_element_count_overflow.vrp");
+  auto p = vrun::load_program_from_memory(reinterpret_cast<const uint8_t*>(input.data()), input.size(), "reshape.vrp");
+  ASSERT_TRUE(p.is_ok()) << p.status().message();
+  auto ex = vrun::Executor::create(*p, {vrun::BackendKind::kCpu, 1});
+  ASSERT_TRUE(ex.is_ok()) << ex.status().message();
+  std::string refusal;
+  for (const auto& m : (*p)->methods) {
+    if (m.inputs.size() != 1 || m.values[m.inputs[0]].dtype != vrun::DType::i32) continue;
+    int32_t toks[2] = {1, 2};
+    std::map<std::string, int64_t> syms;
+    for (const auto& s : m.symbols)
+      if (s.name != "seq") syms[s.name] = s.min;
+    auto r = (*ex)->run(m.name, {vrun::TensorView::dense(toks, vrun::DType::i32, {1, 2})}, syms);
+    if (!r.is_ok()) refusal += r.status().message();
+  }
+  EXPECT_NE(refusal.find("reshape"), std::string::npos) << refusal;
+  EXPECT_NE(refusal.find("overflows"), std::string::npos) << refusal;
+}
+
+// A CTranslate2 scalar of 3.8e22 read as an integer (a head count): the float-to-integer
+// conversion was undefined.
+TEST(FuzzRegression, Ct2FloatScalarReadAsInteger) {
+  auto f = vrun::ct2::File::from_bytes(bytes_of(kDir + "/ct2/float_scalar_read_as_integer.bin"), "model.bin");
+  ASSERT_TRUE(f.is_ok()) << f.status().message();
+  std::string refusals;
+  for (const auto& v : (*f)->variables())
+    if (v.shape.empty())
+      if (auto i = (*f)->scalar_int(v.name); !i.is_ok()) refusals += i.status().message() + "\n";
+  EXPECT_NE(refusals.find("model.bin"), std::string::npos) << refusals;
+  EXPECT_NE(refusals.find("not an integer"), std::string::npos) << refusals;
+}
+
+// tokenizer.json with a token id written as a float of 9.7e91: nlohmann's unchecked conversion to
+// an integer was undefined.
+TEST(FuzzRegression, TokenizerJsonFloatTokenId) {
+  auto t = vrun::tok::load_hf_tokenizer_json(bytes_of(kDir + "/tokenizer_json/float_token_id.json"), "tokenizer.json");
+  ASSERT_FALSE(t.is_ok());
+  EXPECT_NE(t.status().message().find("tokenizer.json"), std::string::npos) << t.status().message();
+  EXPECT_NE(t.status().message().find("token id"), std::string::npos) << t.status().message();
+}
+
+// The same reader's added tokens were indexed by their id unchecked: a negative one wrote before
+// the vocabulary's arrays (seen while fixing the case above).
+TEST(FuzzRegression, TokenizerJsonNegativeAddedTokenId) {
+  auto j = nlohmann::json::parse(bytes_of(std::string(VRUN_FUZZ_CORPUS) + "/tokenizer_json/bytelevel_bpe.json"));
+  ASSERT_TRUE(vrun::tok::load_hf_tokenizer_json(j.dump(), "tokenizer.json").is_ok());
+  j["added_tokens"][0]["id"] = -5;
+  auto t = vrun::tok::load_hf_tokenizer_json(j.dump(), "tokenizer.json");
+  ASSERT_FALSE(t.is_ok());
+  EXPECT_NE(t.status().message().find("token id -5 is out of range"), std::string::npos) << t.status().message();
+}
+
+}  // namespace
