@@ -40,7 +40,8 @@ int run_graph(const RunArgs& a) {
   std::map<std::string, onnx::NpyTensor> given;
   for (const auto& spec : a.inputs) {
     const size_t eq = spec.find('=');
-    if (eq == std::string::npos || eq == 0) return fail("run", "--input '" + spec + "': expected NAME=FILE.npy");
+    if (eq == std::string::npos || eq == 0)
+      return fail("run", "--input '" + spec + "': expected NAME=FILE.npy");
     auto t = onnx::read_npy_tensor(spec.substr(eq + 1));
     if (!t.is_ok()) return fail("run", t.status().to_string());
     given[spec.substr(0, eq)] = std::move(*t);
@@ -53,8 +54,8 @@ int run_graph(const RunArgs& a) {
     auto it = given.find(v.name);
     if (it == given.end()) continue;
     if (it->second.dtype != v.dtype)
-      return fail("run", "--input " + v.name + ": the model takes " + dtype_name(v.dtype) + ", the file holds " +
-                             dtype_name(it->second.dtype));
+      return fail("run", "--input " + v.name + ": the model takes " + dtype_name(v.dtype) +
+                             ", the file holds " + dtype_name(it->second.dtype));
     inputs.push_back(it->second.view());
   }
   if (inputs.size() != m->inputs.size() || given.size() != m->inputs.size())
@@ -75,27 +76,28 @@ int run_graph(const RunArgs& a) {
     const std::string path = (std::filesystem::path(a.out_dir) / (file_name(name) + ".npy")).string();
     const Status s = onnx::write_npy_tensor(path, (*outs)[k]);
     if (!s.is_ok()) return fail("run", s.to_string());
-    std::printf("%s: %s %s -> %s\n", name.c_str(), dtype_name((*outs)[k].dtype), (*outs)[k].shape.str().c_str(),
-                path.c_str());
+    std::printf("%s: %s %s -> %s\n", name.c_str(), dtype_name((*outs)[k].dtype),
+                (*outs)[k].shape.str().c_str(), path.c_str());
   }
   std::fprintf(stderr, "backend: %s\n", (*ex)->device_description().c_str());
   return 0;
 }
 
-CommandRegistrar reg("run", "Run a graph (an ONNX file or a program) on .npy inputs and write each output as .npy",
-                     [](CLI::App& sub) {
-                       auto a = std::make_shared<RunArgs>();
-                       sub.add_option("-m,--model", a->model, "Model: .onnx or a program file (.vrp)")->required();
-                       sub.add_option("--input", a->inputs, "NAME=FILE.npy, once per graph input");
-                       sub.add_option("-o,--output-dir", a->out_dir, "Folder for the outputs (NAME.npy each)")
-                           ->capture_default_str();
-                       sub.add_option("--dim", a->dims,
-                                      "ONNX symbolic dim: NAME=SIZE fixes it, NAME=MIN:MAX bounds it (default 1:64)");
-                       sub.add_option("--backend", a->backend, "cpu, vulkan or auto")->capture_default_str();
-                       sub.add_option("--device", a->device, "Vulkan device index");
-                       sub.add_option("--method", a->method, "Method of a program to run")->capture_default_str();
-                       return [a] { return run_graph(*a); };
-                     });
+CommandRegistrar reg(
+    "run", "Run a graph (an ONNX file or a program) on .npy inputs and write each output as .npy",
+    [](CLI::App& sub) {
+      auto a = std::make_shared<RunArgs>();
+      sub.add_option("-m,--model", a->model, "Model: .onnx or a program file (.vrp)")->required();
+      sub.add_option("--input", a->inputs, "NAME=FILE.npy, once per graph input");
+      sub.add_option("-o,--output-dir", a->out_dir, "Folder for the outputs (NAME.npy each)")
+          ->capture_default_str();
+      sub.add_option("--dim", a->dims,
+                     "ONNX symbolic dim: NAME=SIZE fixes it, NAME=MIN:MAX bounds it (default 1:64)");
+      sub.add_option("--backend", a->backend, "cpu, vulkan or auto")->capture_default_str();
+      sub.add_option("--device", a->device, "Vulkan device index");
+      sub.add_option("--method", a->method, "Method of a program to run")->capture_default_str();
+      return [a] { return run_graph(*a); };
+    });
 
 }  // namespace
 }  // namespace vrun::cli

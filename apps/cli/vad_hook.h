@@ -13,9 +13,9 @@
 namespace vrun::cli {
 
 struct SpeechOnly {
-  std::vector<float> samples;     // the speech spans one after another (16 kHz)
-  std::vector<vad::Span> spans;   // where they were in the original audio
-  vad::TimeMap map;               // times in `samples` -> times in the original audio
+  std::vector<float> samples;    // the speech spans one after another (16 kHz)
+  std::vector<vad::Span> spans;  // where they were in the original audio
+  vad::TimeMap map;              // times in `samples` -> times in the original audio
 };
 
 // The Silero VAD model used when --vad-model is not given: the one

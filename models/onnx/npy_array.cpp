@@ -26,11 +26,16 @@ std::string field(const std::string& h, const std::string& key) {
 
 const char* descr_of(DType d) {
   switch (d) {
-    case DType::f32: return "<f4";
-    case DType::i64: return "<i8";
-    case DType::i32: return "<i4";
-    case DType::bool_: return "|b1";
-    default: return nullptr;
+    case DType::f32:
+      return "<f4";
+    case DType::i64:
+      return "<i8";
+    case DType::i32:
+      return "<i4";
+    case DType::bool_:
+      return "|b1";
+    default:
+      return nullptr;
   }
 }
 
@@ -91,15 +96,22 @@ Result<NpyTensor> read_npy_tensor(const std::string& path) {
     return err(ErrorCode::kUnsupported, path, ": rank ", t.shape.size(), " (at most ", kMaxRank, ")");
   size_t esize = 0;
   bool from_f64 = false;
-  if (descr.find("<f4") != std::string::npos) t.dtype = DType::f32, esize = 4;
-  else if (descr.find("<f8") != std::string::npos) t.dtype = DType::f32, esize = 8, from_f64 = true;
-  else if (descr.find("<i8") != std::string::npos) t.dtype = DType::i64, esize = 8;
-  else if (descr.find("<i4") != std::string::npos) t.dtype = DType::i32, esize = 4;
-  else if (descr.find("b1") != std::string::npos) t.dtype = DType::bool_, esize = 1;
-  else return err(ErrorCode::kUnsupported, path, ": dtype ", descr, " (float32, float64, int32, int64 or bool)");
+  if (descr.find("<f4") != std::string::npos)
+    t.dtype = DType::f32, esize = 4;
+  else if (descr.find("<f8") != std::string::npos)
+    t.dtype = DType::f32, esize = 8, from_f64 = true;
+  else if (descr.find("<i8") != std::string::npos)
+    t.dtype = DType::i64, esize = 8;
+  else if (descr.find("<i4") != std::string::npos)
+    t.dtype = DType::i32, esize = 4;
+  else if (descr.find("b1") != std::string::npos)
+    t.dtype = DType::bool_, esize = 1;
+  else
+    return err(ErrorCode::kUnsupported, path, ": dtype ", descr, " (float32, float64, int32, int64 or bool)");
   const size_t need = static_cast<size_t>(numel) * esize;
   if (b.size() - at != need)
-    return err(ErrorCode::kInvalidArgument, path, ": holds ", b.size() - at, " data bytes, shape needs ", need);
+    return err(ErrorCode::kInvalidArgument, path, ": holds ", b.size() - at, " data bytes, shape needs ",
+               need);
   if (from_f64) {
     t.bytes.resize(static_cast<size_t>(numel) * 4);
     for (int64_t i = 0; i < numel; ++i) {
@@ -116,7 +128,8 @@ Result<NpyTensor> read_npy_tensor(const std::string& path) {
 
 Status write_npy_tensor(const std::string& path, const TensorView& v) {
   const char* descr = descr_of(v.dtype);
-  if (!descr) return err(ErrorCode::kUnsupported, path, ": cannot write dtype ", dtype_name(v.dtype), " as .npy");
+  if (!descr)
+    return err(ErrorCode::kUnsupported, path, ": cannot write dtype ", dtype_name(v.dtype), " as .npy");
   std::vector<uint8_t> dense(static_cast<size_t>(v.dense_bytes()));
   const size_t es = dtype_elem_size(v.dtype);
   // Gather element by element (outputs are small, and this handles any strides).
@@ -125,7 +138,8 @@ Status write_npy_tensor(const std::string& path, const TensorView& v) {
   for (int64_t i = 0; i < v.numel(); ++i) {
     int64_t off = 0;
     for (int d = 0; d < r; ++d) off += idx[static_cast<size_t>(d)] * v.strides[d];
-    std::memcpy(dense.data() + static_cast<size_t>(i) * es, static_cast<const uint8_t*>(v.data) + off * static_cast<int64_t>(es), es);
+    std::memcpy(dense.data() + static_cast<size_t>(i) * es,
+                static_cast<const uint8_t*>(v.data) + off * static_cast<int64_t>(es), es);
     for (int d = r - 1; d >= 0; --d) {
       if (++idx[static_cast<size_t>(d)] < v.shape[d]) break;
       idx[static_cast<size_t>(d)] = 0;
@@ -133,7 +147,8 @@ Status write_npy_tensor(const std::string& path, const TensorView& v) {
   }
   std::ostringstream dict;
   dict << "{'descr': '" << descr << "', 'fortran_order': False, 'shape': (";
-  for (int d = 0; d < r; ++d) dict << v.shape[d] << (r == 1 || d + 1 < r ? "," : "") << (d + 1 < r ? " " : "");
+  for (int d = 0; d < r; ++d)
+    dict << v.shape[d] << (r == 1 || d + 1 < r ? "," : "") << (d + 1 < r ? " " : "");
   dict << "), }";
   std::string header = dict.str();
   const size_t unpadded = 10 + header.size() + 1;

@@ -3,11 +3,10 @@
 // are skipped; groups (deprecated wire types 3 and 4) are refused.
 #include "models/onnx/onnx_file.h"
 
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <sstream>
-
-#include <cmath>
 
 namespace vrun::onnx {
 
@@ -40,7 +39,8 @@ class Reader {
     VRUN_RETURN_IF_ERROR(varint(&t));
     *field = static_cast<int>(t >> 3);
     *wire = static_cast<int>(t & 7);
-    if (*field == 0 || t >> 3 > (1u << 29)) return fail("field number " + std::to_string(t >> 3) + " is invalid");
+    if (*field == 0 || t >> 3 > (1u << 29))
+      return fail("field number " + std::to_string(t >> 3) + " is invalid");
     return Status::ok();
   }
   Status bytes(const uint8_t** p, size_t* n) {
@@ -79,11 +79,16 @@ class Reader {
     const uint8_t* p = nullptr;
     size_t n = 0;
     switch (wire) {
-      case 0: return varint(&v);
-      case 1: return fixed64(&v);
-      case 2: return bytes(&p, &n);
-      case 5: return fixed32(&v32);
-      default: return fail("wire type " + std::to_string(wire) + " is not supported");
+      case 0:
+        return varint(&v);
+      case 1:
+        return fixed64(&v);
+      case 2:
+        return bytes(&p, &n);
+      case 5:
+        return fixed32(&v32);
+      default:
+        return fail("wire type " + std::to_string(wire) + " is not supported");
     }
   }
   Status expect(int wire, int want, const char* field) {
@@ -153,9 +158,12 @@ Status read_reals(Reader& r, int wire, std::vector<double>* out) {
 double half_to_double(uint16_t h) {
   const int sign = h >> 15, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
   double v;
-  if (exp == 0) v = std::ldexp(mant, -24);
-  else if (exp == 31) v = mant ? std::nan("") : INFINITY;
-  else v = std::ldexp(mant + 1024, exp - 25);
+  if (exp == 0)
+    v = std::ldexp(mant, -24);
+  else if (exp == 31)
+    v = mant ? std::nan("") : INFINITY;
+  else
+    v = std::ldexp(mant + 1024, exp - 25);
   return sign ? -v : v;
 }
 
@@ -171,29 +179,44 @@ Status parse_tensor(const uint8_t* d, size_t n, const std::string& what, Tensor*
     VRUN_RETURN_IF_ERROR(r.tag(&f, &w));
     uint64_t v = 0;
     switch (f) {
-      case 1: VRUN_RETURN_IF_ERROR(read_ints(r, w, &t->dims)); break;
+      case 1:
+        VRUN_RETURN_IF_ERROR(read_ints(r, w, &t->dims));
+        break;
       case 2:
         VRUN_RETURN_IF_ERROR(r.expect(w, 0, "data_type"));
         VRUN_RETURN_IF_ERROR(r.varint(&v));
         t->elem_type = static_cast<int32_t>(v);
         break;
-      case 4: VRUN_RETURN_IF_ERROR(read_reals<float>(r, w, &reals)); break;
+      case 4:
+        VRUN_RETURN_IF_ERROR(read_reals<float>(r, w, &reals));
+        break;
       case 5:
-      case 7: VRUN_RETURN_IF_ERROR(read_ints(r, w, &ints)); break;
-      case 8: VRUN_RETURN_IF_ERROR(r.expect(w, 2, "name")); VRUN_RETURN_IF_ERROR(r.str(&t->name)); break;
+      case 7:
+        VRUN_RETURN_IF_ERROR(read_ints(r, w, &ints));
+        break;
+      case 8:
+        VRUN_RETURN_IF_ERROR(r.expect(w, 2, "name"));
+        VRUN_RETURN_IF_ERROR(r.str(&t->name));
+        break;
       case 9:
         VRUN_RETURN_IF_ERROR(r.expect(w, 2, "raw_data"));
         VRUN_RETURN_IF_ERROR(r.bytes(&raw, &raw_n));
         has_raw = true;
         break;
-      case 10: VRUN_RETURN_IF_ERROR(read_reals<double>(r, w, &reals)); break;
-      case 13: VRUN_RETURN_IF_ERROR(r.skip(w)); external = true; break;
+      case 10:
+        VRUN_RETURN_IF_ERROR(read_reals<double>(r, w, &reals));
+        break;
+      case 13:
+        VRUN_RETURN_IF_ERROR(r.skip(w));
+        external = true;
+        break;
       case 14:
         VRUN_RETURN_IF_ERROR(r.expect(w, 0, "data_location"));
         VRUN_RETURN_IF_ERROR(r.varint(&v));
         if (v == 1) external = true;
         break;
-      default: VRUN_RETURN_IF_ERROR(r.skip(w));
+      default:
+        VRUN_RETURN_IF_ERROR(r.skip(w));
     }
   }
   const std::string who = what + " tensor '" + t->name + "'";
@@ -204,18 +227,32 @@ Status parse_tensor(const uint8_t* d, size_t n, const std::string& what, Tensor*
   int64_t numel = 1;
   for (int64_t dim : t->dims) {
     if (dim < 0) return err(ErrorCode::kInvalidProgram, who, ": negative dim ", dim);
-    if (dim > 0 && numel > kMaxElements / dim) return err(ErrorCode::kInvalidProgram, who, ": too many elements");
+    if (dim > 0 && numel > kMaxElements / dim)
+      return err(ErrorCode::kInvalidProgram, who, ": too many elements");
     numel *= dim;
   }
   const auto et = static_cast<ElemType>(t->elem_type);
   size_t esize = 0;
   switch (et) {
-    case ElemType::kFloat: case ElemType::kInt32: esize = 4; break;
-    case ElemType::kInt64: case ElemType::kDouble: esize = 8; break;
-    case ElemType::kUint8: case ElemType::kInt8: case ElemType::kBool: esize = 1; break;
-    case ElemType::kFloat16: esize = 2; break;
+    case ElemType::kFloat:
+    case ElemType::kInt32:
+      esize = 4;
+      break;
+    case ElemType::kInt64:
+    case ElemType::kDouble:
+      esize = 8;
+      break;
+    case ElemType::kUint8:
+    case ElemType::kInt8:
+    case ElemType::kBool:
+      esize = 1;
+      break;
+    case ElemType::kFloat16:
+      esize = 2;
+      break;
     default:
-      return err(ErrorCode::kUnsupported, who, ": element type ", elem_type_name(t->elem_type), " is not supported");
+      return err(ErrorCode::kUnsupported, who, ": element type ", elem_type_name(t->elem_type),
+                 " is not supported");
   }
   t->values.clear();
   if (has_raw) {
@@ -227,14 +264,43 @@ Status parse_tensor(const uint8_t* d, size_t n, const std::string& what, Tensor*
       const uint8_t* p = raw + static_cast<size_t>(i) * esize;
       double v = 0;
       switch (et) {
-        case ElemType::kFloat: { float f; std::memcpy(&f, p, 4); v = f; break; }
-        case ElemType::kDouble: { std::memcpy(&v, p, 8); break; }
-        case ElemType::kInt32: { int32_t x; std::memcpy(&x, p, 4); v = x; break; }
-        case ElemType::kInt64: { int64_t x; std::memcpy(&x, p, 8); v = static_cast<double>(x); break; }
-        case ElemType::kUint8: case ElemType::kBool: v = *p; break;
-        case ElemType::kInt8: v = static_cast<int8_t>(*p); break;
-        case ElemType::kFloat16: { uint16_t h; std::memcpy(&h, p, 2); v = half_to_double(h); break; }
-        default: break;
+        case ElemType::kFloat: {
+          float f;
+          std::memcpy(&f, p, 4);
+          v = f;
+          break;
+        }
+        case ElemType::kDouble: {
+          std::memcpy(&v, p, 8);
+          break;
+        }
+        case ElemType::kInt32: {
+          int32_t x;
+          std::memcpy(&x, p, 4);
+          v = x;
+          break;
+        }
+        case ElemType::kInt64: {
+          int64_t x;
+          std::memcpy(&x, p, 8);
+          v = static_cast<double>(x);
+          break;
+        }
+        case ElemType::kUint8:
+        case ElemType::kBool:
+          v = *p;
+          break;
+        case ElemType::kInt8:
+          v = static_cast<int8_t>(*p);
+          break;
+        case ElemType::kFloat16: {
+          uint16_t h;
+          std::memcpy(&h, p, 2);
+          v = half_to_double(h);
+          break;
+        }
+        default:
+          break;
       }
       t->values[static_cast<size_t>(i)] = v;
     }
@@ -246,7 +312,8 @@ Status parse_tensor(const uint8_t* d, size_t n, const std::string& what, Tensor*
     for (int64_t x : ints) t->values.push_back(static_cast<double>(x));
   }
   if (t->values.size() != static_cast<size_t>(numel))
-    return err(ErrorCode::kInvalidProgram, who, ": holds ", t->values.size(), " values, dims ask for ", numel);
+    return err(ErrorCode::kInvalidProgram, who, ": holds ", t->values.size(), " values, dims ask for ",
+               numel);
   return Status::ok();
 }
 
@@ -262,7 +329,10 @@ Status parse_attribute(const uint8_t* d, size_t n, const std::string& what, int 
     const uint8_t* p = nullptr;
     size_t len = 0;
     switch (f) {
-      case 1: VRUN_RETURN_IF_ERROR(r.expect(w, 2, "name")); VRUN_RETURN_IF_ERROR(r.str(&a->name)); break;
+      case 1:
+        VRUN_RETURN_IF_ERROR(r.expect(w, 2, "name"));
+        VRUN_RETURN_IF_ERROR(r.str(&a->name));
+        break;
       case 2: {
         VRUN_RETURN_IF_ERROR(r.expect(w, 5, "f"));
         VRUN_RETURN_IF_ERROR(r.fixed32(&u));
@@ -276,7 +346,10 @@ Status parse_attribute(const uint8_t* d, size_t n, const std::string& what, int 
         VRUN_RETURN_IF_ERROR(r.varint(&v));
         a->i = static_cast<int64_t>(v);
         break;
-      case 4: VRUN_RETURN_IF_ERROR(r.expect(w, 2, "s")); VRUN_RETURN_IF_ERROR(r.str(&a->s)); break;
+      case 4:
+        VRUN_RETURN_IF_ERROR(r.expect(w, 2, "s"));
+        VRUN_RETURN_IF_ERROR(r.str(&a->s));
+        break;
       case 5:
         VRUN_RETURN_IF_ERROR(r.expect(w, 2, "t"));
         VRUN_RETURN_IF_ERROR(r.bytes(&p, &len));
@@ -287,16 +360,22 @@ Status parse_attribute(const uint8_t* d, size_t n, const std::string& what, int 
         VRUN_RETURN_IF_ERROR(r.bytes(&p, &len));
         if (depth >= kMaxDepth) return r.fail("subgraphs nest deeper than " + std::to_string(kMaxDepth));
         a->g = std::make_shared<Graph>();
-        VRUN_RETURN_IF_ERROR(parse_graph(p, len, what + " subgraph '" + a->name + "'", depth + 1, a->g.get()));
+        VRUN_RETURN_IF_ERROR(
+            parse_graph(p, len, what + " subgraph '" + a->name + "'", depth + 1, a->g.get()));
         break;
-      case 7: VRUN_RETURN_IF_ERROR(read_reals<float>(r, w, &a->floats)); break;
-      case 8: VRUN_RETURN_IF_ERROR(read_ints(r, w, &a->ints)); break;
+      case 7:
+        VRUN_RETURN_IF_ERROR(read_reals<float>(r, w, &a->floats));
+        break;
+      case 8:
+        VRUN_RETURN_IF_ERROR(read_ints(r, w, &a->ints));
+        break;
       case 20:
         VRUN_RETURN_IF_ERROR(r.expect(w, 0, "type"));
         VRUN_RETURN_IF_ERROR(r.varint(&v));
         a->type = static_cast<Attribute::Type>(v);
         break;
-      default: VRUN_RETURN_IF_ERROR(r.skip(w));
+      default:
+        VRUN_RETURN_IF_ERROR(r.skip(w));
     }
   }
   return Status::ok();
@@ -312,17 +391,35 @@ Status parse_node(const uint8_t* d, size_t n, const std::string& what, int depth
     const uint8_t* p = nullptr;
     size_t len = 0;
     switch (f) {
-      case 1: VRUN_RETURN_IF_ERROR(r.expect(w, 2, "input")); VRUN_RETURN_IF_ERROR(r.str(&s)); node->inputs.push_back(s); break;
-      case 2: VRUN_RETURN_IF_ERROR(r.expect(w, 2, "output")); VRUN_RETURN_IF_ERROR(r.str(&s)); node->outputs.push_back(s); break;
-      case 3: VRUN_RETURN_IF_ERROR(r.expect(w, 2, "name")); VRUN_RETURN_IF_ERROR(r.str(&node->name)); break;
-      case 4: VRUN_RETURN_IF_ERROR(r.expect(w, 2, "op_type")); VRUN_RETURN_IF_ERROR(r.str(&node->op_type)); break;
+      case 1:
+        VRUN_RETURN_IF_ERROR(r.expect(w, 2, "input"));
+        VRUN_RETURN_IF_ERROR(r.str(&s));
+        node->inputs.push_back(s);
+        break;
+      case 2:
+        VRUN_RETURN_IF_ERROR(r.expect(w, 2, "output"));
+        VRUN_RETURN_IF_ERROR(r.str(&s));
+        node->outputs.push_back(s);
+        break;
+      case 3:
+        VRUN_RETURN_IF_ERROR(r.expect(w, 2, "name"));
+        VRUN_RETURN_IF_ERROR(r.str(&node->name));
+        break;
+      case 4:
+        VRUN_RETURN_IF_ERROR(r.expect(w, 2, "op_type"));
+        VRUN_RETURN_IF_ERROR(r.str(&node->op_type));
+        break;
       case 5:
         VRUN_RETURN_IF_ERROR(r.expect(w, 2, "attribute"));
         VRUN_RETURN_IF_ERROR(r.bytes(&p, &len));
         attrs.emplace_back(p, len);
         break;
-      case 7: VRUN_RETURN_IF_ERROR(r.expect(w, 2, "domain")); VRUN_RETURN_IF_ERROR(r.str(&node->domain)); break;
-      default: VRUN_RETURN_IF_ERROR(r.skip(w));
+      case 7:
+        VRUN_RETURN_IF_ERROR(r.expect(w, 2, "domain"));
+        VRUN_RETURN_IF_ERROR(r.str(&node->domain));
+        break;
+      default:
+        VRUN_RETURN_IF_ERROR(r.skip(w));
     }
   }
   const std::string who = what + " node '" + node->name + "' (" + node->op_type + ")";
@@ -429,7 +526,10 @@ Status parse_graph(const uint8_t* d, size_t n, const std::string& what, int dept
         g->nodes.emplace_back();
         VRUN_RETURN_IF_ERROR(parse_node(p, len, what, depth, &g->nodes.back()));
         break;
-      case 2: VRUN_RETURN_IF_ERROR(r.expect(w, 2, "name")); VRUN_RETURN_IF_ERROR(r.str(&g->name)); break;
+      case 2:
+        VRUN_RETURN_IF_ERROR(r.expect(w, 2, "name"));
+        VRUN_RETURN_IF_ERROR(r.str(&g->name));
+        break;
       case 5:
         g->initializers.emplace_back();
         VRUN_RETURN_IF_ERROR(parse_tensor(p, len, what + " initializer", &g->initializers.back()));
@@ -442,7 +542,8 @@ Status parse_graph(const uint8_t* d, size_t n, const std::string& what, int dept
         g->outputs.emplace_back();
         VRUN_RETURN_IF_ERROR(parse_value_info(p, len, what + " output", &g->outputs.back()));
         break;
-      default: VRUN_RETURN_IF_ERROR(r.skip(w));
+      default:
+        VRUN_RETURN_IF_ERROR(r.skip(w));
     }
   }
   return Status::ok();
@@ -451,9 +552,9 @@ Status parse_graph(const uint8_t* d, size_t n, const std::string& what, int dept
 }  // namespace
 
 const char* elem_type_name(int32_t t) {
-  static const char* names[] = {"undefined", "float", "uint8", "int8", "uint16", "int16", "int32", "int64",
-                                "string", "bool", "float16", "double", "uint32", "uint64", "complex64",
-                                "complex128", "bfloat16"};
+  static const char* names[] = {"undefined", "float",  "uint8",     "int8",       "uint16",  "int16",
+                                "int32",     "int64",  "string",    "bool",       "float16", "double",
+                                "uint32",    "uint64", "complex64", "complex128", "bfloat16"};
   return t >= 0 && t < static_cast<int32_t>(sizeof(names) / sizeof(names[0])) ? names[t] : "unknown";
 }
 
@@ -491,7 +592,10 @@ Result<Model> parse_model(const uint8_t* data, size_t size, const std::string& n
         VRUN_RETURN_IF_ERROR(r.varint(&v));
         m.ir_version = static_cast<int64_t>(v);
         break;
-      case 2: VRUN_RETURN_IF_ERROR(r.expect(w, 2, "producer_name")); VRUN_RETURN_IF_ERROR(r.str(&m.producer)); break;
+      case 2:
+        VRUN_RETURN_IF_ERROR(r.expect(w, 2, "producer_name"));
+        VRUN_RETURN_IF_ERROR(r.str(&m.producer));
+        break;
       case 7:
         VRUN_RETURN_IF_ERROR(r.expect(w, 2, "graph"));
         VRUN_RETURN_IF_ERROR(r.bytes(&p, &len));
@@ -519,11 +623,13 @@ Result<Model> parse_model(const uint8_t* data, size_t size, const std::string& n
         m.opsets[domain] = version;
         break;
       }
-      default: VRUN_RETURN_IF_ERROR(r.skip(w));
+      default:
+        VRUN_RETURN_IF_ERROR(r.skip(w));
     }
   }
   if (!has_graph || m.ir_version == 0)
-    return err(ErrorCode::kInvalidProgram, name, ": not an ONNX model (no ", has_graph ? "ir_version" : "graph", ")");
+    return err(ErrorCode::kInvalidProgram, name, ": not an ONNX model (no ",
+               has_graph ? "ir_version" : "graph", ")");
   return m;
 }
 

@@ -16,7 +16,15 @@ namespace vrun::onnx {
 
 // TensorProto.DataType values vrun reads.
 enum class ElemType : int32_t {
-  kUndefined = 0, kFloat = 1, kUint8 = 2, kInt8 = 3, kInt32 = 6, kInt64 = 7, kBool = 9, kFloat16 = 10, kDouble = 11
+  kUndefined = 0,
+  kFloat = 1,
+  kUint8 = 2,
+  kInt8 = 3,
+  kInt32 = 6,
+  kInt64 = 7,
+  kBool = 9,
+  kFloat16 = 10,
+  kDouble = 11
 };
 const char* elem_type_name(int32_t t);
 
@@ -33,7 +41,17 @@ struct Tensor {
 struct Graph;
 
 struct Attribute {
-  enum class Type { kUndefined = 0, kFloat = 1, kInt = 2, kString = 3, kTensor = 4, kGraph = 5, kFloats = 6, kInts = 7, kStrings = 8 };
+  enum class Type {
+    kUndefined = 0,
+    kFloat = 1,
+    kInt = 2,
+    kString = 3,
+    kTensor = 4,
+    kGraph = 5,
+    kFloats = 6,
+    kInts = 7,
+    kStrings = 8
+  };
   std::string name;
   Type type = Type::kUndefined;
   double f = 0;

@@ -23,7 +23,8 @@ Tensor make(int32_t type, std::vector<int64_t> dims, std::vector<double> values)
 
 std::vector<int64_t> to_ints(const Tensor& t) {
   std::vector<int64_t> v;
-  for (double d : t.values) v.push_back(d >= 9.2e18 ? INT64_MAX : d <= -9.2e18 ? INT64_MIN : static_cast<int64_t>(d));
+  for (double d : t.values)
+    v.push_back(d >= 9.2e18 ? INT64_MAX : d <= -9.2e18 ? INT64_MIN : static_cast<int64_t>(d));
   return v;
 }
 
@@ -33,9 +34,12 @@ std::vector<int64_t> strides_of(const std::vector<int64_t>& dims) {
   return s;
 }
 
-Status bad(const char* m) { return err(ErrorCode::kInvalidProgram, m); }
+Status bad(const char* m) {
+  return err(ErrorCode::kInvalidProgram, m);
+}
 
-Result<Tensor> binary(const Tensor& a, const Tensor& b, int32_t out_type, const std::function<double(double, double)>& f) {
+Result<Tensor> binary(const Tensor& a, const Tensor& b, int32_t out_type,
+                      const std::function<double(double, double)>& f) {
   VRUN_ASSIGN_OR_RETURN(auto dims, broadcast_dims(a.dims, b.dims));
   int64_t n = 1;
   for (int64_t d : dims) n *= d;
@@ -78,7 +82,8 @@ Result<std::vector<int64_t>> broadcast_dims(const std::vector<int64_t>& a, const
   for (size_t i = 0; i < r; ++i) {
     const int64_t x = i < r - a.size() ? 1 : a[i - (r - a.size())];
     const int64_t y = i < r - b.size() ? 1 : b[i - (r - b.size())];
-    if (x != y && x != 1 && y != 1) return err(ErrorCode::kInvalidProgram, "shapes do not broadcast (", x, " vs ", y, ")");
+    if (x != y && x != 1 && y != 1)
+      return err(ErrorCode::kInvalidProgram, "shapes do not broadcast (", x, " vs ", y, ")");
     out[i] = x == 1 ? y : x;
   }
   return out;
@@ -97,7 +102,8 @@ Result<std::vector<Tensor>> fold_node(const Node& node, const std::vector<const 
       if (a.name == "value") return std::vector<Tensor>{a.t};
       if (a.name == "value_float") return std::vector<Tensor>{make(1, {}, {a.f})};
       if (a.name == "value_int") return std::vector<Tensor>{make(7, {}, {static_cast<double>(a.i)})};
-      if (a.name == "value_floats") return std::vector<Tensor>{make(1, {static_cast<int64_t>(a.floats.size())}, a.floats)};
+      if (a.name == "value_floats")
+        return std::vector<Tensor>{make(1, {static_cast<int64_t>(a.floats.size())}, a.floats)};
       if (a.name == "value_ints") {
         std::vector<double> v(a.ints.begin(), a.ints.end());
         return std::vector<Tensor>{make(7, {static_cast<int64_t>(v.size())}, v)};
@@ -107,8 +113,10 @@ Result<std::vector<Tensor>> fold_node(const Node& node, const std::vector<const 
   }
   if (!x && op != "Range") return err(ErrorCode::kInvalidProgram, "input 0 is missing");
   static const std::map<std::string, std::function<double(double, double)>> kBinary = {
-      {"Add", [](double a, double b) { return a + b; }},  {"Sub", [](double a, double b) { return a - b; }},
-      {"Mul", [](double a, double b) { return a * b; }},  {"Div", [](double a, double b) { return a / b; }},
+      {"Add", [](double a, double b) { return a + b; }},
+      {"Sub", [](double a, double b) { return a - b; }},
+      {"Mul", [](double a, double b) { return a * b; }},
+      {"Div", [](double a, double b) { return a / b; }},
       {"Pow", [](double a, double b) { return std::pow(a, b); }},
       {"Max", [](double a, double b) { return std::max(a, b); }},
       {"Min", [](double a, double b) { return std::min(a, b); }},
@@ -121,17 +129,24 @@ Result<std::vector<Tensor>> fold_node(const Node& node, const std::vector<const 
     VRUN_ASSIGN_OR_RETURN(const Tensor* b, need(1));
     const bool cmp = op == "Equal" || op == "Less" || op == "Greater" || op == "And" || op == "Or";
     auto f = it->second;
-    if (op == "Div" && is_int_type(x->elem_type)) f = [](double a, double b) { return b == 0 ? 0.0 : std::trunc(a / b); };
+    if (op == "Div" && is_int_type(x->elem_type))
+      f = [](double a, double b) { return b == 0 ? 0.0 : std::trunc(a / b); };
     VRUN_ASSIGN_OR_RETURN(Tensor t, binary(*x, *b, cmp ? 9 : x->elem_type, f));
     return std::vector<Tensor>{t};
   }
   static const std::map<std::string, std::function<double(double)>> kUnary = {
-      {"Neg", [](double a) { return -a; }},          {"Sqrt", [](double a) { return std::sqrt(a); }},
-      {"Not", [](double a) { return a == 0 ? 1.0 : 0.0; }}, {"Abs", [](double a) { return std::fabs(a); }},
-      {"Identity", [](double a) { return a; }},      {"Floor", [](double a) { return std::floor(a); }},
-      {"Ceil", [](double a) { return std::ceil(a); }}, {"Reciprocal", [](double a) { return 1.0 / a; }},
-      {"Exp", [](double a) { return std::exp(a); }}, {"Relu", [](double a) { return std::max(a, 0.0); }},
-      {"Sigmoid", [](double a) { return 1.0 / (1.0 + std::exp(-a)); }}, {"Tanh", [](double a) { return std::tanh(a); }}};
+      {"Neg", [](double a) { return -a; }},
+      {"Sqrt", [](double a) { return std::sqrt(a); }},
+      {"Not", [](double a) { return a == 0 ? 1.0 : 0.0; }},
+      {"Abs", [](double a) { return std::fabs(a); }},
+      {"Identity", [](double a) { return a; }},
+      {"Floor", [](double a) { return std::floor(a); }},
+      {"Ceil", [](double a) { return std::ceil(a); }},
+      {"Reciprocal", [](double a) { return 1.0 / a; }},
+      {"Exp", [](double a) { return std::exp(a); }},
+      {"Relu", [](double a) { return std::max(a, 0.0); }},
+      {"Sigmoid", [](double a) { return 1.0 / (1.0 + std::exp(-a)); }},
+      {"Tanh", [](double a) { return std::tanh(a); }}};
   if (auto it = kUnary.find(op); it != kUnary.end()) {
     Tensor t = *x;
     for (double& v : t.values) v = it->second(v);
@@ -164,17 +179,21 @@ Result<std::vector<Tensor>> fold_node(const Node& node, const std::vector<const 
     const auto dims = to_ints(*x);
     int64_t n = 1;
     for (int64_t d : dims) {
-      if (d < 0 || (d > 0 && n > (int64_t{1} << 31) / d)) return bad("ConstantOfShape: bad or too large shape");
+      if (d < 0 || (d > 0 && n > (int64_t{1} << 31) / d))
+        return bad("ConstantOfShape: bad or too large shape");
       n *= d;
     }
     const Attribute* a = node.attr("value");
     const double v = a && !a->t.values.empty() ? a->t.values[0] : 0.0;
-    return std::vector<Tensor>{make(a ? a->t.elem_type : 1, dims, std::vector<double>(static_cast<size_t>(n), v))};
+    return std::vector<Tensor>{
+        make(a ? a->t.elem_type : 1, dims, std::vector<double>(static_cast<size_t>(n), v))};
   }
   if (op == "Unsqueeze" || op == "Squeeze") {
     std::vector<int64_t> axes;
-    if (const Attribute* a = node.attr("axes")) axes = a->ints;
-    else if (input(1)) axes = to_ints(*input(1));
+    if (const Attribute* a = node.attr("axes"))
+      axes = a->ints;
+    else if (input(1))
+      axes = to_ints(*input(1));
     Tensor t = *x;
     if (op == "Unsqueeze") {
       const size_t r = x->dims.size() + axes.size();
@@ -186,12 +205,14 @@ Result<std::vector<Tensor>> fold_node(const Node& node, const std::vector<const 
       }
       t.dims.clear();
       size_t k = 0;
-      for (size_t i = 0; i < r; ++i) t.dims.push_back(is_new[i] ? 1 : (k < x->dims.size() ? x->dims[k++] : 1));
+      for (size_t i = 0; i < r; ++i)
+        t.dims.push_back(is_new[i] ? 1 : (k < x->dims.size() ? x->dims[k++] : 1));
     } else {
       std::vector<bool> drop(x->dims.size(), axes.empty());
       for (int64_t a : axes) {
         const int ax = norm_axis(a, x->dims.size());
-        if (ax < 0 || x->dims[static_cast<size_t>(ax)] != 1) return bad("Squeeze: axis out of range or not of size 1");
+        if (ax < 0 || x->dims[static_cast<size_t>(ax)] != 1)
+          return bad("Squeeze: axis out of range or not of size 1");
         drop[static_cast<size_t>(ax)] = true;
       }
       t.dims.clear();
@@ -251,7 +272,8 @@ Result<std::vector<Tensor>> fold_node(const Node& node, const std::vector<const 
         const int64_t chunk = outer ? p->numel() / outer : 0;
         t.values.insert(t.values.end(), p->values.begin() + o * chunk, p->values.begin() + (o + 1) * chunk);
       }
-    if (t.values.size() != static_cast<size_t>(t.numel())) return bad("Concat: inputs differ in their other dims");
+    if (t.values.size() != static_cast<size_t>(t.numel()))
+      return bad("Concat: inputs differ in their other dims");
     return std::vector<Tensor>{t};
   }
   if (op == "Gather") {
@@ -271,7 +293,8 @@ Result<std::vector<Tensor>> fold_node(const Node& node, const std::vector<const 
       for (int64_t j : to_ints(*idx)) {
         if (j < 0) j += n;
         if (j < 0 || j >= n) return bad("Gather: index out of range");
-        for (int64_t k = 0; k < inner; ++k) t.values.push_back(x->values[static_cast<size_t>((o * n + j) * inner + k)]);
+        for (int64_t k = 0; k < inner; ++k)
+          t.values.push_back(x->values[static_cast<size_t>((o * n + j) * inner + k)]);
       }
     return std::vector<Tensor>{t};
   }
@@ -334,7 +357,8 @@ Result<std::vector<Tensor>> fold_node(const Node& node, const std::vector<const 
   if (op == "Transpose") {
     const size_t r = x->dims.size();
     std::vector<int64_t> perm;
-    if (const Attribute* a = node.attr("perm")) perm = a->ints;
+    if (const Attribute* a = node.attr("perm"))
+      perm = a->ints;
     else
       for (size_t i = 0; i < r; ++i) perm.push_back(static_cast<int64_t>(r - 1 - i));
     if (perm.size() != r) return bad("Transpose: perm length differs from rank");
@@ -360,11 +384,13 @@ Result<std::vector<Tensor>> fold_node(const Node& node, const std::vector<const 
     VRUN_ASSIGN_OR_RETURN(const Tensor* s, need(0));
     VRUN_ASSIGN_OR_RETURN(const Tensor* l, need(1));
     VRUN_ASSIGN_OR_RETURN(const Tensor* d, need(2));
-    if (s->values.empty() || l->values.empty() || d->values.empty() || d->values[0] == 0) return bad("Range: bad inputs");
+    if (s->values.empty() || l->values.empty() || d->values.empty() || d->values[0] == 0)
+      return bad("Range: bad inputs");
     const double n = std::max(0.0, std::ceil((l->values[0] - s->values[0]) / d->values[0]));
     if (n > 1 << 24) return bad("Range: too many elements");
     std::vector<double> v;
-    for (int64_t i = 0; i < static_cast<int64_t>(n); ++i) v.push_back(s->values[0] + static_cast<double>(i) * d->values[0]);
+    for (int64_t i = 0; i < static_cast<int64_t>(n); ++i)
+      v.push_back(s->values[0] + static_cast<double>(i) * d->values[0]);
     return std::vector<Tensor>{make(s->elem_type, {static_cast<int64_t>(v.size())}, v)};
   }
   return err(ErrorCode::kUnsupported, "no import-time evaluation");

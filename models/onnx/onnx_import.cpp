@@ -1,9 +1,9 @@
 #include "models/onnx/onnx_import.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <optional>
-#include <cmath>
 #include <set>
 
 #include "models/onnx/onnx_fold.h"
@@ -22,11 +22,26 @@ Val Importer::constant(const Tensor& t, DType dtype) {
   for (size_t i = 0; i < t.values.size(); ++i) {
     const double v = t.values[i];
     switch (dtype) {
-      case DType::f32: { const float f = static_cast<float>(v); std::memcpy(&bytes[i * 4], &f, 4); break; }
-      case DType::i64: { const int64_t x = static_cast<int64_t>(v); std::memcpy(&bytes[i * 8], &x, 8); break; }
-      case DType::i32: { const int32_t x = static_cast<int32_t>(v); std::memcpy(&bytes[i * 4], &x, 4); break; }
-      case DType::bool_: bytes[i] = v != 0; break;
-      default: break;
+      case DType::f32: {
+        const float f = static_cast<float>(v);
+        std::memcpy(&bytes[i * 4], &f, 4);
+        break;
+      }
+      case DType::i64: {
+        const int64_t x = static_cast<int64_t>(v);
+        std::memcpy(&bytes[i * 8], &x, 8);
+        break;
+      }
+      case DType::i32: {
+        const int32_t x = static_cast<int32_t>(v);
+        std::memcpy(&bytes[i * 4], &x, 4);
+        break;
+      }
+      case DType::bool_:
+        bytes[i] = v != 0;
+        break;
+      default:
+        break;
     }
   }
   return mb_.constant(pb_.add_constant_copy(name, dtype, s, bytes.data()));
@@ -54,7 +69,8 @@ Result<Val> Importer::reshape_keep(Val x, const std::vector<int64_t>& out_dims, 
       if (s == static_cast<int>(i)) {
         shape.push_back(0);
       } else {
-        if (inferred) return err(ErrorCode::kUnsupported, "more than one symbolic dim moves; fix dims with --dim");
+        if (inferred)
+          return err(ErrorCode::kUnsupported, "more than one symbolic dim moves; fix dims with --dim");
         inferred = true;
         shape.push_back(-1);
       }
@@ -85,17 +101,22 @@ Status Importer::add_inputs() {
   }
   for (const ValueInfo* vi : inputs) {
     auto dt = dtype_of(vi->elem_type);
-    if (!dt) return err(ErrorCode::kUnsupported, "input '", vi->name, "' has element type ", elem_type_name(vi->elem_type));
+    if (!dt)
+      return err(ErrorCode::kUnsupported, "input '", vi->name, "' has element type ",
+                 elem_type_name(vi->elem_type));
     std::vector<SymExpr> dims;
     for (const Dim& d : vi->dims) {
       if (d.value > 0) {
         dims.emplace_back(d.value);
       } else if (!d.param.empty()) {
         auto it = opts_.dims.find(d.param);
-        if (it != opts_.dims.end() && it->second.first == it->second.second) dims.emplace_back(it->second.first);
-        else dims.push_back(symbols_.at(d.param));
+        if (it != opts_.dims.end() && it->second.first == it->second.second)
+          dims.emplace_back(it->second.first);
+        else
+          dims.push_back(symbols_.at(d.param));
       } else {
-        return err(ErrorCode::kUnsupported, "input '", vi->name, "' has a dim with neither a size nor a name");
+        return err(ErrorCode::kUnsupported, "input '", vi->name,
+                   "' has a dim with neither a size nor a name");
       }
     }
     set(vi->name, mb_.input(vi->name, *dt, dims));
@@ -128,7 +149,15 @@ Status Importer::run_graph(const Graph& g) {
     env_[t.name] = v;
   }
   for (const Node& n : g.nodes) {
-    const Status s = run_node(n);
+    Status s = run_node(n);
+    // The builder keeps its first error and returns invalid values after it: report it here,
+    // at the node that caused it.
+    if (s.is_ok() && !pb_.status().is_ok()) {
+      s = pb_.status();
+      if (!symbols_.empty())
+        s = err(s.code(), s.message(), " (symbolic dims range over [1, ", opts_.default_max,
+                "] unless bounded; --dim NAME=SIZE fixes one)");
+    }
     if (!s.is_ok())
       return err(s.code(), "ONNX node '", n.name, "' (", n.op_type, ", opset ", opset_, "): ", s.message());
   }
@@ -144,17 +173,20 @@ Status Importer::run_node(const Node& n) {
   if (n.op_type == "If") {
     const Value* c = in(n, 0);
     if (!c || !c->known || c->t.values.empty())
-      return err(ErrorCode::kUnsupported,
-                 "If needs a condition known at import; fix the symbolic dims it depends on with --dim NAME=SIZE");
+      return err(
+          ErrorCode::kUnsupported,
+          "If needs a condition known at import; fix the symbolic dims it depends on with --dim NAME=SIZE");
     const Attribute* branch = n.attr(c->t.values[0] != 0 ? "then_branch" : "else_branch");
     if (!branch || !branch->g) return err(ErrorCode::kInvalidProgram, "If lacks its branch subgraph");
     VRUN_RETURN_IF_ERROR(run_graph(*branch->g));
     if (branch->g->outputs.size() != n.outputs.size())
-      return err(ErrorCode::kInvalidProgram, "If branch has ", branch->g->outputs.size(), " outputs, the node ",
-                 n.outputs.size());
+      return err(ErrorCode::kInvalidProgram, "If branch has ", branch->g->outputs.size(),
+                 " outputs, the node ", n.outputs.size());
     for (size_t k = 0; k < n.outputs.size(); ++k) {
       auto it = env_.find(branch->g->outputs[k].name);
-      if (it == env_.end()) return err(ErrorCode::kInvalidProgram, "If branch output '", branch->g->outputs[k].name, "' undefined");
+      if (it == env_.end())
+        return err(ErrorCode::kInvalidProgram, "If branch output '", branch->g->outputs[k].name,
+                   "' undefined");
       env_[n.outputs[k]] = it->second;
     }
     return Status::ok();
@@ -164,7 +196,8 @@ Status Importer::run_node(const Node& n) {
     const Value* x = in(n, 0);
     if (x && !x->known) {
       if (symbolic(x->v))
-        return err(ErrorCode::kUnsupported, "Shape of a value with symbolic dims; fix them with --dim NAME=SIZE");
+        return err(ErrorCode::kUnsupported,
+                   "Shape of a value with symbolic dims; fix them with --dim NAME=SIZE");
       Tensor probe;
       probe.elem_type = 1;
       probe.dims = shape(x->v).vec();
@@ -208,9 +241,11 @@ Result<std::shared_ptr<Program>> Importer::run(const std::string& name) {
   VRUN_RETURN_IF_ERROR(run_graph(model_.graph));
   for (const auto& o : model_.graph.outputs) {
     auto it = env_.find(o.name);
-    if (it == env_.end()) return err(ErrorCode::kInvalidProgram, name, ": graph output '", o.name, "' is never computed");
-    Val v = it->second.known ? constant(it->second.t, is_int_type(it->second.t.elem_type) ? DType::i64 : DType::f32)
-                             : it->second.v;
+    if (it == env_.end())
+      return err(ErrorCode::kInvalidProgram, name, ": graph output '", o.name, "' is never computed");
+    Val v = it->second.known
+                ? constant(it->second.t, is_int_type(it->second.t.elem_type) ? DType::i64 : DType::f32)
+                : it->second.v;
     // An output that is an input or a view gets its own storage.
     v = mb_.op(OpKind::copy, {v});
     mb_.output(v, o.name);
@@ -242,7 +277,8 @@ Status parse_dim_option(const std::string& text, ImportOptions* options) {
     if (lo < 1 || hi < lo || hi > (int64_t{1} << 24)) throw std::out_of_range("range");
     options->dims[name] = {lo, hi};
   } catch (const std::exception&) {
-    return err(ErrorCode::kInvalidArgument, "--dim '", text, "': sizes must be integers with 1 <= MIN <= MAX <= 2^24");
+    return err(ErrorCode::kInvalidArgument, "--dim '", text,
+               "': sizes must be integers with 1 <= MIN <= MAX <= 2^24");
   }
   return Status::ok();
 }

@@ -31,6 +31,7 @@ Result<std::shared_ptr<Program>> import_onnx_model(const Model& model, const std
                                                    const ImportOptions& options = {});
 
 // An .onnx file imported, anything else loaded as a program file (.vrp).
-Result<std::shared_ptr<Program>> load_program_or_onnx(const std::string& path, const ImportOptions& options = {});
+Result<std::shared_ptr<Program>> load_program_or_onnx(const std::string& path,
+                                                      const ImportOptions& options = {});
 
 }  // namespace vrun::onnx

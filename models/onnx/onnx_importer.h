@@ -21,18 +21,25 @@ struct Value {
 
 inline std::optional<DType> dtype_of(int32_t elem_type) {
   switch (static_cast<ElemType>(elem_type)) {
-    case ElemType::kFloat: return DType::f32;
-    case ElemType::kFloat16: return DType::f16;
-    case ElemType::kInt64: return DType::i64;
-    case ElemType::kInt32: return DType::i32;
-    case ElemType::kBool: return DType::bool_;
-    default: return std::nullopt;
+    case ElemType::kFloat:
+      return DType::f32;
+    case ElemType::kFloat16:
+      return DType::f16;
+    case ElemType::kInt64:
+      return DType::i64;
+    case ElemType::kInt32:
+      return DType::i32;
+    case ElemType::kBool:
+      return DType::bool_;
+    default:
+      return std::nullopt;
   }
 }
 
 inline std::vector<int64_t> ints_of(const Tensor& t) {
   std::vector<int64_t> v;
-  for (double d : t.values) v.push_back(d >= 9.2e18 ? INT64_MAX : d <= -9.2e18 ? INT64_MIN : static_cast<int64_t>(d));
+  for (double d : t.values)
+    v.push_back(d >= 9.2e18 ? INT64_MAX : d <= -9.2e18 ? INT64_MIN : static_cast<int64_t>(d));
   return v;
 }
 
@@ -57,7 +64,8 @@ class Importer {
     const Value* v = in(n, k);
     if (!v) return err(ErrorCode::kInvalidProgram, "input ", k, " (", what, ") is missing");
     if (!v->known)
-      return err(ErrorCode::kUnsupported, "input ", k, " (", what, ") must be known at import (an initializer or constant)");
+      return err(ErrorCode::kUnsupported, "input ", k, " (", what,
+                 ") must be known at import (an initializer or constant)");
     return &v->t;
   }
   Result<Val> val_in(const Node& n, size_t k, DType like = DType::f32);

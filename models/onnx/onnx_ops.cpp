@@ -36,7 +36,8 @@ int norm_axis(int64_t axis, int rank) {
 Result<std::vector<int64_t>> spatial_pads(const Node& n, int nd) {
   const std::string auto_pad = attr_s(n, "auto_pad", "NOTSET");
   if (auto_pad != "NOTSET" && auto_pad != "VALID")
-    return err(ErrorCode::kUnsupported, "auto_pad ", auto_pad, " is not supported (export with explicit pads)");
+    return err(ErrorCode::kUnsupported, "auto_pad ", auto_pad,
+               " is not supported (export with explicit pads)");
   std::vector<int64_t> pads = attr_ints(n, "pads", std::vector<int64_t>(static_cast<size_t>(2 * nd), 0));
   if (auto_pad == "VALID") pads.assign(static_cast<size_t>(2 * nd), 0);
   if (pads.size() != static_cast<size_t>(2 * nd))
@@ -59,16 +60,20 @@ Status Importer::map_node(const Node& n) {
   };
   if (n.outputs.empty()) return err(ErrorCode::kInvalidProgram, "node has no outputs");
   auto x_known = [&]() { return in(n, 0) && in(n, 0)->known; };
-  if (x_known() && op != "Concat" && op != "Add" && op != "Mul" && op != "Sub" && op != "Div" && op != "Pow" &&
-      op != "Where" && op != "Equal" && op != "Less" && op != "Greater" && op != "Max" && op != "Min")
+  if (x_known() && op != "Concat" && op != "Add" && op != "Mul" && op != "Sub" && op != "Div" &&
+      op != "Pow" && op != "Where" && op != "Equal" && op != "Less" && op != "Greater" && op != "Max" &&
+      op != "Min")
     return err(ErrorCode::kUnsupported, "cannot be evaluated at import and its first input is a constant");
   VRUN_ASSIGN_OR_RETURN(Val x, val_in(n, 0));
   const int rank = shape(x).rank;
 
   static const std::map<std::string, OpKind> kUnary = {
-      {"Relu", OpKind::relu}, {"Sigmoid", OpKind::sigmoid}, {"Tanh", OpKind::tanh},   {"Exp", OpKind::exp},
-      {"Log", OpKind::log},   {"Sqrt", OpKind::sqrt},       {"Neg", OpKind::neg},     {"Abs", OpKind::abs},
-      {"Erf", OpKind::erf},   {"Reciprocal", OpKind::reciprocal}, {"Sin", OpKind::sin}, {"Cos", OpKind::cos},
+      {"Relu", OpKind::relu},        {"Sigmoid", OpKind::sigmoid},
+      {"Tanh", OpKind::tanh},        {"Exp", OpKind::exp},
+      {"Log", OpKind::log},          {"Sqrt", OpKind::sqrt},
+      {"Neg", OpKind::neg},          {"Abs", OpKind::abs},
+      {"Erf", OpKind::erf},          {"Reciprocal", OpKind::reciprocal},
+      {"Sin", OpKind::sin},          {"Cos", OpKind::cos},
       {"Softplus", OpKind::softplus}};
   if (auto it = kUnary.find(op); it != kUnary.end()) {
     if (op == "Sigmoid") sigmoid_of_[n.outputs[0]] = n.inputs[0];
@@ -82,7 +87,8 @@ Status Importer::map_node(const Node& n) {
     h = mb_.op(OpKind::clamp, {h}, {{"min", 0.0}, {"max", 1.0}}, op == "HardSigmoid" ? n.name : "");
     return out(op == "HardSigmoid" ? h : mb_.op(OpKind::mul, {x, h}, {}, n.name));
   }
-  if (op == "Gelu") return out(mb_.op(OpKind::gelu, {x}, {{"approximate", attr_s(n, "approximate", "none")}}, n.name));
+  if (op == "Gelu")
+    return out(mb_.op(OpKind::gelu, {x}, {{"approximate", attr_s(n, "approximate", "none")}}, n.name));
   if (op == "LeakyRelu") {
     const double a = attr_f(n, "alpha", 0.01);
     Val neg = mb_.op(OpKind::scale, {mb_.op(OpKind::clamp, {x}, {{"max", 0.0}})}, {{"scale", a}});
@@ -106,10 +112,9 @@ Status Importer::map_node(const Node& n) {
     return out(mb_.op(OpKind::clamp, {x}, {{"min", lo}, {"max", hi}}, n.name));
   }
   static const std::map<std::string, OpKind> kBinary = {
-      {"Add", OpKind::add},         {"Sub", OpKind::sub},         {"Mul", OpKind::mul},
-      {"Div", OpKind::div},         {"Pow", OpKind::pow},         {"Max", OpKind::maximum},
-      {"Min", OpKind::minimum},     {"Equal", OpKind::equal},     {"Less", OpKind::less},
-      {"Greater", OpKind::greater}};
+      {"Add", OpKind::add},   {"Sub", OpKind::sub},        {"Mul", OpKind::mul},     {"Div", OpKind::div},
+      {"Pow", OpKind::pow},   {"Max", OpKind::maximum},    {"Min", OpKind::minimum}, {"Equal", OpKind::equal},
+      {"Less", OpKind::less}, {"Greater", OpKind::greater}};
   if (auto it = kBinary.find(op); it != kBinary.end()) {
     const Value* a = in(n, 0);
     const Value* b = in(n, 1);
@@ -119,8 +124,10 @@ Status Importer::map_node(const Node& n) {
     if (op == "Mul" && !a->known && !b->known) {
       auto s0 = sigmoid_of_.find(n.inputs[1]);
       auto s1 = sigmoid_of_.find(n.inputs[0]);
-      if (s0 != sigmoid_of_.end() && s0->second == n.inputs[0]) return out(mb_.op(OpKind::silu, {a->v}, {}, n.name));
-      if (s1 != sigmoid_of_.end() && s1->second == n.inputs[1]) return out(mb_.op(OpKind::silu, {b->v}, {}, n.name));
+      if (s0 != sigmoid_of_.end() && s0->second == n.inputs[0])
+        return out(mb_.op(OpKind::silu, {a->v}, {}, n.name));
+      if (s1 != sigmoid_of_.end() && s1->second == n.inputs[1])
+        return out(mb_.op(OpKind::silu, {b->v}, {}, n.name));
     }
     // Pow with a known scalar exponent.
     if (op == "Pow" && b->known && b->t.numel() == 1) {
@@ -137,7 +144,8 @@ Status Importer::map_node(const Node& n) {
       const Shape ys = shape(a->known ? b->v : a->v);
       bool row = bias.numel() == ys[ys.rank - 1];
       for (size_t d = 0; d + 1 < bias.dims.size(); ++d) row = row && bias.dims[d] == 1;
-      if (li != linears_.end() && uses_[lin] == 1 && row && bias.dims.size() <= static_cast<size_t>(ys.rank)) {
+      if (li != linears_.end() && uses_[lin] == 1 && row &&
+          bias.dims.size() <= static_cast<size_t>(ys.rank)) {
         Tensor b1 = bias;
         b1.dims = {bias.numel()};
         Val bv = constant(b1, DType::f32);
@@ -164,7 +172,8 @@ Status Importer::map_node(const Node& n) {
   if (op == "Conv") {
     VRUN_ASSIGN_OR_RETURN(const Tensor* w, known_in(n, 1, "weight"));
     const int nd = rank - 2;
-    if (nd != 1 && nd != 2) return err(ErrorCode::kUnsupported, "Conv over ", nd, " spatial dims (1 or 2 supported)");
+    if (nd != 1 && nd != 2)
+      return err(ErrorCode::kUnsupported, "Conv over ", nd, " spatial dims (1 or 2 supported)");
     VRUN_ASSIGN_OR_RETURN(auto pads, spatial_pads(n, nd));
     const auto strides = attr_ints(n, "strides", std::vector<int64_t>(static_cast<size_t>(nd), 1));
     const auto dil = attr_ints(n, "dilations", std::vector<int64_t>(static_cast<size_t>(nd), 1));
@@ -178,18 +187,23 @@ Status Importer::map_node(const Node& n) {
     const int64_t groups = attr_i(n, "group", 1);
     if (nd == 1)
       return out(mb_.op(OpKind::conv1d, ins,
-                        {{"stride", strides[0]}, {"dilation", dil[0]}, {"padding", pads}, {"groups", groups}}, n.name));
-    return out(mb_.op(OpKind::conv2d, ins, {{"stride", strides}, {"dilation", dil}, {"padding", pads}, {"groups", groups}},
+                        {{"stride", strides[0]}, {"dilation", dil[0]}, {"padding", pads}, {"groups", groups}},
+                        n.name));
+    return out(mb_.op(OpKind::conv2d, ins,
+                      {{"stride", strides}, {"dilation", dil}, {"padding", pads}, {"groups", groups}},
                       n.name));
   }
   if (op == "MaxPool") {
-    if (rank != 4) return err(ErrorCode::kUnsupported, "MaxPool over ", rank - 2, " spatial dims (2 supported)");
+    if (rank != 4)
+      return err(ErrorCode::kUnsupported, "MaxPool over ", rank - 2, " spatial dims (2 supported)");
     if (n.outputs.size() > 1 && !n.outputs[1].empty())
       return err(ErrorCode::kUnsupported, "MaxPool's Indices output is not supported");
     VRUN_ASSIGN_OR_RETURN(auto pads, spatial_pads(n, 2));
     return out(mb_.op(OpKind::max_pool2d, {x},
-                      {{"kernel", attr_ints(n, "kernel_shape", {})}, {"stride", attr_ints(n, "strides", {1, 1})},
-                       {"padding", pads}, {"dilation", attr_ints(n, "dilations", {1, 1})},
+                      {{"kernel", attr_ints(n, "kernel_shape", {})},
+                       {"stride", attr_ints(n, "strides", {1, 1})},
+                       {"padding", pads},
+                       {"dilation", attr_ints(n, "dilations", {1, 1})},
                        {"ceil_mode", attr_i(n, "ceil_mode", 0)}},
                       n.name));
   }
@@ -206,7 +220,7 @@ Status Importer::map_node(const Node& n) {
       axes = ints_of(*t);
     }
     if (axes.empty() && attr_i(n, "noop_with_empty_axes", 0)) return out(x);
-    const OpKind k = op == "ReduceMean" ? OpKind::reduce_mean
+    const OpKind k = op == "ReduceMean"  ? OpKind::reduce_mean
                      : op == "ReduceSum" ? OpKind::reduce_sum
                      : op == "ReduceMax" ? OpKind::reduce_max
                                          : OpKind::reduce_min;
@@ -217,7 +231,8 @@ Status Importer::map_node(const Node& n) {
     if (opset_ < 13 && norm_axis(axis, rank) != rank - 1)
       return err(ErrorCode::kUnsupported, op, " before opset 13 over axis ", axis, " of a rank-", rank,
                  " input (only the last axis)");
-    return out(mb_.op(op == "Softmax" ? OpKind::softmax : OpKind::log_softmax, {x}, {{"axis", axis}}, n.name));
+    return out(
+        mb_.op(op == "Softmax" ? OpKind::softmax : OpKind::log_softmax, {x}, {{"axis", axis}}, n.name));
   }
   if (op == "BatchNormalization") {
     VRUN_ASSIGN_OR_RETURN(const Tensor* sc, known_in(n, 1, "scale"));
@@ -246,18 +261,21 @@ Status Importer::map_node(const Node& n) {
       w.values.resize(static_cast<size_t>(N * K));
       for (int64_t i = 0; i < N; ++i)
         for (int64_t k = 0; k < K; ++k)
-          w.values[static_cast<size_t>(i * K + k)] = alpha * B.values[static_cast<size_t>(trans ? i * K + k : k * N + i)];
+          w.values[static_cast<size_t>(i * K + k)] =
+              alpha * B.values[static_cast<size_t>(trans ? i * K + k : k * N + i)];
       if (trans || alpha != 1.0) w.name.clear();
       Val wv = constant(w, DType::f32);
       if (op == "Gemm" && in(n, 2)) {
         VRUN_ASSIGN_OR_RETURN(const Tensor* c, known_in(n, 2, "C"));
         if (c->numel() != N && c->numel() != 1)
-          return err(ErrorCode::kUnsupported, "Gemm's C must hold N (", N, ") values or one, got ", c->numel());
+          return err(ErrorCode::kUnsupported, "Gemm's C must hold N (", N, ") values or one, got ",
+                     c->numel());
         Tensor bias;
         bias.elem_type = 1;
         bias.dims = {N};
         const double beta = attr_f(n, "beta", 1.0);
-        for (int64_t i = 0; i < N; ++i) bias.values.push_back(beta * c->values[c->numel() == 1 ? 0 : static_cast<size_t>(i)]);
+        for (int64_t i = 0; i < N; ++i)
+          bias.values.push_back(beta * c->values[c->numel() == 1 ? 0 : static_cast<size_t>(i)]);
         return out(mb_.op(OpKind::linear, {x, wv, constant(bias, DType::f32)}, {}, n.name));
       }
       linears_[n.outputs[0]] = {x, wv};
@@ -292,9 +310,11 @@ Status Importer::map_node(const Node& n) {
       (d < ax ? a : b) *= xs[d];
       (d < ax ? sym_a : sym_b) = (d < ax ? sym_a : sym_b) || sym[static_cast<size_t>(d)];
     }
-    if (sym_a && sym_b) return err(ErrorCode::kUnsupported, "Flatten merges symbolic dims on both sides; fix them with --dim");
+    if (sym_a && sym_b)
+      return err(ErrorCode::kUnsupported, "Flatten merges symbolic dims on both sides; fix them with --dim");
     if (sym_a && !(ax == 1)) return err(ErrorCode::kUnsupported, "Flatten of several symbolic leading dims");
-    return out(mb_.op(OpKind::reshape, {x}, {{"shape", std::vector<int64_t>{sym_a ? 0 : a, sym_a ? b : -1}}}, n.name));
+    return out(mb_.op(OpKind::reshape, {x}, {{"shape", std::vector<int64_t>{sym_a ? 0 : a, sym_a ? b : -1}}},
+                      n.name));
   }
   if (op == "Squeeze") {
     std::vector<int64_t> axes = attr_ints(n, "axes", {});
@@ -375,10 +395,12 @@ Status Importer::map_node(const Node& n) {
       const int64_t parts = attr_i(n, "num_outputs", static_cast<int64_t>(n.outputs.size()));
       if (parts < 1) return err(ErrorCode::kInvalidProgram, "Split into ", parts, " parts");
       const int64_t each = (dim + parts - 1) / parts;
-      for (int64_t p = 0, left = dim; p < parts; ++p, left -= each) sizes.push_back(std::min(each, std::max<int64_t>(left, 0)));
+      for (int64_t p = 0, left = dim; p < parts; ++p, left -= each)
+        sizes.push_back(std::min(each, std::max<int64_t>(left, 0)));
     }
     if (sizes.size() != n.outputs.size())
-      return err(ErrorCode::kInvalidProgram, "Split gives ", sizes.size(), " sizes for ", n.outputs.size(), " outputs");
+      return err(ErrorCode::kInvalidProgram, "Split gives ", sizes.size(), " sizes for ", n.outputs.size(),
+                 " outputs");
     auto parts = mb_.op_n(OpKind::split, {x}, {{"axis", ax}, {"sizes", sizes}}, n.name);
     for (size_t k = 0; k < parts.size() && k < n.outputs.size(); ++k) set(n.outputs[k], parts[k]);
     return Status::ok();
@@ -388,7 +410,8 @@ Status Importer::map_node(const Node& n) {
     VRUN_ASSIGN_OR_RETURN(const Tensor* idx, known_in(n, 1, "indices"));
     const int ax = norm_axis(attr_i(n, "axis", 0), rank);
     if (ax < 0) return err(ErrorCode::kInvalidProgram, "axis out of range");
-    if (mb_.symbolic_dims(x)[static_cast<size_t>(ax)]) return err(ErrorCode::kUnsupported, "Gather along a symbolic dim");
+    if (mb_.symbolic_dims(x)[static_cast<size_t>(ax)])
+      return err(ErrorCode::kUnsupported, "Gather along a symbolic dim");
     const int64_t dim = shape(x)[ax];
     std::vector<int64_t> ids = ints_of(*idx);
     for (int64_t& i : ids) {
@@ -398,9 +421,11 @@ Status Importer::map_node(const Node& n) {
     if (idx->dims.empty()) return out(mb_.op(OpKind::select, {x}, {{"axis", ax}, {"index", ids[0]}}, n.name));
     bool consecutive = idx->dims.size() == 1 && !ids.empty();
     for (size_t i = 1; i < ids.size(); ++i) consecutive = consecutive && ids[i] == ids[i - 1] + 1;
-    if (!consecutive) return err(ErrorCode::kUnsupported, "Gather of non-consecutive indices from a method value");
+    if (!consecutive)
+      return err(ErrorCode::kUnsupported, "Gather of non-consecutive indices from a method value");
     return out(mb_.op(OpKind::slice, {x},
-                      {{"axis", ax}, {"start", ids[0]}, {"end", ids.back() + 1}, {"step", int64_t{1}}}, n.name));
+                      {{"axis", ax}, {"start", ids[0]}, {"end", ids.back() + 1}, {"step", int64_t{1}}},
+                      n.name));
   }
   if (op == "Slice") {
     VRUN_ASSIGN_OR_RETURN(const Tensor* st, known_in(n, 1, "starts"));
@@ -427,7 +452,8 @@ Status Importer::map_node(const Node& n) {
     for (size_t k = 0; k < axes.size(); ++k) {
       const int d = norm_axis(axes[k], rank);
       if (d < 0) return err(ErrorCode::kInvalidProgram, "axis ", axes[k], " out of range");
-      if (steps[k] < 1) return err(ErrorCode::kUnsupported, "Slice with step ", steps[k], " (only positive steps)");
+      if (steps[k] < 1)
+        return err(ErrorCode::kUnsupported, "Slice with step ", steps[k], " (only positive steps)");
       int64_t s = starts[k], e = ends[k];
       if ((s < 0 || (e < 0 && e != INT64_MIN)) && sym[static_cast<size_t>(d)])
         return err(ErrorCode::kUnsupported, "Slice from the end of a symbolic dim; fix it with --dim");
@@ -466,7 +492,8 @@ Status Importer::map_node(const Node& n) {
       for (int d = 0; d < rank; ++d) axes.push_back(d);
     }
     if (pads.size() != 2 * axes.size())
-      return err(ErrorCode::kInvalidProgram, "pads holds ", pads.size(), " values for ", axes.size(), " axes");
+      return err(ErrorCode::kInvalidProgram, "pads holds ", pads.size(), " values for ", axes.size(),
+                 " axes");
     std::vector<int64_t> before(static_cast<size_t>(rank), 0), after(static_cast<size_t>(rank), 0);
     for (size_t k = 0; k < axes.size(); ++k) {
       const int d = norm_axis(axes[k], rank);
@@ -513,9 +540,10 @@ Status Importer::map_node(const Node& n) {
     int64_t f[4];
     for (int d = 0; d < 4; ++d) {
       f[d] = static_cast<int64_t>(std::lround(scales[static_cast<size_t>(d)]));
-      if (f[d] < 1 || std::fabs(scales[static_cast<size_t>(d)] - static_cast<double>(f[d])) > 1e-6 || (d < 2 && f[d] != 1))
-        return err(ErrorCode::kUnsupported, op, " by scales [", scales[0], ", ", scales[1], ", ", scales[2], ", ",
-                   scales[3], "]: only whole-number factors on H and W");
+      if (f[d] < 1 || std::fabs(scales[static_cast<size_t>(d)] - static_cast<double>(f[d])) > 1e-6 ||
+          (d < 2 && f[d] != 1))
+        return err(ErrorCode::kUnsupported, op, " by scales [", scales[0], ", ", scales[1], ", ", scales[2],
+                   ", ", scales[3], "]: only whole-number factors on H and W");
     }
     // Each pixel repeated f times: a broadcast view, made dense, seen as the larger image.
     VRUN_ASSIGN_OR_RETURN(Val v6, reshape_keep(x, {xs[0], xs[1], xs[2], 1, xs[3], 1}, {0, 1, 2, -1, 3, -1}));
@@ -547,7 +575,8 @@ Status Importer::map_node(const Node& n) {
           t.values.push_back(v[static_cast<size_t>(offset + order[g] * H * cols + r)]);
       return t;
     };
-    Val wih = constant(regate(W->values, I, 0), DType::f32), whh = constant(regate(R->values, H, 0), DType::f32);
+    Val wih = constant(regate(W->values, I, 0), DType::f32),
+        whh = constant(regate(R->values, H, 0), DType::f32);
     Val bih, bhh;
     if (in(n, 3)) {
       VRUN_ASSIGN_OR_RETURN(const Tensor* B, known_in(n, 3, "B"));
@@ -563,7 +592,8 @@ Status Importer::map_node(const Node& n) {
         z.elem_type = 1;
         z.dims = {xs[1], H};
         z.values.assign(static_cast<size_t>(xs[1] * H), 0.0);
-        if (mb_.symbolic_dims(x)[1]) return err(ErrorCode::kUnsupported, "LSTM: a symbolic batch needs initial_h and initial_c");
+        if (mb_.symbolic_dims(x)[1])
+          return err(ErrorCode::kUnsupported, "LSTM: a symbolic batch needs initial_h and initial_c");
         return constant(z, DType::f32);
       }
       VRUN_ASSIGN_OR_RETURN(Val s, val_in(n, k));
@@ -573,11 +603,13 @@ Status Importer::map_node(const Node& n) {
     VRUN_ASSIGN_OR_RETURN(Val c0, state(6));
     Val xb = mb_.op(OpKind::permute, {x}, {{"perm", std::vector<int64_t>{1, 0, 2}}});
     auto ys = mb_.op_n(OpKind::lstm, {xb, h0, c0, wih, whh, bih, bhh}, {}, n.name);
-    if (ys.size() != 3) return pb_.status().is_ok() ? err(ErrorCode::kInternal, "LSTM: expected 3 outputs") : pb_.status();
+    if (ys.size() != 3)
+      return pb_.status().is_ok() ? err(ErrorCode::kInternal, "LSTM: expected 3 outputs") : pb_.status();
     // Y [T, 1, B, H], Y_h and Y_c [1, B, H].
     if (n.outputs.size() > 0 && !n.outputs[0].empty()) {
       Val y = mb_.op(OpKind::permute, {ys[0]}, {{"perm", std::vector<int64_t>{1, 0, 2}}});
-      VRUN_ASSIGN_OR_RETURN(Val y4, reshape_keep(mb_.op(OpKind::copy, {y}), {xs[0], 1, xs[1], H}, {0, -1, 1, -1}));
+      VRUN_ASSIGN_OR_RETURN(Val y4,
+                            reshape_keep(mb_.op(OpKind::copy, {y}), {xs[0], 1, xs[1], H}, {0, -1, 1, -1}));
       set(n.outputs[0], y4);
     }
     for (size_t k = 1; k < 3 && k < n.outputs.size(); ++k) {

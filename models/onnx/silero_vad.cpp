@@ -19,9 +19,11 @@ Result<std::unique_ptr<SileroVad>> SileroVad::load(const std::string& path, Back
     if (std::find(vad->input_order_.begin(), vad->input_order_.end(), want) == vad->input_order_.end())
       return err(ErrorCode::kInvalidArgument, path, ": not a Silero VAD model (no input '", want,
                  "'; use silero_vad_16k_op15.onnx from the silero-vad package)");
-  if (m->outputs.size() != 2) return err(ErrorCode::kInvalidArgument, path, ": a Silero VAD model has 2 outputs");
+  if (m->outputs.size() != 2)
+    return err(ErrorCode::kInvalidArgument, path, ": a Silero VAD model has 2 outputs");
   for (int k = 0; k < 2; ++k)
-    if (m->values[static_cast<size_t>(m->outputs[static_cast<size_t>(k)])].name == "stateN") vad->state_index_ = k;
+    if (m->values[static_cast<size_t>(m->outputs[static_cast<size_t>(k)])].name == "stateN")
+      vad->state_index_ = k;
   vad->prob_index_ = 1 - vad->state_index_;
   ExecutorOptions eo;
   eo.backend = backend;
@@ -49,7 +51,8 @@ Result<std::vector<float>> SileroVad::probabilities(const float* samples, int64_
     const TensorView& p = outs[static_cast<size_t>(prob_index_)];
     const TensorView& s = outs[static_cast<size_t>(state_index_)];
     if (p.numel() != 1 || s.numel() != 2 * 128 || p.dtype != DType::f32 || !s.is_contiguous())
-      return err(ErrorCode::kInvalidProgram, "Silero VAD: unexpected outputs ", p.shape.str(), " and ", s.shape.str());
+      return err(ErrorCode::kInvalidProgram, "Silero VAD: unexpected outputs ", p.shape.str(), " and ",
+                 s.shape.str());
     probs.push_back(*static_cast<const float*>(p.data));
     std::memcpy(state.data(), s.data, state.size() * sizeof(float));
   }

@@ -15,7 +15,8 @@ namespace vrun::onnx {
 class SileroVad {
  public:
   static constexpr int kWindow = 512, kContext = 64, kSampleRate = 16000;
-  static Result<std::unique_ptr<SileroVad>> load(const std::string& path, BackendKind backend = BackendKind::kCpu);
+  static Result<std::unique_ptr<SileroVad>> load(const std::string& path,
+                                                 BackendKind backend = BackendKind::kCpu);
   // One probability per window; the last window is zero-padded.
   Result<std::vector<float>> probabilities(const float* samples, int64_t n);
 

@@ -33,8 +33,8 @@ double relative_error(const std::string& got_path, const std::string& want_path)
 
 TEST(CliRun, WritesEachOutputAsNpy) {
   const std::string out = ::testing::TempDir() + "/vrun_run_yolo";
-  const auto r = run_vrun("run -m " + kDir + "yolo_tiny.onnx --input images=" + kDir + "yolo_tiny.images.npy -o " + out +
-                              " --backend cpu",
+  const auto r = run_vrun("run -m " + kDir + "yolo_tiny.onnx --input images=" + kDir +
+                              "yolo_tiny.images.npy -o " + out + " --backend cpu",
                           "run_yolo");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(contains(r.out, "p3: f32 [1, 12, 16, 16]")) << r.out;
@@ -43,7 +43,8 @@ TEST(CliRun, WritesEachOutputAsNpy) {
 }
 
 TEST(CliRun, ExportedProgramGivesTheSameOutputs) {
-  const std::string vrp = ::testing::TempDir() + "/vrun_seed.vrp", out = ::testing::TempDir() + "/vrun_run_seed";
+  const std::string vrp = ::testing::TempDir() + "/vrun_seed.vrp",
+                    out = ::testing::TempDir() + "/vrun_run_seed";
   ASSERT_EQ(run_vrun("export -m " + kDir + "seed.onnx -o " + vrp, "export_seed").exit_code, 0);
   const auto r = run_vrun("run -m " + vrp + " --input x=" + kDir + "seed.x.npy -o " + out, "run_seed_vrp");
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -69,8 +70,8 @@ TEST(CliInfo, ShowsTheSplitAndForcingAnOpToTheCpuKeepsTheResult) {
   ASSERT_EQ(setenv("VRUN_CPU_OPS", "conv2d,concat", 1), 0);
   r = run_vrun("info -m " + kDir + "yolo_tiny.onnx --backend vulkan --nodes", "info_yolo_forced");
   const std::string out = ::testing::TempDir() + "/vrun_run_forced";
-  const auto run = run_vrun("run -m " + kDir + "yolo_tiny.onnx --input images=" + kDir + "yolo_tiny.images.npy -o " + out +
-                                " --backend vulkan",
+  const auto run = run_vrun("run -m " + kDir + "yolo_tiny.onnx --input images=" + kDir +
+                                "yolo_tiny.images.npy -o " + out + " --backend vulkan",
                             "run_yolo_forced");
   unsetenv("VRUN_CPU_OPS");
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -96,9 +96,15 @@ std::set<std::string> backends_of(const RunOutcome& r, const std::string& op) {
   return s;
 }
 
-TEST(OnnxModels, SeedModelOnTheCpu) { check_model(kSeed, BackendKind::kCpu); }
-TEST(OnnxModels, MobileNetV3SmallOnTheCpu) { check_model(kMobileNet, BackendKind::kCpu); }
-TEST(OnnxModels, YoloStyleDetectorOnTheCpu) { check_model(kYolo, BackendKind::kCpu); }
+TEST(OnnxModels, SeedModelOnTheCpu) {
+  check_model(kSeed, BackendKind::kCpu);
+}
+TEST(OnnxModels, MobileNetV3SmallOnTheCpu) {
+  check_model(kMobileNet, BackendKind::kCpu);
+}
+TEST(OnnxModels, YoloStyleDetectorOnTheCpu) {
+  check_model(kYolo, BackendKind::kCpu);
+}
 
 TEST(OnnxModels, SeedModelOnVulkan) {
   const RunOutcome r = check_model(kSeed, BackendKind::kVulkan);

@@ -30,7 +30,9 @@ std::vector<float> long_pause_audio() {
   return x;
 }
 
-std::vector<float> synthetic_audio() { return load("espeak.wav"); }
+std::vector<float> synthetic_audio() {
+  return load("espeak.wav");
+}
 
 std::vector<float> floats(const std::string& npy) {
   auto t = onnx::read_npy_tensor(kDir + npy);
@@ -134,12 +136,15 @@ TEST(SpeechSpans, LongPauseMapsBackToTheOriginalTime) {
   const auto spans = vad::speech_spans(*p, static_cast<int64_t>(audio.size()));
   ASSERT_EQ(spans.size(), 2u);
   const vad::TimeMap map(spans, 16000);
-  const std::vector<float> gathered = vad::gather_spans(audio.data(), static_cast<int64_t>(audio.size()), spans);
+  const std::vector<float> gathered =
+      vad::gather_spans(audio.data(), static_cast<int64_t>(audio.size()), spans);
   EXPECT_LT(gathered.size(), audio.size() / 5);
   // Where speech resumes in the gathered audio: the first sample loud enough after span 1.
   const int64_t joint = spans[0].end - spans[0].start;
   int64_t onset = joint;
-  while (onset < static_cast<int64_t>(gathered.size()) && std::fabs(gathered[static_cast<size_t>(onset)]) < 0.02f) ++onset;
+  while (onset < static_cast<int64_t>(gathered.size()) &&
+         std::fabs(gathered[static_cast<size_t>(onset)]) < 0.02f)
+    ++onset;
   const double t = map.to_original(static_cast<double>(onset) / 16000);
   EXPECT_NEAR(t, 67.1, 0.5);
   // A recogniser's segment for the second utterance that starts a little before the joint (as
@@ -152,7 +157,8 @@ TEST(SpeechSpans, LongPauseMapsBackToTheOriginalTime) {
   EXPECT_NEAR(s0, 0.0, 1e-9);
   EXPECT_NEAR(e0, 7.0, 1e-9);
   // Span ends map to the end of the first utterance, not into the pause.
-  EXPECT_NEAR(map.to_original(static_cast<double>(joint) / 16000, true), static_cast<double>(spans[0].end) / 16000, 1e-3);
+  EXPECT_NEAR(map.to_original(static_cast<double>(joint) / 16000, true),
+              static_cast<double>(spans[0].end) / 16000, 1e-3);
   EXPECT_NEAR(map.to_original(1.0), 1.0, 1e-9);
 }
 

@@ -131,8 +131,10 @@ double TimeMap::to_original(double seconds, bool is_end) const {
   const int64_t sample = static_cast<int64_t>(seconds * sample_rate_);
   size_t k;
   auto it = std::upper_bound(gathered_end_.begin(), gathered_end_.end(), sample);
-  if (is_end && it != gathered_end_.begin() && *(it - 1) == sample) k = static_cast<size_t>(it - gathered_end_.begin() - 1);
-  else k = std::min(static_cast<size_t>(it - gathered_end_.begin()), gathered_end_.size() - 1);
+  if (is_end && it != gathered_end_.begin() && *(it - 1) == sample)
+    k = static_cast<size_t>(it - gathered_end_.begin() - 1);
+  else
+    k = std::min(static_cast<size_t>(it - gathered_end_.begin()), gathered_end_.size() - 1);
   return seconds + static_cast<double>(skipped_[k]) / sample_rate_;
 }
 

@@ -12,13 +12,13 @@
 namespace vrun::vad {
 
 struct SpanOptions {
-  float threshold = 0.5f;        // a window at or above this is speech
-  float neg_threshold = -1;      // below this speech ends; < 0: max(threshold - 0.15, 0.01)
-  int min_speech_ms = 250;       // shorter spans are dropped
+  float threshold = 0.5f;    // a window at or above this is speech
+  float neg_threshold = -1;  // below this speech ends; < 0: max(threshold - 0.15, 0.01)
+  int min_speech_ms = 250;   // shorter spans are dropped
   double max_speech_s = std::numeric_limits<double>::infinity();  // longer spans are cut
-  int min_silence_ms = 2000;     // a pause must last this long to end a span
-  int speech_pad_ms = 400;       // each span grows by this much on both sides
-  int window = 512;              // samples per probability
+  int min_silence_ms = 2000;                                      // a pause must last this long to end a span
+  int speech_pad_ms = 400;  // each span grows by this much on both sides
+  int window = 512;         // samples per probability
   int sample_rate = 16000;
 };
 
@@ -28,7 +28,8 @@ struct Span {
 };
 
 // The spans of speech in `total_samples` samples given one probability per window.
-std::vector<Span> speech_spans(const std::vector<float>& probs, int64_t total_samples, const SpanOptions& o = {});
+std::vector<Span> speech_spans(const std::vector<float>& probs, int64_t total_samples,
+                               const SpanOptions& o = {});
 
 // The spans' samples one after another: what is transcribed instead of the whole audio.
 std::vector<float> gather_spans(const float* samples, int64_t n, const std::vector<Span>& spans);
