@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "apps/serve/engines.h"
+#include "models/registry/families.h"
 
 namespace vrun::serve {
 namespace {
@@ -22,13 +23,6 @@ Result<std::unique_ptr<llama::LlamaRunner>> load_llama(const ModelSpec& spec) {
   lo.threads = spec.threads;
   lo.context = spec.context;
   return llama::LlamaRunner::load(spec.path, lo);
-}
-
-Result<std::unique_ptr<whisper::WhisperRunner>> load_whisper(const ModelSpec& spec) {
-  whisper::RunnerOptions ro;
-  ro.backend = spec.backend;
-  ro.threads = spec.threads;
-  return whisper::WhisperRunner::load(spec.path, ro);
 }
 
 // The decoding `vrun transcribe` does by default: greedy at the first temperature, then
@@ -51,12 +45,6 @@ void attach_text(ServedModel& m, Metrics& metrics, int max_pending) {
                                             max_pending, metrics);
 }
 
-void attach_speech(ServedModel& m, SpeechEngine::Transcribe fn, Metrics& metrics, int max_pending) {
-  m.kind = ModelKind::kSpeech;
-  m.scheduler = std::make_unique<Scheduler>(
-      m.id, std::make_unique<SpeechEngine>(m.id, std::move(fn), metrics), max_pending, metrics);
-}
-
 }  // namespace
 
 Result<std::unique_ptr<ServedModel>> load_model(const ModelSpec& spec, Metrics& metrics) {
@@ -68,55 +56,36 @@ Result<std::unique_ptr<ServedModel>> load_model(const ModelSpec& spec, Metrics& 
   m->created =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
           .count();
-  const std::string ext = std::filesystem::path(spec.path).extension().string();
-  if (ext == ".gguf") {
+  // The family decides, found once (models/registry).
+  VRUN_ASSIGN_OR_RETURN(models::Detected d, models::detect(spec.path));
+  if (d.family->task == models::Task::kTextGeneration) {
     VRUN_ASSIGN_OR_RETURN(m->llama, load_llama(spec));
     attach_text(*m, metrics, spec.max_pending);
     return m;
   }
-#if VRUN_PARAKEET
-  if (parakeet::is_parakeet_checkpoint(spec.path)) {
-    parakeet::RunnerOptions po;
-    po.backend = spec.backend;
-    po.threads = spec.threads;
-    VRUN_ASSIGN_OR_RETURN(m->parakeet, parakeet::ParakeetRunner::load(spec.path, po));
-    m->device = m->parakeet->device_description();
-    parakeet::ParakeetRunner* r = m->parakeet.get();
-    parakeet::TranscribeOptions o;
-    o.word_timestamps = true;
-    auto one = [r, o](std::span<const float> samples, const SpeechOptions&) {
-      return r->transcribe(samples, o);
-    };
+  if (d.family->task != models::Task::kSpeechRecognition)
+    return err(ErrorCode::kInvalidArgument, spec.path, ": a ", d.family->name, " model; vrun serve serves text and speech models");
+  speech::LoadOptions lo;
+  lo.backend = spec.backend;
+  lo.threads = spec.threads;
+  VRUN_ASSIGN_OR_RETURN(m->speech, speech::load(spec.path, lo));
+  m->device = m->speech->device_description();
+  speech::Recognizer* r = m->speech.get();
+  auto one = [r](std::span<const float> samples, const SpeechOptions& s) {
+    speech::Options o;
+    o.whisper = whisper_options(s);
+    return r->transcribe(samples, o);
+  };
+  SpeechEngine::TranscribeBatch batch;
+  int max_batch = 1;
+  if (r->family() == "parakeet") {
     // Requests queued together share batched encoder calls (the CLI's --batch-size 4).
-    auto batch = [r, o](const std::vector<std::span<const float>>& files) {
-      return r->transcribe_batch(files, o);
-    };
-    m->kind = ModelKind::kSpeech;
-    m->scheduler = std::make_unique<Scheduler>(
-        m->id, std::make_unique<SpeechEngine>(m->id, one, metrics, batch, kParakeetBatch), spec.max_pending,
-        metrics);
-    return m;
+    batch = [r](const std::vector<std::span<const float>>& files) { return r->transcribe_many(files, speech::Options{}); };
+    max_batch = kParakeetBatch;
   }
-#endif
-  auto w = load_whisper(spec);
-  if (w.is_ok()) {
-    m->whisper = std::move(*w);
-    m->device = m->whisper->device_description();
-    whisper::WhisperRunner* r = m->whisper.get();
-    attach_speech(
-        *m,
-        [r](std::span<const float> samples, const SpeechOptions& s) {
-          return r->transcribe(samples, whisper_options(s));
-        },
-        metrics, spec.max_pending);
-    return m;
-  }
-  auto l = load_llama(spec);
-  if (!l.is_ok())
-    return err(ErrorCode::kInvalidArgument, spec.path, ": neither a speech model (", w.status().message(),
-               ") nor a text model (", l.status().message(), ")");
-  m->llama = std::move(*l);
-  attach_text(*m, metrics, spec.max_pending);
+  m->kind = ModelKind::kSpeech;
+  m->scheduler = std::make_unique<Scheduler>(
+      m->id, std::make_unique<SpeechEngine>(m->id, one, metrics, batch, max_batch), spec.max_pending, metrics);
   return m;
 }
 

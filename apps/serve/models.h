@@ -10,10 +10,7 @@
 #include "apps/llama/llama_runner.h"
 #include "apps/serve/metrics.h"
 #include "apps/serve/scheduler.h"
-#include "apps/whisper/whisper_runner.h"
-#if VRUN_PARAKEET
-#include "apps/parakeet/parakeet_runner.h"
-#endif
+#include "apps/speech/speech_recognizer.h"
 
 namespace vrun::serve {
 
@@ -35,10 +32,7 @@ struct ServedModel {
   std::string device;
   std::unique_ptr<llama::LlamaRunner> llama;
   tok::ChatFormat chat_format;
-  std::unique_ptr<whisper::WhisperRunner> whisper;
-#if VRUN_PARAKEET
-  std::unique_ptr<parakeet::ParakeetRunner> parakeet;
-#endif
+  std::unique_ptr<speech::Recognizer> speech;
   // Last: destroyed first, so the worker stops before the runner it drives goes away.
   std::unique_ptr<Scheduler> scheduler;
 };
