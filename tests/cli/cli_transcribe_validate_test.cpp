@@ -1,5 +1,6 @@
 // `vrun transcribe` checks its command before the model loads: every case below names a model that
 // does not exist, so a message about the option (not about the model) shows the check came first.
+#include <algorithm>
 #include <filesystem>
 
 #include "cli_test_util.h"
@@ -82,6 +83,28 @@ TEST(CliTranscribeValidate, UnwritableOutputFolderFailsFirst) {
   const CliRun r = run_vrun("transcribe " + kNoModel + " -o txt --output-dir /proc/vrun-no " + wav, "tv_outdir");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(contains(r.err, "vrun transcribe: --output-dir /proc/vrun-no: not writable")) << r.err;
+}
+
+// With the real tiny.en (when cached): the transcript file is written whole, no temporary file is left,
+// and its text is the one printed on stdout.
+TEST(CliTranscribeValidate, TranscriptIsWrittenWholeWithNoTemporaryLeft) {
+  const char* home = std::getenv("HOME");
+  const std::string model = home ? std::string(home) + "/.cache/vrun/models/whisper-tiny.en" : "";
+  const std::string speech = "/usr/share/pocketsphinx/test/data/librivox/sense_and_sensibility_01_austen_64kb-0870.wav";
+  if (!std::filesystem::exists(model) || !std::filesystem::exists(speech)) GTEST_SKIP() << "tiny.en or the speech sample missing";
+  const std::string out = ::testing::TempDir() + "/vrun_tv_atomic";
+  std::filesystem::remove_all(out);
+  const CliRun r = run_vrun("transcribe -m " + model + " --no-timestamps -o txt --output-dir " + out + " " + speech, "tv_atomic");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string txt = slurp(out + "/sense_and_sensibility_01_austen_64kb-0870.txt");
+  EXPECT_FALSE(txt.empty());
+  EXPECT_TRUE(contains(r.out, txt.substr(0, std::min<size_t>(txt.size(), 40)))) << r.out << " vs " << txt;
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(out)) {
+    ++files;
+    EXPECT_FALSE(contains(e.path().filename().string(), ".tmp")) << e.path();
+  }
+  EXPECT_EQ(files, 1);
 }
 
 }  // namespace
