@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
+#include <sstream>
 #include <span>
 #include <string>
 #include <vector>
@@ -47,6 +49,76 @@ struct TranscribeArgs {
   std::string vad_model;
 };
 
+// Everything that can be checked without the model, so a bad command fails before the load: option
+// ranges (the message names the option and what it accepts), inputs that exist and are readable, an output
+// folder that takes a file, and transcript names that do not collide. Two inputs with the same file stem
+// would write the same transcript, so they are refused, naming both.
+Status validate_transcribe(const TranscribeArgs& a, const std::vector<std::string>& formats) {
+  const auto range = [](const char* option, const std::string& accepted, double got) {
+    std::ostringstream os;
+    os << got;
+    return err(ErrorCode::kInvalidArgument, option, " must be ", accepted, ", got ", os.str());
+  };
+  if (a.raw_rate < 0) return range("--rate", "> 0", a.raw_rate);  // 0, the default, reads file headers
+  if (a.raw_channels < 1 || a.raw_channels > 64) return range("--channels", "in 1..64", a.raw_channels);
+  if (a.beam_size < 1) return range("--beam-size", ">= 1", a.beam_size);
+  if (a.best_of < 1) return range("--best-of", ">= 1", a.best_of);
+  if (a.batch_size < 1) return range("--batch-size", ">= 1", a.batch_size);
+  if (!(a.temperature >= 0 && a.temperature <= 1)) return range("--temperature", "in [0, 1]", a.temperature);
+  if (!(a.temperature_increment > 0)) return range("--temperature-increment", "> 0", a.temperature_increment);
+  if (!(a.patience > 0)) return range("--patience", "> 0", a.patience);
+  if (a.run.threads < 0) return range("-t/--threads", ">= 0", a.run.threads);
+  if (a.attention != "full" && a.attention != "local")
+    return err(ErrorCode::kInvalidArgument, "--attention must be full or local, got '", a.attention, "'");
+  if (a.task != "transcribe" && a.task != "translate")
+    return err(ErrorCode::kInvalidArgument, "--task must be transcribe or translate, got '", a.task, "'");
+  if (a.audio.empty()) return err(ErrorCode::kInvalidArgument, "no audio given");
+  std::map<std::string, std::string> by_stem;
+  for (const auto& path : a.audio) {
+    if (path == "-") continue;
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec))
+      return err(ErrorCode::kNotFound, path, ": ", std::filesystem::exists(path, ec) ? "not a file" : "no such file");
+    if (access(path.c_str(), R_OK) != 0) return err(ErrorCode::kIo, path, ": not readable");
+  }
+  if (!formats.empty()) {
+    for (const auto& path : a.audio) {
+      const std::string stem = path == "-" ? "stdin" : std::filesystem::path(path).stem().string();
+      auto [it, fresh] = by_stem.emplace(stem, path);
+      if (!fresh)
+        return err(ErrorCode::kInvalidArgument, it->second, " and ", path, " would both write ", stem,
+                   ".* under --output-dir; transcribe them in separate runs or rename one");
+    }
+    std::error_code ec;
+    std::filesystem::create_directories(a.output_dir, ec);
+    const std::string probe = (std::filesystem::path(a.output_dir) / (".vrun-write-test-" + std::to_string(getpid()))).string();
+    std::FILE* f = std::fopen(probe.c_str(), "wb");
+    if (!f) return err(ErrorCode::kIo, "--output-dir ", a.output_dir, ": not writable");
+    std::fclose(f);
+    std::remove(probe.c_str());
+  }
+  return Status::ok();
+}
+
+// Writes a file whole or not at all: a temporary file in the same folder, then a rename over the name.
+Status write_atomically(const std::string& out, const std::string& text) {
+  const std::string tmp = out + ".tmp-" + std::to_string(getpid());
+  {
+    std::ofstream o(tmp, std::ios::binary);
+    if (!o || !(o << text) || !o.flush()) {
+      std::remove(tmp.c_str());
+      return err(ErrorCode::kIo, out, ": cannot write");
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, out, ec);
+  if (ec) {
+    std::remove(tmp.c_str());
+    return err(ErrorCode::kIo, out, ": cannot write (", ec.message(), ")");
+  }
+  return Status::ok();
+}
+
 int run_transcribe(const TranscribeArgs& a) {
   using Clock = std::chrono::steady_clock;
   auto backend = parse_backend_kind(a.run.backend);
@@ -55,10 +127,7 @@ int run_transcribe(const TranscribeArgs& a) {
   for (const auto& f : formats)
     if (f != "txt" && f != "srt" && f != "vtt" && f != "tsv" && f != "json")
       return fail("transcribe", "-o: unknown format '" + f + "' (txt, srt, vtt, tsv, json)");
-  if (a.beam_size < 1 || a.best_of < 1) return fail("transcribe", "--beam-size and --best-of must be at least 1");
-  if (a.batch_size < 1) return fail("transcribe", "--batch-size must be at least 1, got " + std::to_string(a.batch_size));
-  if (a.temperature < 0 || a.temperature > 1 || a.temperature_increment <= 0)
-    return fail("transcribe", "--temperature must be in [0, 1] and --temperature-increment positive");
+  if (auto st = validate_transcribe(a, formats); !st.is_ok()) return fail("transcribe", st.message());
   whisper::TranscribeOptions opts;
   opts.timestamps = !a.no_timestamps;
   opts.language = a.language;
@@ -116,6 +185,8 @@ int run_transcribe(const TranscribeArgs& a) {
     if (!r.is_ok()) return fail("transcribe", r.status().message());
     whisper_runner = std::move(*r);
     for (const auto& note : whisper_runner->notes()) std::fprintf(stderr, "vrun: %s\n", note.c_str());
+    // Language and task against the model, before any audio is read.
+    if (auto st = whisper_runner->check_options(opts); !st.is_ok()) return fail("transcribe", st.message());
     if (a.batch_size > 1)
       std::fprintf(stderr, "vrun: --batch-size applies to Parakeet models; Whisper transcribes the files one after another\n");
     if (a.attention != "full") std::fprintf(stderr, "vrun: --attention applies to Parakeet models; Whisper attends to its whole window\n");
@@ -161,9 +232,8 @@ int run_transcribe(const TranscribeArgs& a) {
       std::error_code ec;
       std::filesystem::create_directories(a.output_dir, ec);
       const std::string out = (std::filesystem::path(a.output_dir) / (stem + "." + f)).string();
-      std::ofstream o(out, std::ios::binary);
-      if (!o || !(o << *text)) {
-        std::fprintf(stderr, "vrun transcribe: %s: cannot write\n", out.c_str());
+      if (auto st = write_atomically(out, *text); !st.is_ok()) {
+        std::fprintf(stderr, "vrun transcribe: %s\n", st.message().c_str());
         return false;
       }
       std::fprintf(stderr, "vrun: wrote %s\n", out.c_str());
@@ -273,6 +343,10 @@ const CommandRegistrar kRegistrar("transcribe", "Transcribe speech with a Whispe
       "first on --prompt. The default is greedy (faster-whisper's own default is --beam-size 5).\n"
       "Parakeet (NeMo FastConformer TDT/CTC) models decode greedily as NeMo does, with word times;\n"
       "the Whisper decoding options do not apply to them.\n"
+      "The command is checked before the model loads: option ranges, that every input exists and is\n"
+      "readable, that --output-dir takes a file, and that no two inputs write the same transcript\n"
+      "(inputs with the same file name are refused, naming both). Transcripts are written whole or not at\n"
+      "all (a temporary file, then a rename). See docs/archive.md.\n"
       "Examples:\n"
       "  vrun transcribe -m ~/.cache/vrun/models/whisper-tiny.en talk.wav\n"
       "  vrun transcribe -m MODEL -o srt,json --output-dir out --word-timestamps a.wav b.flac\n"
