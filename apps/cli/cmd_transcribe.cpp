@@ -21,12 +21,9 @@
 
 #if VRUN_WHISPER && VRUN_PREPROCESS
 #include "apps/common/transcript/writers.h"
-#include "apps/whisper/whisper_runner.h"
+#include "apps/speech/speech_recognizer.h"
 #include "preprocess/audio_loader.h"
 #include "runtime/base/strings.h"
-#if VRUN_PARAKEET
-#include "apps/parakeet/parakeet_runner.h"
-#endif
 
 namespace vrun::cli {
 namespace {
@@ -119,8 +116,205 @@ Status write_atomically(const std::string& out, const std::string& text) {
   return Status::ok();
 }
 
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// The command line's decoding options, for whichever family the model is.
+speech::Options speech_options(const TranscribeArgs& a) {
+  speech::Options o;
+  whisper::TranscribeOptions& w = o.whisper;
+  w.timestamps = !a.no_timestamps;
+  w.language = a.language;
+  w.task = a.task;
+  w.beam_size = a.beam_size;
+  w.best_of = a.best_of;
+  w.patience = a.patience;
+  w.length_penalty = a.length_penalty;
+  w.seed = a.seed;
+  w.temperatures = {a.temperature};
+  // openai-whisper's CLI: the start temperature, then steps of the increment up to 1.0.
+  if (!a.no_fallback)
+    for (double t = a.temperature + a.temperature_increment; t <= 1.0 + 1e-6; t += a.temperature_increment) w.temperatures.push_back(t);
+  w.compression_ratio_threshold = a.compression_ratio_threshold;
+  w.logprob_threshold = a.logprob_threshold;
+  w.no_speech_threshold = a.no_speech_threshold;
+  w.condition_on_previous_text = !a.no_condition;
+  w.initial_prompt = a.prompt;
+  w.word_timestamps = a.word_timestamps;
+  o.local_attention = a.attention == "local";
+  return o;
+}
+
+// The model through the speech interface (its family found once), its notes, and what the options
+// ask of it checked before any audio is read.
+Result<std::unique_ptr<speech::Recognizer>> load_recognizer(const TranscribeArgs& a, BackendKind backend, const speech::Options& o) {
+  const auto t0 = Clock::now();
+  bool sampling = false;
+  for (double t : o.whisper.temperatures) sampling = sampling || t > 0;
+  speech::LoadOptions lo;
+  lo.backend = backend;
+  lo.threads = a.run.threads;
+  lo.decode_batch = std::max(a.beam_size, sampling ? a.best_of : 1);
+  VRUN_ASSIGN_OR_RETURN(auto r, speech::load(a.model, lo));
+  for (const auto& note : r->notes()) std::fprintf(stderr, "vrun: %s\n", note.c_str());
+  std::vector<std::string> ignored;
+  VRUN_RETURN_IF_ERROR(r->check(o, &ignored));
+  if (a.batch_size > 1 && r->family() != "parakeet")
+    ignored.push_back("--batch-size applies to Parakeet models; Whisper transcribes the files one after another");
+  for (const auto& w : ignored) std::fprintf(stderr, "vrun: %s\n", w.c_str());
+  std::fprintf(stderr, "vrun: loaded %s in %.2f s on %s\n", a.model.c_str(), seconds_since(t0), r->device_description().c_str());
+  return r;
+}
+
+// What a finished file leaves: its segments on stdout (as they come), a stats line, transcript files.
+class Output {
+ public:
+  Output(const TranscribeArgs& a, std::vector<std::string> formats) : a_(a), formats_(std::move(formats)) {}
+
+  void segment(const transcript::Segment& s) const {
+    if (!a_.no_timestamps)
+      std::printf("[%s --> %s] %s\n", transcript::format_timestamp(s.start).c_str(), transcript::format_timestamp(s.end).c_str(),
+                  s.text.c_str());
+    else
+      std::printf("%s\n", s.text.c_str());
+    std::fflush(stdout);
+  }
+
+  // Stats line and transcript files of one file; false when a file cannot be written.
+  bool finish(const std::string& path, const transcript::Transcript& t, double wall) const {
+    const auto& st = t.stats;
+    if (t.language_probability < 1.0)
+      std::fprintf(stderr, "vrun: %s: detected language %s (p = %.2f)\n", path.c_str(), t.language.c_str(), t.language_probability);
+    char words[48] = "";
+    if (a_.word_timestamps) std::snprintf(words, sizeof words, ", words %.2f s", st.align_s);
+    std::fprintf(stderr, "vrun: %s: audio %.2f s, wall %.2f s, RTFx %.1f (mel %.2f s, encode %.2f s, decode %.2f s%s; %d windows, %d tokens)\n",
+                 path.c_str(), st.audio_s, wall, wall > 0 ? st.audio_s / wall : 0.0, st.features_s, st.encode_s, st.decode_s, words,
+                 st.windows, st.tokens);
+    const std::string stem = path == "-" ? "stdin" : std::filesystem::path(path).stem().string();
+    for (const auto& f : formats_) {
+      auto text = transcript::render_transcript(t, f, path);
+      if (!text.is_ok()) {
+        std::fprintf(stderr, "vrun transcribe: %s\n", text.status().message().c_str());
+        return false;
+      }
+      std::error_code ec;
+      std::filesystem::create_directories(a_.output_dir, ec);
+      const std::string out = (std::filesystem::path(a_.output_dir) / (stem + "." + f)).string();
+      if (auto s = write_atomically(out, *text); !s.is_ok()) {
+        std::fprintf(stderr, "vrun transcribe: %s\n", s.message().c_str());
+        return false;
+      }
+      std::fprintf(stderr, "vrun: wrote %s\n", out.c_str());
+    }
+    return true;
+  }
+
+ private:
+  const TranscribeArgs& a_;
+  std::vector<std::string> formats_;
+};
+
+// Groups of --batch-size files (Parakeet): their encoder chunks share batched encoder calls, then
+// each file is printed in turn, the same as alone. Returns the number of files that failed, or -1
+// when a transcript could not be written.
+int transcribe_in_groups(const TranscribeArgs& a, speech::Recognizer& r, const speech::Options& o, const preprocess::LoadOptions& load,
+                         const Output& out) {
+  int failures = 0;
+  for (size_t g = 0; g < a.audio.size(); g += static_cast<size_t>(a.batch_size)) {
+    const auto t0 = Clock::now();
+    std::vector<std::string> paths;
+    std::vector<std::vector<float>> samples;
+    for (size_t k = g; k < std::min(a.audio.size(), g + static_cast<size_t>(a.batch_size)); ++k) {
+      auto audio = preprocess::load_audio(a.audio[k], load);
+      if (!audio.is_ok()) {
+        std::fprintf(stderr, "vrun transcribe: %s\n", audio.status().message().c_str());
+        ++failures;
+        continue;
+      }
+      paths.push_back(a.audio[k]);
+      samples.push_back(std::move(audio->samples));
+    }
+    if (paths.empty()) continue;
+    std::vector<std::span<const float>> spans(samples.begin(), samples.end());
+    auto ts = r.transcribe_many(spans, o);
+    if (!ts.is_ok()) {
+      for (const auto& p : paths) std::fprintf(stderr, "vrun transcribe: %s: %s\n", p.c_str(), ts.status().message().c_str());
+      failures += static_cast<int>(paths.size());
+      continue;
+    }
+    const double wall = seconds_since(t0);
+    std::fprintf(stderr, "vrun: %zu files in %.2f s\n", paths.size(), wall);
+    double total_audio = 0;
+    for (const auto& t : *ts) total_audio += t.stats.audio_s;
+    for (size_t k = 0; k < paths.size(); ++k) {
+      if (a.audio.size() > 1) std::printf("# %s\n", paths[k].c_str());
+      for (const auto& seg : (*ts)[k].segments) out.segment(seg);
+      // The group's wall time, shared by audio length (the encoder calls served all files).
+      const double share = total_audio > 0 ? (*ts)[k].stats.audio_s / total_audio : 1.0 / static_cast<double>(paths.size());
+      if (!out.finish(paths[k], (*ts)[k], wall * share)) return -1;
+    }
+  }
+  return failures;
+}
+
+// One file: --vad's cut, a progress line for audio over 30 s, segments as they come. False with
+// *fatal set when the run must stop (a VAD model that does not load, a transcript not written).
+bool transcribe_file(const TranscribeArgs& a, const std::string& path, speech::Recognizer& r, const speech::Options& o,
+                     const preprocess::LoadOptions& load, const Output& out, bool* fatal) {
+  const auto t0 = Clock::now();
+  auto audio = preprocess::load_audio(path, load);
+  if (!audio.is_ok()) {
+    std::fprintf(stderr, "vrun transcribe: %s\n", audio.status().message().c_str());
+    return false;
+  }
+  if (a.audio.size() > 1) std::printf("# %s\n", path.c_str());
+  SpeechOnly speech;  // --vad: the speech alone, and how its times map back
+  if (a.vad) {
+    auto cut = keep_speech(audio->samples, a.vad_model);
+    if (!cut.is_ok()) {
+      fail("transcribe", cut.status().to_string());
+      *fatal = true;
+      return false;
+    }
+    std::fprintf(stderr, "vrun: %s: --vad kept %zu spans, %.1f s of %.1f s\n", path.c_str(), cut->spans.size(),
+                 static_cast<double>(cut->samples.size()) / 16000.0, static_cast<double>(audio->samples.size()) / 16000.0);
+    speech = std::move(*cut);
+    audio->samples = speech.samples;
+  }
+  const double audio_s = static_cast<double>(audio->samples.size()) / 16000.0;
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  const bool show_progress = (a.progress || tty) && audio_s > 30.0;
+  bool progress_shown = false;
+  auto progress = [&](double done_s) {
+    if (!show_progress) return;
+    const double wall = seconds_since(t0);
+    // On a terminal one line rewritten in place; elsewhere (--progress into a file) a line each.
+    std::fprintf(stderr, tty ? "\rvrun: %5.1f%% of %.1f s, RTFx %.1f " : "vrun: %5.1f%% of %.1f s, RTFx %.1f\n",
+                 100.0 * std::min(1.0, done_s / audio_s), audio_s, wall > 0 ? done_s / wall : 0.0);
+    std::fflush(stderr);
+    progress_shown = true;
+  };
+  auto transcript = r.transcribe(audio->samples, o, [&](const transcript::Segment& s) {
+    if (progress_shown && tty) std::fputs("\r\033[K", stderr);  // the segment takes the progress line's place
+    transcript::Segment mapped = s;
+    if (a.vad) map_to_original(&mapped, speech.map);
+    out.segment(mapped);
+  }, progress);
+  if (progress_shown && tty) std::fputc('\n', stderr);
+  if (!transcript.is_ok()) {
+    std::fprintf(stderr, "vrun transcribe: %s: %s\n", path.c_str(), transcript.status().message().c_str());
+    return false;
+  }
+  if (a.vad)
+    for (auto& seg : transcript->segments) map_to_original(&seg, speech.map);
+  if (!out.finish(path, *transcript, seconds_since(t0))) {
+    *fatal = true;
+    return false;
+  }
+  return true;
+}
+
 int run_transcribe(const TranscribeArgs& a) {
-  using Clock = std::chrono::steady_clock;
   auto backend = parse_backend_kind(a.run.backend);
   if (!backend.is_ok()) return fail("transcribe", backend.status().message());
   const std::vector<std::string> formats = split_nonempty(a.formats, ',');
@@ -128,205 +322,27 @@ int run_transcribe(const TranscribeArgs& a) {
     if (f != "txt" && f != "srt" && f != "vtt" && f != "tsv" && f != "json")
       return fail("transcribe", "-o: unknown format '" + f + "' (txt, srt, vtt, tsv, json)");
   if (auto st = validate_transcribe(a, formats); !st.is_ok()) return fail("transcribe", st.message());
-  whisper::TranscribeOptions opts;
-  opts.timestamps = !a.no_timestamps;
-  opts.language = a.language;
-  opts.task = a.task;
-  opts.beam_size = a.beam_size;
-  opts.best_of = a.best_of;
-  opts.patience = a.patience;
-  opts.length_penalty = a.length_penalty;
-  opts.seed = a.seed;
-  opts.temperatures = {a.temperature};
-  // openai-whisper's CLI: the start temperature, then steps of the increment up to 1.0.
-  if (!a.no_fallback)
-    for (double t = a.temperature + a.temperature_increment; t <= 1.0 + 1e-6; t += a.temperature_increment) opts.temperatures.push_back(t);
-  opts.compression_ratio_threshold = a.compression_ratio_threshold;
-  opts.logprob_threshold = a.logprob_threshold;
-  opts.no_speech_threshold = a.no_speech_threshold;
-  opts.condition_on_previous_text = !a.no_condition;
-  opts.initial_prompt = a.prompt;
-  opts.word_timestamps = a.word_timestamps;
-  bool sampling = false;
-  for (double t : opts.temperatures) sampling = sampling || t > 0;
-  const auto t_load = Clock::now();
-  // One transcription function whichever runner the checkpoint needs.
-  using OnSegment = std::function<void(const transcript::Segment&)>;
-  using OnProgress = std::function<void(double)>;
-  std::function<Result<transcript::Transcript>(std::span<const float>, const OnSegment&, const OnProgress&)> transcribe;
-  std::string device;
-  std::unique_ptr<whisper::WhisperRunner> whisper_runner;
-#if VRUN_PARAKEET
-  std::unique_ptr<parakeet::ParakeetRunner> parakeet_runner;
-  parakeet::TranscribeOptions popts;
-  if (parakeet::is_parakeet_checkpoint(a.model)) {
-    if (a.language != "auto" && a.language != "en")
-      std::fprintf(stderr, "vrun: -l %s ignored: Parakeet models transcribe the language they were trained on\n", a.language.c_str());
-    parakeet::RunnerOptions po;
-    po.backend = *backend;
-    po.threads = a.run.threads;
-    auto r = parakeet::ParakeetRunner::load(a.model, po);
-    if (!r.is_ok()) return fail("transcribe", r.status().message());
-    parakeet_runner = std::move(*r);
-    device = parakeet_runner->device_description();
-    popts.word_timestamps = true;
-    popts.local_attention = a.attention == "local";
-    transcribe = [&](std::span<const float> samples, const OnSegment& seg, const OnProgress& prog) {
-      return parakeet_runner->transcribe(samples, popts, seg, prog);
-    };
-  }
-#endif
-  if (!transcribe) {
-    whisper::RunnerOptions ro;
-    ro.backend = *backend;
-    ro.threads = a.run.threads;
-    ro.decode_batch = std::max(a.beam_size, sampling ? a.best_of : 1);
-    auto r = whisper::WhisperRunner::load(a.model, ro);
-    if (!r.is_ok()) return fail("transcribe", r.status().message());
-    whisper_runner = std::move(*r);
-    for (const auto& note : whisper_runner->notes()) std::fprintf(stderr, "vrun: %s\n", note.c_str());
-    // Language and task against the model, before any audio is read.
-    if (auto st = whisper_runner->check_options(opts); !st.is_ok()) return fail("transcribe", st.message());
-    if (a.batch_size > 1)
-      std::fprintf(stderr, "vrun: --batch-size applies to Parakeet models; Whisper transcribes the files one after another\n");
-    if (a.attention != "full") std::fprintf(stderr, "vrun: --attention applies to Parakeet models; Whisper attends to its whole window\n");
-    device = whisper_runner->device_description();
-    transcribe = [&](std::span<const float> samples, const OnSegment& seg, const OnProgress& prog) {
-      return whisper_runner->transcribe(samples, opts, seg, prog);
-    };
-  }
-  std::fprintf(stderr, "vrun: loaded %s in %.2f s on %s\n", a.model.c_str(),
-               std::chrono::duration<double>(Clock::now() - t_load).count(), device.c_str());
   preprocess::LoadOptions load;
   if (a.raw_rate > 0) {
     auto enc = preprocess::parse_raw_encoding(a.raw_encoding);
     if (!enc) return fail("transcribe", enc.status().message());
     load.raw = preprocess::RawFormat{a.raw_rate, a.raw_channels, *enc, false};
   }
-  int failures = 0;
-  auto print_segment = [&](const transcript::Segment& s) {
-    if (opts.timestamps)
-      std::printf("[%s --> %s] %s\n", transcript::format_timestamp(s.start).c_str(), transcript::format_timestamp(s.end).c_str(),
-                  s.text.c_str());
-    else
-      std::printf("%s\n", s.text.c_str());
-    std::fflush(stdout);
-  };
-  // Stats line and transcript files of one file; false when a file cannot be written.
-  auto finish = [&](const std::string& path, const transcript::Transcript& t, double wall) -> bool {
-    const auto& st = t.stats;
-    if (t.language_probability < 1.0)
-      std::fprintf(stderr, "vrun: %s: detected language %s (p = %.2f)\n", path.c_str(), t.language.c_str(), t.language_probability);
-    char words[48] = "";
-    if (opts.word_timestamps) std::snprintf(words, sizeof words, ", words %.2f s", st.align_s);
-    std::fprintf(stderr, "vrun: %s: audio %.2f s, wall %.2f s, RTFx %.1f (mel %.2f s, encode %.2f s, decode %.2f s%s; %d windows, %d tokens)\n",
-                 path.c_str(), st.audio_s, wall, wall > 0 ? st.audio_s / wall : 0.0, st.features_s, st.encode_s, st.decode_s, words,
-                 st.windows, st.tokens);
-    const std::string stem = path == "-" ? "stdin" : std::filesystem::path(path).stem().string();
-    for (const auto& f : formats) {
-      auto text = transcript::render_transcript(t, f, path);
-      if (!text.is_ok()) {
-        std::fprintf(stderr, "vrun transcribe: %s\n", text.status().message().c_str());
-        return false;
-      }
-      std::error_code ec;
-      std::filesystem::create_directories(a.output_dir, ec);
-      const std::string out = (std::filesystem::path(a.output_dir) / (stem + "." + f)).string();
-      if (auto st = write_atomically(out, *text); !st.is_ok()) {
-        std::fprintf(stderr, "vrun transcribe: %s\n", st.message().c_str());
-        return false;
-      }
-      std::fprintf(stderr, "vrun: wrote %s\n", out.c_str());
-    }
-    return true;
-  };
-#if VRUN_PARAKEET
-  if (parakeet_runner && a.batch_size > 1 && !a.vad) {
-    // Groups of --batch-size files: their encoder chunks share batched encoder calls, then each
-    // file is decoded and printed in turn.
-    for (size_t g = 0; g < a.audio.size(); g += static_cast<size_t>(a.batch_size)) {
-      const auto t0 = Clock::now();
-      std::vector<std::string> paths;
-      std::vector<std::vector<float>> samples;
-      for (size_t k = g; k < std::min(a.audio.size(), g + static_cast<size_t>(a.batch_size)); ++k) {
-        auto audio = preprocess::load_audio(a.audio[k], load);
-        if (!audio.is_ok()) {
-          std::fprintf(stderr, "vrun transcribe: %s\n", audio.status().message().c_str());
-          ++failures;
-          continue;
-        }
-        paths.push_back(a.audio[k]);
-        samples.push_back(std::move(audio->samples));
-      }
-      if (paths.empty()) continue;
-      std::vector<std::span<const float>> spans(samples.begin(), samples.end());
-      auto ts = parakeet_runner->transcribe_batch(spans, popts);
-      if (!ts.is_ok()) {
-        for (const auto& p : paths) std::fprintf(stderr, "vrun transcribe: %s: %s\n", p.c_str(), ts.status().message().c_str());
-        failures += static_cast<int>(paths.size());
-        continue;
-      }
-      const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
-      std::fprintf(stderr, "vrun: %zu files in %.2f s\n", paths.size(), wall);
-      double total_audio = 0;
-      for (const auto& t : *ts) total_audio += t.stats.audio_s;
-      for (size_t k = 0; k < paths.size(); ++k) {
-        if (a.audio.size() > 1) std::printf("# %s\n", paths[k].c_str());
-        for (const auto& seg : (*ts)[k].segments) print_segment(seg);
-        // The group's wall time, shared by audio length (the encoder calls served all files).
-        const double share = total_audio > 0 ? (*ts)[k].stats.audio_s / total_audio : 1.0 / static_cast<double>(paths.size());
-        if (!finish(paths[k], (*ts)[k], wall * share)) return 1;
-      }
-    }
-    return failures ? 1 : 0;
+  const speech::Options o = speech_options(a);
+  auto r = load_recognizer(a, *backend, o);
+  if (!r.is_ok()) return fail("transcribe", r.status().message());
+  const Output out(a, formats);
+  if ((*r)->family() == "parakeet" && a.batch_size > 1 && !a.vad) {
+    const int failures = transcribe_in_groups(a, **r, o, load, out);
+    return failures == 0 ? 0 : 1;
   }
-#endif
+  int failures = 0;
   for (const auto& path : a.audio) {
-    const auto t0 = Clock::now();
-    auto audio = preprocess::load_audio(path, load);
-    if (!audio.is_ok()) {
-      std::fprintf(stderr, "vrun transcribe: %s\n", audio.status().message().c_str());
+    bool fatal = false;
+    if (!transcribe_file(a, path, **r, o, load, out, &fatal)) {
+      if (fatal) return 1;
       ++failures;
-      continue;
     }
-    if (a.audio.size() > 1) std::printf("# %s\n", path.c_str());
-    SpeechOnly speech;  // --vad: the speech alone, and how its times map back
-    if (a.vad) {
-      auto cut = keep_speech(audio->samples, a.vad_model);
-      if (!cut.is_ok()) return fail("transcribe", cut.status().to_string());
-      std::fprintf(stderr, "vrun: %s: --vad kept %zu spans, %.1f s of %.1f s\n", path.c_str(), cut->spans.size(),
-                   static_cast<double>(cut->samples.size()) / 16000.0, static_cast<double>(audio->samples.size()) / 16000.0);
-      speech = std::move(*cut);
-      audio->samples = speech.samples;
-    }
-    const double audio_s = static_cast<double>(audio->samples.size()) / 16000.0;
-    const bool tty = isatty(STDERR_FILENO) != 0;
-    const bool show_progress = (a.progress || tty) && audio_s > 30.0;
-    bool progress_shown = false;
-    auto progress = [&](double done_s) {
-      if (!show_progress) return;
-      const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
-      // On a terminal one line rewritten in place; elsewhere (--progress into a file) a line each.
-      std::fprintf(stderr, tty ? "\rvrun: %5.1f%% of %.1f s, RTFx %.1f " : "vrun: %5.1f%% of %.1f s, RTFx %.1f\n",
-                   100.0 * std::min(1.0, done_s / audio_s), audio_s, wall > 0 ? done_s / wall : 0.0);
-      std::fflush(stderr);
-      progress_shown = true;
-    };
-    auto transcript = transcribe(audio->samples, [&](const transcript::Segment& s) {
-      if (progress_shown && tty) std::fputs("\r\033[K", stderr);  // the segment takes the progress line's place
-      transcript::Segment mapped = s;
-      if (a.vad) map_to_original(&mapped, speech.map);
-      print_segment(mapped);
-    }, progress);
-    if (progress_shown && tty) std::fputc('\n', stderr);
-    if (!transcript.is_ok()) {
-      std::fprintf(stderr, "vrun transcribe: %s: %s\n", path.c_str(), transcript.status().message().c_str());
-      ++failures;
-      continue;
-    }
-    if (a.vad)
-      for (auto& seg : transcript->segments) map_to_original(&seg, speech.map);
-    if (!finish(path, *transcript, std::chrono::duration<double>(Clock::now() - t0).count())) return 1;
   }
   return failures ? 1 : 0;
 }
