@@ -160,4 +160,15 @@ TEST(FuzzRegression, TokenizerJsonNegativeAddedTokenId) {
   EXPECT_NE(t.status().message().find("token id -5 is out of range"), std::string::npos) << t.status().message();
 }
 
+// A tiktoken rank file whose one line names rank 99999999: the vocabulary was sized from it,
+// gigabytes for a few hundred bytes (libFuzzer's malloc limit stopped it).
+TEST(FuzzRegression, TiktokenRankFarPastTheLines) {
+  auto t = vrun::tok::load_tokenizer_file(kDir + "/tokenizer_model/tiktoken_rank_far_past_the_lines.model");
+  ASSERT_FALSE(t.is_ok());
+  EXPECT_NE(t.status().message().find("lines (ranks are distinct, one a line)"), std::string::npos) << t.status().message();
+  auto one = vrun::tok::load_tiktoken_ranks("QQ== 99999999\n", "tokenizer.model");
+  ASSERT_FALSE(one.is_ok());
+  EXPECT_NE(one.status().message().find("rank 99999999"), std::string::npos) << one.status().message();
+}
+
 }  // namespace
