@@ -17,7 +17,7 @@
 
 #include "preprocess/features.h"
 #include "preprocess/stft_mel.h"
-#include "runtime/status.h"
+#include "runtime/base/status.h"
 
 namespace vrun::preprocess {
 

@@ -6,7 +6,7 @@
 #include <span>
 #include <vector>
 
-#include "runtime/status.h"
+#include "runtime/base/status.h"
 
 namespace vrun::preprocess {
 

@@ -1,6 +1,6 @@
 #include "preprocess/stft_mel.h"
 
-#include "runtime/thread_pool.h"
+#include "runtime/base/thread_pool.h"
 
 #include <fftw3.h>
 

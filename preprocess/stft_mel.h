@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "preprocess/mel_filterbank.h"
-#include "runtime/status.h"
+#include "runtime/base/status.h"
 
 namespace vrun::preprocess {
 

@@ -9,10 +9,11 @@
 #include <map>
 #include <optional>
 
-#include "kernels/cpu/cpu_kernel.h"
-#include "kernels/shape_infer.h"
-#include "kernels/views.h"
-#include "runtime/mapped_file.h"
+#include "kernels/ops/shape_infer.h"
+#include "kernels/ops/views.h"
+#include "runtime/base/knobs.h"
+#include "runtime/base/mapped_file.h"
+#include "runtime/base/strings.h"
 
 namespace vrun {
 
@@ -48,7 +49,7 @@ struct Executor::MethodPlan {
   const MethodDef* method = nullptr;
   std::unique_ptr<uint8_t, void (*)(uint8_t*)> arena{nullptr, free_aligned};
   std::vector<TensorView> values;          // current views, rebuilt each run
-  std::vector<CpuKernelFn> kernels;        // per node (null for view ops)
+  std::vector<Backend*> placement;         // per node: where it runs (null for view ops)
   std::vector<Attrs> static_attrs;         // per node, resolved when not symbolic
   std::vector<std::vector<TensorView>> scratch_in, scratch_out;
   // Per-node scratch reused by every call (a decode step runs hundreds of nodes).
@@ -56,14 +57,14 @@ struct Executor::MethodPlan {
   std::vector<const TensorDesc*> desc_ptrs;
   std::vector<int> in_roots, out_roots;
   std::vector<int> root;                         // storage root of each value
-  std::vector<GpuExecutor::Storage> storage;     // host storage of each root (GPU runs)
+  std::vector<ValueStorage> storage;       // host storage of each root (device runs)
   std::vector<std::vector<uint8_t>> dense_inputs;  // dense copies of strided inputs (GPU runs)
   // GPU runs: the outputs' views and their roots' storage after a walk with these symbol values
   // (they depend on nothing else when every output lives in the arena or a state), so a call
   // whose recording is replayed can skip the walk.
   struct WalkOutputs {
     std::vector<TensorView> views;
-    std::vector<GpuExecutor::Storage> storage;
+    std::vector<ValueStorage> storage;
   };
   std::map<std::vector<int64_t>, WalkOutputs> walk_outputs;
   // VRUN_CALL_STATS=1: calls and wall time of this method, printed when the executor goes.
@@ -75,18 +76,9 @@ struct Executor::MethodPlan {
   std::vector<std::string> node_shapes;
 };
 
-namespace {
-
-bool env_flag(const char* name) {
-  const char* e = std::getenv(name);
-  return e && *e && std::string_view(e) != "0";
-}
-
-}  // namespace
-
 Executor::~Executor() {
   for (const auto& p : plans_) print_op_stats(*p);
-  if (!env_flag("VRUN_CALL_STATS")) return;
+  if (!knob_on(Knob::VRUN_CALL_STATS)) return;
   for (const auto& p : plans_)
     if (p->calls > 0)
       std::fprintf(stderr, "call stats: method %-16s %8llu calls, %10.3f ms, %8.1f us each, longest %8.1f us\n",
@@ -131,17 +123,8 @@ Result<std::unique_ptr<Executor>> Executor::create(std::shared_ptr<const Program
   if (!program) return err(ErrorCode::kInvalidArgument, "no program");
   std::unique_ptr<Executor> ex(new Executor());
   ex->program_ = std::move(program);
-  if (options.backend != BackendKind::kCpu) {
-    GpuOptions go;
-    go.device = options.device;
-    go.validation = options.validation;
-    ex->gpu_ = GpuExecutor::create(*ex->program_, go, options.backend == BackendKind::kAuto, &ex->gpu_why_not_);
-    if (!ex->gpu_ && options.backend == BackendKind::kVulkan)
-      return err(ErrorCode::kUnsupported, "--backend vulkan: ", ex->gpu_why_not_);
-  } else {
-    ex->gpu_why_not_ = "--backend cpu";
-  }
   ex->pool_ = std::make_unique<ThreadPool>(options.threads);
+  VRUN_RETURN_IF_ERROR(ex->start_backends(options));
   const Program& p = *ex->program_;
   for (const StateDef& s : p.states) {
     const int64_t bytes = dtype_bytes(s.dtype, s.shape.numel());
@@ -150,24 +133,30 @@ Result<std::unique_ptr<Executor>> Executor::create(std::shared_ptr<const Program
     ex->states_.push_back(TensorView::dense(mem.data(), s.dtype, s.shape));
     ex->state_storage_.push_back(std::move(mem));
   }
-  const CpuKernelTable& table = cpu_kernels();
   for (const MethodDef& m : p.methods) {
     auto plan = std::make_unique<MethodPlan>();
     plan->method = &m;
     plan->values.resize(m.values.size());
     plan->storage.resize(m.values.size());
     plan->dense_inputs.resize(m.inputs.size());
-    if (env_flag("VRUN_OP_STATS")) {
+    if (knob_on(Knob::VRUN_OP_STATS)) {
       plan->node_seconds.assign(m.nodes.size(), 0.0);
       plan->node_shapes.resize(m.nodes.size());
     }
     for (size_t v = 0; v < m.values.size(); ++v)
       plan->root.push_back(m.storage_root(static_cast<int>(v)));
-    for (const NodeDef& n : m.nodes) {
-      const bool view = op_schema(n.op).is_view();
-      CpuKernelFn fn = view ? nullptr : table.get(n.op);
-      if (!view && !fn) return err(ErrorCode::kUnsupported, "method '", m.name, "': no CPU kernel for op ", op_name(n.op));
-      plan->kernels.push_back(fn);
+    for (size_t k = 0; k < m.nodes.size(); ++k) {
+      const NodeDef& n = m.nodes[k];
+      Backend* where = nullptr;
+      if (!op_schema(n.op).is_view()) {
+        // No node is ever left without a place: the host backend runs what no device takes.
+        if (!ex->host_->supports(m, k))
+          return err(ErrorCode::kUnsupported, "method '", m.name, "': no ", ex->host_->kind(), " kernel for op ", op_name(n.op));
+        for (const auto& d : ex->devices_)
+          if (!where && d->supports(m, k)) where = d.get();
+        if (!where) where = ex->host_.get();
+      }
+      plan->placement.push_back(where);
       plan->static_attrs.push_back(n.attrs.symbolic() ? n.attrs.values : n.attrs.resolve({}));
       plan->scratch_in.emplace_back(n.inputs.size());
       plan->scratch_out.emplace_back(n.outputs.size());
@@ -176,6 +165,46 @@ Result<std::unique_ptr<Executor>> Executor::create(std::shared_ptr<const Program
   }
   VRUN_RETURN_IF_ERROR(ex->copy_pieced_constants());
   return ex;
+}
+
+Status Executor::start_backends(const ExecutorOptions& options) {
+  const auto& all = registered_backends();
+  if (all.empty() || !all.front().host) return err(ErrorCode::kInternal, "no host backend is linked into this program");
+  BackendOptions bo;
+  if (const char* e = knob_value(Knob::VRUN_CPU_OPS); e && *e) {
+    // Ops that run on the host backend even where a device has a kernel: the fallback path on
+    // demand, to check it or to work around a device's kernel.
+    bo.host_only_ops.assign(kNumOps, false);
+    for (const std::string& name : split_nonempty(e, ',')) {
+      bool known = false;
+      for (int o = 0; o < kNumOps; ++o)
+        if (name == op_name(static_cast<OpKind>(o))) known = bo.host_only_ops[static_cast<size_t>(o)] = true;
+      if (!known) return err(ErrorCode::kInvalidArgument, "VRUN_CPU_OPS: '", name, "' is not an op (vrun info --nodes lists a program's ops)");
+    }
+  }
+  bo.device = options.device;
+  bo.validation = options.validation;
+  bo.pool = pool_.get();
+  VRUN_ASSIGN_OR_RETURN(host_, all.front().make(program_.get(), bo));
+  if (options.backend == BackendKind::kCpu) {
+    gpu_why_not_ = "--backend cpu";
+    return Status::ok();
+  }
+  const std::string wanted = options.backend == BackendKind::kVulkan ? "vulkan" : "";
+  bo.require_gpu = options.backend == BackendKind::kAuto;
+  for (size_t k = 1; k < all.size(); ++k) {
+    if (!wanted.empty() && all[k].kind != wanted) continue;
+    auto b = all[k].make(program_.get(), bo);
+    if (b.is_ok()) {
+      devices_.push_back(std::move(*b));
+      return Status::ok();
+    }
+    gpu_why_not_ += (gpu_why_not_.empty() ? "" : "; ") + b.status().message();
+  }
+  if (!wanted.empty() && !find_backend(wanted)) gpu_why_not_ = "this vrun was built without the " + wanted + " backend";
+  if (gpu_why_not_.empty()) gpu_why_not_ = "no device backend was built";
+  if (!wanted.empty()) return err(ErrorCode::kUnsupported, "--backend ", wanted, ": ", gpu_why_not_);
+  return Status::ok();
 }
 
 Status Executor::copy_pieced_constants() {
@@ -187,8 +216,9 @@ Status Executor::copy_pieced_constants() {
       const ValueDef& root = m.values[m.storage_root(id)];
       if (root.kind == ValueKind::kConstant) host_reads[root.index] = true;
     };
+    const MethodPlan& plan = *plans_[static_cast<size_t>(&m - p.methods.data())];
     for (size_t n = 0; n < m.nodes.size(); ++n) {
-      if (op_schema(m.nodes[n].op).is_view() || (gpu_ && gpu_->runs_on_gpu(m, n))) continue;
+      if (plan.placement[n] != host_.get()) continue;
       for (int id : m.nodes[n].inputs) mark(id);
     }
     for (int id : m.outputs) mark(id);
@@ -214,7 +244,7 @@ Status Executor::copy_pieced_constants() {
 
 void Executor::reset_state() {
   for (ZeroedMemory& m : state_storage_) m.zero();
-  if (gpu_) gpu_->states_reset();
+  for (const auto& d : devices_) d->states_reset();
 }
 
 TensorView Executor::state(const std::string& name) const {
@@ -224,19 +254,29 @@ TensorView Executor::state(const std::string& name) const {
 }
 
 std::vector<std::string> Executor::node_backends(const std::string& method) const {
-  const MethodDef* m = program_->method(method);
-  if (!m) return {};
-  std::vector<std::string> b(m->nodes.size(), "cpu");
-  for (size_t n = 0; gpu_ && n < b.size(); ++n)
-    if (gpu_->runs_on_gpu(*m, n)) b[n] = "vulkan";
-  return b;
+  for (const auto& p : plans_) {
+    if (p->method->name != method) continue;
+    std::vector<std::string> b;
+    for (const Backend* where : p->placement) b.push_back(where ? where->kind() : host_->kind());
+    return b;
+  }
+  return {};
 }
 
-uint64_t Executor::gpu_validation_errors() const { return gpu_ ? gpu_->validation_errors() : 0; }
-uint64_t Executor::gpu_replayed_calls() const { return gpu_ ? gpu_->replayed_calls() : 0; }
+uint64_t Executor::gpu_validation_errors() const {
+  uint64_t n = 0;
+  for (const auto& d : devices_) n += d->validation_errors();
+  return n;
+}
+uint64_t Executor::gpu_replayed_calls() const {
+  uint64_t n = 0;
+  for (const auto& d : devices_) n += d->replayed_calls();
+  return n;
+}
 
 std::string Executor::device_description() const {
-  return gpu_ ? "vulkan: " + gpu_->device_name() : "cpu (no GPU: " + gpu_why_not_ + ")";
+  if (devices_.empty()) return std::string(host_->kind()) + " (no GPU: " + gpu_why_not_ + ")";
+  return std::string(devices_.front()->kind()) + ": " + devices_.front()->device_name();
 }
 
 Result<std::vector<TensorView>> Executor::run(const std::string& name, const std::vector<TensorView>& inputs,
@@ -320,7 +360,7 @@ Result<std::vector<TensorView>> Executor::run_plan(MethodPlan& plan, const std::
     }
   }
   for (size_t i = 0; i < inputs.size(); ++i) plan.values[m.inputs[i]] = inputs[i];
-  if (gpu_) {
+  if (!devices_.empty()) {
     // The device holds dense copies: strided inputs are made dense here first.
     for (size_t i = 0; i < inputs.size(); ++i) {
       TensorView& v = plan.values[m.inputs[i]];
@@ -328,15 +368,12 @@ Result<std::vector<TensorView>> Executor::run_plan(MethodPlan& plan, const std::
       plan.dense_inputs[i].resize(static_cast<size_t>(v.dense_bytes()));
       TensorView d = TensorView::dense(plan.dense_inputs[i].data(), v.dtype, v.shape);
       Attrs none(OpKind::copy);
-      KernelCall call;
+      NodeCall call;
       call.op = OpKind::copy;
-      call.in = &v;
-      call.n_in = 1;
-      call.out = &d;
-      call.n_out = 1;
+      call.in = std::span<const TensorView>(&v, 1);
+      call.out = std::span<TensorView>(&d, 1);
       call.attrs = &none;
-      call.pool = pool_.get();
-      VRUN_RETURN_IF_ERROR(cpu_kernels().get(OpKind::copy)(call).with_context(mw + " input " + std::to_string(i)));
+      VRUN_RETURN_IF_ERROR(host_->run(call).with_context(mw + " input " + std::to_string(i)));
       v = d;
     }
     for (size_t v = 0; v < m.values.size(); ++v) {
@@ -344,12 +381,14 @@ Result<std::vector<TensorView>> Executor::run_plan(MethodPlan& plan, const std::
       if (def.kind == ValueKind::kIntermediate) continue;
       plan.storage[v] = {static_cast<uint8_t*>(plan.values[v].data), plan.values[v].dense_bytes()};
     }
-    VRUN_RETURN_IF_ERROR(gpu_->begin(m, plan.arena.get(), sym));
+    for (const auto& d : devices_) VRUN_RETURN_IF_ERROR(d->begin(m, plan.arena.get(), sym));
   }
-  const auto known = gpu_ && gpu_->walk_skippable() ? plan.walk_outputs.find(sym) : plan.walk_outputs.end();
+  // A call one device backend replays from a recording (the only device in the call).
+  const bool skippable = devices_.size() == 1 && devices_.front()->walk_skippable();
+  const auto known = skippable ? plan.walk_outputs.find(sym) : plan.walk_outputs.end();
   if (known != plan.walk_outputs.end()) {
     // A replayed call: the recording does the work, the walk would only repeat what it did.
-    VRUN_RETURN_IF_ERROR(gpu_->replay_walk(m, plan.storage).with_context(mw));
+    VRUN_RETURN_IF_ERROR(devices_.front()->replay_walk(m, plan.storage).with_context(mw));
     for (size_t i = 0; i < m.outputs.size(); ++i) {
       plan.values[m.outputs[i]] = known->second.views[i];
       plan.storage[plan.root[m.outputs[i]]] = known->second.storage[i];
@@ -363,7 +402,7 @@ Result<std::vector<TensorView>> Executor::run_plan(MethodPlan& plan, const std::
                               (node.name.empty() ? "" : " " + node.name) + ")");
       }
     }
-    if (gpu_) {
+    if (!devices_.empty()) {
       bool cacheable = true;
       MethodPlan::WalkOutputs w;
       for (int id : m.outputs) {
@@ -376,10 +415,10 @@ Result<std::vector<TensorView>> Executor::run_plan(MethodPlan& plan, const std::
       if (cacheable) plan.walk_outputs[sym] = std::move(w);
     }
   }
-  if (gpu_) {
+  if (!devices_.empty()) {
     std::vector<int> roots;
     for (int id : m.outputs) roots.push_back(plan.root[id]);
-    VRUN_RETURN_IF_ERROR(gpu_->finish(m, roots, plan.storage).with_context(mw));
+    for (const auto& d : devices_) VRUN_RETURN_IF_ERROR(d->finish(m, roots, plan.storage).with_context(mw));
   }
   std::vector<TensorView> outs;
   for (int id : m.outputs) outs.push_back(plan.values[id]);
@@ -441,29 +480,36 @@ Status Executor::run_node(MethodPlan& plan, size_t index, const std::vector<int6
   std::vector<int>& out_roots = plan.out_roots;
   in_roots.clear();
   out_roots.clear();
-  if (gpu_) {
+  Backend* where = plan.placement[index];
+  NodeCall call;
+  call.method = &m;
+  call.node = index;
+  call.op = node.op;
+  call.in = in;
+  call.out = out;
+  call.attrs = &attrs;
+  if (!devices_.empty()) {
     for (size_t k = 0; k < in.size(); ++k) in_roots.push_back(node.inputs[k] >= 0 ? plan.root[node.inputs[k]] : -1);
     for (size_t o = 0; o < out.size(); ++o) {
       const int r = plan.root[node.outputs[o]];
       out_roots.push_back(r);
       if (node.op != OpKind::slice_update) plan.storage[r] = {static_cast<uint8_t*>(out[o].data), out[o].dense_bytes()};
     }
-    if (gpu_->runs_on_gpu(m, index)) return gpu_->gpu_node(m, index, in, in_roots, out, out_roots, attrs, plan.storage);
-    VRUN_RETURN_IF_ERROR(gpu_->sync_to_host(m, in_roots, plan.storage));
-    // slice_update writes into the state in place: the rest of the state must be current too.
-    if (node.op == OpKind::slice_update) VRUN_RETURN_IF_ERROR(gpu_->sync_to_host(m, out_roots, plan.storage));
+    call.in_roots = in_roots;
+    call.out_roots = out_roots;
+    call.storage = plan.storage;
+    // The node's inputs must be current in host memory wherever another device last wrote them
+    // (slice_update writes into the state in place: the rest of the state must be current too).
+    for (const auto& d : devices_) {
+      if (d.get() == where) continue;
+      VRUN_RETURN_IF_ERROR(d->sync_to_host(m, in_roots, plan.storage));
+      if (node.op == OpKind::slice_update) VRUN_RETURN_IF_ERROR(d->sync_to_host(m, out_roots, plan.storage));
+    }
+    if (where != host_.get()) return where->run(call);
   }
-  KernelCall call;
-  call.op = node.op;
-  call.in = in.data();
-  call.n_in = static_cast<int>(in.size());
-  call.out = out.data();
-  call.n_out = static_cast<int>(out.size());
-  call.attrs = &attrs;
-  call.pool = pool_.get();
   if (!plan.node_seconds.empty()) {
     const auto t0 = std::chrono::steady_clock::now();
-    VRUN_RETURN_IF_ERROR(plan.kernels[index](call));
+    VRUN_RETURN_IF_ERROR(host_->run(call));
     plan.node_seconds[index] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::string& d = plan.node_shapes[index];
     d.clear();
@@ -472,9 +518,9 @@ Status Executor::run_node(MethodPlan& plan, size_t index, const std::vector<int6
       d += v.present() ? std::string(dtype_name(v.dtype)) + v.shape.str() : "-";
     }
   } else {
-    VRUN_RETURN_IF_ERROR(plan.kernels[index](call));
+    VRUN_RETURN_IF_ERROR(host_->run(call));
   }
-  if (gpu_) gpu_->host_written(m, out_roots);
+  for (const auto& d : devices_) d->host_written(m, out_roots);
   return Status::ok();
 }
 

@@ -8,13 +8,15 @@
 #include <string>
 #include <vector>
 
+#include "runtime/backend.h"
 #include "runtime/program.h"
-#include "runtime/executor_gpu.h"
-#include "runtime/thread_pool.h"
-#include "runtime/zeroed_memory.h"
+#include "runtime/base/thread_pool.h"
+#include "runtime/base/zeroed_memory.h"
 
 namespace vrun {
 
+// cpu: the host backend only; vulkan: that device backend (an error when it cannot start); auto:
+// the first registered device backend that starts on a real device, else the host alone.
 enum class BackendKind { kCpu, kVulkan, kAuto };
 const char* backend_kind_name(BackendKind k);
 Result<BackendKind> parse_backend_kind(const std::string& s);
@@ -50,7 +52,7 @@ class Executor {
   ThreadPool& pool() { return *pool_; }
   // "cpu", or the Vulkan device in use; and why the GPU is not used when it is not.
   std::string device_description() const;
-  bool uses_gpu() const { return gpu_ != nullptr; }
+  bool uses_gpu() const { return !devices_.empty(); }
   uint64_t gpu_validation_errors() const;
   // GPU method calls served by replaying an earlier call's recording (0 without a GPU).
   uint64_t gpu_replayed_calls() const;
@@ -59,6 +61,7 @@ class Executor {
   struct MethodPlan;
   Executor() = default;
   Status run_node(MethodPlan& plan, size_t index, const std::vector<int64_t>& symbols);
+  Status start_backends(const ExecutorOptions& options);
   Status copy_pieced_constants();
   void print_op_stats(const MethodPlan& plan) const;
   Result<std::vector<TensorView>> run_plan(MethodPlan& plan, const std::vector<TensorView>& inputs,
@@ -73,7 +76,9 @@ class Executor {
   std::vector<ZeroedMemory> state_storage_;
   std::vector<TensorView> states_;
   std::vector<std::unique_ptr<MethodPlan>> plans_;
-  std::unique_ptr<class GpuExecutor> gpu_;
+  // Where nodes run: the host backend (every op) and the device backends this executor started.
+  std::unique_ptr<Backend> host_;
+  std::vector<std::unique_ptr<Backend>> devices_;
   std::string gpu_why_not_;
 };
 

@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "kernels/attrs.h"
-#include "runtime/dtype.h"
-#include "runtime/status.h"
-#include "runtime/sym_expr.h"
-#include "runtime/tensor.h"
+#include "kernels/ops/attrs.h"
+#include "runtime/base/dtype.h"
+#include "runtime/base/status.h"
+#include "runtime/base/sym_expr.h"
+#include "runtime/base/tensor.h"
 
 namespace vrun {
 

@@ -3,7 +3,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "runtime/mapped_file.h"
+#include "runtime/base/mapped_file.h"
 #include "runtime/program.h"
 #include "runtime/program_file.h"
 #include "runtime/schema/program_generated.h"

@@ -3,7 +3,7 @@
 #include <set>
 #include <string>
 
-#include "kernels/op_registry.h"
+#include "kernels/ops/op_registry.h"
 #include "runtime/program.h"
 
 namespace vrun {

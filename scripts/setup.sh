@@ -5,7 +5,9 @@ set -euo pipefail
 
 packages=(
   # toolchain
-  cmake g++ clang make pkg-config git ca-certificates
+  cmake g++ clang make pkg-config git ca-certificates ccache
+  # HTTP server (vrun serve)
+  libcpp-httplib-dev libssl-dev libbrotli-dev
   # runtime format, CLI, JSON
   libflatbuffers-dev flatbuffers-compiler libcli11-dev nlohmann-json3-dev
   # tests and benchmarks

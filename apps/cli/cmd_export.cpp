@@ -5,14 +5,8 @@
 #include <optional>
 
 #include "apps/cli/command.h"
-#include "models/llama/hf_llama.h"
-#if VRUN_WHISPER
-#include "models/whisper/whisper_convert.h"
-#include "models/whisper/whisper_import.h"
-#endif
-#if VRUN_PARAKEET
-#include "apps/parakeet/parakeet_runner.h"
-#endif
+#include "models/registry/families.h"
+#include "runtime/program.h"
 
 namespace vrun::cli {
 namespace {
@@ -23,70 +17,32 @@ struct ExportArgs {
   int64_t local_window = -1;  // Parakeet: encode_local's window; -1: the builder's default
 };
 
-// Speech models: the program `vrun transcribe` builds on load (Whisper's matrices converted to
-// --dtype when given), written once.
-// nullopt: the checkpoint is not a speech model.
-std::optional<int> export_speech(const ExportArgs& a) {
-  std::shared_ptr<Program> program;
-  std::vector<std::string> notes;
-#if VRUN_WHISPER
-  if (whisper::is_whisper_checkpoint(a.model)) {
-    if (a.ctx != 0) return fail("export", "--ctx applies to Llama-family models; Whisper's text context is fixed by the model");
-    if (a.local_window >= 0) return fail("export", "--local-window applies to Parakeet models");
-    std::optional<DType> dtype;
-    if (!a.dtype.empty()) {
-      dtype = dtype_from_name(a.dtype);
-      if (!dtype || (*dtype != DType::f32 && *dtype != DType::f16 && *dtype != DType::bf16 && *dtype != DType::q8_0))
-        return fail("export", "--dtype '" + a.dtype + "' for a Whisper model: choose f32, f16, bf16 or q8_0");
-    }
-    auto p = whisper::export_whisper_program(a.model, dtype, &notes);
-    if (!p.is_ok()) return fail("export", p.status().to_string());
-    program = *p;
-  }
-#endif
-#if VRUN_PARAKEET
-  if (!program && parakeet::is_parakeet_checkpoint(a.model)) {
-    if (a.ctx != 0) return fail("export", "--ctx applies to Llama-family models; Parakeet encodes audio in chunks of any length");
-    parakeet::BuildSettings bs;
-    if (!a.dtype.empty()) {
-      const auto dtype = dtype_from_name(a.dtype);
-      if (!dtype || (*dtype != DType::f32 && *dtype != DType::f16 && *dtype != DType::bf16))
-        return fail("export", "--dtype '" + a.dtype + "' for a Parakeet model: choose f32, f16 or bf16 (its linear weights)");
-      bs.weight_dtype = *dtype;
-    }
-    if (a.local_window >= 0) bs.local_window = a.local_window;
-    auto p = parakeet::export_parakeet(a.model, bs);
-    if (!p.is_ok()) return fail("export", p.status().to_string());
-    program = *p;
-  }
-#endif
-  if (!program) return std::nullopt;
-  for (const auto& n : notes) std::fprintf(stderr, "vrun: %s\n", n.c_str());
-  const Status s = write_program(*program, a.out);
-  if (!s.is_ok()) return fail("export", s.with_context("writing " + a.out).to_string());
-  std::fprintf(stderr, "wrote %s\n", a.out.c_str());
-  return 0;
-}
-
 int run_export(const ExportArgs& a) {
-  if (auto r = export_speech(a)) return *r;
-  if (a.local_window >= 0) return fail("export", "--local-window applies to Parakeet models");
-  llama::ExportOptions o;
+  models::BuildOptions o;
   if (!a.dtype.empty()) {
-    const auto t = dtype_from_name(a.dtype);
-    if (!t || (*t != DType::f32 && *t != DType::f16 && *t != DType::bf16 && *t != DType::q8_0 && *t != DType::q4_0))
-      return fail("export", "--dtype '" + a.dtype + "': choose f32, f16, bf16, q8_0 or q4_0");
-    o.dtype = *t;
+    o.dtype = dtype_from_name(a.dtype);
+    if (!o.dtype) return fail("export", "--dtype '" + a.dtype + "': not a type vrun knows (f32, f16, bf16, q8_0, q4_0)");
   }
-  if (a.ctx < 0) return fail("export", "--ctx must be positive (or 0 for the model's maximum), got " + std::to_string(a.ctx));
-  if (a.chunk <= 0) return fail("export", "--chunk must be positive, got " + std::to_string(a.chunk));
   o.context = a.ctx;
   o.chunk = a.chunk;
-  std::vector<std::string> notes;
-  const Status s = llama::export_llama_program(a.model, a.out, o, &notes);
-  for (const auto& n : notes) std::fprintf(stderr, "vrun: %s\n", n.c_str());
-  if (!s.is_ok()) return fail("export", s.to_string());
-  std::fprintf(stderr, "wrote %s\n", a.out.c_str());
+  o.local_window = a.local_window;
+  // The family decides which options apply, before anything is imported.
+  auto d = models::detect(a.model);
+  if (!d.is_ok()) return fail("export", d.status().to_string());
+  std::shared_ptr<Program> program = d->program;
+  if (!program) {
+    if (Status s = d->family->check_options(o); !s.is_ok()) return fail("export", s.message());
+    std::vector<std::string> notes;
+    auto p = d->family->build(a.model, o, &notes);
+    for (const auto& n : notes) std::fprintf(stderr, "vrun: %s\n", n.c_str());
+    if (!p.is_ok()) return fail("export", p.status().to_string());
+    program = *p;
+  } else if (!a.dtype.empty() || a.ctx != 0 || a.local_window >= 0) {
+    return fail("export", a.model + " is already a program: --dtype, --ctx and --local-window apply to checkpoints");
+  }
+  const Status s = write_program(*program, a.out);
+  if (!s.is_ok()) return fail("export", s.with_context("writing " + a.out).to_string());
+  std::fprintf(stderr, "wrote %s (%s model)\n", a.out.c_str(), d->family->name.c_str());
   return 0;
 }
 

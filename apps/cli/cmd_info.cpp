@@ -3,12 +3,11 @@
 #include <map>
 
 #include "apps/cli/command.h"
-#include "kernels/cpu/blas_core.h"
+#include "models/registry/families.h"
+#include "runtime/backend.h"
+#include "runtime/base/knobs.h"
 #include "runtime/executor.h"
 #include "runtime/program.h"
-#ifdef VRUN_VULKAN
-#include "runtime/backends/vulkan/context.h"
-#endif
 
 namespace vrun::cli {
 namespace {
@@ -44,39 +43,35 @@ std::string meta_str(const MetaValue& v) {
   return "?";
 }
 
-void print_devices() {
-#ifdef VRUN_VULKAN
-  const auto devices = vulkan::Context::list_devices();
-  if (devices.empty()) std::printf("vulkan devices: none (the CPU backend runs everything)\n");
-  for (const auto& d : devices)
-    std::printf("vulkan device %d: %s (%s), %s, subgroup %u, fp16 %s, int8 %s, cooperative matrix %s%s\n", d.index,
-                d.name.c_str(), d.type.c_str(), human_bytes(d.device_local_bytes).c_str(), d.subgroup_size,
-                d.fp16 ? "yes" : "no", d.int8 ? "yes" : "no", d.coopmat_khr ? (d.coopmat2 ? "KHR + NV 2" : "KHR") : (d.coopmat_nv ? "NV" : "no"),
-                d.multiprocessors ? (", " + std::to_string(d.multiprocessors) + " multiprocessors").c_str() : "");
-#else
-  std::printf("vulkan: not built (-DVRUN_VULKAN=OFF)\n");
-#endif
+// What each backend finds on this machine: devices, the CPU's BLAS kernels.
+void print_backends() {
+  for (const BackendEntry& b : registered_backends())
+    for (const std::string& line : b.describe ? b.describe() : std::vector<std::string>{}) std::printf("%s\n", line.c_str());
+  if (!find_backend("vulkan")) std::printf("vulkan: not built (-DVRUN_VULKAN=OFF)\n");
 }
 
-// The CPU backend's BLAS for large products: OpenBLAS's kernel set, and the one it picked at load
-// where that was older than the CPU (blas_core.cpp).
-void print_blas() {
-  const BlasCore core = blas_core();
-  if (core.now.empty()) {
-    std::printf("cpu blas: none (vrun's own products)\n");
-    return;
+// Every run-time switch (runtime/base/knobs.def) and its value in this environment.
+void print_knobs() {
+  std::string group;
+  for (size_t i = 0; i < all_knobs().size(); ++i) {
+    const KnobInfo& k = all_knobs()[i];
+    if (group != k.group) std::printf("%s:\n", (group = k.group).c_str());
+    const char* v = knob_value(static_cast<Knob>(i));
+    std::printf("  %-22s %-10s %s\n", k.name, v ? v : "(unset)", k.doc);
   }
-  std::printf("cpu blas: OpenBLAS, %s kernels", core.now.c_str());
-  if (core.at_load != core.now)
-    std::printf(" (it picked %s at load: a CPU newer than the library; OPENBLAS_CORETYPE overrides)", core.at_load.c_str());
-  std::printf("\n");
 }
 
-int run_info(const std::string& path, bool nodes, const std::string& backend, int device) {
-  print_devices();
-  print_blas();
+int run_info(const std::string& path, bool nodes, const std::string& backend, int device, bool knobs) {
+  if (knobs) {
+    print_knobs();
+    return 0;
+  }
+  print_backends();
   if (path.empty()) return 0;
-  auto prog = load_program(path);
+  // Any model vrun reads: a .vrp, or a checkpoint imported and built as the commands would.
+  std::vector<std::string> notes;
+  auto prog = models::load_or_build(path, {}, &notes);
+  for (const auto& n : notes) std::fprintf(stderr, "vrun: %s\n", n.c_str());
   if (!prog.is_ok()) return fail("info", prog.status().to_string());
   const Program& p = **prog;
   auto kind = parse_backend_kind(backend);
@@ -137,12 +132,14 @@ CommandRegistrar reg("info", "Show what a program (.vrp) holds: methods, symbols
                        auto nodes = std::make_shared<bool>(false);
                        auto backend = std::make_shared<std::string>("auto");
                        auto device = std::make_shared<int>(-1);
-                       sub.add_option("-m,--model", *path, "Program file (.vrp); without it only the devices are listed");
+                       auto knobs = std::make_shared<bool>(false);
+                       sub.add_option("-m,--model", *path, "Model: a .vrp, an .onnx file or any checkpoint the other commands read; without it only the devices are listed");
                        sub.add_option("--device", *device, "Vulkan device index (see the list; VRUN_DEVICE also works)");
                        sub.add_flag("--nodes", *nodes, "List every node with its output shapes and backend");
+                       sub.add_flag("--knobs", *knobs, "List the VRUN_* environment switches, what each does and its value here");
                        sub.add_option("--backend", *backend, "Backend to plan for: cpu, vulkan or auto")
                            ->capture_default_str();
-                       return [=] { return run_info(*path, *nodes, *backend, *device); };
+                       return [=] { return run_info(*path, *nodes, *backend, *device, *knobs); };
                      });
 
 }  // namespace

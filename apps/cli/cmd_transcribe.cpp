@@ -14,13 +14,14 @@
 #include <vector>
 
 #include "apps/cli/command.h"
+#include "apps/cli/vad_hook.h"
 #include "apps/cli/model_options.h"
 
 #if VRUN_WHISPER && VRUN_PREPROCESS
 #include "apps/common/transcript/writers.h"
 #include "apps/whisper/whisper_runner.h"
 #include "preprocess/audio_loader.h"
-#include "runtime/strings.h"
+#include "runtime/base/strings.h"
 #if VRUN_PARAKEET
 #include "apps/parakeet/parakeet_runner.h"
 #endif
@@ -42,6 +43,8 @@ struct TranscribeArgs {
   double compression_ratio_threshold = 2.4, logprob_threshold = -1.0, no_speech_threshold = 0.6;
   uint64_t seed = 0;
   bool no_fallback = false, no_condition = false, word_timestamps = false, progress = false;
+  bool vad = false;
+  std::string vad_model;
 };
 
 int run_transcribe(const TranscribeArgs& a) {
@@ -168,7 +171,7 @@ int run_transcribe(const TranscribeArgs& a) {
     return true;
   };
 #if VRUN_PARAKEET
-  if (parakeet_runner && a.batch_size > 1) {
+  if (parakeet_runner && a.batch_size > 1 && !a.vad) {
     // Groups of --batch-size files: their encoder chunks share batched encoder calls, then each
     // file is decoded and printed in turn.
     for (size_t g = 0; g < a.audio.size(); g += static_cast<size_t>(a.batch_size)) {
@@ -217,6 +220,15 @@ int run_transcribe(const TranscribeArgs& a) {
       continue;
     }
     if (a.audio.size() > 1) std::printf("# %s\n", path.c_str());
+    SpeechOnly speech;  // --vad: the speech alone, and how its times map back
+    if (a.vad) {
+      auto cut = keep_speech(audio->samples, a.vad_model);
+      if (!cut.is_ok()) return fail("transcribe", cut.status().to_string());
+      std::fprintf(stderr, "vrun: %s: --vad kept %zu spans, %.1f s of %.1f s\n", path.c_str(), cut->spans.size(),
+                   static_cast<double>(cut->samples.size()) / 16000.0, static_cast<double>(audio->samples.size()) / 16000.0);
+      speech = std::move(*cut);
+      audio->samples = speech.samples;
+    }
     const double audio_s = static_cast<double>(audio->samples.size()) / 16000.0;
     const bool tty = isatty(STDERR_FILENO) != 0;
     const bool show_progress = (a.progress || tty) && audio_s > 30.0;
@@ -232,7 +244,9 @@ int run_transcribe(const TranscribeArgs& a) {
     };
     auto transcript = transcribe(audio->samples, [&](const transcript::Segment& s) {
       if (progress_shown && tty) std::fputs("\r\033[K", stderr);  // the segment takes the progress line's place
-      print_segment(s);
+      transcript::Segment mapped = s;
+      if (a.vad) map_to_original(&mapped, speech.map);
+      print_segment(mapped);
     }, progress);
     if (progress_shown && tty) std::fputc('\n', stderr);
     if (!transcript.is_ok()) {
@@ -240,6 +254,8 @@ int run_transcribe(const TranscribeArgs& a) {
       ++failures;
       continue;
     }
+    if (a.vad)
+      for (auto& seg : transcript->segments) map_to_original(&seg, speech.map);
     if (!finish(path, *transcript, std::chrono::duration<double>(Clock::now() - t0).count())) return 1;
   }
   return failures ? 1 : 0;
@@ -298,6 +314,11 @@ const CommandRegistrar kRegistrar("transcribe", "Transcribe speech with a Whispe
   sub.add_flag("--no-condition", a->no_condition, "Do not feed the previous window's text to the next one (less drift, less consistency)");
   sub.add_option("--prompt", a->prompt, "Text the first window is conditioned on (spellings, names, style)");
   sub.add_option("-o,--output-format", a->formats, "Comma-separated transcript files to write: txt, srt, vtt, tsv, json");
+  sub.add_flag("--vad", a->vad,
+               "Transcribe only the speech Silero VAD finds (threshold 0.5, min speech 250 ms, min silence 2 s, "
+               "padding 400 ms); times stay those of the whole audio");
+  sub.add_option("--vad-model", a->vad_model,
+                 "Silero VAD .onnx (default: the cache's, from scripts/fetch-models.sh silero-vad)");
   sub.add_option("--output-dir", a->output_dir, "Where -o writes (default: the current directory)");
   sub.add_flag("--progress", a->progress, "Show the progress line even when stderr is not a terminal (audio over 30 s)");
   sub.add_option("--rate", a->raw_rate, "Read every AUDIO as headerless PCM at this sample rate (Hz)");

@@ -5,8 +5,10 @@
 namespace vrun::cli {
 
 void add_backend_options(CLI::App& sub, BackendArgs& a) {
-  sub.add_option("--backend", a.backend, "cpu, vulkan or auto")->capture_default_str();
-  sub.add_option("-t,--threads", a.threads, "CPU threads (0: VRUN_THREADS or all cores)")->capture_default_str();
+  sub.add_option("--backend", a.backend, "cpu, vulkan or auto")->check(CLI::IsMember({"cpu", "vulkan", "auto"}))->capture_default_str();
+  sub.add_option("-t,--threads", a.threads, "CPU threads (0: VRUN_THREADS or all cores)")
+      ->check(CLI::Range(0, 4096))
+      ->capture_default_str();
 }
 
 std::unique_ptr<llama::LlamaRunner> load_llama_runner(const std::string& command, const std::string& model,

@@ -1,4 +1,8 @@
 #include "apps/parakeet/parakeet_runner.h"
+#include "runtime/base/strings.h"
+
+#include "models/parakeet/parakeet_family.h"
+#include "models/registry/families.h"
 
 #include <algorithm>
 #include <chrono>
@@ -13,10 +17,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-bool ends_with(const std::string& s, const std::string& t) {
-  return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
-}
-
 
 int64_t argmax(const float* p, int64_t n) {
   int64_t best = 0;
@@ -27,27 +27,14 @@ int64_t argmax(const float* p, int64_t n) {
 
 Result<std::shared_ptr<Program>> load_or_build(const std::string& path, const BuildSettings& settings) {
   if (ends_with(path, ".vrp")) return load_program(path);
-  ImportedParakeet m;
-  if (is_hf_parakeet_folder(path)) {
-    VRUN_ASSIGN_OR_RETURN(m, import_hf_parakeet(path));
-  } else if (is_nemo_archive(path)) {
-    VRUN_ASSIGN_OR_RETURN(m, import_nemo(path));
-  } else {
-    return err(ErrorCode::kUnsupported, path, ": not a Parakeet model vrun reads (a .nemo archive, a Hugging Face ParakeetForTDT / ParakeetForCTC folder, or a .vrp)");
-  }
-  return build_parakeet_program(m, settings);
+  return import_and_build(path, settings);
 }
 
 }  // namespace
 
 bool is_parakeet_checkpoint(const std::string& path) {
-  if (ends_with(path, ".vrp")) {
-    auto p = load_program(path);
-    if (!p.is_ok()) return false;
-    const MetaValue* r = (*p)->meta("vrun.runner");
-    return r && r->s == "parakeet";
-  }
-  return is_hf_parakeet_folder(path) || (ends_with(path, ".nemo") && is_nemo_archive(path));
+  auto d = models::detect(path);
+  return d.is_ok() && d->family->name == "parakeet";
 }
 
 Result<std::shared_ptr<Program>> export_parakeet(const std::string& path, const BuildSettings& settings) {

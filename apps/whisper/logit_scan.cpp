@@ -5,8 +5,8 @@
 #include <cmath>
 #include <limits>
 
-#include "kernels/cpu/cpu_features.h"
-#include "kernels/cpu/vec_math.h"
+#include "runtime/base/cpu_features.h"
+#include "runtime/base/vec_math.h"
 
 namespace vrun::whisper {
 

@@ -1,4 +1,5 @@
 #include "apps/whisper/whisper_runner.h"
+#include "runtime/base/strings.h"
 
 #include <algorithm>
 #include <chrono>
@@ -21,10 +22,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr double kTimePrecision = 0.02;  // seconds per timestamp token
 constexpr int kInputStride = 2;          // mel frames per encoder position
@@ -38,6 +35,14 @@ constexpr const char* kLanguages[] = {
     "ht", "ps", "tk", "nn", "mt", "sa", "lb", "my", "bo", "tl", "mg", "as", "tt", "haw", "ln", "ha", "ba", "jw", "su", "yue"};
 
 }  // namespace
+
+Result<std::unique_ptr<WhisperRunner>> WhisperRunner::load(std::shared_ptr<Program> program, const RunnerOptions& options,
+                                                           const std::string& source) {
+  std::unique_ptr<WhisperRunner> r(new WhisperRunner());
+  r->program_ = std::move(program);
+  VRUN_RETURN_IF_ERROR(r->init(source, options));
+  return r;
+}
 
 Result<std::unique_ptr<WhisperRunner>> WhisperRunner::load(const std::string& path, const RunnerOptions& options) {
   std::unique_ptr<WhisperRunner> r(new WhisperRunner());
@@ -55,6 +60,12 @@ Result<std::unique_ptr<WhisperRunner>> WhisperRunner::load(const std::string& pa
     return err(ErrorCode::kUnsupported, path,
                ": not a Whisper model vrun reads (a faster-whisper / CTranslate2 folder, a Hugging Face Whisper folder, a whisper.cpp ggml file, or a .vrp)");
   }
+  VRUN_RETURN_IF_ERROR(r->init(path, options));
+  return r;
+}
+
+Status WhisperRunner::init(const std::string& path, const RunnerOptions& options) {
+  WhisperRunner* r = this;
   const MetaValue* runner = r->program_->meta("vrun.runner");
   if (!runner || runner->s != "whisper")
     return err(ErrorCode::kInvalidProgram, path, ": not a Whisper program (vrun.runner is '", runner ? runner->s : "", "')");
@@ -114,7 +125,7 @@ Result<std::unique_ptr<WhisperRunner>> WhisperRunner::load(const std::string& pa
   eo.backend = options.backend;
   eo.threads = options.threads;
   VRUN_ASSIGN_OR_RETURN(r->executor_, Executor::create(r->program_, eo));
-  return r;
+  return Status::ok();
 }
 
 Status WhisperRunner::encode(std::span<const float> mel) {
@@ -156,11 +167,7 @@ double WhisperRunner::compression_ratio(const std::vector<int32_t>& tokens) cons
   return static_cast<double>(s.size()) / static_cast<double>(n);
 }
 
-Result<Transcript> WhisperRunner::transcribe(std::span<const float> samples, const TranscribeOptions& o,
-                                             const std::function<void(const Segment&)>& on_segment,
-                                             const std::function<void(double)>& on_progress) {
-  using preprocess::WhisperMelConfig;
-  using preprocess::WhisperMelSpectrogram;
+Status WhisperRunner::check_options(const TranscribeOptions& o) const {
   if (o.task != "transcribe" && o.task != "translate")
     return err(ErrorCode::kInvalidArgument, "task '", o.task, "' (expected transcribe or translate)");
   if (o.beam_size < 1 || o.best_of < 1)
@@ -173,18 +180,28 @@ Result<Transcript> WhisperRunner::transcribe(std::span<const float> samples, con
   if (o.word_timestamps && extras_.alignment_heads.size() < 2)
     return err(ErrorCode::kUnsupported, "word timestamps need the model's alignment heads (config.json alignment_heads or "
                "generation_config.json), and this model has none");
-  std::string language = o.language == "auto" ? "" : o.language;
+  const std::string language = o.language == "auto" ? "" : o.language;
   if (!multilingual()) {
     if (!language.empty() && language != "en")
       return err(ErrorCode::kInvalidArgument, "language '", language, "': this is an English-only model (use -l en or a multilingual model)");
     if (o.task == "translate")
       return err(ErrorCode::kInvalidArgument, "task translate: this is an English-only model");
-    language = "en";
   } else if (!language.empty()) {
     bool known = false;
     for (const auto& l : languages_) known = known || l.first == language;
     if (!known) return err(ErrorCode::kInvalidArgument, "language '", language, "' is not one of this model's ", languages_.size(), " languages");
   }
+  return Status::ok();
+}
+
+Result<Transcript> WhisperRunner::transcribe(std::span<const float> samples, const TranscribeOptions& o,
+                                             const std::function<void(const Segment&)>& on_segment,
+                                             const std::function<void(double)>& on_progress) {
+  using preprocess::WhisperMelConfig;
+  using preprocess::WhisperMelSpectrogram;
+  VRUN_RETURN_IF_ERROR(check_options(o));
+  std::string language = o.language == "auto" ? "" : o.language;
+  if (!multilingual()) language = "en";
   rng_.seed(o.seed);
   Transcript out;
   out.stats.audio_s = static_cast<double>(samples.size()) / WhisperMelConfig::kSampleRate;

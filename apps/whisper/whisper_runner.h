@@ -70,6 +70,12 @@ class WhisperRunner {
  public:
   // A CTranslate2 / faster-whisper folder (or its model.bin), or a .vrp exported from one.
   static Result<std::unique_ptr<WhisperRunner>> load(const std::string& path, const RunnerOptions& options);
+  // A Whisper program already loaded (source names it in messages).
+  static Result<std::unique_ptr<WhisperRunner>> load(std::shared_ptr<Program> program, const RunnerOptions& options,
+                                                     const std::string& source);
+  // What transcribe would refuse in these options for this model (language, task, beam size,
+  // word timestamps), before any audio is read.
+  Status check_options(const TranscribeOptions& options) const;
 
   const WhisperConfig& config() const { return config_; }
   const tok::Tokenizer& tokenizer() const { return *tokenizer_; }
@@ -98,6 +104,7 @@ class WhisperRunner {
 
  private:
   WhisperRunner() = default;
+  Status init(const std::string& path, const RunnerOptions& options);
   struct Prompt {
     std::vector<int32_t> before_sot, after_sot;  // up to and including <|startoftranscript|>; the rest
   };

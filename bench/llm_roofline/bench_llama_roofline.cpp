@@ -1,10 +1,18 @@
 // Prefill and decode speed of a random-weight Llama-shaped model, and decode as a fraction of
-// the memory-bandwidth roofline: weight bytes x tokens/s over the copy bandwidth measured in the
-// same run (memcpy on the CPU; a device-to-device copy on Vulkan).
+// the memory-bandwidth roofline: the bytes a decode step must read (every weight once, the output
+// head, the token's embedding row and the KV cache of every layer at the step's position) times
+// tokens/s, over the memory bandwidth measured in the same run (on Vulkan the roofline of
+// bench/vulkan/gauge.h: a tuned read kernel beside the device's copies, PyTorch's where it runs;
+// on the CPU a memcpy, counting bytes read + written).
 //
 //   bench_llama_roofline [--shape llama-1b|smollm2] [--dtype f16|q8_0|q4_0|q4_1] [--backend cpu|vulkan]
 //                        [--step decode|forward]
 //                        [--threads N] [--prompt 512] [--decode 64]
+//                        [--gauge-sweep] [--torch-copy GBS]
+//
+// --gauge-sweep tunes the read kernel over every configuration (else a short list holding the
+// H100's and H200's winners); --torch-copy gives PyTorch's copy figure (GB/s, read + written)
+// instead of running bench/gpu/torch_copy.py, 0 leaves it out.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -17,9 +25,10 @@
 #include "models/llama/llama_model.h"
 #include "runtime/executor.h"
 #ifdef VRUN_BENCH_VULKAN
-#include "runtime/backends/vulkan/context.h"
-#include "runtime/backends/vulkan/memory.h"
-#include "runtime/backends/vulkan/recorder.h"
+#include "kernels/vulkan/context.h"
+#include "kernels/vulkan/memory.h"
+#include "kernels/vulkan/recorder.h"
+#include "bench/vulkan/gauge.h"
 #endif
 
 using namespace vrun;
@@ -70,36 +79,25 @@ double cpu_copy_gbs() {
   return 2.0 * n / best / 1e9;  // bytes read + written
 }
 
-#ifdef VRUN_BENCH_VULKAN
-double vulkan_copy_gbs() {
-  auto ctx = vulkan::Context::create({});
-  if (!ctx.is_ok()) return 0;
-  const uint64_t n = uint64_t{1} << 30;
-  auto a = (*ctx)->allocator().allocate(n);
-  auto b = (*ctx)->allocator().allocate(n);
-  auto rec = vulkan::Recorder::create(**ctx);
-  if (!a.is_ok() || !b.is_ok() || !rec.is_ok()) return 0;
-  const vulkan::DeviceView src = vulkan::DeviceView::dense(a->ref(), DType::f32, {static_cast<int64_t>(n / 4)});
-  const vulkan::DeviceView dst = vulkan::DeviceView::dense(b->ref(), DType::f32, {static_cast<int64_t>(n / 4)});
-  double best = 1e9;
-  for (int r = 0; r < 4; ++r) {
-    const auto t = Clock::now();
-    if (!(*rec)->record_copy(src, dst).is_ok() || !(*rec)->submit_and_wait().is_ok()) return 0;
-    if (r) best = std::min(best, secs(t));
-  }
-  return 2.0 * static_cast<double>(n) / best / 1e9;
-}
-#endif
-
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string shape = "llama-1b", dtype_name_s = "f16", backend = "cpu";
   int threads = 0, prompt = 512, decode = 64;
   std::string step_method = "decode";
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = argv[i], v = argv[i + 1];
+  bool gauge_sweep = false;
+  double torch_copy = -1;
+  for (int i = 1; i < argc; i += 2) {
+    const std::string k = argv[i];
+    if (k == "--gauge-sweep") {
+      gauge_sweep = true;
+      --i;
+      continue;
+    }
+    if (i + 1 >= argc) return std::fprintf(stderr, "%s takes a value\n", k.c_str()), 2;
+    const std::string v = argv[i + 1];
     if (k == "--shape") shape = v;
+    else if (k == "--torch-copy") torch_copy = std::stod(v);
     else if (k == "--dtype") dtype_name_s = v;
     else if (k == "--backend") backend = v;
     else if (k == "--threads") threads = std::stoi(v);
@@ -226,15 +224,46 @@ int main(int argc, char** argv) {
   const auto decode_best = best_after_warm_up(window, gpu ? 3 : 1, warm_s);
   if (!decode_best.is_ok()) return std::fprintf(stderr, "%s\n", decode_best.status().to_string().c_str()), 1;
   const double decode_tps = (decode - 1) / *decode_best;
-  double bw = 0;
+  // What a decode step at position p must read: every weight once (the tied embedding table once,
+  // as the output head), the token's embedding row, and K and V of every layer for positions
+  // 0..p. The timed steps run at p = prompt + 1 .. prompt + decode - 1.
+  const DType table_dt = *wdt;
+  const std::string device = (*ex)->device_description();
+  const double embed_row = static_cast<double>(dtype_bytes(table_dt, c.dim));
+  const MetaValue* kv_meta = (*prog)->meta("vrun.kv_cache_dtype");
+  const auto kv_dt = kv_meta ? dtype_from_name(kv_meta->s) : std::optional<DType>(DType::f16);
+  const double mean_keys = prompt + 1 + decode / 2.0;
+  const double kv_bytes = 2.0 * static_cast<double>(c.layers * c.kv_heads * c.head_dim) * mean_keys *
+                          static_cast<double>(dtype_bytes(kv_dt.value_or(DType::f16), 1));
+  const double token_bytes = static_cast<double>(weight_bytes) + embed_row + kv_bytes;
+  const double read_gbs = token_bytes * decode_tps / 1e9;
+  double roof = 0;
+  const char* roof_what = "memcpy, read + written";
 #ifdef VRUN_BENCH_VULKAN
-  if (gpu) bw = vulkan_copy_gbs();
+  vulkan::bench::Gauge gauge;
+  if (gpu) {
+    (*ex).reset();  // the model's memory back before the gauge's 2 GiB
+    auto ctx = vulkan::Context::create({});
+    if (ctx.is_ok()) {
+      vulkan::bench::GaugeOptions go;
+      go.sweep = gauge_sweep;
+      go.torch_copy_gbs = torch_copy;
+      gauge = vulkan::bench::measure_gauge(**ctx, go);
+      vulkan::bench::print_gauge(gauge);
+      roof = gauge.roof_gbs;
+      roof_what = "memory roofline";
+    }
+  }
 #endif
-  if (!gpu) bw = cpu_copy_gbs();
-  // Decode reads every weight once per token (the tied embedding once, as the output projection).
-  const double read_gbs = static_cast<double>(weight_bytes) * decode_tps / 1e9;
-  std::printf("%s %s %s: prefill %d tokens %.1f tok/s | decode %.1f tok/s | weights %.2f GB | %.1f GB/s of %.1f GB/s copy = %.1f%% of roofline\n",
-              shape.c_str(), dtype_name_s.c_str(), (*ex)->device_description().c_str(), prompt, prompt / *prefill_best,
-              decode_tps, static_cast<double>(weight_bytes) / 1e9, read_gbs, bw, bw > 0 ? 100 * read_gbs / bw : 0);
+  if (!gpu) roof = cpu_copy_gbs();
+  std::printf("bytes a token: weights %.3f GB (output head %.3f GB of it) + embedding row %.1f KB + KV cache %.2f MB "
+              "(%.0f positions, %s) = %.3f GB\n",
+              static_cast<double>(weight_bytes) / 1e9, static_cast<double>(dtype_bytes(table_dt, c.vocab * c.dim)) / 1e9,
+              embed_row / 1e3, kv_bytes / 1e6, mean_keys, dtype_name(kv_dt.value_or(DType::f16)), token_bytes / 1e9);
+  std::printf("%s %s %s: prefill %d tokens %.1f tok/s | decode %.1f tok/s | %.3f GB a token | %.1f GB/s of %.1f GB/s (%s) = %.1f%% of roofline\n",
+              shape.c_str(), dtype_name_s.c_str(), device.c_str(), prompt, prompt / *prefill_best,
+              decode_tps, token_bytes / 1e9, read_gbs, roof, roof_what, roof > 0 ? 100 * read_gbs / roof : 0);
+  if (roof > 0 && read_gbs > roof)
+    std::printf("ABOVE 100%% OF THE ROOF: the roof or the byte count is wrong\n");
   return 0;
 }

@@ -1,9 +1,11 @@
 // Vulkan kernel benchmark: the decode/prefill shapes of a 2048-wide model, measured against the
-// device's own rooflines taken in the same run (device-to-device copy bandwidth; f16 matmul rate
-// of the fastest linear kernel at 4096^3, or the rate the device's own PyTorch matmul reaches when
+// device's own rooflines taken in the same run (the memory roofline of gauge.h: a tuned read
+// kernel beside the device's copies, PyTorch's included where it runs; f16 matmul rate of the
+// fastest linear kernel at 4096^3, or the rate the device's own PyTorch matmul reaches when
 // --tensor-roof gives it: bench/vulkan/run.sh measures it in the same run).
 //
 //   vrun_bench_vulkan [--small] [--reps N] [--device I] [--tensor-roof TFLOPS] [--sweep]
+//                     [--gauge] [--gauge-sweep] [--torch-copy GBS]
 //                     [--tiles | --quant-tiles [--tile-w q4_0,...] [--tile-list T1,T2,...]
 //                      [--tile-shapes "llama-1b o,llama-1b down"] [--tile-m M]]
 //                     [--decode-shapes] [--q4-tune] [--attention-shapes] [--mma-peak] [--peer-shapes]
@@ -28,6 +30,10 @@
 // --sdpa-rows times GQA decode attention (32 / 8 heads) on the row kernel with each key split
 // listed (VRUN_SDPA_ROWS's WANT,KBYTES,KCH; "auto" the default).
 // --peer-shapes times llama.cpp's own matmul perf shapes (test-backend-ops perf -o MUL_MAT).
+// --gauge measures the memory roofline alone, over every read-kernel configuration (each printed),
+// and stops; --gauge-sweep tries all of them before the other rows too (else a short list that
+// holds the H100's and H200's winners). --torch-copy gives PyTorch's copy figure (GB/s, read +
+// written) instead of running bench/gpu/torch_copy.py for it; 0 leaves it out.
 // --sweep adds decode linear at 4x and 16x the rows (the slope between sizes separates the
 // bandwidth from fixed per-dispatch costs) and prefill linear at other M, K, N.
 //
@@ -46,14 +52,15 @@
 #include <string>
 #include <vector>
 
+#include "bench/vulkan/gauge.h"
 #include "bench/vulkan/harness.h"
-#include "runtime/backends/vulkan/context.h"
-#include "runtime/backends/vulkan/memory.h"
-#include "runtime/backends/vulkan/ops.h"
-#include "runtime/backends/vulkan/ops_matvec.h"
-#include "runtime/backends/vulkan/pipelines.h"
-#include "runtime/backends/vulkan/recorder.h"
-#include "runtime/strings.h"
+#include "kernels/vulkan/context.h"
+#include "kernels/vulkan/memory.h"
+#include "kernels/vulkan/ops.h"
+#include "kernels/vulkan/ops_matvec.h"
+#include "kernels/vulkan/pipelines.h"
+#include "kernels/vulkan/recorder.h"
+#include "runtime/base/strings.h"
 
 using namespace vrun;
 using namespace vrun::vulkan;
@@ -64,7 +71,9 @@ int main(int argc, char** argv) {
   int reps = 20;
   double tensor_roof = 0;
   bool sweep = false, decode_shapes = false, q4_tune = false, attention_shapes = false, tiles = false, quant_tiles = false,
-       mma_peak = false, peer_shapes = false;
+       mma_peak = false, peer_shapes = false, gauge_only = false;
+  GaugeOptions gauge_opts;
+  gauge_opts.sweep = false;
   std::string sdpa_tiles, sdpa_rows;
   std::string tile_w = "q4_0,q8_0,q4_1";
   std::vector<std::string> tile_shapes;
@@ -92,8 +101,11 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--sdpa-tiles") && i + 1 < argc) sdpa_tiles = argv[++i];
     else if (!std::strcmp(argv[i], "--sdpa-rows") && i + 1 < argc) sdpa_rows = argv[++i];
     else if (!std::strcmp(argv[i], "--peer-shapes")) peer_shapes = true;
+    else if (!std::strcmp(argv[i], "--gauge")) gauge_only = gauge_opts.sweep = gauge_opts.verbose = true;
+    else if (!std::strcmp(argv[i], "--gauge-sweep")) gauge_opts.sweep = true;
+    else if (!std::strcmp(argv[i], "--torch-copy") && i + 1 < argc) gauge_opts.torch_copy_gbs = std::atof(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: vrun_bench_vulkan [--small] [--reps N] [--device I] [--tensor-roof TFLOPS] [--sweep] [--decode-shapes] [--q4-tune] [--attention-shapes] [--tiles | --quant-tiles [--tile-w q4_0,...] [--tile-list T1,T2,...] [--tile-shapes NAME,...] [--tile-m M]] [--mma-peak] [--peer-shapes] [--sdpa-tiles BR,BC,NT,CLAMP:...] [--sdpa-rows WANT,KBYTES,KCH[,PRE]:...]\n");
+      std::fprintf(stderr, "usage: vrun_bench_vulkan [--small] [--reps N] [--device I] [--tensor-roof TFLOPS] [--sweep] [--decode-shapes] [--q4-tune] [--attention-shapes] [--tiles | --quant-tiles [--tile-w q4_0,...] [--tile-list T1,T2,...] [--tile-shapes NAME,...] [--tile-m M]] [--mma-peak] [--peer-shapes] [--gauge] [--gauge-sweep] [--torch-copy GBS] [--sdpa-tiles BR,BC,NT,CLAMP:...] [--sdpa-rows WANT,KBYTES,KCH[,PRE]:...]\n");
       return 2;
     }
   }
@@ -125,8 +137,12 @@ int main(int argc, char** argv) {
   }
   const int64_t S = small ? 8 : 1;  // --small divides the big dims (CPU implementations)
 
-  // Roofline 1: device-to-device copy bandwidth (read + write bytes).
+  // Roofline 1: the memory bandwidth (gauge.h), bytes moved a second; a copy counts read + written.
   const uint64_t copy_bytes = small ? (32ull << 20) : (1ull << 30);
+  gauge_opts.bytes = copy_bytes;
+  const Gauge gauge = measure_gauge(ctx, gauge_opts);
+  print_gauge(gauge);
+  if (gauge_only) return gauge.read_gbs > 0 ? 0 : 1;
   DevTensor ca = make(ctx, DType::u8, Shape{static_cast<int64_t>(copy_bytes)}, false);
   DevTensor cb = make(ctx, DType::u8, Shape{static_cast<int64_t>(copy_bytes)}, false);
   const double tcopy = time_runs(ctx, reps, [&](Recorder& r) { return r.record_buffer_copy(ca.buf.ref(), 0, cb.buf.ref(), 0, copy_bytes); });
@@ -135,11 +151,11 @@ int main(int argc, char** argv) {
   DeviceView wa = DeviceView::dense(ca.buf.ref(), DType::f32, Shape{words});
   DeviceView wb = DeviceView::dense(cb.buf.ref(), DType::f32, Shape{words});
   const double tkern = time_runs(ctx, reps, [&](Recorder& r) { return r.record_copy(wa, wb); });
-  const double bw = 2.0 * copy_bytes / std::min(tcopy, tkern) / 1e9;
+  const double bw = gauge.roof_gbs;
 
   if (decode_shapes) {
     // The projections of a Llama-3.2-1B decode step, each run waiting for the one before.
-    std::printf("copy roofline %.1f GB/s\n", bw);
+    std::printf("memory roofline %.1f GB/s\n", bw);
     const int64_t shapes[][2] = {{3072, 2048}, {2048, 2048}, {16384, 2048}, {2048, 8192}, {128256, 2048}};
     std::vector<vulkan::Q4Tuning> tunings = {{}};
     if (q4_tune) {
@@ -291,7 +307,7 @@ int main(int argc, char** argv) {
     // llama.cpp's matmul perf cases (test-backend-ops perf -o MUL_MAT): W [4096, 14336] in each
     // weight type, f32 activations of 1 and 512 rows (y = x W^T: out 4096 x rows, K 14336), so
     // the two programs' kernels can be set side by side on one device. f16 x beside them.
-    std::printf("copy roofline %.1f GB/s\n", bw);
+    std::printf("memory roofline %.1f GB/s\n", bw);
     const int64_t Np = 4096 / S, Kp = 14336 / S;
     for (DType wdt : {DType::f16, DType::q4_0, DType::q4_1, DType::q8_0}) {
       DevTensor w = make(ctx, wdt, Shape{Np, Kp});
@@ -479,7 +495,7 @@ int main(int argc, char** argv) {
   if (tensor_roof > 0) std::printf("compute roof: %.1f TFLOP/s (PyTorch f16 matmul on this device)\n", tensor_roof);
 
   std::printf("%-24s %-28s %13s %10s %-7s %7s\n", "kernel", "shape", "time", "rate", "unit", "roof");
-  row("copy (roofline)", std::to_string(copy_bytes >> 20) + " MiB", tcopy, 2.0 * copy_bytes / 1e9, "GB/s", bw);
+  row("copy", std::to_string(copy_bytes >> 20) + " MiB", tcopy, 2.0 * copy_bytes / 1e9, "GB/s", bw);
   row("copy kernel", std::to_string(copy_bytes >> 20) + " MiB", tkern, 2.0 * copy_bytes / 1e9, "GB/s", bw);
   row(tensor_roof > 0 ? "linear f16" : "linear f16 (roofline)", std::to_string(P) + "^3", tpeak, 2.0 * P * P * P / 1e12,
       "TFLOP/s", peak);

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <random>
 
-#include "kernels/shape_infer.h"
+#include "kernels/ops/shape_infer.h"
 
 namespace vrun::vulkan::bench {
 

@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "kernels/attrs.h"
-#include "runtime/backends/vulkan/context.h"
-#include "runtime/backends/vulkan/memory.h"
-#include "runtime/backends/vulkan/recorder.h"
+#include "kernels/ops/attrs.h"
+#include "kernels/vulkan/context.h"
+#include "kernels/vulkan/memory.h"
+#include "kernels/vulkan/recorder.h"
 
 namespace vrun::vulkan::bench {
 

@@ -8,9 +8,9 @@
 
 #include "kernels/cpu/attention_rows.h"
 #include "kernels/cpu/cpu_kernel.h"
-#include "kernels/cpu/cpu_features.h"
+#include "runtime/base/cpu_features.h"
 #include "kernels/cpu/gemm.h"
-#include "kernels/cpu/vec_math.h"
+#include "runtime/base/vec_math.h"
 
 namespace vrun {
 

@@ -6,10 +6,10 @@
 
 #include <cstdint>
 
-#include "runtime/dtype.h"
-#include "runtime/status.h"
-#include "runtime/tensor.h"
-#include "runtime/thread_pool.h"
+#include "runtime/base/dtype.h"
+#include "runtime/base/status.h"
+#include "runtime/base/tensor.h"
+#include "runtime/base/thread_pool.h"
 
 namespace vrun {
 

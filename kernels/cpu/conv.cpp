@@ -2,13 +2,15 @@
 // group) run a direct loop; everything else is im2col + sgemm per (batch, group). conv1d is
 // conv2d with a height of 1.
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <vector>
 
-#include "kernels/cpu/convert.h"
-#include "kernels/cpu/cpu_features.h"
+#include "runtime/base/convert.h"
+#include "runtime/base/cpu_features.h"
 #include "kernels/cpu/cpu_kernel.h"
 #include "kernels/cpu/gemm.h"
-#include "kernels/shapes/conv_params.h"
+#include "kernels/ops/shapes/conv_params.h"
 
 namespace vrun {
 
@@ -182,11 +184,51 @@ Status conv_kernel(const KernelCall& call) {
   return Status::ok();
 }
 
+// max_pool2d: each output the largest input its window covers (padding counts as -inf).
+Status max_pool2d_kernel(const KernelCall& call) {
+  const TensorView& xv = call.input(0);
+  TensorView& yv = call.out[0];
+  int64_t stride[2], dil[2], plo[2], phi[2];
+  VRUN_RETURN_IF_ERROR(conv_spatial_params("max_pool2d", call.attr(), 2, stride, dil, plo, phi));
+  const auto& k = call.attr().ints("kernel");
+  const int64_t kh = k[0], kw = k[k.size() == 1 ? 0 : 1];
+  const int64_t planes = xv.shape[0] * xv.shape[1], h = xv.shape[2], w = xv.shape[3];
+  const int64_t oh = yv.shape[2], ow = yv.shape[3];
+  if (yv.numel() == 0) return Status::ok();
+  std::vector<float> xs, ys;
+  const float* x = dense_f32(xv, call.pool, &xs);
+  float* y = yv.dtype == DType::f32 ? yv.ptr<float>() : (ys.resize(static_cast<size_t>(yv.numel())), ys.data());
+  call.pool->parallel_for(planes, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const float* xp = x + p * h * w;
+      float* yp = y + p * oh * ow;
+      for (int64_t oy = 0; oy < oh; ++oy)
+        for (int64_t ox = 0; ox < ow; ++ox) {
+          float m = -std::numeric_limits<float>::infinity();
+          for (int64_t ky = 0; ky < kh; ++ky) {
+            const int64_t iy = oy * stride[0] - plo[0] + ky * dil[0];
+            if (iy < 0 || iy >= h) continue;
+            for (int64_t kx = 0; kx < kw; ++kx) {
+              const int64_t ix = ox * stride[1] - plo[1] + kx * dil[1];
+              if (ix < 0 || ix >= w) continue;
+              const float v = xp[iy * w + ix];
+              if (v > m || std::isnan(v)) m = v;
+            }
+          }
+          yp[oy * ow + ox] = m;
+        }
+    }
+  });
+  if (yv.dtype != DType::f32) store_row_f32(y, yv.data, yv.dtype, yv.numel());
+  return Status::ok();
+}
+
 }  // namespace
 
 void register_cpu_conv(CpuKernelTable& t) {
   t.set(OpKind::conv1d, conv_kernel);
   t.set(OpKind::conv2d, conv_kernel);
+  t.set(OpKind::max_pool2d, max_pool2d_kernel);
 }
 
 }  // namespace vrun

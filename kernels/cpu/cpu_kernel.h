@@ -5,10 +5,10 @@
 
 #include <array>
 
-#include "kernels/attrs.h"
-#include "runtime/status.h"
-#include "runtime/tensor.h"
-#include "runtime/thread_pool.h"
+#include "kernels/ops/attrs.h"
+#include "runtime/base/status.h"
+#include "runtime/base/tensor.h"
+#include "runtime/base/thread_pool.h"
 
 namespace vrun {
 

@@ -5,11 +5,11 @@
 #include <vector>
 
 #include "kernels/cpu/attention_rows.h"
-#include "kernels/cpu/convert.h"
+#include "runtime/base/convert.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/strided_iter.h"
-#include "kernels/cpu/vec_math.h"
+#include "runtime/base/vec_math.h"
 
 namespace vrun::cpu {
 

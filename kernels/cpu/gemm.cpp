@@ -6,8 +6,8 @@
 #include <cstring>
 
 #include "kernels/cpu/blas_core.h"
-#include "kernels/cpu/convert.h"
-#include "kernels/cpu/cpu_features.h"
+#include "runtime/base/convert.h"
+#include "runtime/base/cpu_features.h"
 
 #ifdef VRUN_HAVE_OPENBLAS
 #include <cblas.h>

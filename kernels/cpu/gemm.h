@@ -7,8 +7,8 @@
 #include <functional>
 #include <vector>
 
-#include "runtime/tensor.h"
-#include "runtime/thread_pool.h"
+#include "runtime/base/tensor.h"
+#include "runtime/base/thread_pool.h"
 
 namespace vrun {
 

@@ -4,12 +4,12 @@
 #include <algorithm>
 #include <vector>
 
-#include "kernels/cpu/cpu_features.h"
+#include "runtime/base/cpu_features.h"
 #include "kernels/cpu/cpu_kernel.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/quant_dot.h"
-#include "kernels/cpu/vec_math.h"
+#include "runtime/base/vec_math.h"
 
 namespace vrun {
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/cpu/convert.h"
+#include "runtime/base/convert.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/strided_iter.h"

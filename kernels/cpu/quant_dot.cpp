@@ -10,7 +10,7 @@
 #include <vector>
 #include <cmath>
 
-#include "kernels/cpu/cpu_features.h"
+#include "runtime/base/cpu_features.h"
 
 namespace vrun {
 

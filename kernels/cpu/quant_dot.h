@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "runtime/dtype.h"
+#include "runtime/base/dtype.h"
 
 namespace vrun {
 

@@ -9,11 +9,11 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/cpu/convert.h"
-#include "kernels/cpu/cpu_features.h"
+#include "runtime/base/convert.h"
+#include "runtime/base/cpu_features.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/strided_iter.h"
-#include "kernels/cpu/vec_math.h"
+#include "runtime/base/vec_math.h"
 
 namespace vrun::cpu {
 

@@ -9,8 +9,8 @@
 #include <array>
 #include <cstdint>
 
-#include "runtime/tensor.h"
-#include "runtime/thread_pool.h"
+#include "runtime/base/tensor.h"
+#include "runtime/base/thread_pool.h"
 
 namespace vrun::cpu {
 

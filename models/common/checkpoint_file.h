@@ -6,7 +6,7 @@
 #include <span>
 #include <string>
 
-#include "runtime/status.h"
+#include "runtime/base/status.h"
 
 namespace vrun::models {
 

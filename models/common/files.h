@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <string>
 
-#include "runtime/status.h"
+#include "runtime/base/status.h"
 
 namespace vrun::models {
 

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "runtime/mapped_file.h"
+#include "runtime/base/mapped_file.h"
 
 namespace vrun::models {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/dtype.h"
+#include "runtime/base/dtype.h"
 
 namespace vrun::models {
 

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "runtime/mapped_file.h"
+#include "runtime/base/mapped_file.h"
 
 #include <cerrno>
 #include <cstring>

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "models/common/checkpoint_file.h"
-#include "runtime/dtype.h"
-#include "runtime/status.h"
+#include "runtime/base/dtype.h"
+#include "runtime/base/status.h"
 
 namespace vrun::ct2 {
 

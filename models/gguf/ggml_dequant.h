@@ -9,8 +9,8 @@
 #include <optional>
 #include <string>
 
-#include "runtime/dtype.h"
-#include "runtime/status.h"
+#include "runtime/base/dtype.h"
+#include "runtime/base/status.h"
 
 namespace vrun::gguf {
 

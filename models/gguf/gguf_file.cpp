@@ -1,7 +1,7 @@
 #include "models/gguf/gguf_file.h"
 
 #include "models/common/checkpoint_file.h"
-#include "runtime/mapped_file.h"
+#include "runtime/base/mapped_file.h"
 
 #include <cerrno>
 #include <cstring>

@@ -10,7 +10,7 @@
 #include <variant>
 #include <vector>
 
-#include "runtime/status.h"
+#include "runtime/base/status.h"
 
 namespace vrun::gguf {
 

@@ -15,7 +15,7 @@
 #include <set>
 #include <sstream>
 
-#include "apps/common/tokenizer/metadata.h"
+#include "models/common/tokenizer_keys.h"
 #include "models/common/files.h"
 #include "models/safetensors/safetensors_file.h"
 
@@ -398,6 +398,12 @@ Result<WeightSource> convert_projections(const WeightSource& weights, const Llam
 
 Status export_llama_program(const std::string& checkpoint, const std::string& out_path, const ExportOptions& options,
                             std::vector<std::string>* notes) {
+  VRUN_ASSIGN_OR_RETURN(std::shared_ptr<Program> program, build_llama_export(checkpoint, options, notes));
+  return write_program(*program, out_path).with_context("writing " + out_path);
+}
+
+Result<std::shared_ptr<Program>> build_llama_export(const std::string& checkpoint, const ExportOptions& options,
+                                                    std::vector<std::string>* notes) {
   VRUN_ASSIGN_OR_RETURN(ImportedModel m, import_llama_checkpoint(checkpoint));
   if (notes) notes->insert(notes->end(), m.notes.begin(), m.notes.end());
   WeightSource weights = m.weights;
@@ -408,8 +414,7 @@ Status export_llama_program(const std::string& checkpoint, const std::string& ou
   BuildSettings s;
   s.context = options.context > 0 ? options.context : m.config.max_context;
   s.chunk = options.chunk;
-  VRUN_ASSIGN_OR_RETURN(std::shared_ptr<Program> program, build_llama_program(m.config, weights, s, m.metadata));
-  return write_program(*program, out_path).with_context("writing " + out_path);
+  return build_llama_program(m.config, weights, s, m.metadata);
 }
 
 }  // namespace vrun::llama

@@ -31,6 +31,9 @@ struct ExportOptions {
 
 // Imports a checkpoint (GGUF file or Hugging Face folder), builds its program and writes it to
 // out_path (.vrp). notes gets one line per conversion made on the way.
+// The program export_llama_program writes.
+Result<std::shared_ptr<Program>> build_llama_export(const std::string& checkpoint, const ExportOptions& options,
+                                                    std::vector<std::string>* notes);
 Status export_llama_program(const std::string& checkpoint, const std::string& out_path, const ExportOptions& options,
                             std::vector<std::string>* notes);
 

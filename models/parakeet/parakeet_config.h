@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "models/common/weight.h"
-#include "runtime/dtype.h"
-#include "runtime/status.h"
+#include "runtime/base/dtype.h"
+#include "runtime/base/status.h"
 
 namespace vrun::parakeet {
 

@@ -1,4 +1,5 @@
 #include "models/parakeet/parakeet_import.h"
+#include "runtime/base/strings.h"
 
 #include "models/common/json_guard.h"
 
@@ -11,7 +12,7 @@
 #include "models/parakeet/yaml_json.h"
 #include "models/safetensors/safetensors_file.h"
 #include "models/torch_ckpt/torch_checkpoint.h"
-#include "runtime/mapped_file.h"
+#include "runtime/base/mapped_file.h"
 
 namespace vrun::parakeet {
 
@@ -31,10 +32,6 @@ namespace {
 std::string basename_of(const std::string& p) {
   const size_t s = p.rfind('/');
   return s == std::string::npos ? p : p.substr(s + 1);
-}
-
-bool ends_with(const std::string& s, const std::string& t) {
-  return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
 }
 
 Result<json> read_json(const fs::path& p) {

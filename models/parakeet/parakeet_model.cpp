@@ -4,9 +4,9 @@
 #include <cstring>
 #include <optional>
 
-#include "kernels/cpu/gemm.h"
+#include "runtime/backend.h"
 #include "runtime/graph/builder.h"
-#include "runtime/thread_pool.h"
+#include "runtime/base/thread_pool.h"
 
 namespace vrun::parakeet {
 
@@ -217,7 +217,13 @@ Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& 
       for (float& e : wp) e = to == DType::f16 ? f16_to_f32(f32_to_f16(e)) : bf16_to_f32(f32_to_bf16(e));
     auto project = [&](const std::vector<float>& table, int64_t rows, const std::string& name) {
       std::vector<float> proj(static_cast<size_t>(rows * d));
-      sgemm(rows, d, d, table.data(), d, wp.data(), d, true, proj.data(), d, false, &build_pool);
+      // table @ W_pos^T: the linear op, on the host backend's kernels.
+      const TensorView x = TensorView::dense(const_cast<float*>(table.data()), DType::f32, Shape{rows, d});
+      const TensorView w = TensorView::dense(wp.data(), DType::f32, Shape{d, d});
+      TensorView y = TensorView::dense(proj.data(), DType::f32, Shape{rows, d});
+      const TensorView ins[] = {x, w};
+      const Status s = run_host_op(OpKind::linear, ins, std::span<TensorView>(&y, 1), Attrs(OpKind::linear), &build_pool);
+      if (!s.is_ok()) bad = s;
       return linear_from_f32(p + name, half_positions ? DType::f16 : DType::f32, Shape{1, rows, d}, proj.data());
     };
     if (full_attention && settings.projected_positions) y.pos_proj = project(pe, 2 * M - 1, "relative_positions@linear_pos/sqrt(dk)");

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 
-#include "runtime/status.h"
+#include "runtime/base/status.h"
 
 namespace vrun::parakeet {
 

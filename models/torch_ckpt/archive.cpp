@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "runtime/mapped_file.h"
+#include "runtime/base/mapped_file.h"
 
 namespace vrun::torch_ckpt {
 

@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/status.h"
+#include "runtime/base/status.h"
 
 namespace vrun::torch_ckpt {
 

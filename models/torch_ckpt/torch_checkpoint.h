@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "models/torch_ckpt/archive.h"
-#include "runtime/dtype.h"
-#include "runtime/status.h"
+#include "runtime/base/dtype.h"
+#include "runtime/base/status.h"
 
 namespace vrun::torch_ckpt {
 

@@ -6,7 +6,7 @@
 
 #include "models/gguf/ggml_dequant.h"
 #include "models/whisper/whisper_import.h"
-#include "runtime/mapped_file.h"
+#include "runtime/base/mapped_file.h"
 
 namespace vrun::whisper {
 

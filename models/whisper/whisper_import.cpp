@@ -11,7 +11,7 @@
 
 #include "models/whisper/ggml_whisper.h"
 #include "models/whisper/hf_whisper.h"
-#include "runtime/strings.h"
+#include "runtime/base/strings.h"
 
 namespace vrun::whisper {
 

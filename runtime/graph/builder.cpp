@@ -3,8 +3,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "kernels/shape_infer.h"
-#include "kernels/views.h"
+#include "kernels/ops/shape_infer.h"
+#include "kernels/ops/views.h"
 #include "runtime/graph/builder_ir.h"
 #include "runtime/program_file.h"
 
@@ -312,6 +312,17 @@ Shape MethodBuilder::max_shape(Val v) const {
   const BMethod& m = meth(p_, index_);
   if (!v.valid() || v.id >= static_cast<int>(m.values.size())) return {};
   return m.values[v.id].at[0].shape;
+}
+
+std::vector<bool> MethodBuilder::symbolic_dims(Val v) const {
+  const BMethod& m = meth(p_, index_);
+  if (!v.valid() || v.id >= static_cast<int>(m.values.size())) return {};
+  const auto& at = m.values[v.id].at;
+  std::vector<bool> out(static_cast<size_t>(at[0].shape.rank), false);
+  for (size_t b = 1; b < at.size(); ++b)
+    for (int d = 0; d < at[0].shape.rank && d < at[b].shape.rank; ++d)
+      if (at[b].shape[d] != at[0].shape[d]) out[static_cast<size_t>(d)] = true;
+  return out;
 }
 
 DType MethodBuilder::dtype(Val v) const {

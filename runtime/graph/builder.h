@@ -70,6 +70,9 @@ class MethodBuilder {
   // Shape and dtype at the symbols' upper bounds.
   Shape max_shape(Val v) const;
   DType dtype(Val v) const;
+  // Per dim: whether its size depends on the method's symbols (differs between the bindings the
+  // builder evaluates); all false in a method without symbols.
+  std::vector<bool> symbolic_dims(Val v) const;
   int rank(Val v) const { return max_shape(v).rank; }
   const std::string& name() const;
 

@@ -5,7 +5,7 @@
 #include <map>
 #include <sstream>
 
-#include "kernels/views.h"
+#include "kernels/ops/views.h"
 #include "runtime/graph/builder_ir.h"
 
 namespace vrun {

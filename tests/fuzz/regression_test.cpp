@@ -18,7 +18,7 @@
 #include "models/llama/hf_llama.h"
 #include "models/torch_ckpt/pickle.h"
 #include "preprocess/audio_loader.h"
-#include "runtime/dtype.h"
+#include "runtime/base/dtype.h"
 #include "runtime/executor.h"
 #include "runtime/program.h"
 #include "tests/fuzz/fuzz_util.h"

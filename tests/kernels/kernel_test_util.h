@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_kernel.h"
-#include "kernels/shape_infer.h"
-#include "runtime/tensor.h"
+#include "kernels/ops/shape_infer.h"
+#include "runtime/base/tensor.h"
 
 namespace vrun::test {
 

@@ -5,8 +5,8 @@
 #include <limits>
 #include <string>
 
-#include "kernels/cpu/convert.h"
-#include "kernels/cpu/vec_math.h"
+#include "runtime/base/convert.h"
+#include "runtime/base/vec_math.h"
 #include "tests/kernels/kernel_test_util.h"
 
 namespace vrun::test {

@@ -8,7 +8,7 @@
 
 #include "kernel_test_util.h"
 #include "kernels/cpu/blas_core.h"
-#include "kernels/cpu/cpu_features.h"
+#include "runtime/base/cpu_features.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/quant_dot.h"
 

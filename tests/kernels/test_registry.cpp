@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/cpu/cpu_kernel.h"
-#include "kernels/views.h"
+#include "kernels/ops/views.h"
 
 namespace vrun {
 namespace {

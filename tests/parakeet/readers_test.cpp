@@ -11,8 +11,8 @@
 #include "models/parakeet/yaml_json.h"
 #include "models/torch_ckpt/pickle.h"
 #include "models/torch_ckpt/torch_checkpoint.h"
-#include "runtime/dtype.h"
-#include "runtime/mapped_file.h"
+#include "runtime/base/dtype.h"
+#include "runtime/base/mapped_file.h"
 
 namespace vrun {
 namespace {

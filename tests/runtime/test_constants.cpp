@@ -17,11 +17,11 @@
 
 #include "runtime/executor.h"
 #include "runtime/graph/builder.h"
-#include "runtime/mapped_file.h"
-#include "runtime/zeroed_memory.h"
+#include "runtime/base/mapped_file.h"
+#include "runtime/base/zeroed_memory.h"
 #include "tests/runtime/vulkan_executor.h"
 #ifdef VRUN_HAVE_VULKAN
-#include "runtime/backends/vulkan/context.h"
+#include "kernels/vulkan/context.h"
 #endif
 
 namespace vrun::test {

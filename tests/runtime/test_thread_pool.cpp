@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/thread_pool.h"
+#include "runtime/base/thread_pool.h"
 
 namespace vrun {
 namespace {

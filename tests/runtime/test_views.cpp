@@ -2,7 +2,7 @@
 // element the op's definition names, read through the computed strides and offset.
 #include <gtest/gtest.h>
 
-#include "kernels/views.h"
+#include "kernels/ops/views.h"
 
 namespace vrun {
 namespace {

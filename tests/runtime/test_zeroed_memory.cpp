@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "runtime/executor.h"
-#include "runtime/zeroed_memory.h"
+#include "runtime/base/zeroed_memory.h"
 #include "tests/runtime/tiny_transformer.h"
 
 namespace vrun::test {

@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "runtime/backends/vulkan/pipelines.h"
+#include "kernels/vulkan/pipelines.h"
 
 #include "tests/vulkan/vk_test_util.h"
 

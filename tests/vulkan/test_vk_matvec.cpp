@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "runtime/backends/vulkan/ops_matvec.h"
+#include "kernels/vulkan/ops_matvec.h"
 #include "tests/vulkan/vk_test_util.h"
 
 namespace vrun::test {

@@ -17,12 +17,12 @@
 #include <random>
 #include <vector>
 
-#include "kernels/shape_infer.h"
-#include "runtime/backends/vulkan/context.h"
-#include "runtime/backends/vulkan/memory.h"
-#include "runtime/backends/vulkan/ops.h"
-#include "runtime/backends/vulkan/pipelines.h"
-#include "runtime/backends/vulkan/recorder.h"
+#include "kernels/ops/shape_infer.h"
+#include "kernels/vulkan/context.h"
+#include "kernels/vulkan/memory.h"
+#include "kernels/vulkan/ops.h"
+#include "kernels/vulkan/pipelines.h"
+#include "kernels/vulkan/recorder.h"
 #include "tests/kernels/kernel_test_util.h"
 #include "tests/kernels/tdt_greedy_case.h"
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "apps/common/tokenizer/tokenizer.h"
-#include "runtime/status.h"
+#include "runtime/base/status.h"
 
 namespace vrun::tok {
 

@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "apps/common/tokenizer/metadata.h"
-#include "runtime/status.h"
+#include "runtime/base/status.h"
 
 namespace vrun::tok {
 

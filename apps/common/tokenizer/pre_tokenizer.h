@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/status.h"
+#include "runtime/base/status.h"
 
 namespace vrun::tok {
 

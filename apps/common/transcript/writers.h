@@ -4,7 +4,7 @@
 #include <string>
 
 #include "apps/common/transcript/transcript.h"
-#include "runtime/status.h"
+#include "runtime/base/status.h"
 
 namespace vrun::transcript {
 

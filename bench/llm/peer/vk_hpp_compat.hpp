@@ -6,7 +6,7 @@
 #pragma once
 #include <vulkan/vulkan.h>
 
-#include "runtime/backends/vulkan/coopmat_compat.h"
+#include "kernels/vulkan/coopmat_compat.h"
 
 #include <vulkan/vulkan.hpp>
 

@@ -1,0 +1,63 @@
+#include "apps/serve/engines.h"
+
+#include <chrono>
+
+namespace vrun::serve {
+
+void TextEngine::serve(std::span<const std::shared_ptr<Job>> jobs) {
+  for (const auto& base : jobs) {
+    auto& job = static_cast<TextJob&>(*base);
+    if (job.cancelled) {
+      job.on_done(Status(ErrorCode::kInvalidArgument, "the request was cancelled before it ran"));
+      continue;
+    }
+    // Every request starts from an empty cache: no conversation carries over between clients.
+    runner_.reset();
+    bool first = true;
+    auto st = runner_.generate(job.prompt, job.options, [&](const std::string& piece) {
+      if (first) {
+        first = false;
+        metrics_.time_to_first_token(
+            model_, std::chrono::duration<double>(std::chrono::steady_clock::now() - job.arrived).count());
+      }
+      if (job.cancelled) return false;
+      return job.on_text(piece);
+    });
+    runner_.reset();
+    if (st.is_ok()) metrics_.tokens(model_, st->prompt_tokens, st->generated_tokens);
+    job.on_done(std::move(st));
+  }
+}
+
+void SpeechEngine::serve_one(SpeechJob& job) {
+  auto t = transcribe_(job.samples, job.options);
+  if (t.is_ok()) metrics_.audio(model_, t->stats.audio_s);
+  job.on_done(std::move(t));
+}
+
+void SpeechEngine::serve(std::span<const std::shared_ptr<Job>> jobs) {
+  std::vector<SpeechJob*> live;
+  for (const auto& base : jobs) {
+    auto& job = static_cast<SpeechJob&>(*base);
+    if (job.cancelled)
+      job.on_done(Status(ErrorCode::kInvalidArgument, "the request was cancelled before it ran"));
+    else
+      live.push_back(&job);
+  }
+  if (live.size() > 1 && batch_) {
+    std::vector<std::span<const float>> files;
+    for (SpeechJob* j : live) files.emplace_back(j->samples);
+    auto ts = batch_(files);
+    if (ts.is_ok() && ts->size() == live.size()) {
+      for (size_t k = 0; k < live.size(); ++k) {
+        metrics_.audio(model_, (*ts)[k].stats.audio_s);
+        live[k]->on_done(std::move((*ts)[k]));
+      }
+      return;
+    }
+    // One file the batch could not take fails only its own request: each goes alone.
+  }
+  for (SpeechJob* j : live) serve_one(*j);
+}
+
+}  // namespace vrun::serve

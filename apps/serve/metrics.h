@@ -1,0 +1,53 @@
+// Counters, gauges and histograms for GET /metrics, rendered in the Prometheus text format
+// (version 0.0.4). One mutex: updates are a few per request, far from the decode loop's rate.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace vrun::serve {
+
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> bounds)
+      : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
+  void observe(double v);
+  // Appends the _bucket, _sum and _count lines of `name` with `labels` ("" or `key="v"`).
+  void render(std::string& out, const std::string& name, const std::string& labels) const;
+
+ private:
+  std::vector<double> bounds_;
+  std::vector<uint64_t> counts_;  // per bucket, not cumulative; the last is +Inf
+  double sum_ = 0;
+  uint64_t count_ = 0;
+};
+
+class Metrics {
+ public:
+  void request_done(const std::string& endpoint, int status, double seconds);
+  void tokens(const std::string& model, int64_t prompt, int64_t completion);
+  void audio(const std::string& model, double seconds);
+  void time_to_first_token(const std::string& model, double seconds);
+  void batch(const std::string& model, int size);
+  void queue_depth(const std::string& model, int64_t depth);
+  std::string render() const;
+
+ private:
+  struct PerModel {
+    int64_t prompt_tokens = 0, completion_tokens = 0, queue_depth = 0;
+    double audio_s = 0;
+    Histogram ttft{{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}};
+    Histogram batch{{1, 2, 4, 8, 16, 32, 64}};
+  };
+  PerModel& model(const std::string& name);
+  mutable std::mutex mu_;
+  std::map<std::pair<std::string, int>, uint64_t> requests_;
+  std::map<std::string, Histogram> latency_;  // per endpoint
+  std::map<std::string, PerModel> models_;
+};
+
+}  // namespace vrun::serve

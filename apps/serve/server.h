@@ -1,0 +1,29 @@
+// `vrun serve`: the OpenAI-compatible HTTP server over the models given on the command line.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace vrun::serve {
+
+struct ServeOptions {
+  std::vector<std::string> models, aliases;  // aliases[k] names models[k]
+  std::string host = "127.0.0.1";
+  int port = 8080;  // 0: any free port (printed on stderr)
+  std::string api_key;
+  int max_concurrent = 8;  // queued + running requests per model
+  int max_body_mb = 64;
+  int max_tokens = 2048;  // per request
+  double max_audio_s = 3600;
+  int timeout_s = 600;  // per request
+  int64_t context = 0;
+  std::string backend = "auto";
+  int threads = 0;
+  int http_threads = 0;  // 0: enough for every model's max_concurrent plus a few
+};
+
+// Loads the models, serves until SIGTERM or SIGINT, then finishes the requests in flight.
+// Returns the process exit code.
+int run_server(const ServeOptions& options);
+
+}  // namespace vrun::serve

@@ -1,0 +1,59 @@
+// One interface for speech recognition, whichever family the model is (Whisper, Parakeet): load a
+// checkpoint or program, check what the options ask of it, transcribe one input or many. The CLI,
+// the server and the bindings all reach speech models through it.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "apps/common/transcript/transcript.h"
+#include "apps/whisper/whisper_runner.h"
+#include "runtime/executor.h"
+
+namespace vrun::speech {
+
+struct LoadOptions {
+  BackendKind backend = BackendKind::kAuto;
+  int threads = 0;
+  // Whisper: rows of the batched decoder built for checkpoints (beam size and best-of need at
+  // most this many).
+  int decode_batch = 5;
+};
+
+struct Options {
+  // Whisper's decoding (language, task, beam search, temperature fallback, prompt, ...).
+  whisper::TranscribeOptions whisper;
+  // Parakeet: NeMo's limited-context attention instead of full attention.
+  bool local_attention = false;
+};
+
+using OnSegment = std::function<void(const transcript::Segment&)>;
+using OnProgress = std::function<void(double seconds_done)>;
+
+class Recognizer {
+ public:
+  virtual ~Recognizer() = default;
+  // "whisper" or "parakeet" (models/registry).
+  virtual const std::string& family() const = 0;
+  virtual std::string device_description() const = 0;
+  // Import and conversion notes for the user.
+  virtual const std::vector<std::string>& notes() const = 0;
+  // What the options ask that this model cannot do (a language an English-only model lacks,
+  // translation, ...), before any audio is read; warnings for options it ignores go to `ignored`.
+  virtual Status check(const Options& options, std::vector<std::string>* ignored) const = 0;
+  // 16-kHz mono samples.
+  virtual Result<transcript::Transcript> transcribe(std::span<const float> samples, const Options& options,
+                                                    const OnSegment& on_segment = {}, const OnProgress& on_progress = {}) = 0;
+  // Several inputs together where the model batches them (Parakeet's encoder), one after another
+  // otherwise; each transcript is what the input alone gives.
+  virtual Result<std::vector<transcript::Transcript>> transcribe_many(const std::vector<std::span<const float>>& inputs,
+                                                                      const Options& options);
+};
+
+// The family is found once (models::detect); a .vrp is loaded once.
+Result<std::unique_ptr<Recognizer>> load(const std::string& path, const LoadOptions& options);
+
+}  // namespace vrun::speech

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# vrun (Vulkan) against llama.cpp's CUDA backend on one NVIDIA GPU, in one command: builds
+# llama.cpp's llama-bench for CUDA from llama-cpp-python's source distribution (its vendored
+# llama.cpp), makes Llama-3.2-1B-shaped random-weight GGUFs (f16 and q4_0) with
+# bench/llm/make_random_gguf.py, measures the memory roofline (vrun_bench_vulkan --gauge, with
+# PyTorch's copy beside it) and runs both (bench/gpu/compare_cuda.py), printing the ratios and
+# decode's fraction of the roofline. Needs no network: the source distribution is passed in.
+#
+#   pip download --no-binary :all: --no-deps llama-cpp-python==0.3.36     # where there is a network
+#   bench/gpu/compare_cuda.sh --sdist llama_cpp_python-0.3.36.tar.gz --tokenizer SmolLM2.gguf \
+#       [--bin build/bin | --bundle DIR] [--work /tmp/vrun-cuda-peer] [--runs 3] [--repeat 1] [--roofline-bench] [--speech]
+#
+# --sdist: the .tar.gz or its unpacked folder (a copy without the parts the build does not use,
+#   models/, docs/, tests/, other backends, builds the same). --tokenizer: a GGUF whose tokenizer
+#   the random models take (SmolLM2-135M-Instruct's, bench/llm/run.sh fetches it; its 49,152-token
+#   vocabulary makes the output head smaller than Llama 3's). --bin: vrun and vrun_bench_vulkan
+#   (bench_llama_roofline too for --roofline-bench, which adds its rows). --bundle: the programs
+#   packed with their shared libraries (bin/, lib/ and env.sh, as a machine without the project's
+#   libraries needs them): they run through env.sh, which the CUDA build and Python do not see.
+#   --speech adds the speech encoders once: whisper_bench --random-turbo (vrun, Vulkan) beside
+#   bench/gpu/whisper_torch_encoder.py, parakeet_bench --random-0.6b beside
+#   bench/asr/parakeet_torch.py --no-generate (transformers on the machine's PyTorch); their rows
+#   are printed as the programs print them. --repeat N: the whole
+#   comparison N times (the build and the files once). What is built or made stays in --work and
+#   is reused by a later call. CMAKE_CUDA_ARCHITECTURES comes from CUDA_ARCH (default: the GPU's,
+#   from nvidia-smi).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$PWD
+sdist="" tok="" bin="build/bin" bundle="" speech=0 work="/tmp/vrun-cuda-peer" runs=3 repeat=1 roofline_bench=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --sdist) sdist=$2; shift 2 ;;
+    --tokenizer) tok=$2; shift 2 ;;
+    --bin) bin=$2; shift 2 ;;
+    --bundle) bundle=$2; shift 2 ;;
+    --work) work=$2; shift 2 ;;
+    --runs) runs=$2; shift 2 ;;
+    --repeat) repeat=$2; shift 2 ;;
+    --roofline-bench) roofline_bench=1; shift ;;
+    --speech) speech=1; shift ;;
+    *) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 2 ;;
+  esac
+done
+[ -n "$sdist" ] && [ -n "$tok" ] || { sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 2; }
+sdist=$(realpath "$sdist") tok=$(realpath "$tok")
+mkdir -p "$work"
+if [ -n "$bundle" ]; then
+  bundle=$(realpath "$bundle") bin=$work/bin
+  mkdir -p "$bin"
+  for b in "$bundle"/bin/*; do
+    printf '#!/usr/bin/env bash\n. "%s/env.sh"\nexec "%s" "$@"\n' "$bundle" "$b" > "$bin/$(basename "$b")"
+    chmod +x "$bin/$(basename "$b")"
+  done
+fi
+bin=$(realpath "$bin")
+t0=$(date +%s)
+stamp() { echo "[$(($(date +%s) - t0)) s] $*"; }
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader || true
+
+# The source.
+if [ -d "$sdist" ]; then src=$sdist; else
+  [ -d "$work/src" ] || { mkdir -p "$work/src"; tar xzf "$sdist" -C "$work/src"; }
+  src=$work/src
+fi
+src=$(dirname "$(find "$src" -path '*vendor/llama.cpp/CMakeLists.txt' -print -quit)")
+[ -f "$src/CMakeLists.txt" ] || { echo "no vendor/llama.cpp in $sdist" >&2; exit 1; }
+stamp "llama.cpp source: $src"
+
+# The models, made while the peer builds (numpy is single-threaded: one process each).
+export PYTHONPATH="$src/gguf-py${PYTHONPATH:+:$PYTHONPATH}"
+pids=()
+for t in f16 q4_0; do
+  m="$work/llama-1b-random-$t.gguf"
+  [ -f "$m" ] || { python3 bench/llm/make_random_gguf.py --shape llama-1b --type "$t" --tokenizer-from "$tok" \
+    -o "$m.part" > "$work/gguf-$t.log" 2>&1 && mv "$m.part" "$m" & pids+=($!); }
+done
+
+# The peer: llama-bench alone, CUDA, for this GPU's architecture.
+lb="$work/build/bin/llama-bench"
+if [ ! -x "$lb" ]; then
+  arch=${CUDA_ARCH:-$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '.')}
+  arch=${arch:-90}
+  stamp "building llama-bench (CUDA, sm_$arch) ..."
+  cmake -S "$src" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$arch" \
+    -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+    -DLLAMA_BUILD_SERVER=OFF > "$work/build.log" 2>&1 || { tail -30 "$work/build.log"; exit 1; }
+  cmake --build "$work/build" --target llama-bench -j"$(nproc)" >> "$work/build.log" 2>&1 || { tail -40 "$work/build.log"; exit 1; }
+fi
+stamp "llama-bench: $lb"
+for p in "${pids[@]}"; do wait "$p" || { cat "$work"/gguf-*.log; exit 1; }; done
+stamp "models: $(ls "$work"/*.gguf | tr '\n' ' ')"
+
+# A 512-token prompt for the SmolLM2 tokenizer (the first 440 words of Genesis; the count is printed).
+tr '\n' ' ' < tests/data/llama/kjv_genesis_1-12.txt | cut -d' ' -f1-440 > "$work/prompt.txt"
+
+for i in $(seq 1 "$repeat"); do
+  stamp "comparison $i of $repeat"
+  python3 bench/gpu/compare_cuda.py --bin "$bin" --llama-bench "$lb" --prompt-file "$work/prompt.txt" --runs "$runs" \
+    "$work/llama-1b-random-f16.gguf" "$work/llama-1b-random-q4_0.gguf"
+done
+# bench_llama_roofline once (its own random model, Llama 3's 128,256-token vocabulary).
+if [ "$roofline_bench" = 1 ] && [ -x "$bin/bench_llama_roofline" ]; then
+  tc=$(python3 bench/gpu/torch_copy.py | awk '{print $2}') || tc=0
+  for t in f16 q4_0; do
+    "$bin/bench_llama_roofline" --shape llama-1b --dtype $t --backend vulkan --decode 128 --torch-copy "${tc:-0}" 2>&1 | grep -v "^built"
+  done
+fi
+if [ "$speech" = 1 ]; then
+  stamp "speech encoders (vrun on Vulkan, then transformers on PyTorch)"
+  [ -x "$bin/whisper_bench" ] && { "$bin/whisper_bench" --random-turbo --backend vulkan --windows 8 --tokens 100 2>&1 | tail -n 3 || true; }
+  python3 bench/gpu/whisper_torch_encoder.py --windows 8 2>&1 | tail -n 2 || true
+  [ -x "$bin/parakeet_bench" ] && { "$bin/parakeet_bench" --random-0.6b --backend vulkan --dtype f16 --seconds 600 2>&1 | tail -n 3 || true; }
+  python3 bench/asr/parakeet_torch.py --device cuda --dtypes bf16 --seconds 600 --no-generate 2>&1 | tail -n 3 || true
+fi
+stamp done

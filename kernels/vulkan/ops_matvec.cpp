@@ -1,0 +1,186 @@
+// Decode-shape linear: kernel variant and rows-per-workgroup choice (matvec_body.glsl and
+// matvec_q4_0.comp say why the kernels are shaped the way they are).
+#include "runtime/base/knobs.h"
+#include "kernels/vulkan/ops_matvec.h"
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+
+#include "kernels/vulkan/context.h"
+#include "kernels/vulkan/ops.h"
+
+namespace vrun::vulkan {
+
+namespace {
+
+// The kernel keeps one accumulator per row of x in registers (its MR constant).
+constexpr int64_t kMaxRows = 8;
+// Rows of x and K a norm is folded into the kernel for (matvec_norm_fits).
+constexpr int64_t kMaxNormRows = 4, kMaxNormK = 7168;
+
+std::atomic<bool> g_force_shared_reduce{false};
+
+// VRUN_MATVEC=RSxWGxU sets the float/q8_0/q4_1 matvec's rows per workgroup, invocations and chunks
+// in flight per row for comparisons on a GPU (bench/vulkan/README.md); unset, the heuristics below.
+struct MatvecShape {
+  int64_t rs = 0, wg = 0, u = 0;
+};
+const MatvecShape& matvec_override() {
+  static const MatvecShape s = [] {
+    MatvecShape m;
+    const char* e = knob_value(Knob::VRUN_MATVEC);
+    long rs = 0, wg = 0, u = 0;
+    if (e && std::sscanf(e, "%ldx%ldx%ld", &rs, &wg, &u) == 3 && rs >= 1 && rs <= 16 && (wg == 32 || wg == 64 || wg == 128 || wg == 256) &&
+        u >= 1 && u <= 8) {
+      m = {rs, wg, u};
+    } else if (e && *e) {
+      std::fprintf(stderr, "vrun: VRUN_MATVEC=%s is not RSxWGxU (rows 1-16, 32/64/128/256 invocations, 1-8 chunks); ignored\n", e);
+    }
+    return m;
+  }();
+  return s;
+}
+std::atomic<const Q4Tuning*> g_q4_tuning{nullptr};
+
+// Whether compute shaders have subgroupAdd (the device's properties, read once with the context).
+bool has_subgroup_arithmetic(const Context& ctx) {
+  const uint32_t need = VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_ARITHMETIC_BIT;
+  return (ctx.info().subgroup_ops & need) == need;
+}
+
+bool is_float16ish(DType t) { return t == DType::f16 || t == DType::bf16; }
+
+}  // namespace
+
+int64_t row_stride(const DeviceView& v) {
+  for (int i = v.shape.rank - 2; i >= 0; --i)
+    if (v.shape[i] != 1) return v.strides[i];
+  return v.shape.rank ? v.shape[v.shape.rank - 1] : 1;
+}
+
+bool matvec_rows(const DeviceView& x, const DeviceView& w, bool glu) {
+  const int64_t K = w.shape.rank == 2 ? w.shape[1] : 0;
+  const int64_t M = K ? x.numel() / (glu ? 2 * K : K) : 0;
+  return M >= 1 && M <= kMaxRows;
+}
+
+bool matvec_norm_fits(const DeviceView& x, const DeviceView& w) {
+  const int64_t K = w.shape.rank == 2 ? w.shape[1] : 0;
+  // Up to kMaxNormRows rows (a layer norm adds two more rows' accumulators); the q4_0 kernel
+  // normalises its staged x, which it stages up to kMaxNormK.
+  return matvec_rows(x, w) && x.numel() <= kMaxNormRows * K && K <= kMaxNormK;
+}
+
+Status record_matvec_linear(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y,
+                            const MatvecNorm* norm, bool glu, int act) {
+  VRUN_ASSIGN_OR_RETURN(DeviceView x, rec.rows_view(in[0], 1));
+  const DeviceView& w = in[1];
+  DeviceView b, r;
+  const bool has_bias = in.size() > 2 && in[2].present(), has_res = in.size() > 3 && in[3].present();
+  if (has_bias) {
+    VRUN_ASSIGN_OR_RETURN(b, rec.dense_view(in[2]));
+  }
+  if (has_res) {
+    VRUN_ASSIGN_OR_RETURN(r, rec.rows_view(in[3], 1));
+  }
+  const int64_t K = w.shape[1], N = w.shape[0];
+  const int64_t M = K ? x.numel() / (glu ? 2 * K : K) : 0;
+  if (N == 0) return Status::ok();
+  return record_matvec(rec, x, w, has_bias ? &b : nullptr, y, M, N, K, row_stride(x), has_res ? &r : nullptr,
+                       has_res ? row_stride(r) : 0, norm, glu, act);
+}
+
+void set_matvec_shared_reduce_for_testing(bool on) { g_force_shared_reduce = on; }
+void set_q4_0_tuning_for_bench(const Q4Tuning* t) { g_q4_tuning = t; }
+
+Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, const DeviceView* bias,
+                     const DeviceView& y, int64_t M, int64_t N, int64_t K, int64_t x_row_stride,
+                     const DeviceView* residual, int64_t residual_row_stride, const MatvecNorm* norm, bool glu,
+                     int act) {
+  if (glu && norm) return err(ErrorCode::kInvalidArgument, "vulkan: matvec takes glu or a norm, not both");
+  if (M < 1 || M > kMaxRows)
+    return err(ErrorCode::kInternal, "vulkan: matvec takes 1..", kMaxRows, " rows of x, got ", M);
+  if (norm && (M > kMaxNormRows || K > kMaxNormK || !norm->weight))
+    return err(ErrorCode::kInternal, "vulkan: matvec norm over ", M, "x", K, " rows (at most ", kMaxNormRows, "x", kMaxNormK,
+               ", with a weight)");
+  if (is_quantized(w.dtype) && K % 32)
+    return err(ErrorCode::kInvalidArgument, "vulkan: linear weight ", dtype_name(w.dtype), " needs K % 32 == 0, got K ",
+               K);
+  std::vector<Binding> bindings = {{&y, true}, {&x, false}, {&w, false}, {bias, false}, {residual, false},
+                                   {norm ? norm->weight : nullptr, false}, {norm ? norm->bias : nullptr, false}};
+  const int32_t norm_mode = norm ? (norm->rms ? 2 : 1) : 0;
+  const int32_t g_dt = norm ? dt_code(*norm->weight) : 255, beta_dt = norm && norm->bias ? dt_code(*norm->bias) : 255;
+  const float eps = norm ? norm->eps : 0.f;
+  const int32_t res_dt = residual ? dt_code(*residual) : 255;
+  VRUN_ASSIGN_OR_RETURN(auto offs, rec.binding_offsets(bindings));
+
+  const int64_t wv = w.dtype == DType::f32 ? 4 : 8;  // elements per 16 bytes
+  const bool wvec = (w.dtype == DType::f32 || is_float16ish(w.dtype)) && K % 8 == 0 && offs[2] % wv == 0;
+  const int64_t xv = x.dtype == DType::f32 ? 4 : 8;
+  // With glu the second half's loads (K further on) must keep the alignment too.
+  const bool xvec = (x.dtype == DType::f32 || is_float16ish(x.dtype)) && offs[1] % xv == 0 &&
+                    (M == 1 || x_row_stride % xv == 0) && (!glu || K % xv == 0);
+  const bool a4 = w.dtype == DType::q4_1 && offs[2] % 4 == 0;
+  const bool subgroups = !g_force_shared_reduce && has_subgroup_arithmetic(rec.context());
+
+  const Q4Tuning* q4t = g_q4_tuning.load();
+  // q4_0 with one row of x: its own kernel (a Llama-1B q4_0 decode step on an H100: 672-675 tok/s
+  // against 583-585 through the generic kernel), unless a benchmark asks for the generic one.
+  if (subgroups && M == 1 && w.dtype == DType::q4_0 && !(q4t && q4t->rows < 0)) {
+    // Rows per workgroup: enough that each subgroup makes several passes (staging x costs two
+    // barriers per workgroup; 64 measured ahead of 16 and 32), few enough to leave >= 128
+    // workgroups.
+    int64_t r = 16;
+    while (r < 64 && N / (2 * r) >= 128) r *= 2;
+    // x staged in shared memory when it fits in 28 KiB (32 KiB is the smallest limit met).
+    int64_t xsn = K <= 7168 ? K : 0;
+    int32_t rg = 4, wgs = 128;
+    if (const Q4Tuning* t = q4t) {
+      r = t->rows;
+      rg = t->rows_per_pass;
+      wgs = t->invocations;
+      if (!t->stage_x) xsn = 0;
+    }
+    if (norm) xsn = K;  // the prologue normalises the staged x
+    PushWords pw;
+    pw.u(N).u(K).u(x_row_stride).u(offs[0]).u(offs[1]).u(offs[2]).u(offs[3]).u(r).u(offs[4]).f(eps).u(offs[5]).u(offs[6]);
+    uint32_t gx, gy;
+    rec.grid_1d(static_cast<uint64_t>((N + r - 1) / r), &gx, &gy);
+    return rec.dispatch("matvec_q4_0",
+                        {dt_code(x.dtype), 0, dt_code(y.dtype), bias ? dt_code(*bias) : 255, 0, 0, 0, xvec ? 1 : 0, 0,
+                         wgs, static_cast<int32_t>(xsn), rg, res_dt, norm_mode, g_dt, beta_dt, glu ? 1 : 0, act},
+                        bindings, pw.w, pw.bytes(), gx, gy, 1);
+  }
+
+  // Rows of W per workgroup: more share each x load and keep more loads in flight per
+  // invocation, fewer keep enough workgroups (about 1000) to fill a large GPU; with many rows
+  // of x the accumulators would crowd the registers.
+  int64_t rs = 4;
+  while (rs > 1 && N / rs < 1024) rs /= 2;
+  if (M > 4 && rs > 2) rs = 2;
+  if (norm && !norm->rms && M > 2 && rs > 2) rs = 2;  // two more accumulator rows per weight row
+
+  // Invocations per workgroup: halved (down to 32) while the rest would still get the kernel's
+  // two work items (8-element chunks or half-blocks; single elements without 16-byte loads)
+  // per row each, so short rows do not leave most of a workgroup idle.
+  const int64_t items = is_quantized(w.dtype) ? K / 16 : wvec ? K / 8 : K / 2;
+  int64_t wg = 128;
+  while (wg > 32 && wg >= items) wg /= 2;
+  int64_t u = 2;
+  if (const MatvecShape& o = matvec_override(); o.rs) rs = o.rs, wg = o.wg, u = o.u;
+
+  PushWords pw;
+  pw.u(N).u(K).u(x_row_stride).u(offs[0]).u(offs[1]).u(offs[2]).u(offs[3]).u(offs[4]).u(residual_row_stride);
+  pw.f(eps).u(offs[5]).u(offs[6]);
+  uint32_t gx, gy;
+  rec.grid_1d(static_cast<uint64_t>((N + rs - 1) / rs), &gx, &gy);
+  return rec.dispatch(subgroups ? "matvec" : "matvec_shared",
+                      {dt_code(x.dtype), dt_code(w.dtype), dt_code(y.dtype), bias ? dt_code(*bias) : 255,
+                       static_cast<int32_t>(M), static_cast<int32_t>(rs), wvec ? 1 : 0, xvec ? 1 : 0, a4 ? 1 : 0,
+                       static_cast<int32_t>(wg), res_dt, norm_mode, g_dt, beta_dt, glu ? 1 : 0, act,
+                       static_cast<int32_t>(u)},
+                      bindings, pw.w, pw.bytes(), gx, gy, 1);
+}
+
+}  // namespace vrun::vulkan

@@ -1,0 +1,63 @@
+// linear for decode-sized inputs (at most 8 rows of x): reading the weight once is the whole
+// cost, so it has its own kernel (kernels/vulkan/matvec_body.glsl).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/vulkan/recorder.h"
+#include "runtime/base/status.h"
+
+namespace vrun::vulkan {
+
+// y[m, n] = sum_k x[m, k] w[n, k] (+ bias[n]) (+ residual[m, n]) for 1 <= M <= 8 rows of x,
+// whose last dim is dense and whose rows are x_row_stride elements apart. w is [N, K] in any
+// weight dtype (block-quantised ones as stored), bias nullptr or [N] dense, residual nullptr or
+// rows of N dense elements residual_row_stride apart (y itself is fine: each output element is
+// read and written by one invocation), y [M, N] dense.
+// norm: x's rows normalised first (linear's norm prologue), weight and bias dense [K] (bias
+// nullptr for rms or when absent); needs matvec_norm_fits.
+// glu: x's rows hold 2K elements (dense, rows x_row_stride apart) and the kernel projects
+// x[m, :K] * silu(x[m, K:]) (linear's glu = silu), gated as x is loaded; not with norm.
+// act: y = act(x W^T + bias) + residual (linear's act: 0 none, 1 gelu, 2 silu), in the epilogue.
+struct MatvecNorm {
+  bool rms = false;
+  float eps = 1e-5f;
+  const DeviceView* weight = nullptr;
+  const DeviceView* bias = nullptr;
+};
+Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, const DeviceView* bias,
+                     const DeviceView& y, int64_t M, int64_t N, int64_t K, int64_t x_row_stride,
+                     const DeviceView* residual = nullptr, int64_t residual_row_stride = 0,
+                     const MatvecNorm* norm = nullptr, bool glu = false, int act = 0);
+
+// Whether linear(x, w, ...) has few enough rows of x for the matvec kernel (rows of 2K
+// elements with glu).
+bool matvec_rows(const DeviceView& x, const DeviceView& w, bool glu = false);
+
+// Stride between consecutive rows of a view whose last dim is dense and whose leading dims
+// collapse (what Recorder::rows_view guarantees).
+int64_t row_stride(const DeviceView& v);
+
+// Whether the matvec kernel can normalise x's rows itself (they fit its shared memory).
+bool matvec_norm_fits(const DeviceView& x, const DeviceView& w);
+
+// The linear op (inputs x, weight, bias?, residual? as ops.def has them) for matvec_rows shapes:
+// bias and residual both added in the kernel's epilogue; norm (nullptr: none), glu and act as
+// record_matvec.
+Status record_matvec_linear(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y,
+                            const MatvecNorm* norm = nullptr, bool glu = false, int act = 0);
+
+// Tests use this to run the shared-memory reduction kernel that devices without subgroup
+// arithmetic get, on a device that has it.
+void set_matvec_shared_reduce_for_testing(bool on);
+
+// Benchmarks sweep the q4_0 kernel's shape with this (nullptr: the built-in choice): rows of W
+// per workgroup, rows per subgroup pass, x staged in shared memory or not, invocations; rows < 0
+// sends q4_0 to the generic matvec kernel instead.
+struct Q4Tuning {
+  int rows = 0, rows_per_pass = 4, stage_x = 1, invocations = 128;
+};
+void set_q4_0_tuning_for_bench(const Q4Tuning* t);
+
+}  // namespace vrun::vulkan

@@ -1,0 +1,96 @@
+// The importer's state, shared by the driver (onnx_import.cpp: inputs, folding, If, outputs) and
+// the op mappings (onnx_ops.cpp). Internal to models/onnx.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "models/onnx/onnx_import.h"
+#include "runtime/graph/builder.h"
+
+namespace vrun::onnx::detail {
+
+// A graph name's value: known at import (a tensor of numbers) or a value of the method.
+struct Value {
+  bool known = false;
+  Tensor t;
+  Val v;
+};
+
+inline std::optional<DType> dtype_of(int32_t elem_type) {
+  switch (static_cast<ElemType>(elem_type)) {
+    case ElemType::kFloat: return DType::f32;
+    case ElemType::kFloat16: return DType::f16;
+    case ElemType::kInt64: return DType::i64;
+    case ElemType::kInt32: return DType::i32;
+    case ElemType::kBool: return DType::bool_;
+    default: return std::nullopt;
+  }
+}
+
+inline std::vector<int64_t> ints_of(const Tensor& t) {
+  std::vector<int64_t> v;
+  for (double d : t.values) v.push_back(d >= 9.2e18 ? INT64_MAX : d <= -9.2e18 ? INT64_MIN : static_cast<int64_t>(d));
+  return v;
+}
+
+class Importer {
+ public:
+  Importer(const Model& m, const ImportOptions& o) : model_(m), opts_(o), opset_(m.opset()) {}
+  Result<std::shared_ptr<Program>> run(const std::string& name);
+
+ private:
+  Status add_inputs();
+  Status run_graph(const Graph& g);
+  Status run_node(const Node& n);
+  Status map_node(const Node& n);
+
+  // Inputs of a node: present (and defined) or absent.
+  const Value* in(const Node& n, size_t k) const {
+    if (k >= n.inputs.size() || n.inputs[k].empty()) return nullptr;
+    auto it = env_.find(n.inputs[k]);
+    return it == env_.end() ? nullptr : &it->second;
+  }
+  Result<const Tensor*> known_in(const Node& n, size_t k, const char* what) const {
+    const Value* v = in(n, k);
+    if (!v) return err(ErrorCode::kInvalidProgram, "input ", k, " (", what, ") is missing");
+    if (!v->known)
+      return err(ErrorCode::kUnsupported, "input ", k, " (", what, ") must be known at import (an initializer or constant)");
+    return &v->t;
+  }
+  Result<Val> val_in(const Node& n, size_t k, DType like = DType::f32);
+  Val constant(const Tensor& t, DType dtype);
+  void set(const std::string& name, Val v) {
+    Value x;
+    x.v = v;
+    env_[name] = x;
+  }
+  bool symbolic(Val v) const {
+    for (bool b : mb_.symbolic_dims(v))
+      if (b) return true;
+    return false;
+  }
+  Shape shape(Val v) const { return mb_.max_shape(v); }
+  Result<Val> reshape_keep(Val x, const std::vector<int64_t>& out_dims, const std::vector<int>& src);
+
+  const Model& model_;
+  const ImportOptions& opts_;
+  int64_t opset_;
+  ProgramBuilder pb_;
+  MethodBuilder mb_ = pb_.method("forward");
+  std::map<std::string, Value> env_;
+  std::map<std::string, SymExpr> symbols_;
+  std::map<std::string, int> uses_;
+  // A MatMul/Gemm turned into linear without bias: its inputs, so an Add of a bias can rebuild it
+  // as one linear with bias.
+  struct LinearParts {
+    Val x, w;
+  };
+  std::map<std::string, LinearParts> linears_;
+  std::map<std::string, std::string> sigmoid_of_;  // Sigmoid output -> its input
+  int constants_ = 0;
+};
+
+}  // namespace vrun::onnx::detail

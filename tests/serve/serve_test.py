@@ -1,0 +1,367 @@
+"""`vrun serve` driven by the official `openai` Python client (and `requests` for what the client
+cannot send): every answer is checked against the CLI's for the same input.
+
+    serve_test.py VRUN api|parakeet|concurrency|errors|sigterm
+"""
+import concurrent.futures
+import json
+import re
+import signal
+import sys
+import threading
+import time
+
+import openai
+import requests
+
+from serve_common import (LLM_NAME, PARAKEET, SPEECH, WHISPER_NAME, Server, cli_generate, cli_transcribe, require_inputs, wait_for)
+
+CHAT_PROMPTS = ["The capital of France is", "Write one sentence about the sea.", "List three fruits.", "What is 7 times 8?"]
+
+
+def client(server, key="unused"):
+    return openai.OpenAI(base_url=server.url + "/v1", api_key=key, max_retries=0, timeout=300)
+
+
+def chat(c, prompt, max_tokens=32, system=None, **kw):
+    messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
+    r = c.chat.completions.create(model=LLM_NAME, messages=messages, temperature=0, max_tokens=max_tokens, **kw)
+    return r
+
+
+def stream_chat(c, prompt, max_tokens=32, on_first=None):
+    s = c.chat.completions.create(model=LLM_NAME, messages=[{"role": "user", "content": prompt}], temperature=0,
+                                  max_tokens=max_tokens, stream=True, stream_options={"include_usage": True})
+    text, finish, usage = "", None, None
+    for chunk in s:
+        if on_first:
+            on_first()
+            on_first = None
+        if chunk.usage:
+            usage = chunk.usage
+        for ch in chunk.choices:
+            text += ch.delta.content or ""
+            finish = ch.finish_reason or finish
+    return text, finish, usage
+
+
+def transcribe(c, audio, fmt="json", words=True):
+    with open(audio, "rb") as f:
+        kw = {"timestamp_granularities": ["word", "segment"]} if words else {}
+        return c.audio.transcriptions.create(model=WHISPER_NAME, file=f, response_format=fmt, **kw)
+
+
+def check(cond, what):
+    if not cond:
+        raise AssertionError(what)
+    print("ok:", what.splitlines()[0][:150], flush=True)
+
+
+def case_api(vrun):
+    with Server(vrun) as s:
+        c = client(s)
+        ids = [m.id for m in c.models.list().data]
+        check(ids == [LLM_NAME, WHISPER_NAME], "GET /v1/models lists both models: %s" % ids)
+        check(requests.get(s.url + "/health").json() == {"status": "ok"}, "GET /health")
+        for prompt in CHAT_PROMPTS[:2]:
+            want = cli_generate(vrun, prompt, 32)
+            r = chat(c, prompt)
+            got = r.choices[0].message.content
+            check(got == want, "chat equals `vrun generate --temp 0`: %r vs %r" % (got, want))
+            check(r.usage.completion_tokens <= 32 and r.usage.prompt_tokens > 0, "chat usage %s" % r.usage)
+            text, finish, usage = stream_chat(c, prompt)
+            check(text == want, "streamed chat equals the CLI: %r" % text)
+            check(finish in ("stop", "length") and usage and usage.completion_tokens == r.usage.completion_tokens,
+                  "stream ends with finish_reason %s and a usage chunk %s" % (finish, usage))
+        want = cli_generate(vrun, "Name a colour.", 24, system="You answer in French.")
+        got = chat(c, "Name a colour.", 24, system="You answer in French.").choices[0].message.content
+        check(got == want, "chat with a system message equals `vrun generate --system`: %r" % got)
+        base = cli_generate(vrun, CHAT_PROMPTS[0], 32)
+        words = base.split()
+        stop = words[len(words) // 2] if len(words) > 2 else None
+        if stop:
+            want = cli_generate(vrun, CHAT_PROMPTS[0], 32, stop=stop)
+            got = chat(c, CHAT_PROMPTS[0], stop=[stop]).choices[0]
+            check(got.message.content == want and got.finish_reason == "stop", "stop %r equals `--stop`: %r" % (stop, want))
+        want = cli_generate(vrun, "Once upon a time", 24, raw=True)
+        r = c.completions.create(model=LLM_NAME, prompt="Once upon a time", max_tokens=24, temperature=0)
+        check(r.choices[0].text == want, "completion equals `vrun generate --raw --temp 0`: %r" % want)
+        streamed = "".join(ch.choices[0].text for ch in c.completions.create(
+            model=LLM_NAME, prompt="Once upon a time", max_tokens=24, temperature=0, stream=True) if ch.choices)
+        check(streamed == want, "streamed completion equals the CLI")
+        r = c.chat.completions.create(model=LLM_NAME, messages=[{"role": "user", "content": "Tell me a story."}], temperature=0.9,
+                                      seed=7, max_tokens=16)
+        r2 = c.chat.completions.create(model=LLM_NAME, messages=[{"role": "user", "content": "Tell me a story."}], temperature=0.9,
+                                       seed=7, max_tokens=16)
+        check(r.choices[0].message.content == r2.choices[0].message.content, "sampling with a seed repeats")
+        for audio in SPEECH[:2]:
+            ref = cli_transcribe(vrun, audio)
+            check(transcribe(c, audio, "json").text == ref["json"]["text"], "transcription json equals the CLI: %r" % ref["json"]["text"])
+            check(transcribe(c, audio, "text") == ref["json"]["text"] + "\n", "transcription text")
+            check(transcribe(c, audio, "srt") == ref["srt"], "transcription srt equals the CLI's file")
+            check(transcribe(c, audio, "vtt") == ref["vtt"], "transcription vtt equals the CLI's file")
+            v = transcribe(c, audio, "verbose_json")
+            ref_words = [w for seg in ref["json"]["segments"] for w in seg["words"]]
+            got_words = [(w.word, w.start, w.end) for w in v.words]
+            check(v.text == ref["json"]["text"] and len(v.segments) == len(ref["json"]["segments"]),
+                  "verbose_json text and segments equal the CLI's")
+            check(got_words == [(w["word"], w["start"], w["end"]) for w in ref_words] and len(got_words) > 3,
+                  "verbose_json words equal the CLI's word timestamps (%d words)" % len(got_words))
+            check(all(0 <= w.start <= w.end <= v.duration + 0.01 for w in v.words), "word times inside the audio")
+        # tiny.en cannot translate (as `vrun transcribe --task translate` says): a 400, not a crash.
+        try:
+            with open(SPEECH[0], "rb") as f:
+                c.audio.translations.create(model=WHISPER_NAME, file=f)
+            raise AssertionError("an English-only model accepted a translation")
+        except openai.BadRequestError as e:
+            check("English-only" in e.message, "translation with an English-only model: 400 %s" % e.message)
+        metrics = requests.get(s.url + "/metrics").text
+        check(re.search(r'vrun_requests_total\{endpoint="/v1/chat/completions",status="200"\} \d+', metrics) is not None,
+              "metrics count requests by endpoint and status")
+        for name in ("vrun_completion_tokens_total", "vrun_prompt_tokens_total", "vrun_audio_seconds_total",
+                     "vrun_time_to_first_token_seconds_count", "vrun_request_duration_seconds_count", "vrun_batch_size_count",
+                     "vrun_queue_depth"):
+            check(re.search(name + r"\{[^}]*\} [0-9.e+]+", metrics) is not None, "metrics has " + name)
+        tokens = float(re.search(r'vrun_completion_tokens_total\{model="smollm2"\} (\S+)', metrics).group(1))
+        check(tokens > 100, "completion tokens counted (%g)" % tokens)
+        check(s.stop() == 0, "SIGTERM: exit 0")
+        check(any(re.match(r"vrun serve: POST /v1/chat/completions 200 [0-9.]+ ms$", l) for l in s.lines), "access log lines")
+        check(not any("capital of France" in l for l in s.lines), "nothing from request bodies in the log")
+
+
+def case_parakeet(vrun):
+    """A Parakeet model served beside Whisper: each answers to its own name, with the CLI's text."""
+    with Server(vrun, "-m", PARAKEET, "--max-concurrent", "32") as s:
+        c = client(s)
+        check([m.id for m in c.models.list().data] == [LLM_NAME, WHISPER_NAME, "ctc_small.nemo"], "three models listed")
+        for audio in SPEECH[:3]:
+            ref = cli_transcribe(vrun, audio, model=PARAKEET)
+            with open(audio, "rb") as f:
+                v = c.audio.transcriptions.create(model="ctc_small.nemo", file=f, response_format="verbose_json",
+                                                  timestamp_granularities=["word"])
+            check(v.text == ref["json"]["text"], "Parakeet verbose_json text equals the CLI: %r" % v.text)
+            ref_words = [(w["word"], w["start"], w["end"]) for seg in ref["json"]["segments"] for w in seg["words"]]
+            check([(w.word, w.start, w.end) for w in v.words] == ref_words, "Parakeet words equal the CLI's")
+            with open(audio, "rb") as f:
+                srt = c.audio.transcriptions.create(model="ctc_small.nemo", file=f, response_format="srt")
+            check(srt == ref["srt"], "Parakeet srt equals the CLI's file")
+            check(transcribe(c, audio, "srt") == cli_transcribe(vrun, audio)["srt"], "Whisper beside it unchanged")
+
+        # Concurrent Parakeet requests may share batched encoder calls; each text stays the CLI's.
+        def srt(audio):
+            with open(audio, "rb") as f:
+                return c.audio.transcriptions.create(model="ctc_small.nemo", file=f, response_format="srt")
+
+        files = SPEECH * 4
+        with concurrent.futures.ThreadPoolExecutor(len(files)) as pool:
+            got = list(pool.map(srt, files))
+        check(all(g == cli_transcribe(vrun, a, model=PARAKEET)["srt"] for g, a in zip(got, files)),
+              "%d concurrent Parakeet requests equal the CLI's" % len(files))
+        m = re.search(r'vrun_batch_size_count\{model="ctc_small.nemo"\} (\d+)', requests.get(s.url + "/metrics").text)
+        print("Parakeet worker steps for %d requests: %s" % (len(files) + 6, m.group(1) if m else "?"))
+        check(s.stop() == 0, "exit 0")
+
+
+def case_concurrency(vrun, clients=16, per_client=2, limit_s=600):
+    jobs = []
+    for k in range(clients * per_client):
+        jobs.append(("chat", CHAT_PROMPTS[k % len(CHAT_PROMPTS)]) if k % 2 == 0 else ("audio", SPEECH[k % len(SPEECH)]))
+    want = {}
+    for kind, x in set(jobs):
+        want[(kind, x)] = cli_generate(vrun, x, 32) if kind == "chat" else cli_transcribe(vrun, x)["srt"]
+    with Server(vrun, "--max-concurrent", str(clients * per_client)) as s:
+        c = client(s)
+        # Served alone, one after another: the reference each concurrent answer must equal.
+        for (kind, x), text in want.items():
+            alone = chat(c, x).choices[0].message.content if kind == "chat" else transcribe(c, x, "srt")
+            check(alone == text, "alone: %s %s equals the CLI" % (kind, x[-40:]))
+        idle_rss = s.rss_bytes()
+        t0 = time.time()
+
+        def one_client(k):
+            out = []
+            for j in range(per_client):
+                kind, x = jobs[(k * per_client + j) % len(jobs)]
+                if kind == "chat" and j % 2 == 1:
+                    text, finish, _ = stream_chat(c, x)
+                    out.append((kind, x, text))
+                else:
+                    out.append((kind, x, chat(c, x).choices[0].message.content if kind == "chat" else transcribe(c, x, "srt")))
+            return out
+
+        with concurrent.futures.ThreadPoolExecutor(clients) as pool:
+            results = [r for f in [pool.submit(one_client, k) for k in range(clients)] for r in f.result(timeout=limit_s)]
+        wall = time.time() - t0
+        check(len(results) == clients * per_client, "%d responses in %.1f s" % (len(results), wall))
+        check(wall < limit_s, "inside the time limit")
+        for kind, x, got in results:
+            if got != want[(kind, x)]:
+                raise AssertionError("concurrent %s %s differs from alone: %r vs %r" % (kind, x, got, want[(kind, x)]))
+        check(True, "every concurrent response equals the request served alone")
+        rss = s.rss_bytes()
+        check(rss < idle_rss * 1.25 + (64 << 20), "memory back near idle: %.0f MiB after vs %.0f MiB idle" % (rss / 2**20, idle_rss / 2**20))
+        check(s.stop() == 0, "exit 0")
+
+
+def raw_post(s, path, body, headers=None):
+    return requests.post(s.url + path, data=body, headers=headers or {"Content-Type": "application/json"}, timeout=120)
+
+
+def multipart(fields, boundary="vrunTestBoundary", close=True):
+    out = b""
+    for name, value, filename in fields:
+        disp = 'form-data; name="%s"' % name + ('; filename="%s"' % filename if filename else "")
+        out += b"--" + boundary.encode() + b"\r\nContent-Disposition: " + disp.encode() + b"\r\n\r\n" + value + b"\r\n"
+    if close:
+        out += b"--" + boundary.encode() + b"--\r\n"
+    return out, {"Content-Type": "multipart/form-data; boundary=" + boundary}
+
+
+def case_errors(vrun):
+    audio = open(SPEECH[0], "rb").read()
+    ok_chat = json.dumps({"model": LLM_NAME, "messages": [{"role": "user", "content": CHAT_PROMPTS[0]}], "temperature": 0,
+                          "max_tokens": 32})
+    with Server(vrun, "--ctx", "256", "--max-body-mb", "1", "--max-tokens", "64") as s:
+        long_prompt = " ".join(["word"] * 400)
+        cases = [
+            ("/v1/chat/completions", b"{not json", None, 400, None),
+            ("/v1/chat/completions", b"[1, 2]", None, 400, None),
+            ("/v1/chat/completions", b"", None, 400, None),
+            ("/v1/chat/completions", json.dumps({"model": LLM_NAME}), None, 400, "messages"),
+            ("/v1/chat/completions", json.dumps({"model": LLM_NAME, "messages": "hi"}), None, 400, "messages"),
+            ("/v1/chat/completions", json.dumps({"model": LLM_NAME, "messages": [{"role": "wizard", "content": "x"}]}), None, 400,
+             "messages[0].role"),
+            ("/v1/chat/completions", json.dumps({"model": LLM_NAME, "messages": [{"role": "user", "content": 5}]}), None, 400,
+             "messages[0].content"),
+            ("/v1/chat/completions", json.dumps({"model": LLM_NAME, "messages": [{"role": "user", "content": "x"}],
+                                                 "temperature": "hot"}), None, 400, "temperature"),
+            ("/v1/chat/completions", json.dumps({"model": LLM_NAME, "messages": [{"role": "user", "content": "x"}], "n": 2}), None, 400,
+             "n"),
+            ("/v1/chat/completions", json.dumps({"model": LLM_NAME, "messages": [{"role": "user", "content": "x"}],
+                                                 "max_tokens": 1000}), None, 400, "max_tokens"),
+            ("/v1/chat/completions", json.dumps({"model": LLM_NAME, "messages": [{"role": "user", "content": "x"}],
+                                                 "max_tokens": -3}), None, 400, "max_tokens"),
+            ("/v1/chat/completions", json.dumps({"model": 12, "messages": [{"role": "user", "content": "x"}]}), None, 400, "model"),
+            ("/v1/chat/completions", json.dumps({"model": "gpt-9", "messages": [{"role": "user", "content": "x"}]}), None, 404, "model"),
+            ("/v1/chat/completions", json.dumps({"model": WHISPER_NAME, "messages": [{"role": "user", "content": "x"}]}), None, 400,
+             "model"),
+            ("/v1/chat/completions", json.dumps({"model": LLM_NAME, "messages": [{"role": "user", "content": long_prompt}]}), None,
+             400, "messages"),
+            ("/v1/completions", json.dumps({"model": LLM_NAME, "prompt": long_prompt}), None, 400, "prompt"),
+            ("/v1/completions", json.dumps({"model": LLM_NAME, "prompt": {"a": 1}}), None, 400, "prompt"),
+            ("/v1/chat/completions", json.dumps({"model": LLM_NAME, "messages": [{"role": "user", "content": "x"}],
+                                                 "tools": [{"type": "function", "function": {"name": "f"}}]}), None, 400, "tools"),
+            ("/v1/completions", json.dumps({"model": LLM_NAME, "prompt": "x", "stop": [1]}), None, 400, "stop"),
+            ("/v1/audio/transcriptions", *multipart([("model", WHISPER_NAME.encode(), None), ("file", b"not audio at all", "a.wav")]),
+             400, "file"),
+            ("/v1/audio/transcriptions", *multipart([("model", WHISPER_NAME.encode(), None)]), 400, "file"),
+            ("/v1/audio/transcriptions", *multipart([("file", audio, "a.wav")]), 400, "model"),
+            ("/v1/audio/transcriptions", *multipart([("model", b"nope", None), ("file", audio, "a.wav")]), 404, "model"),
+            ("/v1/audio/transcriptions", *multipart([("model", LLM_NAME.encode(), None), ("file", audio, "a.wav")]), 400, "model"),
+            ("/v1/audio/transcriptions", *multipart([("model", WHISPER_NAME.encode(), None), ("file", audio, "a.wav"),
+                                                     ("response_format", b"docx", None)]), 400, "response_format"),
+            ("/v1/audio/transcriptions", *multipart([("model", WHISPER_NAME.encode(), None), ("file", audio, "a.wav"),
+                                                     ("temperature", b"warm", None)]), 400, "temperature"),
+            ("/v1/audio/transcriptions", *multipart([("model", WHISPER_NAME.encode(), None), ("file", audio[:len(audio) // 2], "a.wav")],
+                                                    close=False), 400, None),
+            ("/v1/audio/transcriptions", *multipart([("model", WHISPER_NAME.encode(), None), ("file", audio[:44], "a.wav")]), 400, "file"),
+            ("/v1/audio/transcriptions", b'{"model": "whisper-tiny.en"}', None, 400, None),
+            ("/v1/audio/transcriptions", *multipart([("model", WHISPER_NAME.encode(), None), ("file", b"\0" * (2 << 20), "a.wav")]),
+             413, None),
+            ("/v1/chat/completions", b" " * (2 << 20), None, 413, None),
+            ("/v1/nothing", b"{}", None, 404, None),
+        ]
+        for path, body, headers, status, param in cases:
+            r = raw_post(s, path, body, headers)
+            e = r.json().get("error", {})
+            check(r.status_code == status and isinstance(e.get("message"), str) and e.get("message") and "type" in e and
+                  "code" in e and e.get("param") == (param if status != 413 and param else e.get("param")),
+                  "%s %r... -> %d %s (%s)" % (path, body[:40], r.status_code, e.get("message", "")[:80], e.get("param")))
+            check(requests.get(s.url + "/health").status_code == 200, "still serving")
+        try:
+            client(s).chat.completions.create(model="gpt-9", messages=[{"role": "user", "content": "x"}])
+            raise AssertionError("unknown model accepted")
+        except openai.NotFoundError as e:
+            check(e.code == "model_not_found", "openai client reads the 404 model_not_found error")
+        # A client that disconnects mid-stream cancels its generation: far fewer tokens are
+        # generated than it asked for.
+        before = tokens_generated(s)
+        r = requests.post(s.url + "/v1/completions", json={"model": LLM_NAME, "prompt": "Once upon a time", "max_tokens": 64,
+                                                           "temperature": 0, "stream": True, "stop": ["zzzz"]}, stream=True)
+        next(r.iter_lines())
+        r.close()
+        wait_for(lambda: tokens_generated(s) > before, 60, "the cancelled generation to end")
+        check(tokens_generated(s) - before < 64, "disconnect cancelled the generation after %d tokens" % (tokens_generated(s) - before))
+        r = raw_post(s, "/v1/chat/completions", ok_chat)
+        check(r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == cli_generate(vrun, CHAT_PROMPTS[0], 32),
+              "after all that, a good request is served as before")
+        check(s.stop() == 0, "exit 0")
+    with Server(vrun, "--api-key", "sesame", "--max-concurrent", "1") as s:
+        check(raw_post(s, "/v1/chat/completions", ok_chat).status_code == 401, "no key: 401")
+        r = raw_post(s, "/v1/chat/completions", ok_chat, {"Authorization": "Bearer wrong", "Content-Type": "application/json"})
+        check(r.status_code == 401 and r.json()["error"]["code"] == "invalid_api_key", "wrong key: 401")
+        check(requests.get(s.url + "/health").status_code == 200, "/health needs no key")
+        try:
+            client(s, "wrong").models.list()
+            raise AssertionError("wrong key accepted")
+        except openai.AuthenticationError:
+            check(True, "openai client gets AuthenticationError")
+        c = client(s, "sesame")
+        check(chat(c, CHAT_PROMPTS[0]).choices[0].message.content == cli_generate(vrun, CHAT_PROMPTS[0], 32), "right key: served")
+        statuses = []
+
+        def post():
+            r = raw_post(s, "/v1/chat/completions", ok_chat, {"Authorization": "Bearer sesame", "Content-Type": "application/json"})
+            statuses.append(r.status_code)
+
+        threads = [threading.Thread(target=post) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        check(200 in statuses and 429 in statuses and set(statuses) <= {200, 429},
+              "--max-concurrent 1: beyond it 429 (%s)" % sorted(statuses))
+        check(s.stop(signal.SIGINT) == 0, "SIGINT: exit 0")
+
+
+def tokens_generated(s):
+    m = re.search(r'vrun_completion_tokens_total\{model="smollm2"\} (\S+)', requests.get(s.url + "/metrics").text)
+    return float(m.group(1)) if m else 0.0
+
+
+def case_sigterm(vrun, streams=6):
+    want = cli_generate(vrun, CHAT_PROMPTS[1], 64)
+    want_audio = {a: cli_transcribe(vrun, a)["srt"] for a in SPEECH[:3]}
+    with Server(vrun, "--max-concurrent", "32") as s:
+        c = client(s)
+        acknowledged = []
+        lock = threading.Lock()
+
+        def ack():
+            with lock:
+                acknowledged.append(1)
+
+        with concurrent.futures.ThreadPoolExecutor(streams + len(want_audio)) as pool:
+            futures = [pool.submit(stream_chat, c, CHAT_PROMPTS[1], 64, ack) for _ in range(streams)]
+            audio = {a: pool.submit(transcribe, c, a, "srt") for a in want_audio}
+            wait_for(lambda: len(acknowledged) == streams, 300, "every stream's first chunk")
+            s.proc.send_signal(signal.SIGTERM)
+            wait_for(lambda: any("SIGTERM" in l for l in s.lines), 30, "the server to see SIGTERM")
+            try:
+                late = requests.get(s.url + "/v1/models", timeout=30).status_code
+            except requests.ConnectionError:
+                late = "refused"
+            check(late in (503, "refused"), "a request after SIGTERM is refused (%s)" % late)
+            texts = [f.result(timeout=600)[0] for f in futures]
+            got_audio = {a: f.result(timeout=600) for a, f in audio.items()}
+        check(all(t == want for t in texts), "SIGTERM during load: all %d acknowledged streams complete and equal the CLI" % streams)
+        check(got_audio == want_audio, "SIGTERM during load: in-flight transcriptions complete")
+        check(s.stop() == 0, "exit 0 after SIGTERM")
+        check(any("SIGTERM" in l for l in s.lines), "the shutdown is logged")
+
+
+if __name__ == "__main__":
+    require_inputs()
+    vrun, case = sys.argv[1], sys.argv[2]
+    {"api": case_api, "parakeet": case_parakeet, "concurrency": case_concurrency, "errors": case_errors, "sigterm": case_sigterm}[case](vrun)
+    print("PASS", case)
