@@ -171,4 +171,18 @@ TEST(FuzzRegression, TiktokenRankFarPastTheLines) {
   EXPECT_NE(one.status().message().find("rank 99999999"), std::string::npos) << one.status().message();
 }
 
+// A program whose [long] vector (a symbolic expression's coefficients) starts four bytes off: the
+// verifier checks a vector's length field, not its elements, and Get() made a misaligned 8-byte
+// load (UBSan in the sanitizer tree). The loader reads such elements byte-wise; this file then
+// loads, or is refused by the later checks with a message naming it.
+TEST(FuzzRegression, ProgramMisalignedInt64Vector) {
+  const std::string input = bytes_of(kDir + "/program_loader/misaligned_int64_vector.vrp");
+  auto p = vrun::load_program_from_memory(reinterpret_cast<const uint8_t*>(input.data()), input.size(), "misaligned.vrp");
+  if (p.is_ok()) {
+    EXPECT_FALSE((*p)->methods.empty());
+  } else {
+    EXPECT_NE(p.status().message().find("misaligned.vrp"), std::string::npos) << p.status().message();
+  }
+}
+
 }  // namespace
