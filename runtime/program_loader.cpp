@@ -2,6 +2,8 @@
 // reference checked, then verify_program. Nothing is trusted before it is checked.
 #include <cerrno>
 #include <cstring>
+#include <type_traits>
+#include <vector>
 
 #include "runtime/base/mapped_file.h"
 #include "runtime/program.h"
@@ -23,12 +25,29 @@ Result<DType> read_dtype(const std::string& where, uint8_t code) {
   return static_cast<DType>(code);
 }
 
+// The flatbuffers verifier checks a vector's length field for alignment, not its elements: a
+// crafted file can place a [long] or [double] vector four bytes off, and reading it through Get()
+// or its iterators is a misaligned load (undefined). 64-bit elements are read byte-wise.
+template <typename T>
+T element(const flatbuffers::Vector<T>* v, size_t i) {
+  static_assert(std::is_arithmetic_v<T>);
+  T x;
+  std::memcpy(&x, v->Data() + i * sizeof(T), sizeof(T));
+  return flatbuffers::EndianScalar(x);
+}
+template <typename T>
+std::vector<T> elements(const flatbuffers::Vector<T>* v) {
+  std::vector<T> out(v->size());
+  for (size_t i = 0; i < out.size(); ++i) out[i] = element(v, i);
+  return out;
+}
+
 Result<Shape> read_shape(const std::string& where, const flatbuffers::Vector<int64_t>* v) {
   Shape s;
   if (!v) return s;
   if (v->size() > static_cast<size_t>(kMaxRank)) return bad(where, "rank ", v->size(), " exceeds ", kMaxRank);
   s.rank = static_cast<int>(v->size());
-  for (int i = 0; i < s.rank; ++i) s[i] = v->Get(i);
+  for (int i = 0; i < s.rank; ++i) s[i] = element(v, static_cast<size_t>(i));
   return s;
 }
 
@@ -36,7 +55,7 @@ SymExpr read_expr(const fb::Expr* e) {
   SymExpr r(e->constant());
   const size_t n = std::min(e->sym() ? e->sym()->size() : 0, e->coef() ? e->coef()->size() : 0);
   for (size_t i = 0; i < n; ++i)
-    if (e->coef()->Get(i)) r.terms.push_back({e->sym()->Get(i), e->coef()->Get(i)});
+    if (element(e->coef(), i)) r.terms.push_back({element(e->sym(), i), element(e->coef(), i)});
   return r;
 }
 
@@ -57,7 +76,7 @@ Status read_attrs(const std::string& where, const fb::Node* n, NodeDef* node) {
       case AttrType::kStr: v.s = a->s() ? a->s()->str() : ""; break;
       case AttrType::kInts:
         v.ints.clear();
-        if (a->ints()) v.ints.assign(a->ints()->begin(), a->ints()->end());
+        if (a->ints()) v.ints = elements(a->ints());
         if (a->ints_expr()) {
           if (a->ints_expr()->size() != v.ints.size())
             return bad(where, "attribute '", sch.attrs[k].name, "' has ", v.ints.size(), " values but ",
@@ -68,7 +87,7 @@ Status read_attrs(const std::string& where, const fb::Node* n, NodeDef* node) {
         break;
       case AttrType::kFloats:
         v.floats.clear();
-        if (a->floats()) v.floats.assign(a->floats()->begin(), a->floats()->end());
+        if (a->floats()) v.floats = elements(a->floats());
         break;
     }
   }
@@ -106,7 +125,7 @@ Status read_method(const fb::Method* fm, MethodDef* m) {
       if (fv->view()) {
         v.view_base = fv->view()->base();
         v.view_offset = fv->view()->offset();
-        if (fv->view()->strides()) v.view_strides.assign(fv->view()->strides()->begin(), fv->view()->strides()->end());
+        if (fv->view()->strides()) v.view_strides = elements(fv->view()->strides());
       }
       m->values.push_back(std::move(v));
     }
@@ -201,8 +220,8 @@ Result<std::shared_ptr<Program>> parse(std::shared_ptr<const void> map, const ui
       if (v.type == MetaType::kBytes && fm->bytes()) v.s.assign(reinterpret_cast<const char*>(fm->bytes()->data()), fm->bytes()->size());
       v.i = fm->i();
       v.f = fm->f();
-      if (fm->ints()) v.ints.assign(fm->ints()->begin(), fm->ints()->end());
-      if (fm->floats()) v.floats.assign(fm->floats()->begin(), fm->floats()->end());
+      if (fm->ints()) v.ints = elements(fm->ints());
+      if (fm->floats()) v.floats = elements(fm->floats());
       if (fm->strings())
         for (const auto* s : *fm->strings()) v.strings.push_back(s->str());
       if (!p->metadata.emplace(fm->key()->str(), std::move(v)).second)

@@ -160,4 +160,29 @@ TEST(FuzzRegression, TokenizerJsonNegativeAddedTokenId) {
   EXPECT_NE(t.status().message().find("token id -5 is out of range"), std::string::npos) << t.status().message();
 }
 
+// A tiktoken rank file whose one line names rank 99999999: the vocabulary was sized from it,
+// gigabytes for a few hundred bytes (libFuzzer's malloc limit stopped it).
+TEST(FuzzRegression, TiktokenRankFarPastTheLines) {
+  auto t = vrun::tok::load_tokenizer_file(kDir + "/tokenizer_model/tiktoken_rank_far_past_the_lines.model");
+  ASSERT_FALSE(t.is_ok());
+  EXPECT_NE(t.status().message().find("lines (ranks are distinct, one a line)"), std::string::npos) << t.status().message();
+  auto one = vrun::tok::load_tiktoken_ranks("QQ== 99999999\n", "tokenizer.model");
+  ASSERT_FALSE(one.is_ok());
+  EXPECT_NE(one.status().message().find("rank 99999999"), std::string::npos) << one.status().message();
+}
+
+// A program whose [long] vector (a symbolic expression's coefficients) starts four bytes off: the
+// verifier checks a vector's length field, not its elements, and Get() made a misaligned 8-byte
+// load (UBSan in the sanitizer tree). The loader reads such elements byte-wise; this file then
+// loads, or is refused by the later checks with a message naming it.
+TEST(FuzzRegression, ProgramMisalignedInt64Vector) {
+  const std::string input = bytes_of(kDir + "/program_loader/misaligned_int64_vector.vrp");
+  auto p = vrun::load_program_from_memory(reinterpret_cast<const uint8_t*>(input.data()), input.size(), "misaligned.vrp");
+  if (p.is_ok()) {
+    EXPECT_FALSE((*p)->methods.empty());
+  } else {
+    EXPECT_NE(p.status().message().find("misaligned.vrp"), std::string::npos) << p.status().message();
+  }
+}
+
 }  // namespace

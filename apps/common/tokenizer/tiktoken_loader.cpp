@@ -1,6 +1,7 @@
 // tiktoken rank files (Llama-3's tokenizer.model): "<base64 bytes> <rank>" per line. A pair of
 // adjacent parts may merge when their concatenation is a token, at that token's rank; listing
 // every split of every token as a merge gives exactly that rule to the shared BPE encoder.
+#include <algorithm>
 #include <array>
 
 #include "apps/common/tokenizer/bpe_tokenizer.h"
@@ -53,6 +54,9 @@ Result<std::unique_ptr<Tokenizer>> load_tiktoken_ranks(std::string_view text, co
   v.ignore_merges = true;  // tiktoken emits a pre-token whole when it is a token
   v.pre_steps = {{kLlama3Pattern, false}};
   std::unordered_map<std::string, TokenId> ids;
+  // Ranks are distinct, one a line: one past the lines the file has is a lie, and would size the
+  // vocabulary from a single line (a rank of 10^8 is 3 GB of empty entries).
+  const size_t n_lines = static_cast<size_t>(std::count(text.begin(), text.end(), '\n')) + 1;
   size_t line_no = 0, pos = 0;
   while (pos < text.size()) {
     size_t end = text.find('\n', pos);
@@ -70,6 +74,9 @@ Result<std::unique_ptr<Tokenizer>> load_tiktoken_ranks(std::string_view text, co
       if (c < '0' || c > '9' || rank > (1 << 24)) return err(ErrorCode::kInvalidProgram, source, ": line ", line_no, ": bad rank");
       rank = rank * 10 + (c - '0');
     }
+    if (static_cast<size_t>(rank) >= n_lines)
+      return err(ErrorCode::kInvalidProgram, source, ": line ", line_no, ": rank ", rank, " but the file has only ", n_lines,
+                 " lines (ranks are distinct, one a line)");
     if (static_cast<size_t>(rank) >= v.token_bytes.size()) v.token_bytes.resize(rank + 1);
     if (bytes.empty() || !v.token_bytes[rank].empty()) {
       return err(ErrorCode::kInvalidProgram, source, ": line ", line_no, ": empty token or rank ", rank, " given twice");
