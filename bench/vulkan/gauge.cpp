@@ -148,7 +148,7 @@ Gauge measure_gauge(Context& ctx, const GaugeOptions& opts) {
       }
   } else {
     configs = {{256, 4, 0, 8}, {256, 8, 0, 4}, {512, 4, 0, 4}, {512, 8, 0, 2}, {1024, 4, 0, 2},
-               {256, 4, 1, 8}, {512, 8, 1, 4}, {256, 4, 0, 0}, {128, 8, 0, 0}};
+               {256, 4, 1, 8}, {512, 8, 1, 4}, {256, 4, 0, 0}, {128, 8, 0, 0}, {256, 2, 0, 0}, {128, 2, 0, 0}};
   }
   // Every configuration quickly; the four fastest that read every word again at length
   // (harness.h's time_runs: captured replays, >= 1 s), the fastest of those counts.
