@@ -73,9 +73,13 @@ Result<std::unique_ptr<BatchSession>> BatchSession::create(LlamaRunner& runner, 
   if (s->rows_.back() < slots->i) return err(ErrorCode::kInvalidProgram, p.source, ": batch rows do not cover ", slots->i, " slots");
   s->slot_seq_.assign(static_cast<size_t>(slots->i), -1);
   const int64_t most = std::min(runner.chunk_, s->slot_context_);
+  s->min_rows_ = options.min_rows;
   s->chunk_ = options.prefill_chunk > 0 ? std::min(options.prefill_chunk, most) : most;
   return s;
 }
+
+BatchSession::BatchSession(LlamaRunner& runner) : runner_(runner) {}
+BatchSession::~BatchSession() = default;
 
 int BatchSession::free_slots() const {
   return static_cast<int>(std::count(slot_seq_.begin(), slot_seq_.end(), -1));
@@ -189,7 +193,7 @@ Status BatchSession::step() {
   if (highest < 0) return Status::ok();
   int64_t rows = rows_.back();
   for (int64_t b : rows_)
-    if (b > highest) {
+    if (b > highest && b >= min_rows_) {
       rows = b;
       break;
     }

@@ -25,6 +25,9 @@ struct BatchOptions {
   // such chunk per token. Chunks as large as generate's (the program's chunk) give the same
   // numbers as generate.
   int64_t prefill_chunk = 0;
+  // Decode with at least this many rows (the smallest decode_batch_B with B >= it): what the
+  // extra rows of a larger method cost can be measured with it. 0: as few as cover the busy slots.
+  int64_t min_rows = 0;
 };
 
 struct BatchFinished {
@@ -38,6 +41,7 @@ class BatchSession {
 
   // The session borrows the runner (whose single-sequence cache it does not touch).
   static Result<std::unique_ptr<BatchSession>> create(LlamaRunner& runner, const BatchOptions& options = {});
+  ~BatchSession();
 
   // A new sequence in the lowest free slot, prefilled over the next steps; returns its id. Fails
   // when no slot is free or the prompt does not fit a slot.
@@ -61,13 +65,13 @@ class BatchSession {
  private:
   using Clock = std::chrono::steady_clock;
   struct Seq;
-  BatchSession(LlamaRunner& runner) : runner_(runner) {}
+  explicit BatchSession(LlamaRunner& runner);
   // Samples from logits as one iteration of generate's loop; false when the sequence ended.
   bool advance(Seq& s, std::span<const float> logits);
   void finish(int id, const std::string& reason);
 
   LlamaRunner& runner_;
-  int64_t slot_context_ = 0, chunk_ = 0, last_rows_ = 0;
+  int64_t slot_context_ = 0, chunk_ = 0, last_rows_ = 0, min_rows_ = 0;
   std::vector<int64_t> rows_;     // decode_batch_B methods, ascending
   std::vector<int> slot_seq_;     // per slot: the sequence id, -1 when free
   std::map<int, std::unique_ptr<Seq>> seqs_;

@@ -79,7 +79,8 @@ TEST(LlamaBatch, CancelFreesTheSlotAtOnce) {
   auto f = b.take_finished();
   ASSERT_EQ(f.size(), 1u);
   EXPECT_EQ(f[0].stats.stop_reason, "cancelled");
-  EXPECT_EQ(f[0].stats.generated_tokens, 3);  // the first token came with the prefill step
+  // a: its prefill's token and a decode in step 1, one decode in each of steps 2 to 4.
+  EXPECT_EQ(f[0].stats.generated_tokens, 5);
   // A callback that returns false ends its sequence as generate's does.
   int calls = 0;
   auto d = b.add(p, test::greedy(50), [&](const std::string&) { return ++calls < 2; });
