@@ -23,14 +23,18 @@ std::string model_path() {
 
 void run(BackendKind backend) {
   const std::string path = model_path();
-  if (path.empty()) GTEST_SKIP() << "SmolLM2-135M-Instruct.Q4_1.gguf not found (set VRUN_SMOLLM2_GGUF)";
+  if (path.empty()) {
+    GTEST_SKIP() << "SmolLM2-135M-Instruct.Q4_1.gguf not found (set VRUN_SMOLLM2_GGUF)";
+  }
   LoadOptions o;
   o.backend = backend;
   o.context = 512;
   o.batch_slots = 4;
   o.batch_context = 512;
   auto r = LlamaRunner::load(path, o);
-  if (!r.is_ok() && backend == BackendKind::kVulkan) GTEST_SKIP() << r.status().message();
+  if (!r.is_ok() && backend == BackendKind::kVulkan) {
+    GTEST_SKIP() << r.status().message();
+  }
   ASSERT_TRUE(r.is_ok()) << r.status().message();
   LlamaRunner& runner = **r;
   const std::vector<std::pair<std::string, int>> prompts = {
@@ -49,7 +53,9 @@ void run(BackendKind backend) {
   }
   const uint64_t before = runner.replayed_calls();
   EXPECT_GT(test::check_batch_matches_generate(runner, cases), 10);
-  if (backend == BackendKind::kVulkan) EXPECT_GT(runner.replayed_calls(), before + 20);
+  if (backend == BackendKind::kVulkan) {
+    EXPECT_GT(runner.replayed_calls(), before + 20);
+  }
 }
 
 TEST(LlamaBatchSmolLM2, GreedyEqualsGenerateAloneCpu) { run(BackendKind::kCpu); }

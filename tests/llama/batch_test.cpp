@@ -54,7 +54,9 @@ TEST(LlamaBatch, GreedyEqualsGenerateAloneCpu) {
 
 TEST(LlamaBatch, GreedyEqualsGenerateAloneVulkan) {
   auto r = load(BackendKind::kVulkan, 4);
-  if (!r) GTEST_SKIP() << "no Vulkan device";
+  if (!r) {
+    GTEST_SKIP() << "no Vulkan device";
+  }
   const uint64_t before = r->replayed_calls();
   EXPECT_GT(test::check_batch_matches_generate(*r, tiny_cases(r->config().vocab)), 5);
   // Positions are device inputs: decode steps of one row count replay their recording.
