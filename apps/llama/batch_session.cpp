@@ -62,7 +62,7 @@ Result<std::unique_ptr<BatchSession>> BatchSession::create(LlamaRunner& runner, 
   const MetaValue* ctx = p.meta("vrun.batch_context");
   const MetaValue* rows = p.meta("vrun.batch_rows");
   if (!slots || !ctx || !rows || slots->i <= 0 || rows->ints.empty() || !p.method("prefill_slot"))
-    return err(ErrorCode::kInvalidArgument, "the program has no batched methods (load it with batch slots, or export it with --batch)");
+    return err(ErrorCode::kInvalidArgument, "the program has no batched methods (build it from its checkpoint with batch slots)");
   std::unique_ptr<BatchSession> s(new BatchSession(runner));
   s->slot_context_ = ctx->i;
   s->rows_ = rows->ints;
