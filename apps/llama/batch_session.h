@@ -6,7 +6,9 @@
 //
 // An engine's loop: add() a request whenever a slot is free (free_slots() > 0); call step() while
 // !idle(); take_finished() after each step; cancel() a request whose client left. Text streams
-// through each sequence's callback during step(), as generate's does.
+// through each sequence's callback during step(), as generate's does; a callback ends its own
+// sequence by returning false (it must not call the session). One thread drives a session, and
+// the runner's own methods are not called while it runs.
 #pragma once
 
 #include <chrono>

@@ -48,13 +48,15 @@ void run(BackendKind backend) {
   int start = 0;
   for (const auto& [text, max_tokens] : prompts) {
     const std::string chat = "<|im_start|>user\n" + text + "<|im_end|>\n<|im_start|>assistant\n";
-    cases.push_back({runner.tokenizer().encode(chat), max_tokens, start});
-    start += 3;
+    // lavapipe (a CPU implementation of Vulkan) is slow: fewer tokens there.
+    const int tokens = backend == BackendKind::kVulkan ? max_tokens / 4 : max_tokens;
+    cases.push_back({runner.tokenizer().encode(chat), tokens, start});
+    start += backend == BackendKind::kVulkan ? 1 : 3;
   }
   const uint64_t before = runner.replayed_calls();
-  EXPECT_GT(test::check_batch_matches_generate(runner, cases), 10);
+  EXPECT_GT(test::check_batch_matches_generate(runner, cases), backend == BackendKind::kVulkan ? 3 : 10);
   if (backend == BackendKind::kVulkan) {
-    EXPECT_GT(runner.replayed_calls(), before + 20);
+    EXPECT_GT(runner.replayed_calls(), before + 10);
   }
 }
 
