@@ -21,7 +21,7 @@ std::string model_path() {
   return "";
 }
 
-void run(BackendKind backend) {
+void run(BackendKind backend, int64_t slots = 4) {
   const std::string path = model_path();
   if (path.empty()) {
     GTEST_SKIP() << "SmolLM2-135M-Instruct.Q4_1.gguf not found (set VRUN_SMOLLM2_GGUF)";
@@ -29,7 +29,7 @@ void run(BackendKind backend) {
   LoadOptions o;
   o.backend = backend;
   o.context = 512;
-  o.batch_slots = 4;
+  o.batch_slots = slots;
   o.batch_context = 512;
   auto r = LlamaRunner::load(path, o);
   if (!r.is_ok() && backend == BackendKind::kVulkan) {
@@ -62,6 +62,8 @@ void run(BackendKind backend) {
 
 TEST(LlamaBatchSmolLM2, GreedyEqualsGenerateAloneCpu) { run(BackendKind::kCpu); }
 TEST(LlamaBatchSmolLM2, GreedyEqualsGenerateAloneVulkan) { run(BackendKind::kVulkan); }
+// Eight slots: decode_batch_8 (the most rows that keep the integer dot products on the CPU).
+TEST(LlamaBatchSmolLM2, GreedyEqualsGenerateAloneCpuEightSlots) { run(BackendKind::kCpu, 8); }
 
 }  // namespace
 }  // namespace vrun::llama
