@@ -16,6 +16,11 @@
 // once per step); each row's rope, cache write and attention (keys of its slot cut at its
 // position) are nodes of their own. A row without a sequence is given its slot's next free
 // position, which the slot's next write overwrites anyway.
+//
+// On the CPU, rows up to 15 keep linear's integer dot products per row, as the single-sequence
+// decode does (the greedy tokens match it; tests/llama/batch_*test.cpp); from 16 rows linear
+// dequantises block-quantised weights for sgemm, slower per step for decode and with other
+// rounding (bench/llm/README.md).
 #pragma once
 
 #include <vector>
