@@ -55,6 +55,8 @@ Result<std::unique_ptr<LlamaRunner>> LlamaRunner::load(const std::string& path, 
     BuildSettings s;
     s.context = options.context > 0 ? options.context : std::min(m.config.max_context, context_that_fits(m.config));
     s.chunk = options.chunk;
+    s.batch_slots = options.batch_slots;
+    s.batch_context = options.batch_context;
     VRUN_ASSIGN_OR_RETURN(r->program_, build_llama_program(m.config, m.weights, s, m.metadata));
     r->config_ = m.config;
   }

@@ -20,6 +20,11 @@ struct LoadOptions {
   int threads = 0;
   int64_t context = 0;  // 0: the model's maximum, bounded by memory
   int64_t chunk = 512;
+  // Batched decoding (apps/llama/batch_session.h): KV-cache slots for concurrent sequences
+  // (0: none) and the positions each holds (0: the context). Checkpoints only: a .vrp has what
+  // it was exported with.
+  int64_t batch_slots = 0;
+  int64_t batch_context = 0;
 };
 
 struct GenerateOptions {
@@ -75,6 +80,7 @@ class LlamaRunner {
                                       const std::function<void(int, int, double)>& progress);
 
  private:
+  friend class BatchSession;
   LlamaRunner() = default;
   std::shared_ptr<Program> program_;
   std::unique_ptr<Executor> executor_;

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "models/common/weight.h"
+#include "models/llama/llama_batch.h"
 #include "runtime/graph/builder.h"
 
 namespace vrun::llama {
@@ -204,6 +205,7 @@ Result<std::shared_ptr<Program>> build_llama_program(const LlamaConfig& c, const
     if (!all_positions && !device_pos) x = g.op(OpKind::slice, {x}, {{"axis", 1}, {"start", seq - 1}, {"end", seq}});
     g.output(normed(x, out_norm, out_w, -1, "output"), "logits");
   }
+  VRUN_RETURN_IF_ERROR(add_llama_batch_methods(pb, c, settings, {embed, out_norm, out_w, freq, chunk, cache_dtype, batch_layer_ids(L)}));
   pb.set_meta("general.architecture", MetaValue::str(c.arch));
   pb.set_meta("vrun.runner", MetaValue::str("llama"));
   pb.set_meta("llama.vocab_size", MetaValue::integer(c.vocab));

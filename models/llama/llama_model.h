@@ -45,6 +45,10 @@ struct BuildSettings {
   int64_t chunk = 512;    // most tokens per call (prefill chunk)
   // KV-cache dtype; unset: f32 for f32 checkpoints, else f16 (as llama.cpp keeps it).
   std::optional<DType> cache_dtype;
+  // Batched decoding (models/llama/llama_batch.h): sequence slots of the batched cache (0: no
+  // batched methods) and the positions each holds (0: context).
+  int64_t batch_slots = 0;
+  int64_t batch_context = 0;
 };
 
 // Builds the program; metadata gets the config under llama.* keys so runners can read it back.

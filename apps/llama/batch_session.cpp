@@ -1,0 +1,229 @@
+#include "apps/llama/batch_session.h"
+
+#include <algorithm>
+
+namespace vrun::llama {
+
+namespace {
+
+double seconds_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+}  // namespace
+
+struct BatchSession::Seq {
+  int id = 0, slot = 0;
+  std::vector<int32_t> prompt;
+  size_t prefilled = 0;
+  GenerateOptions options;
+  TextCallback on_text;
+  Sampler sampler;
+  tok::StreamingDecoder decoder;
+  std::vector<int32_t> history;
+  std::string pending;
+  size_t max_stop = 0;
+  GenerateStats st;
+  int64_t n_past = 0;
+  int32_t next = -1;  // the token to decode next; -1 while prefilling
+  Clock::time_point added, first_sample;
+  Seq(const GenerateOptions& o, const tok::Tokenizer& t) : options(o), sampler(o.sampling), decoder(t, /*skip_special=*/true) {}
+
+  // generate's flush: text out up to what could still become a stop string.
+  bool flush(bool final) {
+    for (const auto& s : options.stop) {
+      const size_t at = pending.find(s);
+      if (!s.empty() && at != std::string::npos) {
+        pending.resize(at);
+        if (!pending.empty() && !on_text(pending)) return false;
+        pending.clear();
+        st.stop_reason = "stop";
+        return false;
+      }
+    }
+    const size_t keep = final ? 0 : std::min(pending.size(), max_stop ? max_stop - 1 : 0);
+    if (pending.size() > keep) {
+      size_t cut = pending.size() - keep;
+      while (cut > 0 && cut < pending.size() && (static_cast<unsigned char>(pending[cut]) & 0xC0) == 0x80) --cut;
+      const std::string out = pending.substr(0, cut);
+      pending.erase(0, cut);
+      if (!out.empty() && !on_text(out)) {
+        st.stop_reason = "callback";
+        return false;
+      }
+    }
+    return true;
+  }
+};
+
+Result<std::unique_ptr<BatchSession>> BatchSession::create(LlamaRunner& runner, const BatchOptions& options) {
+  const Program& p = runner.program();
+  const MetaValue* slots = p.meta("vrun.batch_slots");
+  const MetaValue* ctx = p.meta("vrun.batch_context");
+  const MetaValue* rows = p.meta("vrun.batch_rows");
+  if (!slots || !ctx || !rows || slots->i <= 0 || rows->ints.empty() || !p.method("prefill_slot"))
+    return err(ErrorCode::kInvalidArgument, "the program has no batched methods (build it from its checkpoint with batch slots)");
+  std::unique_ptr<BatchSession> s(new BatchSession(runner));
+  s->slot_context_ = ctx->i;
+  s->rows_ = rows->ints;
+  std::sort(s->rows_.begin(), s->rows_.end());
+  for (int64_t b : s->rows_)
+    if (!p.method("decode_batch_" + std::to_string(b)))
+      return err(ErrorCode::kInvalidProgram, p.source, ": no method decode_batch_", b, " for vrun.batch_rows");
+  if (s->rows_.back() < slots->i) return err(ErrorCode::kInvalidProgram, p.source, ": batch rows do not cover ", slots->i, " slots");
+  s->slot_seq_.assign(static_cast<size_t>(slots->i), -1);
+  const int64_t most = std::min(runner.chunk_, s->slot_context_);
+  s->min_rows_ = options.min_rows;
+  s->chunk_ = options.prefill_chunk > 0 ? std::min(options.prefill_chunk, most) : most;
+  return s;
+}
+
+BatchSession::BatchSession(LlamaRunner& runner) : runner_(runner) {}
+BatchSession::~BatchSession() = default;
+
+int BatchSession::free_slots() const {
+  return static_cast<int>(std::count(slot_seq_.begin(), slot_seq_.end(), -1));
+}
+
+Result<int> BatchSession::add(std::vector<int32_t> prompt, const GenerateOptions& options, TextCallback on_text) {
+  if (prompt.empty()) return err(ErrorCode::kInvalidArgument, "the prompt is empty (nothing to continue from)");
+  if (static_cast<int64_t>(prompt.size()) > slot_context_)
+    return err(ErrorCode::kInvalidArgument, "the prompt's ", prompt.size(), " tokens exceed the ", slot_context_, "-token context of a slot");
+  const int64_t vocab = runner_.config().vocab;
+  for (int32_t t : prompt)
+    if (t < 0 || t >= vocab) return err(ErrorCode::kInvalidArgument, "token id ", t, " outside the vocabulary of ", vocab);
+  auto free = std::find(slot_seq_.begin(), slot_seq_.end(), -1);
+  if (free == slot_seq_.end()) return err(ErrorCode::kOutOfMemory, "all ", slot_seq_.size(), " batch slots are busy");
+  auto s = std::make_unique<Seq>(options, runner_.tokenizer());
+  s->id = next_id_++;
+  s->slot = static_cast<int>(free - slot_seq_.begin());
+  s->history = prompt;
+  s->prompt = std::move(prompt);
+  s->on_text = on_text ? std::move(on_text) : TextCallback([](const std::string&) { return true; });
+  s->st.prompt_tokens = static_cast<int>(s->prompt.size());
+  for (const auto& st : s->options.stop) s->max_stop = std::max(s->max_stop, st.size());
+  s->added = Clock::now();
+  *free = s->id;
+  const int id = s->id;
+  seqs_[id] = std::move(s);
+  return id;
+}
+
+void BatchSession::finish(int id, const std::string& reason) {
+  auto it = seqs_.find(id);
+  if (it == seqs_.end()) return;
+  Seq& s = *it->second;
+  if (!reason.empty()) s.st.stop_reason = reason;
+  if (s.st.stop_reason != "stop" && s.st.stop_reason != "callback" && s.st.stop_reason != "cancelled") {
+    s.pending += s.decoder.finish();
+    s.flush(true);
+  }
+  if (s.st.generated_tokens > 0) s.st.decode_s = seconds_between(s.first_sample, Clock::now());
+  slot_seq_[static_cast<size_t>(s.slot)] = -1;
+  finished_.push_back({id, std::move(s.st)});
+  seqs_.erase(it);
+}
+
+Status BatchSession::cancel(int id) {
+  if (!seqs_.count(id)) return err(ErrorCode::kNotFound, "no running sequence ", id);
+  finish(id, "cancelled");
+  return Status::ok();
+}
+
+std::vector<BatchFinished> BatchSession::take_finished() {
+  std::vector<BatchFinished> out;
+  out.swap(finished_);
+  return out;
+}
+
+bool BatchSession::advance(Seq& s, std::span<const float> logits) {
+  GenerateStats& st = s.st;
+  if (s.options.max_tokens >= 0 && st.generated_tokens >= s.options.max_tokens) {
+    st.stop_reason = "length";
+    return false;
+  }
+  const int32_t next = s.sampler.sample(logits, s.history);
+  if (st.generated_tokens == 0) {
+    s.first_sample = Clock::now();
+    st.time_to_first_token_s = seconds_between(s.added, s.first_sample);
+  }
+  ++st.generated_tokens;
+  const auto& sp = runner_.tokenizer().special_ids();
+  if (!s.options.ignore_eos && (next == sp.eos || next == sp.eot)) {
+    st.stop_reason = "eos";
+    return false;
+  }
+  st.tokens.push_back(next);
+  s.history.push_back(next);
+  s.pending += s.decoder.push(next);
+  if (!s.flush(false)) return false;
+  if (s.n_past >= slot_context_) {
+    st.stop_reason = "context";
+    return false;
+  }
+  s.next = next;
+  return true;
+}
+
+Status BatchSession::step() {
+  const int64_t vocab = runner_.config().vocab;
+  Executor& ex = *runner_.executor_;
+  // One prefill chunk: the sequence added first among those still prefilling.
+  for (auto& [id, sp] : seqs_) {
+    Seq& s = *sp;
+    if (s.next >= 0 || s.prefilled >= s.prompt.size()) continue;
+    const auto t0 = Clock::now();
+    const int64_t n = std::min<int64_t>(chunk_, static_cast<int64_t>(s.prompt.size() - s.prefilled));
+    VRUN_ASSIGN_OR_RETURN(auto outs, ex.run("prefill_slot",
+                                            {TensorView::dense(s.prompt.data() + s.prefilled, DType::i32, {1, n})},
+                                            {{"pos", s.n_past}, {"slot", s.slot}}));
+    s.prefilled += static_cast<size_t>(n);
+    s.n_past += n;
+    s.st.prefill_s += seconds_between(t0, Clock::now());
+    if (s.prefilled == s.prompt.size()) {
+      const float* lg = outs[0].ptr<float>();
+      if (!advance(s, std::span<const float>(lg, static_cast<size_t>(vocab)))) finish(id, "");
+    }
+    break;
+  }
+  // One decode step for every sequence with a token to decode.
+  int highest = -1;
+  for (const auto& [id, sp] : seqs_)
+    if (sp->next >= 0) highest = std::max(highest, sp->slot);
+  if (highest < 0) return Status::ok();
+  int64_t rows = rows_.back();
+  for (int64_t b : rows_)
+    if (b > highest && b >= min_rows_) {
+      rows = b;
+      break;
+    }
+  // A row without a decoding sequence writes at its slot's next position, which the slot's next
+  // write overwrites anyway (a prefilling slot's next chunk, a free slot's first).
+  std::vector<int32_t> tokens(static_cast<size_t>(rows), 0), positions(static_cast<size_t>(rows), 0);
+  std::vector<Seq*> row_seq(static_cast<size_t>(rows), nullptr);
+  for (int64_t b = 0; b < rows; ++b) {
+    const int id = slot_seq_[static_cast<size_t>(b)];
+    if (id < 0) continue;
+    Seq& s = *seqs_.at(id);
+    positions[b] = static_cast<int32_t>(std::min(s.n_past, slot_context_ - 1));
+    if (s.next >= 0) {
+      tokens[b] = s.next;
+      row_seq[b] = &s;
+    }
+  }
+  last_rows_ = rows;
+  VRUN_ASSIGN_OR_RETURN(auto outs, ex.run("decode_batch_" + std::to_string(rows),
+                                          {TensorView::dense(tokens.data(), DType::i32, {1, rows}),
+                                           TensorView::dense(positions.data(), DType::i32, {rows})}));
+  const float* lg = outs[0].ptr<float>();
+  for (int64_t b = 0; b < rows; ++b) {
+    Seq* s = row_seq[b];
+    if (!s) continue;
+    ++s->n_past;
+    s->next = -1;
+    if (!advance(*s, std::span<const float>(lg + b * vocab, static_cast<size_t>(vocab)))) finish(s->id, "");
+  }
+  return Status::ok();
+}
+
+}  // namespace vrun::llama

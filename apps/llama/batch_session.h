@@ -1,0 +1,84 @@
+// Continuous batching over a LlamaRunner whose program has the batched methods
+// (models/llama/llama_batch.h; LoadOptions::batch_slots > 0): sequences join and leave between
+// steps, each in a KV-cache slot of its own, and every step advances all of them by one token
+// with one decode_batch call. At temperature 0 each sequence's tokens are those that
+// LlamaRunner::generate gives for it alone.
+//
+// An engine's loop: add() a request whenever a slot is free (free_slots() > 0); call step() while
+// !idle(); take_finished() after each step; cancel() a request whose client left. Text streams
+// through each sequence's callback during step(), as generate's does; a callback ends its own
+// sequence by returning false (it must not call the session). One thread drives a session, and
+// the runner's own methods are not called while it runs.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "apps/llama/llama_runner.h"
+
+namespace vrun::llama {
+
+struct BatchOptions {
+  // Prompt tokens prefilled per step (0: the program's chunk); a running stream waits at most one
+  // such chunk per token. Chunks as large as generate's (the program's chunk) give the same
+  // numbers as generate.
+  int64_t prefill_chunk = 0;
+  // Decode with at least this many rows (the smallest decode_batch_B with B >= it): what the
+  // extra rows of a larger method cost can be measured with it. 0: as few as cover the busy slots.
+  int64_t min_rows = 0;
+};
+
+struct BatchFinished {
+  int id = 0;
+  GenerateStats stats;  // stop_reason also "cancelled" (cancel())
+};
+
+class BatchSession {
+ public:
+  using TextCallback = std::function<bool(const std::string&)>;  // returning false ends the sequence
+
+  // The session borrows the runner (whose single-sequence cache it does not touch).
+  static Result<std::unique_ptr<BatchSession>> create(LlamaRunner& runner, const BatchOptions& options = {});
+  ~BatchSession();
+
+  // A new sequence in the lowest free slot, prefilled over the next steps; returns its id. Fails
+  // when no slot is free or the prompt does not fit a slot.
+  Result<int> add(std::vector<int32_t> prompt, const GenerateOptions& options, TextCallback on_text);
+  // Ends a sequence now and frees its slot; it is reported by take_finished().
+  Status cancel(int id);
+  // One prefill chunk (of the sequence waiting longest), then one decode_batch call for every
+  // sequence that has finished its prefill. Does nothing when idle.
+  Status step();
+  // Sequences that ended since the last call.
+  std::vector<BatchFinished> take_finished();
+
+  int slots() const { return static_cast<int>(slot_seq_.size()); }
+  int free_slots() const;
+  int running() const { return static_cast<int>(seqs_.size()); }
+  bool idle() const { return seqs_.empty(); }
+  int64_t slot_context() const { return slot_context_; }
+  // Rows of the last decode_batch call (the smallest method covering the highest busy slot).
+  int64_t last_rows() const { return last_rows_; }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Seq;
+  explicit BatchSession(LlamaRunner& runner);
+  // Samples from logits as one iteration of generate's loop; false when the sequence ended.
+  bool advance(Seq& s, std::span<const float> logits);
+  void finish(int id, const std::string& reason);
+
+  LlamaRunner& runner_;
+  int64_t slot_context_ = 0, chunk_ = 0, last_rows_ = 0, min_rows_ = 0;
+  std::vector<int64_t> rows_;     // decode_batch_B methods, ascending
+  std::vector<int> slot_seq_;     // per slot: the sequence id, -1 when free
+  std::map<int, std::unique_ptr<Seq>> seqs_;
+  std::vector<BatchFinished> finished_;
+  int next_id_ = 1;
+};
+
+}  // namespace vrun::llama

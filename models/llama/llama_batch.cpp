@@ -1,0 +1,120 @@
+#include "models/llama/llama_batch.h"
+
+#include <string>
+
+namespace vrun::llama {
+
+std::vector<int64_t> batch_rows_for(int64_t slots) {
+  std::vector<int64_t> rows;
+  for (int64_t b = 1; b < slots; b *= 2) rows.push_back(b);
+  if (slots > 0) rows.push_back(slots);
+  return rows;
+}
+
+namespace {
+
+const char* rope_mode_name(RopeMode m) { return m == RopeMode::kHalf ? "half" : "interleaved"; }
+
+}  // namespace
+
+Status add_llama_batch_methods(ProgramBuilder& pb, const LlamaConfig& c, const BuildSettings& settings,
+                               const BatchModelIds& ids) {
+  const int64_t slots = settings.batch_slots;
+  if (slots <= 0) return Status::ok();
+  const int64_t ctx = settings.batch_context > 0 ? settings.batch_context
+                                                 : (settings.context > 0 ? settings.context : c.max_context);
+  const int64_t chunk = std::min(ids.chunk, ctx);
+  if (ctx <= 0 || chunk <= 0 || static_cast<int64_t>(ids.layers.size()) != c.layers)
+    return err(ErrorCode::kInvalidArgument, "batched methods: context ", ctx, ", chunk ", chunk, " and ", ids.layers.size(),
+               " layers for ", c.layers);
+  if (slots > 4096) return err(ErrorCode::kInvalidArgument, "batched methods: ", slots, " slots (at most 4096)");
+  const int64_t hd = c.head_dim;
+  const int64_t qk_heads = c.heads + c.kv_heads, all_heads = c.heads + 2 * c.kv_heads;
+  std::vector<int> cache;
+  for (int64_t l = 0; l < c.layers; ++l)
+    cache.push_back(pb.add_state("cache.batch.kv." + std::to_string(l), ids.cache_dtype, {1, 2 * c.kv_heads, slots * ctx, hd}));
+  const std::vector<NamedAttr> to_heads = {{"perm", {0, 2, 1, 3}}};
+  const std::string mode = rope_mode_name(c.rope_mode);
+
+  // One method body: `rows` tokens; prefill (rows == 0) is one sequence of seq tokens in slot
+  // `slot` at pos, decode (rows > 0) is one token per row b at positions[b] in slot b.
+  auto build = [&](const std::string& name, int64_t rows) {
+    MethodBuilder g = pb.method(name);
+    const bool prefill = rows == 0;
+    const SymExpr seq = prefill ? g.symbol("seq", 1, chunk) : SymExpr(rows);
+    const SymExpr pos = prefill ? g.symbol("pos", 0, ctx - 1) : SymExpr(0);
+    const SymExpr slot = prefill ? g.symbol("slot", 0, slots - 1) : SymExpr(0);
+    Val tokens = g.input("tokens", DType::i32, {1, seq});
+    const Val positions = prefill ? Val::none() : g.input("positions", DType::i32, {rows});
+    Val inv = g.constant(ids.inv_freq);
+    auto opt = [&](int id) { return id >= 0 ? g.constant(id) : Val::none(); };
+    auto normed = [&](Val x, int norm, int w, int b, const std::string& n) {
+      return g.op(OpKind::linear, {x, g.constant(w), opt(b), Val::none(), g.constant(norm)},
+                  {{"norm", "rms"}, {"eps", c.rms_eps}}, n);
+    };
+    Val x = g.op(OpKind::embedding, {g.constant(ids.embed), tokens}, {}, "token_embd");
+    for (int64_t l = 0; l < c.layers; ++l) {
+      const BatchLayerIds& w = ids.layers[l];
+      const std::string p = "blk." + std::to_string(l) + ".";
+      // q, k and v heads side by side: [1, seq, heads + 2 kv_heads, hd].
+      Val qkv;
+      if (w.qkv >= 0) {
+        qkv = g.op(OpKind::reshape, {normed(x, w.attn_norm, w.qkv, w.qkv_b, p + "attn_qkv")}, {{"shape", {1, -1, all_heads, hd}}});
+      } else {
+        auto heads = [&](int wid, int bid, int64_t n, const std::string& nm) {
+          return g.op(OpKind::reshape, {normed(x, w.attn_norm, wid, bid, p + nm)}, {{"shape", {1, -1, n, hd}}});
+        };
+        qkv = g.op(OpKind::concat, {heads(w.q, w.qb, c.heads, "attn_q"), heads(w.k, w.kb, c.kv_heads, "attn_k"),
+                                    heads(w.v, w.vb, c.kv_heads, "attn_v")},
+                   {{"axis", 2}});
+      }
+      // Per sequence: rotate its queries and keys at its position (the cache write cannot rotate
+      // them: its offset includes the slot's base row), write keys and values into its slot,
+      // attend over its slot's keys.
+      Val state = g.state(cache[l]);
+      std::vector<Val> outs;
+      const int64_t n_seq = prefill ? 1 : rows;
+      for (int64_t b = 0; b < n_seq; ++b) {
+        Val r = prefill ? qkv : g.op(OpKind::slice, {qkv}, {{"axis", 1}, {"start", b}, {"end", b + 1}});
+        Val at = prefill ? Val::none() : g.op(OpKind::slice, {positions}, {{"axis", 0}, {"start", b}, {"end", b + 1}});
+        r = g.op(OpKind::rope, {r, inv, at}, {{"pos", pos}, {"mode", mode}, {"heads", qk_heads}}, p + "rope_qk");
+        Val kv = g.op(OpKind::slice, {r}, {{"axis", 2}, {"start", c.heads}, {"end", all_heads}});
+        const SymExpr base = prefill ? slot * ctx + pos : SymExpr(b * ctx);
+        state = g.op(OpKind::slice_update, {state, g.op(OpKind::permute, {kv}, to_heads), at}, {{"axis", 2}, {"start", base}},
+                     p + "cache_kv");
+        Val q = g.op(OpKind::permute, {g.op(OpKind::slice, {r}, {{"axis", 2}, {"start", 0}, {"end", c.heads}})}, to_heads);
+        // The slot's rows: up to the chunk's end for a prefill, its whole capacity for a decode
+        // row (sdpa cuts it at the row's position).
+        const SymExpr from = prefill ? slot * ctx : SymExpr(b * ctx);
+        const SymExpr to = prefill ? slot * ctx + pos + seq : SymExpr((b + 1) * ctx);
+        Val cached = g.op(OpKind::slice, {state}, {{"axis", 2}, {"start", from}, {"end", to}});
+        Val keys = g.op(OpKind::slice, {cached}, {{"axis", 1}, {"start", 0}, {"end", c.kv_heads}});
+        Val vals = g.op(OpKind::slice, {cached}, {{"axis", 1}, {"start", c.kv_heads}, {"end", 2 * c.kv_heads}});
+        outs.push_back(g.op(OpKind::sdpa, {q, keys, vals, Val::none(), at}, {{"causal", 1}}, p + "attn"));
+      }
+      // [1, heads, seq, hd] for each sequence -> [1, seq, heads, hd] rows as the projection reads them.
+      Val att = outs.size() == 1 ? outs[0] : g.op(OpKind::concat, outs, {{"axis", 2}});
+      x = g.op(OpKind::linear, {g.op(OpKind::permute, {att}, to_heads), g.constant(w.o), Val::none(), x}, {{"x_dims", 2}},
+               p + "attn_output");
+      if (w.gate_up >= 0) {
+        Val up_gate = normed(x, w.ffn_norm, w.gate_up, -1, p + "ffn_up_gate");
+        x = g.op(OpKind::linear, {up_gate, g.constant(w.down), Val::none(), x}, {{"glu", "silu"}}, p + "ffn_down");
+      } else {
+        Val act = g.op(OpKind::mul, {g.op(OpKind::silu, {normed(x, w.ffn_norm, w.gate, -1, p + "ffn_gate")}),
+                                     normed(x, w.ffn_norm, w.up, -1, p + "ffn_up")});
+        x = g.op(OpKind::linear, {act, g.constant(w.down), Val::none(), x}, {}, p + "ffn_down");
+      }
+    }
+    if (prefill) x = g.op(OpKind::slice, {x}, {{"axis", 1}, {"start", seq - 1}, {"end", seq}});
+    g.output(normed(x, ids.out_norm, ids.out_w, -1, "output"), "logits");
+  };
+  build("prefill_slot", 0);
+  const std::vector<int64_t> rows = batch_rows_for(slots);
+  for (int64_t b : rows) build("decode_batch_" + std::to_string(b), b);
+  pb.set_meta("vrun.batch_slots", MetaValue::integer(slots));
+  pb.set_meta("vrun.batch_context", MetaValue::integer(ctx));
+  pb.set_meta("vrun.batch_rows", MetaValue::int_list(rows));
+  return Status::ok();
+}
+
+}  // namespace vrun::llama

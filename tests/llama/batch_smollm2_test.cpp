@@ -1,0 +1,69 @@
+// Continuous batching on SmolLM2-135M-Instruct (Q4_1): six chat prompts of different lengths,
+// joining at different steps over four slots, each equal to generate alone at temperature 0, on
+// the CPU and on Vulkan.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "tests/llama/batch_check.h"
+
+namespace vrun::llama {
+namespace {
+
+std::string model_path() {
+  std::vector<std::string> candidates;
+  if (const char* env = std::getenv("VRUN_SMOLLM2_GGUF")) candidates.push_back(env);
+  if (const char* home = std::getenv("HOME"))
+    candidates.push_back(std::string(home) + "/.cache/vrun/models/SmolLM2-135M-Instruct.Q4_1.gguf");
+  for (const auto& c : candidates)
+    if (std::filesystem::exists(c)) return c;
+  return "";
+}
+
+void run(BackendKind backend, int64_t slots = 4) {
+  const std::string path = model_path();
+  if (path.empty()) {
+    GTEST_SKIP() << "SmolLM2-135M-Instruct.Q4_1.gguf not found (set VRUN_SMOLLM2_GGUF)";
+  }
+  LoadOptions o;
+  o.backend = backend;
+  o.context = 512;
+  o.batch_slots = slots;
+  o.batch_context = 512;
+  auto r = LlamaRunner::load(path, o);
+  if (!r.is_ok() && backend == BackendKind::kVulkan) {
+    GTEST_SKIP() << r.status().message();
+  }
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  LlamaRunner& runner = **r;
+  const std::vector<std::pair<std::string, int>> prompts = {
+      {"What is the capital of France?", 24},
+      {"Write a short poem about the sea.", 40},
+      {"Hi", 8},
+      {"Explain in two sentences why the sky is blue, and mention Rayleigh scattering by name.", 32},
+      {"List three prime numbers.", 20},
+      {"Translate 'good morning' into Spanish, French and German, one per line.", 36}};
+  std::vector<test::BatchCase> cases;
+  int start = 0;
+  for (const auto& [text, max_tokens] : prompts) {
+    const std::string chat = "<|im_start|>user\n" + text + "<|im_end|>\n<|im_start|>assistant\n";
+    // lavapipe (a CPU implementation of Vulkan) is slow: fewer tokens there.
+    const int tokens = backend == BackendKind::kVulkan ? max_tokens / 4 : max_tokens;
+    cases.push_back({runner.tokenizer().encode(chat), tokens, start});
+    start += backend == BackendKind::kVulkan ? 1 : 3;
+  }
+  const uint64_t before = runner.replayed_calls();
+  EXPECT_GT(test::check_batch_matches_generate(runner, cases), backend == BackendKind::kVulkan ? 3 : 10);
+  if (backend == BackendKind::kVulkan) {
+    EXPECT_GT(runner.replayed_calls(), before + 10);
+  }
+}
+
+TEST(LlamaBatchSmolLM2, GreedyEqualsGenerateAloneCpu) { run(BackendKind::kCpu); }
+TEST(LlamaBatchSmolLM2, GreedyEqualsGenerateAloneVulkan) { run(BackendKind::kVulkan); }
+// Eight slots: decode_batch_8 (the most rows that keep the integer dot products on the CPU).
+TEST(LlamaBatchSmolLM2, GreedyEqualsGenerateAloneCpuEightSlots) { run(BackendKind::kCpu, 8); }
+
+}  // namespace
+}  // namespace vrun::llama

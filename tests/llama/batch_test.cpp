@@ -1,0 +1,111 @@
+// Continuous batching on the tiny random Llama: greedy sequences in a BatchSession equal
+// LlamaRunner::generate alone, on the CPU and on Vulkan; slots free at once and are reused.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "tests/llama/batch_check.h"
+
+namespace vrun::llama {
+namespace {
+
+const std::string kTiny = std::string(VRUN_TEST_DATA) + "/llama/tiny_llama";
+
+std::vector<test::BatchCase> tiny_cases(int64_t vocab) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int32_t> id(3, static_cast<int32_t>(vocab - 1));
+  auto prompt = [&](int n) {
+    std::vector<int32_t> p(static_cast<size_t>(n));
+    for (auto& t : p) t = id(rng);
+    return p;
+  };
+  // lengths, max tokens and start steps differ; 6 sequences over 4 slots.
+  return {{prompt(5), 12, 0}, {prompt(1), 20, 0}, {prompt(23), 4, 1}, {prompt(9), 16, 3},
+          {prompt(40), 9, 4}, {prompt(2), 14, 6}};
+}
+
+std::unique_ptr<LlamaRunner> load(BackendKind backend, int64_t slots) {
+  LoadOptions o;
+  o.backend = backend;
+  o.threads = 1;
+  o.context = 128;
+  o.chunk = 16;  // prompts longer than a chunk prefill over several steps
+  o.batch_slots = slots;
+  o.batch_context = 96;
+  auto r = LlamaRunner::load(kTiny, o);
+  if (!r.is_ok()) return nullptr;
+  return std::move(*r);
+}
+
+TEST(LlamaBatch, ProgramHasBatchedMethods) {
+  auto r = load(BackendKind::kCpu, 4);
+  ASSERT_TRUE(r);
+  for (const char* m : {"prefill_slot", "decode_batch_1", "decode_batch_2", "decode_batch_4"})
+    EXPECT_NE(r->program().method(m), nullptr) << m;
+  EXPECT_EQ(r->program().method("decode_batch_8"), nullptr);
+  EXPECT_NE(r->program().method("decode"), nullptr);
+}
+
+TEST(LlamaBatch, GreedyEqualsGenerateAloneCpu) {
+  auto r = load(BackendKind::kCpu, 4);
+  ASSERT_TRUE(r);
+  EXPECT_GT(test::check_batch_matches_generate(*r, tiny_cases(r->config().vocab)), 5);
+}
+
+TEST(LlamaBatch, GreedyEqualsGenerateAloneVulkan) {
+  auto r = load(BackendKind::kVulkan, 4);
+  if (!r) {
+    GTEST_SKIP() << "no Vulkan device";
+  }
+  const uint64_t before = r->replayed_calls();
+  EXPECT_GT(test::check_batch_matches_generate(*r, tiny_cases(r->config().vocab)), 5);
+  // Positions are device inputs: decode steps of one row count replay their recording.
+  EXPECT_GT(r->replayed_calls(), before + 20);
+}
+
+TEST(LlamaBatch, CancelFreesTheSlotAtOnce) {
+  auto r = load(BackendKind::kCpu, 2);
+  ASSERT_TRUE(r);
+  auto s = BatchSession::create(*r);
+  ASSERT_TRUE(s.is_ok()) << s.status().message();
+  BatchSession& b = **s;
+  const std::vector<int32_t> p = {5, 6, 7, 8};
+  auto a = b.add(p, test::greedy(50), nullptr);
+  auto c = b.add(p, test::greedy(50), nullptr);
+  ASSERT_TRUE(a.is_ok() && c.is_ok());
+  EXPECT_FALSE(b.add(p, test::greedy(5), nullptr).is_ok());  // both slots busy
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(b.step().is_ok());
+  ASSERT_TRUE(b.cancel(*a).is_ok());
+  EXPECT_EQ(b.free_slots(), 1);
+  EXPECT_FALSE(b.cancel(*a).is_ok());
+  auto f = b.take_finished();
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].stats.stop_reason, "cancelled");
+  // a: its prefill's token and a decode in step 1, one decode in each of steps 2 to 4.
+  EXPECT_EQ(f[0].stats.generated_tokens, 5);
+  // A callback that returns false ends its sequence as generate's does.
+  int calls = 0;
+  auto d = b.add(p, test::greedy(50), [&](const std::string&) { return ++calls < 2; });
+  ASSERT_TRUE(d.is_ok());
+  for (int i = 0; i < 200 && b.running() > 1; ++i) ASSERT_TRUE(b.step().is_ok());
+  f = b.take_finished();
+  ASSERT_FALSE(f.empty());
+  EXPECT_EQ(f[0].id, *d);
+  EXPECT_EQ(f[0].stats.stop_reason, "callback");
+}
+
+TEST(LlamaBatch, BadInputsAreErrors) {
+  auto r = load(BackendKind::kCpu, 2);
+  ASSERT_TRUE(r);
+  auto s = BatchSession::create(*r);
+  ASSERT_TRUE(s.is_ok());
+  EXPECT_FALSE((*s)->add({}, test::greedy(4), nullptr).is_ok());
+  EXPECT_FALSE((*s)->add(std::vector<int32_t>(97, 5), test::greedy(4), nullptr).is_ok());  // over the slot's 96
+  EXPECT_FALSE((*s)->add({-1}, test::greedy(4), nullptr).is_ok());
+  auto plain = load(BackendKind::kCpu, 0);
+  ASSERT_TRUE(plain);
+  EXPECT_FALSE(BatchSession::create(*plain).is_ok());
+}
+
+}  // namespace
+}  // namespace vrun::llama
