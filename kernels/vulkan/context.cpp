@@ -269,28 +269,22 @@ VKAPI_ATTR VkBool32 VKAPI_CALL Context::on_debug_message(VkDebugUtilsMessageSeve
   return VK_FALSE;
 }
 
-Status Context::init(const ContextOptions& options) {
-  print_validation_ = options.print_validation;
-  const bool validation = options.validation && layer_available("VK_LAYER_KHRONOS_validation");
-  if (options.validation && !validation)
-    return err(ErrorCode::kUnsupported,
-               "vulkan: validation requested but VK_LAYER_KHRONOS_validation is not installed "
-               "(Debian: vulkan-validationlayers)");
-  VkResult r = make_instance(validation, validation, &instance_);
-  if (r != VK_SUCCESS) return err(ErrorCode::kUnsupported, "vulkan: no usable Vulkan loader/driver (vkCreateInstance: ", vk_result_name(r), ")");
+Status Context::create_messenger() {
+  auto create = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(
+      vkGetInstanceProcAddr(instance_, "vkCreateDebugUtilsMessengerEXT"));
+  VkDebugUtilsMessengerCreateInfoEXT mi{VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
+  mi.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT;
+  mi.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+                   VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
+  mi.pfnUserCallback = &Context::on_debug_message;
+  mi.pUserData = this;
+  if (create) VRUN_VK_CHECK(create(instance_, &mi, nullptr, &messenger_), "creating the validation messenger");
+  return Status::ok();
+}
 
-  if (validation) {
-    auto create_messenger = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(
-        vkGetInstanceProcAddr(instance_, "vkCreateDebugUtilsMessengerEXT"));
-    VkDebugUtilsMessengerCreateInfoEXT mi{VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
-    mi.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT;
-    mi.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
-                     VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
-    mi.pfnUserCallback = &Context::on_debug_message;
-    mi.pUserData = this;
-    if (create_messenger) VRUN_VK_CHECK(create_messenger(instance_, &mi, nullptr, &messenger_), "creating the validation messenger");
-  }
-
+// The device (options.device_index, VRUN_DEVICE, else the best kind with Vulkan 1.2) and its
+// compute queue family.
+Status Context::choose_device(const ContextOptions& options) {
   const auto pds = physical_devices(instance_);
   if (pds.empty()) return err(ErrorCode::kUnsupported, "vulkan: no Vulkan device found");
   int index = options.device_index;
@@ -335,6 +329,21 @@ Status Context::init(const ContextOptions& options) {
       found = true;
     }
   if (!found) return err(ErrorCode::kUnsupported, "vulkan: device ", info_.name, " has no compute queue");
+  return Status::ok();
+}
+
+Status Context::init(const ContextOptions& options) {
+  print_validation_ = options.print_validation;
+  const bool validation = options.validation && layer_available("VK_LAYER_KHRONOS_validation");
+  if (options.validation && !validation)
+    return err(ErrorCode::kUnsupported,
+               "vulkan: validation requested but VK_LAYER_KHRONOS_validation is not installed "
+               "(Debian: vulkan-validationlayers)");
+  VkResult r = make_instance(validation, validation, &instance_);
+  if (r != VK_SUCCESS) return err(ErrorCode::kUnsupported, "vulkan: no usable Vulkan loader/driver (vkCreateInstance: ", vk_result_name(r), ")");
+
+  if (validation) VRUN_RETURN_IF_ERROR(create_messenger());
+  VRUN_RETURN_IF_ERROR(choose_device(options));
 
   const auto exts = device_extensions(physical_);
   std::vector<const char*> enable;

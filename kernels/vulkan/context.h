@@ -115,6 +115,8 @@ class Context {
  private:
   Context() = default;
   Status init(const ContextOptions& options);
+  Status create_messenger();
+  Status choose_device(const ContextOptions& options);
   PFN_vkCmdPushDescriptorSetKHR push_descriptor_ = nullptr;
   bool exact_f32_ = false;
 

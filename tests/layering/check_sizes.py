@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""Fails when a product function is over 150 lines or a product file over 600.
+
+Product code is runtime, kernels, preprocess, models and apps; tests/ and bench/ may be longer.
+A function is counted from the first line of its signature to its closing brace, lambdas and
+local classes inside it included; a member function defined inside a class body counts on its own.
+Usage: check_sizes.py [ROOT]
+"""
+import os
+import re
+import sys
+
+MAX_FUNCTION_LINES = 150
+MAX_FILE_LINES = 600
+SOURCE_DIRS = ["runtime", "kernels", "preprocess", "models", "apps"]
+SUFFIXES = (".h", ".hpp", ".cpp", ".cc", ".inc")
+CONTAINER = re.compile(r'\b(namespace|class|struct|union|enum)\b|\bextern\s+"C"')
+NAME = re.compile(r'([A-Za-z_~][\w:~<>]*)\s*\(')
+
+
+def strip(text):
+    """The text with comments, string and character literals blanked; newlines are kept."""
+    out = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith("//", i):
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+            out.append(" " * (j - i))
+            i = j
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            out.append("".join(ch if ch == "\n" else " " for ch in text[i:j]))
+            i = j
+        elif c == "R" and text.startswith('R"', i) and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
+            m = re.match(r'R"([^(\s]*)\(', text[i:])
+            if not m:
+                out.append(c)
+                i += 1
+                continue
+            end = text.find(")" + m.group(1) + '"', i)
+            j = n if end < 0 else end + len(m.group(1)) + 2
+            out.append("".join(ch if ch == "\n" else " " for ch in text[i:j]))
+            i = j
+        elif c in "\"'":
+            if c == "'" and i > 0 and text[i - 1].isalnum():
+                out.append(c)  # a digit separator: 1'000
+                i += 1
+                continue
+            j = i + 1
+            while j < n and text[j] != c and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            j = min(j + 1, n)
+            out.append(c + " " * (j - i - 2) + c if j - i >= 2 else text[i:j])
+            i = j
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def drop_directives(code):
+    """The code with preprocessor lines (and their continuations) blanked."""
+    out, directive = [], False
+    for line in code.split("\n"):
+        directive = directive or line.lstrip().startswith("#")
+        out.append(" " * len(line) if directive else line)
+        directive = directive and line.rstrip().endswith("\\")
+    return "\n".join(out)
+
+
+def functions(text):
+    """(name, first line, line count) of each function body not nested in another function."""
+    code = drop_directives(strip(text))
+    found = []
+    stack = []  # per open brace: "container", "function" or "block"
+    head_start = 0  # where the text before the next brace begins
+    for i, c in enumerate(code):
+        if c in ";}":
+            if c == "}" and stack:
+                kind, start, name = stack.pop()
+                if kind == "function":
+                    first = code.count("\n", 0, start) + 1
+                    last = code.count("\n", 0, i) + 1
+                    found.append((name, first, last - first + 1))
+            head_start = i + 1
+        elif c == "{":
+            head = code[head_start:i]
+            if any(k == "function" for k, _, _ in stack) or any(k == "block" for k, _, _ in stack):
+                stack.append(("block", i, None))
+            elif CONTAINER.search(head) and "(" not in head.split("{")[0].split(":")[0]:
+                stack.append(("container", i, None))
+            elif ")" in head and "=" not in head.split("(")[0]:
+                names = NAME.findall(head)
+                start = head_start + len(head) - len(head.lstrip())
+                stack.append(("function", start, names[0] if names else "?"))
+            else:
+                stack.append(("block", i, None))
+            head_start = i + 1
+    return found
+
+
+def check(root):
+    problems = []
+    for top in SOURCE_DIRS:
+        for dirpath, _, files in os.walk(os.path.join(root, top)):
+            for name in sorted(files):
+                if not name.endswith(SUFFIXES):
+                    continue
+                full = os.path.join(dirpath, name)
+                rel = os.path.relpath(full, root).replace(os.sep, "/")
+                with open(full, encoding="utf-8", errors="replace") as f:
+                    text = f.read()
+                lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
+                if lines > MAX_FILE_LINES:
+                    problems.append(f"{rel}: {lines} lines (a file may have {MAX_FILE_LINES})")
+                for fn, first, count in functions(text):
+                    if count > MAX_FUNCTION_LINES:
+                        problems.append(f"{rel}:{first}: {fn} is {count} lines (a function may have {MAX_FUNCTION_LINES})")
+    return problems
+
+
+def self_test():
+    """The check finds a long function and a long file in a small made-up tree, and passes short ones."""
+    import tempfile
+    body = "    x += 1;\n"
+    cases = {
+        "models/llama/long_fn.cpp": "namespace vrun {\nint f(int x) {\n" + body * 160 + "    return x;\n}\n}\n",
+        "runtime/long_file.cpp": "int g() { return 1; }\n" * 620,
+        "kernels/cpu/long_member.h": "struct S {\n    void run() const {\n" + body * 151 + "    }\n};\n",
+        "apps/cli/long_lambda.cpp": "void h() {\n    auto l = [&](int x) {\n" + body * 160 + "    };\n}\n",
+    }
+    clean = {
+        "models/whisper/ok.cpp": (
+            "#define INLINE inline __attribute__((always_inline))\nnamespace vrun {\n"
+            "/* { not a brace */\nconst char* s = \"{{{\";\nconst int t[] = {1, 2, 3};\n"
+            "struct A : B {\n    int f() { return 1; }\n};\n"
+            "int g(int x) {\n" + body * 140 + "    return x;\n}\n"
+            "int k(int x) {\n" + body * 140 + "    return x;\n}\n}\n"),
+        "tests/long_test.cpp": "void t() {\n" + body * 400 + "}\n",
+        "bench/long_bench.cpp": "int b() { return 1; }\n" * 700,
+    }
+    with tempfile.TemporaryDirectory() as root:
+        for path, text in {**cases, **clean}.items():
+            os.makedirs(os.path.join(root, os.path.dirname(path)), exist_ok=True)
+            with open(os.path.join(root, path), "w") as f:
+                f.write(text)
+        found = check(root)
+    missed = [p for p in cases if not any(f.startswith(p + ":") for f in found)]
+    wrong = [f for f in found if not any(f.startswith(p + ":") for p in cases)]
+    for p in missed:
+        print(f"self-test: the long code in {p} was not found")
+    for f in wrong:
+        print(f"self-test: short code was flagged: {f}")
+    if missed or wrong:
+        return 1
+    print(f"self-test: all {len(cases)} long pieces found, no short one flagged")
+    return 0
+
+
+def main():
+    if sys.argv[1:] == ["--self-test"]:
+        return self_test()
+    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    problems = check(os.path.abspath(root))
+    for p in problems:
+        print(p)
+    if problems:
+        print(f"{len(problems)} function(s) or file(s) over the limits")
+        return 1
+    print(f"sizes: no product function over {MAX_FUNCTION_LINES} lines, no file over {MAX_FILE_LINES}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
