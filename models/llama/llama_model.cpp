@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "models/common/weight.h"
+#include "models/llama/llama_batch.h"
 #include "runtime/graph/builder.h"
 
 namespace vrun::llama {
