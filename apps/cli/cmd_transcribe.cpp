@@ -71,13 +71,24 @@ Status validate_transcribe(const TranscribeArgs& a, const std::vector<std::strin
     return err(ErrorCode::kInvalidArgument, "--task must be transcribe or translate, got '", a.task, "'");
   if (a.audio.empty()) return err(ErrorCode::kInvalidArgument, "no audio given");
   std::map<std::string, std::string> by_stem;
+  // Inputs that cannot be read are named now, before the load. When some inputs are fine the run
+  // goes on without the bad ones (each fails alone and the exit status says so); when none is, it
+  // stops here.
+  Status first_bad = Status::ok();
+  size_t bad = 0;
   for (const auto& path : a.audio) {
     if (path == "-") continue;
     std::error_code ec;
+    Status s = Status::ok();
     if (!std::filesystem::is_regular_file(path, ec))
-      return err(ErrorCode::kNotFound, path, ": ", std::filesystem::exists(path, ec) ? "not a file" : "no such file");
-    if (access(path.c_str(), R_OK) != 0) return err(ErrorCode::kIo, path, ": not readable");
+      s = err(ErrorCode::kNotFound, path, ": ", std::filesystem::exists(path, ec) ? "not a file" : "no such file");
+    else if (access(path.c_str(), R_OK) != 0)
+      s = err(ErrorCode::kIo, path, ": not readable");
+    if (s.is_ok()) continue;
+    if (bad++ == 0) first_bad = s;
+    if (a.audio.size() > 1) std::fprintf(stderr, "vrun transcribe: %s (skipped)\n", s.message().c_str());
   }
+  if (bad == a.audio.size()) return first_bad;
   if (!formats.empty()) {
     for (const auto& path : a.audio) {
       const std::string stem = path == "-" ? "stdin" : std::filesystem::path(path).stem().string();

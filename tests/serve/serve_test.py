@@ -329,6 +329,14 @@ def tokens_generated(s):
     return float(m.group(1)) if m else 0.0
 
 
+def audio_accepted(s):
+    """Transcription requests the server has taken: queued or running, plus those answered."""
+    text = requests.get(s.url + "/metrics").text
+    depth = re.search(r'vrun_queue_depth\{model="%s"\} (\S+)' % re.escape(WHISPER_NAME), text)
+    done = re.findall(r'vrun_requests_total\{endpoint="/v1/audio/transcriptions",status="200"\} (\S+)', text)
+    return (float(depth.group(1)) if depth else 0.0) + sum(float(d) for d in done)
+
+
 def case_sigterm(vrun, streams=6):
     want = cli_generate(vrun, CHAT_PROMPTS[1], 64)
     want_audio = {a: cli_transcribe(vrun, a)["srt"] for a in SPEECH[:3]}
@@ -345,6 +353,9 @@ def case_sigterm(vrun, streams=6):
             futures = [pool.submit(stream_chat, c, CHAT_PROMPTS[1], 64, ack) for _ in range(streams)]
             audio = {a: pool.submit(transcribe, c, a, "srt") for a in want_audio}
             wait_for(lambda: len(acknowledged) == streams, 300, "every stream's first chunk")
+            # Only requests the server has taken count as in flight: on a busy machine an upload
+            # may still be on its way when the signal comes, and that one is rightly refused.
+            wait_for(lambda: audio_accepted(s) >= len(want_audio), 300, "the transcriptions to be taken")
             s.proc.send_signal(signal.SIGTERM)
             wait_for(lambda: any("SIGTERM" in l for l in s.lines), 30, "the server to see SIGTERM")
             try:

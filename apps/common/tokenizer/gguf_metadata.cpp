@@ -18,7 +18,7 @@ class Cursor {
   Status too_many(uint64_t n, const std::string& key) {
     short_ = true;
     return err(ErrorCode::kInvalidProgram, source_, ": GGUF array '", key, "' claims ", n, " elements at byte ", pos_,
-               ", more than the ", left(), " bytes left can hold");
+               ", more than the ", left(), " bytes left can hold (the header ends inside it)");
   }
 
   Status need(uint64_t n, const char* what) {
@@ -41,7 +41,7 @@ class Cursor {
     if (n > b_.size() - pos_) {
       short_ = true;
       return err(ErrorCode::kInvalidProgram, source_, ": GGUF ", what, " claims a string of ", n, " bytes at byte ", pos_,
-                 " but only ", b_.size() - pos_, " remain");
+                 " but only ", b_.size() - pos_, " remain (the header ends inside it)");
     }
     std::string s(b_.substr(pos_, n));
     pos_ += n;
