@@ -153,6 +153,7 @@ Status split_view(OpKind op, const TensorView& x, const Attrs& attrs, std::vecto
   int64_t total = 0;
   for (int64_t s : sizes) {
     if (s < 0) return bad(op, "negative size ", s);
+    if (s > x.shape[axis] - total) return bad(op, "sizes add up to more than dim ", axis, "'s size ", x.shape[axis]);
     total += s;
   }
   if (total != x.shape[axis])

@@ -1,5 +1,6 @@
 #include "runtime/base/sym_expr.h"
 
+#include <cstdint>
 #include <map>
 #include <sstream>
 
@@ -12,8 +13,16 @@ SymExpr SymExpr::symbol(int index, int64_t coef) {
 }
 
 int64_t SymExpr::eval(const std::vector<int64_t>& v) const {
+  // Saturating: a program's expression may come from an untrusted file, and a value past the
+  // int64 range is then refused downstream as an impossible size rather than wrapping.
+  const auto saturate = [](bool negative) { return negative ? INT64_MIN : INT64_MAX; };
   int64_t r = constant;
-  for (const auto& [s, c] : terms) r += c * (s >= 0 && static_cast<size_t>(s) < v.size() ? v[s] : 0);
+  for (const auto& [s, c] : terms) {
+    const int64_t x = s >= 0 && static_cast<size_t>(s) < v.size() ? v[s] : 0;
+    int64_t term = 0;
+    if (__builtin_mul_overflow(c, x, &term)) term = saturate((c < 0) != (x < 0));
+    if (__builtin_add_overflow(r, term, &r)) r = saturate(term < 0);
+  }
   return r;
 }
 

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "runtime/backend.h"
 #include "../cli/cli_test_util.h"
 #include "models/onnx/npy_array.h"
 
@@ -63,6 +64,8 @@ TEST(CliRun, MissingOrWrongInputsAreReported) {
 }
 
 TEST(CliInfo, ShowsTheSplitAndForcingAnOpToTheCpuKeepsTheResult) {
+  if (!find_backend("vulkan")) GTEST_SKIP() << "this build has no Vulkan backend";
+
   auto r = run_vrun("info -m " + kDir + "yolo_tiny.onnx --backend vulkan --nodes", "info_yolo");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(contains(r.out, "max_pool2d x3 (cpu)")) << r.out;

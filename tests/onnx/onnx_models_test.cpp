@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <set>
 
+#include "runtime/backend.h"
 #include "models/onnx/npy_array.h"
 #include "models/onnx/onnx_import.h"
 #include "runtime/executor.h"
@@ -107,16 +108,22 @@ TEST(OnnxModels, YoloStyleDetectorOnTheCpu) {
 }
 
 TEST(OnnxModels, SeedModelOnVulkan) {
+  if (!find_backend("vulkan")) GTEST_SKIP() << "this build has no Vulkan backend";
+
   const RunOutcome r = check_model(kSeed, BackendKind::kVulkan);
   EXPECT_EQ(backends_of(r, "linear"), std::set<std::string>{"vulkan"});
 }
 
 TEST(OnnxModels, MobileNetV3SmallOnVulkan) {
+  if (!find_backend("vulkan")) GTEST_SKIP() << "this build has no Vulkan backend";
+
   const RunOutcome r = check_model(kMobileNet, BackendKind::kVulkan);
   EXPECT_EQ(backends_of(r, "conv2d"), std::set<std::string>{"vulkan"});
 }
 
 TEST(OnnxModels, YoloStyleDetectorOnVulkanWithMaxPoolOnTheCpu) {
+  if (!find_backend("vulkan")) GTEST_SKIP() << "this build has no Vulkan backend";
+
   // max_pool2d has no Vulkan kernel: the CPU runs it between GPU nodes.
   const RunOutcome r = check_model(kYolo, BackendKind::kVulkan);
   EXPECT_EQ(backends_of(r, "max_pool2d"), std::set<std::string>{"cpu"});
@@ -124,6 +131,8 @@ TEST(OnnxModels, YoloStyleDetectorOnVulkanWithMaxPoolOnTheCpu) {
 }
 
 TEST(OnnxModels, ConvForcedOffTheGpuGivesTheSameResult) {
+  if (!find_backend("vulkan")) GTEST_SKIP() << "this build has no Vulkan backend";
+
   ASSERT_EQ(setenv("VRUN_CPU_OPS", "conv2d", 1), 0);
   const RunOutcome mobilenet = check_model(kMobileNet, BackendKind::kVulkan);
   const RunOutcome yolo = check_model(kYolo, BackendKind::kVulkan);

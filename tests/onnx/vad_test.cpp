@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "runtime/backend.h"
 #include "apps/common/vad/speech_spans.h"
 #include "models/onnx/npy_array.h"
 #include "models/onnx/silero_vad.h"
@@ -78,6 +79,8 @@ TEST(SileroVad, ProbabilitiesMatchOnnxruntimeOnSyntheticSpeech) {
 }
 
 TEST(SileroVad, ProbabilitiesMatchOnnxruntimeOnVulkan) {
+  if (!find_backend("vulkan")) GTEST_SKIP() << "this build has no Vulkan backend";
+
   check_probabilities(synthetic_audio(), "synth.probs.npy", BackendKind::kVulkan);
 }
 
