@@ -1,5 +1,7 @@
 #include "apps/llama/batch_session.h"
 
+#include "apps/llama/stop_text.h"
+
 #include <algorithm>
 
 namespace vrun::llama {
@@ -21,39 +23,13 @@ struct BatchSession::Seq {
   Sampler sampler;
   tok::StreamingDecoder decoder;
   std::vector<int32_t> history;
-  std::string pending;
-  size_t max_stop = 0;
+  StopText text{options.stop, &on_text};  // after options and on_text, which it refers to
   GenerateStats st;
   int64_t n_past = 0;
   int32_t next = -1;  // the token to decode next; -1 while prefilling
   Clock::time_point added, first_sample;
   Seq(const GenerateOptions& o, const tok::Tokenizer& t) : options(o), sampler(o.sampling), decoder(t, /*skip_special=*/true) {}
 
-  // generate's flush: text out up to what could still become a stop string.
-  bool flush(bool final) {
-    for (const auto& s : options.stop) {
-      const size_t at = pending.find(s);
-      if (!s.empty() && at != std::string::npos) {
-        pending.resize(at);
-        if (!pending.empty() && !on_text(pending)) return false;
-        pending.clear();
-        st.stop_reason = "stop";
-        return false;
-      }
-    }
-    const size_t keep = final ? 0 : std::min(pending.size(), max_stop ? max_stop - 1 : 0);
-    if (pending.size() > keep) {
-      size_t cut = pending.size() - keep;
-      while (cut > 0 && cut < pending.size() && (static_cast<unsigned char>(pending[cut]) & 0xC0) == 0x80) --cut;
-      const std::string out = pending.substr(0, cut);
-      pending.erase(0, cut);
-      if (!out.empty() && !on_text(out)) {
-        st.stop_reason = "callback";
-        return false;
-      }
-    }
-    return true;
-  }
 };
 
 Result<std::unique_ptr<BatchSession>> BatchSession::create(LlamaRunner& runner, const BatchOptions& options) {
@@ -101,7 +77,6 @@ Result<int> BatchSession::add(std::vector<int32_t> prompt, const GenerateOptions
   s->prompt = std::move(prompt);
   s->on_text = on_text ? std::move(on_text) : TextCallback([](const std::string&) { return true; });
   s->st.prompt_tokens = static_cast<int>(s->prompt.size());
-  for (const auto& st : s->options.stop) s->max_stop = std::max(s->max_stop, st.size());
   s->added = Clock::now();
   *free = s->id;
   const int id = s->id;
@@ -115,8 +90,8 @@ void BatchSession::finish(int id, const std::string& reason) {
   Seq& s = *it->second;
   if (!reason.empty()) s.st.stop_reason = reason;
   if (s.st.stop_reason != "stop" && s.st.stop_reason != "callback" && s.st.stop_reason != "cancelled") {
-    s.pending += s.decoder.finish();
-    s.flush(true);
+    s.text.push(s.decoder.finish());
+    s.text.flush(true, &s.st.stop_reason);
   }
   if (s.st.generated_tokens > 0) s.st.decode_s = seconds_between(s.first_sample, Clock::now());
   slot_seq_[static_cast<size_t>(s.slot)] = -1;
@@ -155,8 +130,8 @@ bool BatchSession::advance(Seq& s, std::span<const float> logits) {
   }
   st.tokens.push_back(next);
   s.history.push_back(next);
-  s.pending += s.decoder.push(next);
-  if (!s.flush(false)) return false;
+  s.text.push(s.decoder.push(next));
+  if (!s.text.flush(false, &s.st.stop_reason)) return false;
   if (s.n_past >= slot_context_) {
     st.stop_reason = "context";
     return false;

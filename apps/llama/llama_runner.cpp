@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "apps/common/tokenizer/loaders.h"
+#include "apps/llama/stop_text.h"
 #include "apps/common/tokenizer/program_metadata.h"
 #include "models/llama/hf_llama.h"
 
@@ -129,34 +130,7 @@ Result<GenerateStats> LlamaRunner::generate(std::span<const int32_t> prompt, con
   Sampler sampler(o.sampling);
   tok::StreamingDecoder decoder(*tokenizer_, /*skip_special=*/true);
   const auto& sp = tokenizer_->special_ids();
-  std::string pending;  // text held back while it could still become a stop string
-  size_t max_stop = 0;
-  for (const auto& s : o.stop) max_stop = std::max(max_stop, s.size());
-  auto flush = [&](bool final) -> bool {
-    for (const auto& s : o.stop) {
-      const size_t at = pending.find(s);
-      if (!s.empty() && at != std::string::npos) {
-        pending.resize(at);
-        if (!pending.empty() && !on_text(pending)) return false;
-        pending.clear();
-        st.stop_reason = "stop";
-        return false;
-      }
-    }
-    const size_t keep = final ? 0 : std::min(pending.size(), max_stop ? max_stop - 1 : 0);
-    if (pending.size() > keep) {
-      // Never cut inside a UTF-8 character.
-      size_t cut = pending.size() - keep;
-      while (cut > 0 && cut < pending.size() && (static_cast<unsigned char>(pending[cut]) & 0xC0) == 0x80) --cut;
-      const std::string out = pending.substr(0, cut);
-      pending.erase(0, cut);
-      if (!out.empty() && !on_text(out)) {
-        st.stop_reason = "callback";
-        return false;
-      }
-    }
-    return true;
-  };
+  StopText text(o.stop, &on_text);
   const auto t1 = Clock::now();
   while (true) {
     if (o.max_tokens >= 0 && st.generated_tokens >= o.max_tokens) {
@@ -172,8 +146,8 @@ Result<GenerateStats> LlamaRunner::generate(std::span<const int32_t> prompt, con
     }
     st.tokens.push_back(next);
     history.push_back(next);
-    pending += decoder.push(next);
-    if (!flush(false)) break;
+    text.push(decoder.push(next));
+    if (!text.flush(false, &st.stop_reason)) break;
     if (n_past_ >= context_) {
       st.stop_reason = "context";
       break;
@@ -182,8 +156,8 @@ Result<GenerateStats> LlamaRunner::generate(std::span<const int32_t> prompt, con
     VRUN_ASSIGN_OR_RETURN(logits, feed(std::span<const int32_t>(&next, 1)));
   }
   if (st.stop_reason != "stop" && st.stop_reason != "callback") {
-    pending += decoder.finish();
-    flush(true);
+    text.push(decoder.finish());
+    text.flush(true, &st.stop_reason);
   }
   st.decode_s = seconds_since(t1);
   return st;
