@@ -1,5 +1,7 @@
 #include "preprocess/features.h"
 
+#include "runtime/base/npy_file.h"
+
 #include <algorithm>
 #include <cstring>
 #include <fstream>
@@ -18,26 +20,9 @@ Features Features::slice_frames(int64_t begin, int64_t count, float fill) const 
 
 Status write_npy(const std::string& path, const std::vector<int64_t>& shape, const float* data) {
   if (shape.empty() || shape.size() > 2) return err(ErrorCode::kInvalidArgument, path, ": .npy writer takes 1-D or 2-D shapes");
-  std::ostringstream dict;
-  dict << "{'descr': '<f4', 'fortran_order': False, 'shape': (" << shape[0] << (shape.size() == 1 ? "," : "");
-  if (shape.size() == 2) dict << ", " << shape[1];
-  dict << "), }";
-  std::string header = dict.str();
-  // The magic, version, length field and header together are a multiple of 64 bytes, ending in '\n'.
-  const size_t unpadded = 10 + header.size() + 1;
-  header.append((64 - unpadded % 64) % 64, ' ');
-  header.push_back('\n');
-  std::ofstream out(path, std::ios::binary);
-  if (!out) return err(ErrorCode::kIo, path, ": cannot open for writing");
-  const uint16_t len = static_cast<uint16_t>(header.size());
-  out.write("\x93NUMPY\x01\x00", 8);
-  out.write(reinterpret_cast<const char*>(&len), 2);
-  out.write(header.data(), static_cast<std::streamsize>(header.size()));
   int64_t count = 1;
   for (int64_t d : shape) count *= d;
-  out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(count * sizeof(float)));
-  if (!out) return err(ErrorCode::kIo, path, ": write failed");
-  return Status::ok();
+  return write_npy_file(path, "<f4", shape, data, static_cast<size_t>(count) * sizeof(float));
 }
 
 Result<NpyArray> read_npy(const std::string& path) {

@@ -1,5 +1,7 @@
 #include "models/onnx/npy_array.h"
 
+#include "runtime/base/npy_file.h"
+
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -145,24 +147,8 @@ Status write_npy_tensor(const std::string& path, const TensorView& v) {
       idx[static_cast<size_t>(d)] = 0;
     }
   }
-  std::ostringstream dict;
-  dict << "{'descr': '" << descr << "', 'fortran_order': False, 'shape': (";
-  for (int d = 0; d < r; ++d)
-    dict << v.shape[d] << (r == 1 || d + 1 < r ? "," : "") << (d + 1 < r ? " " : "");
-  dict << "), }";
-  std::string header = dict.str();
-  const size_t unpadded = 10 + header.size() + 1;
-  header.append((64 - unpadded % 64) % 64, ' ');
-  header.push_back('\n');
-  std::ofstream out(path, std::ios::binary);
-  if (!out) return err(ErrorCode::kIo, path, ": cannot open for writing");
-  const uint16_t len = static_cast<uint16_t>(header.size());
-  out.write("\x93NUMPY\x01\x00", 8);
-  out.write(reinterpret_cast<const char*>(&len), 2);
-  out.write(header.data(), static_cast<std::streamsize>(header.size()));
-  out.write(reinterpret_cast<const char*>(dense.data()), static_cast<std::streamsize>(dense.size()));
-  if (!out) return err(ErrorCode::kIo, path, ": write failed");
-  return Status::ok();
+  const std::vector<int64_t> shape(v.shape.dims.begin(), v.shape.dims.begin() + r);
+  return write_npy_file(path, descr, shape, dense.data(), dense.size());
 }
 
 }  // namespace vrun::onnx
