@@ -34,6 +34,15 @@ inline HostTensor make_tensor(DType dtype, const Shape& shape) {
   return t;
 }
 
+// Integer dtypes take x rounded and clamped to the int64 range, then wrapped to the width
+// (a plain float-to-narrow-int cast of an out-of-range value is undefined behaviour).
+inline int64_t to_wrapped_int(double x) {
+  if (!(x == x)) return 0;
+  if (x >= 9.2e18) return INT64_MAX;
+  if (x <= -9.2e18) return INT64_MIN;
+  return static_cast<int64_t>(x);
+}
+
 inline void store_double(const TensorView& v, const int64_t* idx, double x) {
   void* p = v.at(idx);
   switch (v.dtype) {
@@ -41,11 +50,11 @@ inline void store_double(const TensorView& v, const int64_t* idx, double x) {
     case DType::f16: *static_cast<uint16_t*>(p) = f32_to_f16(static_cast<float>(x)); break;
     case DType::bf16: *static_cast<uint16_t*>(p) = f32_to_bf16(static_cast<float>(x)); break;
     case DType::f64: *static_cast<double*>(p) = x; break;
-    case DType::i8: *static_cast<int8_t*>(p) = static_cast<int8_t>(x); break;
-    case DType::u8: *static_cast<uint8_t*>(p) = static_cast<uint8_t>(x); break;
+    case DType::i8: *static_cast<int8_t*>(p) = static_cast<int8_t>(to_wrapped_int(x)); break;
+    case DType::u8: *static_cast<uint8_t*>(p) = static_cast<uint8_t>(to_wrapped_int(x)); break;
     case DType::bool_: *static_cast<uint8_t*>(p) = x != 0; break;
-    case DType::i32: *static_cast<int32_t*>(p) = static_cast<int32_t>(x); break;
-    case DType::i64: *static_cast<int64_t*>(p) = static_cast<int64_t>(x); break;
+    case DType::i32: *static_cast<int32_t*>(p) = static_cast<int32_t>(to_wrapped_int(x)); break;
+    case DType::i64: *static_cast<int64_t*>(p) = to_wrapped_int(x); break;
     default: ADD_FAILURE() << "store_double: unsupported dtype " << dtype_name(v.dtype);
   }
 }
