@@ -1,4 +1,6 @@
 // vrun run: any graph (an ONNX file or a program) on .npy inputs, each output written as .npy.
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -16,7 +18,24 @@ struct RunArgs {
   std::string model, out_dir = ".", backend = "auto", method = "forward";
   std::vector<std::string> inputs, dims;
   int device = -1;
+  int repeat = 0;
 };
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+// --repeat N: the call N more times on the same inputs after the first; the first call's time
+// (pipelines built or read from the cache, constants uploaded) and the median and best of the
+// others go to stderr. Each time is a whole call: inputs in, outputs back in host memory.
+void report_times(double load_ms, double first_ms, std::vector<double> warm) {
+  std::fprintf(stderr, "time: load %.2f ms, first call %.3f ms", load_ms, first_ms);
+  if (!warm.empty()) {
+    std::sort(warm.begin(), warm.end());
+    std::fprintf(stderr, ", then %zu calls: median %.3f ms, best %.3f ms, p90 %.3f ms", warm.size(),
+                 warm[warm.size() / 2], warm.front(), warm[std::min(warm.size() - 1, warm.size() * 9 / 10)]);
+  }
+  std::fprintf(stderr, "\n");
+}
 
 // Output names as file names: anything but [A-Za-z0-9._-] becomes '_'.
 std::string file_name(const std::string& name) {
@@ -28,11 +47,14 @@ std::string file_name(const std::string& name) {
 }
 
 int run_graph(const RunArgs& a) {
+  if (a.repeat < 0 || a.repeat > 100000)
+    return fail("run", "--repeat must be in 0..100000, got " + std::to_string(a.repeat));
   onnx::ImportOptions io;
   for (const auto& d : a.dims) {
     const Status s = onnx::parse_dim_option(d, &io);
     if (!s.is_ok()) return fail("run", s.message());
   }
+  const auto t_load = Clock::now();  // import or load, then the backend's setup
   auto prog = onnx::load_program_or_onnx(a.model, io);
   if (!prog.is_ok()) return fail("run", prog.status().to_string());
   const MethodDef* m = (*prog)->method(a.method);
@@ -67,8 +89,18 @@ int run_graph(const RunArgs& a) {
   eo.device = a.device;
   auto ex = Executor::create(*prog, eo);
   if (!ex.is_ok()) return fail("run", ex.status().to_string());
+  const double load_ms = ms_since(t_load);
+  const auto t_first = Clock::now();
   auto outs = (*ex)->run(a.method, inputs);
   if (!outs.is_ok()) return fail("run", outs.status().to_string());
+  const double first_ms = ms_since(t_first);
+  std::vector<double> warm;
+  for (int r = 0; r < a.repeat; ++r) {
+    const auto t = Clock::now();
+    outs = (*ex)->run(a.method, inputs);
+    if (!outs.is_ok()) return fail("run", outs.status().to_string());
+    warm.push_back(ms_since(t));
+  }
   std::error_code ec;
   std::filesystem::create_directories(a.out_dir, ec);
   for (size_t k = 0; k < outs->size(); ++k) {
@@ -80,6 +112,7 @@ int run_graph(const RunArgs& a) {
                 (*outs)[k].shape.str().c_str(), path.c_str());
   }
   std::fprintf(stderr, "backend: %s\n", (*ex)->device_description().c_str());
+  if (a.repeat > 0) report_times(load_ms, first_ms, std::move(warm));
   return 0;
 }
 
@@ -96,6 +129,8 @@ CommandRegistrar reg(
       sub.add_option("--backend", a->backend, "cpu, vulkan or auto")->capture_default_str();
       sub.add_option("--device", a->device, "Vulkan device index");
       sub.add_option("--method", a->method, "Method of a program to run")->capture_default_str();
+      sub.add_option("--repeat", a->repeat,
+                     "Run the call N more times and print the first call's time and the others' median, best and p90");
       return [a] { return run_graph(*a); };
     });
 

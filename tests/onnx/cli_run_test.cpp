@@ -52,6 +52,21 @@ TEST(CliRun, ExportedProgramGivesTheSameOutputs) {
   EXPECT_LE(relative_error(out + "/y.npy", kDir + "seed.y.ort.npy"), 1e-4);
 }
 
+// --repeat: the outputs are the single call's, and the times of the first call and of the
+// repeats are printed; a negative count is refused before the model is read.
+TEST(CliRun, RepeatPrintsTheTimesAndKeepsTheOutputs) {
+  const std::string out = ::testing::TempDir() + "/vrun_run_seed_repeat";
+  auto r = run_vrun("run -m " + kDir + "seed.onnx --input x=" + kDir + "seed.x.npy -o " + out + " --backend cpu --repeat 3",
+                    "run_seed_repeat");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.err, "first call")) << r.err;
+  EXPECT_TRUE(contains(r.err, "then 3 calls: median")) << r.err;
+  EXPECT_LE(relative_error(out + "/y.npy", kDir + "seed.y.ort.npy"), 1e-4);
+  r = run_vrun("run -m /nonexistent.onnx --input x=" + kDir + "seed.x.npy --repeat -2", "run_bad_repeat");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(contains(r.err, "--repeat must be in 0..100000, got -2")) << r.err;
+}
+
 TEST(CliRun, MissingOrWrongInputsAreReported) {
   auto r = run_vrun("run -m " + kDir + "seed.onnx -o " + ::testing::TempDir(), "run_no_input");
   EXPECT_NE(r.exit_code, 0);

@@ -25,52 +25,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "..", "data", "onnx")
 
 
-def export():
-    import numpy as np
+def yolo_style_detector():
+    """The YOLO-style detector (C2f blocks with Split/Concat, SPPF max-pooling, nearest
+    upsampling, SiLU, a dilated depthwise conv); bench/onnx builds the same one."""
     import torch
     import torch.nn as nn
-    import torchvision
-
-    torch.manual_seed(0)
-    np.random.seed(0)
-    os.makedirs(OUT, exist_ok=True)
-    manifest = {}
-
-    def randomize_bn(model):
-        # torchvision initialises batch norm to the identity; random statistics make folding matter.
-        for m in model.modules():
-            if isinstance(m, nn.BatchNorm2d):
-                m.running_mean.uniform_(-0.2, 0.2)
-                m.running_var.uniform_(0.5, 1.5)
-                m.weight.data.uniform_(0.5, 1.5)
-                m.bias.data.uniform_(-0.2, 0.2)
-
-    def save(name, model, inputs, input_names, output_names, opset, dynamic_axes=None):
-        model.eval()
-        path = os.path.join(OUT, name + ".onnx")
-        with torch.no_grad():
-            torch.onnx.export(model, tuple(inputs), path, input_names=input_names, output_names=output_names,
-                              opset_version=opset, dynamic_axes=dynamic_axes, do_constant_folding=True)
-        for n, t in zip(input_names, inputs):
-            np.save(os.path.join(OUT, f"{name}.{n}.npy"), t.numpy())
-        manifest[name] = {"inputs": input_names, "outputs": output_names, "opset": opset}
-
-    # The minimal model: split into two halves, add, Linear with bias (torch's addmm).
-    class Seed(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.fc = nn.Linear(8, 5)
-
-        def forward(self, x):
-            a, b = torch.split(x, 8, dim=1)
-            return self.fc(a + b)
-
-    save("seed", Seed(), [torch.randn(3, 16)], ["x"], ["y"], 17, {"x": {0: "batch"}, "y": {0: "batch"}})
-
-    mnet = torchvision.models.mobilenet_v3_small(num_classes=10)
-    randomize_bn(mnet)
-    save("mobilenet_v3_small", mnet, [torch.randn(2, 3, 128, 128)], ["image"], ["logits"], 14,
-         {"image": {0: "batch"}, "logits": {0: "batch"}})
 
     def conv(cin, cout, k=1, s=1):
         return nn.Sequential(nn.Conv2d(cin, cout, k, s, k // 2, bias=False), nn.BatchNorm2d(cout), nn.SiLU())
@@ -129,7 +88,57 @@ def export():
             t = self.top(torch.cat((self.up(p4), p3), 1))
             return self.head_small(self.dw(t)), self.head_large(p4)
 
-    yolo = Yolo()
+    return Yolo()
+
+
+def export():
+    import numpy as np
+    import torch
+    import torch.nn as nn
+    import torchvision
+
+    torch.manual_seed(0)
+    np.random.seed(0)
+    os.makedirs(OUT, exist_ok=True)
+    manifest = {}
+
+    def randomize_bn(model):
+        # torchvision initialises batch norm to the identity; random statistics make folding matter.
+        for m in model.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.2, 0.2)
+                m.running_var.uniform_(0.5, 1.5)
+                m.weight.data.uniform_(0.5, 1.5)
+                m.bias.data.uniform_(-0.2, 0.2)
+
+    def save(name, model, inputs, input_names, output_names, opset, dynamic_axes=None):
+        model.eval()
+        path = os.path.join(OUT, name + ".onnx")
+        with torch.no_grad():
+            torch.onnx.export(model, tuple(inputs), path, input_names=input_names, output_names=output_names,
+                              opset_version=opset, dynamic_axes=dynamic_axes, do_constant_folding=True)
+        for n, t in zip(input_names, inputs):
+            np.save(os.path.join(OUT, f"{name}.{n}.npy"), t.numpy())
+        manifest[name] = {"inputs": input_names, "outputs": output_names, "opset": opset}
+
+    # The minimal model: split into two halves, add, Linear with bias (torch's addmm).
+    class Seed(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(8, 5)
+
+        def forward(self, x):
+            a, b = torch.split(x, 8, dim=1)
+            return self.fc(a + b)
+
+    save("seed", Seed(), [torch.randn(3, 16)], ["x"], ["y"], 17, {"x": {0: "batch"}, "y": {0: "batch"}})
+
+    mnet = torchvision.models.mobilenet_v3_small(num_classes=10)
+    randomize_bn(mnet)
+    save("mobilenet_v3_small", mnet, [torch.randn(2, 3, 128, 128)], ["image"], ["logits"], 14,
+         {"image": {0: "batch"}, "logits": {0: "batch"}})
+
+    yolo = yolo_style_detector()
     randomize_bn(yolo)
     save("yolo_tiny", yolo, [torch.randn(1, 3, 128, 128)], ["images"], ["p3", "p4"], 13)
 
