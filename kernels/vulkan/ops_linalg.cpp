@@ -381,13 +381,23 @@ Status record_bmm(Recorder& rec, const std::vector<DeviceView>& in, const Device
                          (K == 1 || (a.strides[ar - 1] == 1 && b.strides[br - 2] == 1)) && al8(a.strides[ar - 2]) &&
                          al8(b.strides[br - 1]) && al8(ya[0]) && al8(ya[1]) && al8(ya[2]) && al8(yb[0]) &&
                          al8(yb[1]) && al8(yb[2]) && offs[1] % 8 == 0 && offs[2] % 8 == 0;
+    // Otherwise the gathering variant (B_GATHER): A still read along K 16 bytes at a time (f32
+    // rows and batches 4-element aligned, f16 8), B element by element through its strides, K
+    // any length: attention's scores times V (V's rows run along N; 1500 keys for Whisper's
+    // encoder), which the portable kernel ran at a tenth of the tensor cores' rate.
+    const int64_t aq = a.dtype == DType::f32 ? 4 : 8;
+    auto alq = [&](int64_t v) { return v % aq == 0; };
+    const bool gather = !coop_ok && !rel && !coop.empty() && half_ok(a.dtype) && half_ok(b.dtype) && M >= 64 &&
+                        K >= 8 && a.strides[ar - 1] == 1 && alq(a.strides[ar - 2]) && alq(ya[0]) && alq(ya[1]) &&
+                        alq(ya[2]) && offs[1] % aq == 0;
     // rel: each tile row computes a window of M + BM - 1 of b's columns.
     const CoopTile& tl = coop_tile(ctx, M, rel ? M + 127 : N, static_cast<int64_t>(nb), a.dtype);
-    if (coop_ok && tl.fits(ctx)) {
+    if ((coop_ok || gather) && tl.fits(ctx)) {
       std::vector<int32_t> spec = tl.spec(y.dtype, 255, a.dtype, b.dtype, 0);
       spec.push_back(255);
       spec.push_back(0);
       spec.push_back(rel ? 1 : 0);
+      spec.push_back(gather ? 1 : 0);
       const int64_t cols = rel ? M + tl.bm() - 1 : N;
       return rec.dispatch(coop, spec, bindings, pw.w, pw.bytes(),
                           static_cast<uint32_t>((cols + tl.bn() - 1) / tl.bn()), static_cast<uint32_t>((M + tl.bm() - 1) / tl.bm()),

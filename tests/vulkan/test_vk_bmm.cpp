@@ -55,6 +55,52 @@ TEST_F(VkBmm, OperandsAlongKBatchedAndBroadcast) {
   }
 }
 
+// Attention's second product, scores times V: a [B, H, M, K] dense, b the V view [B, H, K, N]
+// of [B, K, H, N] (its rows run along N). On devices with cooperative matrices the tensor-core
+// kernel gathers b through its strides and takes K of any length (Whisper's encoder: 1500 keys);
+// elsewhere the portable kernel. K % 8 != 0, b at an odd offset, and a whole number of 8 too.
+TEST_F(VkBmm, ScoresTimesValuesAnyLayoutAndLength) {
+  std::mt19937 rng(73);
+  const bool coop = ctx().coopmat() != vulkan::Context::CoopMat::kNone;
+  struct Case {
+    DType dt;
+    int64_t B, H, M, N, K;
+  };
+  const std::vector<Case> cases = {
+      {DType::f32, 1, 2, 150, 64, 150},  // K % 8 == 6
+      {DType::f16, 1, 2, 96, 40, 100},   // K % 8 == 4, partial tiles in N
+      {DType::f32, 2, 1, 70, 33, 64},    // K % 8 == 0, b still along N
+  };
+  for (const Case& c : cases) {
+    HostTensor a = random_strided(c.dt, Shape{c.B, c.H, c.M, c.K}, {0, 1, 2, 3}, 8, rng);
+    HostTensor b = random_strided(c.dt, Shape{c.B, c.H, c.K, c.N}, {0, 2, 1, 3}, 3, rng);
+    const bool halves = coop && !ctx().exact_f32() && c.dt == DType::f32;
+    if (halves) {
+      round_to_halves(a);
+      round_to_halves(b);
+    }
+    auto out = run_gpu(OpKind::bmm, {&a, &b}, Attrs(OpKind::bmm));
+    ASSERT_EQ(out[0].view.shape, (Shape{c.B, c.H, c.M, c.N}));
+    const auto av = to_doubles(a.view), bv = to_doubles(b.view);
+    std::vector<double> want;
+    for (int64_t i = 0; i < c.B; ++i)
+      for (int64_t h = 0; h < c.H; ++h)
+        for (int64_t m = 0; m < c.M; ++m)
+          for (int64_t n = 0; n < c.N; ++n) {
+            double s = 0;
+            for (int64_t k = 0; k < c.K; ++k)
+              s += av[static_cast<size_t>(((i * c.H + h) * c.M + m) * c.K + k)] *
+                   bv[static_cast<size_t>(((i * c.H + h) * c.K + k) * c.N + n)];
+            want.push_back(s);
+          }
+    const double atol = (c.dt == DType::f16 || halves ? 2e-4 : 1e-5) * std::sqrt(static_cast<double>(c.K));
+    expect_close(to_doubles(out[0].view), want, atol, rtol_for(c.dt) + 1e-5,
+                 (std::string("scores x V bmm ") + dtype_name(c.dt) + " M" + std::to_string(c.M) + " N" +
+                  std::to_string(c.N) + " K" + std::to_string(c.K))
+                     .c_str());
+  }
+}
+
 // rel_shift = 1 (relative-position attention's position scores): y [B, H, M, M] keeps the
 // full product's (2M - 1 columns) entry [i, j - i + M - 1]. The tensor cores compute only the
 // window each tile row needs (M >= 64: 70 with partial tiles, 200 over several tile rows); the

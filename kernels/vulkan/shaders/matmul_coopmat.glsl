@@ -15,6 +15,9 @@
 // IS_LINEAR = 0 makes it a batched matmul (bmm): A [M, K] and B [K, N] per batch through the
 // push constants' strides (gl_WorkGroupID.z walks the batches), each read along K (a_sk = b_sk = 1,
 // which the host checks), B f16 or f32 (rounded to f16 as it loads), no bias.
+// B_GATHER = 1 (bmm): B is read one element at a time through both of its strides (b_sk along K,
+// b_sn along N), so any layout takes the tensor cores (attention's V, N contiguous, is the case),
+// and K need not be a multiple of 8: the elements of the last 8-chunk past K are zeros in A and B.
 // A residual (binding 4, DT_RES, rows res_sm apart; linear only) is added with the bias as each
 // fragment is written, so a projection that feeds a residual sum needs no add kernel after it.
 // ACT applies linear's act (1 gelu, 2 silu) after the bias, before the residual.
@@ -43,6 +46,7 @@ layout(constant_id = 11) const uint STAGES = 1;
 layout(constant_id = 12) const uint DT_RES = DT_NONE;
 layout(constant_id = 13) const uint ACT = 0;
 layout(constant_id = 14) const uint REL = 0;
+layout(constant_id = 15) const uint B_GATHER = 0;
 
 #include "matmul_push.glsl"
 
@@ -72,8 +76,23 @@ uvec4 load_a8(uint e) {
 
 uint b_base = 0;  // this batch's B, in elements (bmm)
 
+// As load_a8, for the chunk that K ends in (B_GATHER): elements from K on read as zeros.
+uvec4 load_a8_tail(uint e, uint k) {
+  float v[8];
+  [[unroll]] for (uint j = 0; j < 8u; ++j) v[j] = k + j < pc.K ? load1(DT_A, e + j) : 0.0;
+  return uvec4(packHalf2x16(vec2(v[0], v[1])), packHalf2x16(vec2(v[2], v[3])), packHalf2x16(vec2(v[4], v[5])),
+               packHalf2x16(vec2(v[6], v[7])));
+}
+
 // Weights n, k .. k + 8 (k a multiple of 8) as packed halves.
 uvec4 load_b8(uint n, uint k) {
+  if (IS_LINEAR == 0 && B_GATHER == 1u) {
+    const uint e = b_base + n * pc.b_sn + k * pc.b_sk;
+    float v[8];
+    [[unroll]] for (uint j = 0; j < 8u; ++j) v[j] = k + j < pc.K ? load2(DT_B, e + j * pc.b_sk) : 0.0;
+    return uvec4(packHalf2x16(vec2(v[0], v[1])), packHalf2x16(vec2(v[2], v[3])), packHalf2x16(vec2(v[4], v[5])),
+                 packHalf2x16(vec2(v[6], v[7])));
+  }
   if (IS_LINEAR == 0) {
     const uint e = b_base + n * pc.b_sn + k;
     if (DT_B == DT_F32) {
@@ -118,7 +137,10 @@ void fetch(uint t, uint k1) {
   [[unroll]] for (uint p = 0; p < PA; ++p) {
     uint c = t + p * NT, r = c / CH, k = k1 + (c % CH) * 8u;
     uint m = m0 + r;
-    ra[p] = (m < pc.M && k < pc.K) ? load_a8(a_base + m * pc.a_sm + k) : uvec4(0);
+    if (B_GATHER == 1u && k + 8u > pc.K)
+      ra[p] = (m < pc.M && k < pc.K) ? load_a8_tail(a_base + m * pc.a_sm + k, k) : uvec4(0);
+    else
+      ra[p] = (m < pc.M && k < pc.K) ? load_a8(a_base + m * pc.a_sm + k) : uvec4(0);
   }
   [[unroll]] for (uint p = 0; p < PB; ++p) {
     uint c = t + p * NT, r = c / CH, k = k1 + (c % CH) * 8u;
