@@ -34,10 +34,28 @@ int vk_stats_level() {
 }
 
 Status vk_error(VkResult r, const std::string& what) {
+  if (r == VK_ERROR_DEVICE_LOST)
+    return err(ErrorCode::kUnavailable, "vulkan: ", what, ": the GPU was lost (VK_ERROR_DEVICE_LOST: a driver reset, ",
+               "a hang or the device removed); this process cannot use it again: run vrun again, or with --backend cpu");
   const ErrorCode code = (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY)
                              ? ErrorCode::kOutOfMemory
                              : ErrorCode::kInternal;
   return err(code, "vulkan: ", what, ": ", vk_result_name(r), " (", static_cast<int>(r), ")");
+}
+
+VkResult Context::queue_submit(const VkSubmitInfo& si, VkFence fence) {
+  if (lost_.load()) return VK_ERROR_DEVICE_LOST;
+  static const uint64_t fail_at = [] {
+    const char* e = knob_value(Knob::VRUN_VK_FAIL_SUBMIT);
+    return e && *e ? std::strtoull(e, nullptr, 10) : 0ull;
+  }();
+  if (fail_at > 0 && ++submits_ == fail_at) {
+    mark_lost();
+    return VK_ERROR_DEVICE_LOST;
+  }
+  const VkResult r = vkQueueSubmit(queue_, 1, &si, fence);
+  if (r == VK_ERROR_DEVICE_LOST) mark_lost();
+  return r;
 }
 
 namespace {

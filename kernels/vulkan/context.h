@@ -65,6 +65,13 @@ class Context {
   VkPhysicalDevice physical_device() const { return physical_; }
   VkDevice device() const { return device_; }
   VkQueue queue() const { return queue_; }
+  // vkQueueSubmit through the lost-device check: once a submission or a wait has reported
+  // VK_ERROR_DEVICE_LOST (mark_lost), every later one fails at once with it, so no work is queued
+  // on a device that is gone. VRUN_VK_FAIL_SUBMIT=N makes the Nth submission of the process
+  // report a lost device (tests of that path).
+  VkResult queue_submit(const VkSubmitInfo& si, VkFence fence);
+  bool lost() const { return lost_.load(); }
+  void mark_lost() { lost_.store(true); }
   uint32_t queue_family() const { return queue_family_; }
   const VkPhysicalDeviceLimits& limits() const { return limits_; }
   // True when the device has what the kernels need (16- and 8-bit storage); without it every
@@ -138,6 +145,8 @@ class Context {
   bool print_validation_ = true;
   std::atomic<uint64_t> validation_errors_{0};
   std::atomic<uint64_t> validation_warnings_{0};
+  std::atomic<bool> lost_{false};
+  std::atomic<uint64_t> submits_{0};
   std::unique_ptr<Allocator> allocator_;
   std::unique_ptr<PipelineCache> pipelines_;
 };

@@ -191,7 +191,7 @@ Status Recorder::flush() {
   VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
   si.commandBufferCount = 1;
   si.pCommandBuffers = &cmd_;
-  VRUN_VK_CHECK(vkQueueSubmit(ctx_.queue(), 1, &si, VK_NULL_HANDLE), "submitting recorded work");
+  VRUN_VK_CHECK(ctx_.queue_submit(si, VK_NULL_HANDLE), "submitting recorded work");
   if (stats_.on && flushes_ == 0) stats_.call_first_submit = now_s() - record_start_;
   flushes_++;
   since_flush_ = 0;
@@ -430,14 +430,15 @@ VkResult Recorder::submit_with_fence(const VkCommandBuffer* cmds, uint32_t count
   VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
   si.commandBufferCount = count;
   si.pCommandBuffers = cmds;
-  VkResult r = vkQueueSubmit(ctx_.queue(), 1, &si, fence_);
+  VkResult r = ctx_.queue_submit(si, fence_);
   if (r == VK_SUCCESS && spin_s_ > 0) {
     const double until = now_s() + spin_s_;
     do r = vkGetFenceStatus(ctx_.device(), fence_);
     while (r == VK_NOT_READY && now_s() < until);
   }
   if (r == VK_SUCCESS || r == VK_NOT_READY) r = vkWaitForFences(ctx_.device(), 1, &fence_, VK_TRUE, UINT64_MAX);
-  if (r != VK_SUCCESS) vkQueueWaitIdle(ctx_.queue());
+  if (r == VK_ERROR_DEVICE_LOST) ctx_.mark_lost();
+  if (r != VK_SUCCESS && !ctx_.lost()) vkQueueWaitIdle(ctx_.queue());
   return r;
 }
 

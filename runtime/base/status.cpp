@@ -14,6 +14,7 @@ const char* error_code_name(ErrorCode code) {
     case ErrorCode::kOutOfMemory: return "out of memory";
     case ErrorCode::kIo: return "i/o error";
     case ErrorCode::kInternal: return "internal error";
+    case ErrorCode::kUnavailable: return "unavailable";
   }
   return "unknown error";
 }

@@ -21,6 +21,7 @@ enum class ErrorCode {
   kOutOfMemory,      // host or device allocation failed
   kIo,               // read/write/mmap failed
   kInternal,         // a broken invariant inside vrun
+  kUnavailable,      // a device that is gone (a lost GPU)
 };
 
 const char* error_code_name(ErrorCode code);

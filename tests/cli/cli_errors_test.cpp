@@ -119,5 +119,20 @@ TEST(GpuTrouble, BadMemoryLimitIsNamed) {
   EXPECT_TRUE(contains(r.err, "VRUN_VK_MEMORY_LIMIT='lots'")) << r.err;
 }
 
+// A GPU lost in the middle of a run (VRUN_VK_FAIL_SUBMIT makes the Nth submission report
+// VK_ERROR_DEVICE_LOST): an error naming it and what to do, exit 1, no crash; the second
+// submission is in the prompt's prefill, the fifth in the decode steps.
+TEST(GpuTrouble, LostDeviceIsReportedNotACrash) {
+  if (!has_vulkan_device()) GTEST_SKIP() << "no Vulkan device";
+  const std::string run = "generate -m " + std::string(VRUN_TEST_DATA) + "/llama/tiny_llama --backend vulkan -p hi -n 8 --temp 0";
+  for (const char* n : {"2", "5"}) {
+    const CliRun r = run_vrun(run, std::string("vk_lost_") + n, "", std::string("VRUN_VK_FAIL_SUBMIT=") + n);
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_TRUE(contains(r.err, "vrun generate: ")) << r.err;
+    EXPECT_TRUE(contains(r.err, "the GPU was lost (VK_ERROR_DEVICE_LOST")) << r.err;
+    EXPECT_TRUE(contains(r.err, "--backend cpu")) << r.err;
+  }
+}
+
 }  // namespace
 }  // namespace vrun::testing
