@@ -6,7 +6,41 @@
 namespace vrun::test {
 namespace {
 
-class VkBmm : public VulkanTest {};
+class VkBmm : public VulkanTest {
+ protected:
+  struct Dims {
+    int64_t B, Bb, H, M, N, K;  // b has batch Bb on dim 0: B, or 1 (broadcast)
+  };
+  // Runs bmm on a [B, H, M, K] and b [Bb, H, K, N] (any strides) and checks y against float64
+  // math on the operands as given (rounded to halves first where the tensor cores would).
+  void expect_product(HostTensor& a, HostTensor& b, const Dims& d, bool halves, const std::string& what) {
+    if (halves) {
+      round_to_halves(a);
+      round_to_halves(b);
+    }
+    auto out = run_gpu(OpKind::bmm, {&a, &b}, Attrs(OpKind::bmm));
+    ASSERT_EQ(out[0].view.shape, (Shape{d.B, d.H, d.M, d.N}));
+    const auto av = to_doubles(a.view), bv = to_doubles(b.view);
+    std::vector<double> want;
+    for (int64_t i = 0; i < d.B; ++i)
+      for (int64_t h = 0; h < d.H; ++h)
+        for (int64_t m = 0; m < d.M; ++m)
+          for (int64_t n = 0; n < d.N; ++n) {
+            double s = 0;
+            const int64_t ib = d.Bb == 1 ? 0 : i;
+            for (int64_t k = 0; k < d.K; ++k)
+              s += av[static_cast<size_t>(((i * d.H + h) * d.M + m) * d.K + k)] *
+                   bv[static_cast<size_t>(((ib * d.H + h) * d.K + k) * d.N + n)];
+            want.push_back(s);
+          }
+    const DType dt = a.view.dtype;
+    const double atol = (dt == DType::f16 || halves ? 2e-4 : 1e-5) * std::sqrt(static_cast<double>(d.K));
+    expect_close(to_doubles(out[0].view), want, atol, rtol_for(dt) + 1e-5,
+                 (what + " " + dtype_name(dt) + " M" + std::to_string(d.M) + " N" + std::to_string(d.N) + " K" +
+                  std::to_string(d.K))
+                     .c_str());
+  }
+};
 
 TEST_F(VkBmm, OperandsAlongKBatchedAndBroadcast) {
   std::mt19937 rng(71);
@@ -28,30 +62,7 @@ TEST_F(VkBmm, OperandsAlongKBatchedAndBroadcast) {
     const int64_t Bb = c.broadcast_b ? 1 : c.B;
     HostTensor b = random_strided(c.dt, Shape{Bb, c.H, c.K, c.N}, {0, 1, 3, 2}, 16, rng);
     const bool halves = coop && !ctx().exact_f32() && c.dt == DType::f32 && c.M >= 64;
-    if (halves) {
-      round_to_halves(a);
-      round_to_halves(b);
-    }
-    auto out = run_gpu(OpKind::bmm, {&a, &b}, Attrs(OpKind::bmm));
-    ASSERT_EQ(out[0].view.shape, (Shape{c.B, c.H, c.M, c.N}));
-    const auto av = to_doubles(a.view), bv = to_doubles(b.view);
-    std::vector<double> want;
-    for (int64_t i = 0; i < c.B; ++i)
-      for (int64_t h = 0; h < c.H; ++h)
-        for (int64_t m = 0; m < c.M; ++m)
-          for (int64_t n = 0; n < c.N; ++n) {
-            double s = 0;
-            const int64_t ib = c.broadcast_b ? 0 : i;
-            for (int64_t k = 0; k < c.K; ++k)
-              s += av[static_cast<size_t>(((i * c.H + h) * c.M + m) * c.K + k)] *
-                   bv[static_cast<size_t>(((ib * c.H + h) * c.K + k) * c.N + n)];
-            want.push_back(s);
-          }
-    const double atol = (c.dt == DType::f16 || halves ? 2e-4 : 1e-5) * std::sqrt(static_cast<double>(c.K));
-    expect_close(to_doubles(out[0].view), want, atol, rtol_for(c.dt) + 1e-5,
-                 (std::string("bmm ") + dtype_name(c.dt) + " M" + std::to_string(c.M) + " N" + std::to_string(c.N) +
-                  " K" + std::to_string(c.K))
-                     .c_str());
+    expect_product(a, b, {c.B, Bb, c.H, c.M, c.N, c.K}, halves, "bmm");
   }
 }
 
@@ -75,29 +86,7 @@ TEST_F(VkBmm, ScoresTimesValuesAnyLayoutAndLength) {
     HostTensor a = random_strided(c.dt, Shape{c.B, c.H, c.M, c.K}, {0, 1, 2, 3}, 8, rng);
     HostTensor b = random_strided(c.dt, Shape{c.B, c.H, c.K, c.N}, {0, 2, 1, 3}, 3, rng);
     const bool halves = coop && !ctx().exact_f32() && c.dt == DType::f32;
-    if (halves) {
-      round_to_halves(a);
-      round_to_halves(b);
-    }
-    auto out = run_gpu(OpKind::bmm, {&a, &b}, Attrs(OpKind::bmm));
-    ASSERT_EQ(out[0].view.shape, (Shape{c.B, c.H, c.M, c.N}));
-    const auto av = to_doubles(a.view), bv = to_doubles(b.view);
-    std::vector<double> want;
-    for (int64_t i = 0; i < c.B; ++i)
-      for (int64_t h = 0; h < c.H; ++h)
-        for (int64_t m = 0; m < c.M; ++m)
-          for (int64_t n = 0; n < c.N; ++n) {
-            double s = 0;
-            for (int64_t k = 0; k < c.K; ++k)
-              s += av[static_cast<size_t>(((i * c.H + h) * c.M + m) * c.K + k)] *
-                   bv[static_cast<size_t>(((i * c.H + h) * c.K + k) * c.N + n)];
-            want.push_back(s);
-          }
-    const double atol = (c.dt == DType::f16 || halves ? 2e-4 : 1e-5) * std::sqrt(static_cast<double>(c.K));
-    expect_close(to_doubles(out[0].view), want, atol, rtol_for(c.dt) + 1e-5,
-                 (std::string("scores x V bmm ") + dtype_name(c.dt) + " M" + std::to_string(c.M) + " N" +
-                  std::to_string(c.N) + " K" + std::to_string(c.K))
-                     .c_str());
+    expect_product(a, b, {c.B, c.B, c.H, c.M, c.N, c.K}, halves, "scores x V bmm");
   }
 }
 
