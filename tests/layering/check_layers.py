@@ -21,6 +21,9 @@ import os
 import re
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tree_check  # noqa: E402
+
 # (path prefix, layer rank, sibling group or None). The longest matching prefix wins.
 RULES = [
     ("runtime/base/", 0, None),
@@ -94,7 +97,6 @@ def check(root):
 
 def self_test():
     """The check finds each kind of break in a small made-up tree, and passes a clean one."""
-    import tempfile
     cases = {
         "runtime/base/a.h": '#include "runtime/executor.h"',         # climbs
         "kernels/cpu/b.cpp": '#include "kernels/vulkan/context.h"',  # siblings
@@ -108,36 +110,14 @@ def self_test():
         "kernels/cpu/ok.cpp": '#include "runtime/backend.h"\n#include "kernels/ops/attrs.h"',
         "models/whisper/ok.cpp": '#include "models/gguf/gguf.h"',
     }
-    with tempfile.TemporaryDirectory() as root:
-        for path, text in {**cases, **clean}.items():
-            os.makedirs(os.path.join(root, os.path.dirname(path)), exist_ok=True)
-            with open(os.path.join(root, path), "w") as f:
-                f.write(text + "\n")
-        found = check(root)
-    missed = [p for p in cases if not any(f.startswith(p + ":") for f in found)]
-    wrong = [f for f in found if not any(f.startswith(p + ":") for p in cases)]
-    for p in missed:
-        print(f"self-test: the break in {p} was not found")
-    for f in wrong:
-        print(f"self-test: a clean include was flagged: {f}")
-    if missed or wrong:
-        return 1
-    print(f"self-test: all {len(cases)} breaks found, no clean include flagged")
-    return 0
-
+    return tree_check.self_test(
+        check, cases, clean, ("break", "a clean include", "breaks found, no clean include flagged"))
 
 def main():
-    if sys.argv[1:] == ["--self-test"]:
-        return self_test()
-    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-    problems = check(os.path.abspath(root))
-    for p in problems:
-        print(p)
-    if problems:
-        print(f"{len(problems)} include(s) break the layering (see docs/architecture.md)")
-        return 1
-    print("layering: every include points down or within its own folder")
-    return 0
+    return tree_check.main(
+        check, self_test,
+        lambda n: f"{n} include(s) break the layering (see docs/architecture.md)",
+        lambda: "layering: every include points down or within its own folder")
 
 
 if __name__ == "__main__":

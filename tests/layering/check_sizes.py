@@ -10,6 +10,9 @@ import os
 import re
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tree_check  # noqa: E402
+
 MAX_FUNCTION_LINES = 150
 MAX_FILE_LINES = 600
 SOURCE_DIRS = ["runtime", "kernels", "preprocess", "models", "apps"]
@@ -124,7 +127,6 @@ def check(root):
 
 def self_test():
     """The check finds a long function and a long file in a small made-up tree, and passes short ones."""
-    import tempfile
     body = "    x += 1;\n"
     cases = {
         "models/llama/long_fn.cpp": "namespace vrun {\nint f(int x) {\n" + body * 160 + "    return x;\n}\n}\n",
@@ -142,36 +144,14 @@ def self_test():
         "tests/long_test.cpp": "void t() {\n" + body * 400 + "}\n",
         "bench/long_bench.cpp": "int b() { return 1; }\n" * 700,
     }
-    with tempfile.TemporaryDirectory() as root:
-        for path, text in {**cases, **clean}.items():
-            os.makedirs(os.path.join(root, os.path.dirname(path)), exist_ok=True)
-            with open(os.path.join(root, path), "w") as f:
-                f.write(text)
-        found = check(root)
-    missed = [p for p in cases if not any(f.startswith(p + ":") for f in found)]
-    wrong = [f for f in found if not any(f.startswith(p + ":") for p in cases)]
-    for p in missed:
-        print(f"self-test: the long code in {p} was not found")
-    for f in wrong:
-        print(f"self-test: short code was flagged: {f}")
-    if missed or wrong:
-        return 1
-    print(f"self-test: all {len(cases)} long pieces found, no short one flagged")
-    return 0
-
+    return tree_check.self_test(
+        check, cases, clean, ("long code", "short code", "long pieces found, no short one flagged"))
 
 def main():
-    if sys.argv[1:] == ["--self-test"]:
-        return self_test()
-    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-    problems = check(os.path.abspath(root))
-    for p in problems:
-        print(p)
-    if problems:
-        print(f"{len(problems)} function(s) or file(s) over the limits")
-        return 1
-    print(f"sizes: no product function over {MAX_FUNCTION_LINES} lines, no file over {MAX_FILE_LINES}")
-    return 0
+    return tree_check.main(
+        check, self_test,
+        lambda n: f"{n} function(s) or file(s) over the limits",
+        lambda: f"sizes: no product function over {MAX_FUNCTION_LINES} lines, no file over {MAX_FILE_LINES}")
 
 
 if __name__ == "__main__":

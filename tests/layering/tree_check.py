@@ -1,0 +1,42 @@
+"""What the tree checkers (check_layers.py, check_sizes.py) share: a self-test that writes planted
+files into a temporary tree and wants each one flagged and nothing else, and the command line
+(a root folder, or --self-test)."""
+import os
+import sys
+import tempfile
+
+
+def self_test(check, cases, clean, words):
+    """cases / clean: path -> file text; words: (planted, clean, summary) for the messages."""
+    planted, fine, summary = words
+    with tempfile.TemporaryDirectory() as root:
+        for path, text in {**cases, **clean}.items():
+            os.makedirs(os.path.join(root, os.path.dirname(path)), exist_ok=True)
+            with open(os.path.join(root, path), "w") as f:
+                f.write(text if text.endswith("\n") else text + "\n")
+        found = check(root)
+    missed = [p for p in cases if not any(f.startswith(p + ":") for f in found)]
+    wrong = [f for f in found if not any(f.startswith(p + ":") for p in cases)]
+    for p in missed:
+        print(f"self-test: the {planted} in {p} was not found")
+    for f in wrong:
+        print(f"self-test: {fine} was flagged: {f}")
+    if missed or wrong:
+        return 1
+    print(f"self-test: all {len(cases)} {summary}")
+    return 0
+
+
+def main(check, run_self_test, failed, passed):
+    """failed(n) / passed(): the closing line."""
+    if sys.argv[1:] == ["--self-test"]:
+        return run_self_test()
+    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    problems = check(os.path.abspath(root))
+    for p in problems:
+        print(p)
+    if problems:
+        print(failed(len(problems)))
+        return 1
+    print(passed())
+    return 0
