@@ -297,6 +297,21 @@ TEST(ResourceBomb, GzipInflatingPastItsBound) {
   expect_refused(o, {"bomb.nemo", "inflates past 16.0 MiB"});
 }
 
+// The rest of a WAV after "fmt ": 16-bit mono PCM at 16 kHz, a data chunk claiming data_size
+// bytes, and 400 real samples.
+void put_fmt_and_data(std::string& s, uint32_t data_size) {
+  put<uint32_t>(s, 16);
+  put<uint16_t>(s, 1);
+  put<uint16_t>(s, 1);
+  put<uint32_t>(s, 16000);
+  put<uint32_t>(s, 32000);
+  put<uint16_t>(s, 2);
+  put<uint16_t>(s, 16);
+  s += "data";
+  put<uint32_t>(s, data_size);
+  for (int i = 0; i < 400; ++i) put<int16_t>(s, static_cast<int16_t>((i % 50) * 300));
+}
+
 // RF64 (64-bit sizes): a data chunk and sample count claiming 10^12 frames of 16-bit mono over a
 // few hundred real bytes.
 std::string rf64_claiming(uint64_t frames) {
@@ -310,16 +325,7 @@ std::string rf64_claiming(uint64_t frames) {
   put<uint64_t>(s, frames);           // sample count
   put<uint32_t>(s, 0);                // table length
   s += "fmt ";
-  put<uint32_t>(s, 16);
-  put<uint16_t>(s, 1);
-  put<uint16_t>(s, 1);
-  put<uint32_t>(s, 16000);
-  put<uint32_t>(s, 32000);
-  put<uint16_t>(s, 2);
-  put<uint16_t>(s, 16);
-  s += "data";
-  put<uint32_t>(s, 0xFFFFFFFF);
-  for (int i = 0; i < 400; ++i) put<int16_t>(s, static_cast<int16_t>((i % 50) * 300));
+  put_fmt_and_data(s, 0xFFFFFFFF);
   return s;
 }
 
@@ -328,16 +334,7 @@ std::string wav_claiming_4g() {
   std::string s = "RIFF";
   put<uint32_t>(s, 0xFFFFFFF0u);
   s += "WAVEfmt ";
-  put<uint32_t>(s, 16);
-  put<uint16_t>(s, 1);
-  put<uint16_t>(s, 1);
-  put<uint32_t>(s, 16000);
-  put<uint32_t>(s, 32000);
-  put<uint16_t>(s, 2);
-  put<uint16_t>(s, 16);
-  s += "data";
-  put<uint32_t>(s, 0xFFFFFFE0u);
-  for (int i = 0; i < 400; ++i) put<int16_t>(s, static_cast<int16_t>((i % 50) * 300));
+  put_fmt_and_data(s, 0xFFFFFFE0u);
   return s;
 }
 
