@@ -20,20 +20,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "reference"))
 
 
-def randomize_bn(model):
-    import torch.nn as nn
-    for m in model.modules():
-        if isinstance(m, nn.BatchNorm2d):
-            m.running_mean.uniform_(-0.2, 0.2)
-            m.running_var.uniform_(0.5, 1.5)
-            m.weight.data.uniform_(0.5, 1.5)
-            m.bias.data.uniform_(-0.2, 0.2)
-
-
 def main(out):
     import torch
     import torchvision
-    from make_onnx_references import yolo_style_detector
+    from make_onnx_references import randomize_bn, yolo_style_detector
 
     torch.manual_seed(0)
     os.makedirs(out, exist_ok=True)

@@ -25,6 +25,17 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "..", "data", "onnx")
 
 
+def randomize_bn(model):
+    """torchvision initialises batch norm to the identity; random statistics make folding matter."""
+    import torch.nn as nn
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            m.running_mean.uniform_(-0.2, 0.2)
+            m.running_var.uniform_(0.5, 1.5)
+            m.weight.data.uniform_(0.5, 1.5)
+            m.bias.data.uniform_(-0.2, 0.2)
+
+
 def yolo_style_detector():
     """The YOLO-style detector (C2f blocks with Split/Concat, SPPF max-pooling, nearest
     upsampling, SiLU, a dilated depthwise conv); bench/onnx builds the same one."""
@@ -101,15 +112,6 @@ def export():
     np.random.seed(0)
     os.makedirs(OUT, exist_ok=True)
     manifest = {}
-
-    def randomize_bn(model):
-        # torchvision initialises batch norm to the identity; random statistics make folding matter.
-        for m in model.modules():
-            if isinstance(m, nn.BatchNorm2d):
-                m.running_mean.uniform_(-0.2, 0.2)
-                m.running_var.uniform_(0.5, 1.5)
-                m.weight.data.uniform_(0.5, 1.5)
-                m.bias.data.uniform_(-0.2, 0.2)
 
     def save(name, model, inputs, input_names, output_names, opset, dynamic_axes=None):
         model.eval()
