@@ -101,7 +101,7 @@ Status parse_json_line(const std::string& line, const fs::path& folder, const st
   const auto path = j.find("path");
   if (path == j.end() || !path->is_string() || path->get<std::string>().empty())
     return err(ErrorCode::kInvalidArgument, where, ": needs \"path\", a non-empty string");
-  e->in.path = (folder / path->get<std::string>()).string();
+  e->in.path = (folder / path->get<std::string>()).lexically_normal().string();
   const auto id = j.find("id");
   if (id != j.end() && !id->is_null()) {
     if (id->is_string()) e->in.id = id->get<std::string>();
@@ -132,7 +132,7 @@ Status expand_list(const std::string& list, std::vector<Pending>* out) {
     if (line[0] == '{') {
       VRUN_RETURN_IF_ERROR(parse_json_line(line, folder, where, &e));
     } else {
-      e.in.path = (folder / line).string();
+      e.in.path = (folder / line).lexically_normal().string();
     }
     out->push_back(std::move(e));
   }
@@ -289,6 +289,14 @@ void Progress::final_line() {
   shown_ = false;
 }
 
+// Hours, minutes and seconds: h:mm:ss.
+std::string hms(double seconds) {
+  const long s = static_cast<long>(std::max(0.0, seconds) + 0.5);
+  char text[32];
+  std::snprintf(text, sizeof text, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
+  return text;
+}
+
 void Progress::print(bool force) {
   if (!enabled_) return;
   const auto now = std::chrono::steady_clock::now();
@@ -296,15 +304,11 @@ void Progress::print(bool force) {
   last_ = now;
   const double wall = std::chrono::duration<double>(now - start_).count();
   const double rtfx = wall > 0 ? audio_done_s_ / wall : 0.0;
-  char eta[32] = "?";
-  if (rtfx > 0) {
-    const long s = static_cast<long>(remaining_estimate_s_ / rtfx + 0.5);
-    std::snprintf(eta, sizeof eta, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
-  }
+  const std::string eta = rtfx > 0 ? hms(remaining_estimate_s_ / rtfx) : "?";
   char failed[32] = "";
   if (failed_) std::snprintf(failed, sizeof failed, " (%zu failed)", failed_);
-  std::fprintf(stderr, "%svrun: %zu/%zu files%s, %.2f h audio of ~%.2f h, RTFx %.1f, ETA %s%s", tty_ ? "\r\033[K" : "", done_, files_,
-               failed, audio_done_s_ / 3600.0, (audio_done_s_ + remaining_estimate_s_) / 3600.0, rtfx, eta, tty_ ? "" : "\n");
+  std::fprintf(stderr, "%svrun: %zu/%zu files%s, audio %s of ~%s, RTFx %.1f, ETA %s%s", tty_ ? "\r\033[K" : "", done_, files_, failed,
+               hms(audio_done_s_).c_str(), hms(audio_done_s_ + remaining_estimate_s_).c_str(), rtfx, eta.c_str(), tty_ ? "" : "\n");
   std::fflush(stderr);
   shown_ = tty_;
 }
