@@ -5,10 +5,13 @@
 #include <sys/wait.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <set>
 #include <string>
+#include <vector>
 
 namespace vrun::parakeet {
 namespace {
@@ -59,6 +62,46 @@ TEST(ParakeetCli, BatchSizeGivesEachFileItsOwnTranscript) {
   EXPECT_NE(missing.err.find("/nonexistent.wav"), std::string::npos) << missing.err;
   EXPECT_EQ(missing.out, one.out);
   EXPECT_NE(vrun("transcribe --batch-size 0 -m " + model + files, "zero").exit_code, 0);
+}
+
+// Two workers (each its own model, one queue), alone and with --batch-size 2 groups, write the
+// transcripts one worker writes, and the summary records every file once.
+TEST(ParakeetCli, TwoWorkersWriteWhatOneWrites) {
+  const auto goldens = nlohmann::json::parse(slurp(kData + "/parakeet/goldens.json"));
+  const std::string model = kData + "/parakeet/tdt_small.nemo";
+  std::string files;
+  std::vector<std::string> stems;
+  for (const char* clip : {"librivox_0880", "synth", "librivox_0930"}) {
+    const std::string path = kData + "/" + goldens["clips"][clip]["path"].get<std::string>();
+    files += " " + path;
+    stems.push_back(std::filesystem::path(path).stem().string());
+  }
+  const std::string dir = ::testing::TempDir() + "/parakeet_workers";
+  std::filesystem::remove_all(dir);
+  const std::string common = "transcribe --backend cpu -m " + model + " -o txt,json --output-dir " + dir;
+  ASSERT_EQ(vrun(common + "/one -t 2" + files, "w_one").exit_code, 0);
+  const CliRun two = vrun(common + "/two --workers 2 --summary " + dir + "/two.jsonl" + files, "w_two");
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  const CliRun grouped = vrun(common + "/grouped --workers 2 --batch-size 2" + files, "w_grouped");
+  ASSERT_EQ(grouped.exit_code, 0) << grouped.err;
+  for (const auto& stem : stems) {
+    const std::string one = slurp(dir + "/one/" + stem + ".txt");
+    EXPECT_EQ(slurp(dir + "/two/" + stem + ".txt"), one) << stem;
+    EXPECT_EQ(slurp(dir + "/grouped/" + stem + ".txt"), one) << stem;
+    EXPECT_EQ(slurp(dir + "/two/" + stem + ".json"), slurp(dir + "/one/" + stem + ".json")) << stem;
+  }
+  std::istringstream summary(slurp(dir + "/two.jsonl"));
+  std::string line;
+  std::set<std::string> inputs;
+  size_t lines = 0;
+  while (std::getline(summary, line)) {
+    const auto j = nlohmann::json::parse(line);
+    EXPECT_EQ(j["status"], "ok") << line;
+    inputs.insert(j["input"].get<std::string>());
+    ++lines;
+  }
+  EXPECT_EQ(lines, 3u);
+  EXPECT_EQ(inputs.size(), 3u);
 }
 
 // `vrun export --dtype f16` stores the linear weights as halves; the tokens stay NeMo's (the
