@@ -104,6 +104,31 @@ TEST(ParakeetCli, TwoWorkersWriteWhatOneWrites) {
   EXPECT_EQ(inputs.size(), 3u);
 }
 
+// --devices 0,0: two models on one Vulkan device, each in its own thread, write what one model on
+// that device writes (skipped without a Vulkan device; Mesa's lavapipe counts).
+TEST(ParakeetCli, TwoWorkersOnOneVulkanDevice) {
+  if (vrun("info", "vk_info").out.find("vulkan device 0:") == std::string::npos) GTEST_SKIP() << "no Vulkan device";
+  const auto goldens = nlohmann::json::parse(slurp(kData + "/parakeet/goldens.json"));
+  const std::string model = kData + "/parakeet/tdt_small.nemo";
+  std::string files;
+  std::vector<std::string> stems;
+  for (const char* clip : {"librivox_0880", "synth", "librivox_0930"}) {
+    const std::string path = kData + "/" + goldens["clips"][clip]["path"].get<std::string>();
+    files += " " + path;
+    stems.push_back(std::filesystem::path(path).stem().string());
+  }
+  const std::string dir = ::testing::TempDir() + "/parakeet_devices";
+  std::filesystem::remove_all(dir);
+  const std::string common = "transcribe -t 2 -m " + model + " -o txt --output-dir " + dir;
+  ASSERT_EQ(vrun(common + "/one --backend vulkan" + files, "vk_one").exit_code, 0);
+  const CliRun two = vrun(common + "/two --devices 0,0" + files, "vk_two");
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  size_t loads = 0;
+  for (size_t at = two.err.find("on vulkan"); at != std::string::npos; at = two.err.find("on vulkan", at + 1)) ++loads;
+  EXPECT_EQ(loads, 2u) << two.err;
+  for (const auto& stem : stems) EXPECT_EQ(slurp(dir + "/two/" + stem + ".txt"), slurp(dir + "/one/" + stem + ".txt")) << stem;
+}
+
 // `vrun export --dtype f16` stores the linear weights as halves; the tokens stay NeMo's (the
 // goldens' clips have no near-tie), and a type the Parakeet kernels do not take is refused.
 TEST(ParakeetCli, ExportF16TranscribesTheSame) {
