@@ -130,7 +130,7 @@ void transcribe_file(Job& j, speech::Recognizer& r, const job::Input& in) {
     auto cut = keep_speech(audio->samples, a.vad_model);
     if (!cut.is_ok()) {
       j.fatal = true;  // the VAD model does not load: every file would fail the same way
-      return finish(j, in, nullptr, "--vad: " + cut.status().message(), full_s, seconds_since(t0), "");
+      return finish(j, in, nullptr, cut.status().message(), full_s, seconds_since(t0), "");
     }
     std::fprintf(stderr, "vrun: %s: --vad kept %zu spans, %.1f s of %.1f s\n", in.path.c_str(), cut->spans.size(),
                  static_cast<double>(cut->samples.size()) / 16000.0, full_s);
