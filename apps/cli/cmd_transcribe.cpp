@@ -298,22 +298,26 @@ void add_job_options(CLI::App& sub, TranscribeArgs& x) {
   TranscribeArgs* a = &x;
   sub.add_option("--input-list", a->input_list,
                  "More inputs from FILE: a path a line (blank lines and # comments skipped; relative to the list's "
-                 "folder), or JSONL lines {\"path\": ..., \"id\": ...}; the id (optional) names the transcripts");
+                 "folder), or JSONL lines {\"path\": ..., \"id\": ...}; the id (optional) names the transcripts")
+      ->type_name("FILE");
   sub.add_option("--summary", a->summary,
                  "Append a JSON line per file as it finishes: input, id, outputs, duration_s, seconds, rtfx, status "
-                 "(ok, failed, skipped), error or reason (docs/archive.md); starts empty unless --resume");
+                 "(ok, failed, skipped), error or reason (docs/archive.md); starts empty unless --resume")
+      ->type_name("FILE");
   sub.add_flag("--resume", a->resume,
                "Skip the files whose transcripts (every -o format) exist; without -o, those --summary records as ok");
   sub.add_option("--shard", a->shard,
                  "I/N: transcribe every N-th file (from the I-th, 0-based) of the inputs sorted by path; the N shards of "
-                 "one job cover every file once");
+                 "one job cover every file once")
+      ->type_name("I/N");
   sub.add_option("--workers", a->workers,
                  "Models loaded side by side, each taking the next file from one queue (longest first); the CPU "
                  "threads are shared out among them unless -t is given")
       ->capture_default_str();
   sub.add_option("--devices", a->devices,
                  "all or Vulkan device indices (0,1): one worker per entry on the Vulkan backend; an index twice "
-                 "runs two workers on that device");
+                 "runs two workers on that device")
+      ->type_name("all|0,1,...");
 }
 
 // -o and everything about where the text goes, the input format and the backend.

@@ -22,8 +22,8 @@ namespace vrun::parakeet {
 struct RunnerOptions {
   BackendKind backend = BackendKind::kAuto;
   int threads = 0;
-  int device = -1;  // Vulkan device index; -1: VRUN_DEVICE or the best one
   BuildSettings build;  // for checkpoints built on load
+  int device = -1;  // Vulkan device index; -1: VRUN_DEVICE or the best one
 };
 
 struct TranscribeOptions {

@@ -104,6 +104,34 @@ TEST(ParakeetCli, TwoWorkersWriteWhatOneWrites) {
   EXPECT_EQ(inputs.size(), 3u);
 }
 
+// Without -o, --resume skips the files the summary records as ok, each with a "skipped" line, and
+// transcribes the rest.
+TEST(ParakeetCli, ResumeWithoutTranscriptsReadsTheSummary) {
+  const auto goldens = nlohmann::json::parse(slurp(kData + "/parakeet/goldens.json"));
+  const std::string model = kData + "/parakeet/tdt_small.nemo";
+  const std::string a = kData + "/" + goldens["clips"]["librivox_0880"]["path"].get<std::string>();
+  const std::string b = kData + "/" + goldens["clips"]["librivox_0930"]["path"].get<std::string>();
+  const std::string summary = ::testing::TempDir() + "/parakeet_resume.jsonl";
+  std::filesystem::remove(summary);
+  const std::string common = "transcribe --backend cpu -t 2 -m " + model + " --summary " + summary;
+  ASSERT_EQ(vrun(common + " " + a, "resume_first").exit_code, 0);
+  const CliRun again = vrun(common + " --resume " + a + " " + b, "resume_again");
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(again.out.find("# " + a), std::string::npos) << again.out;
+  EXPECT_NE(again.out.find("# " + b), std::string::npos) << again.out;
+  std::istringstream lines(slurp(summary));
+  std::vector<nlohmann::json> records;
+  for (std::string line; std::getline(lines, line);) records.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(records.size(), 3u);
+  EXPECT_EQ(records[0]["input"], a);
+  EXPECT_EQ(records[0]["status"], "ok");
+  EXPECT_EQ(records[1]["input"], a);
+  EXPECT_EQ(records[1]["status"], "skipped");
+  EXPECT_EQ(records[1]["reason"], "done in the summary");
+  EXPECT_EQ(records[2]["input"], b);
+  EXPECT_EQ(records[2]["status"], "ok");
+}
+
 // --devices 0,0: two models on one Vulkan device, each in its own thread, write what one model on
 // that device writes (skipped without a Vulkan device; Mesa's lavapipe counts).
 TEST(ParakeetCli, TwoWorkersOnOneVulkanDevice) {
