@@ -219,4 +219,14 @@ Result<AudioBuffer> load_audio(const std::string& path, const LoadOptions& optio
   return open_and_decode(sf, info, path, options, ec ? 0 : size);
 }
 
+double probe_duration_s(const std::string& path) {
+  if (path == "-") return -1;
+  SF_INFO info{};
+  SNDFILE* sf = sf_open(path.c_str(), SFM_READ, &info);
+  if (!sf) return -1;
+  sf_close(sf);
+  if (info.samplerate <= 0 || info.frames <= 0 || info.frames == SF_COUNT_MAX) return -1;
+  return static_cast<double>(info.frames) / info.samplerate;
+}
+
 }  // namespace vrun::preprocess

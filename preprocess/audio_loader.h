@@ -39,6 +39,9 @@ struct AudioBuffer {
 // libsoxr (high quality) when the file's rate differs from target_rate. Errors name the file and
 // what is wrong with it (empty, not audio, truncated, inconsistent header).
 Result<AudioBuffer> load_audio(const std::string& path, const LoadOptions& options = {});
+// Seconds of audio a file's header announces, read without decoding it (to order and size a job of
+// many files); negative when the header does not say (not audio, unreadable, headerless, stdin).
+double probe_duration_s(const std::string& path);
 // The same from bytes already in memory; `name` is used in messages.
 Result<AudioBuffer> load_audio_memory(const std::vector<uint8_t>& bytes, const std::string& name,
                                       const LoadOptions& options = {});

@@ -98,12 +98,16 @@ class Backend {
 using BackendMaker = std::function<Result<std::unique_ptr<Backend>>(const Program* program, const BackendOptions&)>;
 // Lines that describe what the backend finds on this machine (`vrun info`).
 using BackendDescriber = std::function<std::vector<std::string>()>;
+// How many devices the backend finds on this machine (the indices BackendOptions::device takes);
+// null for the host backend.
+using BackendDeviceCounter = std::function<int()>;
 
 struct BackendEntry {
   std::string kind;
   bool host = false;  // has a kernel for every op and computes on host memory
   BackendMaker make;
   BackendDescriber describe;
+  BackendDeviceCounter device_count;
 };
 
 // Called by each backend's own code when the program starts (a static registrar in its folder).

@@ -1,102 +1,85 @@
 // `vrun transcribe`: speech to text with a Whisper or a NeMo Parakeet model (the checkpoint decides).
-// Several audio files share one model load; segments are printed as they are decoded; -o writes transcript files; a progress line
-// on stderr for audio longer than one window; stats at the end.
+// Files, folders and lists of files make one job that shares one model load per worker; segments are
+// printed as they are decoded; -o writes transcript files mirroring the inputs' tree; --summary,
+// --resume, --shard and several workers (--workers, --devices) for archives; a progress line on
+// stderr; stats at the end. The job's parts are in transcribe_job.h and transcribe_run.h.
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <functional>
-#include <map>
+#include <set>
 #include <sstream>
-#include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "apps/cli/command.h"
-#include "apps/cli/vad_hook.h"
 #include "apps/cli/model_options.h"
 
 #if VRUN_WHISPER && VRUN_PREPROCESS
-#include "apps/common/transcript/writers.h"
-#include "apps/speech/speech_recognizer.h"
-#include "preprocess/audio_loader.h"
+#include "apps/cli/transcribe_run.h"
+#include "runtime/backend.h"
 #include "runtime/base/strings.h"
+#include "runtime/base/thread_pool.h"
 
 namespace vrun::cli {
 namespace {
 
-struct TranscribeArgs {
-  std::string model, formats, output_dir = ".", raw_encoding = "s16";
-  int raw_rate = 0, raw_channels = 1;
-  std::vector<std::string> audio;
-  bool no_timestamps = false;
-  int batch_size = 1;
-  std::string attention = "full";
-  BackendArgs run;
-  std::string language = "auto", task = "transcribe", prompt;
-  int beam_size = 1, best_of = 5;
-  double patience = 1.0, length_penalty = 1.0, temperature = 0.0, temperature_increment = 0.2;
-  double compression_ratio_threshold = 2.4, logprob_threshold = -1.0, no_speech_threshold = 0.6;
-  uint64_t seed = 0;
-  bool no_fallback = false, no_condition = false, word_timestamps = false, progress = false;
-  bool vad = false;
-  std::string vad_model;
-};
+Status range_error(const char* option, const std::string& accepted, double got) {
+  std::ostringstream os;
+  os << got;
+  return err(ErrorCode::kInvalidArgument, option, " must be ", accepted, ", got ", os.str());
+}
 
-// Everything that can be checked without the model, so a bad command fails before the load: option
-// ranges (the message names the option and what it accepts), inputs that exist and are readable, an output
-// folder that takes a file, and transcript names that do not collide. Two inputs with the same file stem
-// would write the same transcript, so they are refused, naming both.
-Status validate_transcribe(const TranscribeArgs& a, const std::vector<std::string>& formats) {
-  const auto range = [](const char* option, const std::string& accepted, double got) {
-    std::ostringstream os;
-    os << got;
-    return err(ErrorCode::kInvalidArgument, option, " must be ", accepted, ", got ", os.str());
-  };
-  if (a.raw_rate < 0) return range("--rate", "> 0", a.raw_rate);  // 0, the default, reads file headers
-  if (a.raw_channels < 1 || a.raw_channels > 64) return range("--channels", "in 1..64", a.raw_channels);
-  if (a.beam_size < 1) return range("--beam-size", ">= 1", a.beam_size);
-  if (a.best_of < 1) return range("--best-of", ">= 1", a.best_of);
-  if (a.batch_size < 1) return range("--batch-size", ">= 1", a.batch_size);
-  if (!(a.temperature >= 0 && a.temperature <= 1)) return range("--temperature", "in [0, 1]", a.temperature);
-  if (!(a.temperature_increment > 0)) return range("--temperature-increment", "> 0", a.temperature_increment);
-  if (!(a.patience > 0)) return range("--patience", "> 0", a.patience);
-  if (a.run.threads < 0) return range("-t/--threads", ">= 0", a.run.threads);
+// Option ranges, checked before anything is read: the message names the option and what it accepts.
+Status validate_options(const TranscribeArgs& a, const std::vector<std::string>& formats) {
+  if (a.raw_rate < 0) return range_error("--rate", "> 0", a.raw_rate);  // 0, the default, reads file headers
+  if (a.raw_channels < 1 || a.raw_channels > 64) return range_error("--channels", "in 1..64", a.raw_channels);
+  if (a.beam_size < 1) return range_error("--beam-size", ">= 1", a.beam_size);
+  if (a.best_of < 1) return range_error("--best-of", ">= 1", a.best_of);
+  if (a.batch_size < 1) return range_error("--batch-size", ">= 1", a.batch_size);
+  if (!(a.temperature >= 0 && a.temperature <= 1)) return range_error("--temperature", "in [0, 1]", a.temperature);
+  if (!(a.temperature_increment > 0)) return range_error("--temperature-increment", "> 0", a.temperature_increment);
+  if (!(a.patience > 0)) return range_error("--patience", "> 0", a.patience);
+  if (a.run.threads < 0) return range_error("-t/--threads", ">= 0", a.run.threads);
+  if (a.workers < 1) return range_error("--workers", ">= 1", a.workers);
   if (a.attention != "full" && a.attention != "local")
     return err(ErrorCode::kInvalidArgument, "--attention must be full or local, got '", a.attention, "'");
   if (a.task != "transcribe" && a.task != "translate")
     return err(ErrorCode::kInvalidArgument, "--task must be transcribe or translate, got '", a.task, "'");
-  if (a.audio.empty()) return err(ErrorCode::kInvalidArgument, "no audio given");
-  std::map<std::string, std::string> by_stem;
-  // Inputs that cannot be read are named now, before the load. When some inputs are fine the run
-  // goes on without the bad ones (each fails alone and the exit status says so); when none is, it
-  // stops here.
+  if (a.audio.empty() && a.input_list.empty()) return err(ErrorCode::kInvalidArgument, "no audio given (files, folders or --input-list)");
+  if (a.resume && formats.empty() && a.summary.empty())
+    return err(ErrorCode::kInvalidArgument, "--resume needs -o (the transcripts to look for) or --summary (the files recorded as done)");
+  if (!a.devices.empty() && a.workers != 1)
+    return err(ErrorCode::kInvalidArgument, "--devices and --workers exclude each other (--devices 0,0 runs two workers on device 0)");
+  if (!a.devices.empty() && a.run.backend == "cpu")
+    return err(ErrorCode::kInvalidArgument, "--devices picks Vulkan devices; with --backend cpu use --workers N");
+  return Status::ok();
+}
+
+// The inputs that can be read are checked now, before the load. When some are fine the run goes on
+// without the bad ones (each is recorded as failed when its turn comes and the exit status says so);
+// when none is, it stops here. Then --output-dir must take a file.
+Status validate_inputs(const TranscribeArgs& a, const std::vector<job::Input>& inputs, const std::vector<std::string>& formats) {
   Status first_bad = Status::ok();
   size_t bad = 0;
-  for (const auto& path : a.audio) {
-    if (path == "-") continue;
+  for (const auto& in : inputs) {
+    if (in.path == "-") continue;
     std::error_code ec;
     Status s = Status::ok();
-    if (!std::filesystem::is_regular_file(path, ec))
-      s = err(ErrorCode::kNotFound, path, ": ", std::filesystem::exists(path, ec) ? "not a file" : "no such file");
-    else if (access(path.c_str(), R_OK) != 0)
-      s = err(ErrorCode::kIo, path, ": not readable");
+    if (!std::filesystem::is_regular_file(in.path, ec))
+      s = err(ErrorCode::kNotFound, in.path, ": ", std::filesystem::exists(in.path, ec) ? "not a file" : "no such file");
+    else if (access(in.path.c_str(), R_OK) != 0)
+      s = err(ErrorCode::kIo, in.path, ": not readable");
     if (s.is_ok()) continue;
     if (bad++ == 0) first_bad = s;
-    if (a.audio.size() > 1) std::fprintf(stderr, "vrun transcribe: %s (skipped)\n", s.message().c_str());
+    if (inputs.size() > 1) std::fprintf(stderr, "vrun transcribe: %s (skipped)\n", s.message().c_str());
   }
-  if (bad == a.audio.size()) return first_bad;
+  if (!inputs.empty() && bad == inputs.size()) return first_bad;
   if (!formats.empty()) {
-    for (const auto& path : a.audio) {
-      const std::string stem = path == "-" ? "stdin" : std::filesystem::path(path).stem().string();
-      auto [it, fresh] = by_stem.emplace(stem, path);
-      if (!fresh)
-        return err(ErrorCode::kInvalidArgument, it->second, " and ", path, " would both write ", stem,
-                   ".* under --output-dir; transcribe them in separate runs or rename one");
-    }
     std::error_code ec;
     std::filesystem::create_directories(a.output_dir, ec);
     const std::string probe = (std::filesystem::path(a.output_dir) / (".vrun-write-test-" + std::to_string(getpid()))).string();
@@ -107,28 +90,6 @@ Status validate_transcribe(const TranscribeArgs& a, const std::vector<std::strin
   }
   return Status::ok();
 }
-
-// Writes a file whole or not at all: a temporary file in the same folder, then a rename over the name.
-Status write_atomically(const std::string& out, const std::string& text) {
-  const std::string tmp = out + ".tmp-" + std::to_string(getpid());
-  {
-    std::ofstream o(tmp, std::ios::binary);
-    if (!o || !(o << text) || !o.flush()) {
-      std::remove(tmp.c_str());
-      return err(ErrorCode::kIo, out, ": cannot write");
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, out, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    return err(ErrorCode::kIo, out, ": cannot write (", ec.message(), ")");
-  }
-  return Status::ok();
-}
-
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // The command line's decoding options, for whichever family the model is.
 speech::Options speech_options(const TranscribeArgs& a) {
@@ -156,173 +117,129 @@ speech::Options speech_options(const TranscribeArgs& a) {
   return o;
 }
 
+// One worker: the Vulkan device it loads on (-1: the backend's choice) and its CPU threads.
+struct WorkerSpec {
+  int device = -1;
+  int threads = 0;
+};
+
+// --devices all|0,1,... (one worker per entry, on Vulkan) or --workers N (N on the chosen backend).
+// Without -t the CPU threads are shared out among the workers.
+Result<std::vector<WorkerSpec>> worker_specs(const TranscribeArgs& a, BackendKind* backend) {
+  std::vector<WorkerSpec> specs;
+  if (!a.devices.empty()) {
+    const BackendEntry* vulkan = find_backend("vulkan");
+    if (!vulkan || !vulkan->device_count) return err(ErrorCode::kUnsupported, "--devices: this vrun is built without the Vulkan backend");
+    const int count = vulkan->device_count();
+    if (a.devices == "all") {
+      if (count == 0) return err(ErrorCode::kNotFound, "--devices all: no Vulkan device found");
+      for (int d = 0; d < count; ++d) specs.push_back({d, 0});
+    } else {
+      for (const auto& item : split(a.devices, ',')) {
+        char* end = nullptr;
+        const long d = std::strtol(item.c_str(), &end, 10);
+        if (item.empty() || *end != '\0' || d < 0)
+          return err(ErrorCode::kInvalidArgument, "--devices must be all or device indices like 0,1, got '", a.devices, "'");
+        if (d >= count)
+          return err(ErrorCode::kInvalidArgument, "--devices ", a.devices, ": device ", d, " does not exist (", count,
+                     " Vulkan devices; vrun info lists them)");
+        specs.push_back({static_cast<int>(d), 0});
+      }
+    }
+    *backend = BackendKind::kVulkan;
+  } else {
+    specs.resize(static_cast<size_t>(a.workers));
+  }
+  const int threads = a.run.threads > 0 ? a.run.threads
+                      : specs.size() > 1 ? std::max(1, ThreadPool::default_size() / static_cast<int>(specs.size()))
+                                         : 0;
+  for (auto& s : specs) s.threads = threads;
+  return specs;
+}
+
 // The model through the speech interface (its family found once), its notes, and what the options
-// ask of it checked before any audio is read.
-Result<std::unique_ptr<speech::Recognizer>> load_recognizer(const TranscribeArgs& a, BackendKind backend, const speech::Options& o) {
+// ask of it checked before any audio is read. `first`: the one whose notes are printed.
+Result<std::unique_ptr<speech::Recognizer>> load_recognizer(const TranscribeArgs& a, BackendKind backend, const speech::Options& o,
+                                                            const WorkerSpec& w, bool first) {
   const auto t0 = Clock::now();
   bool sampling = false;
   for (double t : o.whisper.temperatures) sampling = sampling || t > 0;
   speech::LoadOptions lo;
   lo.backend = backend;
-  lo.threads = a.run.threads;
+  lo.threads = w.threads;
+  lo.device = w.device;
   lo.decode_batch = std::max(a.beam_size, sampling ? a.best_of : 1);
   VRUN_ASSIGN_OR_RETURN(auto r, speech::load(a.model, lo));
-  for (const auto& note : r->notes()) std::fprintf(stderr, "vrun: %s\n", note.c_str());
   std::vector<std::string> ignored;
   VRUN_RETURN_IF_ERROR(r->check(o, &ignored));
-  if (a.batch_size > 1 && r->family() != "parakeet")
-    ignored.push_back("--batch-size applies to Parakeet models; Whisper transcribes the files one after another");
-  for (const auto& w : ignored) std::fprintf(stderr, "vrun: %s\n", w.c_str());
+  if (first) {
+    for (const auto& note : r->notes()) std::fprintf(stderr, "vrun: %s\n", note.c_str());
+    if (a.batch_size > 1 && r->family() != "parakeet")
+      ignored.push_back("--batch-size applies to Parakeet models; Whisper transcribes the files one after another");
+    for (const auto& w : ignored) std::fprintf(stderr, "vrun: %s\n", w.c_str());
+  }
   std::fprintf(stderr, "vrun: loaded %s in %.2f s on %s\n", a.model.c_str(), seconds_since(t0), r->device_description().c_str());
   return r;
 }
 
-// What a finished file leaves: its segments on stdout (as they come), a stats line, transcript files.
-class Output {
- public:
-  Output(const TranscribeArgs& a, std::vector<std::string> formats) : a_(a), formats_(std::move(formats)) {}
-
-  void segment(const transcript::Segment& s) const {
-    if (!a_.no_timestamps)
-      std::printf("[%s --> %s] %s\n", transcript::format_timestamp(s.start).c_str(), transcript::format_timestamp(s.end).c_str(),
-                  s.text.c_str());
-    else
-      std::printf("%s\n", s.text.c_str());
-    std::fflush(stdout);
+// Every worker's model, loaded at the same time (each its own executor); the first error wins.
+Result<std::vector<std::unique_ptr<speech::Recognizer>>> load_workers(const TranscribeArgs& a, BackendKind backend,
+                                                                      const speech::Options& o, const std::vector<WorkerSpec>& specs) {
+  std::vector<Result<std::unique_ptr<speech::Recognizer>>> loaded;
+  for (size_t k = 0; k < specs.size(); ++k) loaded.emplace_back(err(ErrorCode::kInternal, "not loaded"));
+  std::vector<std::thread> threads;
+  for (size_t k = 0; k < specs.size(); ++k)
+    threads.emplace_back([&, k] { loaded[k] = load_recognizer(a, backend, o, specs[k], k == 0); });
+  for (auto& t : threads) t.join();
+  std::vector<std::unique_ptr<speech::Recognizer>> out;
+  for (auto& r : loaded) {
+    if (!r.is_ok()) return r.status();
+    out.push_back(std::move(*r));
   }
-
-  // Stats line and transcript files of one file; false when a file cannot be written.
-  bool finish(const std::string& path, const transcript::Transcript& t, double wall) const {
-    const auto& st = t.stats;
-    if (t.language_probability < 1.0)
-      std::fprintf(stderr, "vrun: %s: detected language %s (p = %.2f)\n", path.c_str(), t.language.c_str(), t.language_probability);
-    char words[48] = "";
-    if (a_.word_timestamps) std::snprintf(words, sizeof words, ", words %.2f s", st.align_s);
-    std::fprintf(stderr, "vrun: %s: audio %.2f s, wall %.2f s, RTFx %.1f (mel %.2f s, encode %.2f s, decode %.2f s%s; %d windows, %d tokens)\n",
-                 path.c_str(), st.audio_s, wall, wall > 0 ? st.audio_s / wall : 0.0, st.features_s, st.encode_s, st.decode_s, words,
-                 st.windows, st.tokens);
-    const std::string stem = path == "-" ? "stdin" : std::filesystem::path(path).stem().string();
-    for (const auto& f : formats_) {
-      auto text = transcript::render_transcript(t, f, path);
-      if (!text.is_ok()) {
-        std::fprintf(stderr, "vrun transcribe: %s\n", text.status().message().c_str());
-        return false;
-      }
-      std::error_code ec;
-      std::filesystem::create_directories(a_.output_dir, ec);
-      const std::string out = (std::filesystem::path(a_.output_dir) / (stem + "." + f)).string();
-      if (auto s = write_atomically(out, *text); !s.is_ok()) {
-        std::fprintf(stderr, "vrun transcribe: %s\n", s.message().c_str());
-        return false;
-      }
-      std::fprintf(stderr, "vrun: wrote %s\n", out.c_str());
-    }
-    return true;
-  }
-
- private:
-  const TranscribeArgs& a_;
-  std::vector<std::string> formats_;
-};
-
-// Groups of --batch-size files (Parakeet): their encoder chunks share batched encoder calls, then
-// each file is printed in turn, the same as alone. Returns the number of files that failed, or -1
-// when a transcript could not be written.
-int transcribe_in_groups(const TranscribeArgs& a, speech::Recognizer& r, const speech::Options& o, const preprocess::LoadOptions& load,
-                         const Output& out) {
-  int failures = 0;
-  for (size_t g = 0; g < a.audio.size(); g += static_cast<size_t>(a.batch_size)) {
-    const auto t0 = Clock::now();
-    std::vector<std::string> paths;
-    std::vector<std::vector<float>> samples;
-    for (size_t k = g; k < std::min(a.audio.size(), g + static_cast<size_t>(a.batch_size)); ++k) {
-      auto audio = preprocess::load_audio(a.audio[k], load);
-      if (!audio.is_ok()) {
-        std::fprintf(stderr, "vrun transcribe: %s\n", audio.status().message().c_str());
-        ++failures;
-        continue;
-      }
-      paths.push_back(a.audio[k]);
-      samples.push_back(std::move(audio->samples));
-    }
-    if (paths.empty()) continue;
-    std::vector<std::span<const float>> spans(samples.begin(), samples.end());
-    auto ts = r.transcribe_many(spans, o);
-    if (!ts.is_ok()) {
-      for (const auto& p : paths) std::fprintf(stderr, "vrun transcribe: %s: %s\n", p.c_str(), ts.status().message().c_str());
-      failures += static_cast<int>(paths.size());
-      continue;
-    }
-    const double wall = seconds_since(t0);
-    std::fprintf(stderr, "vrun: %zu files in %.2f s\n", paths.size(), wall);
-    double total_audio = 0;
-    for (const auto& t : *ts) total_audio += t.stats.audio_s;
-    for (size_t k = 0; k < paths.size(); ++k) {
-      if (a.audio.size() > 1) std::printf("# %s\n", paths[k].c_str());
-      for (const auto& seg : (*ts)[k].segments) out.segment(seg);
-      // The group's wall time, shared by audio length (the encoder calls served all files).
-      const double share = total_audio > 0 ? (*ts)[k].stats.audio_s / total_audio : 1.0 / static_cast<double>(paths.size());
-      if (!out.finish(paths[k], (*ts)[k], wall * share)) return -1;
-    }
-  }
-  return failures;
+  return out;
 }
 
-// One file: --vad's cut, a progress line for audio over 30 s, segments as they come. False with
-// *fatal set when the run must stop (a VAD model that does not load, a transcript not written).
-bool transcribe_file(const TranscribeArgs& a, const std::string& path, speech::Recognizer& r, const speech::Options& o,
-                     const preprocess::LoadOptions& load, const Output& out, bool* fatal) {
-  const auto t0 = Clock::now();
-  auto audio = preprocess::load_audio(path, load);
-  if (!audio.is_ok()) {
-    std::fprintf(stderr, "vrun transcribe: %s\n", audio.status().message().c_str());
-    return false;
+// --resume: the inputs whose transcripts all exist (with -o), or that the summary records as done
+// (without -o), are skipped, each with a summary line saying so.
+Result<std::vector<job::Input>> drop_done(Job& j, std::vector<job::Input> inputs) {
+  std::set<std::string> done_before;
+  if (!j.a.summary.empty()) {
+    VRUN_ASSIGN_OR_RETURN(done_before, job::done_in_summary(j.a.summary));
   }
-  if (a.audio.size() > 1) std::printf("# %s\n", path.c_str());
-  SpeechOnly speech;  // --vad: the speech alone, and how its times map back
-  if (a.vad) {
-    auto cut = keep_speech(audio->samples, a.vad_model);
-    if (!cut.is_ok()) {
-      fail("transcribe", cut.status().to_string());
-      *fatal = true;
-      return false;
+  std::vector<job::Input> todo;
+  for (auto& in : inputs) {
+    const auto outs = job::output_paths(in, j.a.output_dir, j.formats);
+    std::error_code ec;
+    const bool exist = !outs.empty() && std::all_of(outs.begin(), outs.end(), [&](const std::string& p) { return std::filesystem::is_regular_file(p, ec); });
+    const bool done = j.formats.empty() ? done_before.count(in.path) > 0 : exist;
+    if (!done) {
+      todo.push_back(std::move(in));
+      continue;
     }
-    std::fprintf(stderr, "vrun: %s: --vad kept %zu spans, %.1f s of %.1f s\n", path.c_str(), cut->spans.size(),
-                 static_cast<double>(cut->samples.size()) / 16000.0, static_cast<double>(audio->samples.size()) / 16000.0);
-    speech = std::move(*cut);
-    audio->samples = speech.samples;
+    j.summary.write({in.path, in.id, outs, 0, 0, "skipped", "", j.formats.empty() ? "done in the summary" : "outputs exist"});
   }
-  const double audio_s = static_cast<double>(audio->samples.size()) / 16000.0;
-  const bool tty = isatty(STDERR_FILENO) != 0;
-  const bool show_progress = (a.progress || tty) && audio_s > 30.0;
-  bool progress_shown = false;
-  auto progress = [&](double done_s) {
-    if (!show_progress) return;
-    const double wall = seconds_since(t0);
-    // On a terminal one line rewritten in place; elsewhere (--progress into a file) a line each.
-    std::fprintf(stderr, tty ? "\rvrun: %5.1f%% of %.1f s, RTFx %.1f " : "vrun: %5.1f%% of %.1f s, RTFx %.1f\n",
-                 100.0 * std::min(1.0, done_s / audio_s), audio_s, wall > 0 ? done_s / wall : 0.0);
-    std::fflush(stderr);
-    progress_shown = true;
-  };
-  auto transcript = r.transcribe(audio->samples, o, [&](const transcript::Segment& s) {
-    if (progress_shown && tty) std::fputs("\r\033[K", stderr);  // the segment takes the progress line's place
-    transcript::Segment mapped = s;
-    if (a.vad) map_to_original(&mapped, speech.map);
-    out.segment(mapped);
-  }, progress);
-  if (progress_shown && tty) std::fputc('\n', stderr);
-  if (!transcript.is_ok()) {
-    std::fprintf(stderr, "vrun transcribe: %s: %s\n", path.c_str(), transcript.status().message().c_str());
-    return false;
+  if (todo.size() < inputs.size())
+    std::fprintf(stderr, "vrun: --resume: %zu of %zu inputs done already, skipped\n", inputs.size() - todo.size(), inputs.size());
+  return todo;
+}
+
+// The job's inputs: expanded, named, this shard's, checked, and the ones --resume finds done left
+// out; with more than one, their lengths read from the headers for the queue order and progress.
+Result<std::vector<job::Input>> job_inputs(Job& j) {
+  VRUN_ASSIGN_OR_RETURN(auto inputs, job::expand({j.a.audio, j.a.input_list}));
+  j.several_inputs = inputs.size() > 1;
+  if (!j.a.shard.empty()) {
+    VRUN_ASSIGN_OR_RETURN(auto shard, job::parse_shard(j.a.shard));
+    inputs = job::take_shard(std::move(inputs), shard);
   }
-  if (a.vad)
-    for (auto& seg : transcript->segments) map_to_original(&seg, speech.map);
-  if (!out.finish(path, *transcript, seconds_since(t0))) {
-    *fatal = true;
-    return false;
+  VRUN_RETURN_IF_ERROR(validate_inputs(j.a, inputs, j.formats));
+  if (!j.a.summary.empty()) VRUN_RETURN_IF_ERROR(j.summary.open(j.a.summary, j.a.resume));
+  if (j.a.resume) {
+    VRUN_ASSIGN_OR_RETURN(inputs, drop_done(j, std::move(inputs)));
   }
-  return true;
+  if (inputs.size() > 1)
+    for (auto& in : inputs) in.duration_s = preprocess::probe_duration_s(in.path);
+  return inputs;
 }
 
 int run_transcribe(const TranscribeArgs& a) {
@@ -332,30 +249,109 @@ int run_transcribe(const TranscribeArgs& a) {
   for (const auto& f : formats)
     if (f != "txt" && f != "srt" && f != "vtt" && f != "tsv" && f != "json")
       return fail("transcribe", "-o: unknown format '" + f + "' (txt, srt, vtt, tsv, json)");
-  if (auto st = validate_transcribe(a, formats); !st.is_ok()) return fail("transcribe", st.message());
-  preprocess::LoadOptions load;
+  if (auto st = validate_options(a, formats); !st.is_ok()) return fail("transcribe", st.message());
+  BackendKind kind = *backend;
+  auto specs = worker_specs(a, &kind);
+  if (!specs.is_ok()) return fail("transcribe", specs.status().message());
+  const speech::Options o = speech_options(a);
+  Job j(a, o, formats);
   if (a.raw_rate > 0) {
     auto enc = preprocess::parse_raw_encoding(a.raw_encoding);
     if (!enc) return fail("transcribe", enc.status().message());
-    load.raw = preprocess::RawFormat{a.raw_rate, a.raw_channels, *enc, false};
+    j.load.raw = preprocess::RawFormat{a.raw_rate, a.raw_channels, *enc, false};
   }
-  const speech::Options o = speech_options(a);
-  auto r = load_recognizer(a, *backend, o);
-  if (!r.is_ok()) return fail("transcribe", r.status().message());
-  const Output out(a, formats);
-  if ((*r)->family() == "parakeet" && a.batch_size > 1 && !a.vad) {
-    const int failures = transcribe_in_groups(a, **r, o, load, out);
-    return failures == 0 ? 0 : 1;
+  auto inputs = job_inputs(j);
+  if (!inputs.is_ok()) return fail("transcribe", inputs.status().message());
+  if (inputs->empty()) {
+    std::fprintf(stderr, "vrun: nothing to transcribe%s\n", a.resume ? " (--resume: every input is done)" : " in this shard");
+    return 0;
   }
-  int failures = 0;
-  for (const auto& path : a.audio) {
-    bool fatal = false;
-    if (!transcribe_file(a, path, **r, o, load, out, &fatal)) {
-      if (fatal) return 1;
-      ++failures;
-    }
+  j.several_workers = specs->size() > 1;
+  // Several workers take the longest files first, so the job does not end waiting on one long file.
+  if (j.several_workers)
+    std::stable_sort(inputs->begin(), inputs->end(), [](const job::Input& x, const job::Input& y) { return job::estimate_s(x) > job::estimate_s(y); });
+  j.queue = std::move(*inputs);
+  auto recognizers = load_workers(a, kind, o, *specs);
+  if (!recognizers.is_ok()) return fail("transcribe", recognizers.status().message());
+  if (j.several_inputs) {
+    double total = 0;
+    for (const auto& in : j.queue) total += job::estimate_s(in);
+    j.progress = std::make_unique<job::Progress>(a.progress || isatty(STDERR_FILENO), isatty(STDERR_FILENO) != 0, j.queue.size(), total);
   }
-  return failures ? 1 : 0;
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+  std::vector<std::thread> workers;
+  for (auto& r : *recognizers) workers.emplace_back([&j, &r] { worker_loop(j, *r); });
+  for (auto& t : workers) t.join();
+  if (j.progress) j.progress->final_line();
+  if (g_stop_signal) {
+    std::fprintf(stderr, "vrun transcribe: stopped by signal %d; %zu of %zu files not started (--resume goes on from here)\n",
+                 static_cast<int>(g_stop_signal), j.queue.size() - j.next, j.queue.size());
+    return 128 + g_stop_signal;
+  }
+  if (j.failures > 0) std::fprintf(stderr, "vrun transcribe: %d of %zu files failed\n", j.failures.load(), j.queue.size());
+  return j.fatal || j.failures > 0 ? 1 : 0;
+}
+
+// The job over many files (docs/archive.md).
+void add_job_options(CLI::App& sub, TranscribeArgs& x) {
+  TranscribeArgs* a = &x;
+  sub.add_option("--input-list", a->input_list,
+                 "More inputs from FILE: a path a line (blank lines and # comments skipped; relative to the list's "
+                 "folder), or JSONL lines {\"path\": ..., \"id\": ...}; the id (optional) names the transcripts")
+      ->type_name("FILE");
+  sub.add_option("--summary", a->summary,
+                 "Append a JSON line per file as it finishes: input, id, outputs, duration_s, seconds, rtfx, status "
+                 "(ok, failed, skipped), error or reason (docs/archive.md); starts empty unless --resume")
+      ->type_name("FILE");
+  sub.add_flag("--resume", a->resume,
+               "Skip the files whose transcripts (every -o format) exist; without -o, those --summary records as ok");
+  sub.add_option("--shard", a->shard,
+                 "I/N: transcribe every N-th file (from the I-th, 0-based) of the inputs sorted by path; the N shards of "
+                 "one job cover every file once")
+      ->type_name("I/N");
+  sub.add_option("--workers", a->workers,
+                 "Models loaded side by side, each taking the next file from one queue (longest first); the CPU "
+                 "threads are shared out among them unless -t is given")
+      ->capture_default_str();
+  sub.add_option("--devices", a->devices,
+                 "all or Vulkan device indices (0,1): one worker per entry on the Vulkan backend; an index twice "
+                 "runs two workers on that device")
+      ->type_name("all|0,1,...");
+}
+
+// -o and everything about where the text goes, the input format and the backend.
+void add_output_options(CLI::App& sub, TranscribeArgs& x) {
+  TranscribeArgs* a = &x;
+  sub.add_option("-o,--output-format", a->formats, "Comma-separated transcript files to write: txt, srt, vtt, tsv, json");
+  sub.add_flag("--vad", a->vad,
+               "Transcribe only the speech Silero VAD finds (threshold 0.5, min speech 250 ms, min silence 2 s, "
+               "padding 400 ms); times stay those of the whole audio");
+  sub.add_option("--vad-model", a->vad_model,
+                 "Silero VAD .onnx (default: the cache's, from scripts/fetch-models.sh silero-vad)");
+  sub.add_option("--output-dir", a->output_dir,
+                 "Where -o writes (default: the current directory); transcripts mirror the inputs' folders below it");
+  sub.add_flag("--progress", a->progress,
+               "Show the progress line even when stderr is not a terminal: over the job (files, audio hours, RTFx, "
+               "ETA) for several inputs, within the file for one over 30 s");
+  sub.add_option("--rate", a->raw_rate, "Read every AUDIO as headerless PCM at this sample rate (Hz)");
+  sub.add_option("--channels", a->raw_channels, "Headerless PCM: interleaved channel count")->capture_default_str();
+  sub.add_option("--encoding", a->raw_encoding, "Headerless PCM sample type, little-endian")
+      ->check(CLI::IsMember({"s16", "s24", "s32", "u8", "f32", "f64"}))
+      ->capture_default_str();
+  add_backend_options(sub, a->run);
+  sub.add_option("--batch-size", a->batch_size,
+                 "Parakeet: files encoded together (their 160-s chunks share batched encoder calls, up to the model's "
+                 "batch of 4); each file's transcript is the same as alone")
+      ->capture_default_str();
+  sub.add_option("--attention", a->attention,
+                 "Parakeet: full (every frame sees the whole file; audio over 160 s in overlapping chunks), or local "
+                 "(NeMo's limited-context attention: each frame sees the frames within the window the model was exported "
+                 "with, 128 = 10.24 s on either side by default; faster on long audio, up to 10 minutes per call; files "
+                 "then go one at a time)")
+      ->check(CLI::IsMember({"full", "local"}))
+      ->capture_default_str();
+  add_job_options(sub, x);
 }
 
 const CommandRegistrar kRegistrar("transcribe", "Transcribe speech with a Whisper or Parakeet model", [](CLI::App& sub) {
@@ -370,21 +366,34 @@ const CommandRegistrar kRegistrar("transcribe", "Transcribe speech with a Whispe
       "first on --prompt. The default is greedy (faster-whisper's own default is --beam-size 5).\n"
       "Parakeet (NeMo FastConformer TDT/CTC) models decode greedily as NeMo does, with word times;\n"
       "the Whisper decoding options do not apply to them.\n"
-      "The command is checked before the model loads: option ranges, that every input exists and is\n"
-      "readable, that --output-dir takes a file, and that no two inputs write the same transcript\n"
-      "(inputs with the same file name are refused, naming both). Transcripts are written whole or not at\n"
-      "all (a temporary file, then a rename). See docs/archive.md.\n"
+      "\n"
+      "Many files are one job. Inputs are files, folders (searched recursively for wav, flac, ogg,\n"
+      "opus, mp3, aiff, au, caf, w64) and --input-list FILE (a path a line, or JSONL {\"path\": ...,\n"
+      "\"id\": ...}). Transcripts mirror the inputs under --output-dir: a folder's files by their path\n"
+      "inside it, a JSONL entry by its id, other files by their path below the folder they share\n"
+      "(d1/x.wav d2/x.wav -o srt writes d1/x.srt and d2/x.srt). Each is written whole or not at all\n"
+      "(a temporary file, then a rename). A file that cannot be read or decoded is recorded, skipped,\n"
+      "and makes the exit status 1 at the end. --summary writes a JSON line per file as it finishes;\n"
+      "--resume skips the files already done; --shard I/N runs every N-th file of the sorted list;\n"
+      "--workers N or --devices 0,1 run several models, each taking the next file (longest first).\n"
+      "SIGINT/SIGTERM: no new file starts, those running finish, exit 128+signal; a second one ends\n"
+      "at once. The command is checked before the model loads: option ranges, the lists, that every\n"
+      "input exists and is readable, that --output-dir takes a file, and that no two inputs write the\n"
+      "same transcript. See docs/archive.md.\n"
       "Examples:\n"
       "  vrun transcribe -m ~/.cache/vrun/models/whisper-tiny.en talk.wav\n"
       "  vrun transcribe -m MODEL -o srt,json --output-dir out --word-timestamps a.wav b.flac\n"
       "  vrun transcribe -m MODEL --beam-size 5 -l de --task translate interview.mp3\n"
+      "  vrun transcribe -m MODEL -o txt,json --output-dir out --summary out/summary.jsonl --resume archive/\n"
+      "  vrun transcribe -m MODEL -o srt --output-dir out --input-list files.jsonl --shard 3/8 --devices all\n"
       "  ffmpeg -i video.mkv -f s16le -ar 16000 -ac 1 - | vrun transcribe -m MODEL --rate 16000 -");
   sub.add_option("-m,--model", a->model,
                  "Whisper model (faster-whisper / CTranslate2 folder, Hugging Face folder, whisper.cpp ggml-*.bin), "
                  "Parakeet model (.nemo archive or Hugging Face ParakeetForTDT/CTC folder), or a .vrp exported from one")
       ->required();
-  sub.add_option("audio", a->audio, "Audio files (WAV, FLAC, OGG, MP3; any rate and channel count), '-' for standard input")
-      ->required();
+  sub.add_option("audio", a->audio,
+                 "Audio files (WAV, FLAC, OGG, MP3; any rate and channel count), folders (every audio file under them), "
+                 "'-' for standard input");
   sub.add_option("-l,--language", a->language,
                  "Spoken language code (en, de, fr, ...); auto: detected from the first 30 s (multilingual models). English-only "
                  "(.en) models accept only en")
@@ -414,31 +423,7 @@ const CommandRegistrar kRegistrar("transcribe", "Transcribe speech with a Whispe
       ->capture_default_str();
   sub.add_flag("--no-condition", a->no_condition, "Do not feed the previous window's text to the next one (less drift, less consistency)");
   sub.add_option("--prompt", a->prompt, "Text the first window is conditioned on (spellings, names, style)");
-  sub.add_option("-o,--output-format", a->formats, "Comma-separated transcript files to write: txt, srt, vtt, tsv, json");
-  sub.add_flag("--vad", a->vad,
-               "Transcribe only the speech Silero VAD finds (threshold 0.5, min speech 250 ms, min silence 2 s, "
-               "padding 400 ms); times stay those of the whole audio");
-  sub.add_option("--vad-model", a->vad_model,
-                 "Silero VAD .onnx (default: the cache's, from scripts/fetch-models.sh silero-vad)");
-  sub.add_option("--output-dir", a->output_dir, "Where -o writes (default: the current directory)");
-  sub.add_flag("--progress", a->progress, "Show the progress line even when stderr is not a terminal (audio over 30 s)");
-  sub.add_option("--rate", a->raw_rate, "Read every AUDIO as headerless PCM at this sample rate (Hz)");
-  sub.add_option("--channels", a->raw_channels, "Headerless PCM: interleaved channel count")->capture_default_str();
-  sub.add_option("--encoding", a->raw_encoding, "Headerless PCM sample type, little-endian")
-      ->check(CLI::IsMember({"s16", "s24", "s32", "u8", "f32", "f64"}))
-      ->capture_default_str();
-  add_backend_options(sub, a->run);
-  sub.add_option("--batch-size", a->batch_size,
-                 "Parakeet: files encoded together (their 160-s chunks share batched encoder calls, up to the model's "
-                 "batch of 4); each file's transcript is the same as alone")
-      ->capture_default_str();
-  sub.add_option("--attention", a->attention,
-                 "Parakeet: full (every frame sees the whole file; audio over 160 s in overlapping chunks), or local "
-                 "(NeMo's limited-context attention: each frame sees the frames within the window the model was exported "
-                 "with, 128 = 10.24 s on either side by default; faster on long audio, up to 10 minutes per call; files "
-                 "then go one at a time)")
-      ->check(CLI::IsMember({"full", "local"}))
-      ->capture_default_str();
+  add_output_options(sub, *a);
   return [a] { return run_transcribe(*a); };
 });
 

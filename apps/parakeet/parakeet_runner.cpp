@@ -72,6 +72,7 @@ Result<std::unique_ptr<ParakeetRunner>> ParakeetRunner::load(std::shared_ptr<Pro
   ExecutorOptions eo;
   eo.backend = options.backend;
   eo.threads = options.threads;
+  eo.device = options.device;
   VRUN_ASSIGN_OR_RETURN(r->executor_, Executor::create(r->program_, eo));
   return r;
 }

@@ -23,6 +23,7 @@ struct RunnerOptions {
   BackendKind backend = BackendKind::kAuto;
   int threads = 0;
   BuildSettings build;  // for checkpoints built on load
+  int device = -1;  // Vulkan device index; -1: VRUN_DEVICE or the best one
 };
 
 struct TranscribeOptions {

@@ -89,6 +89,7 @@ Result<std::unique_ptr<Recognizer>> load(const std::string& path, const LoadOpti
     parakeet::RunnerOptions po;
     po.backend = options.backend;
     po.threads = options.threads;
+    po.device = options.device;
     std::unique_ptr<parakeet::ParakeetRunner> r;
     if (d.program) {
       VRUN_ASSIGN_OR_RETURN(r, parakeet::ParakeetRunner::load(d.program, po, path));
@@ -102,6 +103,7 @@ Result<std::unique_ptr<Recognizer>> load(const std::string& path, const LoadOpti
   whisper::RunnerOptions wo;
   wo.backend = options.backend;
   wo.threads = options.threads;
+  wo.device = options.device;
   wo.decode_batch = options.decode_batch;
   VRUN_ASSIGN_OR_RETURN(auto r, d.program ? whisper::WhisperRunner::load(d.program, wo, path) : whisper::WhisperRunner::load(path, wo));
   return std::unique_ptr<Recognizer>(std::make_unique<WhisperRecognizer>(std::move(r)));

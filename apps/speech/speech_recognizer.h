@@ -21,6 +21,9 @@ struct LoadOptions {
   // Whisper: rows of the batched decoder built for checkpoints (beam size and best-of need at
   // most this many).
   int decode_batch = 5;
+  // Vulkan device index; -1: VRUN_DEVICE or the best one. Each loaded recogniser has its own
+  // executor, so several may run at once in different threads (one per device, or several on one).
+  int device = -1;
 };
 
 struct Options {

@@ -124,6 +124,7 @@ Status WhisperRunner::init(const std::string& path, const RunnerOptions& options
   ExecutorOptions eo;
   eo.backend = options.backend;
   eo.threads = options.threads;
+  eo.device = options.device;
   VRUN_ASSIGN_OR_RETURN(r->executor_, Executor::create(r->program_, eo));
   return Status::ok();
 }

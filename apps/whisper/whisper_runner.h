@@ -28,6 +28,7 @@ struct RunnerOptions {
   // Rows of the batched decoder built for checkpoints (beam size and best-of need at most this
   // many); a .vrp keeps the rows it was exported with.
   int decode_batch = 5;
+  int device = -1;  // Vulkan device index; -1: VRUN_DEVICE or the best one
 };
 
 struct TranscribeOptions {

@@ -481,7 +481,8 @@ const bool registered = [] {
                       VRUN_RETURN_IF_ERROR(b->init(*program, o));
                       return std::unique_ptr<Backend>(std::move(b));
                     },
-                    describe_vulkan});
+                    describe_vulkan,
+                    [] { return static_cast<int>(vulkan::Context::list_devices().size()); }});
   return true;
 }();
 

@@ -42,12 +42,14 @@ inline void relax(int i) {
 
 }  // namespace
 
+int ThreadPool::default_size() {
+  const char* env = knob_value(Knob::VRUN_THREADS);
+  const int threads = env ? std::atoi(env) : 0;
+  return threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 ThreadPool::ThreadPool(int threads) {
-  if (threads <= 0) {
-    const char* env = knob_value(Knob::VRUN_THREADS);
-    threads = env ? std::atoi(env) : 0;
-    if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  }
+  if (threads <= 0) threads = default_size();
   for (int i = 0; i + 1 < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 

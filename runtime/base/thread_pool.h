@@ -28,6 +28,8 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const { return static_cast<int>(workers_.size()) + 1; }
+  // The threads a pool made with threads <= 0 has: VRUN_THREADS, else one per hardware thread.
+  static int default_size();
 
   // Calls fn(begin, end) over ranges covering [0, n), each at least `grain` long (except the
   // last), in no fixed order and on any thread. Returns when all ranges are done. Not

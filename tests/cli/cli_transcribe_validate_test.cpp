@@ -69,13 +69,75 @@ TEST(CliTranscribeValidate, MissingInputIsNamedBeforeLoading) {
   EXPECT_TRUE(contains(r.err, "vrun transcribe: /nonexistent/x.wav: no such file")) << r.err;
 }
 
-TEST(CliTranscribeValidate, SameNamedInputsAreRefusedNamingBoth) {
+// Same-named files in different folders write different transcripts (d1/x.*, d2/x.*), so the check
+// lets them through and the command gets as far as the (missing) model.
+TEST(CliTranscribeValidate, SameNamedInputsInDifferentFoldersPass) {
   const std::string root = ::testing::TempDir() + "/vrun_tv_same";
   const std::string a = write_wav(root + "/d1", "x.wav"), b = write_wav(root + "/d2", "x.wav");
   const CliRun r = run_vrun("transcribe " + kNoModel + " -o srt --output-dir " + root + "/out " + a + " " + b, "tv_same");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_TRUE(contains(r.err, a + " and " + b + " would both write x.*")) << r.err;
+  EXPECT_FALSE(contains(r.err, "would both write")) << r.err;
+  EXPECT_TRUE(contains(r.err, "/nonexistent/model")) << r.err;
+}
+
+// Two inputs that would write the same transcript are refused before loading, naming both: the same file
+// twice, or x.wav and x.flac in one folder.
+TEST(CliTranscribeValidate, InputsWritingOneTranscriptAreRefusedNamingBoth) {
+  const std::string root = ::testing::TempDir() + "/vrun_tv_clash";
+  const std::string a = write_wav(root + "/in", "x.wav");
+  CliRun r = run_vrun("transcribe " + kNoModel + " -o srt --output-dir " + root + "/out " + a + " " + a, "tv_twice");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(contains(r.err, a + " and " + a + " would both write x.*")) << r.err;
+  const std::string b = write_wav(root + "/in", "x.flac");
+  r = run_vrun("transcribe " + kNoModel + " -o srt --output-dir " + root + "/out " + root + "/in", "tv_clash");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(contains(r.err, "would both write x.*")) << r.err;
+  EXPECT_TRUE(contains(r.err, b)) << r.err;
   EXPECT_FALSE(std::filesystem::exists(root + "/out/x.srt"));
+}
+
+// A list's mistakes name the list file and the line, before the model loads.
+TEST(CliTranscribeValidate, InputListErrorsNameFileAndLine) {
+  const std::string dir = ::testing::TempDir() + "/vrun_tv_list";
+  write_wav(dir, "a.wav");
+  const Case cases[] = {
+      {"# header\n\n{\"path\": 3}\n", "bad1.txt:3: needs \"path\", a non-empty string"},
+      {"a.wav\n{\"path\": \"a.wav\"\n", "bad2.txt:2: not a JSON object"},
+      {"{\"path\": \"a.wav\", \"id\": \"../up\"}\n", "bad3.txt:1: \"id\" ../up must not contain '..'"},
+      {"{\"path\": \"a.wav\", \"id\": \"/abs\"}\n", "bad4.txt:1: \"id\" /abs must be a relative path"},
+      {"{\"path\": \"a.wav\", \"id\": \"k\"}\n{\"path\": \"a.wav\", \"id\": \"k\"}\n", "bad5.txt:1 and " + dir + "/bad5.txt:2 would both write k.*"},
+      {"# nothing but comments\n", "bad6.txt: lists no audio"}};
+  int k = 0;
+  for (const auto& c : cases) {
+    const std::string list = dir + "/bad" + std::to_string(++k) + ".txt";
+    std::ofstream(list) << c.args;
+    const CliRun r = run_vrun("transcribe " + kNoModel + " --input-list " + list, "tv_list" + std::to_string(k));
+    EXPECT_EQ(r.exit_code, 1) << list << ": " << r.err;
+    EXPECT_TRUE(contains(r.err, c.message)) << list << ": " << r.err;
+  }
+  const CliRun r = run_vrun("transcribe " + kNoModel + " --input-list " + dir + "/missing.txt", "tv_list_missing");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(contains(r.err, "--input-list " + dir + "/missing.txt: cannot be read")) << r.err;
+}
+
+// The job's options are checked before loading too.
+TEST(CliTranscribeValidate, JobOptionsAreCheckedBeforeLoading) {
+  const std::string dir = ::testing::TempDir() + "/vrun_tv_job";
+  const std::string wav = write_wav(dir, "a.wav");
+  std::filesystem::create_directories(dir + "/empty");
+  const Case cases[] = {{"--shard 3/3 " + wav, "--shard must be I/N with 0 <= I < N (e.g. 0/4), got '3/3'"},
+                        {"--shard 1 " + wav, "--shard must be I/N with 0 <= I < N (e.g. 0/4), got '1'"},
+                        {"--resume " + wav, "--resume needs -o (the transcripts to look for) or --summary"},
+                        {"--workers 0 " + wav, "--workers must be >= 1, got 0"},
+                        {"--backend cpu --devices 0 " + wav, "--devices picks Vulkan devices; with --backend cpu use --workers N"},
+                        {"--devices 0,0 --workers 2 " + wav, "--devices and --workers exclude each other"},
+                        {dir + "/empty", dir + "/empty: a folder with no audio files"}};
+  int k = 0;
+  for (const auto& c : cases) {
+    const CliRun r = run_vrun("transcribe " + kNoModel + " " + c.args, "tv_job" + std::to_string(k++));
+    EXPECT_EQ(r.exit_code, 1) << c.args << ": " << r.err;
+    EXPECT_TRUE(contains(r.err, "vrun transcribe: " + c.message)) << c.args << ": " << r.err;
+  }
 }
 
 TEST(CliTranscribeValidate, UnwritableOutputFolderFailsFirst) {

@@ -5,10 +5,13 @@
 #include <sys/wait.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <set>
 #include <string>
+#include <vector>
 
 namespace vrun::parakeet {
 namespace {
@@ -59,6 +62,99 @@ TEST(ParakeetCli, BatchSizeGivesEachFileItsOwnTranscript) {
   EXPECT_NE(missing.err.find("/nonexistent.wav"), std::string::npos) << missing.err;
   EXPECT_EQ(missing.out, one.out);
   EXPECT_NE(vrun("transcribe --batch-size 0 -m " + model + files, "zero").exit_code, 0);
+}
+
+// Two workers (each its own model, one queue), alone and with --batch-size 2 groups, write the
+// transcripts one worker writes, and the summary records every file once.
+TEST(ParakeetCli, TwoWorkersWriteWhatOneWrites) {
+  const auto goldens = nlohmann::json::parse(slurp(kData + "/parakeet/goldens.json"));
+  const std::string model = kData + "/parakeet/tdt_small.nemo";
+  std::string files;
+  std::vector<std::string> stems;
+  for (const char* clip : {"librivox_0880", "synth", "librivox_0930"}) {
+    const std::string path = kData + "/" + goldens["clips"][clip]["path"].get<std::string>();
+    files += " " + path;
+    stems.push_back(std::filesystem::path(path).stem().string());
+  }
+  const std::string dir = ::testing::TempDir() + "/parakeet_workers";
+  std::filesystem::remove_all(dir);
+  const std::string common = "transcribe --backend cpu -m " + model + " -o txt,json --output-dir " + dir;
+  ASSERT_EQ(vrun(common + "/one -t 2" + files, "w_one").exit_code, 0);
+  const CliRun two = vrun(common + "/two --workers 2 --summary " + dir + "/two.jsonl" + files, "w_two");
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  const CliRun grouped = vrun(common + "/grouped --workers 2 --batch-size 2" + files, "w_grouped");
+  ASSERT_EQ(grouped.exit_code, 0) << grouped.err;
+  for (const auto& stem : stems) {
+    const std::string one = slurp(dir + "/one/" + stem + ".txt");
+    EXPECT_EQ(slurp(dir + "/two/" + stem + ".txt"), one) << stem;
+    EXPECT_EQ(slurp(dir + "/grouped/" + stem + ".txt"), one) << stem;
+    EXPECT_EQ(slurp(dir + "/two/" + stem + ".json"), slurp(dir + "/one/" + stem + ".json")) << stem;
+  }
+  std::istringstream summary(slurp(dir + "/two.jsonl"));
+  std::string line;
+  std::set<std::string> inputs;
+  size_t lines = 0;
+  while (std::getline(summary, line)) {
+    const auto j = nlohmann::json::parse(line);
+    EXPECT_EQ(j["status"], "ok") << line;
+    inputs.insert(j["input"].get<std::string>());
+    ++lines;
+  }
+  EXPECT_EQ(lines, 3u);
+  EXPECT_EQ(inputs.size(), 3u);
+}
+
+// Without -o, --resume skips the files the summary records as ok, each with a "skipped" line, and
+// transcribes the rest.
+TEST(ParakeetCli, ResumeWithoutTranscriptsReadsTheSummary) {
+  const auto goldens = nlohmann::json::parse(slurp(kData + "/parakeet/goldens.json"));
+  const std::string model = kData + "/parakeet/tdt_small.nemo";
+  const std::string a = kData + "/" + goldens["clips"]["librivox_0880"]["path"].get<std::string>();
+  const std::string b = kData + "/" + goldens["clips"]["librivox_0930"]["path"].get<std::string>();
+  const std::string summary = ::testing::TempDir() + "/parakeet_resume.jsonl";
+  std::filesystem::remove(summary);
+  const std::string common = "transcribe --backend cpu -t 2 -m " + model + " --summary " + summary;
+  ASSERT_EQ(vrun(common + " " + a, "resume_first").exit_code, 0);
+  const CliRun again = vrun(common + " --resume " + a + " " + b, "resume_again");
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(again.out.find("# " + a), std::string::npos) << again.out;
+  EXPECT_NE(again.out.find("# " + b), std::string::npos) << again.out;
+  std::istringstream lines(slurp(summary));
+  std::vector<nlohmann::json> records;
+  for (std::string line; std::getline(lines, line);) records.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(records.size(), 3u);
+  EXPECT_EQ(records[0]["input"], a);
+  EXPECT_EQ(records[0]["status"], "ok");
+  EXPECT_EQ(records[1]["input"], a);
+  EXPECT_EQ(records[1]["status"], "skipped");
+  EXPECT_EQ(records[1]["reason"], "done in the summary");
+  EXPECT_EQ(records[2]["input"], b);
+  EXPECT_EQ(records[2]["status"], "ok");
+}
+
+// --devices 0,0: two models on one Vulkan device, each in its own thread, write what one model on
+// that device writes (skipped without a Vulkan device; Mesa's lavapipe counts).
+TEST(ParakeetCli, TwoWorkersOnOneVulkanDevice) {
+  if (vrun("info", "vk_info").out.find("vulkan device 0:") == std::string::npos) GTEST_SKIP() << "no Vulkan device";
+  const auto goldens = nlohmann::json::parse(slurp(kData + "/parakeet/goldens.json"));
+  const std::string model = kData + "/parakeet/tdt_small.nemo";
+  std::string files;
+  std::vector<std::string> stems;
+  for (const char* clip : {"librivox_0880", "synth", "librivox_0930"}) {
+    const std::string path = kData + "/" + goldens["clips"][clip]["path"].get<std::string>();
+    files += " " + path;
+    stems.push_back(std::filesystem::path(path).stem().string());
+  }
+  const std::string dir = ::testing::TempDir() + "/parakeet_devices";
+  std::filesystem::remove_all(dir);
+  const std::string common = "transcribe -t 2 -m " + model + " -o txt --output-dir " + dir;
+  ASSERT_EQ(vrun(common + "/one --backend vulkan" + files, "vk_one").exit_code, 0);
+  const CliRun two = vrun(common + "/two --devices 0,0" + files, "vk_two");
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  size_t loads = 0;
+  for (size_t at = two.err.find("on vulkan"); at != std::string::npos; at = two.err.find("on vulkan", at + 1)) ++loads;
+  EXPECT_EQ(loads, 2u) << two.err;
+  for (const auto& stem : stems) EXPECT_EQ(slurp(dir + "/two/" + stem + ".txt"), slurp(dir + "/one/" + stem + ".txt")) << stem;
 }
 
 // `vrun export --dtype f16` stores the linear weights as halves; the tokens stay NeMo's (the

@@ -1,0 +1,214 @@
+#if VRUN_WHISPER && VRUN_PREPROCESS
+#include "apps/cli/transcribe_run.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "apps/cli/vad_hook.h"
+#include "apps/common/transcript/writers.h"
+
+namespace vrun::cli {
+
+volatile std::sig_atomic_t g_stop_signal = 0;
+
+void on_stop_signal(int sig) {
+  g_stop_signal = sig;
+  std::signal(sig, SIG_DFL);
+}
+
+std::vector<job::Input> Job::take(size_t n) {
+  std::lock_guard<std::mutex> lock(queue_mu);
+  std::vector<job::Input> got;
+  while (got.size() < n && next < queue.size() && !g_stop_signal && !fatal) got.push_back(queue[next++]);
+  return got;
+}
+
+Status write_atomically(const std::string& out, const std::string& text) {
+  const std::string tmp = out + ".tmp-" + std::to_string(getpid());
+  {
+    std::ofstream o(tmp, std::ios::binary);
+    if (!o || !(o << text) || !o.flush()) {
+      std::remove(tmp.c_str());
+      return err(ErrorCode::kIo, out, ": cannot write");
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, out, ec);
+  if (ec) {
+    std::remove(tmp.c_str());
+    return err(ErrorCode::kIo, out, ": cannot write (", ec.message(), ")");
+  }
+  return Status::ok();
+}
+
+namespace {
+
+void print_segment(const TranscribeArgs& a, const transcript::Segment& s, std::string* into) {
+  char line[96];
+  if (!a.no_timestamps)
+    std::snprintf(line, sizeof line, "[%s --> %s] ", transcript::format_timestamp(s.start).c_str(), transcript::format_timestamp(s.end).c_str());
+  else
+    line[0] = '\0';
+  into->append(line).append(s.text).append("\n");
+}
+
+// The transcript files of one input; the paths written go to `written`.
+Status write_outputs(Job& j, const job::Input& in, const transcript::Transcript& t, std::vector<std::string>* written) {
+  const auto paths = job::output_paths(in, j.a.output_dir, j.formats);
+  for (size_t k = 0; k < j.formats.size(); ++k) {
+    VRUN_ASSIGN_OR_RETURN(auto text, transcript::render_transcript(t, j.formats[k], in.path));
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(paths[k]).parent_path(), ec);
+    VRUN_RETURN_IF_ERROR(write_atomically(paths[k], text));
+    std::fprintf(stderr, "vrun: wrote %s\n", paths[k].c_str());
+    written->push_back(paths[k]);
+  }
+  return Status::ok();
+}
+
+// A finished input (t null when it failed with `error`): its buffered segments on stdout, its
+// stats, its transcript files, its summary line and the job's progress, under the console lock.
+void finish(Job& j, const job::Input& in, const transcript::Transcript* t, const std::string& error, double audio_s, double wall,
+            const std::string& printed) {
+  std::lock_guard<std::mutex> lock(j.console_mu);
+  if (j.progress) j.progress->clear_line();
+  job::Record rec{in.path, in.id, {}, audio_s, wall, "ok", "", ""};
+  if (!t) {
+    std::fprintf(stderr, "vrun transcribe: %s\n", error.c_str());
+    rec.status = "failed";
+    rec.error = error;
+  } else {
+    if (!printed.empty()) {
+      std::fputs(printed.c_str(), stdout);
+      std::fflush(stdout);
+    }
+    const auto& st = t->stats;
+    if (t->language_probability < 1.0)
+      std::fprintf(stderr, "vrun: %s: detected language %s (p = %.2f)\n", in.path.c_str(), t->language.c_str(), t->language_probability);
+    char words[48] = "";
+    if (j.a.word_timestamps) std::snprintf(words, sizeof words, ", words %.2f s", st.align_s);
+    std::fprintf(stderr, "vrun: %s: audio %.2f s, wall %.2f s, RTFx %.1f (mel %.2f s, encode %.2f s, decode %.2f s%s; %d windows, %d tokens)\n",
+                 in.path.c_str(), st.audio_s, wall, wall > 0 ? st.audio_s / wall : 0.0, st.features_s, st.encode_s, st.decode_s, words,
+                 st.windows, st.tokens);
+    rec.duration_s = st.audio_s;
+    if (auto s = write_outputs(j, in, *t, &rec.outputs); !s.is_ok()) {
+      std::fprintf(stderr, "vrun transcribe: %s\n", s.message().c_str());
+      rec.status = "failed";
+      rec.error = s.message();
+      j.fatal = true;  // a transcript that cannot be written (a full disk) stops the job
+    }
+  }
+  if (rec.status == "failed") ++j.failures;
+  j.summary.write(rec);
+  if (j.progress) j.progress->file_done(job::estimate_s(in), rec.duration_s, rec.status == "failed");
+}
+
+// One file: --vad's cut, a progress line for a single input over 30 s, segments as they come (one
+// worker) or together when the file is done (several workers, so files do not interleave).
+void transcribe_file(Job& j, speech::Recognizer& r, const job::Input& in) {
+  const TranscribeArgs& a = j.a;
+  const auto t0 = Clock::now();
+  auto audio = preprocess::load_audio(in.path, j.load);
+  if (!audio.is_ok()) return finish(j, in, nullptr, audio.status().message(), 0, seconds_since(t0), "");
+  std::string printed = j.several_inputs ? "# " + in.path + "\n" : "";
+  const auto flush_printed = [&] {
+    if (j.several_workers || printed.empty()) return;
+    std::lock_guard<std::mutex> lock(j.console_mu);
+    if (j.progress) j.progress->clear_line();
+    std::fputs(printed.c_str(), stdout);
+    std::fflush(stdout);
+    printed.clear();
+  };
+  flush_printed();
+  SpeechOnly speech;  // --vad: the speech alone, and how its times map back
+  const double full_s = audio->duration_s();
+  if (a.vad) {
+    auto cut = keep_speech(audio->samples, a.vad_model);
+    if (!cut.is_ok()) {
+      j.fatal = true;  // the VAD model does not load: every file would fail the same way
+      return finish(j, in, nullptr, cut.status().message(), full_s, seconds_since(t0), "");
+    }
+    std::fprintf(stderr, "vrun: %s: --vad kept %zu spans, %.1f s of %.1f s\n", in.path.c_str(), cut->spans.size(),
+                 static_cast<double>(cut->samples.size()) / 16000.0, full_s);
+    speech = std::move(*cut);
+    audio->samples = speech.samples;
+  }
+  const double audio_s = static_cast<double>(audio->samples.size()) / 16000.0;
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  const bool show_progress = (a.progress || tty) && audio_s > 30.0 && !j.several_inputs;
+  bool progress_shown = false;
+  auto progress = [&](double done_s) {
+    if (!show_progress) return;
+    const double wall = seconds_since(t0);
+    // On a terminal one line rewritten in place; elsewhere (--progress into a file) a line each.
+    std::fprintf(stderr, tty ? "\rvrun: %5.1f%% of %.1f s, RTFx %.1f " : "vrun: %5.1f%% of %.1f s, RTFx %.1f\n",
+                 100.0 * std::min(1.0, done_s / audio_s), audio_s, wall > 0 ? done_s / wall : 0.0);
+    std::fflush(stderr);
+    progress_shown = true;
+  };
+  auto transcript = r.transcribe(audio->samples, j.o, [&](const transcript::Segment& s) {
+    if (progress_shown && tty) std::fputs("\r\033[K", stderr);  // the segment takes the progress line's place
+    transcript::Segment mapped = s;
+    if (a.vad) map_to_original(&mapped, speech.map);
+    print_segment(a, mapped, &printed);
+    flush_printed();
+  }, progress);
+  if (progress_shown && tty) std::fputc('\n', stderr);
+  if (!transcript.is_ok()) return finish(j, in, nullptr, in.path + ": " + transcript.status().message(), audio_s, seconds_since(t0), "");
+  if (a.vad)
+    for (auto& seg : transcript->segments) map_to_original(&seg, speech.map);
+  finish(j, in, &*transcript, "", audio_s, seconds_since(t0), printed);
+}
+
+// A group of --batch-size files (Parakeet): their encoder chunks share batched encoder calls, then
+// each file is finished in turn, the same as alone.
+void transcribe_group(Job& j, speech::Recognizer& r, const std::vector<job::Input>& group) {
+  const auto t0 = Clock::now();
+  std::vector<const job::Input*> ins;
+  std::vector<std::vector<float>> samples;
+  for (const auto& in : group) {
+    auto audio = preprocess::load_audio(in.path, j.load);
+    if (!audio.is_ok()) {
+      finish(j, in, nullptr, audio.status().message(), 0, seconds_since(t0), "");
+      continue;
+    }
+    ins.push_back(&in);
+    samples.push_back(std::move(audio->samples));
+  }
+  if (ins.empty()) return;
+  std::vector<std::span<const float>> spans(samples.begin(), samples.end());
+  auto ts = r.transcribe_many(spans, j.o);
+  const double wall = seconds_since(t0);
+  if (!ts.is_ok()) {
+    for (size_t k = 0; k < ins.size(); ++k)
+      finish(j, *ins[k], nullptr, ins[k]->path + ": " + ts.status().message(), static_cast<double>(samples[k].size()) / 16000.0, wall, "");
+    return;
+  }
+  std::fprintf(stderr, "vrun: %zu files in %.2f s\n", ins.size(), wall);
+  double total_audio = 0;
+  for (const auto& t : *ts) total_audio += t.stats.audio_s;
+  for (size_t k = 0; k < ins.size(); ++k) {
+    std::string printed = j.several_inputs ? "# " + ins[k]->path + "\n" : "";
+    for (const auto& seg : (*ts)[k].segments) print_segment(j.a, seg, &printed);
+    // The group's wall time, shared by audio length (the encoder calls served all files).
+    const double share = total_audio > 0 ? (*ts)[k].stats.audio_s / total_audio : 1.0 / static_cast<double>(ins.size());
+    finish(j, *ins[k], &(*ts)[k], "", (*ts)[k].stats.audio_s, wall * share, printed);
+  }
+}
+
+}  // namespace
+
+void worker_loop(Job& j, speech::Recognizer& r) {
+  const size_t group = r.family() == "parakeet" && j.a.batch_size > 1 && !j.a.vad ? static_cast<size_t>(j.a.batch_size) : 1;
+  for (auto files = j.take(group); !files.empty(); files = j.take(group)) {
+    if (group == 1) transcribe_file(j, r, files.front());
+    else transcribe_group(j, r, files);
+  }
+}
+
+}  // namespace vrun::cli
+#endif

@@ -1,0 +1,82 @@
+// `vrun transcribe`'s command line and the workers of a job: each worker has its own model and takes
+// files from one shared queue; a finished file's segments, stats, transcript files, summary line and
+// progress go out under one lock (docs/archive.md).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "apps/cli/model_options.h"
+#include "apps/cli/transcribe_job.h"
+#include "apps/speech/speech_recognizer.h"
+#include "preprocess/audio_loader.h"
+
+namespace vrun::cli {
+
+struct TranscribeArgs {
+  std::string model, formats, output_dir = ".", raw_encoding = "s16";
+  int raw_rate = 0, raw_channels = 1;
+  std::vector<std::string> audio;
+  bool no_timestamps = false;
+  int batch_size = 1;
+  std::string attention = "full";
+  BackendArgs run;
+  std::string language = "auto", task = "transcribe", prompt;
+  int beam_size = 1, best_of = 5;
+  double patience = 1.0, length_penalty = 1.0, temperature = 0.0, temperature_increment = 0.2;
+  double compression_ratio_threshold = 2.4, logprob_threshold = -1.0, no_speech_threshold = 0.6;
+  uint64_t seed = 0;
+  bool no_fallback = false, no_condition = false, word_timestamps = false, progress = false;
+  bool vad = false;
+  std::string vad_model;
+  // The job over many files (docs/archive.md).
+  std::string input_list, summary, shard, devices;
+  int workers = 1;
+  bool resume = false;
+};
+
+
+using Clock = std::chrono::steady_clock;
+inline double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// SIGINT/SIGTERM during a job: no new file starts, the files being transcribed finish and are
+// recorded, and the exit status is 128 + the signal. A second signal ends the process at once
+// (transcripts are written by rename, so none is left half written).
+extern volatile std::sig_atomic_t g_stop_signal;
+void on_stop_signal(int sig);
+
+// What the workers share: the queue, the console, the summary, the progress line, the counts.
+struct Job {
+  Job(const TranscribeArgs& args, const speech::Options& options, std::vector<std::string> fmts)
+      : a(args), o(options), formats(std::move(fmts)) {}
+  const TranscribeArgs& a;
+  const speech::Options& o;
+  preprocess::LoadOptions load;
+  std::vector<std::string> formats;
+  std::vector<job::Input> queue;
+  size_t next = 0;
+  bool several_inputs = false, several_workers = false;
+  std::mutex queue_mu, console_mu;
+  job::Summary summary;
+  std::unique_ptr<job::Progress> progress;
+  std::atomic<int> failures{0};
+  std::atomic<bool> fatal{false};
+
+  // The next `n` files of the queue (fewer at its end, none once the job stops).
+  std::vector<job::Input> take(size_t n);
+};
+
+// Writes a file whole or not at all: a temporary file in the same folder, then a rename over the name.
+Status write_atomically(const std::string& out, const std::string& text);
+
+// Takes files from the queue until it is empty or the job stops (a signal, a transcript that cannot
+// be written).
+void worker_loop(Job& j, speech::Recognizer& r);
+
+}  // namespace vrun::cli
