@@ -97,8 +97,9 @@ TEST(ServeBatchEngine, GreedyJobsEqualGenerateAloneAndCancelledJobsFreeSlots) {
   for (auto& j : long_jobs) j.job->cancelled = true;
   for (auto& j : long_jobs) {
     auto st = j.done.get();
-    if (st.is_ok())
+    if (st.is_ok()) {
       EXPECT_TRUE(st->stop_reason == "cancelled" || st->stop_reason == "callback") << st->stop_reason;
+    }
   }
   auto st = late.done.get();
   ASSERT_TRUE(st.is_ok());
