@@ -25,7 +25,8 @@ def client(server, key="unused"):
 
 def chat(c, prompt, max_tokens=32, system=None, **kw):
     messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
-    r = c.chat.completions.create(model=LLM_NAME, messages=messages, temperature=0, max_tokens=max_tokens, **kw)
+    kw.setdefault("temperature", 0)
+    r = c.chat.completions.create(model=LLM_NAME, messages=messages, max_tokens=max_tokens, **kw)
     return r
 
 
@@ -424,6 +425,15 @@ def case_batching(vrun, clients=32, per_client=4, limit_s=240):
         wait_for(lambda: metric(s, "vrun_slots_busy") == 0 and metric(s, "vrun_queue_depth") == 0, 30, "every slot free")
         rss = s.rss_bytes()
         check(rss < idle_rss * 1.25 + (64 << 20), "memory back near idle: %.0f MiB after vs %.0f MiB idle" % (rss / 2**20, idle_rss / 2**20))
+        # Seeded sampling is reproducible alone; among others each request samples with its own
+        # options (its logits may differ in the last bits with the batch, so its text may too).
+        sampled = lambda k: chat(c, CHAT_PROMPTS[k % 2], 24, temperature=0.9, seed=7 + k % 2)
+        check(sampled(0).choices[0].message.content == sampled(0).choices[0].message.content,
+              "seeded sampling (temperature 0.9) alone: the same text twice")
+        with concurrent.futures.ThreadPoolExecutor(6) as pool:
+            together = list(pool.map(sampled, range(6)))
+        check(all(r.usage.completion_tokens > 0 and r.choices[0].message.content for r in together),
+              "seeded sampling among others: every request answered")
         check_cancellation(s, c)
         check(s.stop() == 0, "exit 0")
 
