@@ -34,15 +34,18 @@ PROMPT = "Write a long story about a lighthouse keeper and a storm. Story number
 _serial = itertools.count(1)
 
 
+EXTRA = {"ignore_eos": True}
+
+
 def one_stream(client, tokens):
     prompt = PROMPT % next(_serial)
     t0 = time.time()
     first, chunks, usage = None, 0, None
-    # ignore_eos: llama-server runs every stream to max_tokens; vrun ignores the field, and the
-    # table shows the tokens each server generated.
+    # ignore_eos (and cache_prompt): llama-server's fields, which vrun ignores; the table shows
+    # the tokens each server generated.
     for chunk in client.chat.completions.create(model="bench", messages=[{"role": "user", "content": prompt}], temperature=0,
                                                 max_tokens=tokens, stream=True, stream_options={"include_usage": True},
-                                                extra_body={"ignore_eos": True}):
+                                                extra_body=EXTRA):
         if chunk.choices and chunk.choices[0].delta.content:
             chunks += 1
             if first is None:
@@ -110,10 +113,14 @@ def main():
     ap.add_argument("--parallel", type=int, default=8)
     ap.add_argument("--backend", default="auto", help="vrun's --backend")
     ap.add_argument("--threads", type=int, default=0, help="CPU threads of both (0: each server's default)")
+    ap.add_argument("--no-prompt-cache", action="store_true",
+                    help="send cache_prompt: false (llama-server then prefills every prompt whole, as vrun does)")
     ap.add_argument("--vrun-args", default="", help="more vrun serve options")
     ap.add_argument("--llama-args", default="", help="more llama-server options (GPU: '-ngl 99')")
     a = ap.parse_args()
     levels = [int(x) for x in a.streams.split(",")]
+    if a.no_prompt_cache:
+        EXTRA["cache_prompt"] = False
     gen = [a.vrun, "generate", "-m", a.model, "-p", PROMPT % 0, "-n", str(a.tokens), "--temp", "0", "--backend", a.backend]
     if a.threads:
         gen += ["--threads", str(a.threads)]
