@@ -23,9 +23,11 @@ constexpr const char* kFooter = R"(Endpoints (as the OpenAI API defines them):
 
 Each model answers to its file or folder name and to its --alias (given in the order of -m).
 Each model has one worker taking requests in arrival order, at most --max-concurrent queued or
-running; more get 429. Text and Whisper requests run one at a time; Parakeet requests queued
-together (up to 4) share batched encoder calls. At temperature 0 a response is the text
-`vrun generate --temp 0` / `vrun transcribe` print for the same input. SIGTERM or Ctrl-C: new
+running; more get 429. A text model decodes up to --parallel requests together (continuous
+batching: a request joins at the next step, its prompt prefilled between decode steps, and leaves
+when it ends or its client goes); the rest wait in the queue. Whisper requests run one at a
+time; Parakeet requests queued together (up to 4) share batched encoder calls. At temperature
+0 a response is the text `vrun generate --temp 0` / `vrun transcribe` print for the same input. SIGTERM or Ctrl-C: new
 requests get 503, the requests in flight (streams included) finish, then the server exits 0.
 One access-log line per request goes to stderr (method, path, status, milliseconds); request
 bodies are never logged.
@@ -91,9 +93,19 @@ CommandRegistrar reg(
                      "A request still unanswered after this many seconds is cancelled (504)")
           ->capture_default_str()
           ->check(CLI::Range(1, 86400));
-      sub.add_option(
-          "--ctx", o->context,
-          "Context length of text models (KV-cache rows); default: the model's, bounded by memory");
+      sub.add_option("--parallel", o->parallel,
+                     "KV-cache slots of a text model: requests decoded together (continuous batching); "
+                     "more wait in the queue")
+          ->capture_default_str()
+          ->check(CLI::Range(1, 256));
+      sub.add_option("-c,--ctx-size,--ctx", o->context,
+                     "KV-cache positions of a text model, all slots together; each slot holds ctx-size / "
+                     "parallel (llama-server's rule). Default: min(the model's context, 4096) per slot");
+      sub.add_option("--prefill-chunk", o->prefill_chunk,
+                     "Most prompt tokens a text model prefills between two decode steps (0: the program's "
+                     "chunk, 512, which keeps greedy text equal to `vrun generate`)")
+          ->capture_default_str()
+          ->check(CLI::Range(0, 1 << 20));
       add_backend_options(sub, *run);
       return [o, run] {
         o->backend = run->backend;

@@ -143,15 +143,21 @@ bool BatchSession::advance(Seq& s, std::span<const float> logits) {
 Status BatchSession::step() {
   const int64_t vocab = runner_.config().vocab;
   Executor& ex = *runner_.executor_;
-  // One prefill chunk: the sequence added first among those still prefilling.
-  for (auto& [id, sp] : seqs_) {
-    Seq& s = *sp;
+  // Prefill chunks up to one chunk's worth of tokens, in the order the sequences were added: a
+  // sequence's chunks are those generate would feed, so its numbers are the same.
+  int64_t budget = chunk_;
+  for (auto it = seqs_.begin(); it != seqs_.end() && budget > 0;) {
+    const int id = it->first;
+    Seq& s = *it->second;
+    ++it;  // finish() below erases this sequence
     if (s.next >= 0 || s.prefilled >= s.prompt.size()) continue;
-    const auto t0 = Clock::now();
     const int64_t n = std::min<int64_t>(chunk_, static_cast<int64_t>(s.prompt.size() - s.prefilled));
+    if (n > budget) break;
+    const auto t0 = Clock::now();
     VRUN_ASSIGN_OR_RETURN(auto outs, ex.run("prefill_slot",
                                             {TensorView::dense(s.prompt.data() + s.prefilled, DType::i32, {1, n})},
                                             {{"pos", s.n_past}, {"slot", s.slot}}));
+    budget -= n;
     s.prefilled += static_cast<size_t>(n);
     s.n_past += n;
     s.st.prefill_s += seconds_between(t0, Clock::now());
@@ -159,12 +165,12 @@ Status BatchSession::step() {
       const float* lg = outs[0].ptr<float>();
       if (!advance(s, std::span<const float>(lg, static_cast<size_t>(vocab)))) finish(id, "");
     }
-    break;
   }
   // One decode step for every sequence with a token to decode.
   int highest = -1;
   for (const auto& [id, sp] : seqs_)
     if (sp->next >= 0) highest = std::max(highest, sp->slot);
+  last_batch_ = 0;
   if (highest < 0) return Status::ok();
   int64_t rows = rows_.back();
   for (int64_t b : rows_)
@@ -184,6 +190,7 @@ Status BatchSession::step() {
     if (s.next >= 0) {
       tokens[b] = s.next;
       row_seq[b] = &s;
+      ++last_batch_;
     }
   }
   last_rows_ = rows;

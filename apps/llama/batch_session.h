@@ -23,8 +23,8 @@
 namespace vrun::llama {
 
 struct BatchOptions {
-  // Prompt tokens prefilled per step (0: the program's chunk); a running stream waits at most one
-  // such chunk per token. Chunks as large as generate's (the program's chunk) give the same
+  // Prompt tokens prefilled per step, over one or more sequences (0: the program's chunk); a
+  // running stream waits at most that many tokens' prefill per token. Chunks as large as generate's (the program's chunk) give the same
   // numbers as generate.
   int64_t prefill_chunk = 0;
   // Decode with at least this many rows (the smallest decode_batch_B with B >= it): what the
@@ -50,7 +50,8 @@ class BatchSession {
   Result<int> add(std::vector<int32_t> prompt, const GenerateOptions& options, TextCallback on_text);
   // Ends a sequence now and frees its slot; it is reported by take_finished().
   Status cancel(int id);
-  // One prefill chunk (of the sequence waiting longest), then one decode_batch call for every
+  // Prefill chunks of the sequences waiting longest, one chunk's worth of tokens in all (each
+  // sequence's prompt in the chunks generate feeds), then one decode_batch call for every
   // sequence that has finished its prefill. Does nothing when idle.
   Status step();
   // Sequences that ended since the last call.
@@ -63,6 +64,8 @@ class BatchSession {
   int64_t slot_context() const { return slot_context_; }
   // Rows of the last decode_batch call (the smallest method covering the highest busy slot).
   int64_t last_rows() const { return last_rows_; }
+  // Sequences the last step decoded a token for (0: the step only prefilled).
+  int last_batch() const { return last_batch_; }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -79,6 +82,7 @@ class BatchSession {
   std::map<int, std::unique_ptr<Seq>> seqs_;
   std::vector<BatchFinished> finished_;
   int next_id_ = 1;
+  int last_batch_ = 0;
 };
 
 }  // namespace vrun::llama

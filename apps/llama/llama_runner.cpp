@@ -55,6 +55,7 @@ Result<std::unique_ptr<LlamaRunner>> LlamaRunner::load(const std::string& path, 
     for (const auto& note : m.notes) std::fprintf(stderr, "vrun: %s\n", note.c_str());
     BuildSettings s;
     s.context = options.context > 0 ? options.context : std::min(m.config.max_context, context_that_fits(m.config));
+    if (options.context <= 0 && options.default_context_cap > 0) s.context = std::min(s.context, options.default_context_cap);
     s.chunk = options.chunk;
     s.batch_slots = options.batch_slots;
     s.batch_context = options.batch_context;

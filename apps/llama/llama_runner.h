@@ -19,6 +19,7 @@ struct LoadOptions {
   BackendKind backend = BackendKind::kAuto;
   int threads = 0;
   int64_t context = 0;  // 0: the model's maximum, bounded by memory
+  int64_t default_context_cap = 0;  // with context 0: at most this many positions (0: no cap)
   int64_t chunk = 512;
   // Batched decoding (apps/llama/batch_session.h): KV-cache slots for concurrent sequences
   // (0: none) and the positions each holds (0: the context). Checkpoints only: a .vrp has what

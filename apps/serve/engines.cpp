@@ -5,6 +5,7 @@
 namespace vrun::serve {
 
 void TextEngine::serve(std::span<const std::shared_ptr<Job>> jobs) {
+  metrics_.batch(model_, static_cast<int>(jobs.size()));
   for (const auto& base : jobs) {
     auto& job = static_cast<TextJob&>(*base);
     if (job.cancelled) {
@@ -36,6 +37,7 @@ void SpeechEngine::serve_one(SpeechJob& job) {
 }
 
 void SpeechEngine::serve(std::span<const std::shared_ptr<Job>> jobs) {
+  metrics_.batch(model_, static_cast<int>(jobs.size()));
   std::vector<SpeechJob*> live;
   for (const auto& base : jobs) {
     auto& job = static_cast<SpeechJob&>(*base);

@@ -1,14 +1,18 @@
 // The jobs the server queues and the engines that run them on a model's runner: text generation
-// (Llama family) and speech recognition (Whisper, Parakeet). Each engine owns nothing but a
-// reference to its runner; the model's Scheduler calls it from the model's one worker thread.
+// (Llama family: continuous batching over KV-cache slots, or one request at a time for a program
+// without batched methods) and speech recognition (Whisper, Parakeet). Each engine borrows its
+// runner; the model's Scheduler runs it on the model's one worker thread.
 #pragma once
 
 #include <functional>
+#include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "apps/common/transcript/transcript.h"
+#include "apps/llama/batch_session.h"
 #include "apps/llama/llama_runner.h"
 #include "apps/serve/metrics.h"
 #include "apps/serve/scheduler.h"
@@ -38,7 +42,8 @@ struct SpeechJob : Job {
   std::function<void(Result<transcript::Transcript>)> on_done;
 };
 
-class TextEngine : public Engine {
+// One request at a time through LlamaRunner::generate (a program without batched methods).
+class TextEngine : public StepEngine {
  public:
   TextEngine(std::string model, llama::LlamaRunner& runner, Metrics& metrics)
       : model_(std::move(model)), runner_(runner), metrics_(metrics) {}
@@ -50,7 +55,32 @@ class TextEngine : public Engine {
   Metrics& metrics_;
 };
 
-class SpeechEngine : public Engine {
+// Continuous batching (apps/llama/batch_session.h): a queued request takes a free slot at the next
+// step boundary, its prompt is prefilled in chunks between decode steps, and every step decodes
+// one token for each running request together. A finished, cancelled or timed-out request frees
+// its slot at once; the queue holds the rest until a slot frees.
+class BatchTextEngine : public Engine {
+ public:
+  BatchTextEngine(std::string model, std::unique_ptr<llama::BatchSession> session, Metrics& metrics)
+      : model_(std::move(model)), session_(std::move(session)), metrics_(metrics) {}
+  void run(JobQueue& queue) override;
+
+ private:
+  // Starts the jobs taken (or answers them when cancelled or refused).
+  void admit(std::vector<std::shared_ptr<Job>> jobs, JobQueue& queue);
+  // Cancels the sequences whose clients left; reports those that ended.
+  void collect(JobQueue& queue);
+  // A failed step ends every running request with the error.
+  void fail_all(const Status& st, JobQueue& queue);
+  void publish();
+
+  std::string model_;
+  std::unique_ptr<llama::BatchSession> session_;
+  Metrics& metrics_;
+  std::map<int, std::shared_ptr<Job>> running_;  // by sequence id
+};
+
+class SpeechEngine : public StepEngine {
  public:
   using Transcribe =
       std::function<Result<transcript::Transcript>(std::span<const float>, const SpeechOptions&)>;

@@ -87,9 +87,16 @@ void Metrics::batch(const std::string& name, int size) {
   model(name).batch.observe(size);
 }
 
-void Metrics::queue_depth(const std::string& name, int64_t depth) {
+void Metrics::queue_depth(const std::string& name, int64_t depth, int64_t waiting) {
   std::lock_guard<std::mutex> lock(mu_);
   model(name).queue_depth = depth;
+  model(name).waiting = waiting;
+}
+
+void Metrics::slots(const std::string& name, int64_t busy, int64_t total) {
+  std::lock_guard<std::mutex> lock(mu_);
+  model(name).slots_busy = busy;
+  model(name).slots_total = total;
 }
 
 std::string Metrics::render() const {
@@ -117,7 +124,19 @@ std::string Metrics::render() const {
   type_line(out, "vrun_queue_depth", "gauge", "Requests queued or running, by model.");
   for (const auto& [name, m] : models_)
     out += "vrun_queue_depth{" + label("model", name) + "} " + std::to_string(m.queue_depth) + "\n";
-  type_line(out, "vrun_batch_size", "histogram", "Requests served together in one step of a model's worker.");
+  type_line(out, "vrun_queue_waiting", "gauge", "Requests queued and not yet taken by the model's worker, by model.");
+  for (const auto& [name, m] : models_)
+    out += "vrun_queue_waiting{" + label("model", name) + "} " + std::to_string(m.waiting) + "\n";
+  type_line(out, "vrun_slots_busy", "gauge", "KV-cache slots holding a request, by batching text model.");
+  for (const auto& [name, m] : models_)
+    if (m.slots_total >= 0)
+      out += "vrun_slots_busy{" + label("model", name) + "} " + std::to_string(m.slots_busy) + "\n";
+  type_line(out, "vrun_slots_total", "gauge", "KV-cache slots (--parallel), by batching text model.");
+  for (const auto& [name, m] : models_)
+    if (m.slots_total >= 0)
+      out += "vrun_slots_total{" + label("model", name) + "} " + std::to_string(m.slots_total) + "\n";
+  type_line(out, "vrun_batch_size", "histogram",
+            "Requests advanced together by one step of a model's worker (text: one decode step).");
   for (const auto& [name, m] : models_) m.batch.render(out, "vrun_batch_size", label("model", name));
   type_line(out, "vrun_time_to_first_token_seconds", "histogram",
             "Time from a text request's arrival to its first token.");

@@ -32,13 +32,18 @@ class Metrics {
   void tokens(const std::string& model, int64_t prompt, int64_t completion);
   void audio(const std::string& model, double seconds);
   void time_to_first_token(const std::string& model, double seconds);
+  // Requests advanced together by one step of a model's worker (a decode step of the text engine).
   void batch(const std::string& model, int size);
-  void queue_depth(const std::string& model, int64_t depth);
+  // Requests queued or running, and of those the ones still waiting for the worker.
+  void queue_depth(const std::string& model, int64_t depth, int64_t waiting);
+  // KV-cache slots of a batching text model: busy (a request in it) and all.
+  void slots(const std::string& model, int64_t busy, int64_t total);
   std::string render() const;
 
  private:
   struct PerModel {
-    int64_t prompt_tokens = 0, completion_tokens = 0, queue_depth = 0;
+    int64_t prompt_tokens = 0, completion_tokens = 0, queue_depth = 0, waiting = 0;
+    int64_t slots_busy = -1, slots_total = -1;  // -1: not a batching model
     double audio_s = 0;
     Histogram ttft{{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}};
     Histogram batch{{1, 2, 4, 8, 16, 32, 64}};

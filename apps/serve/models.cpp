@@ -1,6 +1,8 @@
 #include "apps/serve/models.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 
 #include "apps/serve/engines.h"
@@ -21,7 +23,18 @@ Result<std::unique_ptr<llama::LlamaRunner>> load_llama(const ModelSpec& spec) {
   llama::LoadOptions lo;
   lo.backend = spec.backend;
   lo.threads = spec.threads;
-  lo.context = spec.context;
+  const int64_t slots = std::max(1, spec.parallel);
+  if (spec.context > 0) {
+    lo.context = spec.context / slots;
+    if (lo.context < 16)
+      return err(ErrorCode::kInvalidArgument, "--ctx-size ", spec.context, " over --parallel ", slots,
+                 " slots leaves ", lo.context, " positions a slot (at least 16)");
+  } else {
+    lo.default_context_cap = kDefaultSlotContext;
+  }
+  // Each slot holds the runner's context (batch_context 0), so a request meets the same limit in
+  // a slot as in the runner's own cache.
+  lo.batch_slots = slots;
   return llama::LlamaRunner::load(spec.path, lo);
 }
 
@@ -38,11 +51,24 @@ whisper::TranscribeOptions whisper_options(const SpeechOptions& s) {
   return o;
 }
 
-void attach_text(ServedModel& m, Metrics& metrics, int max_pending) {
+// Continuous batching when the program has the batched methods (a checkpoint always does; a .vrp
+// when it was exported with batch slots), else one request at a time.
+void attach_text(ServedModel& m, const ModelSpec& spec, Metrics& metrics) {
   m.kind = ModelKind::kText;
   m.chat_format = tok::detect_chat_format(m.llama->chat_template(), m.llama->tokenizer());
-  m.scheduler = std::make_unique<Scheduler>(m.id, std::make_unique<TextEngine>(m.id, *m.llama, metrics),
-                                            max_pending, metrics);
+  llama::BatchOptions bo;
+  bo.prefill_chunk = spec.prefill_chunk;
+  auto session = llama::BatchSession::create(*m.llama, bo);
+  std::unique_ptr<Engine> engine;
+  if (session.is_ok()) {
+    m.slots = (*session)->slots();
+    engine = std::make_unique<BatchTextEngine>(m.id, std::move(*session), metrics);
+  } else {
+    std::fprintf(stderr, "vrun serve: %s: %s; serving one request at a time\n", spec.path.c_str(),
+                 session.status().message().c_str());
+    engine = std::make_unique<TextEngine>(m.id, *m.llama, metrics);
+  }
+  m.scheduler = std::make_unique<Scheduler>(m.id, std::move(engine), spec.max_pending, metrics);
 }
 
 }  // namespace
@@ -60,7 +86,7 @@ Result<std::unique_ptr<ServedModel>> load_model(const ModelSpec& spec, Metrics& 
   VRUN_ASSIGN_OR_RETURN(models::Detected d, models::detect(spec.path));
   if (d.family->task == models::Task::kTextGeneration) {
     VRUN_ASSIGN_OR_RETURN(m->llama, load_llama(spec));
-    attach_text(*m, metrics, spec.max_pending);
+    attach_text(*m, spec, metrics);
     return m;
   }
   if (d.family->task != models::Task::kSpeechRecognition)

@@ -16,12 +16,19 @@ namespace vrun::serve {
 
 enum class ModelKind { kText, kSpeech };
 
+// Positions a text model's slot holds when --ctx-size is not given.
+constexpr int64_t kDefaultSlotContext = 4096;
+
 struct ModelSpec {
   std::string path, alias;
   BackendKind backend = BackendKind::kAuto;
   int threads = 0;
-  int64_t context = 0;  // text models; 0: the model's, bounded by memory
-  int max_pending = 8;
+  // Text models: KV-cache positions of all slots together, shared out evenly (llama-server's
+  // --ctx-size); 0: each slot holds min(the model's context, kDefaultSlotContext).
+  int64_t context = 0;
+  int parallel = 8;  // text models: KV-cache slots, the requests decoded together
+  int64_t prefill_chunk = 0;  // text models: prompt tokens prefilled per step (0: the program's chunk)
+  int max_pending = 64;
 };
 
 struct ServedModel {
@@ -30,6 +37,7 @@ struct ServedModel {
   ModelKind kind = ModelKind::kText;
   int64_t created = 0;
   std::string device;
+  int slots = 0;  // text models served by continuous batching: KV-cache slots; 0: one at a time
   std::unique_ptr<llama::LlamaRunner> llama;
   tok::ChatFormat chat_format;
   std::unique_ptr<speech::Recognizer> speech;

@@ -1,17 +1,34 @@
 #include "apps/serve/scheduler.h"
 
-#include <vector>
+#include <algorithm>
 
 namespace vrun::serve {
 
+void StepEngine::run(JobQueue& queue) {
+  const size_t most = static_cast<size_t>(std::max(1, max_batch()));
+  while (true) {
+    auto batch = queue.take(most, /*wait=*/true);
+    if (batch.empty()) return;
+    serve(batch);
+    queue.done(batch.size());
+  }
+}
+
 Scheduler::Scheduler(std::string model, std::unique_ptr<Engine> engine, int max_pending, Metrics& metrics)
     : model_(std::move(model)), engine_(std::move(engine)), max_pending_(max_pending), metrics_(metrics) {
-  metrics_.queue_depth(model_, 0);
-  worker_ = std::thread([this] { loop(); });
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    publish();
+  }
+  worker_ = std::thread([this] { engine_->run(*this); });
 }
 
 Scheduler::~Scheduler() {
   stop();
+}
+
+void Scheduler::publish() {
+  metrics_.queue_depth(model_, static_cast<int64_t>(queue_.size()) + running_, static_cast<int64_t>(queue_.size()));
 }
 
 bool Scheduler::submit(std::shared_ptr<Job> job) {
@@ -19,7 +36,7 @@ bool Scheduler::submit(std::shared_ptr<Job> job) {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_ || static_cast<int64_t>(queue_.size()) + running_ >= max_pending_) return false;
     queue_.push_back(std::move(job));
-    metrics_.queue_depth(model_, static_cast<int64_t>(queue_.size()) + running_);
+    publish();
   }
   cv_.notify_one();
   return true;
@@ -39,26 +56,28 @@ int64_t Scheduler::pending() const {
   return static_cast<int64_t>(queue_.size()) + running_;
 }
 
-void Scheduler::loop() {
-  const size_t max_batch = static_cast<size_t>(std::max(1, engine_->max_batch()));
-  while (true) {
-    std::vector<std::shared_ptr<Job>> batch;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping, and nothing left to finish
-      while (!queue_.empty() && batch.size() < max_batch) {
-        batch.push_back(std::move(queue_.front()));
-        queue_.pop_front();
-      }
-      running_ = static_cast<int64_t>(batch.size());
-    }
-    metrics_.batch(model_, static_cast<int>(batch.size()));
-    engine_->serve(batch);
-    std::lock_guard<std::mutex> lock(mu_);
-    running_ = 0;
-    metrics_.queue_depth(model_, static_cast<int64_t>(queue_.size()));
+std::vector<std::shared_ptr<Job>> Scheduler::take(size_t most, bool wait) {
+  std::vector<std::shared_ptr<Job>> out;
+  std::unique_lock<std::mutex> lock(mu_);
+  if (wait) cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+  while (!queue_.empty() && out.size() < most) {
+    out.push_back(std::move(queue_.front()));
+    queue_.pop_front();
   }
+  running_ += static_cast<int64_t>(out.size());
+  if (!out.empty()) publish();
+  return out;
+}
+
+void Scheduler::done(size_t n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  running_ -= static_cast<int64_t>(n);
+  publish();
+}
+
+bool Scheduler::stopping() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stopping_;
 }
 
 }  // namespace vrun::serve

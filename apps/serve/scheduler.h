@@ -1,7 +1,8 @@
-// One worker thread per model, fed by a bounded queue. The runners serve one stream at a time,
-// so the worker hands the engine one job per step today; an engine that can advance several
-// sequences together (batched decode) raises max_batch() and receives up to that many jobs per
-// step, with no change to the queue, the admission limit or the HTTP side.
+// One worker thread per model, fed by a bounded queue. The worker runs the model's Engine, which
+// pulls jobs from the queue as it can take them: an engine that serves a batch at a time takes
+// up to its max_batch() and runs them to completion (StepEngine); the continuous-batching text
+// engine takes a job whenever one of its KV-cache slots is free and advances every running
+// sequence one token per step, so requests join and leave between steps.
 #pragma once
 
 #include <atomic>
@@ -13,6 +14,7 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "apps/serve/metrics.h"
 
@@ -23,36 +25,62 @@ namespace vrun::serve {
 struct Job {
   virtual ~Job() = default;
   // Set by the HTTP side when the client is gone or the request timed out: a queued job is
-  // skipped, a running one stops at its next token.
+  // skipped, a running one stops at its next step.
   std::atomic<bool> cancelled{false};
   std::chrono::steady_clock::time_point arrived = std::chrono::steady_clock::now();
+};
+
+// The engine's side of a model's queue.
+class JobQueue {
+ public:
+  virtual ~JobQueue() = default;
+  // Up to `most` jobs in arrival order; they count as running until done(). With `wait`, blocks
+  // until a job is queued or the queue is stopping. Empty: nothing queued (with `wait`: stopping,
+  // and nothing left).
+  virtual std::vector<std::shared_ptr<Job>> take(size_t most, bool wait) = 0;
+  // `n` jobs taken earlier have had their completion callbacks.
+  virtual void done(size_t n) = 0;
+  // Whether stop() was called (the engine finishes what it holds and what is queued, then returns).
+  virtual bool stopping() const = 0;
 };
 
 class Engine {
  public:
   virtual ~Engine() = default;
-  // Jobs this engine advances together in one step.
-  virtual int max_batch() const { return 1; }
-  // Runs the jobs to completion; every job gets its completion callback, cancelled or not.
-  virtual void serve(std::span<const std::shared_ptr<Job>> jobs) = 0;
+  // The worker's loop: serves jobs from the queue until it is stopping and empty. Every job taken
+  // gets its completion callback, cancelled or not, before done() counts it.
+  virtual void run(JobQueue& queue) = 0;
 };
 
-class Scheduler {
+// An engine that serves a batch of jobs at a time, each batch to completion.
+class StepEngine : public Engine {
+ public:
+  // Jobs this engine serves together in one step.
+  virtual int max_batch() const { return 1; }
+  virtual void serve(std::span<const std::shared_ptr<Job>> jobs) = 0;
+  void run(JobQueue& queue) override;
+};
+
+class Scheduler final : private JobQueue {
  public:
   // max_pending: jobs queued plus running beyond which submit refuses.
   Scheduler(std::string model, std::unique_ptr<Engine> engine, int max_pending, Metrics& metrics);
-  ~Scheduler();
+  ~Scheduler() override;
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
   // False when the model already has max_pending jobs (the caller answers 429).
   bool submit(std::shared_ptr<Job> job);
-  // Finishes every queued job, then stops the worker.
+  // Finishes every queued and running job, then stops the worker.
   void stop();
+  // Jobs queued or running.
   int64_t pending() const;
 
  private:
-  void loop();
+  std::vector<std::shared_ptr<Job>> take(size_t most, bool wait) override;
+  void done(size_t n) override;
+  bool stopping() const override;
+  void publish();  // with mu_ held
 
   std::string model_;
   std::unique_ptr<Engine> engine_;

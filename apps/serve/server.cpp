@@ -200,8 +200,15 @@ int run_server(const ServeOptions& o) {
   }
   int total_pending = 0;
   for (size_t k = 0; k < o.models.size(); ++k) {
-    ModelSpec spec{o.models[k],     k < o.aliases.size() ? o.aliases[k] : "", *backend, o.threads, o.context,
-                   o.max_concurrent};
+    ModelSpec spec;
+    spec.path = o.models[k];
+    spec.alias = k < o.aliases.size() ? o.aliases[k] : "";
+    spec.backend = *backend;
+    spec.threads = o.threads;
+    spec.context = o.context;
+    spec.parallel = o.parallel;
+    spec.prefill_chunk = o.prefill_chunk;
+    spec.max_pending = o.max_concurrent;
     const auto t0 = Clock::now();
     auto m = load_model(spec, ctx.metrics);
     if (!m.is_ok()) {
@@ -215,9 +222,13 @@ int run_server(const ServeOptions& o) {
                        n.c_str());
           return 1;
         }
+    std::string what = (*m)->kind == ModelKind::kText ? "text" : "speech";
+    if ((*m)->llama)
+      what += (*m)->slots > 0 ? ", " + std::to_string((*m)->slots) + " slots of " +
+                                    std::to_string((*m)->llama->context()) + " tokens"
+                              : ", one request at a time";
     std::fprintf(stderr, "vrun serve: loaded %s as '%s' (%s) in %.2f s\n", o.models[k].c_str(),
-                 (*m)->id.c_str(), (*m)->kind == ModelKind::kText ? "text" : "speech",
-                 std::chrono::duration<double>(Clock::now() - t0).count());
+                 (*m)->id.c_str(), what.c_str(), std::chrono::duration<double>(Clock::now() - t0).count());
     ctx.models.push_back(std::move(*m));
     total_pending += o.max_concurrent;
   }

@@ -11,12 +11,14 @@ struct ServeOptions {
   std::string host = "127.0.0.1";
   int port = 8080;  // 0: any free port (printed on stderr)
   std::string api_key;
-  int max_concurrent = 8;  // queued + running requests per model
+  int max_concurrent = 64;  // queued + running requests per model
   int max_body_mb = 64;
   int max_tokens = 2048;  // per request
   double max_audio_s = 3600;
   int timeout_s = 600;  // per request
-  int64_t context = 0;
+  int64_t context = 0;  // text models: KV positions of all slots together (0: see ModelSpec)
+  int parallel = 8;     // text models: KV-cache slots decoded together
+  int64_t prefill_chunk = 0;
   std::string backend = "auto";
   int threads = 0;
   int http_threads = 0;  // 0: enough for every model's max_concurrent plus a few

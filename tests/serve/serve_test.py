@@ -1,7 +1,7 @@
 """`vrun serve` driven by the official `openai` Python client (and `requests` for what the client
 cannot send): every answer is checked against the CLI's for the same input.
 
-    serve_test.py VRUN api|parakeet|concurrency|errors|sigterm
+    serve_test.py VRUN api|parakeet|concurrency|errors|sigterm|batching
 """
 import concurrent.futures
 import json
@@ -25,7 +25,8 @@ def client(server, key="unused"):
 
 def chat(c, prompt, max_tokens=32, system=None, **kw):
     messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
-    r = c.chat.completions.create(model=LLM_NAME, messages=messages, temperature=0, max_tokens=max_tokens, **kw)
+    kw.setdefault("temperature", 0)
+    r = c.chat.completions.create(model=LLM_NAME, messages=messages, max_tokens=max_tokens, **kw)
     return r
 
 
@@ -221,7 +222,7 @@ def case_errors(vrun):
     audio = open(SPEECH[0], "rb").read()
     ok_chat = json.dumps({"model": LLM_NAME, "messages": [{"role": "user", "content": CHAT_PROMPTS[0]}], "temperature": 0,
                           "max_tokens": 32})
-    with Server(vrun, "--ctx", "256", "--max-body-mb", "1", "--max-tokens", "64") as s:
+    with Server(vrun, "--parallel", "2", "--ctx-size", "512", "--max-body-mb", "1", "--max-tokens", "64") as s:
         long_prompt = " ".join(["word"] * 400)
         cases = [
             ("/v1/chat/completions", b"{not json", None, 400, None),
@@ -371,8 +372,99 @@ def case_sigterm(vrun, streams=6):
         check(any("SIGTERM" in l for l in s.lines), "the shutdown is logged")
 
 
+def metric(s, name, model=LLM_NAME):
+    m = re.search(r'%s\{model="%s"\} (\S+)' % (name, re.escape(model)), requests.get(s.url + "/metrics").text)
+    return float(m.group(1)) if m else None
+
+
+def case_batching(vrun, clients=32, per_client=4, limit_s=240):
+    """Continuous batching: 32 clients x 4 requests, chat (greedy, some streamed) among
+    transcriptions, every answer equal to the same request served alone and to the CLI; memory
+    back near idle; streams cancelled mid-way free their slots for the queue."""
+    jobs = []
+    for k in range(clients * per_client):
+        jobs.append(("audio", SPEECH[k % len(SPEECH)]) if k % 8 == 7 else ("chat", CHAT_PROMPTS[k % len(CHAT_PROMPTS)]))
+    want = {}
+    for kind, x in set(jobs):
+        want[(kind, x)] = cli_generate(vrun, x, 24) if kind == "chat" else cli_transcribe(vrun, x)["srt"]
+    with Server(vrun, "--parallel", "8", "--max-concurrent", str(clients * per_client)) as s:
+        c = client(s)
+        for (kind, x), text in sorted(want.items()):
+            alone = chat(c, x, 24).choices[0].message.content if kind == "chat" else transcribe(c, x, "srt")
+            check(alone == text, "alone: %s %s equals the CLI" % (kind, x[-40:]))
+        idle_rss = s.rss_bytes()
+        t0 = time.time()
+
+        def one_client(k):
+            out = []
+            for j in range(per_client):
+                kind, x = jobs[k * per_client + j]
+                if kind == "audio":
+                    out.append((kind, x, transcribe(c, x, "srt")))
+                elif (k + j) % 3 == 0:
+                    text, finish, usage = stream_chat(c, x, 24)
+                    out.append((kind, x, text))
+                else:
+                    out.append((kind, x, chat(c, x, 24).choices[0].message.content))
+            return out
+
+        with concurrent.futures.ThreadPoolExecutor(clients) as pool:
+            results = [r for f in [pool.submit(one_client, k) for k in range(clients)] for r in f.result(timeout=limit_s)]
+        wall = time.time() - t0
+        check(len(results) == clients * per_client, "%d responses from %d clients in %.1f s" % (len(results), clients, wall))
+        for kind, x, got in results:
+            if got != want[(kind, x)]:
+                raise AssertionError("concurrent %s %s differs from alone: %r vs %r" % (kind, x, got, want[(kind, x)]))
+        check(True, "every concurrent response equals the request served alone and the CLI")
+        text = requests.get(s.url + "/metrics").text
+        ones = re.search(r'vrun_batch_size_bucket\{model="%s",le="1"\} (\d+)' % LLM_NAME, text)
+        steps = re.search(r'vrun_batch_size_count\{model="%s"\} (\d+)' % LLM_NAME, text)
+        check(ones and steps and int(steps.group(1)) > int(ones.group(1)),
+              "decode steps shared by several requests (%s of %s steps had more than one)" %
+              (int(steps.group(1)) - int(ones.group(1)), steps.group(1)))
+        wait_for(lambda: metric(s, "vrun_slots_busy") == 0 and metric(s, "vrun_queue_depth") == 0, 30, "every slot free")
+        rss = s.rss_bytes()
+        check(rss < idle_rss * 1.25 + (64 << 20), "memory back near idle: %.0f MiB after vs %.0f MiB idle" % (rss / 2**20, idle_rss / 2**20))
+        # Seeded sampling is reproducible alone; among others each request samples with its own
+        # options (its logits may differ in the last bits with the batch, so its text may too).
+        sampled = lambda k: chat(c, CHAT_PROMPTS[k % 2], 24, temperature=0.9, seed=7 + k % 2)
+        check(sampled(0).choices[0].message.content == sampled(0).choices[0].message.content,
+              "seeded sampling (temperature 0.9) alone: the same text twice")
+        with concurrent.futures.ThreadPoolExecutor(6) as pool:
+            together = list(pool.map(sampled, range(6)))
+        check(all(r.usage.completion_tokens > 0 and r.choices[0].message.content for r in together),
+              "seeded sampling among others: every request answered")
+        check_cancellation(s, c)
+        check(s.stop() == 0, "exit 0")
+
+
+def check_cancellation(s, c, slots=8):
+    """Every slot busy with a long stream, one more request queued behind them; closing the streams
+    frees the slots at once, and the queued request is served with its greedy text."""
+    # Counting goes on far past what the test waits for (no early end of text).
+    body = {"model": LLM_NAME, "prompt": "1, 2, 3, 4, 5, 6, 7, 8, 9, 10,", "temperature": 0, "max_tokens": 2000,
+            "stream": True}
+    streams = [requests.post(s.url + "/v1/completions", json=body, stream=True, timeout=120) for _ in range(slots)]
+    lines = [r.iter_lines() for r in streams]  # kept: dropping one closes its connection
+    for it in lines:
+        next(it)  # a first token: the request holds a slot
+    wait_for(lambda: metric(s, "vrun_slots_busy") == slots, 60, "all %d slots busy" % slots)
+    want = cli_generate(sys.argv[1], CHAT_PROMPTS[3], 24)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        late = pool.submit(lambda: chat(c, CHAT_PROMPTS[3], 24).choices[0].message.content)
+        wait_for(lambda: metric(s, "vrun_queue_waiting") == 1, 30, "the next request to queue behind the full slots")
+        check(metric(s, "vrun_slots_busy") == slots, "a request beyond --parallel waits in the queue")
+        t0 = time.time()
+        for r in streams:
+            r.close()
+        got = late.result(timeout=60)
+    check(got == want, "after the streams were cancelled the queued request is served (%.1f s) with its greedy text" % (time.time() - t0))
+    wait_for(lambda: metric(s, "vrun_slots_busy") == 0, 30, "the cancelled streams' slots to free")
+    check(True, "cancelled streams freed their slots (vrun_slots_busy 0)")
+
+
 if __name__ == "__main__":
     require_inputs()
     vrun, case = sys.argv[1], sys.argv[2]
-    {"api": case_api, "parakeet": case_parakeet, "concurrency": case_concurrency, "errors": case_errors, "sigterm": case_sigterm}[case](vrun)
+    {"api": case_api, "parakeet": case_parakeet, "concurrency": case_concurrency, "errors": case_errors, "sigterm": case_sigterm, "batching": case_batching}[case](vrun)
     print("PASS", case)
