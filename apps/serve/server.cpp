@@ -51,6 +51,9 @@ ApiError runner_error(const Status& st) {
   if (st.code() == ErrorCode::kInvalidArgument || st.code() == ErrorCode::kUnsupported ||
       st.code() == ErrorCode::kNotFound) {
     e.status = 400;
+  } else if (st.code() == ErrorCode::kUnavailable) {
+    e.status = 503;  // the model's device is gone (a lost GPU): a restart is the way back
+    e.type = "server_error";
   } else {
     e.status = 500;
     e.type = "server_error";
