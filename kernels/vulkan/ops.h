@@ -49,7 +49,7 @@ Status record_data(Recorder&, OpKind, const std::vector<DeviceView>&, const std:
 Status record_linalg(Recorder&, OpKind, const std::vector<DeviceView>&, const std::vector<DeviceView>&, const Attrs&);
 Status record_attention(Recorder&, OpKind, const std::vector<DeviceView>&, const std::vector<DeviceView>&, const Attrs&);
 Status record_norm(Recorder&, OpKind, const std::vector<DeviceView>&, const std::vector<DeviceView>&, const Attrs&);
-// The reduce family: reduce_sum/mean/max/min here (ops_reduce.cpp), softmax, log_softmax and
+// The reduce family (ops_reduce.cpp): reduce_sum/mean/max/min; softmax, log_softmax and
 // argmax passed on to the norm family's code.
 Status record_reduce(Recorder&, OpKind, const std::vector<DeviceView>&, const std::vector<DeviceView>&, const Attrs&);
 Status record_conv(Recorder&, OpKind, const std::vector<DeviceView>&, const std::vector<DeviceView>&, const Attrs&);
