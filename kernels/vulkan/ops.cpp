@@ -24,8 +24,8 @@ FamilyKernels family_kernels(OpFamily f) {
   switch (f) {
     case OpFamily::unary:
     case OpFamily::binary: return {supports_elementwise, record_elementwise};
-    case OpFamily::norm:
-    case OpFamily::reduce: return {supports_norm, record_norm};
+    case OpFamily::norm: return {supports_norm, record_norm};
+    case OpFamily::reduce: return {supports_reduce, record_reduce};
     case OpFamily::linalg: return {supports_linalg, record_linalg};
     case OpFamily::attention: return {supports_attention, record_attention};
     case OpFamily::conv: return {supports_conv, record_conv};

@@ -34,6 +34,7 @@ inline const TensorDesc* input_at(const std::vector<const TensorDesc*>& v, size_
 using SupportFn = bool (*)(const Context&, OpKind, const std::vector<const TensorDesc*>&, const Attrs&);
 bool supports_elementwise(const Context&, OpKind, const std::vector<const TensorDesc*>&, const Attrs&);
 bool supports_norm(const Context&, OpKind, const std::vector<const TensorDesc*>&, const Attrs&);
+bool supports_reduce(const Context&, OpKind, const std::vector<const TensorDesc*>&, const Attrs&);
 bool supports_linalg(const Context&, OpKind, const std::vector<const TensorDesc*>&, const Attrs&);
 bool supports_attention(const Context&, OpKind, const std::vector<const TensorDesc*>&, const Attrs&);
 bool supports_conv(const Context&, OpKind, const std::vector<const TensorDesc*>&, const Attrs&);
@@ -48,6 +49,9 @@ Status record_data(Recorder&, OpKind, const std::vector<DeviceView>&, const std:
 Status record_linalg(Recorder&, OpKind, const std::vector<DeviceView>&, const std::vector<DeviceView>&, const Attrs&);
 Status record_attention(Recorder&, OpKind, const std::vector<DeviceView>&, const std::vector<DeviceView>&, const Attrs&);
 Status record_norm(Recorder&, OpKind, const std::vector<DeviceView>&, const std::vector<DeviceView>&, const Attrs&);
+// The reduce family (ops_reduce.cpp): reduce_sum/mean/max/min; softmax, log_softmax and
+// argmax passed on to the norm family's code.
+Status record_reduce(Recorder&, OpKind, const std::vector<DeviceView>&, const std::vector<DeviceView>&, const Attrs&);
 Status record_conv(Recorder&, OpKind, const std::vector<DeviceView>&, const std::vector<DeviceView>&, const Attrs&);
 Status record_rnn(Recorder&, OpKind, const std::vector<DeviceView>&, const std::vector<DeviceView>&, const Attrs&);
 // Whether tdt_greedy's kernel takes these attributes: it stages [x | h] (2 pred_hidden) and the

@@ -1,5 +1,9 @@
 // conv1d / conv2d, grouped and depthwise: one direct-convolution kernel (conv1d is H = 1), and
-// tiled ones for the depthwise conv1d of conformer blocks (time-contiguous or channels-last x).
+// tiled ones for the depthwise conv1d of conformer blocks (time-contiguous or channels-last x);
+// max_pool2d.
+#include <limits>
+
+#include "kernels/ops/shapes/conv_params.h"
 #include "kernels/vulkan/ops.h"
 
 namespace vrun::vulkan {
@@ -14,12 +18,45 @@ constexpr int64_t kDepthwiseClTile = 128;
 constexpr int64_t kDepthwiseClChannels = 16;
 constexpr int64_t kDepthwiseClMaxTaps = 64;
 
+// max_pool2d: one invocation per output, x read through its strides (NCHW, any layout).
+Status record_max_pool2d(Recorder& rec, const DeviceView& x_in, const DeviceView& y, const Attrs& attrs) {
+  int64_t stride[2], dil[2], plo[2], phi[2];
+  VRUN_RETURN_IF_ERROR(conv_spatial_params("max_pool2d", attrs, 2, stride, dil, plo, phi));
+  const auto& k = attrs.ints("kernel");
+  if (k.empty() || k.size() > 2 || x_in.shape.rank != 4 || y.shape.rank != 4)
+    return err(ErrorCode::kInvalidArgument, "vulkan: max_pool2d of ", x_in.shape.str(), " with ", k.size(),
+               " kernel sizes");
+  const int64_t kh = k[0], kw = k[k.size() == 1 ? 0 : 1];
+  const int64_t total = y.numel();
+  if (total == 0) return Status::ok();
+  DeviceView x = x_in;
+  int64_t span = 0;
+  bool strided_ok = true;
+  for (int d = 0; d < 4; ++d) {
+    if (x.strides[d] < 0) strided_ok = false;
+    span += (x.shape[d] - 1) * x.strides[d];
+  }
+  if (!strided_ok || span >= std::numeric_limits<int32_t>::max()) {
+    VRUN_ASSIGN_OR_RETURN(x, rec.dense_view(x_in));
+  }
+  std::vector<Binding> bindings = {{&y, true}, {&x, false}};
+  VRUN_ASSIGN_OR_RETURN(auto offs, rec.binding_offsets(bindings));
+  PushWords pw;
+  pw.u(total).u(x.shape[1]).u(x.shape[2]).u(x.shape[3]).u(y.shape[2]).u(y.shape[3]);
+  for (int d = 0; d < 4; ++d) pw.u(x.strides[d]);
+  pw.u(kh).u(kw).u(stride[0]).u(stride[1]).u(plo[0]).u(plo[1]).u(dil[0]).u(dil[1]);
+  pw.u(offs[0]).u(offs[1]);
+  uint32_t gx, gy;
+  rec.grid_1d((static_cast<uint64_t>(total) + 255) / 256, &gx, &gy);
+  return rec.dispatch("max_pool2d", {dt_code(x.dtype), dt_code(y.dtype)}, bindings, pw.w, pw.bytes(), gx, gy, 1);
+}
+
 }  // namespace
 
 bool supports_conv(const Context&, OpKind op, const std::vector<const TensorDesc*>& inputs,
                    const Attrs&) {
-  if (op == OpKind::max_pool2d) return false;  // the CPU kernel runs it
   const TensorDesc* x = inputs[0];
+  if (op == OpKind::max_pool2d) return is_act(x->dtype) && x->shape.rank == 4;
   auto in = [&](size_t k) { return input_at(inputs, k); };
   const TensorDesc *w = in(1), *b = in(2);
   return w && is_act(x->dtype) && is_act(w->dtype) && (!b || is_act(b->dtype));
@@ -28,6 +65,7 @@ bool supports_conv(const Context&, OpKind op, const std::vector<const TensorDesc
 Status record_conv(Recorder& rec, OpKind op, const std::vector<DeviceView>& in, const std::vector<DeviceView>& out,
                    const Attrs& attrs) {
   const DeviceView& y = out[0];
+  if (op == OpKind::max_pool2d) return record_max_pool2d(rec, in[0], y, attrs);
   DeviceView x = in[0];
   VRUN_ASSIGN_OR_RETURN(DeviceView w, rec.dense_view(in[1]));
   DeviceView b;

@@ -83,9 +83,13 @@ TEST(CliInfo, ShowsTheSplitAndForcingAnOpToTheCpuKeepsTheResult) {
 
   auto r = run_vrun("info -m " + kDir + "yolo_tiny.onnx --backend vulkan --nodes", "info_yolo");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_TRUE(contains(r.out, "max_pool2d x3 (cpu)")) << r.out;
+  EXPECT_TRUE(contains(r.out, "max_pool2d x3 (vulkan)")) << r.out;
   EXPECT_TRUE(contains(r.out, "conv2d x27 (vulkan)")) << r.out;
-  ASSERT_EQ(setenv("VRUN_CPU_OPS", "conv2d,concat", 1), 0);
+  // Every op on the GPU: the ops line names no CPU node.
+  const size_t ops = r.out.find("  ops:");
+  ASSERT_NE(ops, std::string::npos) << r.out;
+  EXPECT_FALSE(contains(r.out.substr(ops, r.out.find('\n', ops) - ops), "(cpu)")) << r.out;
+  ASSERT_EQ(setenv("VRUN_CPU_OPS", "conv2d,concat,max_pool2d", 1), 0);
   r = run_vrun("info -m " + kDir + "yolo_tiny.onnx --backend vulkan --nodes", "info_yolo_forced");
   const std::string out = ::testing::TempDir() + "/vrun_run_forced";
   const auto run = run_vrun("run -m " + kDir + "yolo_tiny.onnx --input images=" + kDir +
@@ -95,6 +99,7 @@ TEST(CliInfo, ShowsTheSplitAndForcingAnOpToTheCpuKeepsTheResult) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(contains(r.out, "conv2d x27 (cpu)")) << r.out;
   EXPECT_TRUE(contains(r.out, "concat x6 (cpu)")) << r.out;
+  EXPECT_TRUE(contains(r.out, "max_pool2d x3 (cpu)")) << r.out;
   EXPECT_TRUE(contains(r.out, "silu x24 (vulkan)")) << r.out;
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_LE(relative_error(out + "/p3.npy", kDir + "yolo_tiny.p3.ort.npy"), 1e-4);

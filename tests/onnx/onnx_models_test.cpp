@@ -1,12 +1,13 @@
 // ONNX models exported from PyTorch (tests/reference/make_onnx_references.py) run by vrun and
 // compared with onnxruntime's outputs: on the CPU, on Vulkan (lavapipe where there is no GPU),
-// and on Vulkan with an op forced back to the CPU.
+// and on Vulkan with ops forced back to the CPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdlib>
 #include <set>
 
+#include "kernels/ops/op_registry.h"
 #include "runtime/backend.h"
 #include "models/onnx/npy_array.h"
 #include "models/onnx/onnx_import.h"
@@ -97,6 +98,18 @@ std::set<std::string> backends_of(const RunOutcome& r, const std::string& op) {
   return s;
 }
 
+// Every node but the views (which move no data) ran on Vulkan.
+void expect_wholly_on_vulkan(const RunOutcome& r) {
+  ASSERT_FALSE(r.ops.empty());
+  for (size_t i = 0; i < r.ops.size(); ++i) {
+    const auto op = op_from_name(r.ops[i]);
+    ASSERT_TRUE(op.has_value()) << r.ops[i];
+    if (!op_schema(*op).is_view()) {
+      EXPECT_EQ(r.backends[i], "vulkan") << r.ops[i];
+    }
+  }
+}
+
 TEST(OnnxModels, SeedModelOnTheCpu) {
   check_model(kSeed, BackendKind::kCpu);
 }
@@ -117,17 +130,35 @@ TEST(OnnxModels, SeedModelOnVulkan) {
 TEST(OnnxModels, MobileNetV3SmallOnVulkan) {
   if (!find_backend("vulkan")) GTEST_SKIP() << "this build has no Vulkan backend";
 
+  // Wholly on the GPU, squeeze-excitation's global average pools (reduce_mean) included.
   const RunOutcome r = check_model(kMobileNet, BackendKind::kVulkan);
   EXPECT_EQ(backends_of(r, "conv2d"), std::set<std::string>{"vulkan"});
+  EXPECT_EQ(backends_of(r, "reduce_mean"), std::set<std::string>{"vulkan"});
+  expect_wholly_on_vulkan(r);
 }
 
-TEST(OnnxModels, YoloStyleDetectorOnVulkanWithMaxPoolOnTheCpu) {
+TEST(OnnxModels, YoloStyleDetectorOnVulkan) {
   if (!find_backend("vulkan")) GTEST_SKIP() << "this build has no Vulkan backend";
 
-  // max_pool2d has no Vulkan kernel: the CPU runs it between GPU nodes.
+  // Wholly on the GPU, SPPF's max_pool2d included.
   const RunOutcome r = check_model(kYolo, BackendKind::kVulkan);
-  EXPECT_EQ(backends_of(r, "max_pool2d"), std::set<std::string>{"cpu"});
+  EXPECT_EQ(backends_of(r, "max_pool2d"), std::set<std::string>{"vulkan"});
   EXPECT_EQ(backends_of(r, "conv2d"), std::set<std::string>{"vulkan"});
+  expect_wholly_on_vulkan(r);
+}
+
+TEST(OnnxModels, PoolingForcedOffTheGpuGivesTheSameResult) {
+  if (!find_backend("vulkan")) GTEST_SKIP() << "this build has no Vulkan backend";
+
+  // The CPU runs the pools between GPU nodes, with the transfers around them.
+  ASSERT_EQ(setenv("VRUN_CPU_OPS", "reduce_mean,max_pool2d", 1), 0);
+  const RunOutcome mobilenet = check_model(kMobileNet, BackendKind::kVulkan);
+  const RunOutcome yolo = check_model(kYolo, BackendKind::kVulkan);
+  unsetenv("VRUN_CPU_OPS");
+  EXPECT_EQ(backends_of(mobilenet, "reduce_mean"), std::set<std::string>{"cpu"});
+  EXPECT_EQ(backends_of(mobilenet, "conv2d"), std::set<std::string>{"vulkan"});
+  EXPECT_EQ(backends_of(yolo, "max_pool2d"), std::set<std::string>{"cpu"});
+  EXPECT_EQ(backends_of(yolo, "conv2d"), std::set<std::string>{"vulkan"});
 }
 
 TEST(OnnxModels, ConvForcedOffTheGpuGivesTheSameResult) {

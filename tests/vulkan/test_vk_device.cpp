@@ -332,16 +332,16 @@ TEST_F(VkDevice, PipelinesPersistBetweenContexts) {
 
 TEST_F(VkDevice, UnsupportedOpIsRefusedNotFatal) {
   TensorDesc x{DType::f32, Shape{4, 8}};
-  EXPECT_FALSE(vulkan::supports(ctx(), OpKind::reduce_sum, {&x}, Attrs(OpKind::reduce_sum)));
+  EXPECT_FALSE(vulkan::supports(ctx(), OpKind::pad, {&x}, Attrs(OpKind::pad)));
   EXPECT_FALSE(vulkan::supports(ctx(), OpKind::lstm, {&x}, Attrs(OpKind::lstm)));
   TensorDesc xi{DType::i32, Shape{4, 8}};
   EXPECT_FALSE(vulkan::supports(ctx(), OpKind::add, {&xi, &xi}, Attrs(OpKind::add)));
   auto buf = ctx().allocator().allocate(256);
   const auto v = vulkan::DeviceView::dense(buf->ref(), DType::f32, Shape{4, 8});
   auto rec = std::move(vulkan::Recorder::create(ctx())).value();
-  Status s = rec->record(OpKind::reduce_sum, {v}, {v}, Attrs(OpKind::reduce_sum));
+  Status s = rec->record(OpKind::pad, {v}, {v}, Attrs(OpKind::pad));
   EXPECT_EQ(s.code(), ErrorCode::kUnsupported);
-  EXPECT_NE(s.message().find("reduce_sum"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("pad"), std::string::npos) << s.message();
   EXPECT_EQ(rec->dispatch_count(), 0);
 }
 
@@ -351,21 +351,22 @@ TEST_F(VkDevice, CpuFallbackInsideAMethod) {
   std::mt19937 rng(61);
   HostTensor x = random_tensor(DType::f32, Shape{7, 33}, rng);
   auto dx = to_device(x);
-  auto b1 = ctx().allocator().allocate(7 * 33 * 4), b2 = ctx().allocator().allocate(7 * 4), b3 = ctx().allocator().allocate(7 * 4);
+  auto b1 = ctx().allocator().allocate(7 * 33 * 4), b2 = ctx().allocator().allocate(7 * 36 * 4),
+       b3 = ctx().allocator().allocate(7 * 36 * 4);
   const auto y1 = vulkan::DeviceView::dense(b1->ref(), DType::f32, Shape{7, 33});
-  const auto y2 = vulkan::DeviceView::dense(b2->ref(), DType::f32, Shape{7});
-  const auto y3 = vulkan::DeviceView::dense(b3->ref(), DType::f32, Shape{7});
+  const auto y2 = vulkan::DeviceView::dense(b2->ref(), DType::f32, Shape{7, 36});
+  const auto y3 = vulkan::DeviceView::dense(b3->ref(), DType::f32, Shape{7, 36});
   auto rec = std::move(vulkan::Recorder::create(ctx())).value();
   ASSERT_TRUE(rec->record(OpKind::silu, {dx.view}, {y1}, Attrs(OpKind::silu)).is_ok());
   HostTensor h1 = make_tensor(DType::f32, Shape{7, 33});
   ASSERT_TRUE(rec->record_download(y1.buffer, 0, h1.view.data, y1.dense_bytes()).is_ok());
   ASSERT_TRUE(rec->submit_and_wait().is_ok());
 
-  Attrs rs(OpKind::reduce_sum);
-  rs.set_ints("axes", {1});
+  Attrs pd(OpKind::pad);
+  pd.set_ints("pads", {1, 2}).set_f("value", 0.25);
   const TensorDesc d1{DType::f32, Shape{7, 33}};
-  ASSERT_FALSE(vulkan::supports(ctx(), OpKind::reduce_sum, {&d1}, rs));
-  RunResult cpu = run_cpu(OpKind::reduce_sum, {h1.view}, rs);
+  ASSERT_FALSE(vulkan::supports(ctx(), OpKind::pad, {&d1}, pd));
+  RunResult cpu = run_cpu(OpKind::pad, {h1.view}, pd);
   ASSERT_TRUE(cpu.status.is_ok()) << cpu.status.to_string();
   ASSERT_TRUE(rec->record_upload(cpu.outputs[0].view.data, y2.buffer, 0, y2.dense_bytes()).is_ok());
   Attrs sc(OpKind::scale);
@@ -377,11 +378,12 @@ TEST_F(VkDevice, CpuFallbackInsideAMethod) {
   const auto xv = to_doubles(x.view);
   std::vector<double> want;
   for (int r = 0; r < 7; ++r) {
-    double s = 0;
-    for (int c = 0; c < 33; ++c) s += xv[r * 33 + c] / (1 + std::exp(-xv[r * 33 + c]));
-    want.push_back(0.5 * s + 1.0);
+    want.push_back(0.5 * 0.25 + 1.0);
+    for (int c = 0; c < 33; ++c) want.push_back(0.5 * xv[r * 33 + c] / (1 + std::exp(-xv[r * 33 + c])) + 1.0);
+    want.push_back(0.5 * 0.25 + 1.0);
+    want.push_back(0.5 * 0.25 + 1.0);
   }
-  expect_close(to_doubles(got.view), want, 1e-5, 1e-5, "gpu -> cpu reduce_sum -> gpu");
+  expect_close(to_doubles(got.view), want, 1e-5, 1e-5, "gpu -> cpu pad -> gpu");
 }
 
 }  // namespace
