@@ -18,7 +18,8 @@ struct Error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Raises the status as vrun.Error (ValueError for kInvalidArgument), its message unchanged.
+// Raises the status as vrun.Error, its message unchanged (ValueError is for the arguments the
+// bindings check themselves before anything runs).
 [[noreturn]] void raise(const Status& s);
 inline void check(const Status& s) {
   if (!s.is_ok()) raise(s);

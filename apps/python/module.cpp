@@ -8,10 +8,7 @@
 
 namespace vrun::python {
 
-void raise(const Status& s) {
-  if (s.code() == ErrorCode::kInvalidArgument) throw py::value_error(s.message());
-  throw Error(s.message());
-}
+void raise(const Status& s) { throw Error(s.message()); }
 
 std::string fspath(const py::handle& file) {
   return py::module_::import("os").attr("fspath")(file).cast<std::string>();

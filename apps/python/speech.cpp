@@ -1,7 +1,6 @@
 // vrun.SpeechModel and vrun.Transcript: a Whisper or Parakeet model through the speech interface
 // (apps/speech), transcripts rendered by the CLI's own writers so that files match its byte for byte.
 #include <pybind11/functional.h>
-#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -119,19 +118,22 @@ struct Input {
   std::string source;
   std::vector<float> loaded;
   bool is_array = false;
-  py::array_t<float, py::array::c_style | py::array::forcecast> array;
+  py::object array;  // a C-contiguous float32 numpy array, viewed through the buffer protocol
+  std::span<const float> view;
   std::span<const float> samples() const {
-    if (is_array) return {array.data(), static_cast<size_t>(array.size())};
+    if (is_array) return view;
     return loaded;
   }
 };
 
 Input make_input(const py::handle& audio) {
   Input in;
-  if (py::isinstance<py::array>(audio)) {
-    in.array = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(audio);
-    if (!in.array || in.array.ndim() != 1)
+  if (!py::isinstance<py::str>(audio) && !py::isinstance<py::bytes>(audio) && py::hasattr(audio, "__array_interface__")) {
+    in.array = py::module_::import("numpy").attr("ascontiguousarray")(audio, "float32");
+    py::buffer_info info = in.array.cast<py::buffer>().request();
+    if (info.ndim != 1)
       throw py::value_error("audio as an array must be one-dimensional float32 samples at 16 kHz (vrun.load_audio reads files)");
+    in.view = {static_cast<const float*>(info.ptr), static_cast<size_t>(info.shape[0])};
     in.is_array = true;
     return in;
   }
