@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "apps/common/tokenizer/chat_template.h"
+#include "apps/llama/batch_session.h"
 #include "apps/llama/llama_runner.h"
 #include "apps/python/bindings.h"
 #include "models/registry/families.h"
@@ -68,7 +69,8 @@ py::dict stats_dict(const llama::GenerateStats& st) {
 
 class LanguageModel : public std::enable_shared_from_this<LanguageModel> {
  public:
-  LanguageModel(const py::object& file, const std::string& backend, int threads, int64_t context, const std::string& chat_format) {
+  LanguageModel(const py::object& file, const std::string& backend, int threads, int64_t context, const std::string& chat_format,
+                int64_t batch_slots) {
     path_ = fspath(file);
     llama::LoadOptions lo;
     lo.backend = backend_kind(backend);
@@ -76,6 +78,10 @@ class LanguageModel : public std::enable_shared_from_this<LanguageModel> {
     lo.threads = threads;
     if (context < 0 || context == 1) throw py::value_error("context must be 0 (the model's) or at least 2, got " + std::to_string(context));
     lo.context = context;
+    if (batch_slots < 0 || batch_slots > 64) throw py::value_error("batch_slots must be in 0..64, got " + std::to_string(batch_slots));
+    lo.batch_slots = batch_slots;
+    lo.batch_context = context;
+    batch_slots_ = batch_slots;
     auto format = tok::parse_chat_format(chat_format);
     if (!format.is_ok()) throw py::value_error(format.status().message());
     require_path(path_, "LanguageModel");
@@ -145,6 +151,43 @@ class LanguageModel : public std::enable_shared_from_this<LanguageModel> {
 
   py::object respond(std::vector<int32_t> ids, const py::kwargs& kw, bool stream);
 
+  // Several prompts: with batch slots, sequences of one BatchSession (each joins when a slot is
+  // free, every step decodes all of them together); without, one after another.
+  std::vector<std::string> run_many(const std::vector<std::vector<int32_t>>& prompts, const llama::GenerateOptions& g) {
+    std::vector<std::string> out(prompts.size());
+    const Status st = [&]() -> Status {
+      py::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(mu_);
+      if (batch_slots_ == 0) {
+        for (size_t k = 0; k < prompts.size(); ++k) {
+          runner_->reset();
+          VRUN_ASSIGN_OR_RETURN(auto stats, runner_->generate(prompts[k], g, [&](const std::string& piece) {
+            out[k] += piece;
+            return true;
+          }));
+          set_last(stats);
+        }
+        return Status::ok();
+      }
+      VRUN_ASSIGN_OR_RETURN(auto session, llama::BatchSession::create(*runner_));
+      size_t next = 0;
+      while (next < prompts.size() || !session->idle()) {
+        for (; next < prompts.size() && session->free_slots() > 0; ++next) {
+          std::string* text = &out[next];
+          VRUN_RETURN_IF_ERROR(session->add(prompts[next], g, [text](const std::string& piece) {
+            *text += piece;
+            return true;
+          }).status());
+        }
+        VRUN_RETURN_IF_ERROR(session->step());
+        for (const auto& f : session->take_finished()) set_last(f.stats);
+      }
+      return Status::ok();
+    }();
+    check(st);
+    return out;
+  }
+
   std::mutex& mutex() { return mu_; }
   llama::LlamaRunner& runner() { return *runner_; }
   void set_last(const llama::GenerateStats& st) {
@@ -165,6 +208,7 @@ class LanguageModel : public std::enable_shared_from_this<LanguageModel> {
   std::mutex mu_;  // one generation at a time per model (the cache is the model's)
   std::mutex stats_mu_;
   llama::GenerateStats last_;
+  int64_t batch_slots_ = 0;
 };
 
 // The iterator generate(stream=True) returns: a thread generates and queues each piece of text;
@@ -264,11 +308,30 @@ void register_language(py::module_& m) {
   py::class_<LanguageModel, std::shared_ptr<LanguageModel>>(m, "LanguageModel",
                                                             "A Llama-family model (Llama, Mistral, Qwen2, SmolLM2): a .gguf, a Hugging Face\n"
                                                             "folder or a .vrp.")
-      .def(py::init<const py::object&, const std::string&, int, int64_t, const std::string&>(), py::arg("path"),
+      .def(py::init<const py::object&, const std::string&, int, int64_t, const std::string&, int64_t>(), py::arg("path"),
            py::arg("backend") = "auto", py::arg("threads") = 0, py::arg("context") = 0, py::arg("chat_format") = "auto",
-           "LanguageModel(path, backend='auto'|'cpu'|'vulkan', threads=0, context=0, chat_format='auto')\n\n"
+           py::arg("batch_slots") = 0,
+           "LanguageModel(path, backend='auto'|'cpu'|'vulkan', threads=0, context=0, chat_format='auto', batch_slots=0)\n\n"
            "Loads the model (GIL released). context: KV-cache rows (0: the model's, bounded by memory). chat_format:\n"
-           "auto (from the model), raw, llama2, llama3 or chatml, for chat().")
+           "auto (from the model), raw, llama2, llama3 or chatml, for chat(). batch_slots: sequences generate_many()\n"
+           "decodes together (a checkpoint only; each slot holds `context` positions; 0: one after another).")
+      .def("generate_many", [](LanguageModel& self, const std::vector<std::string>& prompts, bool chat, const py::kwargs& kw) {
+             std::vector<std::vector<int32_t>> ids;
+             const bool special = chat && self.format().kind != tok::ChatFormat::Kind::kRaw;
+             for (const auto& p : prompts) {
+               if (!chat) ids.push_back(self.encode_prompt(p, false));
+               else {
+                 py::list messages;
+                 messages.append(py::dict(py::arg("role") = "user", py::arg("content") = p));
+                 ids.push_back(self.encode_prompt(self.render_chat(messages), special));
+               }
+             }
+             return self.run_many(ids, parse_generate(kw));
+           }, py::arg("prompts"), py::kw_only(), py::arg("chat") = false,
+           (std::string("generate_many(prompts, *, chat=False, **options) -> list[str]\n\n"
+                        "Several prompts with the same options (chat=True: each a user message through the chat\n"
+                        "template). With batch_slots they run as one continuous batch, each text at temperature 0\n"
+                        "equal to what generate (or chat) gives alone.\n") + kGenerateDoc).c_str())
       .def("generate", [](LanguageModel& self, const std::string& prompt, bool stream, const py::kwargs& kw) {
              return self.respond(self.encode_prompt(prompt, false), kw, stream);
            }, py::arg("prompt"), py::kw_only(), py::arg("stream") = false,

@@ -78,7 +78,8 @@ class LanguageModel:
     path: str
     last_stats: dict[str, object]
     def __init__(self, path: _Path, backend: _Backend = "auto", threads: int = 0, context: int = 0,
-                 chat_format: Literal["auto", "raw", "llama2", "llama3", "chatml"] = "auto") -> None: ...
+                 chat_format: Literal["auto", "raw", "llama2", "llama3", "chatml"] = "auto", batch_slots: int = 0) -> None: ...
+    def generate_many(self, prompts: Sequence[str], *, chat: bool = False, **options: object) -> list[str]: ...
     @overload
     def generate(self, prompt: str, *, stream: Literal[False] = False, max_tokens: int = 256, temperature: float = 0.8,
                  top_k: int = 40, top_p: float = 0.95, min_p: float = 0.05, repeat_penalty: float = 1.0,

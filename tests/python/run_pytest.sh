@@ -3,7 +3,7 @@
 # (numpy, pytest, Ray) with the built module first on PYTHONPATH and the CLI it is compared with.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-module_dir=$1 vrun=$2
+module_dir="$(cd "$1" && pwd)" vrun="$(realpath "$2")"
 shift 2
 py="$(bash "$here/../../scripts/setup-python-venv.sh")"
 cd "$here"

@@ -210,3 +210,14 @@ def test_export_whisper_transcribes_as_cli(cli, tmp_path):
     out = tmp_path / "cli"
     run_cli(cli, "transcribe", "-m", str(vrp), "--backend", "cpu", "-o", "srt", "--output-dir", str(out), CLIPS[0])
     assert m.transcribe(CLIPS[0]).to_srt() == (out / "speech_0880.srt").read_text(encoding="utf-8")
+
+
+def test_generate_many_equals_generate(smollm2):
+    prompts = PROMPTS + ["The three primary colours are"]
+    alone = [smollm2.generate(p, max_tokens=24, temperature=0) for p in prompts]
+    assert smollm2.generate_many(prompts, max_tokens=24, temperature=0) == alone
+    batched = vrun.LanguageModel(SMOLLM2, backend="cpu", context=256, batch_slots=2)
+    # Three prompts over two slots: the third joins when the first sequence ends.
+    assert batched.generate_many(prompts, max_tokens=24, temperature=0) == alone
+    chats = [smollm2.chat([("user", p)], max_tokens=16, temperature=0) for p in prompts[:2]]
+    assert batched.generate_many(prompts[:2], chat=True, max_tokens=16, temperature=0) == chats
