@@ -30,7 +30,7 @@ T take(Result<T>&& r) {
   return std::move(r).value();
 }
 
-// A str or os.PathLike as a path (TypeError otherwise).
+// A str or os.PathLike as a path, a leading ~ expanded (TypeError for anything else).
 std::string fspath(const py::handle& file);
 // FileNotFoundError naming `what` and the path when nothing is there (before any load).
 void require_path(const std::string& path, const char* what);

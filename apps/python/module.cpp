@@ -11,7 +11,8 @@ namespace vrun::python {
 void raise(const Status& s) { throw Error(s.message()); }
 
 std::string fspath(const py::handle& file) {
-  return py::module_::import("os").attr("fspath")(file).cast<std::string>();
+  auto os = py::module_::import("os");
+  return os.attr("path").attr("expanduser")(os.attr("fspath")(file)).cast<std::string>();
 }
 
 void require_path(const std::string& path, const char* what) {

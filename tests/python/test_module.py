@@ -22,6 +22,10 @@ def test_missing_model_raises_before_loading(tmp_path):
         vrun.SpeechModel(tmp_path / "whisper")
     with pytest.raises(FileNotFoundError):
         vrun.export(missing, str(tmp_path / "out.vrp"))
+    # A leading ~ is the home folder, as a shell would expand it.
+    with pytest.raises(FileNotFoundError) as e:
+        vrun.SpeechModel("~/no-such-vrun-model")
+    assert os.path.join(os.path.expanduser("~"), "no-such-vrun-model") in str(e.value)
 
 
 def test_bad_constructor_arguments(tmp_path):
