@@ -4,8 +4,10 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <algorithm>
 #include <mutex>
+#include <optional>
+#include <span>
+#include <sstream>
 
 #include "apps/common/transcript/writers.h"
 #include "apps/python/bindings.h"
