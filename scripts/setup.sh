@@ -26,6 +26,8 @@ packages=(
   pocketsphinx-testdata espeak-ng sox
   # Python for fetching models from PyPI and the cooperative-matrix shader compiler
   python3 python3-pip python3-venv unzip
+  # the Python module (apps/python, -DVRUN_PYTHON): Python's headers and pybind11
+  python3-dev pybind11-dev
 )
 
 missing=()

@@ -23,14 +23,16 @@ bash scripts/setup.sh
 bash scripts/fetch-models.sh smollm2 whisper-tiny >/dev/null
 # The openai Python client the `vrun serve` tests drive the server with (PyPI, cached).
 bash scripts/setup-serve-venv.sh >/dev/null
+# numpy, pytest and Ray for the Python module's tests (tests/python; PyPI, cached).
+bash scripts/setup-python-venv.sh >/dev/null
 jobs=$(nproc)
 start=$(date +%s)
 
 phase=$start
 lap() { echo "== $1 took $(( $(date +%s) - phase )) s"; phase=$(date +%s); }
 
-echo "== build (Release, warnings as errors)"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DVRUN_WERROR=ON >/dev/null
+echo "== build (Release, warnings as errors, with the Python module for Debian's python3)"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DVRUN_WERROR=ON -DVRUN_PYTHON=ON -DPython3_EXECUTABLE=/usr/bin/python3 >/dev/null
 cmake --build build -j"$jobs"
 lap "Release build"
 echo "== tests"

@@ -26,23 +26,12 @@ int run_export(const ExportArgs& a) {
   o.context = a.ctx;
   o.chunk = a.chunk;
   o.local_window = a.local_window;
-  // The family decides which options apply, before anything is imported.
-  auto d = models::detect(a.model);
-  if (!d.is_ok()) return fail("export", d.status().to_string());
-  std::shared_ptr<Program> program = d->program;
-  if (!program) {
-    if (Status s = d->family->check_options(o); !s.is_ok()) return fail("export", s.message());
-    std::vector<std::string> notes;
-    auto p = d->family->build(a.model, o, &notes);
-    for (const auto& n : notes) std::fprintf(stderr, "vrun: %s\n", n.c_str());
-    if (!p.is_ok()) return fail("export", p.status().to_string());
-    program = *p;
-  } else if (!a.dtype.empty() || a.ctx != 0 || a.local_window >= 0) {
-    return fail("export", a.model + " is already a program: --dtype, --ctx and --local-window apply to checkpoints");
-  }
-  const Status s = write_program(*program, a.out);
-  if (!s.is_ok()) return fail("export", s.with_context("writing " + a.out).to_string());
-  std::fprintf(stderr, "wrote %s (%s model)\n", a.out.c_str(), d->family->name.c_str());
+  // The family decides which options apply, before anything is imported (models::export_program).
+  std::vector<std::string> notes;
+  auto family = models::export_program(a.model, a.out, o, &notes);
+  for (const auto& n : notes) std::fprintf(stderr, "vrun: %s\n", n.c_str());
+  if (!family.is_ok()) return fail("export", family.status().to_string());
+  std::fprintf(stderr, "wrote %s (%s model)\n", a.out.c_str(), (*family)->name.c_str());
   return 0;
 }
 

@@ -143,4 +143,18 @@ Result<std::shared_ptr<Program>> load_or_build(const std::string& path, const Bu
   return d.family->build(path, options, notes);
 }
 
+Result<const Family*> export_program(const std::string& path, const std::string& out, const BuildOptions& options,
+                                     std::vector<std::string>* notes) {
+  VRUN_ASSIGN_OR_RETURN(Detected d, detect(path));
+  std::shared_ptr<Program> program = d.program;
+  if (!program) {
+    VRUN_RETURN_IF_ERROR(d.family->check_options(options));
+    VRUN_ASSIGN_OR_RETURN(program, d.family->build(path, options, notes));
+  } else if (options.dtype || options.context != 0 || options.local_window >= 0) {
+    return err(ErrorCode::kInvalidArgument, path, " is already a program: --dtype, --ctx and --local-window apply to checkpoints");
+  }
+  VRUN_RETURN_IF_ERROR(write_program(*program, out).with_context("writing " + out));
+  return d.family;
+}
+
 }  // namespace vrun::models

@@ -57,4 +57,10 @@ Result<Detected> detect(const std::string& path);
 Result<std::shared_ptr<Program>> load_or_build(const std::string& path, const BuildOptions& options,
                                                std::vector<std::string>* notes);
 
+// `vrun export` and the bindings' export(): the program of the checkpoint at `path`, built with
+// `options` (checked against its family first), written to `out`. A .vrp is written again as it is,
+// and refuses dtype, context and local_window (they apply to checkpoints). Returns the family.
+Result<const Family*> export_program(const std::string& path, const std::string& out, const BuildOptions& options,
+                                     std::vector<std::string>* notes);
+
 }  // namespace vrun::models

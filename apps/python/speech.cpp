@@ -1,0 +1,336 @@
+// vrun.SpeechModel and vrun.Transcript: a Whisper or Parakeet model through the speech interface
+// (apps/speech), transcripts rendered by the CLI's own writers so that files match its byte for byte.
+#include <pybind11/functional.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <mutex>
+#include <optional>
+#include <span>
+#include <sstream>
+
+#include "apps/common/transcript/writers.h"
+#include "apps/python/bindings.h"
+#include "apps/speech/speech_recognizer.h"
+#include "preprocess/audio_loader.h"
+
+namespace vrun::python {
+
+namespace {
+
+// A transcript and the name of what it came from (the path as given; json's "audio").
+struct Transcript {
+  transcript::Transcript t;
+  std::string source;
+
+  std::string render(const std::string& format, const std::optional<std::string>& audio) const {
+    return take(transcript::render_transcript(t, format, audio.value_or(source)));
+  }
+};
+
+// The decoding options transcribe() takes, with the CLI's defaults and checks (`vrun transcribe`'s
+// --temperature, --temperature-increment, --no-fallback and so on under their Python names).
+struct SpeechArgs {
+  std::string language = "auto", task = "transcribe", prompt, attention = "full";
+  bool timestamps = true, word_timestamps = false, fallback = true, condition_on_previous_text = true;
+  int beam_size = 1, best_of = 5;
+  double patience = 1.0, length_penalty = 1.0, temperature = 0.0, temperature_increment = 0.2;
+  double compression_ratio_threshold = 2.4, logprob_threshold = -1.0, no_speech_threshold = 0.6;
+  uint64_t seed = 0;
+};
+
+template <typename T>
+void set(const py::handle& value, T* field) {
+  if (!value.is_none()) *field = value.cast<T>();
+}
+
+SpeechArgs parse_args(const py::kwargs& kw) {
+  SpeechArgs a;
+  for (const auto& [key, value] : kw) {
+    const std::string k = key.cast<std::string>();
+    if (k == "language") set(value, &a.language);
+    else if (k == "task") set(value, &a.task);
+    else if (k == "prompt") set(value, &a.prompt);
+    else if (k == "attention") set(value, &a.attention);
+    else if (k == "timestamps") set(value, &a.timestamps);
+    else if (k == "word_timestamps") set(value, &a.word_timestamps);
+    else if (k == "fallback") set(value, &a.fallback);
+    else if (k == "condition_on_previous_text") set(value, &a.condition_on_previous_text);
+    else if (k == "beam_size") set(value, &a.beam_size);
+    else if (k == "best_of") set(value, &a.best_of);
+    else if (k == "patience") set(value, &a.patience);
+    else if (k == "length_penalty") set(value, &a.length_penalty);
+    else if (k == "temperature") set(value, &a.temperature);
+    else if (k == "temperature_increment") set(value, &a.temperature_increment);
+    else if (k == "compression_ratio_threshold") set(value, &a.compression_ratio_threshold);
+    else if (k == "logprob_threshold") set(value, &a.logprob_threshold);
+    else if (k == "no_speech_threshold") set(value, &a.no_speech_threshold);
+    else if (k == "seed") set(value, &a.seed);
+    else
+      throw py::type_error("transcribe() got an unexpected keyword argument '" + k +
+                           "' (language, task, prompt, timestamps, word_timestamps, beam_size, best_of, patience, "
+                           "length_penalty, temperature, temperature_increment, fallback, seed, "
+                           "compression_ratio_threshold, logprob_threshold, no_speech_threshold, "
+                           "condition_on_previous_text, attention)");
+  }
+  const auto range = [](const char* name, const char* accepted, double got) {
+    std::ostringstream os;
+    os << name << " must be " << accepted << ", got " << got;
+    throw py::value_error(os.str());
+  };
+  if (a.beam_size < 1) range("beam_size", ">= 1", a.beam_size);
+  if (a.best_of < 1) range("best_of", ">= 1", a.best_of);
+  if (!(a.temperature >= 0 && a.temperature <= 1)) range("temperature", "in [0, 1]", a.temperature);
+  if (!(a.temperature_increment > 0)) range("temperature_increment", "> 0", a.temperature_increment);
+  if (!(a.patience > 0)) range("patience", "> 0", a.patience);
+  if (a.task != "transcribe" && a.task != "translate")
+    throw py::value_error("task must be transcribe or translate, got '" + a.task + "'");
+  if (a.attention != "full" && a.attention != "local")
+    throw py::value_error("attention must be full or local, got '" + a.attention + "'");
+  return a;
+}
+
+speech::Options speech_options(const SpeechArgs& a) {
+  speech::Options o;
+  whisper::TranscribeOptions& w = o.whisper;
+  w.timestamps = a.timestamps;
+  w.language = a.language;
+  w.task = a.task;
+  w.beam_size = a.beam_size;
+  w.best_of = a.best_of;
+  w.patience = a.patience;
+  w.length_penalty = a.length_penalty;
+  w.seed = a.seed;
+  // As the command line: the start temperature, then steps of the increment up to 1.0.
+  w.temperatures = {a.temperature};
+  if (a.fallback)
+    for (double t = a.temperature + a.temperature_increment; t <= 1.0 + 1e-6; t += a.temperature_increment) w.temperatures.push_back(t);
+  w.compression_ratio_threshold = a.compression_ratio_threshold;
+  w.logprob_threshold = a.logprob_threshold;
+  w.no_speech_threshold = a.no_speech_threshold;
+  w.condition_on_previous_text = a.condition_on_previous_text;
+  w.initial_prompt = a.prompt;
+  w.word_timestamps = a.word_timestamps;
+  o.local_attention = a.attention == "local";
+  return o;
+}
+
+// One input's samples: a file read (its path kept for json's "audio") or a numpy array held as is.
+struct Input {
+  std::string source;
+  std::vector<float> loaded;
+  bool is_array = false;
+  py::object array;  // a C-contiguous float32 numpy array, viewed through the buffer protocol
+  std::span<const float> view;
+  std::span<const float> samples() const {
+    if (is_array) return view;
+    return loaded;
+  }
+};
+
+Input make_input(const py::handle& audio) {
+  Input in;
+  if (!py::isinstance<py::str>(audio) && !py::isinstance<py::bytes>(audio) && py::hasattr(audio, "__array_interface__")) {
+    in.array = py::module_::import("numpy").attr("ascontiguousarray")(audio, "float32");
+    py::buffer_info info = in.array.cast<py::buffer>().request();
+    if (info.ndim != 1)
+      throw py::value_error("audio as an array must be one-dimensional float32 samples at 16 kHz (vrun.load_audio reads files)");
+    in.view = {static_cast<const float*>(info.ptr), static_cast<size_t>(info.shape[0])};
+    in.is_array = true;
+    return in;
+  }
+  in.source = fspath(audio);
+  require_path(in.source, "transcribe");
+  return in;
+}
+
+// Reads the files among the inputs (without the GIL).
+void load_files(std::vector<Input>& inputs) {
+  Status bad = Status::ok();
+  {
+    py::gil_scoped_release release;
+    for (auto& in : inputs) {
+      if (in.is_array || !bad.is_ok()) continue;
+      auto audio = preprocess::load_audio(in.source);
+      if (!audio.is_ok()) bad = audio.status();
+      else in.loaded = std::move(audio->samples);
+    }
+  }
+  if (!bad.is_ok()) throw Error(bad.message());
+}
+
+class SpeechModel {
+ public:
+  SpeechModel(const py::object& file, const std::string& backend, int threads, int decode_batch) {
+    path_ = fspath(file);
+    speech::LoadOptions lo;
+    lo.backend = backend_kind(backend);
+    check_threads(threads);
+    lo.threads = threads;
+    if (decode_batch < 1) throw py::value_error("decode_batch must be >= 1, got " + std::to_string(decode_batch));
+    lo.decode_batch = decode_batch;
+    require_path(path_, "SpeechModel");
+    auto r = [&] {
+      py::gil_scoped_release release;
+      return speech::load(path_, lo);
+    }();
+    recognizer_ = take(std::move(r));
+  }
+
+  Transcript transcribe(const py::handle& audio, const py::object& on_segment, const py::kwargs& kw) {
+    const speech::Options o = checked_options(kw);
+    std::vector<Input> inputs;
+    inputs.push_back(make_input(audio));
+    load_files(inputs);
+    speech::OnSegment seg;
+    std::optional<py::error_already_set> callback_error;
+    if (!on_segment.is_none())
+      seg = [&](const transcript::Segment& s) {
+        py::gil_scoped_acquire acquire;
+        if (callback_error) return;
+        try {
+          on_segment(s);
+        } catch (py::error_already_set& e) {
+          callback_error = std::move(e);
+        }
+      };
+    auto t = [&] {
+      py::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(mu_);
+      return recognizer_->transcribe(inputs[0].samples(), o, seg);
+    }();
+    if (callback_error) throw std::move(*callback_error);
+    return Transcript{take(std::move(t)), inputs[0].source};
+  }
+
+  std::vector<Transcript> transcribe_many(const py::list& audios, const py::kwargs& kw) {
+    const speech::Options o = checked_options(kw);
+    std::vector<Input> inputs;
+    for (const auto& a : audios) inputs.push_back(make_input(a));
+    load_files(inputs);
+    auto ts = [&] {
+      py::gil_scoped_release release;
+      std::vector<std::span<const float>> spans;
+      for (const auto& in : inputs) spans.push_back(in.samples());
+      std::lock_guard<std::mutex> lock(mu_);
+      return recognizer_->transcribe_many(spans, o);
+    }();
+    std::vector<Transcript> out;
+    auto done = take(std::move(ts));
+    for (size_t i = 0; i < done.size(); ++i) out.push_back({std::move(done[i]), inputs[i].source});
+    return out;
+  }
+
+  const std::string& family() const { return recognizer_->family(); }
+  std::string device() const { return recognizer_->device_description(); }
+  const std::vector<std::string>& notes() const { return recognizer_->notes(); }
+  const std::string& path() const { return path_; }
+
+ private:
+  // The options checked against this model before any audio is read (a language an English-only
+  // model lacks, translation, ...): ValueError with vrun's message.
+  speech::Options checked_options(const py::kwargs& kw) const {
+    const speech::Options o = speech_options(parse_args(kw));
+    std::vector<std::string> ignored;
+    if (Status s = recognizer_->check(o, &ignored); !s.is_ok()) throw py::value_error(s.message());
+    if (!ignored.empty()) {
+      auto warn = py::module_::import("warnings").attr("warn");
+      for (const auto& w : ignored) warn(w);
+    }
+    return o;
+  }
+
+  std::string path_;
+  std::unique_ptr<speech::Recognizer> recognizer_;
+  std::mutex mu_;  // one transcription at a time per model
+};
+
+const char* kOptionsDoc =
+    "Options (keywords, the defaults of `vrun transcribe`): language='auto' ('en', 'de', ...), task='transcribe'\n"
+    "or 'translate', prompt='' (text the first window is conditioned on), timestamps=True, word_timestamps=False,\n"
+    "beam_size=1 (greedy), best_of=5, patience=1.0, length_penalty=1.0, temperature=0.0,\n"
+    "temperature_increment=0.2, fallback=True, seed=0, compression_ratio_threshold=2.4, logprob_threshold=-1.0,\n"
+    "no_speech_threshold=0.6, condition_on_previous_text=True; Parakeet: attention='full' or 'local'.\n"
+    "Bad values raise ValueError before any audio is read.";
+
+void register_transcript(py::module_& m) {
+  py::class_<transcript::Word>(m, "Word", "A word with its times (seconds) and probability.")
+      .def_readonly("start", &transcript::Word::start)
+      .def_readonly("end", &transcript::Word::end)
+      .def_readonly("text", &transcript::Word::text, "The word with its leading space, as decoded")
+      .def_readonly("probability", &transcript::Word::probability)
+      .def("__repr__", [](const transcript::Word& w) {
+        return "Word(" + std::to_string(w.start) + ", " + std::to_string(w.end) + ", " + py::repr(py::str(w.text)).cast<std::string>() + ")";
+      });
+  py::class_<transcript::Segment>(m, "Segment", "A segment of a transcript: times in seconds, text, words when asked for.")
+      .def_readonly("start", &transcript::Segment::start)
+      .def_readonly("end", &transcript::Segment::end)
+      .def_readonly("text", &transcript::Segment::text)
+      .def_readonly("words", &transcript::Segment::words)
+      .def_readonly("tokens", &transcript::Segment::tokens)
+      .def_readonly("avg_logprob", &transcript::Segment::avg_logprob)
+      .def_readonly("no_speech_prob", &transcript::Segment::no_speech_prob)
+      .def_readonly("temperature", &transcript::Segment::temperature)
+      .def_readonly("compression_ratio", &transcript::Segment::compression_ratio)
+      .def("__repr__", [](const transcript::Segment& s) {
+        return "Segment(" + transcript::format_timestamp(s.start) + " --> " + transcript::format_timestamp(s.end) + ", " +
+               py::repr(py::str(s.text)).cast<std::string>() + ")";
+      });
+  py::class_<Transcript>(m, "Transcript",
+                         "What SpeechModel.transcribe returns. to_text/to_srt/to_vtt/to_tsv/to_json give the files\n"
+                         "`vrun transcribe -o FORMAT` writes, byte for byte.")
+      .def_property_readonly("text", [](const Transcript& t) { return t.t.text(); }, "Segment texts joined, outer spaces trimmed")
+      .def_property_readonly("language", [](const Transcript& t) { return t.t.language; })
+      .def_property_readonly("language_probability", [](const Transcript& t) { return t.t.language_probability; })
+      .def_property_readonly("segments", [](const Transcript& t) { return t.t.segments; })
+      .def_property_readonly("source", [](const Transcript& t) { return t.source; }, "The path transcribed ('' for an array)")
+      .def_property_readonly("duration", [](const Transcript& t) { return t.t.stats.audio_s; }, "Audio seconds")
+      .def_property_readonly("stats", [](const Transcript& t) {
+            const auto& s = t.t.stats;
+            py::dict d;
+            d["audio_s"] = s.audio_s, d["features_s"] = s.features_s, d["encode_s"] = s.encode_s, d["decode_s"] = s.decode_s;
+            d["align_s"] = s.align_s, d["windows"] = s.windows, d["tokens"] = s.tokens;
+            return d;
+          }, "Audio seconds and the time spent on features, encoding, decoding and word alignment")
+      .def("render", &Transcript::render, py::arg("format"), py::arg("audio") = py::none(),
+           "The transcript as 'txt', 'srt', 'vtt', 'tsv' or 'json' (json's \"audio\" is `audio`, else source)")
+      .def("to_text", [](const Transcript& t) { return t.render("txt", {}); }, "The txt file: one line per segment")
+      .def("to_srt", [](const Transcript& t) { return t.render("srt", {}); }, "SubRip subtitles")
+      .def("to_vtt", [](const Transcript& t) { return t.render("vtt", {}); }, "WebVTT subtitles")
+      .def("to_tsv", [](const Transcript& t) { return t.render("tsv", {}); }, "start, end (ms) and text, tab-separated")
+      .def("to_json", [](const Transcript& t, const std::optional<std::string>& audio) { return t.render("json", audio); },
+           py::arg("audio") = py::none(), "Segments, words, tokens and scores as JSON (the CLI's json file)")
+      .def("__str__", [](const Transcript& t) { return t.t.text(); })
+      .def("__repr__", [](const Transcript& t) {
+        return "Transcript(" + std::to_string(t.t.segments.size()) + " segments, " + py::repr(py::str(t.t.text())).cast<std::string>() + ")";
+      });
+}
+
+}  // namespace
+
+void register_speech(py::module_& m) {
+  register_transcript(m);
+  py::class_<SpeechModel>(m, "SpeechModel",
+                          "A speech recogniser: Whisper (CTranslate2 or Hugging Face folder, whisper.cpp ggml-*.bin),\n"
+                          "Parakeet (.nemo, Hugging Face folder) or a .vrp exported from either.")
+      .def(py::init<const py::object&, const std::string&, int, int>(), py::arg("path"), py::arg("backend") = "auto",
+           py::arg("threads") = 0, py::arg("decode_batch") = 5,
+           "SpeechModel(path, backend='auto'|'cpu'|'vulkan', threads=0, decode_batch=5)\n\n"
+           "Loads the model (GIL released). threads 0: VRUN_THREADS or all cores. decode_batch: rows of Whisper's\n"
+           "batched decoder (beam_size and best_of need at most this many).")
+      .def("transcribe", &SpeechModel::transcribe, py::arg("audio"), py::kw_only(), py::arg("on_segment") = py::none(),
+           (std::string("transcribe(audio, *, on_segment=None, **options) -> Transcript\n\n"
+                        "audio: a file path (WAV, FLAC, OGG, MP3; any rate and channel count) or a one-dimensional\n"
+                        "float32 array of 16-kHz mono samples (vrun.load_audio). on_segment(Segment) is called as each\n"
+                        "segment is decoded. The model runs with the GIL released.\n") + kOptionsDoc).c_str())
+      .def("transcribe_many", &SpeechModel::transcribe_many, py::arg("audios"),
+           (std::string("transcribe_many(audios, **options) -> list[Transcript]\n\n"
+                        "Several inputs (paths or arrays) with the same options; Parakeet encodes them together, Whisper\n"
+                        "one after another; each transcript is the one the input gives alone.\n") + kOptionsDoc).c_str())
+      .def_property_readonly("family", &SpeechModel::family, "'whisper' or 'parakeet'")
+      .def_property_readonly("device", &SpeechModel::device, "What runs the model")
+      .def_property_readonly("notes", &SpeechModel::notes, "Import and conversion notes")
+      .def_property_readonly("path", &SpeechModel::path);
+}
+
+}  // namespace vrun::python
