@@ -273,6 +273,7 @@ int run_transcribe(const TranscribeArgs& a) {
   j.queue = std::move(*inputs);
   auto recognizers = load_workers(a, kind, o, *specs);
   if (!recognizers.is_ok()) return fail("transcribe", recognizers.status().message());
+  j.note_chunks = !recognizers->empty() && (*recognizers)[0]->family() == "parakeet" && a.attention == "full";
   if (j.several_inputs) {
     double total = 0;
     for (const auto& in : j.queue) total += job::estimate_s(in);

@@ -94,6 +94,12 @@ void finish(Job& j, const job::Input& in, const transcript::Transcript* t, const
     std::fprintf(stderr, "vrun: %s: audio %.2f s, wall %.2f s, RTFx %.1f (mel %.2f s, encode %.2f s, decode %.2f s%s; %d windows, %d tokens)\n",
                  in.path.c_str(), st.audio_s, wall, wall > 0 ? st.audio_s / wall : 0.0, st.features_s, st.encode_s, st.decode_s, words,
                  st.windows, st.tokens);
+    if (j.note_chunks && st.windows > 1)
+      std::fprintf(stderr,
+                   "vrun: %s: longer than the model's full attention reaches in one call: encoded in %d overlapping "
+                   "chunks (NeMo attends over the whole file, so tokens near the seams may differ; --attention local "
+                   "takes up to 10 minutes a call)\n",
+                   in.path.c_str(), st.windows);
     rec.duration_s = st.audio_s;
     if (auto s = write_outputs(j, in, *t, &rec.outputs); !s.is_ok()) {
       std::fprintf(stderr, "vrun transcribe: %s\n", s.message().c_str());

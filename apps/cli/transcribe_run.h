@@ -62,6 +62,9 @@ struct Job {
   std::vector<job::Input> queue;
   size_t next = 0;
   bool several_inputs = false, several_workers = false;
+  // Parakeet with full attention: a file longer than the program attends over at once is encoded
+  // in overlapping chunks, which NeMo would not do; each such file gets a note.
+  bool note_chunks = false;
   std::mutex queue_mu, console_mu;
   job::Summary summary;
   std::unique_ptr<job::Progress> progress;

@@ -37,6 +37,36 @@ CliRun vrun(const std::string& args, const std::string& tag) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
 }
 
+// A file longer than the program's full attention (2000 encoder frames, 160 s) is encoded in
+// overlapping chunks, which NeMo's transcribe() would not do: the CLI says so for that file (and
+// not for a short one). long_concat.wav (a canonical 44-byte header, 16-bit mono) seven times
+// over is 190 s.
+TEST(ParakeetCli, ChunkedFileIsNamedOnStderr) {
+  const std::string clip = slurp(kData + "/parakeet/long_concat.wav");
+  ASSERT_GT(clip.size(), 44u);
+  const std::string pcm = clip.substr(44);
+  std::string body;
+  for (int k = 0; k < 7; ++k) body += pcm;
+  std::string wav = clip.substr(0, 44);
+  const auto put32 = [&wav](size_t at, uint32_t v) {
+    for (int b = 0; b < 4; ++b) wav[at + static_cast<size_t>(b)] = static_cast<char>((v >> (8 * b)) & 0xff);
+  };
+  put32(4, static_cast<uint32_t>(36 + body.size()));
+  put32(40, static_cast<uint32_t>(body.size()));
+  const std::string path = ::testing::TempDir() + "/parakeet_long190.wav";
+  std::ofstream(path, std::ios::binary) << wav << body;
+  const std::string model = kData + "/parakeet/tdt_small.nemo";
+  const CliRun r = vrun("transcribe --backend cpu -t 2 -m " + model + " " + path + " " + kData + "/parakeet/short_0p62.wav", "chunked");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("parakeet_long190.wav: longer than the model's full attention reaches in one call: encoded in 2 overlapping chunks"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("short_0p62.wav: longer than"), std::string::npos) << r.err;
+  const CliRun local = vrun("transcribe --backend cpu -t 2 --attention local -m " + model + " " + path, "chunked_local");
+  ASSERT_EQ(local.exit_code, 0) << local.err;
+  EXPECT_EQ(local.err.find("overlapping chunks"), std::string::npos) << local.err;
+}
+
 TEST(ParakeetCli, BatchSizeGivesEachFileItsOwnTranscript) {
   const auto goldens = nlohmann::json::parse(slurp(kData + "/parakeet/goldens.json"));
   const std::string model = kData + "/parakeet/tdt_small.nemo";
