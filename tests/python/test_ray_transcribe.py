@@ -35,8 +35,10 @@ def job(tmp_path_factory):
 def expected(cli, tmp_path_factory):
     out = tmp_path_factory.mktemp("cli")
     run_cli(cli, "transcribe", "-m", WHISPER, "--backend", "cpu", "-o", "txt,srt", "--output-dir", str(out), *SOURCES)
-    return {src: {f: (out / (os.path.splitext(os.path.basename(src))[0] + "." + f)).read_text(encoding="utf-8") for f in ("txt", "srt")}
-            for src in SOURCES}
+    # The CLI names plain files by their path below the longest folder they share.
+    common = os.path.commonpath([os.path.dirname(os.path.abspath(s)) for s in SOURCES])
+    stem = {src: os.path.splitext(os.path.relpath(os.path.abspath(src), common))[0] for src in SOURCES}
+    return {src: {f: (out / (stem[src] + "." + f)).read_text(encoding="utf-8") for f in ("txt", "srt")} for src in SOURCES}
 
 
 def summary(path):
