@@ -135,7 +135,9 @@ std::string pax_path(std::span<const uint8_t> d) {
     size_t sp = p;
     uint64_t len = 0;
     while (sp < d.size() && d[sp] >= '0' && d[sp] <= '9' && len < (uint64_t{1} << 40)) len = len * 10 + (d[sp++] - '0');
-    if (sp >= d.size() || d[sp] != ' ' || len == 0 || p + len > d.size()) break;
+    // LEN counts the whole record, its own digits and the space too: one too short to reach past
+    // the space is corrupt.
+    if (sp >= d.size() || d[sp] != ' ' || len == 0 || p + len > d.size() || p + len <= sp) break;
     const std::string rec(reinterpret_cast<const char*>(d.data() + sp + 1), p + len - sp - 1);
     if (rec.rfind("path=", 0) == 0) path = rec.substr(5, rec.size() - 5 - (rec.back() == '\n' ? 1 : 0));
     p += len;

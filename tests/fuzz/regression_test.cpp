@@ -16,6 +16,7 @@
 #include "models/gguf/ggml_dequant.h"
 #include "models/gguf/gguf_file.h"
 #include "models/llama/hf_llama.h"
+#include "models/torch_ckpt/archive.h"
 #include "models/torch_ckpt/pickle.h"
 #include "preprocess/audio_loader.h"
 #include "runtime/base/dtype.h"
@@ -84,6 +85,18 @@ TEST(FuzzRegression, PickleCyclicValue) {
   ASSERT_FALSE(p.is_ok());
   EXPECT_NE(p.status().message().find("data.pkl"), std::string::npos) << p.status().message();
   EXPECT_NE(p.status().message().find("contain itself"), std::string::npos) << p.status().message();
+}
+
+// A tar whose pax header holds a record whose length field ("1 ") is shorter than the digits and
+// the space it counts: the record's text length came out as -1 (a size_t past 2^64), and the
+// string built from it overflowed its pointer. Such a record now ends the pax header, and the
+// archive is refused at its next header.
+TEST(FuzzRegression, PaxRecordShorterThanItsLengthField) {
+  const std::string input = bytes_of(kDir + "/nemo/pax_record_shorter_than_its_length_field.nemo");
+  auto t = vrun::torch_ckpt::read_tar({reinterpret_cast<const uint8_t*>(input.data()), input.size()}, "model.nemo");
+  ASSERT_FALSE(t.is_ok());  // the header after it is corrupt too
+  EXPECT_NE(t.status().message().find("model.nemo: not a tar archive, or corrupt (header at byte 1024"), std::string::npos)
+      << t.status().message();
 }
 
 // A SentencePiece model with a zero-length piece: libsentencepiece's trie builder threw an
