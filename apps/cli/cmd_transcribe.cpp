@@ -103,10 +103,7 @@ speech::Options speech_options(const TranscribeArgs& a) {
   w.patience = a.patience;
   w.length_penalty = a.length_penalty;
   w.seed = a.seed;
-  w.temperatures = {a.temperature};
-  // openai-whisper's CLI: the start temperature, then steps of the increment up to 1.0.
-  if (!a.no_fallback)
-    for (double t = a.temperature + a.temperature_increment; t <= 1.0 + 1e-6; t += a.temperature_increment) w.temperatures.push_back(t);
+  w.temperatures = whisper::TranscribeOptions::temperature_schedule(a.temperature, a.temperature_increment, !a.no_fallback);
   w.compression_ratio_threshold = a.compression_ratio_threshold;
   w.logprob_threshold = a.logprob_threshold;
   w.no_speech_threshold = a.no_speech_threshold;

@@ -101,10 +101,7 @@ speech::Options speech_options(const SpeechArgs& a) {
   w.patience = a.patience;
   w.length_penalty = a.length_penalty;
   w.seed = a.seed;
-  // As the command line: the start temperature, then steps of the increment up to 1.0.
-  w.temperatures = {a.temperature};
-  if (a.fallback)
-    for (double t = a.temperature + a.temperature_increment; t <= 1.0 + 1e-6; t += a.temperature_increment) w.temperatures.push_back(t);
+  w.temperatures = whisper::TranscribeOptions::temperature_schedule(a.temperature, a.temperature_increment, a.fallback);
   w.compression_ratio_threshold = a.compression_ratio_threshold;
   w.logprob_threshold = a.logprob_threshold;
   w.no_speech_threshold = a.no_speech_threshold;

@@ -38,6 +38,13 @@ struct TranscribeOptions {
   // Temperature fallback: each window is decoded at the first temperature, and again at the
   // next while the result is too repetitive or too improbable.
   std::vector<double> temperatures = {0.0, 0.2, 0.4, 0.6, 0.8, 1.0};
+  // openai-whisper's CLI schedule: `start`, then (with fallback) steps of `increment` up to 1.0.
+  static std::vector<double> temperature_schedule(double start, double increment, bool fallback) {
+    std::vector<double> t = {start};
+    if (fallback)
+      for (double v = start + increment; v <= 1.0 + 1e-6; v += increment) t.push_back(v);
+    return t;
+  }
   double compression_ratio_threshold = 2.4;  // <= 0: no check
   double logprob_threshold = -1.0;           // -inf: no check
   double no_speech_threshold = 0.6;          // < 0: never skip a window
