@@ -11,6 +11,7 @@
 #include <sstream>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace vrun::parakeet {
@@ -94,11 +95,9 @@ TEST(ParakeetCli, BatchSizeGivesEachFileItsOwnTranscript) {
   EXPECT_NE(vrun("transcribe --batch-size 0 -m " + model + files, "zero").exit_code, 0);
 }
 
-// Two workers (each its own model, one queue), alone and with --batch-size 2 groups, write the
-// transcripts one worker writes, and the summary records every file once.
-TEST(ParakeetCli, TwoWorkersWriteWhatOneWrites) {
+// Three clips of the Parakeet goldens, as a command line's file arguments and their file stems.
+std::pair<std::string, std::vector<std::string>> three_clips() {
   const auto goldens = nlohmann::json::parse(slurp(kData + "/parakeet/goldens.json"));
-  const std::string model = kData + "/parakeet/tdt_small.nemo";
   std::string files;
   std::vector<std::string> stems;
   for (const char* clip : {"librivox_0880", "synth", "librivox_0930"}) {
@@ -106,6 +105,14 @@ TEST(ParakeetCli, TwoWorkersWriteWhatOneWrites) {
     files += " " + path;
     stems.push_back(std::filesystem::path(path).stem().string());
   }
+  return {files, stems};
+}
+
+// Two workers (each its own model, one queue), alone and with --batch-size 2 groups, write the
+// transcripts one worker writes, and the summary records every file once.
+TEST(ParakeetCli, TwoWorkersWriteWhatOneWrites) {
+  const std::string model = kData + "/parakeet/tdt_small.nemo";
+  const auto [files, stems] = three_clips();
   const std::string dir = ::testing::TempDir() + "/parakeet_workers";
   std::filesystem::remove_all(dir);
   const std::string common = "transcribe --backend cpu -m " + model + " -o txt,json --output-dir " + dir;
@@ -166,15 +173,8 @@ TEST(ParakeetCli, ResumeWithoutTranscriptsReadsTheSummary) {
 // that device writes (skipped without a Vulkan device; Mesa's lavapipe counts).
 TEST(ParakeetCli, TwoWorkersOnOneVulkanDevice) {
   if (vrun("info", "vk_info").out.find("vulkan device 0:") == std::string::npos) GTEST_SKIP() << "no Vulkan device";
-  const auto goldens = nlohmann::json::parse(slurp(kData + "/parakeet/goldens.json"));
   const std::string model = kData + "/parakeet/tdt_small.nemo";
-  std::string files;
-  std::vector<std::string> stems;
-  for (const char* clip : {"librivox_0880", "synth", "librivox_0930"}) {
-    const std::string path = kData + "/" + goldens["clips"][clip]["path"].get<std::string>();
-    files += " " + path;
-    stems.push_back(std::filesystem::path(path).stem().string());
-  }
+  const auto [files, stems] = three_clips();
   const std::string dir = ::testing::TempDir() + "/parakeet_devices";
   std::filesystem::remove_all(dir);
   const std::string common = "transcribe -t 2 -m " + model + " -o txt --output-dir " + dir;
