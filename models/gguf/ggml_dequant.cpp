@@ -1,6 +1,7 @@
 #include "models/gguf/ggml_dequant.h"
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -320,6 +321,10 @@ Result<ConvertedTensor> convert_ggml_tensor(uint32_t type, const void* src, int6
   if (!target || !can_dequantize_ggml(type))
     return err(ErrorCode::kUnsupported, "GGUF tensor type ", ggml_type_name(type), " has no conversion");
   DType to = *target;
+  // A tensor with a zero dimension converts to nothing; no row buffer is sized from the other one.
+  if (rows < 0 || cols < 0 || (rows > 0 && cols > INT64_MAX / rows))
+    return err(ErrorCode::kInvalidProgram, "GGUF tensor of ", rows, " rows of ", cols, " elements has no valid size");
+  if (rows == 0 || cols == 0) return ConvertedTensor{to, std::make_shared<const uint8_t>(0)};
   if (to == DType::f32) {  // can_dequantize_ggml: a codec or a plain type
     auto buf = std::make_shared<std::vector<float>>(static_cast<size_t>(rows * cols));
     dequantize_ggml_row(type, src, buf->data(), rows * cols);

@@ -34,6 +34,25 @@ std::string bytes_of(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
+// A GGUF tensor with a zero dimension and a 8.6e9-element one: converting it sized a one-row
+// scratch buffer from the row length (34 GB) although there were no rows. Empty tensors now
+// convert to nothing.
+TEST(FuzzRegression, GgufZeroDimensionTensorAllocatesNothing) {
+  auto f = vrun::gguf::File::open(kDir + "/gguf/zero_dimension_sized_a_row_buffer_from_the_other.gguf");
+  ASSERT_TRUE(f.is_ok()) << f.status().message();
+  int empty = 0;
+  for (const auto& t : (*f)->tensors()) {
+    if (t.ne.empty() || t.numel() != 0 || !vrun::gguf::ggml_import_dtype(t.type)) continue;
+    auto c = vrun::gguf::convert_ggml_tensor(t.type, t.data, 0, t.ne[0]);
+    if (c.is_ok()) ++empty;
+    else EXPECT_NE(c.status().message().find("no conversion"), std::string::npos) << t.name << ": " << c.status().message();
+  }
+  EXPECT_GT(empty, 0);
+  auto bad = vrun::gguf::convert_ggml_tensor(static_cast<uint32_t>(vrun::gguf::GgmlType::Q4_K), nullptr, -1, 256, vrun::DType::f32);
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("no valid size"), std::string::npos) << bad.status().message();
+}
+
 // A GGUF whose k-quant scales decode to infinity: re-quantising it to q8_0 converted inf * 0 (nan)
 // to an integer, which is undefined. The importer's conversions now clamp.
 TEST(FuzzRegression, GgufNonFiniteValuesRequantisedToQ8_0) {
