@@ -106,6 +106,11 @@ CommandRegistrar reg(
                      "chunk, 512, which keeps greedy text equal to `vrun generate`)")
           ->capture_default_str()
           ->check(CLI::Range(0, 1 << 20));
+      sub.add_flag("--vad", o->vad,
+                   "Transcribe only the speech Silero VAD finds (faster-whisper's defaults), times staying those "
+                   "of the upload; a request's vad_filter=false turns it off");
+      sub.add_option("--vad-model", o->vad_model,
+                     "Silero VAD .onnx for --vad (default: the cache's, from scripts/fetch-models.sh silero-vad)");
       add_backend_options(sub, *run);
       return [o, run] {
         o->backend = run->backend;

@@ -268,6 +268,11 @@ int run_transcribe(const TranscribeArgs& a) {
   if (j.several_workers)
     std::stable_sort(inputs->begin(), inputs->end(), [](const job::Input& x, const job::Input& y) { return job::estimate_s(x) > job::estimate_s(y); });
   j.queue = std::move(*inputs);
+  if (a.vad) {
+    auto vad = speech::VoiceActivity::load(a.vad_model);
+    if (!vad.is_ok()) return fail("transcribe", "--vad: " + vad.status().message());
+    j.vad = std::move(*vad);
+  }
   auto recognizers = load_workers(a, kind, o, *specs);
   if (!recognizers.is_ok()) return fail("transcribe", recognizers.status().message());
   j.note_chunks = !recognizers->empty() && (*recognizers)[0]->family() == "parakeet" && a.attention == "full";

@@ -8,7 +8,6 @@
 #include <filesystem>
 #include <fstream>
 
-#include "apps/cli/vad_hook.h"
 #include "apps/common/transcript/writers.h"
 
 namespace vrun::cli {
@@ -130,14 +129,11 @@ void transcribe_file(Job& j, speech::Recognizer& r, const job::Input& in) {
     printed.clear();
   };
   flush_printed();
-  SpeechOnly speech;  // --vad: the speech alone, and how its times map back
+  speech::SpeechOnly speech;  // --vad: the speech alone, and how its times map back
   const double full_s = audio->duration_s();
-  if (a.vad) {
-    auto cut = keep_speech(audio->samples, a.vad_model);
-    if (!cut.is_ok()) {
-      j.fatal = true;  // the VAD model does not load: every file would fail the same way
-      return finish(j, in, nullptr, cut.status().message(), full_s, seconds_since(t0), "");
-    }
+  if (j.vad) {
+    auto cut = j.vad->keep_speech(audio->samples);
+    if (!cut.is_ok()) return finish(j, in, nullptr, in.path + ": --vad: " + cut.status().message(), full_s, seconds_since(t0), "");
     std::fprintf(stderr, "vrun: %s: --vad kept %zu spans, %.1f s of %.1f s\n", in.path.c_str(), cut->spans.size(),
                  static_cast<double>(cut->samples.size()) / 16000.0, full_s);
     speech = std::move(*cut);
@@ -159,14 +155,13 @@ void transcribe_file(Job& j, speech::Recognizer& r, const job::Input& in) {
   auto transcript = r.transcribe(audio->samples, j.o, [&](const transcript::Segment& s) {
     if (progress_shown && tty) std::fputs("\r\033[K", stderr);  // the segment takes the progress line's place
     transcript::Segment mapped = s;
-    if (a.vad) map_to_original(&mapped, speech.map);
+    if (j.vad) speech::map_to_original(&mapped, speech.map);
     print_segment(a, mapped, &printed);
     flush_printed();
   }, progress);
   if (progress_shown && tty) std::fputc('\n', stderr);
   if (!transcript.is_ok()) return finish(j, in, nullptr, in.path + ": " + transcript.status().message(), audio_s, seconds_since(t0), "");
-  if (a.vad)
-    for (auto& seg : transcript->segments) map_to_original(&seg, speech.map);
+  if (j.vad) speech::map_to_original(&*transcript, speech.map);
   finish(j, in, &*transcript, "", audio_s, seconds_since(t0), printed);
 }
 

@@ -15,6 +15,7 @@
 #include "apps/cli/model_options.h"
 #include "apps/cli/transcribe_job.h"
 #include "apps/speech/speech_recognizer.h"
+#include "apps/speech/voice_activity.h"
 #include "preprocess/audio_loader.h"
 
 namespace vrun::cli {
@@ -70,6 +71,7 @@ struct Job {
   std::unique_ptr<job::Progress> progress;
   std::atomic<int> failures{0};
   std::atomic<bool> fatal{false};
+  std::shared_ptr<speech::VoiceActivity> vad;  // --vad: loaded once, before the models
 
   // The next `n` files of the queue (fewer at its end, none once the job stops).
   std::vector<job::Input> take(size_t n);

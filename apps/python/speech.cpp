@@ -12,6 +12,7 @@
 #include "apps/common/transcript/writers.h"
 #include "apps/python/bindings.h"
 #include "apps/speech/speech_recognizer.h"
+#include "apps/speech/voice_activity.h"
 #include "preprocess/audio_loader.h"
 
 namespace vrun::python {
@@ -31,8 +32,8 @@ struct Transcript {
 // The decoding options transcribe() takes, with the CLI's defaults and checks (`vrun transcribe`'s
 // --temperature, --temperature-increment, --no-fallback and so on under their Python names).
 struct SpeechArgs {
-  std::string language = "auto", task = "transcribe", prompt, attention = "full";
-  bool timestamps = true, word_timestamps = false, fallback = true, condition_on_previous_text = true;
+  std::string language = "auto", task = "transcribe", prompt, attention = "full", vad_model;
+  bool vad = false, timestamps = true, word_timestamps = false, fallback = true, condition_on_previous_text = true;
   int beam_size = 1, best_of = 5;
   double patience = 1.0, length_penalty = 1.0, temperature = 0.0, temperature_increment = 0.2;
   double compression_ratio_threshold = 2.4, logprob_threshold = -1.0, no_speech_threshold = 0.6;
@@ -66,12 +67,14 @@ SpeechArgs parse_args(const py::kwargs& kw) {
     else if (k == "logprob_threshold") set(value, &a.logprob_threshold);
     else if (k == "no_speech_threshold") set(value, &a.no_speech_threshold);
     else if (k == "seed") set(value, &a.seed);
+    else if (k == "vad") set(value, &a.vad);
+    else if (k == "vad_model") set(value, &a.vad_model);
     else
       throw py::type_error("transcribe() got an unexpected keyword argument '" + k +
                            "' (language, task, prompt, timestamps, word_timestamps, beam_size, best_of, patience, "
                            "length_penalty, temperature, temperature_increment, fallback, seed, "
                            "compression_ratio_threshold, logprob_threshold, no_speech_threshold, "
-                           "condition_on_previous_text, attention)");
+                           "condition_on_previous_text, attention, vad, vad_model)");
   }
   const auto range = [](const char* name, const char* accepted, double got) {
     std::ostringstream os;
@@ -112,14 +115,17 @@ speech::Options speech_options(const SpeechArgs& a) {
   return o;
 }
 
-// One input's samples: a file read (its path kept for json's "audio") or a numpy array held as is.
+// One input's samples: a file read (its path kept for json's "audio") or a numpy array held as is;
+// with vad=True, its speech alone.
 struct Input {
   std::string source;
   std::vector<float> loaded;
   bool is_array = false;
   py::object array;  // a C-contiguous float32 numpy array, viewed through the buffer protocol
   std::span<const float> view;
+  std::optional<speech::SpeechOnly> speech;
   std::span<const float> samples() const {
+    if (speech) return speech->samples;
     if (is_array) return view;
     return loaded;
   }
@@ -175,10 +181,12 @@ class SpeechModel {
   }
 
   Transcript transcribe(const py::handle& audio, const py::object& on_segment, const py::kwargs& kw) {
-    const speech::Options o = checked_options(kw);
+    const SpeechArgs args = parse_args(kw);
+    const speech::Options o = checked_options(args);
     std::vector<Input> inputs;
     inputs.push_back(make_input(audio));
     load_files(inputs);
+    keep_speech(inputs, args);
     speech::OnSegment seg;
     std::optional<py::error_already_set> callback_error;
     if (!on_segment.is_none())
@@ -186,7 +194,13 @@ class SpeechModel {
         py::gil_scoped_acquire acquire;
         if (callback_error) return;
         try {
-          on_segment(s);
+          if (inputs[0].speech) {
+            transcript::Segment mapped = s;
+            speech::map_to_original(&mapped, inputs[0].speech->map);
+            on_segment(mapped);
+          } else {
+            on_segment(s);
+          }
         } catch (py::error_already_set& e) {
           callback_error = std::move(e);
         }
@@ -197,14 +211,18 @@ class SpeechModel {
       return recognizer_->transcribe(inputs[0].samples(), o, seg);
     }();
     if (callback_error) throw std::move(*callback_error);
-    return Transcript{take(std::move(t)), inputs[0].source};
+    Transcript out{take(std::move(t)), inputs[0].source};
+    if (inputs[0].speech) speech::map_to_original(&out.t, inputs[0].speech->map);
+    return out;
   }
 
   std::vector<Transcript> transcribe_many(const py::list& audios, const py::kwargs& kw) {
-    const speech::Options o = checked_options(kw);
+    const SpeechArgs args = parse_args(kw);
+    const speech::Options o = checked_options(args);
     std::vector<Input> inputs;
     for (const auto& a : audios) inputs.push_back(make_input(a));
     load_files(inputs);
+    keep_speech(inputs, args);
     auto ts = [&] {
       py::gil_scoped_release release;
       std::vector<std::span<const float>> spans;
@@ -214,7 +232,10 @@ class SpeechModel {
     }();
     std::vector<Transcript> out;
     auto done = take(std::move(ts));
-    for (size_t i = 0; i < done.size(); ++i) out.push_back({std::move(done[i]), inputs[i].source});
+    for (size_t i = 0; i < done.size(); ++i) {
+      out.push_back({std::move(done[i]), inputs[i].source});
+      if (inputs[i].speech) speech::map_to_original(&out.back().t, inputs[i].speech->map);
+    }
     return out;
   }
 
@@ -226,8 +247,8 @@ class SpeechModel {
  private:
   // The options checked against this model before any audio is read (a language an English-only
   // model lacks, translation, ...): ValueError with vrun's message.
-  speech::Options checked_options(const py::kwargs& kw) const {
-    const speech::Options o = speech_options(parse_args(kw));
+  speech::Options checked_options(const SpeechArgs& args) const {
+    const speech::Options o = speech_options(args);
     std::vector<std::string> ignored;
     if (Status s = recognizer_->check(o, &ignored); !s.is_ok()) throw py::value_error(s.message());
     if (!ignored.empty()) {
@@ -237,9 +258,42 @@ class SpeechModel {
     return o;
   }
 
+  // vad=True: Silero VAD (loaded on first use, and again for another vad_model) keeps each
+  // input's speech; the transcripts' times are mapped back to the whole audio.
+  void keep_speech(std::vector<Input>& inputs, const SpeechArgs& a) {
+    if (!a.vad) {
+      if (!a.vad_model.empty()) throw py::value_error("vad_model is given but vad is False");
+      return;
+    }
+    Status bad = Status::ok();
+    {
+      py::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(vad_mu_);
+      if (!vad_ || vad_path_ != a.vad_model) {
+        auto v = speech::VoiceActivity::load(a.vad_model);
+        if (v.is_ok()) {
+          vad_ = std::move(*v);
+          vad_path_ = a.vad_model;
+        } else {
+          bad = v.status();
+        }
+      }
+      for (auto& in : inputs) {
+        if (!bad.is_ok()) break;
+        auto cut = vad_->keep_speech(in.samples());
+        if (!cut.is_ok()) bad = cut.status().with_context(in.source.empty() ? "vad" : in.source);
+        else in.speech = std::move(*cut);
+      }
+    }
+    if (!bad.is_ok()) throw Error(bad.message());
+  }
+
   std::string path_;
   std::unique_ptr<speech::Recognizer> recognizer_;
   std::mutex mu_;  // one transcription at a time per model
+  std::mutex vad_mu_;
+  std::shared_ptr<speech::VoiceActivity> vad_;
+  std::string vad_path_;
 };
 
 const char* kOptionsDoc =
@@ -248,6 +302,8 @@ const char* kOptionsDoc =
     "beam_size=1 (greedy), best_of=5, patience=1.0, length_penalty=1.0, temperature=0.0,\n"
     "temperature_increment=0.2, fallback=True, seed=0, compression_ratio_threshold=2.4, logprob_threshold=-1.0,\n"
     "no_speech_threshold=0.6, condition_on_previous_text=True; Parakeet: attention='full' or 'local'.\n"
+    "vad=False: True transcribes only the speech Silero VAD finds (faster-whisper's defaults), times staying\n"
+    "those of the whole audio; vad_model='' (the cache's, scripts/fetch-models.sh silero-vad) or a path.\n"
     "Bad values raise ValueError before any audio is read.";
 
 void register_transcript(py::module_& m) {

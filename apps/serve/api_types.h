@@ -69,6 +69,7 @@ struct AudioRequest {
   std::string response_format = "json";  // json | text | srt | vtt | verbose_json
   bool word_timestamps = false;          // timestamp_granularities[] has "word"
   bool segment_timestamps = true;
+  std::optional<bool> vad_filter;  // unset: the server's --vad
 };
 
 }  // namespace vrun::serve

@@ -55,6 +55,18 @@ void handle_audio(ServerContext& ctx, const httplib::Request& req, httplib::Resp
                              " s long; this server takes at most " +
                              std::to_string(static_cast<int64_t>(ctx.options.max_audio_s)) + " s",
                          "file", "audio_too_long"));
+  // vad_filter (faster-whisper's name; default: the server's --vad): the speech alone is
+  // transcribed, and the times mapped back to the whole upload.
+  std::optional<speech::SpeechOnly> speech;
+  if (a.vad_filter.value_or(ctx.vad != nullptr)) {
+    if (!ctx.vad)
+      return send_error(res, bad_request("this server runs without a VAD model: start it with --vad to use vad_filter",
+                                         "vad_filter"));
+    auto cut = ctx.vad->keep_speech(audio->samples);
+    if (!cut.is_ok()) return send_error(res, runner_error(cut.status()));
+    speech = std::move(*cut);
+    audio->samples = speech->samples;
+  }
   auto job = std::make_shared<SpeechJob>();
   job->samples = std::move(audio->samples);
   job->options.language = a.language;
@@ -72,6 +84,7 @@ void handle_audio(ServerContext& ctx, const httplib::Request& req, httplib::Resp
   }
   auto t = future.get();
   if (!t.is_ok()) return send_error(res, runner_error(t.status()));
+  if (speech) speech::map_to_original(&*t, speech->map);
   auto out = transcription_body(a, *t);
   if (!out.ok()) return send_error(res, out.error);
   res.set_content(out.value->body, out.value->content_type.c_str());

@@ -315,6 +315,10 @@ Parsed<AudioRequest> parse_audio_request(std::vector<FormPart> parts, AudioTask 
       if (f != "json" && f != "text" && f != "srt" && f != "vtt" && f != "verbose_json")
         return Out::fail(
             bad_request("'response_format' must be json, text, srt, vtt or verbose_json", "response_format"));
+    } else if (p.name == "vad_filter") {
+      if (p.data == "true" || p.data == "True" || p.data == "1") req.vad_filter = true;
+      else if (p.data == "false" || p.data == "False" || p.data == "0") req.vad_filter = false;
+      else return Out::fail(bad_request("'vad_filter' must be true or false", "vad_filter"));
     } else if (p.name == "timestamp_granularities[]" || p.name == "timestamp_granularities") {
       if (p.data != "word" && p.data != "segment")
         return Out::fail(bad_request("'timestamp_granularities[]' entries must be word or segment",

@@ -201,6 +201,17 @@ int run_server(const ServeOptions& o) {
     std::fprintf(stderr, "vrun serve: %s\n", backend.status().message().c_str());
     return 1;
   }
+  if (o.vad) {
+    auto vad = speech::VoiceActivity::load(o.vad_model);
+    if (!vad.is_ok()) {
+      std::fprintf(stderr, "vrun serve: --vad: %s\n", vad.status().message().c_str());
+      return 1;
+    }
+    ctx.vad = std::move(*vad);
+  } else if (!o.vad_model.empty()) {
+    std::fprintf(stderr, "vrun serve: --vad-model is given without --vad\n");
+    return 1;
+  }
   int total_pending = 0;
   for (size_t k = 0; k < o.models.size(); ++k) {
     ModelSpec spec;

@@ -22,6 +22,10 @@ struct ServeOptions {
   std::string backend = "auto";
   int threads = 0;
   int http_threads = 0;  // 0: enough for every model's max_concurrent plus a few
+  // Silero VAD for transcriptions: loaded at start when vad is set (every request then runs it
+  // unless it sends vad_filter=false); vad_model empty: the cache's.
+  bool vad = false;
+  std::string vad_model;
 };
 
 // Loads the models, serves until SIGTERM or SIGINT, then finishes the requests in flight.

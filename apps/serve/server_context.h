@@ -13,6 +13,7 @@
 #include "apps/serve/metrics.h"
 #include "apps/serve/models.h"
 #include "apps/serve/server.h"
+#include "apps/speech/voice_activity.h"
 
 namespace vrun::serve {
 
@@ -20,6 +21,7 @@ struct ServerContext {
   ServeOptions options;
   Metrics metrics;
   std::vector<std::unique_ptr<ServedModel>> models;
+  std::shared_ptr<speech::VoiceActivity> vad;  // --vad
   // Shutdown: while draining, new requests get 503; the listener stops once `active` (requests
   // past routing and not yet answered, streams included) is back to 0.
   std::atomic<bool> draining{false};

@@ -5,12 +5,13 @@ import json
 import os
 import threading
 import time
+import wave
 
 import numpy as np
 import pytest
 
 import vrun
-from conftest import CLIPS, SMOLLM2, WHISPER, cli_error, cli_generate, run_cli
+from conftest import CLIPS, DATA, SMOLLM2, WHISPER, cli_error, cli_generate, run_cli
 
 FORMATS = ["txt", "srt", "vtt", "tsv", "json"]
 
@@ -72,6 +73,35 @@ def test_on_segment_sees_every_segment(whisper):
     seen = []
     t = whisper.transcribe(CLIPS[2], on_segment=seen.append)
     assert [(s.start, s.end, s.text) for s in seen] == [(s.start, s.end, s.text) for s in t.segments]
+
+
+def test_vad_equals_cli(cli, whisper, tmp_path):
+    # The long-pause case (7.1 s of speech, 60 s of silence, 3.3 s of speech): vad=True gives the
+    # CLI's --vad files, the second segment at its place in the whole audio.
+    vad = os.path.join(DATA, "vad")
+    first, second = vrun.load_audio(os.path.join(vad, "librivox_0870.wav")), vrun.load_audio(os.path.join(vad, "librivox_0930.wav"))
+    x = np.concatenate([first, np.zeros(60 * 16000, np.float32), second])
+    wav = tmp_path / "long_pause.wav"
+    with wave.open(str(wav), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(16000)
+        w.writeframes((np.clip(x, -1, 1) * 32767).astype("<i2").tobytes())
+    model = os.path.join(vad, "silero_vad_16k_op15.onnx")
+    want = cli_files(cli, tmp_path, str(wav), "--vad", "--vad-model", model)
+    t = whisper.transcribe(str(wav), vad=True, vad_model=model)
+    assert t.to_json() == want["json"] and t.to_srt() == want["srt"]
+    assert len(t.segments) == 2 and abs(t.segments[1].start - 67.1) < 0.5
+    seen = []
+    whisper.transcribe(str(wav), vad=True, vad_model=model, on_segment=seen.append)
+    assert [(s.start, s.end) for s in seen] == [(s.start, s.end) for s in t.segments]
+    assert whisper.transcribe_many([str(wav)], vad=True, vad_model=model)[0].to_json() == want["json"]
+    # Without vad the pause moves the second segment (the report that asked for the VAD).
+    assert whisper.transcribe(str(wav)).to_json() != want["json"]
+    with pytest.raises(vrun.Error, match="missing.onnx"):
+        whisper.transcribe(str(wav), vad=True, vad_model=str(tmp_path / "missing.onnx"))
+    with pytest.raises(ValueError, match="vad_model is given but vad is False"):
+        whisper.transcribe(str(wav), vad_model=model)
 
 
 def test_speech_errors(cli, whisper, tmp_path):

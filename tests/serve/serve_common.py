@@ -96,12 +96,12 @@ def cli_generate(vrun, prompt, max_tokens, system=None, raw=False, stop=None):
     return _cli_cache[key]
 
 
-def cli_transcribe(vrun, audio, word_timestamps=True, model=WHISPER):
-    """`vrun transcribe -o json,srt,vtt`: {"json": parsed json, "srt": text, "vtt": text}."""
-    key = (audio, word_timestamps, model)
+def cli_transcribe(vrun, audio, word_timestamps=True, model=WHISPER, extra=()):
+    """`vrun transcribe -o json,srt,vtt [extra]`: {"json": parsed json, "srt": text, "vtt": text}."""
+    key = (audio, word_timestamps, model, tuple(extra))
     if key not in _cli_cache:
         with tempfile.TemporaryDirectory() as d:
-            cmd = [vrun, "transcribe", "-m", model, "-o", "json,srt,vtt", "--output-dir", d, audio]
+            cmd = [vrun, "transcribe", "-m", model, "-o", "json,srt,vtt", "--output-dir", d, *extra, audio]
             if word_timestamps:
                 cmd.insert(2, "--word-timestamps")
             subprocess.run(cmd, check=True, capture_output=True)

@@ -1,21 +1,26 @@
 """`vrun serve` driven by the official `openai` Python client (and `requests` for what the client
 cannot send): every answer is checked against the CLI's for the same input.
 
-    serve_test.py VRUN api|parakeet|concurrency|errors|sigterm|batching
+    serve_test.py VRUN api|parakeet|concurrency|errors|sigterm|batching|vad
 """
 import concurrent.futures
 import json
 import re
+import os
 import signal
+import subprocess
 import sys
+import tempfile
 import threading
 import time
+import wave
 
 import openai
 import requests
 
-from serve_common import (LLM_NAME, PARAKEET, SPEECH, WHISPER_NAME, Server, cli_generate, cli_transcribe, require_inputs, wait_for)
+from serve_common import (LLM_NAME, PARAKEET, SPEECH, WHISPER, WHISPER_NAME, Server, cli_generate, cli_transcribe, require_inputs, wait_for)
 
+VAD_DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "vad")
 CHAT_PROMPTS = ["The capital of France is", "Write one sentence about the sea.", "List three fruits.", "What is 7 times 8?"]
 
 
@@ -128,6 +133,55 @@ def case_api(vrun):
         check(s.stop() == 0, "SIGTERM: exit 0")
         check(any(re.match(r"vrun serve: POST /v1/chat/completions 200 [0-9.]+ ms$", l) for l in s.lines), "access log lines")
         check(not any("capital of France" in l for l in s.lines), "nothing from request bodies in the log")
+
+
+def long_pause_wav(path):
+    """The long-pause case: 7.1 s of speech, 60 s of silence, 3.3 s of speech (16 kHz, 16-bit)."""
+    frames = []
+    for name in ("librivox_0870.wav", "librivox_0930.wav"):
+        with wave.open(os.path.join(VAD_DATA, name)) as w:
+            frames.append(w.readframes(w.getnframes()))
+    with wave.open(path, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(16000)
+        w.writeframes(frames[0] + b"\0\0" * (60 * 16000) + frames[1])
+    return path
+
+
+def case_vad(vrun):
+    """--vad: the long-pause clip's transcription equals `vrun transcribe --vad`'s (the second segment at
+    67.1 s, not pulled early by the pause); vad_filter=false gives the plain CLI's; a bad vad_filter, or
+    vad_filter=true on a server started without --vad, is a 400."""
+    model = os.path.join(VAD_DATA, "silero_vad_16k_op15.onnx")
+    with tempfile.TemporaryDirectory() as d:
+        wav = long_pause_wav(os.path.join(d, "long_pause.wav"))
+        want = cli_transcribe(vrun, wav, extra=("--vad", "--vad-model", model))
+        plain = cli_transcribe(vrun, wav)
+        check(want["srt"] != plain["srt"], "the CLI's --vad changes the long-pause transcript")
+        with Server(vrun, "--vad", "--vad-model", model) as s:
+            c = client(s)
+            v = transcribe(c, wav, "verbose_json")
+            check(v.text == want["json"]["text"] and [(x.start, x.end) for x in v.segments] ==
+                  [(x["start"], x["end"]) for x in want["json"]["segments"]], "--vad verbose_json equals `vrun transcribe --vad`")
+            check(abs(v.segments[1].start - 67.1) < 0.5, "the second segment starts at %.2f s (67.1 s in the audio)" % v.segments[1].start)
+            check(transcribe(c, wav, "srt") == want["srt"], "--vad srt equals the CLI's --vad file")
+            with open(wav, "rb") as f:
+                off = c.audio.transcriptions.create(model=WHISPER_NAME, file=f, response_format="srt",
+                                                    timestamp_granularities=["word", "segment"], extra_body={"vad_filter": "false"})
+            check(off == plain["srt"], "vad_filter=false equals the CLI without --vad")
+            with open(wav, "rb") as f:
+                r = requests.post(s.url + "/v1/audio/transcriptions", files={"file": f},
+                                  data={"model": WHISPER_NAME, "vad_filter": "maybe"})
+            check(r.status_code == 400 and r.json()["error"]["param"] == "vad_filter", "vad_filter=maybe: 400 %s" % r.text[:120])
+        with Server(vrun) as s:
+            with open(wav, "rb") as f:
+                r = requests.post(s.url + "/v1/audio/transcriptions", files={"file": f},
+                                  data={"model": WHISPER_NAME, "vad_filter": "true"})
+            check(r.status_code == 400 and "--vad" in r.json()["error"]["message"],
+                  "vad_filter=true without --vad: 400 %s" % r.text[:120])
+    p = subprocess.run([vrun, "serve", "-m", WHISPER, "--vad", "--vad-model", "/nonexistent/vad.onnx"], capture_output=True, text=True, timeout=60)
+    check(p.returncode == 1 and "/nonexistent/vad.onnx" in p.stderr, "a missing --vad-model stops the server before it loads: %s" % p.stderr.strip()[:120])
 
 
 def case_parakeet(vrun):
@@ -466,5 +520,5 @@ def check_cancellation(s, c, slots=8):
 if __name__ == "__main__":
     require_inputs()
     vrun, case = sys.argv[1], sys.argv[2]
-    {"api": case_api, "parakeet": case_parakeet, "concurrency": case_concurrency, "errors": case_errors, "sigterm": case_sigterm, "batching": case_batching}[case](vrun)
+    {"api": case_api, "parakeet": case_parakeet, "concurrency": case_concurrency, "errors": case_errors, "sigterm": case_sigterm, "batching": case_batching, "vad": case_vad}[case](vrun)
     print("PASS", case)
