@@ -14,9 +14,13 @@ VoiceActivity::~VoiceActivity() = default;
 Result<std::shared_ptr<VoiceActivity>> VoiceActivity::load(const std::string& path) {
   const std::string p = path.empty() ? default_model() : path;
   auto vad = onnx::SileroVad::load(p);
-  if (!vad.is_ok())
-    return vad.status().with_context("VAD model " + p +
-                                     (path.empty() ? " (scripts/fetch-models.sh silero-vad fetches it)" : ""));
+  if (!vad.is_ok()) {
+    const Status& st = vad.status();
+    std::string message = st.message();
+    if (message.find(p) == std::string::npos) message = p + ": " + message;  // the file is named once
+    if (path.empty()) message += " (scripts/fetch-models.sh silero-vad fetches it)";
+    return Status(st.code(), message);
+  }
   std::shared_ptr<VoiceActivity> out(new VoiceActivity());
   out->vad_ = std::move(*vad);
   return out;

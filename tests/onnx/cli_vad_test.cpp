@@ -73,5 +73,17 @@ TEST(TranscribeVad, SecondUtteranceAfterALongPauseKeepsItsTime) {
   EXPECT_TRUE(testing::contains(r.out, "amiable")) << r.out;
 }
 
+// A VAD model that cannot be read stops the job before the speech model loads, naming the file.
+TEST(TranscribeVad, MissingVadModelIsNamedBeforeTheModelLoads) {
+  const std::string model = whisper_model();
+  if (!std::filesystem::exists(model)) GTEST_SKIP() << "Whisper tiny.en not cached: " << model;
+  const auto r = testing::run_vrun("transcribe -m " + model + " --backend cpu --vad --vad-model /nonexistent/vad.onnx " +
+                                       kVad + "espeak.wav",
+                                   "transcribe_vad_missing");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(testing::contains(r.err, "vrun transcribe: --vad: /nonexistent/vad.onnx")) << r.err;
+  EXPECT_FALSE(testing::contains(r.err, "loaded")) << r.err;
+}
+
 }  // namespace
 }  // namespace vrun
