@@ -65,6 +65,16 @@ for d in $(echo "$runs" | tr ' ,' '\n\n' | sort -u); do
     "$work/warm" >/dev/null 2>"$work/warm.err" || { cat "$work/warm.err"; exit 1; }
 done
 
+# What a run costs besides its files: the whole command on one 30-s file (process start, Vulkan,
+# the model's load, the file, the exit), pipelines already cached.
+for d in $(echo "$runs" | tr ' ' '\n' | sort -u); do
+  t0=$(date +%s.%N)
+  run_bin vrun transcribe -m "$model" --backend vulkan --devices "$d" -o txt --output-dir "$work/warm-out" \
+    "$work/warm" >/dev/null 2>"$work/warm.err" || { cat "$work/warm.err"; exit 1; }
+  t1=$(date +%s.%N)
+  echo "--devices $d, one 30-s file, whole command: $(python3 -c "print('%.2f' % ($t1 - $t0))") s ($(grep -o 'loaded .* in [0-9.]* s' "$work/warm.err" | head -n 1 | grep -o '[0-9.]* s$') model load)"
+done
+
 printf '| --devices | workers | wall s | aggregate RTFx | vs first | outputs |\n| --- | --- | --- | --- | --- | --- |\n'
 first_wall="" first_out=""
 for d in $runs; do
