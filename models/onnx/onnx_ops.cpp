@@ -5,6 +5,7 @@
 namespace vrun::onnx::detail {
 
 Status Importer::map_node(const Node& n) {
+  // clang-format off
   static const std::map<std::string, Mapping> kMappings = {
       // onnx_ops_elementwise.cpp
       {"Relu", &Importer::map_unary},
@@ -67,6 +68,7 @@ Status Importer::map_node(const Node& n) {
       {"Pad", &Importer::map_pad},
       {"Resize", &Importer::map_resize},
       {"Upsample", &Importer::map_resize}};
+  // clang-format on
   const std::string& op = n.op_type;
   if (n.outputs.empty()) return err(ErrorCode::kInvalidProgram, "node has no outputs");
   auto x_known = [&]() { return in(n, 0) && in(n, 0)->known; };
@@ -76,7 +78,8 @@ Status Importer::map_node(const Node& n) {
     return err(ErrorCode::kUnsupported, "cannot be evaluated at import and its first input is a constant");
   VRUN_ASSIGN_OR_RETURN(Val x, val_in(n, 0));
   auto it = kMappings.find(op);
-  if (it == kMappings.end()) return err(ErrorCode::kUnsupported, "no mapping onto vrun's ops for this operator");
+  if (it == kMappings.end())
+    return err(ErrorCode::kUnsupported, "no mapping onto vrun's ops for this operator");
   return (this->*(it->second))(n, x);
 }
 

@@ -21,7 +21,9 @@ Status Importer::map_unary(const Node& n, Val x) {
   return set_output(n, mb_.op(kUnary.at(n.op_type), {x}, {}, n.name));
 }
 
-Status Importer::map_identity(const Node& n, Val x) { return set_output(n, x); }
+Status Importer::map_identity(const Node& n, Val x) {
+  return set_output(n, x);
+}
 
 Status Importer::map_hard_sigmoid(const Node& n, Val x) {
   const std::string& op = n.op_type;
@@ -33,7 +35,8 @@ Status Importer::map_hard_sigmoid(const Node& n, Val x) {
 }
 
 Status Importer::map_gelu(const Node& n, Val x) {
-  return set_output(n, mb_.op(OpKind::gelu, {x}, {{"approximate", attr_s(n, "approximate", "none")}}, n.name));
+  return set_output(n,
+                    mb_.op(OpKind::gelu, {x}, {{"approximate", attr_s(n, "approximate", "none")}}, n.name));
 }
 
 Status Importer::map_leaky_relu(const Node& n, Val x) {
@@ -94,8 +97,7 @@ Status Importer::map_binary(const Node& n, Val) {
     const Shape ys = shape(a->known ? b->v : a->v);
     bool row = bias.numel() == ys[ys.rank - 1];
     for (size_t d = 0; d + 1 < bias.dims.size(); ++d) row = row && bias.dims[d] == 1;
-    if (li != linears_.end() && uses_[lin] == 1 && row &&
-        bias.dims.size() <= static_cast<size_t>(ys.rank)) {
+    if (li != linears_.end() && uses_[lin] == 1 && row && bias.dims.size() <= static_cast<size_t>(ys.rank)) {
       Tensor b1 = bias;
       b1.dims = {bias.numel()};
       Val bv = constant(b1, DType::f32);

@@ -46,12 +46,13 @@ Status Importer::map_conv(const Node& n, Val x) {
   }
   const int64_t groups = attr_i(n, "group", 1);
   if (nd == 1)
-    return set_output(n, mb_.op(OpKind::conv1d, ins,
-                      {{"stride", strides[0]}, {"dilation", dil[0]}, {"padding", pads}, {"groups", groups}},
-                      n.name));
-  return set_output(n, mb_.op(OpKind::conv2d, ins,
-                    {{"stride", strides}, {"dilation", dil}, {"padding", pads}, {"groups", groups}},
-                    n.name));
+    return set_output(
+        n, mb_.op(OpKind::conv1d, ins,
+                  {{"stride", strides[0]}, {"dilation", dil[0]}, {"padding", pads}, {"groups", groups}},
+                  n.name));
+  return set_output(
+      n, mb_.op(OpKind::conv2d, ins,
+                {{"stride", strides}, {"dilation", dil}, {"padding", pads}, {"groups", groups}}, n.name));
 }
 
 Status Importer::map_max_pool(const Node& n, Val x) {
@@ -62,12 +63,12 @@ Status Importer::map_max_pool(const Node& n, Val x) {
     return err(ErrorCode::kUnsupported, "MaxPool's Indices output is not supported");
   VRUN_ASSIGN_OR_RETURN(auto pads, spatial_pads(n, 2));
   return set_output(n, mb_.op(OpKind::max_pool2d, {x},
-                    {{"kernel", attr_ints(n, "kernel_shape", {})},
-                     {"stride", attr_ints(n, "strides", {1, 1})},
-                     {"padding", pads},
-                     {"dilation", attr_ints(n, "dilations", {1, 1})},
-                     {"ceil_mode", attr_i(n, "ceil_mode", 0)}},
-                    n.name));
+                              {{"kernel", attr_ints(n, "kernel_shape", {})},
+                               {"stride", attr_ints(n, "strides", {1, 1})},
+                               {"padding", pads},
+                               {"dilation", attr_ints(n, "dilations", {1, 1})},
+                               {"ceil_mode", attr_i(n, "ceil_mode", 0)}},
+                              n.name));
 }
 
 Status Importer::map_global_pool(const Node& n, Val x) {
@@ -76,7 +77,7 @@ Status Importer::map_global_pool(const Node& n, Val x) {
   std::vector<int64_t> axes;
   for (int d = 2; d < rank; ++d) axes.push_back(d);
   return set_output(n, mb_.op(op == "GlobalAveragePool" ? OpKind::reduce_mean : OpKind::reduce_max, {x},
-                    {{"axes", axes}, {"keepdim", 1}}, n.name));
+                              {{"axes", axes}, {"keepdim", 1}}, n.name));
 }
 
 Status Importer::map_reduce(const Node& n, Val x) {
@@ -101,7 +102,8 @@ Status Importer::map_softmax(const Node& n, Val x) {
   if (opset_ < 13 && norm_axis(axis, rank) != rank - 1)
     return err(ErrorCode::kUnsupported, op, " before opset 13 over axis ", axis, " of a rank-", rank,
                " input (only the last axis)");
-  return set_output(n, mb_.op(op == "Softmax" ? OpKind::softmax : OpKind::log_softmax, {x}, {{"axis", axis}}, n.name));
+  return set_output(
+      n, mb_.op(op == "Softmax" ? OpKind::softmax : OpKind::log_softmax, {x}, {{"axis", axis}}, n.name));
 }
 
 Status Importer::map_batch_norm(const Node& n, Val x) {
@@ -110,9 +112,9 @@ Status Importer::map_batch_norm(const Node& n, Val x) {
   VRUN_ASSIGN_OR_RETURN(const Tensor* mean, known_in(n, 3, "mean"));
   VRUN_ASSIGN_OR_RETURN(const Tensor* var, known_in(n, 4, "var"));
   return set_output(n, mb_.op(OpKind::batch_norm,
-                    {x, constant(*mean, DType::f32), constant(*var, DType::f32), constant(*sc, DType::f32),
-                     constant(*b, DType::f32)},
-                    {{"eps", attr_f(n, "epsilon", 1e-5)}, {"axis", 1}}, n.name));
+                              {x, constant(*mean, DType::f32), constant(*var, DType::f32),
+                               constant(*sc, DType::f32), constant(*b, DType::f32)},
+                              {{"eps", attr_f(n, "epsilon", 1e-5)}, {"axis", 1}}, n.name));
 }
 
 Status Importer::map_matmul(const Node& n, Val x) {
@@ -140,8 +142,7 @@ Status Importer::map_matmul(const Node& n, Val x) {
     if (op == "Gemm" && in(n, 2)) {
       VRUN_ASSIGN_OR_RETURN(const Tensor* c, known_in(n, 2, "C"));
       if (c->numel() != N && c->numel() != 1)
-        return err(ErrorCode::kUnsupported, "Gemm's C must hold N (", N, ") values or one, got ",
-                   c->numel());
+        return err(ErrorCode::kUnsupported, "Gemm's C must hold N (", N, ") values or one, got ", c->numel());
       Tensor bias;
       bias.elem_type = 1;
       bias.dims = {N};

@@ -40,8 +40,8 @@ Status Importer::map_flatten(const Node& n, Val x) {
   if (sym_a && sym_b)
     return err(ErrorCode::kUnsupported, "Flatten merges symbolic dims on both sides; fix them with --dim");
   if (sym_a && !(ax == 1)) return err(ErrorCode::kUnsupported, "Flatten of several symbolic leading dims");
-  return set_output(n, mb_.op(OpKind::reshape, {x}, {{"shape", std::vector<int64_t>{sym_a ? 0 : a, sym_a ? b : -1}}},
-                    n.name));
+  return set_output(n, mb_.op(OpKind::reshape, {x},
+                              {{"shape", std::vector<int64_t>{sym_a ? 0 : a, sym_a ? b : -1}}}, n.name));
 }
 
 Status Importer::map_squeeze(const Node& n, Val x) {
@@ -154,14 +154,15 @@ Status Importer::map_gather(const Node& n, Val x) {
     if (i < 0) i += dim;
     if (i < 0 || i >= dim) return err(ErrorCode::kInvalidProgram, "index out of range for dim ", dim);
   }
-  if (idx->dims.empty()) return set_output(n, mb_.op(OpKind::select, {x}, {{"axis", ax}, {"index", ids[0]}}, n.name));
+  if (idx->dims.empty())
+    return set_output(n, mb_.op(OpKind::select, {x}, {{"axis", ax}, {"index", ids[0]}}, n.name));
   bool consecutive = idx->dims.size() == 1 && !ids.empty();
   for (size_t i = 1; i < ids.size(); ++i) consecutive = consecutive && ids[i] == ids[i - 1] + 1;
   if (!consecutive)
     return err(ErrorCode::kUnsupported, "Gather of non-consecutive indices from a method value");
-  return set_output(n, mb_.op(OpKind::slice, {x},
-                    {{"axis", ax}, {"start", ids[0]}, {"end", ids.back() + 1}, {"step", int64_t{1}}},
-                    n.name));
+  return set_output(
+      n, mb_.op(OpKind::slice, {x},
+                {{"axis", ax}, {"start", ids[0]}, {"end", ids.back() + 1}, {"step", int64_t{1}}}, n.name));
 }
 
 Status Importer::map_slice(const Node& n, Val x) {
@@ -232,8 +233,7 @@ Status Importer::map_pad(const Node& n, Val x) {
     for (int d = 0; d < rank; ++d) axes.push_back(d);
   }
   if (pads.size() != 2 * axes.size())
-    return err(ErrorCode::kInvalidProgram, "pads holds ", pads.size(), " values for ", axes.size(),
-               " axes");
+    return err(ErrorCode::kInvalidProgram, "pads holds ", pads.size(), " values for ", axes.size(), " axes");
   std::vector<int64_t> before(static_cast<size_t>(rank), 0), after(static_cast<size_t>(rank), 0);
   for (size_t k = 0; k < axes.size(); ++k) {
     const int d = norm_axis(axes[k], rank);
