@@ -48,6 +48,8 @@ Status record_elementwise(Recorder&, OpKind, const std::vector<DeviceView>&, con
 Status record_data(Recorder&, OpKind, const std::vector<DeviceView>&, const std::vector<DeviceView>&, const Attrs&);
 Status record_linalg(Recorder&, OpKind, const std::vector<DeviceView>&, const std::vector<DeviceView>&, const Attrs&);
 Status record_attention(Recorder&, OpKind, const std::vector<DeviceView>&, const std::vector<DeviceView>&, const Attrs&);
+// sdpa (ops_sdpa.cpp): in = q, k, v[, mask[, cache position]]; y its output.
+Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, const Attrs& attrs);
 Status record_norm(Recorder&, OpKind, const std::vector<DeviceView>&, const std::vector<DeviceView>&, const Attrs&);
 // The reduce family (ops_reduce.cpp): reduce_sum/mean/max/min; softmax, log_softmax and
 // argmax passed on to the norm family's code.

@@ -1,5 +1,5 @@
 // The importer's state, shared by the driver (onnx_import.cpp: inputs, folding, If, outputs) and
-// the op mappings (onnx_ops.cpp). Internal to models/onnx.
+// the op mappings (onnx_ops*.cpp). Internal to models/onnx.
 #pragma once
 
 #include <map>
@@ -53,6 +53,46 @@ class Importer {
   Status run_graph(const Graph& g);
   Status run_node(const Node& n);
   Status map_node(const Node& n);
+
+  // The op mappings (onnx_ops.cpp's table names each operator's): node n, whose input 0 is x,
+  // onto vrun's ops, its outputs set.
+  using Mapping = Status (Importer::*)(const Node& n, Val x);
+  // Elementwise (onnx_ops_elementwise.cpp).
+  Status map_unary(const Node& n, Val x);
+  Status map_identity(const Node& n, Val x);
+  Status map_hard_sigmoid(const Node& n, Val x);  // and HardSwish
+  Status map_gelu(const Node& n, Val x);
+  Status map_leaky_relu(const Node& n, Val x);
+  Status map_clip(const Node& n, Val x);
+  Status map_binary(const Node& n, Val x);
+  Status map_where(const Node& n, Val x);
+  Status map_cast(const Node& n, Val x);
+  // Neural-network layers (onnx_ops_nn.cpp).
+  Status map_conv(const Node& n, Val x);
+  Status map_max_pool(const Node& n, Val x);
+  Status map_global_pool(const Node& n, Val x);
+  Status map_reduce(const Node& n, Val x);
+  Status map_softmax(const Node& n, Val x);  // and LogSoftmax
+  Status map_batch_norm(const Node& n, Val x);
+  Status map_matmul(const Node& n, Val x);  // and Gemm
+  Status map_lstm(const Node& n, Val x);
+  // Shapes and data movement (onnx_ops_shape.cpp).
+  Status map_transpose(const Node& n, Val x);
+  Status map_reshape(const Node& n, Val x);
+  Status map_flatten(const Node& n, Val x);
+  Status map_squeeze(const Node& n, Val x);
+  Status map_unsqueeze(const Node& n, Val x);
+  Status map_concat(const Node& n, Val x);
+  Status map_split(const Node& n, Val x);
+  Status map_gather(const Node& n, Val x);
+  Status map_slice(const Node& n, Val x);
+  Status map_pad(const Node& n, Val x);
+  Status map_resize(const Node& n, Val x);  // and Upsample
+  // Sets the node's first output to v.
+  Status set_output(const Node& n, Val v) {
+    set(n.outputs.at(0), v);
+    return Status::ok();
+  }
 
   // Inputs of a node: present (and defined) or absent.
   const Value* in(const Node& n, size_t k) const {

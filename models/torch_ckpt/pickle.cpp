@@ -220,8 +220,13 @@ class Unpickler {
     return err(ErrorCode::kUnsupported, "refuses to call '", fn->s, "'");
   }
 
+  Status refused(uint8_t op) {
+    return err(ErrorCode::kUnsupported, "opcode '", (op >= 32 && op < 127) ? std::string(1, static_cast<char>(op)) : "0x" + hex(op),
+               "' is not one a tensor checkpoint uses; refused");
+  }
+
+  // One opcode: framing, the end and the stack's marks here; the others by what they make.
   Status step(uint8_t op) {
-    using K = PyObj::Kind;
     switch (op) {
       case 0x80:  // PROTO
         if (!need(1)) return fail("truncated");
@@ -233,9 +238,70 @@ class Unpickler {
         return Status::ok();
       case '.': stopped_ = true; return Status::ok();
       case '(': marks_.push_back(stack_.size()); return Status::ok();
-      case '}': push(make(K::kDict)); return Status::ok();
-      case ']': push(make(K::kList)); return Status::ok();
-      case ')': push(make(K::kTuple)); return Status::ok();
+      case '0': return pop().status();
+      case '1': return pop_mark().status();
+      case '2': {
+        VRUN_ASSIGN_OR_RETURN(PyRef v, top());
+        push(v);
+        return Status::ok();
+      }
+      case 'N':
+      case 0x88:
+      case 0x89:
+      case 'J':
+      case 'K':
+      case 'M':
+      case 0x8a:
+      case 0x8b:
+      case 'I':
+      case 'G':
+        return push_scalar(op);
+      case 'X':
+      case 0x8c:
+      case 0x8d:
+      case 'T':
+      case 'U':
+      case 'B':
+      case 'C':
+        return push_string(op);
+      case 'q':
+      case 'r':
+      case 0x94:
+      case 'h':
+      case 'j':
+      case 'p':
+      case 'g':
+        return memo_op(op);
+      case '}':
+      case ']':
+      case ')':
+      case 't':
+      case 'l':
+      case 0x85:
+      case 0x86:
+      case 0x87:
+      case 'd':
+        return make_container(op);
+      case 'a':
+      case 'e':
+      case 's':
+      case 'u':
+        return add_items(op);
+      case 'c':
+      case 0x93:
+      case 'R':
+      case 'b':
+      case 'Q':
+        return object_op(op);
+      default:
+        return refused(op);
+    }
+  }
+
+  // None, booleans, integers and floats.
+  Status push_scalar(uint8_t op) {
+    using K = PyObj::Kind;
+    switch (op) {
       case 'N': push(make(K::kNone)); return Status::ok();
       case 0x88:
       case 0x89: {
@@ -291,19 +357,22 @@ class Unpickler {
         push(o);
         return Status::ok();
       }
-      case 'X':
-      case 0x8c:
-      case 0x8d:
-      case 'T':
-      case 'U':
-      case 'B':
-      case 'C': {
-        const int w = (op == 0x8c || op == 'U' || op == 'C') ? 1 : (op == 0x8d ? 8 : 4);
-        if (!need(static_cast<size_t>(w))) return fail("truncated");
-        VRUN_ASSIGN_OR_RETURN(std::string s, raw(le(w)));
-        push(str(std::move(s), (op == 'B' || op == 'C') ? K::kBytes : K::kStr));
-        return Status::ok();
-      }
+    }
+    return refused(op);
+  }
+
+  // str and bytes (X, T, B: 4-byte length; U, C, SHORT_BINUNICODE: 1; BINUNICODE8: 8).
+  Status push_string(uint8_t op) {
+    const int w = (op == 0x8c || op == 'U' || op == 'C') ? 1 : (op == 0x8d ? 8 : 4);
+    if (!need(static_cast<size_t>(w))) return fail("truncated");
+    VRUN_ASSIGN_OR_RETURN(std::string s, raw(le(w)));
+    push(str(std::move(s), (op == 'B' || op == 'C') ? PyObj::Kind::kBytes : PyObj::Kind::kStr));
+    return Status::ok();
+  }
+
+  // The memo: values stored under a key (PUT) and pushed again (GET).
+  Status memo_op(uint8_t op) {
+    switch (op) {
       case 'q':
         if (!need(1)) return fail("truncated");
         return memo_put(le(1));
@@ -325,13 +394,17 @@ class Unpickler {
         if (s.empty() || *end) return fail("memo key '", s, "' is not a number");
         return op == 'p' ? memo_put(k) : memo_get(k);
       }
-      case '0': return pop().status();
-      case '1': return pop_mark().status();
-      case '2': {
-        VRUN_ASSIGN_OR_RETURN(PyRef v, top());
-        push(v);
-        return Status::ok();
-      }
+    }
+    return refused(op);
+  }
+
+  // Containers: empty ones, and tuples, lists and dicts of the values above a MARK or the top 1 to 3.
+  Status make_container(uint8_t op) {
+    using K = PyObj::Kind;
+    switch (op) {
+      case '}': push(make(K::kDict)); return Status::ok();
+      case ']': push(make(K::kList)); return Status::ok();
+      case ')': push(make(K::kTuple)); return Status::ok();
       case 't':
       case 'l': {
         VRUN_ASSIGN_OR_RETURN(auto items, pop_mark());
@@ -359,6 +432,14 @@ class Unpickler {
         push(o);
         return Status::ok();
       }
+    }
+    return refused(op);
+  }
+
+  // Items added to the list or dict below them (APPEND(S), SETITEM(S)).
+  Status add_items(uint8_t op) {
+    using K = PyObj::Kind;
+    switch (op) {
       case 'a': {
         VRUN_ASSIGN_OR_RETURN(PyRef v, pop());
         VRUN_ASSIGN_OR_RETURN(PyRef l, top());
@@ -388,6 +469,14 @@ class Unpickler {
         VRUN_RETURN_IF_ERROR(check_acyclic(*d, items));
         return set_items(*d, items);
       }
+    }
+    return refused(op);
+  }
+
+  // Globals (allowed ones only), calls of them (REDUCE), BUILD and storages (BINPERSID).
+  Status object_op(uint8_t op) {
+    using K = PyObj::Kind;
+    switch (op) {
       case 'c': {
         VRUN_ASSIGN_OR_RETURN(std::string module, line());
         VRUN_ASSIGN_OR_RETURN(std::string name, line());
@@ -425,10 +514,8 @@ class Unpickler {
         push(o);
         return Status::ok();
       }
-      default:
-        return err(ErrorCode::kUnsupported, "opcode '", (op >= 32 && op < 127) ? std::string(1, static_cast<char>(op)) : "0x" + hex(op),
-                   "' is not one a tensor checkpoint uses; refused");
     }
+    return refused(op);
   }
 
   std::span<const uint8_t> b_;

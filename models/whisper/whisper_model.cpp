@@ -20,7 +20,400 @@ bool decoder_step_matrix(const std::string& name) {
          name.find("/attention/linear_1/") == std::string::npos;
 }
 
+// A linear layer's weight and bias (-1: none) and a layer norm's gamma and beta: constant ids.
+struct Lin {
+  int w = -1, b = -1;
+  bool q_scaled = false;  // the query rows (and bias) carry the attention scale
+};
+struct Norm {
+  int g = -1, b = -1;
+};
+struct EncLayer {
+  Norm ln1, ln2;
+  Lin qkv, out, fc1, fc2;
+};
+// Keys and values share one state per layer, keys in heads [0, H) and values in [H, 2H): the
+// projection writes both with one slice_update.
+struct DecLayer {
+  Norm ln1, ln2, ln3;
+  Lin qkv, out, cq, ckv, cout, fc1, fc2;
+  int kv_cache, kv_cross;
+  int kv_batch = -1;
+};
+// The decoder methods: one block stack, several ways to run it.
+// rows: batch rows; cache: the per-layer self-attention states (-1: none, attend within the
+// input only); align: collect the alignment heads' raw cross-attention scores; one_token: seq
+// is 1, not a symbol.
+struct DecodeVariant {
+  const char* name;
+  int64_t rows;
+  bool batched_cache, align, one_token = false;
+};
+
+// Builds a Whisper program from a valid config: the weights (every constant and state, in the
+// order the program holds them), then encode, the decoder methods, reorder_batch and the metadata.
+struct WhisperBuilder {
+  WhisperBuilder(const WhisperConfig& config, const WeightSource& w, const WhisperExtras& e, const BuildSettings& s)
+      : c(config), weights(w), extras(e), settings(s) {}
+
+  Result<std::shared_ptr<Program>> build();
+  // Adds a weight after checking its shape; small = convert to f32.
+  int weight(const std::string& name, const std::vector<int64_t>& shape, bool small = false);
+  Lin lin(const std::string& p, int64_t out, int64_t in, bool bias = true);
+  Lin qkv_lin(const std::string& p);
+  Norm norm(const std::string& p, int64_t n);
+  Status add_weights();
+  Status collect_alignment_heads();
+  // The methods; false when the builder holds an error (which finish() reports).
+  bool encode_method(MethodBuilder& g);
+  bool decode_method(MethodBuilder& g, const DecodeVariant& var);
+  void reorder_batch_method(MethodBuilder& g);
+  void set_metadata();
+
+  const WhisperConfig& c;
+  const WeightSource& weights;
+  const WhisperExtras& extras;
+  const BuildSettings& settings;
+  const bool widen = settings.widen_f16_weights;
+  const int64_t d = c.n_text_state, hd_a = c.n_audio_state / c.n_audio_head, hd_t = c.n_text_state / c.n_text_head;
+  const int64_t frames = 2 * c.n_audio_ctx;
+  // The encoder's fused q/k/v projection with the query rows multiplied by the attention scale
+  // when that is a power of two (1/8 for every Whisper size: head width 64) and the weight is
+  // built as f32: scaling by a power of two is exact, so the scores equal q k^T * scale bit for
+  // bit and the [heads, 1500, 1500] scale pass goes away.
+  const double att_scale = 1.0 / std::sqrt(static_cast<double>(hd_a));
+  const std::vector<NamedAttr> to_heads = {{"perm", {0, 2, 1, 3}}};
+  ProgramBuilder pb;
+  Status bad;
+  int conv1_w = -1, conv1_b = -1, conv2_w = -1, conv2_b = -1, enc_pos = -1, embed = -1, dec_pos = -1;
+  std::vector<EncLayer> E;
+  Norm enc_ln;
+  std::vector<DecLayer> D;
+  Norm dec_ln;
+  std::vector<std::vector<int64_t>> heads_of_layer;  // the alignment heads of each decoder layer
+};
+
+int WhisperBuilder::weight(const std::string& name, const std::vector<int64_t>& shape, bool small) {
+  if (!bad.is_ok()) return -1;
+  auto w = weights(name);
+  if (!w) {
+    bad = err(ErrorCode::kNotFound, "whisper checkpoint has no tensor '", name, "'");
+    return -1;
+  }
+  if (w->shape != shape) {
+    bad = err(ErrorCode::kInvalidProgram, "whisper tensor '", name, "' has shape ", Shape::of(w->shape).str(),
+              "; the config needs ", Shape::of(shape).str());
+    return -1;
+  }
+  if (!is_float(w->dtype) && !is_quantized(w->dtype)) {
+    bad = err(ErrorCode::kUnsupported, "whisper tensor '", name, "' has dtype ", dtype_name(w->dtype));
+    return -1;
+  }
+  const bool half = w->dtype == DType::f16 || w->dtype == DType::bf16;
+  if (small || w->dtype == DType::f64 || (widen && half && !decoder_step_matrix(name))) {
+    if (is_quantized(w->dtype) || w->dtype == DType::f64) {
+      bad = err(ErrorCode::kUnsupported, "whisper tensor '", name, "' must be f32/f16/bf16, is ", dtype_name(w->dtype));
+      return -1;
+    }
+    std::vector<float> f = models::weight_to_f32(*w);
+    return pb.add_constant_copy(name, DType::f32, Shape::of(w->shape), f.data());
+  }
+  return pb.add_constant(name, w->dtype, Shape::of(shape), w->data, w->keep);
+}
+
+Lin WhisperBuilder::lin(const std::string& p, int64_t out, int64_t in, bool bias) {
+  return Lin{weight(p + "/weight", {out, in}), bias ? weight(p + "/bias", {out}, true) : -1};
+}
+
+Lin WhisperBuilder::qkv_lin(const std::string& p) {
+  const std::string wn = p + "/weight", bn = p + "/bias";
+  auto w = bad.is_ok() ? weights(wn) : std::nullopt;
+  auto b = bad.is_ok() ? weights(bn) : std::nullopt;
+  int exp = 0;
+  const bool pow2 = std::frexp(att_scale, &exp) == 0.5;
+  const bool f32 = w && b && (w->dtype == DType::f32 || (widen && (w->dtype == DType::f16 || w->dtype == DType::bf16)));
+  if (!pow2 || !f32 || w->shape != std::vector<int64_t>{3 * d, d} || b->shape != std::vector<int64_t>{3 * d} ||
+      !is_float(b->dtype) || b->dtype == DType::f64)
+    return lin(p, 3 * d, d);
+  std::vector<float> wf = models::weight_to_f32(*w), bf = models::weight_to_f32(*b);
+  const auto s = static_cast<float>(att_scale);
+  for (size_t i = 0; i < static_cast<size_t>(d * d); ++i) wf[i] *= s;
+  for (size_t i = 0; i < static_cast<size_t>(d); ++i) bf[i] *= s;
+  return Lin{pb.add_constant_copy(wn, DType::f32, Shape::of(w->shape), wf.data()),
+             pb.add_constant_copy(bn, DType::f32, Shape::of(b->shape), bf.data()), true};
+}
+
+Norm WhisperBuilder::norm(const std::string& p, int64_t n) { return Norm{weight(p + "/gamma", {n}, true), weight(p + "/beta", {n}, true)}; }
+
+Status WhisperBuilder::add_weights() {
+  conv1_w = weight("encoder/conv1/weight", {d, c.n_mels, 3});
+  conv1_b = weight("encoder/conv1/bias", {d}, true);
+  conv2_w = weight("encoder/conv2/weight", {d, d, 3});
+  conv2_b = weight("encoder/conv2/bias", {d}, true);
+  enc_pos = weight("encoder/position_encodings/encodings", {c.n_audio_ctx, d}, true);
+  for (int64_t l = 0; l < c.n_audio_layer; ++l) {
+    const std::string p = "encoder/layer_" + std::to_string(l);
+    E.push_back({norm(p + "/self_attention/layer_norm", d), norm(p + "/ffn/layer_norm", d),
+                 qkv_lin(p + "/self_attention/linear_0"), lin(p + "/self_attention/linear_1", d, d),
+                 lin(p + "/ffn/linear_0", 4 * d, d), lin(p + "/ffn/linear_1", d, 4 * d)});
+  }
+  enc_ln = norm("encoder/layer_norm", d);
+  embed = weight("decoder/embeddings/weight", {c.n_vocab, d});
+  dec_pos = weight("decoder/position_encodings/encodings", {c.n_text_ctx, d}, true);
+  for (int64_t l = 0; l < c.n_text_layer; ++l) {
+    const std::string p = "decoder/layer_" + std::to_string(l), n = std::to_string(l);
+    D.push_back({norm(p + "/self_attention/layer_norm", d), norm(p + "/attention/layer_norm", d),
+                 norm(p + "/ffn/layer_norm", d), lin(p + "/self_attention/linear_0", 3 * d, d),
+                 lin(p + "/self_attention/linear_1", d, d), lin(p + "/attention/linear_0", d, d),
+                 lin(p + "/attention/linear_1", 2 * d, d), lin(p + "/attention/linear_2", d, d),
+                 lin(p + "/ffn/linear_0", 4 * d, d), lin(p + "/ffn/linear_1", d, 4 * d),
+                 pb.add_state("cache.kv." + n, DType::f32, {1, 2 * c.n_text_head, c.n_text_ctx, hd_t}),
+                 pb.add_state("cross.kv." + n, DType::f32, {1, 2 * c.n_text_head, c.n_audio_ctx, hd_t})});
+    if (settings.decode_batch > 1)
+      D.back().kv_batch = pb.add_state("batch.kv." + n, DType::f32, {settings.decode_batch, 2 * c.n_text_head, c.n_text_ctx, hd_t});
+  }
+  dec_ln = norm("decoder/layer_norm", d);
+  return bad;
+}
+
+bool WhisperBuilder::encode_method(MethodBuilder& g) {
+  // residual: the skip connection, added by the projection itself (no pass of its own).
+  auto L = [&](Val x, Lin w, const std::string& name, Val residual = Val::none()) {
+    return g.op(OpKind::linear, {x, g.constant(w.w), w.b >= 0 ? g.constant(w.b) : Val::none(), residual}, {}, name);
+  };
+  auto LN = [&](Val x, Norm n, const std::string& name) {
+    return g.op(OpKind::layer_norm, {x, g.constant(n.g), g.constant(n.b)}, {{"eps", 1e-5}}, name);
+  };
+  // A projection of layer_norm(x): the linear normalises x's rows itself (its norm prologue).
+  auto NL = [&](Val x, Norm n, Val w, Val b, const std::string& name) {
+    return g.op(OpKind::linear, {x, w, b, Val::none(), g.constant(n.g), g.constant(n.b)}, {{"norm", "layer"}, {"eps", 1e-5}}, name);
+  };
+  auto NLin = [&](Val x, Norm n, Lin w, const std::string& name) {
+    return NL(x, n, g.constant(w.w), w.b >= 0 ? g.constant(w.b) : Val::none(), name);
+  };
+  Val mel = g.input("mel", DType::f32, {1, c.n_mels, frames});
+  Val x = g.op(OpKind::conv1d, {mel, g.constant(conv1_w), g.constant(conv1_b)}, {{"padding", {1}}}, "conv1");
+  x = g.op(OpKind::gelu, {x});
+  x = g.op(OpKind::conv1d, {x, g.constant(conv2_w), g.constant(conv2_b)}, {{"stride", 2}, {"padding", {1}}}, "conv2");
+  x = g.op(OpKind::gelu, {x});
+  x = g.op(OpKind::permute, {x}, {{"perm", {0, 2, 1}}});
+  x = g.op(OpKind::add, {x, g.constant(enc_pos)}, {}, "enc_pos");
+  auto heads = [&](Val t, int64_t h, int64_t hd) {
+    return g.op(OpKind::permute, {g.op(OpKind::reshape, {t}, {{"shape", {1, -1, h, hd}}})}, to_heads);
+  };
+  auto merge = [&](Val t) {
+    return g.op(OpKind::reshape, {g.op(OpKind::permute, {t}, to_heads)}, {{"shape", {1, -1, d}}});
+  };
+  for (int64_t l = 0; l < c.n_audio_layer; ++l) {
+    const EncLayer& w = E[l];
+    const std::string p = "enc." + std::to_string(l) + ".";
+    std::vector<Val> qkv = g.op_n(OpKind::split, {NLin(x, w.ln1, w.qkv, p + "qkv")}, {{"axis", -1}, {"sizes", {d, d, d}}});
+    if (qkv.size() != 3) return false;  // the builder holds the error, which finish() reports
+    // Encoder attention is one fixed 1500 x 1500 product per head: two batched matmuls (GEMM
+    // kernels) beat the streaming sdpa kernel there; the scores take heads x 9 MB.
+    Val q = heads(qkv[0], c.n_audio_head, hd_a), k = heads(qkv[1], c.n_audio_head, hd_a);
+    Val sc = g.op(OpKind::bmm, {q, g.op(OpKind::permute, {k}, {{"perm", {0, 1, 3, 2}}})}, {}, p + "scores");
+    if (!w.qkv.q_scaled) sc = g.op(OpKind::scale, {sc}, {{"scale", att_scale}});
+    sc = g.op(OpKind::softmax, {sc});
+    Val att = g.op(OpKind::bmm, {sc, heads(qkv[2], c.n_audio_head, hd_a)}, {}, p + "attn");
+    x = L(merge(att), w.out, p + "attn_out", x);
+    x = L(g.op(OpKind::gelu, {NLin(x, w.ln2, w.fc1, p + "fc1")}), w.fc2, p + "fc2", x);
+  }
+  Val enc = LN(x, enc_ln, "enc_ln");
+  for (int64_t l = 0; l < c.n_text_layer; ++l) {
+    const DecLayer& w = D[l];
+    const std::string p = "dec." + std::to_string(l) + ".";
+    // [k | v] rows as 2H heads: the keys' heads, then the values'.
+    Val kv = heads(L(enc, w.ckv, p + "cross_kv"), 2 * c.n_text_head, hd_t);
+    g.op(OpKind::slice_update, {g.state(w.kv_cross), kv}, {{"axis", 2}, {"start", 0}}, p + "cross_kv_store");
+  }
+  g.output(enc, "encoder_out");
+  return true;
+}
+
+// prefill: decode for prompts (many tokens at once), cross-attention as two batched matmuls
+// (GEMM kernels) instead of the streaming sdpa kernel, which takes one query row at a time.
+// step: decode of one token, the runner's per-token call. With seq fixed at 1 the attention
+// output's [1, H, 1, hd] -> [1, 1, d] head merge is a view; with a symbolic seq it is a copy.
+bool WhisperBuilder::decode_method(MethodBuilder& g, const DecodeVariant& var) {
+  // residual: the skip connection, added by the projection itself (no pass of its own).
+  auto L = [&](Val x, Lin w, const std::string& name, Val residual = Val::none()) {
+    return g.op(OpKind::linear, {x, g.constant(w.w), w.b >= 0 ? g.constant(w.b) : Val::none(), residual}, {}, name);
+  };
+  // A projection of layer_norm(x): the linear normalises x's rows itself (its norm prologue);
+  // with gelu, fc1's activation is part of it too (linear's act: no kernel of its own in a
+  // decode step).
+  auto NL = [&](Val x, Norm n, Val w, Val b, const std::string& name, bool gelu = false) {
+    std::vector<NamedAttr> attrs = {{"norm", "layer"}, {"eps", 1e-5}};
+    if (gelu) attrs.push_back({"act", "gelu"});
+    return g.op(OpKind::linear, {x, w, b, Val::none(), g.constant(n.g), g.constant(n.b)}, attrs, name);
+  };
+  auto NLin = [&](Val x, Norm n, Lin w, const std::string& name, bool gelu = false) {
+    return NL(x, n, g.constant(w.w), w.b >= 0 ? g.constant(w.b) : Val::none(), name, gelu);
+  };
+  const int64_t B = var.rows;
+  // align sees the start-of-transcript sequence, <|notimestamps|>, at most half the context
+  // of text and the end token: its arena (logits of every position) is sized for that.
+  const SymExpr seq = var.one_token ? SymExpr(1)
+                                    : g.symbol("seq", 1, var.align ? std::min(c.n_text_ctx, c.n_text_ctx / 2 + 8) : c.n_text_ctx);
+  const SymExpr pos = var.align ? SymExpr(0) : g.symbol("pos", 0, c.n_text_ctx - 1);
+  Val tokens = g.input("tokens", DType::i32, {B, seq});
+  auto heads = [&](Val t) {
+    return g.op(OpKind::permute, {g.op(OpKind::reshape, {t}, {{"shape", {B, -1, c.n_text_head, hd_t}}})}, to_heads);
+  };
+  auto merge = [&](Val t) {
+    return g.op(OpKind::reshape, {g.op(OpKind::permute, {t}, to_heads)}, {{"shape", {B, -1, d}}});
+  };
+  auto heads2 = [&](Val t) {  // [k | v] rows as 2H heads
+    return g.op(OpKind::permute, {g.op(OpKind::reshape, {t}, {{"shape", {B, -1, 2 * c.n_text_head, hd_t}}})}, to_heads);
+  };
+  auto key_heads = [&](Val kv) { return g.op(OpKind::slice, {kv}, {{"axis", 1}, {"start", 0}, {"end", c.n_text_head}}); };
+  auto value_heads = [&](Val kv) {
+    return g.op(OpKind::slice, {kv}, {{"axis", 1}, {"start", c.n_text_head}, {"end", 2 * c.n_text_head}});
+  };
+  Val x = g.op(OpKind::embedding, {g.constant(embed), tokens}, {}, "tok_embed");
+  // Position rows are looked up by index: a slice [pos, pos + seq) of the table would make the
+  // builder's shape samples disagree at the symbols' bounds.
+  Val positions = g.input("positions", DType::i32, {1, seq});
+  x = g.op(OpKind::add, {x, g.op(OpKind::embedding, {g.constant(dec_pos), positions}, {}, "pos_embed")}, {}, "dec_pos");
+  std::vector<Val> scores;
+  for (int64_t l = 0; l < c.n_text_layer; ++l) {
+    const DecLayer& w = D[l];
+    const std::string p = "dec." + std::to_string(l) + ".";
+    std::vector<Val> qkv = g.op_n(OpKind::split, {NLin(x, w.ln1, w.qkv, p + "qkv")}, {{"axis", -1}, {"sizes", {d, 2 * d}}});
+    if (qkv.size() != 2) return false;
+    Val kv = heads2(qkv[1]);
+    if (!var.align) {
+      const int st = var.batched_cache ? w.kv_batch : w.kv_cache;
+      kv = g.op(OpKind::slice_update, {g.state(st), kv}, {{"axis", 2}, {"start", pos}}, p + "cache_kv");
+      kv = g.op(OpKind::slice, {kv}, {{"axis", 2}, {"start", 0}, {"end", pos + seq}});
+    }
+    Val att = g.op(OpKind::sdpa, {heads(qkv[0]), key_heads(kv), value_heads(kv)}, {{"causal", 1}}, p + "attn");
+    x = L(merge(att), w.out, p + "attn_out", x);
+    Val cq = NLin(x, w.ln2, w.cq, p + "cross_q");
+    Val ckv = g.state(w.kv_cross);
+    Val ck = key_heads(ckv), cv = value_heads(ckv);
+    Val cross;
+    const auto& ah = heads_of_layer[static_cast<size_t>(l)];
+    const bool prefill = std::string(var.name) == "prefill";
+    // Prefill and the alignment scores: scores as GEMMs, over [B, H, seq, hd] queries.
+    const bool gemm_scores = prefill || (var.align && !ah.empty());
+    Val q;
+    if (gemm_scores) {
+      q = heads(cq);
+      if (B > 1) {  // one encoder window serves every row: a broadcast view, no copy
+        ck = g.op(OpKind::expand, {ck}, {{"shape", {B, -1, -1, -1}}});
+        cv = g.op(OpKind::expand, {cv}, {{"shape", {B, -1, -1, -1}}});
+      }
+    }
+    if (prefill) {
+      Val sc = g.op(OpKind::bmm, {q, g.op(OpKind::permute, {ck}, {{"perm", {0, 1, 3, 2}}})}, {}, p + "cross_scores");
+      sc = g.op(OpKind::softmax, {g.op(OpKind::scale, {sc}, {{"scale", 1.0 / std::sqrt(static_cast<double>(hd_t))}})});
+      cross = g.op(OpKind::bmm, {sc, cv}, {}, p + "cross");
+    } else if (var.align && !ah.empty()) {
+      // Explicit softmax(q k^T / sqrt(d)) v so the alignment heads' scores can be returned.
+      Val sc = g.op(OpKind::bmm, {q, g.op(OpKind::permute, {ck}, {{"perm", {0, 1, 3, 2}}})}, {}, p + "cross_scores");
+      sc = g.op(OpKind::scale, {sc}, {{"scale", 1.0 / std::sqrt(static_cast<double>(hd_t))}});
+      for (int64_t head : ah) scores.push_back(g.op(OpKind::slice, {sc}, {{"axis", 1}, {"start", head}, {"end", head + 1}}));
+      cross = g.op(OpKind::bmm, {g.op(OpKind::softmax, {sc}), cv}, {}, p + "cross");
+    } else {
+      // Every query row on its own (cross-attention has no mask): rows are the batch of a
+      // [rows, H, 1, hd] query, so that the result is [B, seq, d] as it stands, where the
+      // [B, H, seq, hd] layout would take a copy to merge the heads. The window's K/V serve
+      // every row through a broadcast view.
+      const SymExpr rows = seq * B;
+      q = g.op(OpKind::reshape, {cq}, {{"shape", {-1, c.n_text_head, 1, hd_t}}});
+      ck = g.op(OpKind::expand, {ck}, {{"shape", std::vector<SymExpr>{rows, -1, -1, -1}}});
+      cv = g.op(OpKind::expand, {cv}, {{"shape", std::vector<SymExpr>{rows, -1, -1, -1}}});
+      cross = g.op(OpKind::sdpa, {q, ck, cv}, {}, p + "cross");
+      cross = g.op(OpKind::reshape, {cross}, {{"shape", {B, -1, d}}});
+    }
+    if (gemm_scores) cross = merge(cross);
+    x = L(cross, w.cout, p + "cross_out", x);
+    x = L(NLin(x, w.ln3, w.fc1, p + "fc1", true), w.fc2, p + "fc2", x);
+  }
+  // align: logits of every position (token probabilities); decoding: of the last one only.
+  if (!var.align) x = g.op(OpKind::slice, {x}, {{"axis", 1}, {"start", seq - 1}, {"end", seq}});
+  g.output(NL(x, dec_ln, g.constant(embed), Val::none(), "logits"), "logits");
+  if (var.align && !scores.empty())
+    g.output(scores.size() == 1 ? scores[0] : g.op(OpKind::concat, scores, {{"axis", 1}}), "alignment_scores");
+  return true;
+}
+
+Status WhisperBuilder::collect_alignment_heads() {
+  heads_of_layer.assign(static_cast<size_t>(c.n_text_layer), {});
+  for (size_t i = 0; i + 1 < extras.alignment_heads.size(); i += 2) {
+    const int64_t l = extras.alignment_heads[i], h = extras.alignment_heads[i + 1];
+    if (l < 0 || l >= c.n_text_layer || h < 0 || h >= c.n_text_head)
+      return err(ErrorCode::kInvalidProgram, "whisper alignment head (", l, ", ", h, ") outside ", c.n_text_layer, " layers x ",
+                 c.n_text_head, " heads");
+    heads_of_layer[static_cast<size_t>(l)].push_back(h);
+  }
+  return Status::ok();
+}
+
+// reorder_batch(rows [B]): batch cache row r takes the first `len` positions of row rows[r]
+// (beam search keeping the hypotheses it selected).
+void WhisperBuilder::reorder_batch_method(MethodBuilder& g) {
+  const int64_t B = settings.decode_batch;
+  const SymExpr len = g.symbol("len", 1, c.n_text_ctx);
+  Val rows = g.input("rows", DType::i32, {B});
+  for (int64_t l = 0; l < c.n_text_layer; ++l) {
+    const int s = D[l].kv_batch;
+    Val filled = g.op(OpKind::copy, {g.op(OpKind::slice, {g.state(s)}, {{"axis", 2}, {"start", 0}, {"end", len}})});
+    Val flat = g.op(OpKind::reshape, {filled}, {{"shape", {B, -1}}});
+    Val picked = g.op(OpKind::embedding, {flat, rows});
+    picked = g.op(OpKind::reshape, {picked}, {{"shape", {B, 2 * c.n_text_head, -1, hd_t}}});
+    g.op(OpKind::slice_update, {g.state(s), picked}, {{"axis", 2}, {"start", 0}}, "reorder." + std::to_string(l));
+  }
+}
+
+void WhisperBuilder::set_metadata() {
+  pb.set_meta("general.architecture", MetaValue::str("whisper"));
+  pb.set_meta("vrun.runner", MetaValue::str("whisper"));
+  const std::pair<const char*, int64_t> ints[] = {
+      {"whisper.n_mels", c.n_mels},           {"whisper.n_audio_ctx", c.n_audio_ctx},
+      {"whisper.n_audio_state", c.n_audio_state}, {"whisper.n_audio_head", c.n_audio_head},
+      {"whisper.n_audio_layer", c.n_audio_layer}, {"whisper.n_vocab", c.n_vocab},
+      {"whisper.n_text_ctx", c.n_text_ctx},   {"whisper.n_text_state", c.n_text_state},
+      {"whisper.n_text_head", c.n_text_head}, {"whisper.n_text_layer", c.n_text_layer}};
+  for (const auto& [k, v] : ints) pb.set_meta(k, MetaValue::integer(v));
+  pb.set_meta("whisper.decode_batch", MetaValue::integer(std::max<int64_t>(1, settings.decode_batch)));
+  pb.set_meta("whisper.suppress_tokens", MetaValue::int_list(extras.suppress_tokens));
+  pb.set_meta("whisper.suppress_begin", MetaValue::int_list(extras.suppress_begin));
+  pb.set_meta("whisper.alignment_heads", MetaValue::int_list(extras.alignment_heads));
+  if (!extras.tokenizer_json.empty()) {
+    pb.set_meta("tokenizer.kind", MetaValue::str("hf_json"));
+    pb.set_meta("tokenizer.json", MetaValue::bytes(extras.tokenizer_json));
+  }
+}
+
+Result<std::shared_ptr<Program>> WhisperBuilder::build() {
+  VRUN_RETURN_IF_ERROR(add_weights());
+  {
+    MethodBuilder g = pb.method("encode");
+    if (!encode_method(g)) return pb.finish();
+  }
+  std::vector<DecodeVariant> variants = {{"decode", 1, false, false},
+                                         {"align", 1, false, true},
+                                         {"prefill", 1, false, false},
+                                         {"step", 1, false, false, true}};
+  if (settings.decode_batch > 1) variants.push_back({"decode_batch", settings.decode_batch, true, false});
+  VRUN_RETURN_IF_ERROR(collect_alignment_heads());
+  for (const DecodeVariant& var : variants) {
+    MethodBuilder g = pb.method(var.name);
+    if (!decode_method(g, var)) return pb.finish();
+  }
+  if (settings.decode_batch > 1) {
+    MethodBuilder g = pb.method("reorder_batch");
+    reorder_batch_method(g);
+  }
+  set_metadata();
+  return pb.finish();
+}
+
 }  // namespace
+
 
 Status WhisperConfig::validate() const {
   for (int64_t v : {n_mels, n_audio_ctx, n_audio_state, n_audio_head, n_audio_layer, n_vocab, n_text_ctx, n_text_state,
@@ -41,334 +434,8 @@ Status WhisperConfig::validate() const {
 Result<std::shared_ptr<Program>> build_whisper_program(const WhisperConfig& c, const WeightSource& weights,
                                                        const WhisperExtras& extras, const BuildSettings& settings) {
   VRUN_RETURN_IF_ERROR(c.validate());
-  const bool widen = settings.widen_f16_weights;
-  const int64_t d = c.n_text_state, hd_a = c.n_audio_state / c.n_audio_head, hd_t = c.n_text_state / c.n_text_head;
-  const int64_t frames = 2 * c.n_audio_ctx;
-  ProgramBuilder pb;
-  Status bad;
-  // Adds a weight after checking its shape; small = convert to f32.
-  auto weight = [&](const std::string& name, const std::vector<int64_t>& shape, bool small = false) -> int {
-    if (!bad.is_ok()) return -1;
-    auto w = weights(name);
-    if (!w) {
-      bad = err(ErrorCode::kNotFound, "whisper checkpoint has no tensor '", name, "'");
-      return -1;
-    }
-    if (w->shape != shape) {
-      bad = err(ErrorCode::kInvalidProgram, "whisper tensor '", name, "' has shape ", Shape::of(w->shape).str(),
-                "; the config needs ", Shape::of(shape).str());
-      return -1;
-    }
-    if (!is_float(w->dtype) && !is_quantized(w->dtype)) {
-      bad = err(ErrorCode::kUnsupported, "whisper tensor '", name, "' has dtype ", dtype_name(w->dtype));
-      return -1;
-    }
-    const bool half = w->dtype == DType::f16 || w->dtype == DType::bf16;
-    if (small || w->dtype == DType::f64 || (widen && half && !decoder_step_matrix(name))) {
-      if (is_quantized(w->dtype) || w->dtype == DType::f64) {
-        bad = err(ErrorCode::kUnsupported, "whisper tensor '", name, "' must be f32/f16/bf16, is ", dtype_name(w->dtype));
-        return -1;
-      }
-      std::vector<float> f = models::weight_to_f32(*w);
-      return pb.add_constant_copy(name, DType::f32, Shape::of(w->shape), f.data());
-    }
-    return pb.add_constant(name, w->dtype, Shape::of(shape), w->data, w->keep);
-  };
-  struct Lin {
-    int w = -1, b = -1;
-    bool q_scaled = false;  // the query rows (and bias) carry the attention scale
-  };
-  auto lin = [&](const std::string& p, int64_t out, int64_t in, bool bias = true) {
-    return Lin{weight(p + "/weight", {out, in}), bias ? weight(p + "/bias", {out}, true) : -1};
-  };
-  // The encoder's fused q/k/v projection with the query rows multiplied by the attention scale
-  // when that is a power of two (1/8 for every Whisper size: head width 64) and the weight is
-  // built as f32: scaling by a power of two is exact, so the scores equal q k^T * scale bit for
-  // bit and the [heads, 1500, 1500] scale pass goes away.
-  const double att_scale = 1.0 / std::sqrt(static_cast<double>(hd_a));
-  auto qkv_lin = [&](const std::string& p) -> Lin {
-    const std::string wn = p + "/weight", bn = p + "/bias";
-    auto w = bad.is_ok() ? weights(wn) : std::nullopt;
-    auto b = bad.is_ok() ? weights(bn) : std::nullopt;
-    int exp = 0;
-    const bool pow2 = std::frexp(att_scale, &exp) == 0.5;
-    const bool f32 = w && b && (w->dtype == DType::f32 || (widen && (w->dtype == DType::f16 || w->dtype == DType::bf16)));
-    if (!pow2 || !f32 || w->shape != std::vector<int64_t>{3 * d, d} || b->shape != std::vector<int64_t>{3 * d} ||
-        !is_float(b->dtype) || b->dtype == DType::f64)
-      return lin(p, 3 * d, d);
-    std::vector<float> wf = models::weight_to_f32(*w), bf = models::weight_to_f32(*b);
-    const auto s = static_cast<float>(att_scale);
-    for (size_t i = 0; i < static_cast<size_t>(d * d); ++i) wf[i] *= s;
-    for (size_t i = 0; i < static_cast<size_t>(d); ++i) bf[i] *= s;
-    return Lin{pb.add_constant_copy(wn, DType::f32, Shape::of(w->shape), wf.data()),
-               pb.add_constant_copy(bn, DType::f32, Shape::of(b->shape), bf.data()), true};
-  };
-  struct Norm {
-    int g = -1, b = -1;
-  };
-  auto norm = [&](const std::string& p, int64_t n) { return Norm{weight(p + "/gamma", {n}, true), weight(p + "/beta", {n}, true)}; };
-
-  const int conv1_w = weight("encoder/conv1/weight", {d, c.n_mels, 3}), conv1_b = weight("encoder/conv1/bias", {d}, true);
-  const int conv2_w = weight("encoder/conv2/weight", {d, d, 3}), conv2_b = weight("encoder/conv2/bias", {d}, true);
-  const int enc_pos = weight("encoder/position_encodings/encodings", {c.n_audio_ctx, d}, true);
-  struct EncLayer {
-    Norm ln1, ln2;
-    Lin qkv, out, fc1, fc2;
-  };
-  std::vector<EncLayer> E;
-  for (int64_t l = 0; l < c.n_audio_layer; ++l) {
-    const std::string p = "encoder/layer_" + std::to_string(l);
-    E.push_back({norm(p + "/self_attention/layer_norm", d), norm(p + "/ffn/layer_norm", d),
-                 qkv_lin(p + "/self_attention/linear_0"), lin(p + "/self_attention/linear_1", d, d),
-                 lin(p + "/ffn/linear_0", 4 * d, d), lin(p + "/ffn/linear_1", d, 4 * d)});
-  }
-  const Norm enc_ln = norm("encoder/layer_norm", d);
-  const int embed = weight("decoder/embeddings/weight", {c.n_vocab, d});
-  const int dec_pos = weight("decoder/position_encodings/encodings", {c.n_text_ctx, d}, true);
-  // Keys and values share one state per layer, keys in heads [0, H) and values in [H, 2H): the
-  // projection writes both with one slice_update.
-  struct DecLayer {
-    Norm ln1, ln2, ln3;
-    Lin qkv, out, cq, ckv, cout, fc1, fc2;
-    int kv_cache, kv_cross;
-    int kv_batch = -1;
-  };
-  std::vector<DecLayer> D;
-  for (int64_t l = 0; l < c.n_text_layer; ++l) {
-    const std::string p = "decoder/layer_" + std::to_string(l), n = std::to_string(l);
-    D.push_back({norm(p + "/self_attention/layer_norm", d), norm(p + "/attention/layer_norm", d),
-                 norm(p + "/ffn/layer_norm", d), lin(p + "/self_attention/linear_0", 3 * d, d),
-                 lin(p + "/self_attention/linear_1", d, d), lin(p + "/attention/linear_0", d, d),
-                 lin(p + "/attention/linear_1", 2 * d, d), lin(p + "/attention/linear_2", d, d),
-                 lin(p + "/ffn/linear_0", 4 * d, d), lin(p + "/ffn/linear_1", d, 4 * d),
-                 pb.add_state("cache.kv." + n, DType::f32, {1, 2 * c.n_text_head, c.n_text_ctx, hd_t}),
-                 pb.add_state("cross.kv." + n, DType::f32, {1, 2 * c.n_text_head, c.n_audio_ctx, hd_t})});
-    if (settings.decode_batch > 1)
-      D.back().kv_batch = pb.add_state("batch.kv." + n, DType::f32, {settings.decode_batch, 2 * c.n_text_head, c.n_text_ctx, hd_t});
-  }
-  const Norm dec_ln = norm("decoder/layer_norm", d);
-  VRUN_RETURN_IF_ERROR(bad);
-
-  const std::vector<NamedAttr> to_heads = {{"perm", {0, 2, 1, 3}}};
-  // ---- encode
-  {
-    MethodBuilder g = pb.method("encode");
-    // residual: the skip connection, added by the projection itself (no pass of its own).
-    auto L = [&](Val x, Lin w, const std::string& name, Val residual = Val::none()) {
-      return g.op(OpKind::linear, {x, g.constant(w.w), w.b >= 0 ? g.constant(w.b) : Val::none(), residual}, {}, name);
-    };
-    auto LN = [&](Val x, Norm n, const std::string& name) {
-      return g.op(OpKind::layer_norm, {x, g.constant(n.g), g.constant(n.b)}, {{"eps", 1e-5}}, name);
-    };
-    // A projection of layer_norm(x): the linear normalises x's rows itself (its norm prologue).
-    auto NL = [&](Val x, Norm n, Val w, Val b, const std::string& name) {
-      return g.op(OpKind::linear, {x, w, b, Val::none(), g.constant(n.g), g.constant(n.b)}, {{"norm", "layer"}, {"eps", 1e-5}}, name);
-    };
-    auto NLin = [&](Val x, Norm n, Lin w, const std::string& name) {
-      return NL(x, n, g.constant(w.w), w.b >= 0 ? g.constant(w.b) : Val::none(), name);
-    };
-    Val mel = g.input("mel", DType::f32, {1, c.n_mels, frames});
-    Val x = g.op(OpKind::conv1d, {mel, g.constant(conv1_w), g.constant(conv1_b)}, {{"padding", {1}}}, "conv1");
-    x = g.op(OpKind::gelu, {x});
-    x = g.op(OpKind::conv1d, {x, g.constant(conv2_w), g.constant(conv2_b)}, {{"stride", 2}, {"padding", {1}}}, "conv2");
-    x = g.op(OpKind::gelu, {x});
-    x = g.op(OpKind::permute, {x}, {{"perm", {0, 2, 1}}});
-    x = g.op(OpKind::add, {x, g.constant(enc_pos)}, {}, "enc_pos");
-    auto heads = [&](Val t, int64_t h, int64_t hd) {
-      return g.op(OpKind::permute, {g.op(OpKind::reshape, {t}, {{"shape", {1, -1, h, hd}}})}, to_heads);
-    };
-    auto merge = [&](Val t) {
-      return g.op(OpKind::reshape, {g.op(OpKind::permute, {t}, to_heads)}, {{"shape", {1, -1, d}}});
-    };
-    for (int64_t l = 0; l < c.n_audio_layer; ++l) {
-      const EncLayer& w = E[l];
-      const std::string p = "enc." + std::to_string(l) + ".";
-      std::vector<Val> qkv = g.op_n(OpKind::split, {NLin(x, w.ln1, w.qkv, p + "qkv")}, {{"axis", -1}, {"sizes", {d, d, d}}});
-      if (qkv.size() != 3) return pb.finish();  // reports the builder's error
-      // Encoder attention is one fixed 1500 x 1500 product per head: two batched matmuls (GEMM
-      // kernels) beat the streaming sdpa kernel there; the scores take heads x 9 MB.
-      Val q = heads(qkv[0], c.n_audio_head, hd_a), k = heads(qkv[1], c.n_audio_head, hd_a);
-      Val sc = g.op(OpKind::bmm, {q, g.op(OpKind::permute, {k}, {{"perm", {0, 1, 3, 2}}})}, {}, p + "scores");
-      if (!w.qkv.q_scaled) sc = g.op(OpKind::scale, {sc}, {{"scale", att_scale}});
-      sc = g.op(OpKind::softmax, {sc});
-      Val att = g.op(OpKind::bmm, {sc, heads(qkv[2], c.n_audio_head, hd_a)}, {}, p + "attn");
-      x = L(merge(att), w.out, p + "attn_out", x);
-      x = L(g.op(OpKind::gelu, {NLin(x, w.ln2, w.fc1, p + "fc1")}), w.fc2, p + "fc2", x);
-    }
-    Val enc = LN(x, enc_ln, "enc_ln");
-    for (int64_t l = 0; l < c.n_text_layer; ++l) {
-      const DecLayer& w = D[l];
-      const std::string p = "dec." + std::to_string(l) + ".";
-      // [k | v] rows as 2H heads: the keys' heads, then the values'.
-      Val kv = heads(L(enc, w.ckv, p + "cross_kv"), 2 * c.n_text_head, hd_t);
-      g.op(OpKind::slice_update, {g.state(w.kv_cross), kv}, {{"axis", 2}, {"start", 0}}, p + "cross_kv_store");
-    }
-    g.output(enc, "encoder_out");
-  }
-  // ---- decoder methods: one block stack, several ways to run it
-  // rows: batch rows; cache: the per-layer self-attention states (-1: none, attend within the
-  // input only); align: collect the alignment heads' raw cross-attention scores; one_token: seq
-  // is 1, not a symbol.
-  struct DecodeVariant {
-    const char* name;
-    int64_t rows;
-    bool batched_cache, align, one_token = false;
-  };
-  // prefill: decode for prompts (many tokens at once), cross-attention as two batched matmuls
-  // (GEMM kernels) instead of the streaming sdpa kernel, which takes one query row at a time.
-  // step: decode of one token, the runner's per-token call. With seq fixed at 1 the attention
-  // output's [1, H, 1, hd] -> [1, 1, d] head merge is a view; with a symbolic seq it is a copy.
-  std::vector<DecodeVariant> variants = {{"decode", 1, false, false},
-                                         {"align", 1, false, true},
-                                         {"prefill", 1, false, false},
-                                         {"step", 1, false, false, true}};
-  if (settings.decode_batch > 1) variants.push_back({"decode_batch", settings.decode_batch, true, false});
-  std::vector<std::vector<int64_t>> heads_of_layer(static_cast<size_t>(c.n_text_layer));
-  for (size_t i = 0; i + 1 < extras.alignment_heads.size(); i += 2) {
-    const int64_t l = extras.alignment_heads[i], h = extras.alignment_heads[i + 1];
-    if (l < 0 || l >= c.n_text_layer || h < 0 || h >= c.n_text_head)
-      return err(ErrorCode::kInvalidProgram, "whisper alignment head (", l, ", ", h, ") outside ", c.n_text_layer, " layers x ",
-                 c.n_text_head, " heads");
-    heads_of_layer[static_cast<size_t>(l)].push_back(h);
-  }
-  for (const DecodeVariant& var : variants) {
-    MethodBuilder g = pb.method(var.name);
-    // residual: the skip connection, added by the projection itself (no pass of its own).
-    auto L = [&](Val x, Lin w, const std::string& name, Val residual = Val::none()) {
-      return g.op(OpKind::linear, {x, g.constant(w.w), w.b >= 0 ? g.constant(w.b) : Val::none(), residual}, {}, name);
-    };
-    // A projection of layer_norm(x): the linear normalises x's rows itself (its norm prologue);
-    // with gelu, fc1's activation is part of it too (linear's act: no kernel of its own in a
-    // decode step).
-    auto NL = [&](Val x, Norm n, Val w, Val b, const std::string& name, bool gelu = false) {
-      std::vector<NamedAttr> attrs = {{"norm", "layer"}, {"eps", 1e-5}};
-      if (gelu) attrs.push_back({"act", "gelu"});
-      return g.op(OpKind::linear, {x, w, b, Val::none(), g.constant(n.g), g.constant(n.b)}, attrs, name);
-    };
-    auto NLin = [&](Val x, Norm n, Lin w, const std::string& name, bool gelu = false) {
-      return NL(x, n, g.constant(w.w), w.b >= 0 ? g.constant(w.b) : Val::none(), name, gelu);
-    };
-    const int64_t B = var.rows;
-    // align sees the start-of-transcript sequence, <|notimestamps|>, at most half the context
-    // of text and the end token: its arena (logits of every position) is sized for that.
-    const SymExpr seq = var.one_token ? SymExpr(1)
-                                      : g.symbol("seq", 1, var.align ? std::min(c.n_text_ctx, c.n_text_ctx / 2 + 8) : c.n_text_ctx);
-    const SymExpr pos = var.align ? SymExpr(0) : g.symbol("pos", 0, c.n_text_ctx - 1);
-    Val tokens = g.input("tokens", DType::i32, {B, seq});
-    auto heads = [&](Val t) {
-      return g.op(OpKind::permute, {g.op(OpKind::reshape, {t}, {{"shape", {B, -1, c.n_text_head, hd_t}}})}, to_heads);
-    };
-    auto merge = [&](Val t) {
-      return g.op(OpKind::reshape, {g.op(OpKind::permute, {t}, to_heads)}, {{"shape", {B, -1, d}}});
-    };
-    auto heads2 = [&](Val t) {  // [k | v] rows as 2H heads
-      return g.op(OpKind::permute, {g.op(OpKind::reshape, {t}, {{"shape", {B, -1, 2 * c.n_text_head, hd_t}}})}, to_heads);
-    };
-    auto key_heads = [&](Val kv) { return g.op(OpKind::slice, {kv}, {{"axis", 1}, {"start", 0}, {"end", c.n_text_head}}); };
-    auto value_heads = [&](Val kv) {
-      return g.op(OpKind::slice, {kv}, {{"axis", 1}, {"start", c.n_text_head}, {"end", 2 * c.n_text_head}});
-    };
-    Val x = g.op(OpKind::embedding, {g.constant(embed), tokens}, {}, "tok_embed");
-    // Position rows are looked up by index: a slice [pos, pos + seq) of the table would make the
-    // builder's shape samples disagree at the symbols' bounds.
-    Val positions = g.input("positions", DType::i32, {1, seq});
-    x = g.op(OpKind::add, {x, g.op(OpKind::embedding, {g.constant(dec_pos), positions}, {}, "pos_embed")}, {}, "dec_pos");
-    std::vector<Val> scores;
-    for (int64_t l = 0; l < c.n_text_layer; ++l) {
-      const DecLayer& w = D[l];
-      const std::string p = "dec." + std::to_string(l) + ".";
-      std::vector<Val> qkv = g.op_n(OpKind::split, {NLin(x, w.ln1, w.qkv, p + "qkv")}, {{"axis", -1}, {"sizes", {d, 2 * d}}});
-      if (qkv.size() != 2) return pb.finish();
-      Val kv = heads2(qkv[1]);
-      if (!var.align) {
-        const int st = var.batched_cache ? w.kv_batch : w.kv_cache;
-        kv = g.op(OpKind::slice_update, {g.state(st), kv}, {{"axis", 2}, {"start", pos}}, p + "cache_kv");
-        kv = g.op(OpKind::slice, {kv}, {{"axis", 2}, {"start", 0}, {"end", pos + seq}});
-      }
-      Val att = g.op(OpKind::sdpa, {heads(qkv[0]), key_heads(kv), value_heads(kv)}, {{"causal", 1}}, p + "attn");
-      x = L(merge(att), w.out, p + "attn_out", x);
-      Val cq = NLin(x, w.ln2, w.cq, p + "cross_q");
-      Val ckv = g.state(w.kv_cross);
-      Val ck = key_heads(ckv), cv = value_heads(ckv);
-      Val cross;
-      const auto& ah = heads_of_layer[static_cast<size_t>(l)];
-      const bool prefill = std::string(var.name) == "prefill";
-      // Prefill and the alignment scores: scores as GEMMs, over [B, H, seq, hd] queries.
-      const bool gemm_scores = prefill || (var.align && !ah.empty());
-      Val q;
-      if (gemm_scores) {
-        q = heads(cq);
-        if (B > 1) {  // one encoder window serves every row: a broadcast view, no copy
-          ck = g.op(OpKind::expand, {ck}, {{"shape", {B, -1, -1, -1}}});
-          cv = g.op(OpKind::expand, {cv}, {{"shape", {B, -1, -1, -1}}});
-        }
-      }
-      if (prefill) {
-        Val sc = g.op(OpKind::bmm, {q, g.op(OpKind::permute, {ck}, {{"perm", {0, 1, 3, 2}}})}, {}, p + "cross_scores");
-        sc = g.op(OpKind::softmax, {g.op(OpKind::scale, {sc}, {{"scale", 1.0 / std::sqrt(static_cast<double>(hd_t))}})});
-        cross = g.op(OpKind::bmm, {sc, cv}, {}, p + "cross");
-      } else if (var.align && !ah.empty()) {
-        // Explicit softmax(q k^T / sqrt(d)) v so the alignment heads' scores can be returned.
-        Val sc = g.op(OpKind::bmm, {q, g.op(OpKind::permute, {ck}, {{"perm", {0, 1, 3, 2}}})}, {}, p + "cross_scores");
-        sc = g.op(OpKind::scale, {sc}, {{"scale", 1.0 / std::sqrt(static_cast<double>(hd_t))}});
-        for (int64_t head : ah) scores.push_back(g.op(OpKind::slice, {sc}, {{"axis", 1}, {"start", head}, {"end", head + 1}}));
-        cross = g.op(OpKind::bmm, {g.op(OpKind::softmax, {sc}), cv}, {}, p + "cross");
-      } else {
-        // Every query row on its own (cross-attention has no mask): rows are the batch of a
-        // [rows, H, 1, hd] query, so that the result is [B, seq, d] as it stands, where the
-        // [B, H, seq, hd] layout would take a copy to merge the heads. The window's K/V serve
-        // every row through a broadcast view.
-        const SymExpr rows = seq * B;
-        q = g.op(OpKind::reshape, {cq}, {{"shape", {-1, c.n_text_head, 1, hd_t}}});
-        ck = g.op(OpKind::expand, {ck}, {{"shape", std::vector<SymExpr>{rows, -1, -1, -1}}});
-        cv = g.op(OpKind::expand, {cv}, {{"shape", std::vector<SymExpr>{rows, -1, -1, -1}}});
-        cross = g.op(OpKind::sdpa, {q, ck, cv}, {}, p + "cross");
-        cross = g.op(OpKind::reshape, {cross}, {{"shape", {B, -1, d}}});
-      }
-      if (gemm_scores) cross = merge(cross);
-      x = L(cross, w.cout, p + "cross_out", x);
-      x = L(NLin(x, w.ln3, w.fc1, p + "fc1", true), w.fc2, p + "fc2", x);
-    }
-    // align: logits of every position (token probabilities); decoding: of the last one only.
-    if (!var.align) x = g.op(OpKind::slice, {x}, {{"axis", 1}, {"start", seq - 1}, {"end", seq}});
-    g.output(NL(x, dec_ln, g.constant(embed), Val::none(), "logits"), "logits");
-    if (var.align && !scores.empty())
-      g.output(scores.size() == 1 ? scores[0] : g.op(OpKind::concat, scores, {{"axis", 1}}), "alignment_scores");
-  }
-  // ---- reorder_batch(rows [B]): batch cache row r takes the first `len` positions of row
-  // rows[r] (beam search keeping the hypotheses it selected).
-  if (settings.decode_batch > 1) {
-    MethodBuilder g = pb.method("reorder_batch");
-    const int64_t B = settings.decode_batch;
-    const SymExpr len = g.symbol("len", 1, c.n_text_ctx);
-    Val rows = g.input("rows", DType::i32, {B});
-    for (int64_t l = 0; l < c.n_text_layer; ++l) {
-      const int s = D[l].kv_batch;
-      Val filled = g.op(OpKind::copy, {g.op(OpKind::slice, {g.state(s)}, {{"axis", 2}, {"start", 0}, {"end", len}})});
-      Val flat = g.op(OpKind::reshape, {filled}, {{"shape", {B, -1}}});
-      Val picked = g.op(OpKind::embedding, {flat, rows});
-      picked = g.op(OpKind::reshape, {picked}, {{"shape", {B, 2 * c.n_text_head, -1, hd_t}}});
-      g.op(OpKind::slice_update, {g.state(s), picked}, {{"axis", 2}, {"start", 0}}, "reorder." + std::to_string(l));
-    }
-  }
-  pb.set_meta("general.architecture", MetaValue::str("whisper"));
-  pb.set_meta("vrun.runner", MetaValue::str("whisper"));
-  const std::pair<const char*, int64_t> ints[] = {
-      {"whisper.n_mels", c.n_mels},           {"whisper.n_audio_ctx", c.n_audio_ctx},
-      {"whisper.n_audio_state", c.n_audio_state}, {"whisper.n_audio_head", c.n_audio_head},
-      {"whisper.n_audio_layer", c.n_audio_layer}, {"whisper.n_vocab", c.n_vocab},
-      {"whisper.n_text_ctx", c.n_text_ctx},   {"whisper.n_text_state", c.n_text_state},
-      {"whisper.n_text_head", c.n_text_head}, {"whisper.n_text_layer", c.n_text_layer}};
-  for (const auto& [k, v] : ints) pb.set_meta(k, MetaValue::integer(v));
-  pb.set_meta("whisper.decode_batch", MetaValue::integer(std::max<int64_t>(1, settings.decode_batch)));
-  pb.set_meta("whisper.suppress_tokens", MetaValue::int_list(extras.suppress_tokens));
-  pb.set_meta("whisper.suppress_begin", MetaValue::int_list(extras.suppress_begin));
-  pb.set_meta("whisper.alignment_heads", MetaValue::int_list(extras.alignment_heads));
-  if (!extras.tokenizer_json.empty()) {
-    pb.set_meta("tokenizer.kind", MetaValue::str("hf_json"));
-    pb.set_meta("tokenizer.json", MetaValue::bytes(extras.tokenizer_json));
-  }
-  return pb.finish();
+  WhisperBuilder b(c, weights, extras, settings);
+  return b.build();
 }
 
 Result<WhisperConfig> config_from_program(const Program& p) {
