@@ -181,22 +181,30 @@ Status BatchSession::step() {
   // A row without a decoding sequence writes at its slot's next position, which the slot's next
   // write overwrites anyway (a prefilling slot's next chunk, a free slot's first).
   std::vector<int32_t> tokens(static_cast<size_t>(rows), 0), positions(static_cast<size_t>(rows), 0);
+  std::vector<int32_t> cache_rows(static_cast<size_t>(rows), 0);
   std::vector<Seq*> row_seq(static_cast<size_t>(rows), nullptr);
   for (int64_t b = 0; b < rows; ++b) {
     const int id = slot_seq_[static_cast<size_t>(b)];
     if (id < 0) continue;
     Seq& s = *seqs_.at(id);
     positions[b] = static_cast<int32_t>(std::min(s.n_past, slot_context_ - 1));
+    cache_rows[b] = static_cast<int32_t>(b * slot_context_ + positions[b]);
     if (s.next >= 0) {
       tokens[b] = s.next;
       row_seq[b] = &s;
       ++last_batch_;
     }
   }
+  for (int64_t b = 0; b < rows; ++b)  // rows without a sequence: their slot's next free position
+    if (slot_seq_[static_cast<size_t>(b)] < 0) cache_rows[b] = static_cast<int32_t>(b * slot_context_);
   last_rows_ = rows;
-  VRUN_ASSIGN_OR_RETURN(auto outs, ex.run("decode_batch_" + std::to_string(rows),
-                                          {TensorView::dense(tokens.data(), DType::i32, {1, rows}),
-                                           TensorView::dense(positions.data(), DType::i32, {rows})}));
+  const std::string method = "decode_batch_" + std::to_string(rows);
+  std::vector<TensorView> inputs{TensorView::dense(tokens.data(), DType::i32, {1, rows}),
+                                 TensorView::dense(positions.data(), DType::i32, {rows})};
+  // Programs built before the cache write took one row per sequence have no cache_rows input.
+  if (ex.program().method(method)->inputs.size() > 2)
+    inputs.push_back(TensorView::dense(cache_rows.data(), DType::i32, {rows}));
+  VRUN_ASSIGN_OR_RETURN(auto outs, ex.run(method, inputs));
   const float* lg = outs[0].ptr<float>();
   for (int64_t b = 0; b < rows; ++b) {
     Seq* s = row_seq[b];

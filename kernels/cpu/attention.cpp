@@ -194,12 +194,20 @@ Status sdpa_kernel(const KernelCall& call) {
   TensorView& y = call.out[0];
   const int64_t nb = q.shape[0], hq = q.shape[1], lq = q.shape[2], d = q.shape[3];
   const int64_t hkv = k.shape[1], dv = v.shape[3];
-  // The keys that count: all of k, or those of a cache's capacity up to the last query's position.
-  const int64_t lk = call.has_input(4) ? call.scalar_input(4, 0) + lq : k.shape[2];
+  // The keys that count: all of k, or those of a cache's capacity up to the last query's position
+  // (one position for all batch entries, or one each).
+  const int64_t npos = call.input_numel(4);
+  if (npos > 1 && npos != nb)
+    return err(ErrorCode::kInvalidArgument, "sdpa: ", npos, " positions for a batch of ", nb, " (one, or one per entry)");
+  auto keys_of = [&](int64_t b) {
+    return npos == 0 ? k.shape[2] : call.vector_input(4, npos > 1 ? b : 0) + lq;
+  };
+  const int64_t lk = keys_of(0);
   const bool causal = call.attr().i("causal") != 0;
-  if (call.has_input(4) && (lk < lq || lk > k.shape[2]))
-    return err(ErrorCode::kInvalidArgument, "sdpa: queries at position ", lk - lq, " .. ", lk - 1, " outside the keys ",
-               k.shape.str());
+  for (int64_t b = 0; b < (npos > 1 ? nb : std::min<int64_t>(npos, 1)); ++b)
+    if (keys_of(b) < lq || keys_of(b) > k.shape[2])
+      return err(ErrorCode::kInvalidArgument, "sdpa: queries at position ", keys_of(b) - lq, " .. ", keys_of(b) - 1,
+                 " outside the keys ", k.shape.str());
   const int64_t group = hq / hkv;
   const float scale = call.attr().f("scale") != 0 ? static_cast<float>(call.attr().f("scale"))
                                                   : 1.f / std::sqrt(static_cast<float>(d));
@@ -210,8 +218,9 @@ Status sdpa_kernel(const KernelCall& call) {
     const TensorView& m = call.input(3);
     ms = broadcast_strides(m.shape, m.strides, Shape{nb, hq, lq, windowed ? window[0] + window[1] + 1 : k.shape[2]});
   }
-  // Windowed (local) attention always takes the blocked path, which reads only the bands' keys.
-  if (lq >= kGemmMinQueries || windowed) {
+  // Windowed (local) attention always takes the blocked path, which reads only the bands' keys;
+  // a position per batch entry takes the row paths below.
+  if ((lq >= kGemmMinQueries && npos <= 1) || windowed) {
     SdpaShape sh{nb, hq, lq, d, dv, lk, group, causal, scale, ms};
     if (windowed) {
       sh.windowed = true;
@@ -229,10 +238,11 @@ Status sdpa_kernel(const KernelCall& call) {
   if (k.dtype == v.dtype && k.strides[3] == 1 && v.strides[3] == 1 && attend_row_supported(k.dtype, d, dv)) {
     // K/V read in place, one query row at a time (see attention_rows.h).
     call.pool->parallel_for(tasks, 1, [&](int64_t t0, int64_t t1) {
-      std::vector<float> qrow(static_cast<size_t>(d)), out(static_cast<size_t>(dv)), s(static_cast<size_t>(lk));
-      std::vector<float> madd(has_mask ? static_cast<size_t>(lk) : 0);
+      std::vector<float> qrow(static_cast<size_t>(d)), out(static_cast<size_t>(dv)), s(static_cast<size_t>(k.shape[2]));
+      std::vector<float> madd(has_mask ? static_cast<size_t>(k.shape[2]) : 0);
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t qb = t % nqb, h = (t / nqb) % hq, b = t / (nqb * hq), hk = h / group;
+        const int64_t lk = keys_of(b);
         const void* kp = elem_ptr(k, b * k.strides[0] + hk * k.strides[1]);
         const void* vp = elem_ptr(v, b * v.strides[0] + hk * v.strides[1]);
         for (int64_t i = qb * qblock; i < std::min(lq, (qb + 1) * qblock); ++i) {
@@ -258,7 +268,7 @@ Status sdpa_kernel(const KernelCall& call) {
     Rows kr{}, vr{};
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t qb = t % nqb, h = (t / nqb) % hq, b = t / (nqb * hq);
-      const int64_t hk = h / group;
+      const int64_t hk = h / group, lk = keys_of(b);
       if (b != packed_b || hk != packed_h) {
         kr = rows_block(k, b, hk, 0, k.shape[2], &ks);
         vr = rows_block(v, b, hk, 0, v.shape[2], &vs);
@@ -310,7 +320,17 @@ Status rope_kernel(const KernelCall& call) {
   const int r = x.rank();
   RopeSpec spec;
   spec.seq_axis = normalize_axis(at.i("seq_axis"), r);
-  spec.pos = at.i("pos") + call.scalar_input(2, 0);
+  const int64_t noff = call.input_numel(2);
+  if (noff > 1) {  // one position per row along the sequence axis
+    if (noff != x.shape[spec.seq_axis])
+      return err(ErrorCode::kInvalidArgument, "rope: ", noff, " offsets for ", x.shape[spec.seq_axis], " rows of x ",
+                 x.shape.str(), " (one, or one per row)");
+    spec.pos = at.i("pos");
+    spec.row_pos = static_cast<const int32_t*>(call.in[2].data);
+    spec.row_pos_stride = call.in[2].strides[0];
+  } else {
+    spec.pos = at.i("pos") + call.scalar_input(2, 0);
+  }
   spec.interleaved = at.s("mode") == "interleaved";
   spec.rotary_dim = at.i("rotary_dim");
   spec.heads = at.i("heads");
@@ -332,7 +352,7 @@ Status rope_rows(const TensorView& x, const TensorView& f, const TensorView& y, 
   std::vector<float> cs(static_cast<size_t>(slen * half)), sn(cs.size());
   for (int64_t s = 0; s < slen; ++s)
     for (int64_t i = 0; i < half; ++i) {
-      const float ang = static_cast<float>(spec.pos + s) * freq[i];
+      const float ang = static_cast<float>(spec.pos + (spec.row_pos ? spec.row_pos[s * spec.row_pos_stride] : s)) * freq[i];
       cs[s * half + i] = std::cos(ang);
       sn[s * half + i] = std::sin(ang);
     }

@@ -30,6 +30,9 @@ struct RopeSpec {
   int seq_axis = 0, head_axis = 0;
   int64_t pos = 0, rotary_dim = 0, heads = 0;
   bool interleaved = false;
+  // Set: row s along seq_axis sits at pos + row_pos[s * row_pos_stride] (not pos + s).
+  const int32_t* row_pos = nullptr;
+  int64_t row_pos_stride = 1;
 };
 Status rope_rows(const TensorView& x, const TensorView& inv_freq, const TensorView& y, const RopeSpec& spec,
                  ThreadPool* pool);

@@ -27,6 +27,13 @@ struct KernelCall {
   int64_t scalar_input(int k, int64_t absent) const {
     return has_input(k) ? *static_cast<const int32_t*>(in[k].data) : absent;
   }
+  // Element i of the i32 vector input k (one device position per row or per batch entry).
+  int64_t vector_input(int k, int64_t i) const {
+    const TensorView& v = in[k];
+    return static_cast<const int32_t*>(v.data)[i * (v.rank() > 0 ? v.strides[v.rank() - 1] : 0)];
+  }
+  // Entries of input k (0 when absent).
+  int64_t input_numel(int k) const { return has_input(k) ? in[k].numel() : 0; }
   const Attrs& attr() const { return *attrs; }
 };
 

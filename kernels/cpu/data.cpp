@@ -315,7 +315,9 @@ Status slice_update_kernel(const KernelCall& c) {
   TensorView src = c.in[1];
   const TensorView& y = c.out[0];
   const int ax = normalize_axis(c.attr().i("axis"), state.rank());
-  const int64_t start = c.attr().i("start") + c.scalar_input(2, 0);
+  const int64_t noff = c.input_numel(2);
+  const bool scatter = noff > 1;  // one offset per row of src along axis
+  const int64_t start = c.attr().i("start") + (scatter ? 0 : c.scalar_input(2, 0));
   if (ax < 0 || src.rank() != state.rank())
     return err(ErrorCode::kInvalidArgument, "slice_update: axis ", c.attr().i("axis"), " invalid for state ",
                state.shape.str(), " and src ", src.shape.str());
@@ -323,7 +325,16 @@ Status slice_update_kernel(const KernelCall& c) {
     if (d != ax && src.shape[d] != state.shape[d])
       return err(ErrorCode::kInvalidArgument, "slice_update: src ", src.shape.str(), " does not match state ",
                  state.shape.str(), " in dim ", d);
-  if (start < 0 || start > state.shape[ax] - src.shape[ax])
+  if (scatter && (noff != src.shape[ax] || c.has_input(3)))
+    return err(ErrorCode::kInvalidArgument, "slice_update: ", noff, " offsets for ", src.shape[ax], " rows of src ",
+               src.shape.str(), c.has_input(3) ? " (rows written apart do not rotate as written)" : " (one, or one per row)");
+  for (int64_t r = 0; r < (scatter ? noff : 0); ++r) {
+    const int64_t at = start + c.vector_input(2, r);
+    if (at < 0 || at >= state.shape[ax])
+      return err(ErrorCode::kInvalidArgument, "slice_update: row ", r, " at ", at, " along axis ", ax,
+                 " is outside the state ", state.shape.str());
+  }
+  if (!scatter && (start < 0 || start > state.shape[ax] - src.shape[ax]))
     return err(ErrorCode::kInvalidArgument, "slice_update: writing ", src.shape[ax], " rows at start ", start,
                " along axis ", ax, " does not fit the state's ", state.shape[ax], " (state ", state.shape.str(), ")");
   if (y.dtype != state.dtype || y.shape != state.shape || is_quantized(state.dtype) || is_quantized(src.dtype))
@@ -347,10 +358,17 @@ Status slice_update_kernel(const KernelCall& c) {
   TensorView target = y;
   if (y.data == state.data) target = state;
   else if (!copy_view(y, state, c.pool)) return unsupported_dtypes(c);
-  const TensorView dst = offset_view(target, ax, start, src.shape);
-  const bool ok = src.dtype == state.dtype ? copy_view(dst, src, c.pool)
-                                           : is_float(src.dtype) && is_float(state.dtype) && convert_view(dst, src, c.pool);
-  return ok ? Status::ok() : unsupported_dtypes(c);
+  auto write = [&](const TensorView& to, const TensorView& from) {
+    return from.dtype == state.dtype ? copy_view(to, from, c.pool)
+                                     : is_float(from.dtype) && is_float(state.dtype) && convert_view(to, from, c.pool);
+  };
+  if (!scatter) return write(offset_view(target, ax, start, src.shape), src) ? Status::ok() : unsupported_dtypes(c);
+  Shape row = src.shape;
+  row[ax] = 1;
+  for (int64_t r = 0; r < noff; ++r)
+    if (!write(offset_view(target, ax, start + c.vector_input(2, r), row), offset_view(src, ax, r, row)))
+      return unsupported_dtypes(c);
+  return Status::ok();
 }
 
 // ---- glu

@@ -13,6 +13,13 @@ Status check_device_scalar(const TensorDesc* t, const char* op, const char* name
   return Status::ok();
 }
 
+Status check_device_positions(const TensorDesc* t, const char* op, const char* name, int64_t per, const char* what) {
+  if (t && (t->dtype != DType::i32 || t->shape.rank > 1 || (t->shape.numel() != 1 && t->shape.numel() != per)))
+    return err(ErrorCode::kInvalidArgument, op, ": ", name, " must be i32 with one element or one per ", what, " (", per,
+               "), got ", dtype_name(t->dtype), " ", t->shape.str());
+  return Status::ok();
+}
+
 Status check_rope_frequencies(const char* op, const char* mode_attr, const Attrs& attrs, const TensorDesc& inv_freq,
                               int64_t rotary_dim) {
   const std::string& mode = attrs.s(mode_attr);

@@ -19,6 +19,9 @@ Status infer_shapes(OpKind op, const std::vector<const TensorDesc*>& in, const A
 // A position held on the device (rope's and slice_update's offset, sdpa's pos):
 // absent, or an i32 tensor of one element.
 Status check_device_scalar(const TensorDesc* t, const char* op, const char* name);
+// A device position input that holds one value, or one for each of `per` rows or batch entries
+// (`what` names them in the error).
+Status check_device_positions(const TensorDesc* t, const char* op, const char* name, int64_t per, const char* what);
 // rope's mode (attribute mode_attr: half or interleaved) and frequencies (f32 [rotary_dim / 2]):
 // rope's own, and slice_update's when it rotates what it writes.
 Status check_rope_frequencies(const char* op, const char* mode_attr, const Attrs& attrs, const TensorDesc& inv_freq,

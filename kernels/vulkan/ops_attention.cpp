@@ -99,6 +99,7 @@ bool supports_attention(const Context&, OpKind op, const std::vector<const Tenso
   if (op == OpKind::sdpa) {
     const TensorDesc *k = in(1), *v = in(2), *m = in(3);
     if (!k || !v || !is_act(x->dtype) || !is_act(k->dtype) || !is_act(v->dtype)) return false;
+    if (in(4) && in(4)->shape.numel() > 1) return false;  // a position per batch entry: not yet
     if (x->shape.rank != 4 || x->shape[3] > 256 || v->shape.rank != 4 || v->shape[3] > 256) return false;
     if (attrs.i("causal") && x->shape[2] > k->shape[2]) return false;
     if (!attrs.ints("window").empty() && (in(4) || !sdpa_window_fits(attrs.ints("window")))) return false;
@@ -106,6 +107,7 @@ bool supports_attention(const Context&, OpKind op, const std::vector<const Tenso
   }
   if (op == OpKind::rope) {
     const TensorDesc* f = in(1);
+    if (in(2) && in(2)->shape.numel() > 1) return false;  // an offset per row: not yet
     return f && is_act(x->dtype) && is_act(f->dtype) &&
            (attrs.s("mode") == "half" || attrs.s("mode") == "interleaved");
   }

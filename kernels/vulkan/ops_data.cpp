@@ -43,6 +43,7 @@ bool supports_data(const Context&, OpKind op, const std::vector<const TensorDesc
         if (!d || d->dtype != x->dtype || !is_copyable(d->dtype)) return false;
       return true;
     case OpKind::slice_update:
+      if (in(2) && in(2)->shape.numel() > 1) return false;  // an offset per row: not yet
       if (in(3))  // rotating as it writes: float state and src
         return in(1) && is_act(x->dtype) && is_act(in(1)->dtype) && in(3)->dtype == DType::f32;
       return in(1) && is_copyable(x->dtype) &&

@@ -46,6 +46,8 @@ Status add_llama_batch_methods(ProgramBuilder& pb, const LlamaConfig& c, const B
     const SymExpr slot = prefill ? g.symbol("slot", 0, slots - 1) : SymExpr(0);
     Val tokens = g.input("tokens", DType::i32, {1, seq});
     const Val positions = prefill ? Val::none() : g.input("positions", DType::i32, {rows});
+    // Row b's cache row: b * ctx + positions[b] (slot b's base plus its position).
+    const Val cache_rows = prefill ? Val::none() : g.input("cache_rows", DType::i32, {rows});
     Val inv = g.constant(ids.inv_freq);
     auto opt = [&](int id) { return id >= 0 ? g.constant(id) : Val::none(); };
     auto normed = [&](Val x, int norm, int w, int b, const std::string& n) {
@@ -68,34 +70,44 @@ Status add_llama_batch_methods(ProgramBuilder& pb, const LlamaConfig& c, const B
                                     heads(w.v, w.vb, c.kv_heads, "attn_v")},
                    {{"axis", 2}});
       }
-      // Per sequence: rotate its queries and keys at its position (the cache write cannot rotate
-      // them: its offset includes the slot's base row), write keys and values into its slot,
-      // attend over its slot's keys.
       Val state = g.state(cache[l]);
-      std::vector<Val> outs;
-      const int64_t n_seq = prefill ? 1 : rows;
-      for (int64_t b = 0; b < n_seq; ++b) {
-        Val r = prefill ? qkv : g.op(OpKind::slice, {qkv}, {{"axis", 1}, {"start", b}, {"end", b + 1}});
-        Val at = prefill ? Val::none() : g.op(OpKind::slice, {positions}, {{"axis", 0}, {"start", b}, {"end", b + 1}});
-        r = g.op(OpKind::rope, {r, inv, at}, {{"pos", pos}, {"mode", mode}, {"heads", qk_heads}}, p + "rope_qk");
+      Val att;
+      if (prefill) {
+        // One sequence: rotate its queries and keys at its position (the cache write cannot rotate
+        // them: its offset includes the slot's base row), write keys and values into its slot,
+        // attend over the slot's rows up to the chunk's end.
+        Val r = g.op(OpKind::rope, {qkv, inv}, {{"pos", pos}, {"mode", mode}, {"heads", qk_heads}}, p + "rope_qk");
         Val kv = g.op(OpKind::slice, {r}, {{"axis", 2}, {"start", c.heads}, {"end", all_heads}});
-        const SymExpr base = prefill ? slot * ctx + pos : SymExpr(b * ctx);
-        state = g.op(OpKind::slice_update, {state, g.op(OpKind::permute, {kv}, to_heads), at}, {{"axis", 2}, {"start", base}},
-                     p + "cache_kv");
+        state = g.op(OpKind::slice_update, {state, g.op(OpKind::permute, {kv}, to_heads)},
+                     {{"axis", 2}, {"start", slot * ctx + pos}}, p + "cache_kv");
         Val q = g.op(OpKind::permute, {g.op(OpKind::slice, {r}, {{"axis", 2}, {"start", 0}, {"end", c.heads}})}, to_heads);
-        // The slot's rows: up to the chunk's end for a prefill, its whole capacity for a decode
-        // row (sdpa cuts it at the row's position).
-        const SymExpr from = prefill ? slot * ctx : SymExpr(b * ctx);
-        const SymExpr to = prefill ? slot * ctx + pos + seq : SymExpr((b + 1) * ctx);
-        Val cached = g.op(OpKind::slice, {state}, {{"axis", 2}, {"start", from}, {"end", to}});
+        Val cached = g.op(OpKind::slice, {state}, {{"axis", 2}, {"start", slot * ctx}, {"end", slot * ctx + pos + seq}});
         Val keys = g.op(OpKind::slice, {cached}, {{"axis", 1}, {"start", 0}, {"end", c.kv_heads}});
         Val vals = g.op(OpKind::slice, {cached}, {{"axis", 1}, {"start", c.kv_heads}, {"end", 2 * c.kv_heads}});
-        outs.push_back(g.op(OpKind::sdpa, {q, keys, vals, Val::none(), at}, {{"causal", 1}}, p + "attn"));
+        // [1, heads, seq, hd] -> [1, seq, heads, hd] rows as the projection reads them.
+        att = g.op(OpKind::permute, {g.op(OpKind::sdpa, {q, keys, vals}, {{"causal", 1}}, p + "attn")}, to_heads);
+      } else {
+        // Every row at once, each at its own position: rope with a position per row, the cache
+        // write with a row of the cache per row (slot b's base plus its position), attention with
+        // a position per batch entry over the slots' rows seen as [rows, kv heads, ctx, hd].
+        Val r = g.op(OpKind::rope, {qkv, inv, positions}, {{"mode", mode}, {"heads", qk_heads}}, p + "rope_qk");
+        Val kv = g.op(OpKind::slice, {r}, {{"axis", 2}, {"start", c.heads}, {"end", all_heads}});
+        state = g.op(OpKind::slice_update, {state, g.op(OpKind::permute, {kv}, to_heads), cache_rows}, {{"axis", 2}, {"start", 0}},
+                     p + "cache_kv");
+        Val q = g.op(OpKind::reshape, {g.op(OpKind::slice, {r}, {{"axis", 2}, {"start", 0}, {"end", c.heads}})},
+                     {{"shape", {rows, 1, c.heads, hd}}});
+        q = g.op(OpKind::permute, {q}, to_heads);  // [rows, heads, 1, hd]
+        auto slots_of = [&](int64_t first_head) {
+          Val h = g.op(OpKind::slice, {state}, {{"axis", 1}, {"start", first_head}, {"end", first_head + c.kv_heads}});
+          h = g.op(OpKind::slice, {h}, {{"axis", 2}, {"start", 0}, {"end", rows * ctx}});
+          h = g.op(OpKind::reshape, {h}, {{"shape", {c.kv_heads, rows, ctx, hd}}});
+          return g.op(OpKind::permute, {h}, {{"perm", {1, 0, 2, 3}}});
+        };
+        Val y = g.op(OpKind::sdpa, {q, slots_of(0), slots_of(c.kv_heads), Val::none(), positions}, {{"causal", 1}}, p + "attn");
+        // [rows, heads, 1, hd] -> [1, rows, heads, hd] rows as the projection reads them.
+        att = g.op(OpKind::permute, {y}, {{"perm", {2, 0, 1, 3}}});
       }
-      // [1, heads, seq, hd] for each sequence -> [1, seq, heads, hd] rows as the projection reads them.
-      Val att = outs.size() == 1 ? outs[0] : g.op(OpKind::concat, outs, {{"axis", 2}});
-      x = g.op(OpKind::linear, {g.op(OpKind::permute, {att}, to_heads), g.constant(w.o), Val::none(), x}, {{"x_dims", 2}},
-               p + "attn_output");
+      x = g.op(OpKind::linear, {att, g.constant(w.o), Val::none(), x}, {{"x_dims", 2}}, p + "attn_output");
       if (w.gate_up >= 0) {
         Val up_gate = normed(x, w.ffn_norm, w.gate_up, -1, p + "ffn_up_gate");
         x = g.op(OpKind::linear, {up_gate, g.constant(w.down), Val::none(), x}, {{"glu", "silu"}}, p + "ffn_down");

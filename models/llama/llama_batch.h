@@ -8,14 +8,17 @@
 //
 //   prefill_slot   tokens [1, seq] at symbols pos (cache position) and slot: writes the chunk into
 //                  that slot's cache, logits [1, 1, vocab] of its last token.
-//   decode_batch_B for each B of vrun.batch_rows (powers of two up to S, and S): tokens [1, B] i32
-//                  and positions [B] i32 (read on the device, so every step replays one
-//                  recording on a GPU); row b is slot b. Logits [1, B, vocab].
+//   decode_batch_B for each B of vrun.batch_rows (powers of two up to S, and S): tokens [1, B] i32,
+//                  positions [B] i32 and cache_rows [B] i32 (b * C + positions[b]), all read on
+//                  the device, so every step replays one recording on a GPU; row b is slot b.
+//                  Logits [1, B, vocab].
 //
-// In decode_batch_B the projections and the MLP run once over the B rows (the weights are read
-// once per step); each row's rope, cache write and attention (keys of its slot cut at its
-// position) are nodes of their own. A row without a sequence is given its slot's next free
-// position, which the slot's next write overwrites anyway.
+// In decode_batch_B every node covers the B rows: the projections and the MLP (the weights are
+// read once per step), rope with a position per row, the cache write with a cache row per row,
+// and attention with a position per batch entry over the first B slots seen as
+// [B, kv_heads, C, hd] (each row's keys cut at its position). A layer is the same few dispatches
+// for 1 row or 32. A row without a sequence is given its slot's next free position, which the
+// slot's next write overwrites anyway.
 //
 // On the CPU, rows up to 15 keep linear's integer dot products per row, as the single-sequence
 // decode does (the greedy tokens match it; tests/llama/batch_*test.cpp); from 16 rows linear

@@ -132,6 +132,58 @@ TEST(Sdpa, PositionInputCutsTheCacheCapacity) {
   EXPECT_NE(r.status.message().find("position 63 .. 64"), std::string::npos) << r.status.message();
 }
 
+// Batch entry b of a view, its dim 2 cut to len (len < 0: whole).
+TensorView entry(const TensorView& t, int64_t b, int64_t len = -1) {
+  TensorView v = t;
+  v.data = static_cast<uint8_t*>(t.data) + b * t.strides[0] * dtype_elem_size(t.dtype);
+  v.shape[0] = 1;
+  if (len >= 0) v.shape[2] = len;
+  return v;
+}
+
+// One position per batch entry (pos [B]): entry b attends over its own keys 0 .. pos[b] + Lq - 1,
+// as each entry alone would. K/V are the slots of a batched cache [1, 2 kv heads, S * C, D] seen as
+// [B, kv heads, C, D] (keys in the first kv heads, values after them), as a batched decode reads them.
+TEST(Sdpa, PositionPerBatchEntry) {
+  std::mt19937 rng(23);
+  const int64_t S = 4, C = 40, kvh = 2, D = 32;
+  HostTensor cache = random_tensor(DType::f16, Shape{1, 2 * kvh, S * C, D}, rng, -2, 2);
+  auto slots = [&](int64_t first_head) {
+    TensorView v = cache.view;
+    v.data = static_cast<uint8_t*>(v.data) + first_head * S * C * D * dtype_elem_size(v.dtype);
+    v.shape = Shape{3, kvh, C, D};
+    v.strides = {C * D, S * C * D, D, 1};
+    return v;
+  };
+  const TensorView k = slots(0), vv = slots(kvh);
+  HostTensor pos = make_tensor(DType::i32, Shape{3});
+  const int32_t at[3] = {0, 17, 39};
+  for (int64_t lq : {1, 3}) {
+    SCOPED_TRACE("Lq " + std::to_string(lq));
+    HostTensor q = random_tensor(DType::f32, Shape{3, 4, lq, D}, rng);
+    for (int b = 0; b < 3; ++b) pos.view.ptr<int32_t>()[b] = std::min<int32_t>(at[b], static_cast<int32_t>(C - lq));
+    Attrs a(OpKind::sdpa);
+    a.set_i("causal", 1);
+    RunResult r = run_cpu(OpKind::sdpa, {q.view, k, vv, TensorView{}, pos.view}, a);
+    ASSERT_TRUE(r.status.is_ok()) << r.status.to_string();
+    std::vector<double> want;
+    for (int64_t b = 0; b < 3; ++b) {
+      const int64_t len = pos.view.ptr<int32_t>()[b] + lq;
+      const auto part = ref_sdpa(entry(q.view, b), entry(k, b, len), entry(vv, b, len), nullptr, 0, true);
+      want.insert(want.end(), part.begin(), part.end());
+    }
+    expect_close(to_doubles(r.outputs[0].view), want, 1e-5, 1e-5, "a position per batch entry");
+  }
+  // Neither one nor one per entry, or past an entry's capacity: errors.
+  HostTensor q = random_tensor(DType::f32, Shape{3, 4, 1, D}, rng);
+  HostTensor two = make_tensor(DType::i32, Shape{2});
+  RunResult r = run_cpu(OpKind::sdpa, {q.view, k, vv, TensorView{}, two.view}, Attrs(OpKind::sdpa));
+  EXPECT_NE(r.status.message().find("one per batch entry (3)"), std::string::npos) << r.status.message();
+  pos.view.ptr<int32_t>()[1] = 40;
+  r = run_cpu(OpKind::sdpa, {q.view, k, vv, TensorView{}, pos.view}, Attrs(OpKind::sdpa));
+  EXPECT_NE(r.status.message().find("position 40 .. 40"), std::string::npos) << r.status.message();
+}
+
 TEST(Sdpa, FloatAndBoolMasks) {
   std::mt19937 rng(3);
   HostTensor q = random_tensor(DType::f32, Shape{2, 4, 6, 8}, rng);
@@ -384,6 +436,36 @@ TEST(Rope, OffsetInputAddsToPos) {
   HostTensor wrong = make_tensor(DType::f32, Shape{1});
   r = run_cpu(OpKind::rope, {x.view, f.view, wrong.view}, at);
   EXPECT_NE(r.status.message().find("offset must be i32"), std::string::npos) << r.status.message();
+}
+
+// An offset per row along the sequence axis: row s sits at pos + offset[s] (rows of different
+// sequences in one call).
+TEST(Rope, OffsetPerRow) {
+  std::mt19937 rng(29);
+  HostTensor x = random_tensor(DType::f32, Shape{1, 5, 6, 16}, rng);  // 5 rows, 6 heads (q and k)
+  HostTensor f = make_tensor(DType::f32, Shape{8});
+  std::vector<float> fv;
+  for (int64_t i = 0; i < 8; ++i) fv.push_back(static_cast<float>(std::pow(10000.0, -2.0 * i / 16)));
+  std::copy(fv.begin(), fv.end(), f.view.ptr<float>());
+  HostTensor off = make_tensor(DType::i32, Shape{5});
+  const int32_t rows[5] = {3, 0, 900, 41, 3};
+  std::copy(rows, rows + 5, off.view.ptr<int32_t>());
+  Attrs at(OpKind::rope);
+  at.set_i("pos", 2).set_i("heads", 4);
+  RunResult r = run_cpu(OpKind::rope, {x.view, f.view, off.view}, at);
+  ASSERT_TRUE(r.status.is_ok()) << r.status.to_string();
+  std::vector<double> want;
+  for (int64_t s = 0; s < 5; ++s) {
+    TensorView row = x.view;
+    row.data = static_cast<uint8_t*>(row.data) + s * row.strides[1] * 4;
+    row.shape[1] = 1;
+    const auto part = ref_rope(row, fv, 2 + rows[s], 1, false, 16, 4);
+    want.insert(want.end(), part.begin(), part.end());
+  }
+  expect_close(to_doubles(r.outputs[0].view), want, 2e-6, 2e-6, "rope offset per row");
+  HostTensor three = make_tensor(DType::i32, Shape{3});
+  r = run_cpu(OpKind::rope, {x.view, f.view, three.view}, at);
+  EXPECT_NE(r.status.message().find("one per row along seq_axis (5)"), std::string::npos) << r.status.message();
 }
 
 TEST(Rope, RejectsBadAttributes) {

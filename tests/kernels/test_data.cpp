@@ -402,6 +402,36 @@ TEST(SliceUpdate, OffsetInputAddsToStart) {
   EXPECT_NE(r.status.message().find("start 20"), std::string::npos) << r.status.message();
 }
 
+// An offset per row of src along the axis: row r lands at start + offset[r] (a batched decode
+// writes each sequence's new key and value into its own slot of the cache).
+TEST(SliceUpdate, OffsetPerRowScattersTheRows) {
+  std::mt19937 rng(31);
+  const Shape ss{1, 4, 30, 8};
+  HostTensor src = random_layout(DType::f32, Shape{1, 4, 3, 8}, Layout::kPermuted, rng);
+  HostTensor off = make_tensor(DType::i32, Shape{3});
+  const int32_t rows[3] = {27, 0, 11};
+  std::copy(rows, rows + 3, off.view.ptr<int32_t>());
+  HostTensor state = random_tensor(DType::f16, ss, rng);
+  std::vector<double> want = to_doubles(state.view);
+  for (int64_t r = 0; r < 3; ++r) {
+    TensorView row = src.view;
+    row.data = static_cast<uint8_t*>(row.data) + r * row.strides[2] * 4;
+    row.shape[2] = 1;
+    want = updated_state(want, row, ss, 2, rows[r] + 2);
+  }
+  RunResult r = run_cpu(OpKind::slice_update, {state.view, src.view, off.view},
+                        Attrs(OpKind::slice_update).set_i("axis", 2).set_i("start", 2));
+  ASSERT_TRUE(r.status.is_ok()) << r.status.to_string();
+  expect_close(to_doubles(r.outputs[0].view), want, 1e-7, 0x1p-11, "slice_update rows apart");
+  off.view.ptr<int32_t>()[1] = 28;  // start 2 + 28: past the state's 30 rows
+  r = run_cpu(OpKind::slice_update, {state.view, src.view, off.view},
+              Attrs(OpKind::slice_update).set_i("axis", 2).set_i("start", 2));
+  EXPECT_NE(r.status.message().find("row 1 at 30"), std::string::npos) << r.status.message();
+  HostTensor two = make_tensor(DType::i32, Shape{2});
+  r = run_cpu(OpKind::slice_update, {state.view, src.view, two.view}, Attrs(OpKind::slice_update).set_i("axis", 2));
+  EXPECT_NE(r.status.message().find("one per row of src along axis (3)"), std::string::npos) << r.status.message();
+}
+
 // With inv_freq, src's rows are rotated at the positions they are written to (a cache's keys;
 // the values after rope_heads pass through), as a float64 rope would.
 TEST(SliceUpdate, RotatesWhatItWrites) {

@@ -173,7 +173,15 @@ Status infer_shapes_data(OpKind op, const std::vector<const TensorDesc*>& in, co
     case OpKind::pad: return infer_pad(*in[0], attrs, out);
     case OpKind::embedding: return infer_embedding(*in[0], *in[1], attrs, out);
     case OpKind::slice_update:
-      VRUN_RETURN_IF_ERROR(check_device_scalar(in.size() > 2 ? in[2] : nullptr, "slice_update", "offset"));
+      if (in.size() > 2 && in[2] && in[2]->shape.numel() > 1) {  // one offset per row of src along axis
+        const int ax = normalize_axis(attrs.i("axis"), in[1]->shape.rank);
+        if (ax < 0) return err(ErrorCode::kInvalidArgument, "slice_update: axis ", attrs.i("axis"), " invalid for src ", in[1]->shape.str());
+        VRUN_RETURN_IF_ERROR(check_device_positions(in[2], "slice_update", "offset", in[1]->shape[ax], "row of src along axis"));
+        if (in.size() > 3 && in[3])
+          return err(ErrorCode::kInvalidArgument, "slice_update: rows written apart (an offset per row) do not rotate as written");
+      } else {
+        VRUN_RETURN_IF_ERROR(check_device_scalar(in.size() > 2 ? in[2] : nullptr, "slice_update", "offset"));
+      }
       VRUN_RETURN_IF_ERROR(check_slice_update_rope(*in[1], in.size() > 3 ? in[3] : nullptr, attrs));
       return infer_slice_update(*in[0], *in[1], attrs, out);
     case OpKind::glu: return infer_glu(*in[0], attrs, out);

@@ -193,7 +193,7 @@ Status infer_sdpa(const std::vector<const TensorDesc*>& in, const Attrs& attrs, 
     if (m->shape.rank > 4 || !broadcast_shapes(m->shape, target, &bc) || bc != target)
       return err(ErrorCode::kInvalidArgument, "sdpa: mask ", m->shape.str(), " does not broadcast to ", target.str());
   }
-  VRUN_RETURN_IF_ERROR(check_device_scalar(input_at(in, 4), "sdpa", "pos"));
+  VRUN_RETURN_IF_ERROR(check_device_positions(input_at(in, 4), "sdpa", "pos", b, "batch entry"));
   out->push_back({q->dtype, Shape{b, hq, lq, v->shape[3]}});
   return Status::ok();
 }
@@ -218,7 +218,7 @@ Status infer_rope(const std::vector<const TensorDesc*>& in, const Attrs& attrs, 
   if (heads < 0 || heads > x->shape[r - 2] || (heads > 0 && seq == r - 2))
     return err(ErrorCode::kInvalidArgument, "rope: heads ", heads, " must be in [0, ", x->shape[r - 2],
                "] and the axis before the head dim must not be seq_axis, for x ", x->shape.str());
-  VRUN_RETURN_IF_ERROR(check_device_scalar(input_at(in, 2), "rope", "offset"));
+  VRUN_RETURN_IF_ERROR(check_device_positions(input_at(in, 2), "rope", "offset", x->shape[seq], "row along seq_axis"));
   out->push_back(*x);
   return Status::ok();
 }
