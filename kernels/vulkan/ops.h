@@ -76,9 +76,10 @@ Status record_eltwise(Recorder& rec, int opcode, const DeviceView& y, const Devi
                       const DeviceView* c, float p0 = 0, float p1 = 0);
 // A copy of src into y shifted along one axis by an index held on the device (slice_update's
 // offset): y's window at index i starts `stride` elements per unit of i after y's own offset,
-// with i clamped to [0, max_index] (a GPU cannot fail a call part way).
+// with i clamped to [0, max_index] (a GPU cannot fail a call part way). index_axis >= 0: index
+// holds one entry per row of src along that axis (a scatter of rows: give y a 0 stride there).
 Status record_copy_at(Recorder& rec, const DeviceView& y, const DeviceView& src, const DeviceView& index,
-                      int64_t stride, int64_t max_index);
+                      int64_t stride, int64_t max_index, int index_axis = -1);
 // slice_update rotating what it writes: src (any float dtype) goes into the dense state at
 // start (+ *offset, read on the device and clamped into the state) along axis, each row rotated
 // at the position it lands on; rows of dim 1 from `heads` on pass through (heads 0: all rotate).

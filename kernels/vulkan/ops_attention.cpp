@@ -38,7 +38,8 @@ Status dispatch_rope(Recorder& rec, const DeviceView& y, const DeviceView& x, co
   uint32_t gx, gy;
   rec.grid_1d((static_cast<uint64_t>(n) + 255) / 256, &gx, &gy);
   return rec.dispatch("rope",
-                      {p.interleaved ? 1 : 0, dt_code(x.dtype), dt_code(f.dtype), dt_code(y.dtype), offset ? 1 : 0,
+                      {p.interleaved ? 1 : 0, dt_code(x.dtype), dt_code(f.dtype), dt_code(y.dtype),
+                       !offset ? 0 : at.numel() > 1 ? 2 : 1,
                        p.cap > 0 ? 1 : 0},
                       bindings, pw.w, pw.bytes(), gx, gy, 1);
 }
@@ -99,7 +100,6 @@ bool supports_attention(const Context&, OpKind op, const std::vector<const Tenso
   if (op == OpKind::sdpa) {
     const TensorDesc *k = in(1), *v = in(2), *m = in(3);
     if (!k || !v || !is_act(x->dtype) || !is_act(k->dtype) || !is_act(v->dtype)) return false;
-    if (in(4) && in(4)->shape.numel() > 1) return false;  // a position per batch entry: not yet
     if (x->shape.rank != 4 || x->shape[3] > 256 || v->shape.rank != 4 || v->shape[3] > 256) return false;
     if (attrs.i("causal") && x->shape[2] > k->shape[2]) return false;
     if (!attrs.ints("window").empty() && (in(4) || !sdpa_window_fits(attrs.ints("window")))) return false;
@@ -107,7 +107,6 @@ bool supports_attention(const Context&, OpKind op, const std::vector<const Tenso
   }
   if (op == OpKind::rope) {
     const TensorDesc* f = in(1);
-    if (in(2) && in(2)->shape.numel() > 1) return false;  // an offset per row: not yet
     return f && is_act(x->dtype) && is_act(f->dtype) &&
            (attrs.s("mode") == "half" || attrs.s("mode") == "interleaved");
   }

@@ -43,7 +43,6 @@ bool supports_data(const Context&, OpKind op, const std::vector<const TensorDesc
         if (!d || d->dtype != x->dtype || !is_copyable(d->dtype)) return false;
       return true;
     case OpKind::slice_update:
-      if (in(2) && in(2)->shape.numel() > 1) return false;  // an offset per row: not yet
       if (in(3))  // rotating as it writes: float state and src
         return in(1) && is_act(x->dtype) && is_act(in(1)->dtype) && in(3)->dtype == DType::f32;
       return in(1) && is_copyable(x->dtype) &&
@@ -80,7 +79,8 @@ Status record_data(Recorder& rec, OpKind op, const std::vector<DeviceView>& in, 
       const DeviceView &state = in[0], &src = in[1];
       const int axis = normalize_axis(attrs.i("axis"), state.shape.rank);
       const int64_t start = attrs.i("start");
-      if (axis < 0 || start < 0 || start + src.shape[axis] > state.shape[axis])
+      const bool scatter = in.size() > 2 && in[2].present() && in[2].numel() > 1;
+      if (axis < 0 || start < 0 || (!scatter && start + src.shape[axis] > state.shape[axis]) || start >= state.shape[axis])
         return err(ErrorCode::kInvalidArgument, "vulkan: slice_update of ", src.shape.str(), " at ", start, " on axis ",
                    attrs.i("axis"), " does not fit state ", state.shape.str());
       const bool aliased = state.buffer.buffer == y.buffer.buffer &&
@@ -91,6 +91,13 @@ Status record_data(Recorder& rec, OpKind op, const std::vector<DeviceView>& in, 
       if (in.size() > 3 && in[3].present())
         return record_rope_into(rec, y, src, in[3], offset, axis, start, attrs.s("rope_mode") == "interleaved",
                                 attrs.i("rope_heads"));
+      if (scatter) {  // row r at start + offset[r]: a window of one row, moved per row by its offset
+        VRUN_ASSIGN_OR_RETURN(DeviceView index, rec.dense_view(*offset));
+        DeviceView rows = narrow(y, axis, start, 1);
+        rows.shape[axis] = src.shape[axis];
+        rows.strides[axis] = 0;
+        return record_copy_at(rec, rows, src, index, y.strides[axis], state.shape[axis] - 1 - start, axis);
+      }
       const DeviceView window = narrow(y, axis, start, src.shape[axis]);
       if (offset) {
         VRUN_ASSIGN_OR_RETURN(DeviceView index, rec.dense_view(*offset));

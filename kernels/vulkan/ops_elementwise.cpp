@@ -150,7 +150,7 @@ Status record_eltwise(Recorder& rec, int opcode, const DeviceView& y, const Devi
 }
 
 Status record_copy_at(Recorder& rec, const DeviceView& y, const DeviceView& src, const DeviceView& index,
-                      int64_t stride, int64_t max_index) {
+                      int64_t stride, int64_t max_index, int index_axis) {
   if (stride < 0 || max_index < 0 || stride * max_index > std::numeric_limits<int32_t>::max())
     return err(ErrorCode::kUnsupported, "vulkan: a copy at a device index with stride ", stride, " and ", max_index,
                " positions is out of the kernel's range");
@@ -158,6 +158,7 @@ Status record_copy_at(Recorder& rec, const DeviceView& y, const DeviceView& src,
   DeviceView at = index;
   at.shape = y.shape;
   for (int d = 0; d < y.shape.rank; ++d) at.strides[d] = 0;
+  if (index_axis >= 0) at.strides[index_axis] = index.strides[0];  // entry r for row r
   const DynIndex dyn{&at, stride, max_index};
   return eltwise(rec, OP_COPY, y, &src, &at, nullptr, 0, 0, &dyn);
 }

@@ -128,15 +128,15 @@ RowSplit forced_row_split() {
 // y from split-K partials [rows, nsplit, Dv + 2] (sdpa_combine.comp); qpos: the device-held
 // length the chunks were cut from (else every chunk holds keys).
 Status record_combine(Recorder& rec, const DeviceView& y, const DeviceView& partial, const DeviceView* qpos, int64_t rows, int64_t Dv,
-                      int64_t nsplit, int64_t Lk, int64_t Lq, int64_t kchunk, int64_t want) {
+                      int64_t nsplit, int64_t Lk, int64_t Lq, int64_t kchunk, int64_t want, int64_t batch_rows) {
   std::vector<Binding> cb = {{&y, true}, {&partial, false}, {qpos, false}};
   VRUN_ASSIGN_OR_RETURN(auto coffs, rec.binding_offsets(cb));
   PushWords cp;
   const int64_t n = rows * Dv;
-  cp.u(n).u(Dv).u(nsplit).u(coffs[0]).u(coffs[1]).u(Lk).u(Lq).u(kchunk).u(want).u(coffs[2]);
+  cp.u(n).u(Dv).u(nsplit).u(coffs[0]).u(coffs[1]).u(Lk).u(Lq).u(kchunk).u(want).u(coffs[2]).u(std::max<int64_t>(1, batch_rows));
   uint32_t gx, gy;
   rec.grid_1d((static_cast<uint64_t>(n) + 255) / 256, &gx, &gy);
-  return rec.dispatch("sdpa_combine", {dt_code(y.dtype), qpos ? 1 : 0}, cb, cp.w, cp.bytes(), gx, gy, 1);
+  return rec.dispatch("sdpa_combine", {dt_code(y.dtype), !qpos ? 0 : batch_rows > 0 ? 2 : 1}, cb, cp.w, cp.bytes(), gx, gy, 1);
 }
 
 // One sdpa call: its operands (head dims dense), shapes and options, as every kernel takes them.
@@ -167,7 +167,9 @@ class SdpaCall {
   Context& ctx;
   DeviceView q, k, v, mask, qpos;
   int64_t B = 0, Hq = 0, Lq = 0, D = 0, Hkv = 0, Lk = 0, Dv = 0;
-  bool window = false, has_mask = false, dyn_len = false;
+  bool window = false, has_mask = false, dyn_len = false, pos_per_batch = false;
+  // The kernels' DYN_LEN: 0 no device position, 1 one for all, 2 one per batch entry.
+  int32_t dyn_code() const { return !dyn_len ? 0 : pos_per_batch ? 2 : 1; }
   int64_t win_l = 0, win_r = 0, width = 1;
   double scale = 0;
   int32_t causal = 0;
@@ -222,6 +224,9 @@ Status SdpaCall::read_options(const std::vector<DeviceView>& in, const Attrs& at
     return err(ErrorCode::kInvalidArgument, "vulkan: sdpa window with a cache position input");
   if (dyn_len) {
     VRUN_ASSIGN_OR_RETURN(qpos, rec.dense_view(in[4]));
+    pos_per_batch = qpos.numel() > 1;
+    if (pos_per_batch && qpos.numel() != B)
+      return err(ErrorCode::kInvalidArgument, "vulkan: sdpa with ", qpos.numel(), " positions for a batch of ", B);
   }
   scale = attrs.f("scale");
   if (scale == 0) scale = 1.0 / std::sqrt(static_cast<double>(D));
@@ -316,7 +321,7 @@ Status SdpaCall::record_tiled() {
     std::vector<Binding> sb = {{&partial, true}, {&q, false}, {&k, false}, {&v, false}, {has_mask ? &mask : nullptr, false}};
     VRUN_ASSIGN_OR_RETURN(auto soffs, rec.binding_offsets(sb));
     VRUN_RETURN_IF_ERROR(dispatch(DType::f32, 1, sb, push_words(soffs, nsplit, kchunk), B * nsplit));
-    return record_combine(rec, y, partial, nullptr, rows, Dv, nsplit, Lk, Lq, kchunk, 0);
+    return record_combine(rec, y, partial, nullptr, rows, Dv, nsplit, Lk, Lq, kchunk, 0, 0);
   }
   return rec.dispatch("sdpa_tile",
                       {dt_code(q.dtype), dt_code(k.dtype), dt_code(v.dtype), dt_code(y.dtype),
@@ -393,7 +398,7 @@ Status SdpaCall::record_decode(const DecodePlan& p) {
                       {dt_code(q.dtype), dt_code(k.dtype), dt_code(v.dtype), dt_code(y.dtype),
                        has_mask ? dt_code(mask.dtype) : 255, causal, kmode, vmode, static_cast<int32_t>(dmax),
                        static_cast<int32_t>(lpk), static_cast<int32_t>(rows_wg), static_cast<int32_t>(unroll), wg,
-                       nsplit > 1 ? 1 : 0, dyn_len ? 1 : 0},
+                       nsplit > 1 ? 1 : 0, dyn_code()},
                       bindings, pw.w, pw.bytes(), static_cast<uint32_t>(row_blocks), static_cast<uint32_t>(Hkv),
                       static_cast<uint32_t>(B * nsplit));
 }
@@ -493,14 +498,15 @@ Status SdpaCall::record_rows() {
                                      static_cast<int32_t>(kch),
                                      static_cast<int32_t>(rmax),
                                      static_cast<int32_t>(krows),
-                                     dyn_len ? 1 : 0,
+                                     dyn_code(),
                                      merge ? 1 : 0,
                                      window ? 1 : 0,
                                      static_cast<int32_t>(pre)};
   VRUN_RETURN_IF_ERROR(rec.dispatch("sdpa", spec, bindings, pw.w, pw.bytes(), static_cast<uint32_t>(row_blocks),
                                     static_cast<uint32_t>(Hkv), static_cast<uint32_t>(B * nsplit)));
   if (nsplit == 1 || merge) return Status::ok();
-  return record_combine(rec, y, partial, dyn_len ? &qpos : nullptr, rows, Dv, nsplit, Lk, Lq, kchunk, want);
+  return record_combine(rec, y, partial, dyn_len ? &qpos : nullptr, rows, Dv, nsplit, Lk, Lq, kchunk, want,
+                        pos_per_batch ? Hq * Lq : 0);
 }
 
 }  // namespace

@@ -491,6 +491,54 @@ TEST_F(VkSdpaWindow, MatchesCpuKernel) {
   }
 }
 
+// A position per batch entry (sdpa's pos [B], a batched decode step's slots at their own
+// lengths): the row kernel (grouped-query rows), the decode kernel (one row per KV head) and the
+// separate combine pass agree with the CPU kernel, which tests/kernels checks against float64.
+TEST_F(VkSdpa, PositionPerBatchEntry) {
+  struct Unset {
+    ~Unset() { unsetenv("VRUN_SDPA"); }
+  } unset;
+  std::mt19937 rng(300);
+  for (int64_t group : {4, 1})
+    for (const char* forced : {"", "combine", "decode"}) {
+      if (group == 4 && std::string(forced) == "decode") continue;
+      SCOPED_TRACE(std::string("group ") + std::to_string(group) + " VRUN_SDPA=" + forced);
+      if (*forced) setenv("VRUN_SDPA", forced, 1);
+      else unsetenv("VRUN_SDPA");
+      const int64_t B = 3, Hkv = 2, cap = 300, D = 64;
+      HostTensor q = random_tensor(DType::f16, Shape{B, Hkv * group, 1, D}, rng);
+      HostTensor k = random_tensor(DType::f16, Shape{B, Hkv, cap, D}, rng, -2, 2);
+      HostTensor v = random_tensor(DType::f16, Shape{B, Hkv, cap, D}, rng);
+      HostTensor pos = make_tensor(DType::i32, Shape{B});
+      const int32_t at[3] = {0, 150, 299};
+      std::copy(at, at + 3, pos.view.ptr<int32_t>());
+      Attrs a(OpKind::sdpa);
+      a.set_i("causal", 1);
+      RunResult cpu = run_cpu(OpKind::sdpa, {q.view, k.view, v.view, TensorView{}, pos.view}, a);
+      ASSERT_TRUE(cpu.status.is_ok()) << cpu.status.to_string();
+      auto gpu = run_gpu(OpKind::sdpa, {&q, &k, &v, nullptr, &pos}, a);
+      expect_close(to_doubles(gpu[0].view), to_doubles(cpu.outputs[0].view), 2e-4, 2 * rtol_for(DType::f16),
+                   "sdpa with a position per batch entry against the CPU kernel");
+    }
+}
+
+// rope with an offset per row (rows of different sequences) agrees with the CPU kernel.
+TEST_F(VkAttention, RopeOffsetPerRow) {
+  std::mt19937 rng(301);
+  HostTensor x = random_tensor(DType::f32, Shape{1, 5, 6, 16}, rng);
+  HostTensor f = make_tensor(DType::f32, Shape{8});
+  for (int64_t i = 0; i < 8; ++i) f.view.ptr<float>()[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / 16));
+  HostTensor off = make_tensor(DType::i32, Shape{5});
+  const int32_t rows[5] = {3, 0, 900, 41, 3};
+  std::copy(rows, rows + 5, off.view.ptr<int32_t>());
+  Attrs a(OpKind::rope);
+  a.set_i("pos", 2).set_i("heads", 4);
+  RunResult cpu = run_cpu(OpKind::rope, {x.view, f.view, off.view}, a);
+  ASSERT_TRUE(cpu.status.is_ok()) << cpu.status.to_string();
+  auto gpu = run_gpu(OpKind::rope, {&x, &f, &off}, a);
+  expect_close(to_doubles(gpu[0].view), to_doubles(cpu.outputs[0].view), 2e-5, 2e-5, "rope with an offset per row");
+}
+
 TEST_F(VkAttention, RopeHalfAndInterleaved) {
   std::mt19937 rng(22);
   const int64_t B = 2, S = 7, H = 3, D = 24, rd = 16, pos = 37;

@@ -120,6 +120,23 @@ TEST_F(VkData, SliceUpdateAtAnOffsetOnTheDevice) {
   }
 }
 
+// An offset per row of src (a batched decode writing each row into its own slot): row r lands at
+// start + offset[r], as the CPU kernel writes it.
+TEST_F(VkData, SliceUpdateScattersRowsAtTheirOffsets) {
+  std::mt19937 rng(47);
+  HostTensor src = random_strided(DType::f32, Shape{1, 4, 3, 8}, {0, 2, 1, 3}, 0, rng);
+  HostTensor state = random_tensor(DType::f16, Shape{1, 4, 30, 8}, rng);
+  HostTensor off = make_tensor(DType::i32, Shape{3});
+  const int32_t rows[3] = {27, 0, 11};
+  std::copy(rows, rows + 3, off.view.ptr<int32_t>());
+  Attrs a(OpKind::slice_update);
+  a.set_i("axis", 2).set_i("start", 2);
+  RunResult cpu = run_cpu(OpKind::slice_update, {state.view, src.view, off.view}, a);
+  ASSERT_TRUE(cpu.status.is_ok()) << cpu.status.to_string();
+  auto gpu = run_gpu(OpKind::slice_update, {&state, &src, &off}, a);
+  expect_close(to_doubles(gpu[0].view), to_doubles(cpu.outputs[0].view), 0, 0, "slice_update rows at their offsets");
+}
+
 // slice_update rotating what it writes (a decode step's keys beside its values) into f16 and f32
 // caches, at a position on the device and from a prefill chunk, against float64 rope.
 TEST_F(VkData, SliceUpdateRotatesWhatItWrites) {

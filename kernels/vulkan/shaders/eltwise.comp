@@ -88,7 +88,6 @@ void main() {
   uint idx = flat_invocation();
   if (idx >= pc.n) return;
   int oy = int(pc.off_y), oa = int(pc.off_a), ob = int(pc.off_b), oc = int(pc.off_c);
-  if (DYN_Y == 1) oy += clamp(b2_i32[ob], 0, floatBitsToInt(pc.p1)) * floatBitsToInt(pc.p0);
   uint rest = idx;
   for (int d = int(RANK) - 1; d >= 0; --d) {
     uint c = rest % pc.shape[d];
@@ -98,6 +97,9 @@ void main() {
     ob += int(c) * pc.sb[d];
     oc += int(c) * pc.sc[d];
   }
+  // The index at this element's place in b (one for all: b's strides are 0; one per row of a
+  // scatter: b steps along that axis).
+  if (DYN_Y == 1) oy += clamp(b2_i32[ob], 0, floatBitsToInt(pc.p1)) * floatBitsToInt(pc.p0);
   if (RAW_BYTES == 4) { b0_u32[oy] = b1_u32[oa]; return; }
   if (RAW_BYTES == 2) { b0_u16[oy] = b1_u16[oa]; return; }
   if (RAW_BYTES == 1) { b0_u8[oy] = b1_u8[oa]; return; }

@@ -1,6 +1,7 @@
 #version 450
 // Rotary embedding on a dense x [..., S, ..., D]; one invocation per output element reads its
-// pair partner. Bindings: 0 y, 1 x, 2 inv_freq, 3 offset (i32 [1], added to pos; with DYN).
+// pair partner. Bindings: 0 y, 1 x, 2 inv_freq, 3 offset (i32 [1], added to pos; with DYN = 1;
+// DYN = 2: i32 [S], row s at pos + offset[s] instead of pos + s).
 // Rows whose index along the head axis (H rows, heads_inner elements apart) is `heads` or more
 // (when heads > 0) pass through.
 // OUT_AT = 1 (slice_update rotating what it writes): y is a state with cap rows along the seq
@@ -31,10 +32,13 @@ void main() {
   uint d = idx % pc.D;
   uint s = (idx / pc.seq_inner) % pc.S;
   uint xo = pc.off_x + idx;
-  uint pos = pc.pos;
+  uint pos = pc.pos, row = s;
   if (DYN == 1) {
     int o = b3_i32[pc.off_o];
     pos += OUT_AT == 1 ? min(uint(max(o, 0)), pc.max_off) : uint(o);
+  } else if (DYN == 2) {
+    pos += uint(b3_i32[pc.off_o + s]);
+    row = 0u;
   }
   float x = load1(DT_X, xo);
   float y = x;
@@ -53,7 +57,7 @@ void main() {
       partner = load1(DT_X, lo ? xo + half_ : xo - half_);
       sgn = lo ? -1.0 : 1.0;
     }
-    float ang = float(pos + s) * load2(DT_F, pc.off_f + f);
+    float ang = float(pos + row) * load2(DT_F, pc.off_f + f);
     y = x * cos(ang) + sgn * partner * sin(ang);
   }
   uint yo = idx;

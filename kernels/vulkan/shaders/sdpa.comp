@@ -14,7 +14,8 @@
 // SPLIT = 1 each workgroup writes its unnormalised partial (acc[Dv], max, sum) as f32 to binding
 // 0 and sdpa_combine.comp (with MERGE = 1, the last workgroup) merges them; with SPLIT = 0 (one
 // chunk) it writes y.
-// Bindings: 0 y (or partials), 1 q, 2 k, 3 v, 4 mask, 5 pos (DYN_LEN = 1: an i32 on the device,
+// Bindings: 0 y (or partials), 1 q, 2 k, 3 v, 4 mask, 5 pos (DYN_LEN = 1: an i32 on the device;
+// DYN_LEN = 2: one per batch entry,
 // the first query's position in a cache of Lk keys: keys up to pos + Lq - 1 count, and the chunks
 // are cut from that length: dyn_kchunk in common.glsl;
 // chunks past the length write empty partials), 6 workgroup counters and 7 y (MERGE = 1: the last
@@ -151,8 +152,8 @@ void main() {
   }
 
   uint Lk = pc.Lk, kchunk = pc.kchunk;
-  if (DYN_LEN == 1) {
-    Lk = dyn_len(b5_i32[pc.off_len], pc.Lq, pc.Lk);
+  if (DYN_LEN != 0) {  // 2: a position per batch entry
+    Lk = dyn_len(b5_i32[pc.off_len + (DYN_LEN == 2 ? b : 0u)], pc.Lq, pc.Lk);
     kchunk = SPLIT == 1 ? dyn_kchunk(Lk, pc.want, pc.nsplit, pc.kchunk) : Lk;
   }
   // The block's keys [kfirst, klast): all of them, or the union of its rows' bands. Rows of one

@@ -1,7 +1,8 @@
 #version 450
 // Merges the split-K partials of sdpa.comp: y = sum_s acc_s e^(m_s - M) / sum_s l_s e^(m_s - M)
 // with M the largest partial max. Bindings: 0 y, 1 partials (f32, [rows, nsplit, Dv + 2]),
-// 2 pos (DYN_LEN = 1: only the chunks sdpa.comp cut from the length on the device are read).
+// 2 pos (DYN_LEN = 1: only the chunks sdpa.comp cut from the length on the device are read;
+// 2: one position per batch entry of batch_rows rows).
 #include "common.glsl"
 
 layout(local_size_x = 256) in;
@@ -12,6 +13,7 @@ layout(push_constant) uniform Push {
   uint n, Dv, nsplit;
   uint off_y, off_p;
   uint Lk, Lq, kchunk, want, off_len;
+  uint batch_rows;  // DYN_LEN = 2 (a position per batch entry): rows of one entry
 } pc;
 
 void main() {
@@ -20,8 +22,8 @@ void main() {
   uint row = idx / pc.Dv, d = idx % pc.Dv;
   uint base = pc.off_p + row * pc.nsplit * (pc.Dv + 2u);
   uint used = pc.nsplit;
-  if (DYN_LEN == 1) {
-    uint L = dyn_len(b2_i32[pc.off_len], pc.Lq, pc.Lk);
+  if (DYN_LEN != 0) {
+    uint L = dyn_len(b2_i32[pc.off_len + (DYN_LEN == 2 ? row / pc.batch_rows : 0u)], pc.Lq, pc.Lk);
     uint kc = dyn_kchunk(L, pc.want, pc.nsplit, pc.kchunk);
     used = (L + kc - 1u) / kc;
   }

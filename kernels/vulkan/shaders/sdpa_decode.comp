@@ -17,7 +17,7 @@
 //     row); the last of the nsplit workgroups to arrive merges all of them into y and returns the
 //     counter to zero. No second pass, so no second launch and barrier: a decode step's
 //     attention is one kernel whatever the cache length, with enough workgroups to fill the GPU.
-//   - DYN_LEN = 1: the first query's position is an i32 on the device (binding 7) and k/v hold a
+//   - DYN_LEN = 1 (2: one per batch entry): the first query's position is an i32 on the device (binding 7) and k/v hold a
 //     cache's whole capacity: keys up to pos + Lq - 1 count, and the chunks are cut from that
 //     length at run time (dyn_kchunk in common.glsl, as sdpa.comp does), so one recording serves
 //     every position; chunks past the length hold no keys and count in as empty.
@@ -119,8 +119,8 @@ void main() {
   uint t = gl_LocalInvocationID.x;
   uint hk = gl_WorkGroupID.y, b = gl_WorkGroupID.z / pc.nsplit, chunk = gl_WorkGroupID.z % pc.nsplit;
   uint Lk = pc.Lk, kchunk = pc.kchunk;
-  if (DYN_LEN == 1) {
-    Lk = dyn_len(b7_i32[pc.off_len], pc.Lq, pc.Lk);
+  if (DYN_LEN != 0) {  // 2: a position per batch entry
+    Lk = dyn_len(b7_i32[pc.off_len + (DYN_LEN == 2 ? b : 0u)], pc.Lq, pc.Lk);
     kchunk = SPLIT == 1 ? dyn_kchunk(Lk, pc.want, pc.nsplit, pc.kchunk) : Lk;
   }
   uint kbeg = chunk * kchunk, kend = min(Lk, kbeg + kchunk);
