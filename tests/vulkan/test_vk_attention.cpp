@@ -536,7 +536,9 @@ TEST_F(VkAttention, RopeOffsetPerRow) {
   RunResult cpu = run_cpu(OpKind::rope, {x.view, f.view, off.view}, a);
   ASSERT_TRUE(cpu.status.is_ok()) << cpu.status.to_string();
   auto gpu = run_gpu(OpKind::rope, {&x, &f, &off}, a);
-  expect_close(to_doubles(gpu[0].view), to_doubles(cpu.outputs[0].view), 2e-5, 2e-5, "rope with an offset per row");
+  // Row 2 sits at position 902: a GPU's sin and cos of angles that large are good to about 1e-4
+  // (an H200 differed by up to 1.3e-4 from the CPU's), as in the single-offset decode path.
+  expect_close(to_doubles(gpu[0].view), to_doubles(cpu.outputs[0].view), 2e-4, 2e-5, "rope with an offset per row");
 }
 
 TEST_F(VkAttention, RopeHalfAndInterleaved) {
