@@ -48,6 +48,18 @@ Status check_expr(const std::string& where, const SymExpr& e, size_t n_symbols) 
   return Status::ok();
 }
 
+// A constant or state value: its index names one of the program's `defs` ("constant"s or "state"s),
+// whose dtype and shape it has.
+template <typename Def>
+Status check_program_level(const std::string& w, const ValueDef& val, const std::vector<Def>& defs, const char* what) {
+  if (val.index < 0 || static_cast<size_t>(val.index) >= defs.size())
+    return bad(w, what, " index ", val.index, " out of range (", defs.size(), " ", what, "s)");
+  const Def& d = defs[val.index];
+  if (d.dtype != val.dtype || d.shape != val.max_shape())
+    return bad(w, "disagrees with ", what, " '", d.name, "' (", dtype_name(d.dtype), d.shape.str(), ")");
+  return Status::ok();
+}
+
 Status verify_method(const Program& p, const MethodDef& m) {
   const std::string mw = "method '" + m.name + "'";
   std::set<std::string> sym_names;
@@ -68,22 +80,8 @@ Status verify_method(const Program& p, const MethodDef& m) {
     }
     VRUN_RETURN_IF_ERROR(check_shape(w, val.dtype, val.max_shape()));
     switch (val.kind) {
-      case ValueKind::kConstant: {
-        if (val.index < 0 || static_cast<size_t>(val.index) >= p.constants.size())
-          return bad(w, "constant index ", val.index, " out of range (", p.constants.size(), " constants)");
-        const ConstantDef& c = p.constants[val.index];
-        if (c.dtype != val.dtype || c.shape != val.max_shape())
-          return bad(w, "disagrees with constant '", c.name, "' (", dtype_name(c.dtype), c.shape.str(), ")");
-        break;
-      }
-      case ValueKind::kState: {
-        if (val.index < 0 || static_cast<size_t>(val.index) >= p.states.size())
-          return bad(w, "state index ", val.index, " out of range (", p.states.size(), " states)");
-        const StateDef& s = p.states[val.index];
-        if (s.dtype != val.dtype || s.shape != val.max_shape())
-          return bad(w, "disagrees with state '", s.name, "' (", dtype_name(s.dtype), s.shape.str(), ")");
-        break;
-      }
+      case ValueKind::kConstant: VRUN_RETURN_IF_ERROR(check_program_level(w, val, p.constants, "constant")); break;
+      case ValueKind::kState: VRUN_RETURN_IF_ERROR(check_program_level(w, val, p.states, "state")); break;
       case ValueKind::kInput:
         for (const auto& d : val.dims)
           if (d.derived || (d.expr && !(d.expr->terms.size() == 1 && d.expr->terms[0].second == 1 && d.expr->constant == 0)))
@@ -181,6 +179,17 @@ Status verify_method(const Program& p, const MethodDef& m) {
   return Status::ok();
 }
 
+// A constant's or state's name (not empty, not taken: `names` holds those seen), dtype and shape;
+// its size in bytes.
+template <typename Def>
+Result<int64_t> check_def(const std::string& w, const Def& d, std::set<std::string>& names) {
+  if (d.name.empty() || !names.insert(d.name).second) return bad(w, "names must be unique and non-empty");
+  VRUN_RETURN_IF_ERROR(check_shape(w, d.dtype, d.shape));
+  int64_t bytes = 0;
+  checked_bytes(d.dtype, d.shape, &bytes);
+  return bytes;
+}
+
 }  // namespace
 
 Status verify_program(const Program& p) {
@@ -188,10 +197,7 @@ Status verify_program(const Program& p) {
   for (size_t i = 0; i < p.constants.size(); ++i) {
     const ConstantDef& c = p.constants[i];
     const std::string w = "constant " + std::to_string(i) + " '" + c.name + "'";
-    if (c.name.empty() || !names.insert(c.name).second) return bad(w, "names must be unique and non-empty");
-    VRUN_RETURN_IF_ERROR(check_shape(w, c.dtype, c.shape));
-    int64_t bytes = 0;
-    checked_bytes(c.dtype, c.shape, &bytes);
+    VRUN_ASSIGN_OR_RETURN(const int64_t bytes, check_def(w, c, names));
     if (static_cast<uint64_t>(bytes) != c.size)
       return bad(w, "holds ", c.size, " bytes but ", dtype_name(c.dtype), c.shape.str(), " needs ", bytes);
     if (c.data && !c.pieces.empty()) return bad(w, "has both data and pieces");
@@ -207,10 +213,7 @@ Status verify_program(const Program& p) {
   for (size_t i = 0; i < p.states.size(); ++i) {
     const StateDef& s = p.states[i];
     const std::string w = "state " + std::to_string(i) + " '" + s.name + "'";
-    if (s.name.empty() || !names.insert(s.name).second) return bad(w, "names must be unique and non-empty");
-    VRUN_RETURN_IF_ERROR(check_shape(w, s.dtype, s.shape));
-    int64_t bytes = 0;
-    checked_bytes(s.dtype, s.shape, &bytes);
+    VRUN_ASSIGN_OR_RETURN(const int64_t bytes, check_def(w, s, names));
     state_bytes += bytes;
     if (state_bytes > kMaxBytes) return bad(w, "states total more than ", kMaxBytes, " bytes");
   }

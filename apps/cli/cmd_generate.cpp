@@ -277,17 +277,26 @@ void add_generate_options(CLI::App& sub, GenerateArgs& a) {
   add_backend_options(sub, a.run);
 }
 
+// `vrun generate` (a chat with -i) and `vrun chat` (always one) take the same options.
+CommandSetup generate_setup(bool chat) {
+  return [chat](CLI::App& sub) {
+    auto a = std::make_shared<GenerateArgs>();
+    add_generate_options(sub, *a);
+    if (chat)
+      a->interactive = true;
+    else
+      sub.add_flag("-i,--interactive", a->interactive,
+                   "Chat: read user turns from stdin, keep the conversation in the cache (as `vrun chat`)");
+    return std::function<int()>([a] { return run_generate(*a); });
+  };
+}
+
 CommandRegistrar reg(
     "generate",
     "Generate text with a Llama-family model (GGUF llama/mistral/qwen2 or a .vrp). Examples:\n"
     "  vrun generate -m SmolLM2-135M-Instruct.Q4_1.gguf -p \"The capital of France is\" -n 32 --temp 0\n"
     "  vrun generate -m model.gguf -i --system \"You are terse.\"",
-    [](CLI::App& sub) {
-      auto a = std::make_shared<GenerateArgs>();
-      add_generate_options(sub, *a);
-      sub.add_flag("-i,--interactive", a->interactive, "Chat: read user turns from stdin, keep the conversation in the cache (as `vrun chat`)");
-      return [a] { return run_generate(*a); };
-    });
+    generate_setup(/*chat=*/false));
 
 CommandRegistrar chat_reg(
     "chat",
@@ -295,12 +304,7 @@ CommandRegistrar chat_reg(
     "outgrows the context its oldest turns are dropped (the system message is kept). Examples:\n"
     "  vrun chat -m ~/.cache/vrun/models/SmolLM2-135M-Instruct.Q4_1.gguf\n"
     "  vrun chat -m model.gguf --system \"You are terse.\" -p \"Hello\" --temp 0",
-    [](CLI::App& sub) {
-      auto a = std::make_shared<GenerateArgs>();
-      add_generate_options(sub, *a);
-      a->interactive = true;
-      return [a] { return run_generate(*a); };
-    });
+    generate_setup(/*chat=*/true));
 
 }  // namespace
 }  // namespace vrun::cli

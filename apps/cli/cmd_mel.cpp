@@ -8,6 +8,7 @@
 #include "apps/cli/command.h"
 
 #if VRUN_PREPROCESS
+#include "apps/cli/raw_pcm.h"
 #include "preprocess/audio_loader.h"
 #include "preprocess/nemo_mel.h"
 #include "preprocess/whisper_mel.h"
@@ -16,21 +17,17 @@ namespace vrun::cli {
 namespace {
 
 struct MelOptions {
-  std::string audio, output, kind, nemo_config, raw_encoding = "s16";
+  std::string audio, output, kind, nemo_config;
   int n_mels = 0;
   double pad_seconds = 30.0;
-  int raw_rate = 0, raw_channels = 1;
+  RawPcmArgs raw;
 };
 
 int run_mel(const MelOptions& o) {
   using namespace vrun::preprocess;
   LoadOptions load;
   load.target_rate = 16000;
-  if (o.raw_rate > 0) {
-    auto enc = parse_raw_encoding(o.raw_encoding);
-    if (!enc) return fail("mel", enc.status().message());
-    load.raw = RawFormat{o.raw_rate, o.raw_channels, *enc, false};
-  }
+  if (Status st = apply_raw_pcm(o.raw, &load); !st.is_ok()) return fail("mel", st.message());
   if (o.kind == "whisper" && !o.nemo_config.empty()) return fail("mel", "--config applies to --kind nemo only");
   std::optional<NemoMelConfig> nemo;
   if (o.kind == "nemo") {
@@ -96,11 +93,7 @@ const CommandRegistrar kRegistrar(
       sub.add_option("--config", o->nemo_config,
                      "nemo: the model's preprocessor config, as JSON or the model_config.yaml of a .nemo archive; "
                      "without it, Parakeet's (25 ms window, 10 ms hop, n_fft 512, per-feature normalisation)");
-      sub.add_option("--rate", o->raw_rate, "Read AUDIO as headerless PCM at this sample rate (Hz)");
-      sub.add_option("--channels", o->raw_channels, "Headerless PCM: interleaved channel count")->capture_default_str();
-      sub.add_option("--encoding", o->raw_encoding, "Headerless PCM sample type, little-endian")
-          ->check(CLI::IsMember({"s16", "s24", "s32", "u8", "f32", "f64"}))
-          ->capture_default_str();
+      add_raw_pcm_options(sub, o->raw, "AUDIO");
       return [o] { return run_mel(*o); };
     });
 

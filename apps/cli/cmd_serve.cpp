@@ -11,6 +11,13 @@
 namespace vrun::cli {
 namespace {
 
+// A numeric option whose default the help shows and whose range the parser checks.
+template <typename T, typename Bound>
+void add_limit(CLI::App& sub, const std::string& name, T& value, const std::string& help, Bound lo,
+               Bound hi) {
+  sub.add_option(name, value, help)->capture_default_str()->check(CLI::Range(lo, hi));
+}
+
 constexpr const char* kFooter = R"(Endpoints (as the OpenAI API defines them):
   POST /v1/chat/completions     messages through the model's chat template (as `vrun generate`
                                 renders them); temperature, top_p, max_tokens, stop, seed, n=1,
@@ -66,46 +73,33 @@ CommandRegistrar reg(
                      "Name for the model given at the same position with -m (repeatable)");
       sub.add_option("--host", o->host, "Address to listen on (0.0.0.0: every interface)")
           ->capture_default_str();
-      sub.add_option("--port", o->port, "TCP port; 0 picks a free one (printed on stderr)")
-          ->capture_default_str()
-          ->check(CLI::Range(0, 65535));
+      add_limit(sub, "--port", o->port, "TCP port; 0 picks a free one (printed on stderr)", 0, 65535);
       sub.add_option(
              "--api-key", o->api_key,
              "Require 'Authorization: Bearer KEY' on every request but /health (401 without); default: "
              "$VRUN_API_KEY (keeps the key out of the process list)")
           ->envname("VRUN_API_KEY");
-      sub.add_option("--max-concurrent", o->max_concurrent,
-                     "Requests queued or running per model; beyond it: 429")
-          ->capture_default_str()
-          ->check(CLI::Range(1, 4096));
-      sub.add_option("--max-body-mb", o->max_body_mb,
-                     "Largest request body in MiB (audio uploads); beyond it: 413")
-          ->capture_default_str()
-          ->check(CLI::Range(1, 4096));
-      sub.add_option("--max-tokens", o->max_tokens,
-                     "Most tokens one request may generate (also the default max_tokens of chat)")
-          ->capture_default_str()
-          ->check(CLI::Range(1, 1 << 20));
-      sub.add_option("--max-audio-s", o->max_audio_s, "Longest audio one request may upload, in seconds")
-          ->capture_default_str()
-          ->check(CLI::Range(1.0, 1e6));
-      sub.add_option("--timeout-s", o->timeout_s,
-                     "A request still unanswered after this many seconds is cancelled (504)")
-          ->capture_default_str()
-          ->check(CLI::Range(1, 86400));
-      sub.add_option("--parallel", o->parallel,
-                     "KV-cache slots of a text model: requests decoded together (continuous batching); "
-                     "more wait in the queue")
-          ->capture_default_str()
-          ->check(CLI::Range(1, 256));
+      add_limit(sub, "--max-concurrent", o->max_concurrent,
+                "Requests queued or running per model; beyond it: 429", 1, 4096);
+      add_limit(sub, "--max-body-mb", o->max_body_mb,
+                "Largest request body in MiB (audio uploads); beyond it: 413", 1, 4096);
+      add_limit(sub, "--max-tokens", o->max_tokens,
+                "Most tokens one request may generate (also the default max_tokens of chat)", 1, 1 << 20);
+      add_limit(sub, "--max-audio-s", o->max_audio_s, "Longest audio one request may upload, in seconds", 1.0,
+                1e6);
+      add_limit(sub, "--timeout-s", o->timeout_s,
+                "A request still unanswered after this many seconds is cancelled (504)", 1, 86400);
+      add_limit(sub, "--parallel", o->parallel,
+                "KV-cache slots of a text model: requests decoded together (continuous batching); "
+                "more wait in the queue",
+                1, 256);
       sub.add_option("-c,--ctx-size,--ctx", o->context,
                      "KV-cache positions of a text model, all slots together; each slot holds ctx-size / "
                      "parallel (llama-server's rule). Default: min(the model's context, 4096) per slot");
-      sub.add_option("--prefill-chunk", o->prefill_chunk,
-                     "Most prompt tokens a text model prefills between two decode steps (0: the program's "
-                     "chunk, 512, which keeps greedy text equal to `vrun generate`)")
-          ->capture_default_str()
-          ->check(CLI::Range(0, 1 << 20));
+      add_limit(sub, "--prefill-chunk", o->prefill_chunk,
+                "Most prompt tokens a text model prefills between two decode steps (0: the program's "
+                "chunk, 512, which keeps greedy text equal to `vrun generate`)",
+                0, 1 << 20);
       sub.add_flag("--vad", o->vad,
                    "Transcribe only the speech Silero VAD finds (faster-whisper's defaults), times staying those "
                    "of the upload; a request's vad_filter=false turns it off");

@@ -29,27 +29,17 @@ namespace vrun::cli {
 namespace {
 
 Status range_error(const char* option, const std::string& accepted, double got) {
-  std::ostringstream os;
-  os << got;
-  return err(ErrorCode::kInvalidArgument, option, " must be ", accepted, ", got ", os.str());
+  return err(ErrorCode::kInvalidArgument, option, " must be ", accepted, ", got ", got);
 }
 
 // Option ranges, checked before anything is read: the message names the option and what it accepts.
 Status validate_options(const TranscribeArgs& a, const std::vector<std::string>& formats) {
-  if (a.raw_rate < 0) return range_error("--rate", "> 0", a.raw_rate);  // 0, the default, reads file headers
-  if (a.raw_channels < 1 || a.raw_channels > 64) return range_error("--channels", "in 1..64", a.raw_channels);
-  if (a.beam_size < 1) return range_error("--beam-size", ">= 1", a.beam_size);
-  if (a.best_of < 1) return range_error("--best-of", ">= 1", a.best_of);
+  if (a.raw.rate < 0) return range_error("--rate", "> 0", a.raw.rate);  // 0, the default, reads file headers
+  if (a.raw.channels < 1 || a.raw.channels > 64) return range_error("--channels", "in 1..64", a.raw.channels);
   if (a.batch_size < 1) return range_error("--batch-size", ">= 1", a.batch_size);
-  if (!(a.temperature >= 0 && a.temperature <= 1)) return range_error("--temperature", "in [0, 1]", a.temperature);
-  if (!(a.temperature_increment > 0)) return range_error("--temperature-increment", "> 0", a.temperature_increment);
-  if (!(a.patience > 0)) return range_error("--patience", "> 0", a.patience);
+  VRUN_RETURN_IF_ERROR(a.decoding.validate("--", '-'));
   if (a.run.threads < 0) return range_error("-t/--threads", ">= 0", a.run.threads);
   if (a.workers < 1) return range_error("--workers", ">= 1", a.workers);
-  if (a.attention != "full" && a.attention != "local")
-    return err(ErrorCode::kInvalidArgument, "--attention must be full or local, got '", a.attention, "'");
-  if (a.task != "transcribe" && a.task != "translate")
-    return err(ErrorCode::kInvalidArgument, "--task must be transcribe or translate, got '", a.task, "'");
   if (a.audio.empty() && a.input_list.empty()) return err(ErrorCode::kInvalidArgument, "no audio given (files, folders or --input-list)");
   if (a.resume && formats.empty() && a.summary.empty())
     return err(ErrorCode::kInvalidArgument, "--resume needs -o (the transcripts to look for) or --summary (the files recorded as done)");
@@ -89,29 +79,6 @@ Status validate_inputs(const TranscribeArgs& a, const std::vector<job::Input>& i
     std::remove(probe.c_str());
   }
   return Status::ok();
-}
-
-// The command line's decoding options, for whichever family the model is.
-speech::Options speech_options(const TranscribeArgs& a) {
-  speech::Options o;
-  whisper::TranscribeOptions& w = o.whisper;
-  w.timestamps = !a.no_timestamps;
-  w.language = a.language;
-  w.task = a.task;
-  w.beam_size = a.beam_size;
-  w.best_of = a.best_of;
-  w.patience = a.patience;
-  w.length_penalty = a.length_penalty;
-  w.seed = a.seed;
-  w.temperatures = whisper::TranscribeOptions::temperature_schedule(a.temperature, a.temperature_increment, !a.no_fallback);
-  w.compression_ratio_threshold = a.compression_ratio_threshold;
-  w.logprob_threshold = a.logprob_threshold;
-  w.no_speech_threshold = a.no_speech_threshold;
-  w.condition_on_previous_text = !a.no_condition;
-  w.initial_prompt = a.prompt;
-  w.word_timestamps = a.word_timestamps;
-  o.local_attention = a.attention == "local";
-  return o;
 }
 
 // One worker: the Vulkan device it loads on (-1: the backend's choice) and its CPU threads.
@@ -165,7 +132,7 @@ Result<std::unique_ptr<speech::Recognizer>> load_recognizer(const TranscribeArgs
   lo.backend = backend;
   lo.threads = w.threads;
   lo.device = w.device;
-  lo.decode_batch = std::max(a.beam_size, sampling ? a.best_of : 1);
+  lo.decode_batch = std::max(a.decoding.beam_size, sampling ? a.decoding.best_of : 1);
   VRUN_ASSIGN_OR_RETURN(auto r, speech::load(a.model, lo));
   std::vector<std::string> ignored;
   VRUN_RETURN_IF_ERROR(r->check(o, &ignored));
@@ -250,13 +217,9 @@ int run_transcribe(const TranscribeArgs& a) {
   BackendKind kind = *backend;
   auto specs = worker_specs(a, &kind);
   if (!specs.is_ok()) return fail("transcribe", specs.status().message());
-  const speech::Options o = speech_options(a);
+  const speech::Options o = a.decoding.options();
   Job j(a, o, formats);
-  if (a.raw_rate > 0) {
-    auto enc = preprocess::parse_raw_encoding(a.raw_encoding);
-    if (!enc) return fail("transcribe", enc.status().message());
-    j.load.raw = preprocess::RawFormat{a.raw_rate, a.raw_channels, *enc, false};
-  }
+  if (Status st = apply_raw_pcm(a.raw, &j.load); !st.is_ok()) return fail("transcribe", st.message());
   auto inputs = job_inputs(j);
   if (!inputs.is_ok()) return fail("transcribe", inputs.status().message());
   if (inputs->empty()) {
@@ -275,7 +238,7 @@ int run_transcribe(const TranscribeArgs& a) {
   }
   auto recognizers = load_workers(a, kind, o, *specs);
   if (!recognizers.is_ok()) return fail("transcribe", recognizers.status().message());
-  j.note_chunks = !recognizers->empty() && (*recognizers)[0]->family() == "parakeet" && a.attention == "full";
+  j.note_chunks = !recognizers->empty() && (*recognizers)[0]->family() == "parakeet" && a.decoding.attention == "full";
   if (j.several_inputs) {
     double total = 0;
     for (const auto& in : j.queue) total += job::estimate_s(in);
@@ -337,17 +300,13 @@ void add_output_options(CLI::App& sub, TranscribeArgs& x) {
   sub.add_flag("--progress", a->progress,
                "Show the progress line even when stderr is not a terminal: over the job (files, audio hours, RTFx, "
                "ETA) for several inputs, within the file for one over 30 s");
-  sub.add_option("--rate", a->raw_rate, "Read every AUDIO as headerless PCM at this sample rate (Hz)");
-  sub.add_option("--channels", a->raw_channels, "Headerless PCM: interleaved channel count")->capture_default_str();
-  sub.add_option("--encoding", a->raw_encoding, "Headerless PCM sample type, little-endian")
-      ->check(CLI::IsMember({"s16", "s24", "s32", "u8", "f32", "f64"}))
-      ->capture_default_str();
+  add_raw_pcm_options(sub, a->raw, "every AUDIO");
   add_backend_options(sub, a->run);
   sub.add_option("--batch-size", a->batch_size,
                  "Parakeet: files encoded together (their 160-s chunks share batched encoder calls, up to the model's "
                  "batch of 4); each file's transcript is the same as alone")
       ->capture_default_str();
-  sub.add_option("--attention", a->attention,
+  sub.add_option("--attention", a->decoding.attention,
                  "Parakeet: full (every frame sees the whole file; audio over 160 s in overlapping chunks), or local "
                  "(NeMo's limited-context attention: each frame sees the frames within the window the model was exported "
                  "with, 128 = 10.24 s on either side by default; faster on long audio, up to 10 minutes per call; files "
@@ -397,35 +356,35 @@ const CommandRegistrar kRegistrar("transcribe", "Transcribe speech with a Whispe
   sub.add_option("audio", a->audio,
                  "Audio files (WAV, FLAC, OGG, MP3; any rate and channel count), folders (every audio file under them), "
                  "'-' for standard input");
-  sub.add_option("-l,--language", a->language,
+  sub.add_option("-l,--language", a->decoding.language,
                  "Spoken language code (en, de, fr, ...); auto: detected from the first 30 s (multilingual models). English-only "
                  "(.en) models accept only en")
       ->capture_default_str();
-  sub.add_option("--task", a->task, "transcribe, or translate (into English; multilingual models)")
+  sub.add_option("--task", a->decoding.task, "transcribe, or translate (into English; multilingual models)")
       ->check(CLI::IsMember({"transcribe", "translate"}))
       ->capture_default_str();
-  sub.add_flag("--no-timestamps", a->no_timestamps, "Decode without timestamp tokens and print text only (one segment per window)");
-  sub.add_flag("--word-timestamps", a->word_timestamps,
+  sub.add_flag_callback("--no-timestamps", [a] { a->decoding.timestamps = false; }, "Decode without timestamp tokens and print text only (one segment per window)");
+  sub.add_flag("--word-timestamps", a->decoding.word_timestamps,
                "Times for every word (cross-attention alignment); also tightens segment bounds; json gets a words list");
-  sub.add_option("--beam-size", a->beam_size, "Beam search width at temperature 0; 1 = greedy")->capture_default_str();
-  sub.add_option("--best-of", a->best_of, "Candidates sampled at each fallback temperature; the most probable wins")->capture_default_str();
-  sub.add_option("--patience", a->patience, "Beam search stops after beam-size x patience finished hypotheses")->capture_default_str();
-  sub.add_option("--length-penalty", a->length_penalty, "Hypotheses are ranked by log-probability / length^this")->capture_default_str();
-  sub.add_option("--temperature", a->temperature, "First decoding temperature (0 = greedy or beam search)")->capture_default_str();
-  sub.add_option("--temperature-increment", a->temperature_increment, "Step between fallback temperatures, up to 1.0")
+  sub.add_option("--beam-size", a->decoding.beam_size, "Beam search width at temperature 0; 1 = greedy")->capture_default_str();
+  sub.add_option("--best-of", a->decoding.best_of, "Candidates sampled at each fallback temperature; the most probable wins")->capture_default_str();
+  sub.add_option("--patience", a->decoding.patience, "Beam search stops after beam-size x patience finished hypotheses")->capture_default_str();
+  sub.add_option("--length-penalty", a->decoding.length_penalty, "Hypotheses are ranked by log-probability / length^this")->capture_default_str();
+  sub.add_option("--temperature", a->decoding.temperature, "First decoding temperature (0 = greedy or beam search)")->capture_default_str();
+  sub.add_option("--temperature-increment", a->decoding.temperature_increment, "Step between fallback temperatures, up to 1.0")
       ->capture_default_str();
-  sub.add_flag("--no-fallback", a->no_fallback, "Decode each window once, at --temperature");
-  sub.add_option("--seed", a->seed, "Random seed of sampling (temperature > 0)")->capture_default_str();
-  sub.add_option("--compression-ratio-threshold", a->compression_ratio_threshold,
+  sub.add_flag_callback("--no-fallback", [a] { a->decoding.fallback = false; }, "Decode each window once, at --temperature");
+  sub.add_option("--seed", a->decoding.seed, "Random seed of sampling (temperature > 0)")->capture_default_str();
+  sub.add_option("--compression-ratio-threshold", a->decoding.compression_ratio_threshold,
                  "Fall back when the text's zlib compression ratio is above this (repetition); <= 0: never")
       ->capture_default_str();
-  sub.add_option("--logprob-threshold", a->logprob_threshold, "Fall back when the average token log-probability is below this")
+  sub.add_option("--logprob-threshold", a->decoding.logprob_threshold, "Fall back when the average token log-probability is below this")
       ->capture_default_str();
-  sub.add_option("--no-speech-threshold", a->no_speech_threshold,
+  sub.add_option("--no-speech-threshold", a->decoding.no_speech_threshold,
                  "Skip a window as silence when its no-speech probability is above this and the log-probability is low; < 0: never")
       ->capture_default_str();
-  sub.add_flag("--no-condition", a->no_condition, "Do not feed the previous window's text to the next one (less drift, less consistency)");
-  sub.add_option("--prompt", a->prompt, "Text the first window is conditioned on (spellings, names, style)");
+  sub.add_flag_callback("--no-condition", [a] { a->decoding.condition_on_previous_text = false; }, "Do not feed the previous window's text to the next one (less drift, less consistency)");
+  sub.add_option("--prompt", a->decoding.prompt, "Text the first window is conditioned on (spellings, names, style)");
   add_output_options(sub, *a);
   return [a] { return run_transcribe(*a); };
 });

@@ -48,7 +48,7 @@ namespace {
 
 void print_segment(const TranscribeArgs& a, const transcript::Segment& s, std::string* into) {
   char line[96];
-  if (!a.no_timestamps)
+  if (a.decoding.timestamps)
     std::snprintf(line, sizeof line, "[%s --> %s] ", transcript::format_timestamp(s.start).c_str(), transcript::format_timestamp(s.end).c_str());
   else
     line[0] = '\0';
@@ -89,7 +89,7 @@ void finish(Job& j, const job::Input& in, const transcript::Transcript* t, const
     if (t->language_probability < 1.0)
       std::fprintf(stderr, "vrun: %s: detected language %s (p = %.2f)\n", in.path.c_str(), t->language.c_str(), t->language_probability);
     char words[48] = "";
-    if (j.a.word_timestamps) std::snprintf(words, sizeof words, ", words %.2f s", st.align_s);
+    if (j.a.decoding.word_timestamps) std::snprintf(words, sizeof words, ", words %.2f s", st.align_s);
     std::fprintf(stderr, "vrun: %s: audio %.2f s, wall %.2f s, RTFx %.1f (mel %.2f s, encode %.2f s, decode %.2f s%s; %d windows, %d tokens)\n",
                  in.path.c_str(), st.audio_s, wall, wall > 0 ? st.audio_s / wall : 0.0, st.features_s, st.encode_s, st.decode_s, words,
                  st.windows, st.tokens);

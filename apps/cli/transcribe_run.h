@@ -13,7 +13,9 @@
 #include <vector>
 
 #include "apps/cli/model_options.h"
+#include "apps/cli/raw_pcm.h"
 #include "apps/cli/transcribe_job.h"
+#include "apps/speech/decoding_choices.h"
 #include "apps/speech/speech_recognizer.h"
 #include "apps/speech/voice_activity.h"
 #include "preprocess/audio_loader.h"
@@ -21,19 +23,13 @@
 namespace vrun::cli {
 
 struct TranscribeArgs {
-  std::string model, formats, output_dir = ".", raw_encoding = "s16";
-  int raw_rate = 0, raw_channels = 1;
+  std::string model, formats, output_dir = ".";
+  RawPcmArgs raw;  // --rate, --channels, --encoding
   std::vector<std::string> audio;
-  bool no_timestamps = false;
   int batch_size = 1;
-  std::string attention = "full";
   BackendArgs run;
-  std::string language = "auto", task = "transcribe", prompt;
-  int beam_size = 1, best_of = 5;
-  double patience = 1.0, length_penalty = 1.0, temperature = 0.0, temperature_increment = 0.2;
-  double compression_ratio_threshold = 2.4, logprob_threshold = -1.0, no_speech_threshold = 0.6;
-  uint64_t seed = 0;
-  bool no_fallback = false, no_condition = false, word_timestamps = false, progress = false;
+  speech::DecodingChoices decoding;  // -l, --task, --beam-size, ..., --attention
+  bool progress = false;
   bool vad = false;
   std::string vad_model;
   // The job over many files (docs/archive.md).

@@ -11,6 +11,7 @@
 
 #include "apps/common/transcript/writers.h"
 #include "apps/python/bindings.h"
+#include "apps/speech/decoding_choices.h"
 #include "apps/speech/speech_recognizer.h"
 #include "apps/speech/voice_activity.h"
 #include "preprocess/audio_loader.h"
@@ -29,15 +30,12 @@ struct Transcript {
   }
 };
 
-// The decoding options transcribe() takes, with the CLI's defaults and checks (`vrun transcribe`'s
-// --temperature, --temperature-increment, --no-fallback and so on under their Python names).
+// transcribe()'s keywords: the decoding choices `vrun transcribe` takes, under their Python
+// names, and vad=True (Silero VAD keeps the speech; vad_model: its .onnx, "" for the cache's).
 struct SpeechArgs {
-  std::string language = "auto", task = "transcribe", prompt, attention = "full", vad_model;
-  bool vad = false, timestamps = true, word_timestamps = false, fallback = true, condition_on_previous_text = true;
-  int beam_size = 1, best_of = 5;
-  double patience = 1.0, length_penalty = 1.0, temperature = 0.0, temperature_increment = 0.2;
-  double compression_ratio_threshold = 2.4, logprob_threshold = -1.0, no_speech_threshold = 0.6;
-  uint64_t seed = 0;
+  speech::DecodingChoices choices;
+  bool vad = false;
+  std::string vad_model;
 };
 
 template <typename T>
@@ -45,8 +43,11 @@ void set(const py::handle& value, T* field) {
   if (!value.is_none()) *field = value.cast<T>();
 }
 
+// The keywords, with the CLI's defaults and checks (`vrun transcribe`'s --temperature,
+// --temperature-increment, --no-fallback and so on under their Python names).
 SpeechArgs parse_args(const py::kwargs& kw) {
-  SpeechArgs a;
+  SpeechArgs args;
+  speech::DecodingChoices& a = args.choices;
   for (const auto& [key, value] : kw) {
     const std::string k = key.cast<std::string>();
     if (k == "language") set(value, &a.language);
@@ -67,8 +68,8 @@ SpeechArgs parse_args(const py::kwargs& kw) {
     else if (k == "logprob_threshold") set(value, &a.logprob_threshold);
     else if (k == "no_speech_threshold") set(value, &a.no_speech_threshold);
     else if (k == "seed") set(value, &a.seed);
-    else if (k == "vad") set(value, &a.vad);
-    else if (k == "vad_model") set(value, &a.vad_model);
+    else if (k == "vad") set(value, &args.vad);
+    else if (k == "vad_model") set(value, &args.vad_model);
     else
       throw py::type_error("transcribe() got an unexpected keyword argument '" + k +
                            "' (language, task, prompt, timestamps, word_timestamps, beam_size, best_of, patience, "
@@ -76,43 +77,8 @@ SpeechArgs parse_args(const py::kwargs& kw) {
                            "compression_ratio_threshold, logprob_threshold, no_speech_threshold, "
                            "condition_on_previous_text, attention, vad, vad_model)");
   }
-  const auto range = [](const char* name, const char* accepted, double got) {
-    std::ostringstream os;
-    os << name << " must be " << accepted << ", got " << got;
-    throw py::value_error(os.str());
-  };
-  if (a.beam_size < 1) range("beam_size", ">= 1", a.beam_size);
-  if (a.best_of < 1) range("best_of", ">= 1", a.best_of);
-  if (!(a.temperature >= 0 && a.temperature <= 1)) range("temperature", "in [0, 1]", a.temperature);
-  if (!(a.temperature_increment > 0)) range("temperature_increment", "> 0", a.temperature_increment);
-  if (!(a.patience > 0)) range("patience", "> 0", a.patience);
-  if (a.task != "transcribe" && a.task != "translate")
-    throw py::value_error("task must be transcribe or translate, got '" + a.task + "'");
-  if (a.attention != "full" && a.attention != "local")
-    throw py::value_error("attention must be full or local, got '" + a.attention + "'");
-  return a;
-}
-
-speech::Options speech_options(const SpeechArgs& a) {
-  speech::Options o;
-  whisper::TranscribeOptions& w = o.whisper;
-  w.timestamps = a.timestamps;
-  w.language = a.language;
-  w.task = a.task;
-  w.beam_size = a.beam_size;
-  w.best_of = a.best_of;
-  w.patience = a.patience;
-  w.length_penalty = a.length_penalty;
-  w.seed = a.seed;
-  w.temperatures = whisper::TranscribeOptions::temperature_schedule(a.temperature, a.temperature_increment, a.fallback);
-  w.compression_ratio_threshold = a.compression_ratio_threshold;
-  w.logprob_threshold = a.logprob_threshold;
-  w.no_speech_threshold = a.no_speech_threshold;
-  w.condition_on_previous_text = a.condition_on_previous_text;
-  w.initial_prompt = a.prompt;
-  w.word_timestamps = a.word_timestamps;
-  o.local_attention = a.attention == "local";
-  return o;
+  if (Status st = a.validate(); !st.is_ok()) throw py::value_error(st.message());
+  return args;
 }
 
 // One input's samples: a file read (its path kept for json's "audio") or a numpy array held as is;
@@ -248,7 +214,7 @@ class SpeechModel {
   // The options checked against this model before any audio is read (a language an English-only
   // model lacks, translation, ...): ValueError with vrun's message.
   speech::Options checked_options(const SpeechArgs& args) const {
-    const speech::Options o = speech_options(args);
+    const speech::Options o = args.choices.options();
     std::vector<std::string> ignored;
     if (Status s = recognizer_->check(o, &ignored); !s.is_ok()) throw py::value_error(s.message());
     if (!ignored.empty()) {

@@ -112,16 +112,10 @@ Parsed<HttpBody> transcription_body(const AudioRequest& req, const transcript::T
   json segs = json::array(), words = json::array();
   for (size_t k = 0; k < t.segments.size(); ++k) {
     const auto& s = t.segments[k];
-    segs.push_back({{"id", k},
-                    {"seek", 0},
-                    {"start", s.start},
-                    {"end", s.end},
-                    {"text", s.text},
-                    {"tokens", s.tokens},
-                    {"temperature", s.temperature},
-                    {"avg_logprob", s.avg_logprob},
-                    {"compression_ratio", s.compression_ratio},
-                    {"no_speech_prob", s.no_speech_prob}});
+    json seg = transcript::segment_json(s);
+    seg["id"] = k;
+    seg["seek"] = 0;
+    segs.push_back(std::move(seg));
     for (const auto& w : s.words)
       words.push_back({{"word", w.text}, {"start", w.start}, {"end", w.end}, {"probability", w.probability}});
   }

@@ -9,7 +9,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <initializer_list>
 #include <string>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -77,21 +79,46 @@ class OptionParser {
   std::string key_;
 };
 
-// The options both benches take; parse_run_option reads key into o when it is one of them.
+// The options both benches take.
 struct RunOptions {
   std::string model, audio, backend = "auto";
   double seconds = 0;
   int threads = 0;
 };
 
-inline bool parse_run_option(OptionParser& p, const std::string& key, RunOptions* o) {
-  if (key == "--model") o->model = p.value();
-  else if (key == "--audio") o->audio = p.value();
-  else if (key == "--seconds") o->seconds = p.real();
-  else if (key == "--threads") o->threads = p.integer();
-  else if (key == "--backend") o->backend = p.value();
-  else return false;
-  return true;
+// One option of a bench: its key and where its value goes (a bool is a flag: given, it is true).
+struct Option {
+  const char* key;
+  std::variant<std::string*, int*, int64_t*, double*, bool*> target;
+};
+
+// Reads argv: the run options (--model, --audio, --seconds, --threads, --backend) into run, then
+// the bench's own.
+inline void parse_options(int argc, char** argv, const Usage& usage, RunOptions* run, std::initializer_list<Option> own) {
+  std::vector<Option> options = {{"--model", &run->model},
+                                 {"--audio", &run->audio},
+                                 {"--seconds", &run->seconds},
+                                 {"--threads", &run->threads},
+                                 {"--backend", &run->backend}};
+  options.insert(options.end(), own.begin(), own.end());
+  OptionParser p(argc, argv, usage);
+  p.parse([&](const std::string& key) {
+    for (const Option& o : options) {
+      if (key != o.key) continue;
+      std::visit(
+          [&](auto* t) {
+            using T = std::remove_pointer_t<decltype(t)>;
+            if constexpr (std::is_same_v<T, bool>) *t = true;
+            else if constexpr (std::is_same_v<T, std::string>) *t = p.value();
+            else if constexpr (std::is_same_v<T, double>) *t = p.real();
+            else if constexpr (std::is_same_v<T, int>) *t = p.integer();
+            else *t = p.integer64();
+          },
+          o.target);
+      return true;
+    }
+    return false;
+  });
 }
 
 // The last component of a model path ("models/tiny.en/" -> "tiny.en").

@@ -71,22 +71,10 @@ constexpr Usage kUsage{
 
 Args parse(int argc, char** argv) {
   Args a;
-  OptionParser p(argc, argv, kUsage);
-  p.parse([&](const std::string& k) {
-    if (parse_run_option(p, k, &a)) return true;
-    if (k == "--batch") a.batch = p.integer();
-    else if (k == "--warmup") a.warmup = p.integer();
-    else if (k == "--vrp") a.vrp = p.value();
-    else if (k == "--dtype") a.dtype = p.value();
-    else if (k == "--blank-bias") a.blank_bias = p.real();
-    else if (k == "--max-frames") a.max_frames = p.integer64();
-    else if (k == "--max-batch") a.max_batch = p.integer64();
-    else if (k == "--attention") a.attention = p.value();
-    else if (k == "--random-0.6b") a.random = true;
-    else if (k == "--runtime-positions") a.runtime_positions = true;
-    else return false;
-    return true;
-  });
+  parse_options(argc, argv, kUsage, &a,
+                {{"--batch", &a.batch}, {"--warmup", &a.warmup}, {"--vrp", &a.vrp}, {"--dtype", &a.dtype},
+                 {"--blank-bias", &a.blank_bias}, {"--max-frames", &a.max_frames}, {"--max-batch", &a.max_batch},
+                 {"--attention", &a.attention}, {"--random-0.6b", &a.random}, {"--runtime-positions", &a.runtime_positions}});
   if (a.random == !a.model.empty()) kUsage.fail("give either --model or --random-0.6b");
   if (!(a.seconds > 0) || a.batch < 1 || a.threads < 0) kUsage.fail("--seconds and --batch must be positive, --threads not negative");
   if (a.attention != "sdpa" && a.attention != "bmm" && a.attention != "local")

@@ -41,16 +41,8 @@ constexpr Usage kUsage{"whisper_bench",
 
 Args parse(int argc, char** argv) {
   Args a;
-  OptionParser p(argc, argv, kUsage);
-  p.parse([&](const std::string& k) {
-    if (parse_run_option(p, k, &a)) return true;
-    if (k == "--text-out") a.text_out = p.value();
-    else if (k == "--windows") a.windows = p.integer();
-    else if (k == "--tokens") a.tokens = p.integer();
-    else if (k == "--random-turbo") a.random_turbo = true;
-    else return false;
-    return true;
-  });
+  parse_options(argc, argv, kUsage, &a,
+                {{"--text-out", &a.text_out}, {"--windows", &a.windows}, {"--tokens", &a.tokens}, {"--random-turbo", &a.random_turbo}});
   if (!a.random_turbo && (a.model.empty() || a.audio.empty())) kUsage.fail("--model and --audio are needed");
   if (a.windows < 1 || a.tokens < 1) kUsage.fail("--windows and --tokens must be positive");
   return a;

@@ -4,6 +4,7 @@
 #include <benchmark/benchmark.h>
 
 #include <random>
+#include <span>
 #include <vector>
 
 #include "kernels/cpu/cpu_kernel.h"
@@ -38,6 +39,23 @@ ThreadPool& pool_of(int threads) {
   return threads == 1 ? p1 : p2;
 }
 
+// Times the op's CPU kernel on inputs `in` writing y, on `threads` threads.
+void time_kernel(benchmark::State& st, OpKind op, std::span<TensorView> in, TensorView& y, const Attrs& attrs, int threads) {
+  KernelCall call;
+  call.op = op;
+  call.in = in.data();
+  call.n_in = static_cast<int>(in.size());
+  call.out = &y;
+  call.n_out = 1;
+  call.attrs = &attrs;
+  call.pool = &pool_of(threads);
+  const CpuKernelFn fn = cpu_kernels().get(op);
+  for (auto _ : st) {
+    Status s = fn(call);
+    benchmark::DoNotOptimize(s);
+  }
+}
+
 // args: M, N, K, threads, weight dtype code
 void BM_Linear(benchmark::State& st) {
   const int64_t m = st.range(0), n = st.range(1), k = st.range(2);
@@ -47,19 +65,7 @@ void BM_Linear(benchmark::State& st) {
   Buffer y = make(DType::f32, Shape{m, n}, rng);
   Attrs attrs(OpKind::linear);
   TensorView in[2] = {x.view, w.view};
-  KernelCall call;
-  call.op = OpKind::linear;
-  call.in = in;
-  call.n_in = 2;
-  call.out = &y.view;
-  call.n_out = 1;
-  call.attrs = &attrs;
-  call.pool = &pool_of(static_cast<int>(st.range(3)));
-  const CpuKernelFn fn = cpu_kernels().get(OpKind::linear);
-  for (auto _ : st) {
-    Status s = fn(call);
-    benchmark::DoNotOptimize(s);
-  }
+  time_kernel(st, OpKind::linear, in, y.view, attrs, static_cast<int>(st.range(3)));
   st.counters["GFLOP/s"] = benchmark::Counter(2.0 * m * n * k, benchmark::Counter::kIsIterationInvariantRate,
                                               benchmark::Counter::OneK::kIs1000) ;
   st.counters["GFLOP/s"].value /= 1e9;
@@ -89,19 +95,7 @@ void BM_Sdpa(benchmark::State& st) {
   Attrs attrs(OpKind::sdpa);
   attrs.set_i("causal", 1);
   TensorView in[3] = {q.view, k.view, v.view};
-  KernelCall call;
-  call.op = OpKind::sdpa;
-  call.in = in;
-  call.n_in = 3;
-  call.out = &y.view;
-  call.n_out = 1;
-  call.attrs = &attrs;
-  call.pool = &pool_of(static_cast<int>(st.range(2)));
-  const CpuKernelFn fn = cpu_kernels().get(OpKind::sdpa);
-  for (auto _ : st) {
-    Status s = fn(call);
-    benchmark::DoNotOptimize(s);
-  }
+  time_kernel(st, OpKind::sdpa, in, y.view, attrs, static_cast<int>(st.range(2)));
 }
 void sdpa_args(benchmark::internal::Benchmark* b) {
   for (DType t : {DType::f32, DType::f16})

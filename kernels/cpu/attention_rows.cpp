@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "kernels/cpu/avx2_util.h"
 #include "runtime/base/cpu_features.h"
 #include "runtime/base/vec_math.h"
 
@@ -14,24 +15,8 @@ namespace {
 
 const bool kHaveAvx2 = cpu_has_avx2();
 
-template <DType T>
-VRUN_AVX2 inline __m256 load8(const void* row, int64_t i) {
-  if constexpr (T == DType::f32) {
-    return _mm256_loadu_ps(static_cast<const float*>(row) + i);
-  } else if constexpr (T == DType::f16) {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(row) + i)));
-  } else {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(row) + i));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-  }
-}
-
-VRUN_AVX2 inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
+using cpu::hsum8;
+using cpu::load8;
 
 // scores[j] = scale * q . k_j. Eight keys at a time: eight independent FMA chains hide the FMA
 // latency, and one transpose-add tree turns the eight accumulators into eight scores.
@@ -56,7 +41,7 @@ VRUN_AVX2 void scores_of(const float* q, const void* k, int64_t ks, int64_t d, i
   for (; j < n; ++j) {
     __m256 a = _mm256_setzero_ps();
     for (int64_t p = 0; p < d; p += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(q + p), load8<T>(kb + j * ks * es, p), a);
-    s[j] = scale * hsum(a);
+    s[j] = scale * hsum8(a);
   }
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/cpu/avx2_util.h"
 #include "kernels/cpu/blas_core.h"
 #include "runtime/base/convert.h"
 #include "runtime/base/cpu_features.h"
@@ -19,31 +20,15 @@ namespace {
 
 const bool kHaveAvx2 = cpu_has_avx2();
 
+using cpu::hsum8;
+using cpu::load8;
+
 #ifdef VRUN_HAVE_OPENBLAS
 // Below this many multiply-adds a product runs on one thread (splitting costs more than it saves).
 constexpr int64_t kParallelGemmWork = int64_t{1} << 20;
 // Fewest rows (or columns) of C a thread's block gets: each block packs the other operand again.
 constexpr int64_t kGemmBlock = 64;
 #endif
-
-VRUN_AVX2 float hsum8(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-template <DType T>
-VRUN_AVX2 inline __m256 load8(const void* p, int64_t i) {
-  if constexpr (T == DType::f32) {
-    return _mm256_loadu_ps(static_cast<const float*>(p) + i);
-  } else if constexpr (T == DType::f16) {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(p) + i)));
-  } else {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(p) + i));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-  }
-}
 
 // Element i of a row; memcpy because checkpoint data (e.g. whisper.cpp's unpadded tensors) may
 // sit at any byte offset.

@@ -10,6 +10,7 @@
 #include <vector>
 #include <cmath>
 
+#include "kernels/cpu/avx2_util.h"
 #include "runtime/base/cpu_features.h"
 
 namespace vrun {
@@ -85,24 +86,20 @@ void tile_scalar(const void* w, int64_t ws, int nw, const BlockQ8Act* x, int64_t
 // must absorb the weight's (q8_0: |w| * sign(x, w)).
 template <typename B>
 struct Unpack;
-template <>
-struct Unpack<BlockQ4_1> {
+// q4_0 and q4_1 pack their quants alike: the low nibbles are elements 0..15, the high ones 16..31.
+template <typename B>
+struct UnpackNibbles {
   static constexpr bool kSigned = false;
-  VRUN_AVX2 static inline __m256i load(const BlockQ4_1& b) {
+  VRUN_AVX2 static inline __m256i load(const B& b) {
     const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
     const __m256i v = _mm256_set_m128i(_mm_srli_epi16(t, 4), t);
     return _mm256_and_si256(v, _mm256_set1_epi8(0x0f));
   }
 };
 template <>
-struct Unpack<BlockQ4_0> {
-  static constexpr bool kSigned = false;
-  VRUN_AVX2 static inline __m256i load(const BlockQ4_0& b) {
-    const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
-    const __m256i v = _mm256_set_m128i(_mm_srli_epi16(t, 4), t);
-    return _mm256_and_si256(v, _mm256_set1_epi8(0x0f));
-  }
-};
+struct Unpack<BlockQ4_1> : UnpackNibbles<BlockQ4_1> {};
+template <>
+struct Unpack<BlockQ4_0> : UnpackNibbles<BlockQ4_0> {};
 template <>
 struct Unpack<BlockQ8_0> {
   static constexpr bool kSigned = true;
@@ -110,13 +107,6 @@ struct Unpack<BlockQ8_0> {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs));
   }
 };
-
-VRUN_AVX2 inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 VRUN_AVX2 inline float hmax(__m256 v) {
   __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -181,7 +171,7 @@ VRUN_AVX2 inline float block_offset(const B& b, float dw) {
       VRUN_ROW_STEP(1)                                                                    \
     }                                                                                     \
     if (b < nb) VRUN_ROW_STEP(0)                                                          \
-    for (int i = 0; i < NX; ++i) out[i * ldo + j] = hsum(_mm256_add_ps(acc[i][0], acc[i][1])) + off[i]; \
+    for (int i = 0; i < NX; ++i) out[i * ldo + j] = cpu::hsum8(_mm256_add_ps(acc[i][0], acc[i][1])) + off[i]; \
   }
 
 template <typename B, int NX>
@@ -239,10 +229,10 @@ VRUN_VNNI void row1_q4_1_vnni(const void* w, int64_t ws, int nw, const BlockQ8Ac
     }
     float tail = 0;
     for (; b < nb; ++b) {
-      tail += f16_scalar(wr[b].d) * xd[b] * hsum(_mm256_cvtepi32_ps(q4_1_dot_vnni(wr[b], x[b])));
+      tail += f16_scalar(wr[b].d) * xd[b] * cpu::hsum8(_mm256_cvtepi32_ps(q4_1_dot_vnni(wr[b], x[b])));
       if (with_offsets) tail += f16_scalar(wr[b].m) * xsum[b];
     }
-    out[j] = hsum(with_offsets ? _mm256_add_ps(acc, off) : acc) + tail;
+    out[j] = cpu::hsum8(with_offsets ? _mm256_add_ps(acc, off) : acc) + tail;
   }
 }
 
@@ -318,7 +308,7 @@ VRUN_AVX2 void quantize_act_avx2(const float* x, BlockQ8Act* dst, int64_t nb) {
     const __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1])),
                                    _mm256_max_ps(_mm256_andnot_ps(sign, v[2]), _mm256_andnot_ps(sign, v[3])));
     const float amax = hmax(m);
-    const float sum = hsum(_mm256_add_ps(_mm256_add_ps(v[0], v[1]), _mm256_add_ps(v[2], v[3])));
+    const float sum = cpu::hsum8(_mm256_add_ps(_mm256_add_ps(v[0], v[1]), _mm256_add_ps(v[2], v[3])));
     const __m256 id = _mm256_set1_ps(amax != 0 ? 127.f / amax : 0.f);
     __m256i hi[4], lo[4];
     for (int c = 0; c < 4; ++c) {

@@ -11,12 +11,8 @@ Attrs::Attrs(OpKind op) : op_(op) {
   for (size_t k = 0; k < sch.attrs.size(); ++k) {
     const AttrSpec& a = sch.attrs[k];
     AttrValue& v = values_[k];
+    static_cast<AttrData&>(v) = a;
     v.set = a.has_default;
-    v.i = a.i;
-    v.f = a.f;
-    v.s = a.s;
-    v.ints = a.ints;
-    v.floats = a.floats;
   }
 }
 

@@ -11,13 +11,8 @@
 
 namespace vrun {
 
-struct AttrValue {
+struct AttrValue : AttrData {
   bool set = false;  // false: required attribute not given (the verifier refuses that)
-  int64_t i = 0;
-  double f = 0;
-  std::string s;
-  std::vector<int64_t> ints;
-  std::vector<double> floats;
 };
 
 class Attrs {

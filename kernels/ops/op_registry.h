@@ -27,16 +27,20 @@ struct InputSpec {
   bool contiguous = false;  // the kernel needs a dense input
 };
 
-struct AttrSpec {
-  std::string name;
-  AttrType type;
-  bool has_default = false;
-  // default value, parsed
+// An attribute's value: the member its AttrType names.
+struct AttrData {
   int64_t i = 0;
   double f = 0;
   std::string s;
   std::vector<int64_t> ints;
   std::vector<double> floats;
+};
+
+// An attribute of an op, its default value (parsed) in the AttrData.
+struct AttrSpec : AttrData {
+  std::string name;
+  AttrType type;
+  bool has_default = false;
 };
 
 struct OpSchema {

@@ -27,7 +27,8 @@ Status check_device_positions(const TensorDesc* t, const char* op, const char* n
 Status check_rope_frequencies(const char* op, const char* mode_attr, const Attrs& attrs, const TensorDesc& inv_freq,
                               int64_t rotary_dim);
 
-// Per-family shape functions (kernels/shapes/<family>.cpp); infer_shapes dispatches on family.
+// Per-family shape functions (kernels/shapes/<family>.cpp); infer_shapes dispatches on family,
+// `out` emptied first.
 using ShapeFn = Status (*)(OpKind op, const std::vector<const TensorDesc*>& in, const Attrs& attrs,
                            std::vector<TensorDesc>* out);
 Status infer_shapes_elementwise(OpKind, const std::vector<const TensorDesc*>&, const Attrs&, std::vector<TensorDesc>*);  // unary, binary

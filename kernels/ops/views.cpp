@@ -46,7 +46,14 @@ bool view_strides(const Shape& old_shape, const Strides& old_strides, const Shap
 
 Status bad(OpKind op, const auto&... parts) { return err(ErrorCode::kInvalidArgument, op_name(op), ": ", parts...); }
 
-Status reshape_view(OpKind op, const TensorView& x, const Attrs& attrs, std::vector<TensorView>* out) {
+// The "axis" attribute as an index into x's dims.
+Result<int> axis_of(OpKind op, const TensorView& x, const Attrs& attrs) {
+  const int axis = normalize_axis(attrs.i("axis"), x.rank());
+  if (axis < 0) return bad(op, "axis ", attrs.i("axis"), " out of range for rank ", x.rank());
+  return axis;
+}
+
+Result<TensorView> reshape_view(OpKind op, const TensorView& x, const Attrs& attrs) {
   const int rank = x.rank();
   const auto& req = attrs.ints("shape");
   if (req.size() > static_cast<size_t>(kMaxRank)) return bad(op, "rank ", req.size(), " exceeds ", kMaxRank);
@@ -86,11 +93,10 @@ Status reshape_view(OpKind op, const TensorView& x, const Attrs& attrs, std::vec
     return err(ErrorCode::kUnsupported, "reshape: ", x.shape.str(), " -> ", s.str(),
                " is not expressible as a view of this layout (needs a copy)");
   }
-  out->push_back(v);
-  return Status::ok();
+  return v;
 }
 
-Status permute_view(OpKind op, const TensorView& x, const Attrs& attrs, std::vector<TensorView>* out) {
+Result<TensorView> permute_view(OpKind op, const TensorView& x, const Attrs& attrs) {
   const int rank = x.rank();
   const auto& perm = attrs.ints("perm");
   if (static_cast<int>(perm.size()) != rank) return bad(op, "perm has ", perm.size(), " entries for rank ", rank);
@@ -103,14 +109,11 @@ Status permute_view(OpKind op, const TensorView& x, const Attrs& attrs, std::vec
     v.shape[i] = x.shape[p];
     v.strides[i] = x.strides[p];
   }
-  out->push_back(v);
-  return Status::ok();
+  return v;
 }
 
-Status slice_view(OpKind op, const TensorView& x, const Attrs& attrs, std::vector<TensorView>* out) {
-  const int rank = x.rank();
-  const int axis = normalize_axis(attrs.i("axis"), rank);
-  if (axis < 0) return bad(op, "axis ", attrs.i("axis"), " out of range for rank ", rank);
+Result<TensorView> slice_view(OpKind op, const TensorView& x, const Attrs& attrs) {
+  VRUN_ASSIGN_OR_RETURN(const int axis, axis_of(op, x, attrs));
   const int64_t dim = x.shape[axis];
   int64_t start = attrs.i("start"), end = attrs.i("end");
   const int64_t step = attrs.i("step");
@@ -122,14 +125,12 @@ Status slice_view(OpKind op, const TensorView& x, const Attrs& attrs, std::vecto
   TensorView v = with_offset(x, start * x.strides[axis]);
   v.shape[axis] = (end - start + step - 1) / step;
   v.strides[axis] = x.strides[axis] * step;
-  out->push_back(v);
-  return Status::ok();
+  return v;
 }
 
-Status select_view(OpKind op, const TensorView& x, const Attrs& attrs, std::vector<TensorView>* out) {
+Result<TensorView> select_view(OpKind op, const TensorView& x, const Attrs& attrs) {
   const int rank = x.rank();
-  const int axis = normalize_axis(attrs.i("axis"), rank);
-  if (axis < 0) return bad(op, "axis ", attrs.i("axis"), " out of range for rank ", rank);
+  VRUN_ASSIGN_OR_RETURN(const int axis, axis_of(op, x, attrs));
   int64_t index = attrs.i("index");
   if (index < 0) index += x.shape[axis];
   if (index < 0 || index >= x.shape[axis])
@@ -140,14 +141,11 @@ Status select_view(OpKind op, const TensorView& x, const Attrs& attrs, std::vect
     v.shape[i] = x.shape[i + 1];
     v.strides[i] = x.strides[i + 1];
   }
-  out->push_back(v);
-  return Status::ok();
+  return v;
 }
 
 Status split_view(OpKind op, const TensorView& x, const Attrs& attrs, std::vector<TensorView>* out) {
-  const int rank = x.rank();
-  const int axis = normalize_axis(attrs.i("axis"), rank);
-  if (axis < 0) return bad(op, "axis ", attrs.i("axis"), " out of range for rank ", rank);
+  VRUN_ASSIGN_OR_RETURN(const int axis, axis_of(op, x, attrs));
   const auto& sizes = attrs.ints("sizes");
   if (sizes.empty()) return bad(op, "sizes is empty");
   int64_t total = 0;
@@ -168,7 +166,7 @@ Status split_view(OpKind op, const TensorView& x, const Attrs& attrs, std::vecto
   return Status::ok();
 }
 
-Status expand_view(OpKind op, const TensorView& x, const Attrs& attrs, std::vector<TensorView>* out) {
+Result<TensorView> expand_view(OpKind op, const TensorView& x, const Attrs& attrs) {
   const int rank = x.rank();
   const auto& req = attrs.ints("shape");
   const int nr = static_cast<int>(req.size());
@@ -191,11 +189,10 @@ Status expand_view(OpKind op, const TensorView& x, const Attrs& attrs, std::vect
       return bad(op, "cannot expand dim ", i, " of size ", in_dim, " to ", d, " (input ", x.shape.str(), ")");
     }
   }
-  out->push_back(v);
-  return Status::ok();
+  return v;
 }
 
-Status rel_shift_view(OpKind op, const TensorView& x, const Attrs& /*attrs*/, std::vector<TensorView>* out) {
+Result<TensorView> rel_shift_view(OpKind op, const TensorView& x) {
   const int rank = x.rank();
   if (rank < 2) return bad(op, "needs rank >= 2, got ", rank);
   const int64_t t = x.shape[rank - 2], w = x.shape[rank - 1];
@@ -204,8 +201,27 @@ Status rel_shift_view(OpKind op, const TensorView& x, const Attrs& /*attrs*/, st
   TensorView v = with_offset(x, (t - 1) * x.strides[rank - 1]);
   v.shape[rank - 1] = t;
   v.strides[rank - 2] = x.strides[rank - 2] - x.strides[rank - 1];
-  out->push_back(v);
-  return Status::ok();
+  return v;
+}
+
+// The views with one output.
+Result<TensorView> one_view(OpKind op, const TensorView& x, const Attrs& attrs) {
+  switch (op) {
+    case OpKind::reshape:
+      return reshape_view(op, x, attrs);
+    case OpKind::permute:
+      return permute_view(op, x, attrs);
+    case OpKind::slice:
+      return slice_view(op, x, attrs);
+    case OpKind::select:
+      return select_view(op, x, attrs);
+    case OpKind::expand:
+      return expand_view(op, x, attrs);
+    case OpKind::rel_shift:
+      return rel_shift_view(op, x);
+    default:
+      return err(ErrorCode::kInternal, op_name(op), " is not a view op");
+  }
 }
 
 }  // namespace
@@ -215,24 +231,10 @@ Status compute_view(OpKind op, const TensorView& x, const Attrs& attrs, std::vec
   if (is_quantized(x.dtype) && op != OpKind::reshape)
     return err(ErrorCode::kUnsupported, op_name(op), ": views of block-quantised ", dtype_name(x.dtype),
                " tensors are not supported (only reshape)");
-  switch (op) {
-    case OpKind::reshape:
-      return reshape_view(op, x, attrs, out);
-    case OpKind::permute:
-      return permute_view(op, x, attrs, out);
-    case OpKind::slice:
-      return slice_view(op, x, attrs, out);
-    case OpKind::select:
-      return select_view(op, x, attrs, out);
-    case OpKind::split:
-      return split_view(op, x, attrs, out);
-    case OpKind::expand:
-      return expand_view(op, x, attrs, out);
-    case OpKind::rel_shift:
-      return rel_shift_view(op, x, attrs, out);
-    default:
-      return err(ErrorCode::kInternal, op_name(op), " is not a view op");
-  }
+  if (op == OpKind::split) return split_view(op, x, attrs, out);
+  VRUN_ASSIGN_OR_RETURN(const TensorView v, one_view(op, x, attrs));
+  out->push_back(v);
+  return Status::ok();
 }
 
 }  // namespace vrun

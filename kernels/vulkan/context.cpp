@@ -5,7 +5,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string_view>
+#include <vector>
 
 #include "kernels/vulkan/coopmat_compat.h"
 #include "kernels/vulkan/memory.h"
@@ -193,36 +195,51 @@ std::vector<VkPhysicalDevice> physical_devices(VkInstance instance) {
   return pds;
 }
 
-// The tensor-core kernels use 16x16x16 f16 x f16 -> f32 fragments in 32-wide subgroups.
-bool coopmat_khr_shape_ok(VkInstance instance, VkPhysicalDevice pd) {
-  auto fn = reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR>(
-      vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"));
-  if (!fn) return false;
+// What one of the cooperative-matrix property queries (`name`, a Fn) lists for the device; nullopt
+// when the driver lacks the function or the query fails.
+template <typename Fn, typename Props>
+std::optional<std::vector<Props>> query_properties(VkInstance instance, VkPhysicalDevice pd, const char* name, VkStructureType type) {
+  auto fn = reinterpret_cast<Fn>(vkGetInstanceProcAddr(instance, name));
+  if (!fn) return std::nullopt;
   uint32_t n = 0;
-  if (fn(pd, &n, nullptr) != VK_SUCCESS) return false;
-  std::vector<VkCooperativeMatrixPropertiesKHR> props(n, {VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR});
-  if (fn(pd, &n, props.data()) != VK_SUCCESS) return false;
-  for (const auto& p : props)
-    if (p.MSize == 16 && p.NSize == 16 && p.KSize == 16 && p.AType == VK_COMPONENT_TYPE_FLOAT16_KHR &&
-        p.BType == VK_COMPONENT_TYPE_FLOAT16_KHR && p.CType == VK_COMPONENT_TYPE_FLOAT32_KHR &&
-        p.ResultType == VK_COMPONENT_TYPE_FLOAT32_KHR && p.scope == VK_SCOPE_SUBGROUP_KHR)
-      return true;
-  return false;
+  if (fn(pd, &n, nullptr) != VK_SUCCESS) return std::nullopt;
+  Props blank{};
+  blank.sType = type;
+  std::vector<Props> props(n, blank);
+  if (fn(pd, &n, props.data()) != VK_SUCCESS) return std::nullopt;
+  return props;
+}
+
+// The tensor-core kernels use 16x16x16 f16 x f16 -> f32 fragments in 32-wide subgroups: whether
+// the device lists that among its cooperative-matrix properties (the query `name`, a Fn, of Props:
+// KHR or NV, with that extension's enums and result-type field).
+template <typename Fn, typename Props, typename Type, typename Scope>
+bool has_tensor_core_fragment(VkInstance instance, VkPhysicalDevice pd, const char* name, VkStructureType type,
+                              Type Props::*result, Type f16, Type f32, Scope subgroup) {
+  const auto props = query_properties<Fn, Props>(instance, pd, name, type);
+  return props && std::any_of(props->begin(), props->end(), [&](const Props& p) {
+           return p.MSize == 16 && p.NSize == 16 && p.KSize == 16 && p.AType == f16 && p.BType == f16 &&
+                  p.CType == f32 && p.*result == f32 && p.scope == subgroup;
+         });
+}
+
+bool coopmat_khr_shape_ok(VkInstance instance, VkPhysicalDevice pd) {
+  return has_tensor_core_fragment<PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR>(
+      instance, pd, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR", VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR,
+      &VkCooperativeMatrixPropertiesKHR::ResultType, VK_COMPONENT_TYPE_FLOAT16_KHR, VK_COMPONENT_TYPE_FLOAT32_KHR,
+      VK_SCOPE_SUBGROUP_KHR);
 }
 
 // Workgroup-scope f16 x f16 -> f32 matrices of VK_NV_cooperative_matrix2: their granularities and
 // the workgroup sizes that take them (empty when none).
 Context::CoopMat2 coopmat2_shapes(VkInstance instance, VkPhysicalDevice pd) {
   Context::CoopMat2 c;
-  auto fn = reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV>(
-      vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV"));
-  if (!fn) return c;
-  uint32_t n = 0;
-  if (fn(pd, &n, nullptr) != VK_SUCCESS) return c;
-  std::vector<VkCooperativeMatrixFlexibleDimensionsPropertiesNV> props(
-      n, {VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_FLEXIBLE_DIMENSIONS_PROPERTIES_NV});
-  if (fn(pd, &n, props.data()) != VK_SUCCESS) return c;
-  for (const auto& p : props)
+  const auto props = query_properties<PFN_vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV,
+                                      VkCooperativeMatrixFlexibleDimensionsPropertiesNV>(
+      instance, pd, "vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV",
+      VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_FLEXIBLE_DIMENSIONS_PROPERTIES_NV);
+  if (!props) return c;
+  for (const auto& p : *props)
     if (p.AType == VK_COMPONENT_TYPE_FLOAT16_KHR && p.BType == VK_COMPONENT_TYPE_FLOAT16_KHR &&
         p.CType == VK_COMPONENT_TYPE_FLOAT32_KHR && p.ResultType == VK_COMPONENT_TYPE_FLOAT32_KHR &&
         p.scope == VK_SCOPE_WORKGROUP_KHR && !p.saturatingAccumulation) {
@@ -240,19 +257,9 @@ Context::CoopMat2 coopmat2_shapes(VkInstance instance, VkPhysicalDevice pd) {
 }
 
 bool coopmat_nv_shape_ok(VkInstance instance, VkPhysicalDevice pd) {
-  auto fn = reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV>(
-      vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV"));
-  if (!fn) return false;
-  uint32_t n = 0;
-  if (fn(pd, &n, nullptr) != VK_SUCCESS) return false;
-  std::vector<VkCooperativeMatrixPropertiesNV> props(n, {VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV});
-  if (fn(pd, &n, props.data()) != VK_SUCCESS) return false;
-  for (const auto& p : props)
-    if (p.MSize == 16 && p.NSize == 16 && p.KSize == 16 && p.AType == VK_COMPONENT_TYPE_FLOAT16_NV &&
-        p.BType == VK_COMPONENT_TYPE_FLOAT16_NV && p.CType == VK_COMPONENT_TYPE_FLOAT32_NV &&
-        p.DType == VK_COMPONENT_TYPE_FLOAT32_NV && p.scope == VK_SCOPE_SUBGROUP_NV)
-      return true;
-  return false;
+  return has_tensor_core_fragment<PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV>(
+      instance, pd, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV", VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV,
+      &VkCooperativeMatrixPropertiesNV::DType, VK_COMPONENT_TYPE_FLOAT16_NV, VK_COMPONENT_TYPE_FLOAT32_NV, VK_SCOPE_SUBGROUP_NV);
 }
 
 }  // namespace

@@ -63,14 +63,7 @@ DeviceView DeviceView::dense(const BufferRef& buffer, DType dtype, const Shape& 
   return v;
 }
 
-bool DeviceView::is_contiguous() const {
-  int64_t acc = 1;
-  for (int i = shape.rank - 1; i >= 0; --i) {
-    if (shape[i] != 1 && strides[i] != acc) return false;
-    acc *= shape[i];
-  }
-  return true;
-}
+bool DeviceView::is_contiguous() const { return vrun::is_contiguous(shape, strides); }
 
 Result<std::unique_ptr<Recorder>> Recorder::create(Context& ctx) {
   std::unique_ptr<Recorder> r(new Recorder(ctx));
@@ -142,12 +135,8 @@ Status Recorder::begin_if_needed() {
   VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
   if (capture_) {
-    VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
-    ai.commandPool = cap_pool_;
-    ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-    ai.commandBufferCount = 1;
     VkCommandBuffer cb;
-    VRUN_VK_CHECK(vkAllocateCommandBuffers(ctx_.device(), &ai, &cb), "allocating a command buffer");
+    VRUN_RETURN_IF_ERROR(allocate_command_buffer(cap_pool_, &cb));
     capture_->device = ctx_.device();
     capture_->pool = cap_pool_;
     capture_->cmds.push_back(cb);
@@ -172,13 +161,18 @@ Status Recorder::begin_if_needed() {
   return Status::ok();
 }
 
-Status Recorder::add_command_buffer() {
+Status Recorder::allocate_command_buffer(VkCommandPool pool, VkCommandBuffer* cb) {
   VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
-  ai.commandPool = pool_;
+  ai.commandPool = pool;
   ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
   ai.commandBufferCount = 1;
+  VRUN_VK_CHECK(vkAllocateCommandBuffers(ctx_.device(), &ai, cb), "allocating a command buffer");
+  return Status::ok();
+}
+
+Status Recorder::add_command_buffer() {
   VkCommandBuffer cb;
-  VRUN_VK_CHECK(vkAllocateCommandBuffers(ctx_.device(), &ai, &cb), "allocating a command buffer");
+  VRUN_RETURN_IF_ERROR(allocate_command_buffer(pool_, &cb));
   cmds_.push_back(cb);
   return Status::ok();
 }

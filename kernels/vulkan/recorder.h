@@ -177,6 +177,8 @@ class Recorder {
   Status flush();
   // Allocates one more command buffer from pool_ into cmds_.
   Status add_command_buffer();
+  // One primary command buffer from `pool`.
+  Status allocate_command_buffer(VkCommandPool pool, VkCommandBuffer* cb);
   struct Range {
     VkBuffer buffer;
     uint64_t begin, end;

@@ -1,6 +1,7 @@
 #include "models/parakeet/vocabulary.h"
 
 #include "models/common/json_guard.h"
+#include "runtime/base/strings.h"
 
 #include <nlohmann/json.hpp>
 
@@ -76,16 +77,7 @@ std::string Vocabulary::token_bytes(int32_t id) const {
     }
     case PieceKind::kNormal: break;
   }
-  std::string s;
-  for (size_t p = 0; p < piece.size();) {
-    if (piece.compare(p, kSpace.size(), kSpace) == 0) {
-      s += ' ';
-      p += kSpace.size();
-    } else {
-      s += piece[p++];
-    }
-  }
-  return s;
+  return replace_all(piece, kSpace, " ");
 }
 
 bool Vocabulary::starts_word(int32_t id) const {

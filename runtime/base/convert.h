@@ -135,11 +135,8 @@ bool dispatch_float(DType t, Fn&& fn) {
 // Every plain (non-block) dtype, bool read as uint8_t.
 template <typename Fn>
 bool dispatch_plain(DType t, Fn&& fn) {
+  if (dispatch_float(t, fn)) return true;
   switch (t) {
-    case DType::f32: fn(TypeTag<float>{}); return true;
-    case DType::f16: fn(TypeTag<f16_t>{}); return true;
-    case DType::bf16: fn(TypeTag<bf16_t>{}); return true;
-    case DType::f64: fn(TypeTag<double>{}); return true;
     case DType::i8: fn(TypeTag<int8_t>{}); return true;
     case DType::u8:
     case DType::bool_: fn(TypeTag<uint8_t>{}); return true;

@@ -34,4 +34,18 @@ inline std::vector<std::string> split_nonempty(std::string_view s, char sep) {
   return parts;
 }
 
+// s with every occurrence of `from` (not empty) replaced by `to`, left to right.
+inline std::string replace_all(std::string_view s, std::string_view from, std::string_view to) {
+  std::string out;
+  for (size_t p = 0; p < s.size();) {
+    if (s.compare(p, from.size(), from) == 0) {
+      out += to;
+      p += from.size();
+    } else {
+      out += s[p++];
+    }
+  }
+  return out;
+}
+
 }  // namespace vrun

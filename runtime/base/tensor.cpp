@@ -57,7 +57,7 @@ TensorView TensorView::dense(void* data, DType dtype, const Shape& shape) {
   return v;
 }
 
-bool TensorView::is_contiguous() const {
+bool is_contiguous(const Shape& shape, const Strides& strides) {
   int64_t acc = 1;
   for (int i = shape.rank - 1; i >= 0; --i) {
     if (shape[i] != 1 && strides[i] != acc) return false;
@@ -65,6 +65,8 @@ bool TensorView::is_contiguous() const {
   }
   return true;
 }
+
+bool TensorView::is_contiguous() const { return vrun::is_contiguous(shape, strides); }
 
 void* TensorView::at(const int64_t* index) const {
   int64_t off = 0;

@@ -38,6 +38,8 @@ struct Strides {
 };
 
 Strides contiguous_strides(const Shape& shape);
+// Whether elements laid out with these strides are packed row-major (dimensions of 1 ignored).
+bool is_contiguous(const Shape& shape, const Strides& strides);
 
 // A description without storage: what shape inference works on.
 struct TensorDesc {

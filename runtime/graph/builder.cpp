@@ -194,40 +194,35 @@ Val MethodBuilder::input(const std::string& name, DType dtype, const std::vector
   return {id};
 }
 
-Val MethodBuilder::constant(int c) {
-  BMethod& m = meth(p_, index_);
-  if (!p_->status.is_ok()) return {};
-  if (c < 0 || c >= static_cast<int>(p_->constants.size())) {
-    p_->fail(err(ErrorCode::kInvalidArgument, "constant index ", c, " out of range"));
+// The value standing for the program's constant or state `index` (`defs[index]`) in method m: made
+// on first use, the same value after (`made` maps program indices to value ids).
+template <typename Def>
+static Val program_value(BuilderState* p, BMethod& m, const std::vector<Def>& defs, std::map<int, int>& made, int index,
+                         ValueKind kind, const char* what) {
+  if (!p->status.is_ok()) return {};
+  if (index < 0 || index >= static_cast<int>(defs.size())) {
+    p->fail(err(ErrorCode::kInvalidArgument, what, " index ", index, " out of range"));
     return {};
   }
-  auto it = m.const_values.find(c);
-  if (it != m.const_values.end()) return {it->second};
+  auto it = made.find(index);
+  if (it != made.end()) return {it->second};
   m.freeze();
-  const ConstantDef& cd = p_->constants[c];
-  const int id = new_value(m, cd.dtype, ValueKind::kConstant, cd.name);
-  m.values[id].def.index = c;
-  for (int b = 0; b < m.num_bindings(); ++b) set_dense(m, id, b, cd.dtype, cd.shape);
-  m.const_values[c] = id;
+  const Def& d = defs[index];
+  const int id = new_value(m, d.dtype, kind, d.name);
+  m.values[id].def.index = index;
+  for (int b = 0; b < m.num_bindings(); ++b) set_dense(m, id, b, d.dtype, d.shape);
+  made[index] = id;
   return {id};
+}
+
+Val MethodBuilder::constant(int c) {
+  BMethod& m = meth(p_, index_);
+  return program_value(p_, m, p_->constants, m.const_values, c, ValueKind::kConstant, "constant");
 }
 
 Val MethodBuilder::state(int s) {
   BMethod& m = meth(p_, index_);
-  if (!p_->status.is_ok()) return {};
-  if (s < 0 || s >= static_cast<int>(p_->states.size())) {
-    p_->fail(err(ErrorCode::kInvalidArgument, "state index ", s, " out of range"));
-    return {};
-  }
-  auto it = m.state_values.find(s);
-  if (it != m.state_values.end()) return {it->second};
-  m.freeze();
-  const StateDef& sd = p_->states[s];
-  const int id = new_value(m, sd.dtype, ValueKind::kState, sd.name);
-  m.values[id].def.index = s;
-  for (int b = 0; b < m.num_bindings(); ++b) set_dense(m, id, b, sd.dtype, sd.shape);
-  m.state_values[s] = id;
-  return {id};
+  return program_value(p_, m, p_->states, m.state_values, s, ValueKind::kState, "state");
 }
 
 std::vector<Val> MethodBuilder::op_n(OpKind op, const std::vector<Val>& inputs, const std::vector<NamedAttr>& attrs,

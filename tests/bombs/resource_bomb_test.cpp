@@ -118,6 +118,11 @@ template <typename T>
 void put(std::string& s, T v) {
   s.append(reinterpret_cast<const char*>(&v), sizeof(v));
 }
+// Appends each value little-endian in its own width: one call a record.
+template <typename... T>
+void put_all(std::string& s, T... v) {
+  (put<T>(s, v), ...);
+}
 void put_str(std::string& s, const std::string& v) {
   put<uint64_t>(s, v.size());
   s += v;
@@ -209,44 +214,23 @@ std::string zip_of_zeros(const std::string& name, uint64_t inflated, uint64_t cl
   deflateEnd(&zs);
   const uint32_t usize = static_cast<uint32_t>(claimed_usize ? claimed_usize : inflated);
   std::string z;
-  put<uint32_t>(z, 0x04034b50);
-  put<uint16_t>(z, 20);
-  put<uint16_t>(z, 0);
-  put<uint16_t>(z, 8);
-  put<uint32_t>(z, 0);
-  put<uint32_t>(z, 0);  // crc (not checked)
-  put<uint32_t>(z, static_cast<uint32_t>(comp.size()));
-  put<uint32_t>(z, usize);
-  put<uint16_t>(z, static_cast<uint16_t>(name.size()));
-  put<uint16_t>(z, 0);
+  const uint32_t csize = static_cast<uint32_t>(comp.size());
+  const uint16_t name_len = static_cast<uint16_t>(name.size());
+  // Local header: signature, version 20, flags, deflate, time and date, crc (not checked), sizes,
+  // name length, extra length.
+  put_all(z, uint32_t{0x04034b50}, uint16_t{20}, uint16_t{0}, uint16_t{8}, uint32_t{0}, uint32_t{0}, csize, usize, name_len,
+          uint16_t{0});
   z += name + comp;
   const uint32_t cd_off = static_cast<uint32_t>(z.size());
-  put<uint32_t>(z, 0x02014b50);
-  put<uint16_t>(z, 20);
-  put<uint16_t>(z, 20);
-  put<uint16_t>(z, 0);
-  put<uint16_t>(z, 8);
-  put<uint32_t>(z, 0);
-  put<uint32_t>(z, 0);
-  put<uint32_t>(z, static_cast<uint32_t>(comp.size()));
-  put<uint32_t>(z, usize);
-  put<uint16_t>(z, static_cast<uint16_t>(name.size()));
-  put<uint16_t>(z, 0);
-  put<uint16_t>(z, 0);
-  put<uint16_t>(z, 0);
-  put<uint16_t>(z, 0);
-  put<uint32_t>(z, 0);
-  put<uint32_t>(z, 0);  // local header at 0
+  // Central directory entry: signature, versions 20 and 20, flags, deflate, time and date, crc,
+  // sizes, name length, extra, comment, disk, internal and external attributes, local header at 0.
+  put_all(z, uint32_t{0x02014b50}, uint16_t{20}, uint16_t{20}, uint16_t{0}, uint16_t{8}, uint32_t{0}, uint32_t{0}, csize, usize,
+          name_len, uint16_t{0}, uint16_t{0}, uint16_t{0}, uint16_t{0}, uint32_t{0}, uint32_t{0});
   z += name;
   const uint32_t cd_size = static_cast<uint32_t>(z.size() - cd_off);
-  put<uint32_t>(z, 0x06054b50);
-  put<uint16_t>(z, 0);
-  put<uint16_t>(z, 0);
-  put<uint16_t>(z, 1);
-  put<uint16_t>(z, 1);
-  put<uint32_t>(z, cd_size);
-  put<uint32_t>(z, cd_off);
-  put<uint16_t>(z, 0);
+  // End of central directory: signature, disks, one entry (on this disk and in all), its size and
+  // offset, comment length.
+  put_all(z, uint32_t{0x06054b50}, uint16_t{0}, uint16_t{0}, uint16_t{1}, uint16_t{1}, cd_size, cd_off, uint16_t{0});
   return z;
 }
 
@@ -300,13 +284,8 @@ TEST(ResourceBomb, GzipInflatingPastItsBound) {
 // The rest of a WAV after "fmt ": 16-bit mono PCM at 16 kHz, a data chunk claiming data_size
 // bytes, and 400 real samples.
 void put_fmt_and_data(std::string& s, uint32_t data_size) {
-  put<uint32_t>(s, 16);
-  put<uint16_t>(s, 1);
-  put<uint16_t>(s, 1);
-  put<uint32_t>(s, 16000);
-  put<uint32_t>(s, 32000);
-  put<uint16_t>(s, 2);
-  put<uint16_t>(s, 16);
+  // fmt chunk size, PCM, one channel, rate, bytes per second, block align, bits.
+  put_all(s, uint32_t{16}, uint16_t{1}, uint16_t{1}, uint32_t{16000}, uint32_t{32000}, uint16_t{2}, uint16_t{16});
   s += "data";
   put<uint32_t>(s, data_size);
   for (int i = 0; i < 400; ++i) put<int16_t>(s, static_cast<int16_t>((i % 50) * 300));

@@ -31,6 +31,17 @@ struct Case {
   std::string args, message;
 };
 
+// Each case run on `wav` exits with `exit_code` and the message "vrun transcribe: <message>".
+template <size_t N>
+void expect_refused(const Case (&cases)[N], const std::string& wav, int exit_code, const std::string& tag) {
+  int k = 0;
+  for (const auto& c : cases) {
+    const CliRun r = run_vrun("transcribe " + kNoModel + " " + c.args + " " + wav, tag + std::to_string(k++));
+    EXPECT_EQ(r.exit_code, exit_code) << c.args << ": " << r.err;
+    EXPECT_TRUE(contains(r.err, "vrun transcribe: " + c.message)) << c.args << ": " << r.err;
+  }
+}
+
 TEST(CliTranscribeValidate, RangesNameTheOptionBeforeLoading) {
   const std::string wav = write_wav(::testing::TempDir() + "/vrun_tv", "a.wav");
   const Case cases[] = {{"--beam-size 0", "--beam-size must be >= 1, got 0"},
@@ -42,12 +53,7 @@ TEST(CliTranscribeValidate, RangesNameTheOptionBeforeLoading) {
                         {"--rate 16000 --channels 65", "--channels must be in 1..64, got 65"},
                         {"--rate 16000 --channels 0", "--channels must be in 1..64, got 0"},
                         {"--rate -5", "--rate must be > 0, got -5"}};
-  int k = 0;
-  for (const auto& c : cases) {
-    const CliRun r = run_vrun("transcribe " + kNoModel + " " + c.args + " " + wav, "tv_range" + std::to_string(k++));
-    EXPECT_EQ(r.exit_code, 1) << c.args << ": " << r.err;
-    EXPECT_TRUE(contains(r.err, "vrun transcribe: " + c.message)) << c.args << ": " << r.err;
-  }
+  expect_refused(cases, wav, 1, "tv_range");
 }
 
 // Choices the parser itself knows: exit code 2, the option and its accepted values named.
@@ -55,12 +61,7 @@ TEST(CliTranscribeValidate, ChoicesAreCheckedByTheParser) {
   const std::string wav = write_wav(::testing::TempDir() + "/vrun_tv", "c.wav");
   const Case cases[] = {{"--task summarize", "--task: summarize not in {transcribe,translate}"},
                         {"--attention sparse", "--attention: sparse not in {full,local}"}};
-  int k = 0;
-  for (const auto& c : cases) {
-    const CliRun r = run_vrun("transcribe " + kNoModel + " " + c.args + " " + wav, "tv_choice" + std::to_string(k++));
-    EXPECT_EQ(r.exit_code, 2) << c.args << ": " << r.err;
-    EXPECT_TRUE(contains(r.err, "vrun transcribe: " + c.message)) << c.args << ": " << r.err;
-  }
+  expect_refused(cases, wav, 2, "tv_choice");
 }
 
 TEST(CliTranscribeValidate, MissingInputIsNamedBeforeLoading) {

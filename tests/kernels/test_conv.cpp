@@ -65,34 +65,19 @@ TEST(Conv1d, StridePaddingDilationGroups) {
   HostTensor x = random_tensor(DType::f32, Shape{2, 6, 23}, rng);
   HostTensor w = random_tensor(DType::f32, Shape{8, 6, 3}, rng);
   HostTensor b = random_tensor(DType::f32, Shape{8}, rng);
-  Params p;
-  p.pl = p.pr = 1;
-  check(x.view, w.view, &b.view, p, true, {1}, 1e-5, "k3 p1 (whisper conv)");
-  p.sw = 2;
-  p.dw = 2;
-  p.pl = 2;
-  p.pr = 0;
-  check(x.view, w.view, nullptr, p, true, {2, 0}, 1e-5, "stride 2, dilation 2, pad [2, 0]");
+  check(x.view, w.view, &b.view, Params{.pl = 1, .pr = 1}, true, {1}, 1e-5, "k3 p1 (whisper conv)");
+  check(x.view, w.view, nullptr, Params{.sw = 2, .dw = 2, .pl = 2, .pr = 0}, true, {2, 0}, 1e-5, "stride 2, dilation 2, pad [2, 0]");
   HostTensor wg = random_tensor(DType::f32, Shape{4, 3, 5}, rng);
-  Params g;
-  g.groups = 2;
-  g.pl = 0;
-  g.pr = 3;
+  const Params g{.pl = 0, .pr = 3, .groups = 2};
   check(x.view, wg.view, nullptr, g, true, {0, 3}, 1e-5, "groups 2");
   // Depthwise (Parakeet's conformer conv module): 6 channels, kernel 9, same padding.
   HostTensor wd = random_tensor(DType::f32, Shape{6, 1, 9}, rng);
   HostTensor bd = random_tensor(DType::f32, Shape{6}, rng);
-  Params d;
-  d.groups = 6;
-  d.pl = d.pr = 4;
+  const Params d{.pl = 4, .pr = 4, .groups = 6};
   check(x.view, wd.view, &bd.view, d, true, {4}, 1e-5, "depthwise");
   // Depthwise with channel multiplier 2, stride 3.
   HostTensor wm = random_tensor(DType::f32, Shape{12, 1, 4}, rng);
-  Params dm;
-  dm.groups = 6;
-  dm.sw = 3;
-  dm.pl = 1;
-  dm.pr = 2;
+  const Params dm{.sw = 3, .pl = 1, .pr = 2, .groups = 6};
   check(x.view, wm.view, nullptr, dm, true, {1, 2}, 1e-5, "depthwise x2, stride 3");
   // Pointwise (1x1) takes the no-im2col path.
   HostTensor wp = random_tensor(DType::f32, Shape{5, 6, 1}, rng);
@@ -103,8 +88,7 @@ TEST(Conv1d, StridedAndHalfInputs) {
   std::mt19937 rng(2);
   HostTensor xs = random_strided(DType::f32, Shape{2, 4, 17}, {2, 0, 1}, 3, rng);  // [B, C, L] from [L, B, C]
   HostTensor w = random_tensor(DType::f32, Shape{3, 4, 3}, rng);
-  Params p;
-  p.pl = p.pr = 1;
+  const Params p{.pl = 1, .pr = 1};
   check(xs.view, w.view, nullptr, p, true, {1}, 1e-5, "strided x");
   HostTensor xh = random_tensor(DType::f16, Shape{1, 4, 17}, rng);
   HostTensor wh = random_tensor(DType::f16, Shape{3, 4, 3}, rng);
@@ -114,9 +98,7 @@ TEST(Conv1d, StridedAndHalfInputs) {
   HostTensor xt = random_strided(DType::f32, Shape{2, 37, 150}, {0, 2, 1}, 5, rng);
   HostTensor wd = random_tensor(DType::f32, Shape{37, 1, 9}, rng);
   HostTensor bd = random_tensor(DType::f32, Shape{37}, rng);
-  Params dp;
-  dp.pl = dp.pr = 4;
-  dp.groups = 37;
+  const Params dp{.pl = 4, .pr = 4, .groups = 37};
   check(xt.view, wd.view, &bd.view, dp, true, {4}, 1e-5, "depthwise over a [B, T, C] view");
 }
 
@@ -125,27 +107,13 @@ TEST(Conv2d, GeneralGroupedAndDepthwise) {
   HostTensor x = random_tensor(DType::f32, Shape{2, 4, 11, 9}, rng);
   HostTensor w = random_tensor(DType::f32, Shape{6, 4, 3, 3}, rng);
   HostTensor b = random_tensor(DType::f32, Shape{6}, rng);
-  Params p;
-  p.sh = p.sw = 2;
-  p.pt = p.pb = p.pl = p.pr = 1;
+  const Params p{.sh = 2, .sw = 2, .pt = 1, .pb = 1, .pl = 1, .pr = 1};
   check(x.view, w.view, &b.view, p, false, {1, 1}, 1e-5, "3x3 s2 p1 (subsampling)");
-  Params a;
-  a.sh = 1;
-  a.sw = 2;
-  a.dh = 2;
-  a.dw = 1;
-  a.pt = 0;
-  a.pb = 2;
-  a.pl = 1;
-  a.pr = 0;
-  a.groups = 2;
+  const Params a{.sh = 1, .sw = 2, .dh = 2, .dw = 1, .pt = 0, .pb = 2, .pl = 1, .pr = 0, .groups = 2};
   HostTensor wg = random_tensor(DType::f32, Shape{4, 2, 2, 3}, rng);
   check(x.view, wg.view, nullptr, a, false, {0, 2, 1, 0}, 1e-5, "asymmetric padding, dilation, groups 2");
   HostTensor wd = random_tensor(DType::f32, Shape{4, 1, 3, 3}, rng);
-  Params d;
-  d.groups = 4;
-  d.sh = d.sw = 2;
-  d.pt = d.pb = d.pl = d.pr = 1;
+  const Params d{.sh = 2, .sw = 2, .pt = 1, .pb = 1, .pl = 1, .pr = 1, .groups = 4};
   check(x.view, wd.view, nullptr, d, false, {1}, 1e-5, "depthwise s2");
   // One in-channel feeding many output channels (Parakeet's first subsampling layer over the
   // spectrogram), and a depthwise convolution with two output channels per in-channel.

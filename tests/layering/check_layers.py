@@ -64,34 +64,28 @@ def classify(path):
 
 def check(root):
     problems = []
-    for top in SOURCE_DIRS:
-        for dirpath, _, files in os.walk(os.path.join(root, top)):
-            for name in sorted(files):
-                if not name.endswith((".h", ".hpp", ".cpp", ".cc", ".def", ".inc")):
+    for full, rel in tree_check.source_files(root, SOURCE_DIRS, (".h", ".hpp", ".cpp", ".cc", ".def", ".inc")):
+        src = classify(rel)
+        with open(full, encoding="utf-8", errors="replace") as f:
+            for lineno, line in enumerate(f, 1):
+                if GETENV.search(line) and rel != KNOBS_FILE:
+                    problems.append(f"{rel}:{lineno}: reads a VRUN_ variable (add it to runtime/base/knobs.def)")
+                m = INCLUDE.match(line)
+                if not m:
                     continue
-                full = os.path.join(dirpath, name)
-                rel = os.path.relpath(full, root).replace(os.sep, "/")
-                src = classify(rel)
-                with open(full, encoding="utf-8", errors="replace") as f:
-                    for lineno, line in enumerate(f, 1):
-                        if GETENV.search(line) and rel != KNOBS_FILE:
-                            problems.append(f"{rel}:{lineno}: reads a VRUN_ variable (add it to runtime/base/knobs.def)")
-                        m = INCLUDE.match(line)
-                        if not m:
-                            continue
-                        target = m.group(1)
-                        if "/" not in target or target.split("/")[0] not in SOURCE_DIRS:
-                            continue  # same folder, generated or third-party
-                        dst = classify(target)
-                        if src is None or dst is None:
-                            continue
-                        where = f"{rel}:{lineno}: includes {target}"
-                        if dst[1] > src[1]:
-                            problems.append(f"{where} (climbs from {src[0]} to {dst[0]})")
-                        elif dst[1] == src[1] and dst[2] is not None and src[0] != dst[0]:
-                            problems.append(f"{where} (crosses between siblings {src[0]} and {dst[0]})")
-                        elif dst[1] == BACKEND_RANK and src[1] > BACKEND_RANK:
-                            problems.append(f"{where} (reaches into a backend from {src[0]})")
+                target = m.group(1)
+                if "/" not in target or target.split("/")[0] not in SOURCE_DIRS:
+                    continue  # same folder, generated or third-party
+                dst = classify(target)
+                if src is None or dst is None:
+                    continue
+                where = f"{rel}:{lineno}: includes {target}"
+                if dst[1] > src[1]:
+                    problems.append(f"{where} (climbs from {src[0]} to {dst[0]})")
+                elif dst[1] == src[1] and dst[2] is not None and src[0] != dst[0]:
+                    problems.append(f"{where} (crosses between siblings {src[0]} and {dst[0]})")
+                elif dst[1] == BACKEND_RANK and src[1] > BACKEND_RANK:
+                    problems.append(f"{where} (reaches into a backend from {src[0]})")
     return problems
 
 

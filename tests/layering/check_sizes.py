@@ -107,21 +107,15 @@ def functions(text):
 
 def check(root):
     problems = []
-    for top in SOURCE_DIRS:
-        for dirpath, _, files in os.walk(os.path.join(root, top)):
-            for name in sorted(files):
-                if not name.endswith(SUFFIXES):
-                    continue
-                full = os.path.join(dirpath, name)
-                rel = os.path.relpath(full, root).replace(os.sep, "/")
-                with open(full, encoding="utf-8", errors="replace") as f:
-                    text = f.read()
-                lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
-                if lines > MAX_FILE_LINES:
-                    problems.append(f"{rel}: {lines} lines (a file may have {MAX_FILE_LINES})")
-                for fn, first, count in functions(text):
-                    if count > MAX_FUNCTION_LINES:
-                        problems.append(f"{rel}:{first}: {fn} is {count} lines (a function may have {MAX_FUNCTION_LINES})")
+    for full, rel in tree_check.source_files(root, SOURCE_DIRS, SUFFIXES):
+        with open(full, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+        lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
+        if lines > MAX_FILE_LINES:
+            problems.append(f"{rel}: {lines} lines (a file may have {MAX_FILE_LINES})")
+        for fn, first, count in functions(text):
+            if count > MAX_FUNCTION_LINES:
+                problems.append(f"{rel}:{first}: {fn} is {count} lines (a function may have {MAX_FUNCTION_LINES})")
     return problems
 
 

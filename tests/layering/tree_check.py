@@ -6,6 +6,17 @@ import sys
 import tempfile
 
 
+def source_files(root, dirs, suffixes):
+    """(full path, path relative to root with /) of every file under root/<dir> for dir in dirs
+    whose name ends with one of suffixes, each folder's files in name order."""
+    for top in dirs:
+        for dirpath, _, files in os.walk(os.path.join(root, top)):
+            for name in sorted(files):
+                if name.endswith(suffixes):
+                    full = os.path.join(dirpath, name)
+                    yield full, os.path.relpath(full, root).replace(os.sep, "/")
+
+
 def self_test(check, cases, clean, words):
     """cases / clean: path -> file text; words: (planted, clean, summary) for the messages."""
     planted, fine, summary = words

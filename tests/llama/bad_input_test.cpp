@@ -33,12 +33,33 @@ std::string copy_tiny(const std::string& name) {
   return dir;
 }
 
+// Loading `path` fails with a message that holds each of `parts`; the message.
+std::string expect_load_error(const std::string& path, std::initializer_list<std::string> parts) {
+  const std::string e = load_error(path);
+  for (const auto& part : parts) EXPECT_NE(e.find(part), std::string::npos) << e;
+  return e;
+}
+
+// A copy of the tiny Llama folder (`copy`) whose config.json has `from` replaced by `to` fails to
+// load with a message that holds each of `parts`.
+void expect_config_edit_refused(const std::string& copy, const std::string& from, const std::string& to,
+                                std::initializer_list<std::string> parts) {
+  const std::string dir = copy_tiny(copy);
+  std::ifstream in(dir + "/config.json");
+  std::string config((std::istreambuf_iterator<char>(in)), {});
+  in.close();
+  const size_t at = config.find(from);
+  ASSERT_NE(at, std::string::npos) << config;
+  config.replace(at, from.size(), to);
+  write(dir + "/config.json", config);
+  expect_load_error(dir, parts);
+  fs::remove_all(dir);
+}
+
 TEST(BadInput, TextFileNamedGguf) {
   const std::string path = ::testing::TempDir() + "/not_a_model.gguf";
   write(path, "this is a text file, not a GGUF model; it is long enough to pass a size check.\n");
-  const std::string e = load_error(path);
-  EXPECT_NE(e.find("not a GGUF file"), std::string::npos) << e;
-  EXPECT_NE(e.find(path), std::string::npos) << e;
+  expect_load_error(path, {"not a GGUF file", path});
 }
 
 TEST(BadInput, TruncatedGguf) {
@@ -54,24 +75,12 @@ TEST(BadInput, TruncatedGguf) {
   bytes += "general.arch";
   const std::string path = ::testing::TempDir() + "/truncated.gguf";
   write(path, bytes);
-  const std::string e = load_error(path);
-  EXPECT_NE(e.find(path), std::string::npos) << e;
+  const std::string e = expect_load_error(path, {path});
   EXPECT_EQ(e.find("<loaded>"), std::string::npos);
 }
 
 TEST(BadInput, UnknownArchitecture) {
-  const std::string dir = copy_tiny("tiny_gpt2");
-  std::ifstream in(dir + "/config.json");
-  std::string config((std::istreambuf_iterator<char>(in)), {});
-  in.close();
-  const size_t at = config.find("\"llama\"");
-  ASSERT_NE(at, std::string::npos);
-  config.replace(at, 7, "\"gpt2\"");
-  write(dir + "/config.json", config);
-  const std::string e = load_error(dir);
-  EXPECT_NE(e.find("model_type 'gpt2'"), std::string::npos) << e;
-  EXPECT_NE(e.find("not a Llama-family model"), std::string::npos) << e;
-  fs::remove_all(dir);
+  expect_config_edit_refused("tiny_gpt2", "\"llama\"", "\"gpt2\"", {"model_type 'gpt2'", "not a Llama-family model"});
 }
 
 TEST(BadInput, SafetensorsHeaderLyingAboutOffsets) {
@@ -93,25 +102,13 @@ TEST(BadInput, SafetensorsHeaderLyingAboutOffsets) {
   f.seekp(8);
   f.write(header.data(), static_cast<std::streamsize>(header.size()));
   f.close();
-  const std::string e = load_error(dir);
-  EXPECT_NE(e.find("model.norm.weight"), std::string::npos) << e;
-  EXPECT_NE(e.find("data_offsets"), std::string::npos) << e;
+  expect_load_error(dir, {"model.norm.weight", "data_offsets"});
   fs::remove_all(dir);
 }
 
 TEST(BadInput, MissingWeightAndWrongShapeNameTheTensor) {
-  const std::string dir = copy_tiny("tiny_wrong_shape");
-  std::ifstream in(dir + "/config.json");
-  std::string config((std::istreambuf_iterator<char>(in)), {});
-  in.close();
-  const size_t at = config.find("\"intermediate_size\": 128");
-  ASSERT_NE(at, std::string::npos) << config;
-  config.replace(at, 24, "\"intermediate_size\": 96");
-  write(dir + "/config.json", config);
-  const std::string e = load_error(dir);
-  EXPECT_NE(e.find("mlp."), std::string::npos) << e;
-  EXPECT_NE(e.find("config.json implies"), std::string::npos) << e;
-  fs::remove_all(dir);
+  expect_config_edit_refused("tiny_wrong_shape", "\"intermediate_size\": 128", "\"intermediate_size\": 96",
+                             {"mlp.", "config.json implies"});
 }
 
 TEST(BadInput, EmptyPromptIsAnError) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <set>
+#include <utility>
 
 #include "kernels/ops/op_registry.h"
 #include "runtime/backend.h"
@@ -110,6 +111,18 @@ void expect_wholly_on_vulkan(const RunOutcome& r) {
   }
 }
 
+// Each op of the run on just the backend named with it.
+void expect_placed(const RunOutcome& r, std::initializer_list<std::pair<const char*, const char*>> placements) {
+  for (const auto& [op, backend] : placements) EXPECT_EQ(backends_of(r, op), std::set<std::string>{backend}) << op;
+}
+
+// The model on Vulkan: wholly on the GPU (views aside), `ops` among what ran there.
+void expect_on_vulkan(const Model& m, std::initializer_list<const char*> ops) {
+  const RunOutcome r = check_model(m, BackendKind::kVulkan);
+  for (const char* op : ops) EXPECT_EQ(backends_of(r, op), std::set<std::string>{"vulkan"}) << op;
+  expect_wholly_on_vulkan(r);
+}
+
 TEST(OnnxModels, SeedModelOnTheCpu) {
   check_model(kSeed, BackendKind::kCpu);
 }
@@ -131,47 +144,41 @@ TEST(OnnxModels, MobileNetV3SmallOnVulkan) {
   if (!find_backend("vulkan")) GTEST_SKIP() << "this build has no Vulkan backend";
 
   // Wholly on the GPU, squeeze-excitation's global average pools (reduce_mean) included.
-  const RunOutcome r = check_model(kMobileNet, BackendKind::kVulkan);
-  EXPECT_EQ(backends_of(r, "conv2d"), std::set<std::string>{"vulkan"});
-  EXPECT_EQ(backends_of(r, "reduce_mean"), std::set<std::string>{"vulkan"});
-  expect_wholly_on_vulkan(r);
+  expect_on_vulkan(kMobileNet, {"conv2d", "reduce_mean"});
 }
 
 TEST(OnnxModels, YoloStyleDetectorOnVulkan) {
   if (!find_backend("vulkan")) GTEST_SKIP() << "this build has no Vulkan backend";
 
   // Wholly on the GPU, SPPF's max_pool2d included.
-  const RunOutcome r = check_model(kYolo, BackendKind::kVulkan);
-  EXPECT_EQ(backends_of(r, "max_pool2d"), std::set<std::string>{"vulkan"});
-  EXPECT_EQ(backends_of(r, "conv2d"), std::set<std::string>{"vulkan"});
-  expect_wholly_on_vulkan(r);
+  expect_on_vulkan(kYolo, {"max_pool2d", "conv2d"});
+}
+
+// MobileNet and the YOLO-style model on Vulkan with `cpu_ops` forced onto the CPU (VRUN_CPU_OPS):
+// check_model holds each to its reference.
+std::pair<RunOutcome, RunOutcome> run_with_cpu_ops(const char* cpu_ops) {
+  EXPECT_EQ(setenv("VRUN_CPU_OPS", cpu_ops, 1), 0);
+  RunOutcome mobilenet = check_model(kMobileNet, BackendKind::kVulkan);
+  RunOutcome yolo = check_model(kYolo, BackendKind::kVulkan);
+  unsetenv("VRUN_CPU_OPS");
+  return {std::move(mobilenet), std::move(yolo)};
 }
 
 TEST(OnnxModels, PoolingForcedOffTheGpuGivesTheSameResult) {
   if (!find_backend("vulkan")) GTEST_SKIP() << "this build has no Vulkan backend";
 
   // The CPU runs the pools between GPU nodes, with the transfers around them.
-  ASSERT_EQ(setenv("VRUN_CPU_OPS", "reduce_mean,max_pool2d", 1), 0);
-  const RunOutcome mobilenet = check_model(kMobileNet, BackendKind::kVulkan);
-  const RunOutcome yolo = check_model(kYolo, BackendKind::kVulkan);
-  unsetenv("VRUN_CPU_OPS");
-  EXPECT_EQ(backends_of(mobilenet, "reduce_mean"), std::set<std::string>{"cpu"});
-  EXPECT_EQ(backends_of(mobilenet, "conv2d"), std::set<std::string>{"vulkan"});
-  EXPECT_EQ(backends_of(yolo, "max_pool2d"), std::set<std::string>{"cpu"});
-  EXPECT_EQ(backends_of(yolo, "conv2d"), std::set<std::string>{"vulkan"});
+  const auto [mobilenet, yolo] = run_with_cpu_ops("reduce_mean,max_pool2d");
+  expect_placed(mobilenet, {{"reduce_mean", "cpu"}, {"conv2d", "vulkan"}});
+  expect_placed(yolo, {{"max_pool2d", "cpu"}, {"conv2d", "vulkan"}});
 }
 
 TEST(OnnxModels, ConvForcedOffTheGpuGivesTheSameResult) {
   if (!find_backend("vulkan")) GTEST_SKIP() << "this build has no Vulkan backend";
 
-  ASSERT_EQ(setenv("VRUN_CPU_OPS", "conv2d", 1), 0);
-  const RunOutcome mobilenet = check_model(kMobileNet, BackendKind::kVulkan);
-  const RunOutcome yolo = check_model(kYolo, BackendKind::kVulkan);
-  unsetenv("VRUN_CPU_OPS");
-  EXPECT_EQ(backends_of(mobilenet, "conv2d"), std::set<std::string>{"cpu"});
-  EXPECT_EQ(backends_of(mobilenet, "linear"), std::set<std::string>{"vulkan"});
-  EXPECT_EQ(backends_of(yolo, "conv2d"), std::set<std::string>{"cpu"});
-  EXPECT_EQ(backends_of(yolo, "silu"), std::set<std::string>{"vulkan"});
+  const auto [mobilenet, yolo] = run_with_cpu_ops("conv2d");
+  expect_placed(mobilenet, {{"conv2d", "cpu"}, {"linear", "vulkan"}});
+  expect_placed(yolo, {{"conv2d", "cpu"}, {"silu", "vulkan"}});
 }
 
 TEST(OnnxModels, SymbolicBatchStaysSymbolic) {

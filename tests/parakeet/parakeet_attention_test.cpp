@@ -12,7 +12,7 @@
 
 #include "apps/parakeet/parakeet_runner.h"
 #include "preprocess/audio_loader.h"
-#include "tests/parakeet/encoder_golden.h"
+#include "tests/parakeet/nemo_goldens.h"
 
 namespace vrun::parakeet {
 namespace {
@@ -35,16 +35,7 @@ void expect_nemo_tokens(BuildSettings bs) {
       auto d = (*r)->decode(audio->samples, {}, &stats);
       ASSERT_TRUE(d.is_ok()) << d.status().message();
       const nlohmann::json& want = g[kind]["clips"][name];
-      std::vector<int64_t> ids, frames;
-      for (const auto& t : d->tokens) {
-        ids.push_back(t.id);
-        frames.push_back(t.start);
-      }
-      EXPECT_EQ(ids, want["token_ids"].get<std::vector<int64_t>>());
-      if (std::string(kind) == "tdt") {
-        EXPECT_EQ(frames, want["token_frames"].get<std::vector<int64_t>>());
-        EXPECT_EQ(d->durations, want["durations"].get<std::vector<int64_t>>());
-      }
+      expect_tokens(*d, want, std::string(kind) == "tdt");
     }
   }
 }
@@ -113,16 +104,7 @@ void expect_local_tokens(ParakeetRunner& r, const std::string& kind, const Trans
     auto d = r.decode(audio->samples, o, &stats);
     ASSERT_TRUE(d.is_ok()) << d.status().message();
     const nlohmann::json& want = local_goldens()[kind]["clips"][name];
-    std::vector<int64_t> ids, frames;
-    for (const auto& t : d->tokens) {
-      ids.push_back(t.id);
-      frames.push_back(t.start);
-    }
-    EXPECT_EQ(ids, want["token_ids"].get<std::vector<int64_t>>());
-    if (kind == "tdt") {
-      EXPECT_EQ(frames, want["token_frames"].get<std::vector<int64_t>>());
-      EXPECT_EQ(d->durations, want["durations"].get<std::vector<int64_t>>());
-    }
+    expect_tokens(*d, want, kind == "tdt");
   }
 }
 

@@ -19,6 +19,7 @@ namespace {
 
 const std::string kVrun = std::string(VRUN_BINARY_DIR) + "/bin/vrun";
 const std::string kData = VRUN_TEST_DATA;
+const std::string kModel = kData + "/parakeet/tdt_small.nemo";
 
 struct CliRun {
   int exit_code;
@@ -56,27 +57,25 @@ TEST(ParakeetCli, ChunkedFileIsNamedOnStderr) {
   put32(40, static_cast<uint32_t>(body.size()));
   const std::string path = ::testing::TempDir() + "/parakeet_long190.wav";
   std::ofstream(path, std::ios::binary) << wav << body;
-  const std::string model = kData + "/parakeet/tdt_small.nemo";
-  const CliRun r = vrun("transcribe --backend cpu -t 2 -m " + model + " " + path + " " + kData + "/parakeet/short_0p62.wav", "chunked");
+  const CliRun r = vrun("transcribe --backend cpu -t 2 -m " + kModel + " " + path + " " + kData + "/parakeet/short_0p62.wav", "chunked");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("parakeet_long190.wav: longer than the model's full attention reaches in one call: encoded in 2 overlapping chunks"),
             std::string::npos)
       << r.err;
   EXPECT_EQ(r.err.find("short_0p62.wav: longer than"), std::string::npos) << r.err;
-  const CliRun local = vrun("transcribe --backend cpu -t 2 --attention local -m " + model + " " + path, "chunked_local");
+  const CliRun local = vrun("transcribe --backend cpu -t 2 --attention local -m " + kModel + " " + path, "chunked_local");
   ASSERT_EQ(local.exit_code, 0) << local.err;
   EXPECT_EQ(local.err.find("overlapping chunks"), std::string::npos) << local.err;
 }
 
 TEST(ParakeetCli, BatchSizeGivesEachFileItsOwnTranscript) {
   const auto goldens = nlohmann::json::parse(slurp(kData + "/parakeet/goldens.json"));
-  const std::string model = kData + "/parakeet/tdt_small.nemo";
   std::string files;
   for (const char* clip : {"librivox_0880", "synth", "librivox_0930"})
     files += " " + kData + "/" + goldens["clips"][clip]["path"].get<std::string>();
-  const CliRun one = vrun("transcribe --backend cpu -t 2 -m " + model + files, "one");
+  const CliRun one = vrun("transcribe --backend cpu -t 2 -m " + kModel + files, "one");
   ASSERT_EQ(one.exit_code, 0) << one.err;
-  const CliRun batched = vrun("transcribe --backend cpu -t 2 --batch-size 3 -m " + model + files, "batched");
+  const CliRun batched = vrun("transcribe --backend cpu -t 2 --batch-size 3 -m " + kModel + files, "batched");
   ASSERT_EQ(batched.exit_code, 0) << batched.err;
   EXPECT_EQ(batched.out, one.out);
   EXPECT_NE(batched.err.find("3 files in"), std::string::npos) << batched.err;
@@ -88,34 +87,38 @@ TEST(ParakeetCli, BatchSizeGivesEachFileItsOwnTranscript) {
     }
   }
   // A missing file fails alone: the others are still transcribed, the exit status says so.
-  const CliRun missing = vrun("transcribe --backend cpu -t 2 --batch-size 2 -m " + model + " /nonexistent.wav" + files, "missing");
+  const CliRun missing = vrun("transcribe --backend cpu -t 2 --batch-size 2 -m " + kModel + " /nonexistent.wav" + files, "missing");
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_NE(missing.err.find("/nonexistent.wav"), std::string::npos) << missing.err;
   EXPECT_EQ(missing.out, one.out);
-  EXPECT_NE(vrun("transcribe --batch-size 0 -m " + model + files, "zero").exit_code, 0);
+  EXPECT_NE(vrun("transcribe --batch-size 0 -m " + kModel + files, "zero").exit_code, 0);
 }
 
-// Three clips of the Parakeet goldens, as a command line's file arguments and their file stems.
-std::pair<std::string, std::vector<std::string>> three_clips() {
-  const auto goldens = nlohmann::json::parse(slurp(kData + "/parakeet/goldens.json"));
+// A job over three clips of the Parakeet goldens: the command line's file arguments, their file
+// stems, and an empty output folder `name` for the transcripts.
+struct ClipJob {
   std::string files;
   std::vector<std::string> stems;
+  std::string dir;
+};
+ClipJob three_clip_job(const std::string& name) {
+  const auto goldens = nlohmann::json::parse(slurp(kData + "/parakeet/goldens.json"));
+  ClipJob job;
   for (const char* clip : {"librivox_0880", "synth", "librivox_0930"}) {
     const std::string path = kData + "/" + goldens["clips"][clip]["path"].get<std::string>();
-    files += " " + path;
-    stems.push_back(std::filesystem::path(path).stem().string());
+    job.files += " " + path;
+    job.stems.push_back(std::filesystem::path(path).stem().string());
   }
-  return {files, stems};
+  job.dir = ::testing::TempDir() + "/" + name;
+  std::filesystem::remove_all(job.dir);
+  return job;
 }
 
 // Two workers (each its own model, one queue), alone and with --batch-size 2 groups, write the
 // transcripts one worker writes, and the summary records every file once.
 TEST(ParakeetCli, TwoWorkersWriteWhatOneWrites) {
-  const std::string model = kData + "/parakeet/tdt_small.nemo";
-  const auto [files, stems] = three_clips();
-  const std::string dir = ::testing::TempDir() + "/parakeet_workers";
-  std::filesystem::remove_all(dir);
-  const std::string common = "transcribe --backend cpu -m " + model + " -o txt,json --output-dir " + dir;
+  const auto [files, stems, dir] = three_clip_job("parakeet_workers");
+  const std::string common = "transcribe --backend cpu -m " + kModel + " -o txt,json --output-dir " + dir;
   ASSERT_EQ(vrun(common + "/one -t 2" + files, "w_one").exit_code, 0);
   const CliRun two = vrun(common + "/two --workers 2 --summary " + dir + "/two.jsonl" + files, "w_two");
   ASSERT_EQ(two.exit_code, 0) << two.err;
@@ -145,12 +148,11 @@ TEST(ParakeetCli, TwoWorkersWriteWhatOneWrites) {
 // transcribes the rest.
 TEST(ParakeetCli, ResumeWithoutTranscriptsReadsTheSummary) {
   const auto goldens = nlohmann::json::parse(slurp(kData + "/parakeet/goldens.json"));
-  const std::string model = kData + "/parakeet/tdt_small.nemo";
   const std::string a = kData + "/" + goldens["clips"]["librivox_0880"]["path"].get<std::string>();
   const std::string b = kData + "/" + goldens["clips"]["librivox_0930"]["path"].get<std::string>();
   const std::string summary = ::testing::TempDir() + "/parakeet_resume.jsonl";
   std::filesystem::remove(summary);
-  const std::string common = "transcribe --backend cpu -t 2 -m " + model + " --summary " + summary;
+  const std::string common = "transcribe --backend cpu -t 2 -m " + kModel + " --summary " + summary;
   ASSERT_EQ(vrun(common + " " + a, "resume_first").exit_code, 0);
   const CliRun again = vrun(common + " --resume " + a + " " + b, "resume_again");
   ASSERT_EQ(again.exit_code, 0) << again.err;
@@ -173,11 +175,8 @@ TEST(ParakeetCli, ResumeWithoutTranscriptsReadsTheSummary) {
 // that device writes (skipped without a Vulkan device; Mesa's lavapipe counts).
 TEST(ParakeetCli, TwoWorkersOnOneVulkanDevice) {
   if (vrun("info", "vk_info").out.find("vulkan device 0:") == std::string::npos) GTEST_SKIP() << "no Vulkan device";
-  const std::string model = kData + "/parakeet/tdt_small.nemo";
-  const auto [files, stems] = three_clips();
-  const std::string dir = ::testing::TempDir() + "/parakeet_devices";
-  std::filesystem::remove_all(dir);
-  const std::string common = "transcribe -t 2 -m " + model + " -o txt --output-dir " + dir;
+  const auto [files, stems, dir] = three_clip_job("parakeet_devices");
+  const std::string common = "transcribe -t 2 -m " + kModel + " -o txt --output-dir " + dir;
   ASSERT_EQ(vrun(common + "/one --backend vulkan" + files, "vk_one").exit_code, 0);
   const CliRun two = vrun(common + "/two --devices 0,0" + files, "vk_two");
   ASSERT_EQ(two.exit_code, 0) << two.err;
@@ -191,10 +190,9 @@ TEST(ParakeetCli, TwoWorkersOnOneVulkanDevice) {
 // goldens' clips have no near-tie), and a type the Parakeet kernels do not take is refused.
 TEST(ParakeetCli, ExportF16TranscribesTheSame) {
   const auto goldens = nlohmann::json::parse(slurp(kData + "/parakeet/goldens.json"));
-  const std::string model = kData + "/parakeet/tdt_small.nemo";
   const std::string f16 = ::testing::TempDir() + "/tdt_small_f16.vrp", f32 = ::testing::TempDir() + "/tdt_small_f32.vrp";
-  ASSERT_EQ(vrun("export -m " + model + " -o " + f16 + " --dtype f16", "export16").exit_code, 0);
-  ASSERT_EQ(vrun("export -m " + model + " -o " + f32, "export32").exit_code, 0);
+  ASSERT_EQ(vrun("export -m " + kModel + " -o " + f16 + " --dtype f16", "export16").exit_code, 0);
+  ASSERT_EQ(vrun("export -m " + kModel + " -o " + f32, "export32").exit_code, 0);
   std::ifstream a(f16, std::ios::binary | std::ios::ate), b(f32, std::ios::binary | std::ios::ate);
   EXPECT_LT(static_cast<int64_t>(a.tellg()), static_cast<int64_t>(b.tellg()));
   const std::string clip = kData + "/" + goldens["clips"]["librivox_0930"]["path"].get<std::string>();
@@ -202,7 +200,7 @@ TEST(ParakeetCli, ExportF16TranscribesTheSame) {
   ASSERT_EQ(ours.exit_code, 0) << ours.err;
   for (const auto& seg : goldens["tdt"]["clips"]["librivox_0930"]["segments"])
     EXPECT_NE(ours.out.find("]  " + seg["segment"].get<std::string>() + "\n"), std::string::npos) << ours.out;
-  const CliRun q4 = vrun("export -m " + model + " -o " + ::testing::TempDir() + "/q4.vrp --dtype q4_0", "q4");
+  const CliRun q4 = vrun("export -m " + kModel + " -o " + ::testing::TempDir() + "/q4.vrp --dtype q4_0", "q4");
   EXPECT_EQ(q4.exit_code, 1);
   EXPECT_NE(q4.err.find("f32, f16 or bf16"), std::string::npos) << q4.err;
 }
@@ -213,12 +211,11 @@ TEST(ParakeetCli, ExportF16TranscribesTheSame) {
 TEST(ParakeetCli, LocalAttention) {
   const auto goldens = nlohmann::json::parse(slurp(kData + "/parakeet/goldens.json"));
   const auto local = nlohmann::json::parse(slurp(kData + "/parakeet/goldens_local.json"));
-  const std::string model = kData + "/parakeet/tdt_small.nemo";
   const std::string with = ::testing::TempDir() + "/tdt_small_local.vrp", without = ::testing::TempDir() + "/tdt_small_nolocal.vrp";
-  ASSERT_EQ(vrun("export -m " + model + " -o " + with + " --local-window " + std::to_string(local["window"].get<int64_t>()), "exportw")
+  ASSERT_EQ(vrun("export -m " + kModel + " -o " + with + " --local-window " + std::to_string(local["window"].get<int64_t>()), "exportw")
                 .exit_code,
             0);
-  ASSERT_EQ(vrun("export -m " + model + " -o " + without + " --local-window 0", "export0").exit_code, 0);
+  ASSERT_EQ(vrun("export -m " + kModel + " -o " + without + " --local-window 0", "export0").exit_code, 0);
   const std::string clip = kData + "/" + goldens["clips"]["long_concat"]["path"].get<std::string>();
   const CliRun ours = vrun("transcribe --backend cpu -t 2 --attention local -m " + with + " " + clip, "local");
   ASSERT_EQ(ours.exit_code, 0) << ours.err;
@@ -227,7 +224,7 @@ TEST(ParakeetCli, LocalAttention) {
   const CliRun refused = vrun("transcribe --backend cpu -t 2 --attention local -m " + without + " " + clip, "nolocal");
   EXPECT_EQ(refused.exit_code, 1);
   EXPECT_NE(refused.err.find("no local-attention method"), std::string::npos) << refused.err;
-  EXPECT_NE(vrun("transcribe --attention sparse -m " + model + " " + clip, "badatt").exit_code, 0);
+  EXPECT_NE(vrun("transcribe --attention sparse -m " + kModel + " " + clip, "badatt").exit_code, 0);
 }
 
 }  // namespace

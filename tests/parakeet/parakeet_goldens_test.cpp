@@ -14,7 +14,7 @@
 
 #include "apps/parakeet/parakeet_runner.h"
 #include "preprocess/audio_loader.h"
-#include "tests/parakeet/encoder_golden.h"
+#include "tests/parakeet/nemo_goldens.h"
 
 namespace vrun::parakeet {
 namespace {
@@ -109,14 +109,7 @@ void expect_tdt_goldens(ParakeetRunner& r, const std::string& label, std::vector
     auto d = r.decode(clip(name), options, &stats);
     ASSERT_TRUE(d.is_ok()) << d.status().message();
     EXPECT_EQ(d->frames, g["encoder_frames"].get<int64_t>());
-    std::vector<int64_t> ids, frames;
-    for (const auto& t : d->tokens) {
-      ids.push_back(t.id);
-      frames.push_back(t.start);
-    }
-    EXPECT_EQ(ids, g["token_ids"].get<std::vector<int64_t>>());
-    EXPECT_EQ(frames, g["token_frames"].get<std::vector<int64_t>>());
-    EXPECT_EQ(d->durations, g["durations"].get<std::vector<int64_t>>());
+    expect_tokens(*d, g);
   }
 }
 
@@ -128,9 +121,7 @@ void expect_ctc_goldens(ParakeetRunner& r, const std::string& label, std::vector
     auto d = r.decode(clip(name), {}, &stats);
     ASSERT_TRUE(d.is_ok()) << d.status().message();
     EXPECT_EQ(d->frames, g["encoder_frames"].get<int64_t>());
-    std::vector<int64_t> ids;
-    for (const auto& t : d->tokens) ids.push_back(t.id);
-    EXPECT_EQ(ids, g["token_ids"].get<std::vector<int64_t>>());
+    expect_tokens(*d, g, /*tdt=*/false);
   }
 }
 

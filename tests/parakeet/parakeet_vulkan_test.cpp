@@ -10,6 +10,7 @@
 #include "apps/parakeet/parakeet_runner.h"
 #include "models/parakeet/parakeet_import.h"
 #include "preprocess/audio_loader.h"
+#include "tests/parakeet/nemo_goldens.h"
 
 namespace vrun::parakeet {
 namespace {
@@ -182,15 +183,7 @@ TEST(ParakeetVulkan, LocalAttentionMatchesNemo) {
     if (name == "long_concat") {
       EXPECT_EQ(st.stats.windows, 5);
     }
-    const nlohmann::json& want = g["tdt"]["clips"][name];
-    std::vector<int64_t> ids, frames;
-    for (const auto& t : d->tokens) {
-      ids.push_back(t.id);
-      frames.push_back(t.start);
-    }
-    EXPECT_EQ(ids, want["token_ids"].get<std::vector<int64_t>>());
-    EXPECT_EQ(frames, want["token_frames"].get<std::vector<int64_t>>());
-    EXPECT_EQ(d->durations, want["durations"].get<std::vector<int64_t>>());
+    expect_tokens(*d, g["tdt"]["clips"][name]);
   }
 }
 

@@ -217,19 +217,40 @@ def case_parakeet(vrun):
         check(s.stop() == 0, "exit 0")
 
 
+def cli_answers(vrun, jobs, max_tokens):
+    """The CLI's answer to each distinct (kind, input) job: generated text (chat) or an SRT (audio)."""
+    return {(kind, x): cli_generate(vrun, x, max_tokens) if kind == "chat" else cli_transcribe(vrun, x)["srt"]
+            for kind, x in set(jobs)}
+
+
+def check_alone(c, want, max_tokens):
+    """Served alone, one after another, each job answers what the CLI does: the reference each
+    concurrent answer must equal."""
+    for (kind, x), text in sorted(want.items()):
+        alone = chat(c, x, max_tokens).choices[0].message.content if kind == "chat" else transcribe(c, x, "srt")
+        check(alone == text, "alone: %s %s equals the CLI" % (kind, x[-40:]))
+
+
+def run_clients(one_client, clients, limit_s):
+    """one_client(k) for k < clients, all at once: their answers, in client order."""
+    with concurrent.futures.ThreadPoolExecutor(clients) as pool:
+        return [r for f in [pool.submit(one_client, k) for k in range(clients)] for r in f.result(timeout=limit_s)]
+
+
+def check_equal_to_alone(results, want):
+    for kind, x, got in results:
+        if got != want[(kind, x)]:
+            raise AssertionError("concurrent %s %s differs from alone: %r vs %r" % (kind, x, got, want[(kind, x)]))
+
+
 def case_concurrency(vrun, clients=16, per_client=2, limit_s=600):
     jobs = []
     for k in range(clients * per_client):
         jobs.append(("chat", CHAT_PROMPTS[k % len(CHAT_PROMPTS)]) if k % 2 == 0 else ("audio", SPEECH[k % len(SPEECH)]))
-    want = {}
-    for kind, x in set(jobs):
-        want[(kind, x)] = cli_generate(vrun, x, 32) if kind == "chat" else cli_transcribe(vrun, x)["srt"]
+    want = cli_answers(vrun, jobs, 32)
     with Server(vrun, "--max-concurrent", str(clients * per_client)) as s:
         c = client(s)
-        # Served alone, one after another: the reference each concurrent answer must equal.
-        for (kind, x), text in want.items():
-            alone = chat(c, x).choices[0].message.content if kind == "chat" else transcribe(c, x, "srt")
-            check(alone == text, "alone: %s %s equals the CLI" % (kind, x[-40:]))
+        check_alone(c, want, 32)
         idle_rss = s.rss_bytes()
         t0 = time.time()
 
@@ -244,14 +265,11 @@ def case_concurrency(vrun, clients=16, per_client=2, limit_s=600):
                     out.append((kind, x, chat(c, x).choices[0].message.content if kind == "chat" else transcribe(c, x, "srt")))
             return out
 
-        with concurrent.futures.ThreadPoolExecutor(clients) as pool:
-            results = [r for f in [pool.submit(one_client, k) for k in range(clients)] for r in f.result(timeout=limit_s)]
+        results = run_clients(one_client, clients, limit_s)
         wall = time.time() - t0
         check(len(results) == clients * per_client, "%d responses in %.1f s" % (len(results), wall))
         check(wall < limit_s, "inside the time limit")
-        for kind, x, got in results:
-            if got != want[(kind, x)]:
-                raise AssertionError("concurrent %s %s differs from alone: %r vs %r" % (kind, x, got, want[(kind, x)]))
+        check_equal_to_alone(results, want)
         check(True, "every concurrent response equals the request served alone")
         rss = s.rss_bytes()
         check(rss < idle_rss * 1.25 + (64 << 20), "memory back near idle: %.0f MiB after vs %.0f MiB idle" % (rss / 2**20, idle_rss / 2**20))
@@ -438,14 +456,10 @@ def case_batching(vrun, clients=32, per_client=4, limit_s=240):
     jobs = []
     for k in range(clients * per_client):
         jobs.append(("audio", SPEECH[k % len(SPEECH)]) if k % 8 == 7 else ("chat", CHAT_PROMPTS[k % len(CHAT_PROMPTS)]))
-    want = {}
-    for kind, x in set(jobs):
-        want[(kind, x)] = cli_generate(vrun, x, 24) if kind == "chat" else cli_transcribe(vrun, x)["srt"]
+    want = cli_answers(vrun, jobs, 24)
     with Server(vrun, "--parallel", "8", "--max-concurrent", str(clients * per_client)) as s:
         c = client(s)
-        for (kind, x), text in sorted(want.items()):
-            alone = chat(c, x, 24).choices[0].message.content if kind == "chat" else transcribe(c, x, "srt")
-            check(alone == text, "alone: %s %s equals the CLI" % (kind, x[-40:]))
+        check_alone(c, want, 24)
         idle_rss = s.rss_bytes()
         t0 = time.time()
 
@@ -462,13 +476,10 @@ def case_batching(vrun, clients=32, per_client=4, limit_s=240):
                     out.append((kind, x, chat(c, x, 24).choices[0].message.content))
             return out
 
-        with concurrent.futures.ThreadPoolExecutor(clients) as pool:
-            results = [r for f in [pool.submit(one_client, k) for k in range(clients)] for r in f.result(timeout=limit_s)]
+        results = run_clients(one_client, clients, limit_s)
         wall = time.time() - t0
         check(len(results) == clients * per_client, "%d responses from %d clients in %.1f s" % (len(results), clients, wall))
-        for kind, x, got in results:
-            if got != want[(kind, x)]:
-                raise AssertionError("concurrent %s %s differs from alone: %r vs %r" % (kind, x, got, want[(kind, x)]))
+        check_equal_to_alone(results, want)
         check(True, "every concurrent response equals the request served alone and the CLI")
         text = requests.get(s.url + "/metrics").text
         ones = re.search(r'vrun_batch_size_bucket\{model="%s",le="1"\} (\d+)' % LLM_NAME, text)

@@ -86,6 +86,33 @@ TEST(Streaming, HoldsBackUnfinishedCharacters) {
   EXPECT_EQ(partial, "\xEF\xBF\xBD");
 }
 
+// A program through the runtime's own serializer and loader (`name` in messages), and the tokenizer
+// its metadata gives.
+struct RoundTrip {
+  std::vector<uint8_t> bytes;
+  std::shared_ptr<Program> program;
+  std::unique_ptr<Tokenizer> tokenizer;
+};
+void round_trip(const Program& p, const std::string& name, RoundTrip* out) {
+  auto bytes = serialize_program(p, /*verify=*/false);
+  ASSERT_TRUE(bytes.is_ok()) << bytes.status().to_string();
+  out->bytes = std::move(*bytes);
+  auto loaded = load_program_from_memory(out->bytes.data(), out->bytes.size(), name);
+  ASSERT_TRUE(loaded.is_ok()) << loaded.status().to_string();
+  out->program = *loaded;
+  auto tok = load_tokenizer(ProgramMetadataView(*out->program), name);
+  ASSERT_TRUE(tok.is_ok()) << tok.status().to_string();
+  out->tokenizer = std::move(*tok);
+}
+
+// The tokenizer gives the reference's ids (golden file `ids`) for every case of the corpus.
+void expect_golden_ids(const Tokenizer& tok, const char* ids) {
+  const auto cases = testing::corpus();
+  const auto want = testing::golden_ids(ids);
+  ASSERT_EQ(cases.size(), want.size());
+  for (size_t i = 0; i < cases.size(); ++i) ASSERT_EQ(tok.encode(cases[i]), want[i]) << "case " << i;
+}
+
 // Tokenizers stored in a program's metadata map go through the runtime's own serializer and
 // loader, then must give the references' ids.
 TEST(ProgramMetadata, TokenizersSurviveAProgramRoundTrip) {
@@ -93,16 +120,9 @@ TEST(ProgramMetadata, TokenizersSurviveAProgramRoundTrip) {
   p.version = kProgramFormatVersion;
   p.metadata[keys::kKind] = MetaValue::str("hf_json");
   p.metadata[keys::kHfJson] = MetaValue::bytes(read_data("whisper-tiny.en.tokenizer.json.gz"));
-  auto bytes = serialize_program(p, /*verify=*/false);
-  ASSERT_TRUE(bytes.is_ok()) << bytes.status().to_string();
-  auto loaded = load_program_from_memory(bytes->data(), bytes->size(), "whisper.vrp");
-  ASSERT_TRUE(loaded.is_ok()) << loaded.status().to_string();
-  auto tok = load_tokenizer(ProgramMetadataView(**loaded), "whisper.vrp");
-  ASSERT_TRUE(tok.is_ok()) << tok.status().to_string();
-  const auto cases = testing::corpus();
-  const auto want = testing::golden_ids("whisper.ids.gz");
-  ASSERT_EQ(cases.size(), want.size());
-  for (size_t i = 0; i < cases.size(); ++i) ASSERT_EQ((*tok)->encode(cases[i]), want[i]) << "case " << i;
+  RoundTrip whisper;
+  ASSERT_NO_FATAL_FAILURE(round_trip(p, "whisper.vrp", &whisper));
+  ASSERT_NO_FATAL_FAILURE(expect_golden_ids(*whisper.tokenizer, "whisper.ids.gz"));
 
   // GGUF keys copied verbatim into a program.
   Program g;
@@ -112,16 +132,10 @@ TEST(ProgramMetadata, TokenizersSurviveAProgramRoundTrip) {
   for (const char* key : {keys::kGgmlTokens, keys::kGgmlMerges}) g.metadata[key] = MetaValue::string_list(*meta.get_strings(key));
   g.metadata[keys::kGgmlTokenType] = MetaValue::int_list(*meta.get_ints(keys::kGgmlTokenType));
   for (const char* key : {keys::kGgmlBos, keys::kGgmlEos}) g.metadata[key] = MetaValue::integer(*meta.get_int(key));
-  auto gbytes = serialize_program(g, /*verify=*/false);
-  ASSERT_TRUE(gbytes.is_ok()) << gbytes.status().to_string();
-  auto gloaded = load_program_from_memory(gbytes->data(), gbytes->size(), "smollm2.vrp");
-  ASSERT_TRUE(gloaded.is_ok()) << gloaded.status().to_string();
-  auto gtok = load_tokenizer(ProgramMetadataView(**gloaded), "smollm2.vrp");
-  ASSERT_TRUE(gtok.is_ok()) << gtok.status().to_string();
-  const auto gwant = testing::golden_ids("smollm2.ids.gz");
-  ASSERT_EQ(cases.size(), gwant.size());
-  for (size_t i = 0; i < cases.size(); ++i) ASSERT_EQ((*gtok)->encode(cases[i]), gwant[i]) << "case " << i;
-  EXPECT_EQ((*gtok)->special_ids().eos, 2);
+  RoundTrip smollm2;
+  ASSERT_NO_FATAL_FAILURE(round_trip(g, "smollm2.vrp", &smollm2));
+  ASSERT_NO_FATAL_FAILURE(expect_golden_ids(*smollm2.tokenizer, "smollm2.ids.gz"));
+  EXPECT_EQ(smollm2.tokenizer->special_ids().eos, 2);
 }
 
 void expect_error(const Status& s, std::initializer_list<const char*> parts) {

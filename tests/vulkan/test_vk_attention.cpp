@@ -62,6 +62,20 @@ std::vector<double> sdpa_ref(const TensorView& q, const TensorView& k, const Ten
   return y;
 }
 
+// Random q [B, Hq, Lq, D] and k, v [B, Hkv, Lk, D or Dv] of one dtype, drawn in that order.
+struct Qkv {
+  HostTensor q, k, v;
+};
+Qkv random_qkv(DType dt, const Shape& q, const Shape& k, int64_t dv, std::mt19937& rng) {
+  Shape vs = k;
+  vs[3] = dv;
+  Qkv t;
+  t.q = random_tensor(dt, q, rng);
+  t.k = random_tensor(dt, k, rng);
+  t.v = random_tensor(dt, vs, rng);
+  return t;
+}
+
 TEST_F(VkAttention, SdpaCausalGqaStridedCache) {
   std::mt19937 rng(20);
   for (DType dt : {DType::f32, DType::f16}) {
@@ -86,9 +100,7 @@ TEST_F(VkAttention, SdpaCausalGqaStridedCache) {
 TEST_F(VkAttention, SdpaSplitKeysCausalDecode) {
   std::mt19937 rng(23);
   const int64_t B = 1, Hq = 4, Hkv = 1, Lq = 2, Lk = 1500, D = 64;
-  HostTensor q = random_tensor(DType::f16, Shape{B, Hq, Lq, D}, rng);
-  HostTensor k = random_tensor(DType::f16, Shape{B, Hkv, Lk, D}, rng);
-  HostTensor v = random_tensor(DType::f16, Shape{B, Hkv, Lk, D}, rng);
+  auto [q, k, v] = random_qkv(DType::f16, Shape{B, Hq, Lq, D}, Shape{B, Hkv, Lk, D}, D, rng);
   Attrs a(OpKind::sdpa);
   a.set_i("causal", 1);
   auto out = run_gpu(OpKind::sdpa, {&q, &k, &v, nullptr}, a);
@@ -99,9 +111,7 @@ TEST_F(VkAttention, SdpaSplitKeysCausalDecode) {
 TEST_F(VkAttention, SdpaMasksAndLongKeys) {
   std::mt19937 rng(21);
   const int64_t B = 1, H = 2, Lq = 3, Lk = 4097, D = 16, Dv = 24;
-  HostTensor q = random_tensor(DType::f32, Shape{B, H, Lq, D}, rng);
-  HostTensor k = random_tensor(DType::f32, Shape{B, H, Lk, D}, rng);
-  HostTensor v = random_tensor(DType::f32, Shape{B, H, Lk, Dv}, rng);
+  auto [q, k, v] = random_qkv(DType::f32, Shape{B, H, Lq, D}, Shape{B, H, Lk, D}, Dv, rng);
   // Float mask broadcast over heads ([Lq, Lk]), bool mask [B, 1, Lq, Lk] keeping most keys.
   HostTensor fm = random_tensor(DType::f32, Shape{Lq, Lk}, rng, -4, 0);
   HostTensor bm = random_tensor(DType::bool_, Shape{B, 1, Lq, Lk}, rng, 0, 1.3);

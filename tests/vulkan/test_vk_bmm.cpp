@@ -11,6 +11,15 @@ class VkBmm : public VulkanTest {
   struct Dims {
     int64_t B, Bb, H, M, N, K;  // b has batch Bb on dim 0: B, or 1 (broadcast)
   };
+  struct Case {
+    DType dt;
+    int64_t B, H, M, N, K;
+    bool broadcast_b = false;  // b has batch 1 on dim 0, as a position table shared by every sequence
+  };
+  // Whether the tensor-core kernel, where the device has one, takes f32 operands as halves.
+  bool tensor_cores_round(DType dt) {
+    return ctx().coopmat() != vulkan::Context::CoopMat::kNone && !ctx().exact_f32() && dt == DType::f32;
+  }
   // Runs bmm on a [B, H, M, K] and b [Bb, H, K, N] (any strides) and checks y against float64
   // math on the operands as given (rounded to halves first where the tensor cores would).
   void expect_product(HostTensor& a, HostTensor& b, const Dims& d, bool halves, const std::string& what) {
@@ -44,12 +53,6 @@ class VkBmm : public VulkanTest {
 
 TEST_F(VkBmm, OperandsAlongKBatchedAndBroadcast) {
   std::mt19937 rng(71);
-  const bool coop = ctx().coopmat() != vulkan::Context::CoopMat::kNone;
-  struct Case {
-    DType dt;
-    int64_t B, H, M, N, K;
-    bool broadcast_b;  // b has batch 1 on dim 0, as a position table shared by every sequence
-  };
   const std::vector<Case> cases = {
       {DType::f32, 2, 3, 70, 97, 64, true},    // partial tiles in M and N
       {DType::f32, 1, 2, 130, 129, 128, false},
@@ -61,7 +64,7 @@ TEST_F(VkBmm, OperandsAlongKBatchedAndBroadcast) {
     HostTensor a = random_strided(c.dt, Shape{c.B, c.H, c.M, c.K}, {0, 2, 1, 3}, 8, rng);
     const int64_t Bb = c.broadcast_b ? 1 : c.B;
     HostTensor b = random_strided(c.dt, Shape{Bb, c.H, c.K, c.N}, {0, 1, 3, 2}, 16, rng);
-    const bool halves = coop && !ctx().exact_f32() && c.dt == DType::f32 && c.M >= 64;
+    const bool halves = tensor_cores_round(c.dt) && c.M >= 64;
     expect_product(a, b, {c.B, Bb, c.H, c.M, c.N, c.K}, halves, "bmm");
   }
 }
@@ -72,11 +75,6 @@ TEST_F(VkBmm, OperandsAlongKBatchedAndBroadcast) {
 // elsewhere the portable kernel. K % 8 != 0, b at an odd offset, and a whole number of 8 too.
 TEST_F(VkBmm, ScoresTimesValuesAnyLayoutAndLength) {
   std::mt19937 rng(73);
-  const bool coop = ctx().coopmat() != vulkan::Context::CoopMat::kNone;
-  struct Case {
-    DType dt;
-    int64_t B, H, M, N, K;
-  };
   const std::vector<Case> cases = {
       {DType::f32, 1, 2, 150, 64, 150},  // K % 8 == 6
       {DType::f16, 1, 2, 96, 40, 100},   // K % 8 == 4, partial tiles in N
@@ -85,7 +83,7 @@ TEST_F(VkBmm, ScoresTimesValuesAnyLayoutAndLength) {
   for (const Case& c : cases) {
     HostTensor a = random_strided(c.dt, Shape{c.B, c.H, c.M, c.K}, {0, 1, 2, 3}, 8, rng);
     HostTensor b = random_strided(c.dt, Shape{c.B, c.H, c.K, c.N}, {0, 2, 1, 3}, 3, rng);
-    const bool halves = coop && !ctx().exact_f32() && c.dt == DType::f32;
+    const bool halves = tensor_cores_round(c.dt);
     expect_product(a, b, {c.B, c.B, c.H, c.M, c.N, c.K}, halves, "scores x V bmm");
   }
 }
@@ -96,13 +94,12 @@ TEST_F(VkBmm, ScoresTimesValuesAnyLayoutAndLength) {
 // portable path computes the full product and copies the shifted view.
 TEST_F(VkBmm, RelShiftWritesTheShiftedWindow) {
   std::mt19937 rng(72);
-  const bool coop = ctx().coopmat() != vulkan::Context::CoopMat::kNone;
   for (DType dt : {DType::f16, DType::f32})
     for (int64_t M : {5, 70, 200}) {
       const int64_t B = 1, H = 2, K = 64, N = 2 * M - 1;
       HostTensor a = random_strided(dt, Shape{B, H, M, K}, {0, 2, 1, 3}, 8, rng);
       HostTensor b = random_strided(dt, Shape{B, H, K, N}, {0, 1, 3, 2}, 0, rng);
-      const bool halves = coop && !ctx().exact_f32() && dt == DType::f32 && M >= 64;
+      const bool halves = tensor_cores_round(dt) && M >= 64;
       if (halves) {
         round_to_halves(a);
         round_to_halves(b);

@@ -27,6 +27,13 @@ Transcript sample() {
   return t;
 }
 
+// The transcript rendered as `format` for a.wav; a failed render fails the test and gives "".
+std::string rendered(const Transcript& t, const std::string& format) {
+  auto r = render_transcript(t, format, "a.wav");
+  EXPECT_TRUE(r.is_ok()) << format << ": " << r.status().message();
+  return r.is_ok() ? *r : std::string();
+}
+
 TEST(TranscriptWriters, Timestamps) {
   EXPECT_EQ(format_timestamp(0.0), "00:00:00.000");
   EXPECT_EQ(format_timestamp(3661.5), "01:01:01.500");
@@ -36,18 +43,10 @@ TEST(TranscriptWriters, Timestamps) {
 
 TEST(TranscriptWriters, Formats) {
   const Transcript t = sample();
-  auto srt = render_transcript(t, "srt", "a.wav");
-  ASSERT_TRUE(srt.is_ok());
-  EXPECT_EQ(*srt, "1\n00:00:00,000 --> 00:00:04,500\nGo forward ten meters.\n\n2\n01:01:01,500 --> 01:01:02,020\nDone.\n\n");
-  auto vtt = render_transcript(t, "vtt", "a.wav");
-  ASSERT_TRUE(vtt.is_ok());
-  EXPECT_EQ(*vtt, "WEBVTT\n\n00:00:00.000 --> 00:00:04.500\nGo forward ten meters.\n\n01:01:01.500 --> 01:01:02.020\nDone.\n\n");
-  auto txt = render_transcript(t, "txt", "a.wav");
-  ASSERT_TRUE(txt.is_ok());
-  EXPECT_EQ(*txt, "Go forward ten meters.\nDone.\n");
-  auto json = render_transcript(t, "json", "a.wav");
-  ASSERT_TRUE(json.is_ok());
-  const auto j = nlohmann::json::parse(*json);
+  EXPECT_EQ(rendered(t, "srt"), "1\n00:00:00,000 --> 00:00:04,500\nGo forward ten meters.\n\n2\n01:01:01,500 --> 01:01:02,020\nDone.\n\n");
+  EXPECT_EQ(rendered(t, "vtt"), "WEBVTT\n\n00:00:00.000 --> 00:00:04.500\nGo forward ten meters.\n\n01:01:01.500 --> 01:01:02.020\nDone.\n\n");
+  EXPECT_EQ(rendered(t, "txt"), "Go forward ten meters.\nDone.\n");
+  const auto j = nlohmann::json::parse(rendered(t, "json"));
   EXPECT_EQ(j["text"], "Go forward ten meters. Done.");
   ASSERT_EQ(j["segments"].size(), 2u);
   EXPECT_EQ(j["segments"][1]["start"].get<double>(), 3661.5);
@@ -62,12 +61,8 @@ TEST(TranscriptWriters, TsvAndJsonWords) {
   t.segments[0].words = {{0.0, 0.4, " Go", 0.9}, {0.4, 1.0, " forward", 0.8}};
   t.segments[0].temperature = 0.2;
   t.segments[0].compression_ratio = 1.25;
-  auto tsv = render_transcript(t, "tsv", "a.wav");
-  ASSERT_TRUE(tsv.is_ok());
-  EXPECT_EQ(*tsv, "start\tend\ttext\n0\t4500\tGo forward ten meters.\n3661500\t3662020\tDone.\n");
-  auto json = render_transcript(t, "json", "a.wav");
-  ASSERT_TRUE(json.is_ok());
-  const auto j = nlohmann::json::parse(*json);
+  EXPECT_EQ(rendered(t, "tsv"), "start\tend\ttext\n0\t4500\tGo forward ten meters.\n3661500\t3662020\tDone.\n");
+  const auto j = nlohmann::json::parse(rendered(t, "json"));
   ASSERT_EQ(j["segments"][0]["words"].size(), 2u);
   EXPECT_EQ(j["segments"][0]["words"][1]["word"], " forward");
   EXPECT_DOUBLE_EQ(j["segments"][0]["words"][1]["start"].get<double>(), 0.4);

@@ -3,6 +3,8 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include <gtest/gtest.h>
+
 #include "preprocess/audio_loader.h"
 
 namespace vrun::whisper::testing {
@@ -51,6 +53,19 @@ std::string tiny_en_model_dir() {
   if (!home) return "";
   const std::string dir = std::string(home) + "/.cache/vrun/models/whisper-tiny.en";
   return std::filesystem::exists(dir + "/model.bin") ? dir : "";
+}
+
+std::unique_ptr<WhisperRunner> load_tiny_en(int decode_batch) {
+  std::unique_ptr<WhisperRunner> out;
+  const std::string dir = tiny_en_model_dir();
+  if (dir.empty()) return out;
+  RunnerOptions o;
+  o.backend = BackendKind::kCpu;
+  o.decode_batch = decode_batch;
+  auto loaded = WhisperRunner::load(dir, o);
+  EXPECT_TRUE(loaded.is_ok()) << loaded.status().message();
+  if (loaded.is_ok()) out = std::move(*loaded);
+  return out;
 }
 
 }  // namespace vrun::whisper::testing

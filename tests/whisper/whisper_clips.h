@@ -2,9 +2,11 @@
 // tests/reference/make_whisper_goldens.py makes them.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "apps/whisper/whisper_runner.h"
 #include "runtime/base/status.h"
 
 namespace vrun::whisper::testing {
@@ -16,5 +18,9 @@ Result<std::vector<float>> make_clip(const std::string& name);
 // Where the tiny.en CTranslate2 folder is: $VRUN_WHISPER_MODEL, else
 // ~/.cache/vrun/models/whisper-tiny.en (tests/reference/fetch_whisper_tiny_en.sh); empty if absent.
 std::string tiny_en_model_dir();
+
+// tiny.en loaded on the CPU, a fresh runner each call; null (after a failed expectation when the
+// load itself fails) when the model is absent.
+std::unique_ptr<WhisperRunner> load_tiny_en(int decode_batch);
 
 }  // namespace vrun::whisper::testing

@@ -23,18 +23,7 @@ const nlohmann::json& goldens() {
 }
 
 WhisperRunner* runner() {
-  static std::unique_ptr<WhisperRunner> r = [] {
-    std::unique_ptr<WhisperRunner> out;
-    const std::string dir = testing::tiny_en_model_dir();
-    if (dir.empty()) return out;
-    RunnerOptions o;
-    o.backend = BackendKind::kCpu;
-    o.decode_batch = 5;
-    auto loaded = WhisperRunner::load(dir, o);
-    EXPECT_TRUE(loaded.is_ok()) << loaded.status().message();
-    if (loaded.is_ok()) out = std::move(*loaded);
-    return out;
-  }();
+  static const std::unique_ptr<WhisperRunner> r = testing::load_tiny_en(5);
   return r.get();
 }
 

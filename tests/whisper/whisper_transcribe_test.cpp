@@ -20,17 +20,7 @@ nlohmann::json goldens() {
 }
 
 WhisperRunner* runner() {
-  static std::unique_ptr<WhisperRunner> r = [] {
-    std::unique_ptr<WhisperRunner> out;
-    const std::string dir = testing::tiny_en_model_dir();
-    if (dir.empty()) return out;
-    RunnerOptions o;
-    o.backend = BackendKind::kCpu;
-    auto loaded = WhisperRunner::load(dir, o);
-    EXPECT_TRUE(loaded.is_ok()) << loaded.status().message();
-    if (loaded.is_ok()) out = std::move(*loaded);
-    return out;
-  }();
+  static const std::unique_ptr<WhisperRunner> r = testing::load_tiny_en(RunnerOptions{}.decode_batch);
   return r.get();
 }
 

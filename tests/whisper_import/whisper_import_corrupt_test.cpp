@@ -51,6 +51,17 @@ void expect_error(const std::string& path, const std::string& what) {
   EXPECT_FALSE(r.status().to_string().empty());
 }
 
+// Every cut of folder d's `file` fails to import; with the file whole again, d imports.
+void expect_cuts_fail(const fs::path& d, const std::string& file, size_t dense_until, const std::string& what) {
+  const std::string whole = read(d / file);
+  for (size_t n : cuts(whole.size(), dense_until)) {
+    write(d / file, whole.substr(0, n));
+    expect_error(d.string(), what + " cut at " + std::to_string(n));
+  }
+  write(d / file, whole);
+  ASSERT_TRUE(import_whisper(d.string()).is_ok());
+}
+
 TEST(WhisperImportCorrupt, TruncatedGgmlFiles) {
   TempDir t;
   const std::string full = read(kDir + "/ggml-random.bin");
@@ -123,13 +134,7 @@ TEST(WhisperImportCorrupt, DamagedHuggingFaceFolders) {
   TempDir t;
   const fs::path d = t.path / "hf";
   fs::copy(kDir + "/hf", d);
-  const std::string st = read(d / "model.safetensors");
-  for (size_t n : cuts(st.size(), 120)) {
-    write(d / "model.safetensors", st.substr(0, n));
-    expect_error(d.string(), "safetensors cut at " + std::to_string(n));
-  }
-  write(d / "model.safetensors", st);
-  ASSERT_TRUE(import_whisper(d.string()).is_ok());
+  ASSERT_NO_FATAL_FAILURE(expect_cuts_fail(d, "model.safetensors", 120, "safetensors"));
 
   const std::string cfg = read(d / "config.json");
   write(d / "config.json", cfg.substr(0, cfg.size() / 2));
@@ -161,13 +166,7 @@ TEST(WhisperImportCorrupt, DamagedCt2Folders) {
   TempDir t;
   const fs::path d = t.path / "ct2";
   fs::copy(kDir + "/ct2", d);
-  const std::string bin = read(d / "model.bin");
-  for (size_t n : cuts(bin.size(), 200)) {
-    write(d / "model.bin", bin.substr(0, n));
-    expect_error(d.string(), "model.bin cut at " + std::to_string(n));
-  }
-  write(d / "model.bin", bin);
-  ASSERT_TRUE(import_whisper(d.string()).is_ok());
+  ASSERT_NO_FATAL_FAILURE(expect_cuts_fail(d, "model.bin", 200, "model.bin"));
   write(d / "vocabulary.json", "[\"a\", 3]");
   expect_error(d.string(), "vocabulary with a number");
   write(d / "vocabulary.json", "[\"a\", \"b\"]");

@@ -5,6 +5,7 @@
 
 #include "apps/common/tokenizer/loaders.h"
 #include "apps/common/tokenizer/utf8.h"
+#include "runtime/base/strings.h"
 
 namespace vrun::tok {
 
@@ -33,15 +34,7 @@ class SentencePieceTokenizer final : public Tokenizer {
       } else if (sp_->IsByte(id)) {  // "<0xNN>"
         surfaces_[id] = static_cast<char>(std::stoi(piece.substr(3, 2), nullptr, 16));
       } else {
-        std::string& s = surfaces_[id];
-        for (size_t p = 0; p < piece.size();) {
-          if (piece.compare(p, kSpaceSymbol.size(), kSpaceSymbol) == 0) {
-            s += ' ';
-            p += kSpaceSymbol.size();
-          } else {
-            s += piece[p++];
-          }
-        }
+        surfaces_[id] += replace_all(piece, kSpaceSymbol, " ");
         if (strip_first_space_ < 0 && piece.rfind(kSpaceSymbol, 0) == 0 && piece.size() > kSpaceSymbol.size()) {
           // Whether the model drops the space of a leading "▁" (add_dummy_prefix or
           // remove_extra_whitespaces): ask the library once rather than parse its proto.

@@ -30,6 +30,17 @@ std::string format_timestamp(double seconds, char sep) {
   return buf;
 }
 
+nlohmann::json segment_json(const Segment& s) {
+  return {{"start", s.start},
+          {"end", s.end},
+          {"text", s.text},
+          {"tokens", s.tokens},
+          {"avg_logprob", s.avg_logprob},
+          {"no_speech_prob", s.no_speech_prob},
+          {"temperature", s.temperature},
+          {"compression_ratio", s.compression_ratio}};
+}
+
 Result<std::string> render_transcript(const Transcript& t, const std::string& format, const std::string& audio) {
   std::string out;
   if (format == "txt") {
@@ -61,15 +72,8 @@ Result<std::string> render_transcript(const Transcript& t, const std::string& fo
     j["segments"] = nlohmann::json::array();
     int id = 0;
     for (const auto& s : t.segments) {
-      nlohmann::json seg = {{"id", id++},
-                            {"start", s.start},
-                            {"end", s.end},
-                            {"text", s.text},
-                            {"tokens", s.tokens},
-                            {"avg_logprob", s.avg_logprob},
-                            {"no_speech_prob", s.no_speech_prob},
-                            {"temperature", s.temperature},
-                            {"compression_ratio", s.compression_ratio}};
+      nlohmann::json seg = segment_json(s);
+      seg["id"] = id++;
       if (!s.words.empty()) {
         seg["words"] = nlohmann::json::array();
         for (const auto& w : s.words)

@@ -1,6 +1,7 @@
 // Transcript files: txt, srt, vtt, tsv, json (openai-whisper's writers' layouts).
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "apps/common/transcript/transcript.h"
@@ -13,5 +14,9 @@ std::string format_timestamp(double seconds, char sep = '.');
 
 // format: txt | srt | vtt | tsv | json. audio names the source in json.
 Result<std::string> render_transcript(const Transcript& t, const std::string& format, const std::string& audio);
+
+// A segment's times, text, tokens and decoding scores as JSON (json's and the server's
+// verbose_json's segment fields, without id and words).
+nlohmann::json segment_json(const Segment& s);
 
 }  // namespace vrun::transcript

@@ -6,6 +6,7 @@
 #include <vulkan/vulkan.h>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -37,17 +38,8 @@ std::string slurp(const char* path) {
   return std::string(std::istreambuf_iterator<char>(f), {});
 }
 
-uint16_t to_half(float f) {
-  const _Float16 h = static_cast<_Float16>(f);
-  uint16_t b;
-  std::memcpy(&b, &h, 2);
-  return b;
-}
-double from_half(uint16_t b) {
-  _Float16 h;
-  std::memcpy(&h, &b, 2);
-  return static_cast<double>(h);
-}
+uint16_t to_half(float f) { return std::bit_cast<uint16_t>(static_cast<_Float16>(f)); }
+double from_half(uint16_t b) { return static_cast<double>(std::bit_cast<_Float16>(b)); }
 
 struct Gpu {
   VkInstance instance{};

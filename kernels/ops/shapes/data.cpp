@@ -160,7 +160,6 @@ Status infer_glu(const TensorDesc& x, const Attrs& attrs, std::vector<TensorDesc
 
 Status infer_shapes_data(OpKind op, const std::vector<const TensorDesc*>& in, const Attrs& attrs,
                          std::vector<TensorDesc>* out) {
-  out->clear();
   const OpSchema& s = op_schema(op);
   if (op == OpKind::concat) return infer_concat(in, attrs, out);
   const size_t n = s.inputs.size();

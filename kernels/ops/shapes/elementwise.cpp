@@ -97,7 +97,6 @@ Status infer_where(const std::vector<const TensorDesc*>& in, std::vector<TensorD
 
 Status infer_shapes_elementwise(OpKind op, const std::vector<const TensorDesc*>& in, const Attrs& attrs,
                                 std::vector<TensorDesc>* out) {
-  out->clear();
   const OpSchema& s = op_schema(op);
   if (s.family == OpFamily::unary) {
     VRUN_RETURN_IF_ERROR(need_inputs(op, in, 1));

@@ -25,7 +25,6 @@ Status check_param(const char* op, const char* what, const TensorDesc* p, int64_
 
 Status infer_shapes_norm(OpKind op, const std::vector<const TensorDesc*>& in, const Attrs& attrs,
                          std::vector<TensorDesc>* out) {
-  out->clear();
   const OpSchema& s = op_schema(op);
   const char* name = s.name.c_str();
   if (in.empty() || !in[0]) return err(ErrorCode::kInvalidArgument, name, ": input x is missing");

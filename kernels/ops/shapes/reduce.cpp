@@ -20,7 +20,6 @@ Status check_keepdim(const char* name, int64_t keepdim) {
 
 Status infer_shapes_reduce(OpKind op, const std::vector<const TensorDesc*>& in, const Attrs& attrs,
                            std::vector<TensorDesc>* out) {
-  out->clear();
   const char* name = op_name(op);
   if (in.size() != 1 || !in[0]) return err(ErrorCode::kInvalidArgument, name, ": expected one input x, got ", in.size());
   const TensorDesc& x = *in[0];
