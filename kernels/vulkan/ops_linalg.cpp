@@ -23,6 +23,26 @@ constexpr int64_t kMatvecChunkRows = 63;
 Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y,
                           const DeviceView* res = nullptr, int act = 0);
 
+// x W^T (+ bias) into y for M rows, kMatvecMaxRows rows a matvec pass.
+Status record_matvec_passes(Recorder& rec, const DeviceView& x, const DeviceView& w, const DeviceView* bias,
+                            const DeviceView& y, int64_t M, int64_t N, int64_t K) {
+  const int64_t xs = row_stride(x), ys = row_stride(y);
+  auto rows = [](const DeviceView& v, int64_t r0, int64_t m, int64_t cols, int64_t stride) {
+    DeviceView c = v;
+    c.offset += static_cast<uint64_t>(r0 * stride * dtype_elem_size(v.dtype));
+    c.shape = Shape{m, cols};
+    c.strides = Strides{};
+    c.strides[0] = stride;
+    c.strides[1] = 1;
+    return c;
+  };
+  for (int64_t r0 = 0; r0 < M; r0 += kMatvecMaxRows) {
+    const int64_t m = std::min(kMatvecMaxRows, M - r0);
+    VRUN_RETURN_IF_ERROR(record_matvec(rec, rows(x, r0, m, K, xs), w, bias, rows(y, r0, m, N, ys), m, N, K, xs));
+  }
+  return Status::ok();
+}
+
 int act_code(const std::string& act) { return act == "gelu" ? 1 : act == "silu" ? 2 : 0; }
 
 // Whether the tensor-core linear takes these operands, alignment aside: f16 x, or f32 x rounded
@@ -186,22 +206,7 @@ Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, cons
   // projection of Llama-1B where four 8-row matvecs take 70.
   if (M <= kMatvecChunkRows && !coop_linear_operands(ctx, x.dtype, w.dtype, M, K)) {
     VRUN_ASSIGN_OR_RETURN(DeviceView p, plain_target());
-    const int64_t xs = row_stride(x), ps = row_stride(p);
-    for (int64_t r0 = 0; r0 < M; r0 += kMatvecMaxRows) {
-      const int64_t m = std::min(kMatvecMaxRows, M - r0);
-      DeviceView xc = x, pc = p;
-      xc.offset += static_cast<uint64_t>(r0 * xs * dtype_elem_size(x.dtype));
-      xc.shape = Shape{m, K};
-      xc.strides = Strides{};
-      xc.strides[0] = xs;
-      xc.strides[1] = 1;
-      pc.offset += static_cast<uint64_t>(r0 * ps * dtype_elem_size(p.dtype));
-      pc.shape = Shape{m, N};
-      pc.strides = Strides{};
-      pc.strides[0] = ps;
-      pc.strides[1] = 1;
-      VRUN_RETURN_IF_ERROR(record_matvec(rec, xc, w, bias, pc, m, N, K, xs));
-    }
+    VRUN_RETURN_IF_ERROR(record_matvec_passes(rec, x, w, bias, p, M, N, K));
     return after ? finish(p) : Status::ok();
   }
   // Block-quantised W on prefill rows: expanded to f16 scratch first where that pays, then the f16
