@@ -10,6 +10,7 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/cpu_kernel.h"
@@ -36,6 +37,22 @@ inline HostTensor make_tensor(DType dtype, const Shape& shape) {
 
 // Integer dtypes take x rounded and clamped to the int64 range, then wrapped to the width
 // (a plain float-to-narrow-int cast of an out-of-range value is undefined behaviour).
+// A rank-1 tensor holding `values` (rope frequencies; i32 device positions and offsets).
+template <typename T>
+inline HostTensor vector_tensor(const std::vector<T>& values) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, int32_t>);
+  HostTensor t = make_tensor(std::is_same_v<T, float> ? DType::f32 : DType::i32, Shape{static_cast<int64_t>(values.size())});
+  std::copy(values.begin(), values.end(), t.view.ptr<T>());
+  return t;
+}
+
+// rope's inv_freq for a rotary dim of rd at base 10000, what the rope tests rotate by.
+inline std::vector<float> rope_frequencies(int64_t rd) {
+  std::vector<float> f;
+  for (int64_t i = 0; i < rd / 2; ++i) f.push_back(static_cast<float>(std::pow(10000.0, -2.0 * i / rd)));
+  return f;
+}
+
 inline int64_t to_wrapped_int(double x) {
   if (!(x == x)) return 0;
   if (x >= 9.2e18) return INT64_MAX;

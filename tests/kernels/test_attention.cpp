@@ -380,10 +380,8 @@ std::vector<double> ref_rope(const TensorView& x, const std::vector<float>& f, i
 void check_rope(const TensorView& x, int64_t pos, int seq_axis, const char* mode, int64_t rotary_dim, double tol,
                 int64_t heads = 0) {
   const int64_t d = x.shape[x.rank() - 1], rd = rotary_dim ? rotary_dim : d;
-  HostTensor f = make_tensor(DType::f32, Shape{rd / 2});
-  std::vector<float> fv;
-  for (int64_t i = 0; i < rd / 2; ++i) fv.push_back(static_cast<float>(std::pow(10000.0, -2.0 * i / rd)));
-  std::copy(fv.begin(), fv.end(), f.view.ptr<float>());
+  const std::vector<float> fv = rope_frequencies(rd);
+  HostTensor f = vector_tensor(fv);
   Attrs at(OpKind::rope);
   at.set_i("pos", pos).set_i("seq_axis", seq_axis).set_s("mode", mode).set_i("rotary_dim", rotary_dim);
   at.set_i("heads", heads);
@@ -422,12 +420,9 @@ TEST(Rope, LeadingHeadsOnly) {
 TEST(Rope, OffsetInputAddsToPos) {
   std::mt19937 rng(9);
   HostTensor x = random_tensor(DType::f32, Shape{1, 3, 4, 16}, rng);
-  HostTensor f = make_tensor(DType::f32, Shape{8});
-  std::vector<float> fv;
-  for (int64_t i = 0; i < 8; ++i) fv.push_back(static_cast<float>(std::pow(10000.0, -2.0 * i / 16)));
-  std::copy(fv.begin(), fv.end(), f.view.ptr<float>());
-  HostTensor off = make_tensor(DType::i32, Shape{1});
-  off.view.ptr<int32_t>()[0] = 700;
+  const std::vector<float> fv = rope_frequencies(16);
+  HostTensor f = vector_tensor(fv);
+  HostTensor off = vector_tensor(std::vector<int32_t>{700});
   Attrs at(OpKind::rope);
   at.set_i("pos", 5).set_i("heads", 3);
   RunResult r = run_cpu(OpKind::rope, {x.view, f.view, off.view}, at);
@@ -443,13 +438,10 @@ TEST(Rope, OffsetInputAddsToPos) {
 TEST(Rope, OffsetPerRow) {
   std::mt19937 rng(29);
   HostTensor x = random_tensor(DType::f32, Shape{1, 5, 6, 16}, rng);  // 5 rows, 6 heads (q and k)
-  HostTensor f = make_tensor(DType::f32, Shape{8});
-  std::vector<float> fv;
-  for (int64_t i = 0; i < 8; ++i) fv.push_back(static_cast<float>(std::pow(10000.0, -2.0 * i / 16)));
-  std::copy(fv.begin(), fv.end(), f.view.ptr<float>());
-  HostTensor off = make_tensor(DType::i32, Shape{5});
-  const int32_t rows[5] = {3, 0, 900, 41, 3};
-  std::copy(rows, rows + 5, off.view.ptr<int32_t>());
+  const std::vector<float> fv = rope_frequencies(16);
+  HostTensor f = vector_tensor(fv);
+  const std::vector<int32_t> rows = {3, 0, 900, 41, 3};
+  HostTensor off = vector_tensor(rows);
   Attrs at(OpKind::rope);
   at.set_i("pos", 2).set_i("heads", 4);
   RunResult r = run_cpu(OpKind::rope, {x.view, f.view, off.view}, at);

@@ -408,9 +408,8 @@ TEST(SliceUpdate, OffsetPerRowScattersTheRows) {
   std::mt19937 rng(31);
   const Shape ss{1, 4, 30, 8};
   HostTensor src = random_layout(DType::f32, Shape{1, 4, 3, 8}, Layout::kPermuted, rng);
-  HostTensor off = make_tensor(DType::i32, Shape{3});
-  const int32_t rows[3] = {27, 0, 11};
-  std::copy(rows, rows + 3, off.view.ptr<int32_t>());
+  const std::vector<int32_t> rows = {27, 0, 11};
+  HostTensor off = vector_tensor(rows);
   HostTensor state = random_tensor(DType::f16, ss, rng);
   std::vector<double> want = to_doubles(state.view);
   for (int64_t r = 0; r < 3; ++r) {

@@ -536,11 +536,8 @@ TEST_F(VkSdpa, PositionPerBatchEntry) {
 TEST_F(VkAttention, RopeOffsetPerRow) {
   std::mt19937 rng(301);
   HostTensor x = random_tensor(DType::f32, Shape{1, 5, 6, 16}, rng);
-  HostTensor f = make_tensor(DType::f32, Shape{8});
-  for (int64_t i = 0; i < 8; ++i) f.view.ptr<float>()[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / 16));
-  HostTensor off = make_tensor(DType::i32, Shape{5});
-  const int32_t rows[5] = {3, 0, 900, 41, 3};
-  std::copy(rows, rows + 5, off.view.ptr<int32_t>());
+  HostTensor f = vector_tensor(rope_frequencies(16));
+  HostTensor off = vector_tensor(std::vector<int32_t>{3, 0, 900, 41, 3});
   Attrs a(OpKind::rope);
   a.set_i("pos", 2).set_i("heads", 4);
   RunResult cpu = run_cpu(OpKind::rope, {x.view, f.view, off.view}, a);
@@ -554,9 +551,7 @@ TEST_F(VkAttention, RopeOffsetPerRow) {
 TEST_F(VkAttention, RopeHalfAndInterleaved) {
   std::mt19937 rng(22);
   const int64_t B = 2, S = 7, H = 3, D = 24, rd = 16, pos = 37;
-  HostTensor f = make_tensor(DType::f32, Shape{rd / 2});
-  for (int64_t i = 0; i < rd / 2; ++i)
-    f.view.ptr<float>()[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / rd));
+  HostTensor f = vector_tensor(rope_frequencies(rd));
   for (DType dt : {DType::f32, DType::f16}) {
     for (const char* mode : {"half", "interleaved"}) {
       for (int64_t heads : {0, 2}) {  // 2: the last head passes through

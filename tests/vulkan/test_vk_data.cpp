@@ -126,9 +126,7 @@ TEST_F(VkData, SliceUpdateScattersRowsAtTheirOffsets) {
   std::mt19937 rng(47);
   HostTensor src = random_strided(DType::f32, Shape{1, 4, 3, 8}, {0, 2, 1, 3}, 0, rng);
   HostTensor state = random_tensor(DType::f16, Shape{1, 4, 30, 8}, rng);
-  HostTensor off = make_tensor(DType::i32, Shape{3});
-  const int32_t rows[3] = {27, 0, 11};
-  std::copy(rows, rows + 3, off.view.ptr<int32_t>());
+  HostTensor off = vector_tensor(std::vector<int32_t>{27, 0, 11});
   Attrs a(OpKind::slice_update);
   a.set_i("axis", 2).set_i("start", 2);
   RunResult cpu = run_cpu(OpKind::slice_update, {state.view, src.view, off.view}, a);
