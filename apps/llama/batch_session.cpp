@@ -111,6 +111,42 @@ std::vector<BatchFinished> BatchSession::take_finished() {
   return out;
 }
 
+Result<std::vector<TensorView>> BatchSession::run_decode(std::vector<int32_t>& tokens, std::vector<int32_t>& positions,
+                                                         std::vector<int32_t>& cache_rows) {
+  const auto rows = static_cast<int64_t>(tokens.size());
+  const std::string method = "decode_batch_" + std::to_string(rows);
+  std::vector<TensorView> inputs{TensorView::dense(tokens.data(), DType::i32, {1, rows}),
+                                 TensorView::dense(positions.data(), DType::i32, {rows})};
+  // Programs built before the cache write took one row per sequence have no cache_rows input.
+  Executor& ex = *runner_.executor_;
+  if (ex.program().method(method)->inputs.size() > 2)
+    inputs.push_back(TensorView::dense(cache_rows.data(), DType::i32, {rows}));
+  return ex.run(method, inputs);
+}
+
+Result<int> BatchSession::warm_up() {
+  if (!idle()) return err(ErrorCode::kInvalidArgument, "warm_up() with sequences running");
+  Executor& ex = *runner_.executor_;
+  int calls = 0;
+  // Prompt lengths that take different kernels (one row, a few rows, tiles), and a whole chunk.
+  std::vector<int32_t> prompt(static_cast<size_t>(chunk_), 0);
+  for (int64_t n : {int64_t{1}, int64_t{8}, int64_t{32}, int64_t{128}, chunk_}) {
+    if (n > chunk_ || n > slot_context_) continue;
+    VRUN_RETURN_IF_ERROR(ex.run("prefill_slot", {TensorView::dense(prompt.data(), DType::i32, {1, n})},
+                                {{"pos", 0}, {"slot", 0}})
+                             .status());
+    ++calls;
+  }
+  for (int64_t rows : rows_) {
+    std::vector<int32_t> tokens(static_cast<size_t>(rows), 0), positions(static_cast<size_t>(rows), 0);
+    std::vector<int32_t> cache_rows(static_cast<size_t>(rows), 0);
+    for (int64_t b = 0; b < rows; ++b) cache_rows[b] = static_cast<int32_t>(b * slot_context_);
+    VRUN_RETURN_IF_ERROR(run_decode(tokens, positions, cache_rows).status());
+    ++calls;
+  }
+  return calls;
+}
+
 bool BatchSession::advance(Seq& s, std::span<const float> logits) {
   GenerateStats& st = s.st;
   if (s.options.max_tokens >= 0 && st.generated_tokens >= s.options.max_tokens) {
@@ -198,13 +234,7 @@ Status BatchSession::step() {
   for (int64_t b = 0; b < rows; ++b)  // rows without a sequence: their slot's next free position
     if (slot_seq_[static_cast<size_t>(b)] < 0) cache_rows[b] = static_cast<int32_t>(b * slot_context_);
   last_rows_ = rows;
-  const std::string method = "decode_batch_" + std::to_string(rows);
-  std::vector<TensorView> inputs{TensorView::dense(tokens.data(), DType::i32, {1, rows}),
-                                 TensorView::dense(positions.data(), DType::i32, {rows})};
-  // Programs built before the cache write took one row per sequence have no cache_rows input.
-  if (ex.program().method(method)->inputs.size() > 2)
-    inputs.push_back(TensorView::dense(cache_rows.data(), DType::i32, {rows}));
-  VRUN_ASSIGN_OR_RETURN(auto outs, ex.run(method, inputs));
+  VRUN_ASSIGN_OR_RETURN(auto outs, run_decode(tokens, positions, cache_rows));
   const float* lg = outs[0].ptr<float>();
   for (int64_t b = 0; b < rows; ++b) {
     Seq* s = row_seq[b];

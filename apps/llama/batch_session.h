@@ -56,6 +56,11 @@ class BatchSession {
   Status step();
   // Sequences that ended since the last call.
   std::vector<BatchFinished> take_finished();
+  // Runs every decode_batch_B once and prefill_slot at a few prompt lengths, with no sequence
+  // in any slot (what they write there, each slot's next write overwrites), so that a GPU builds
+  // the pipelines and recordings of every batch size before the first request needs them. Only
+  // while idle() (an error otherwise); returns the methods' calls made.
+  Result<int> warm_up();
 
   int slots() const { return static_cast<int>(slot_seq_.size()); }
   int free_slots() const;
@@ -74,6 +79,9 @@ class BatchSession {
   // Samples from logits as one iteration of generate's loop; false when the sequence ended.
   bool advance(Seq& s, std::span<const float> logits);
   void finish(int id, const std::string& reason);
+  // One decode_batch_B call, B = tokens.size() (one entry per row in each vector).
+  Result<std::vector<TensorView>> run_decode(std::vector<int32_t>& tokens, std::vector<int32_t>& positions,
+                                             std::vector<int32_t>& cache_rows);
 
   LlamaRunner& runner_;
   int64_t slot_context_ = 0, chunk_ = 0, last_rows_ = 0, min_rows_ = 0;

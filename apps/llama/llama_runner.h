@@ -61,6 +61,8 @@ class LlamaRunner {
   const Program& program() const { return *program_; }
   int64_t context() const { return context_; }
   int64_t n_past() const { return n_past_; }
+  // Whether some of the program runs on a GPU.
+  bool uses_gpu() const { return executor_->uses_gpu(); }
   // Method calls a GPU replayed from an earlier recording (decode steps).
   uint64_t replayed_calls() const;
   // Whether the model's metadata asks for BOS before a prompt.

@@ -87,6 +87,12 @@ void Metrics::batch(const std::string& name, int size) {
   model(name).batch.observe(size);
 }
 
+void Metrics::step_time(const std::string& name, double seconds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  model(name).step.observe(seconds);
+  model(name).steps = true;
+}
+
 void Metrics::queue_depth(const std::string& name, int64_t depth, int64_t waiting) {
   std::lock_guard<std::mutex> lock(mu_);
   model(name).queue_depth = depth;
@@ -138,6 +144,10 @@ std::string Metrics::render() const {
   type_line(out, "vrun_batch_size", "histogram",
             "Requests advanced together by one step of a model's worker (text: one decode step).");
   for (const auto& [name, m] : models_) m.batch.render(out, "vrun_batch_size", label("model", name));
+  type_line(out, "vrun_step_seconds", "histogram",
+            "Wall time of one step of a batching text model's worker: its prefill chunks and one decode.");
+  for (const auto& [name, m] : models_)
+    if (m.steps) m.step.render(out, "vrun_step_seconds", label("model", name));
   type_line(out, "vrun_time_to_first_token_seconds", "histogram",
             "Time from a text request's arrival to its first token.");
   for (const auto& [name, m] : models_)

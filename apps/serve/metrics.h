@@ -34,6 +34,8 @@ class Metrics {
   void time_to_first_token(const std::string& model, double seconds);
   // Requests advanced together by one step of a model's worker (a decode step of the text engine).
   void batch(const std::string& model, int size);
+  // The wall time of one step of a batching text model's worker (its prefill chunks and decode).
+  void step_time(const std::string& model, double seconds);
   // Requests queued or running, and of those the ones still waiting for the worker.
   void queue_depth(const std::string& model, int64_t depth, int64_t waiting);
   // KV-cache slots of a batching text model: busy (a request in it) and all.
@@ -47,6 +49,8 @@ class Metrics {
     double audio_s = 0;
     Histogram ttft{{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}};
     Histogram batch{{1, 2, 4, 8, 16, 32, 64}};
+    Histogram step{{0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2}};
+    bool steps = false;  // a batching text model: render its step histogram
   };
   PerModel& model(const std::string& name);
   mutable std::mutex mu_;

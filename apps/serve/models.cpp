@@ -53,7 +53,7 @@ whisper::TranscribeOptions whisper_options(const SpeechOptions& s) {
 
 // Continuous batching when the program has the batched methods (a checkpoint always does; a .vrp
 // when it was exported with batch slots), else one request at a time.
-void attach_text(ServedModel& m, const ModelSpec& spec, Metrics& metrics) {
+Status attach_text(ServedModel& m, const ModelSpec& spec, Metrics& metrics) {
   m.kind = ModelKind::kText;
   m.chat_format = tok::detect_chat_format(m.llama->chat_template(), m.llama->tokenizer());
   llama::BatchOptions bo;
@@ -62,6 +62,14 @@ void attach_text(ServedModel& m, const ModelSpec& spec, Metrics& metrics) {
   std::unique_ptr<Engine> engine;
   if (session.is_ok()) {
     m.slots = (*session)->slots();
+    // A GPU builds each batch size's pipelines at its first call: done here, before the server
+    // listens, rather than in the first requests' time (on the CPU there is nothing to build).
+    if (m.llama->uses_gpu()) {
+      const auto t0 = std::chrono::steady_clock::now();
+      VRUN_ASSIGN_OR_RETURN(int calls, (*session)->warm_up());
+      std::fprintf(stderr, "vrun serve: %s: warmed %d batched calls in %.2f s\n", m.id.c_str(), calls,
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
     engine = std::make_unique<BatchTextEngine>(m.id, std::move(*session), metrics);
   } else {
     std::fprintf(stderr, "vrun serve: %s: %s; serving one request at a time\n", spec.path.c_str(),
@@ -69,6 +77,7 @@ void attach_text(ServedModel& m, const ModelSpec& spec, Metrics& metrics) {
     engine = std::make_unique<TextEngine>(m.id, *m.llama, metrics);
   }
   m.scheduler = std::make_unique<Scheduler>(m.id, std::move(engine), spec.max_pending, metrics);
+  return Status::ok();
 }
 
 }  // namespace
@@ -86,7 +95,7 @@ Result<std::unique_ptr<ServedModel>> load_model(const ModelSpec& spec, Metrics& 
   VRUN_ASSIGN_OR_RETURN(models::Detected d, models::detect(spec.path));
   if (d.family->task == models::Task::kTextGeneration) {
     VRUN_ASSIGN_OR_RETURN(m->llama, load_llama(spec));
-    attach_text(*m, spec, metrics);
+    VRUN_RETURN_IF_ERROR(attach_text(*m, spec, metrics));
     return m;
   }
   if (d.family->task != models::Task::kSpeechRecognition)

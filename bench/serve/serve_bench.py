@@ -3,7 +3,7 @@ beside llama.cpp's `llama-server` on the same GGUF, in the same run, plus `vrun 
 single-stream rate for reference.
 
     python bench/serve/serve_bench.py --vrun build/bin/vrun [--llama-server PATH] [--model M.gguf]
-        [--streams 1,8,32,64] [--tokens 64] [--parallel 8] [--backend auto] [--threads 0]
+        [--streams 1,8,32,64] [--tokens 64] [--parallel 8] [--rounds 1] [--backend auto] [--threads 0]
         [--vrun-args "..."] [--llama-args "..."]
 
 Run it with the openai client installed (scripts/setup-serve-venv.sh prints a python that has it).
@@ -86,20 +86,44 @@ def start(cmd, port):
     raise SystemExit("server did not come up:\n" + "".join(log[-20:]))
 
 
-def run_levels(name, port, levels, tokens):
+def step_totals(port):
+    """vrun's step histogram and batch sizes from /metrics: (steps, seconds, rows decoded); None elsewhere."""
+    try:
+        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5) as r:
+            text = r.read().decode()
+    except Exception:
+        return None
+    def total(pattern):
+        return sum(float(v) for v in re.findall(pattern + r'\{model="bench"\} ([0-9.e+-]+)', text))
+    if "vrun_step_seconds_count" not in text:
+        return None
+    return total("vrun_step_seconds_count"), total("vrun_step_seconds_sum"), total("vrun_batch_size_sum")
+
+
+def run_levels(name, port, levels, tokens, rounds):
     client = openai.OpenAI(base_url="http://127.0.0.1:%d/v1" % port, api_key="x", max_retries=0, timeout=3600)
     one_stream(client, 8)  # warm-up
     rows = []
     for n in levels:
-        t0 = time.time()
-        with concurrent.futures.ThreadPoolExecutor(n) as pool:
-            res = list(pool.map(lambda _: one_stream(client, tokens), range(n)))
-        wall = max(r[2] for r in res) - t0
-        total = sum(r[1] for r in res)
-        ttft = [r[0] for r in res]
-        rows.append("| %s | %d | %d | %.1f | %.1f | %.2f | %.2f |" % (name, n, total, total / wall, total / wall / n,
-                                                                     percentile(ttft, 50), percentile(ttft, 99)))
-        print(rows[-1], flush=True)
+        for k in range(rounds):
+            before = step_totals(port)
+            t0 = time.time()
+            with concurrent.futures.ThreadPoolExecutor(n) as pool:
+                res = list(pool.map(lambda _: one_stream(client, tokens), range(n)))
+            wall = max(r[2] for r in res) - t0
+            after = step_totals(port)
+            total = sum(r[1] for r in res)
+            ttft = [r[0] for r in res]
+            steps = ""
+            if before and after and after[0] > before[0]:
+                count, secs, decoded = (a - b for a, b in zip(after, before))
+                # The worker's own view: time in steps over the level's wall time, and the rate of its steps.
+                steps = "%.0f steps, %.2f ms a step, %.1f rows a step, %.0f%% of the wall time in steps" % (
+                    count, 1e3 * secs / count, decoded / count, 100 * secs / wall)
+            rows.append("| %s%s | %d | %d | %.1f | %.1f | %.2f | %.2f | %s |" % (
+                name, " (round %d)" % (k + 1) if rounds > 1 else "", n, total, total / wall, total / wall / n,
+                percentile(ttft, 50), percentile(ttft, 99), steps))
+            print(rows[-1], flush=True)
     return rows
 
 
@@ -111,6 +135,8 @@ def main():
     ap.add_argument("--streams", default="1,8,32,64")
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--parallel", type=int, default=8)
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="run each level this many times in a row (the first round of a level meets the first calls of its batch size)")
     ap.add_argument("--backend", default="auto", help="vrun's --backend")
     ap.add_argument("--threads", type=int, default=0, help="CPU threads of both (0: each server's default)")
     ap.add_argument("--no-prompt-cache", action="store_true",
@@ -127,8 +153,8 @@ def main():
     cli = subprocess.run(gen, capture_output=True, text=True, check=True).stderr
     rate = re.search(r"decode ([0-9.]+) tok/s", cli)
     print("vrun generate, one stream, %d tokens: decode %s tok/s" % (a.tokens, rate.group(1) if rate else "?"))
-    print("| server | streams | tokens | aggregate tok/s | per stream tok/s | TTFT p50 s | TTFT p99 s |")
-    print("|---|---|---|---|---|---|---|")
+    print("| server | streams | tokens | aggregate tok/s | per stream tok/s | TTFT p50 s | TTFT p99 s | vrun's steps |")
+    print("|---|---|---|---|---|---|---|---|")
     port = free_port()
     cmd = [a.vrun, "serve", "-m", a.model, "--alias", "bench", "--port", str(port), "--backend", a.backend,
            "--parallel", str(a.parallel), "--max-concurrent", str(max(levels) + 1), *shlex.split(a.vrun_args)]
@@ -145,7 +171,7 @@ def main():
     for name, cmd, port in servers:
         proc = start(cmd, port)
         try:
-            run_levels(name, port, levels, a.tokens)
+            run_levels(name, port, levels, a.tokens, a.rounds)
         finally:
             proc.terminate()
             proc.wait()

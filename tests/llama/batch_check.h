@@ -28,9 +28,10 @@ inline GenerateOptions greedy(int max_tokens) {
 }
 
 // Runs the cases through a session on `runner` and compares with generate. Returns the number of
-// decode steps that ran more than one sequence.
+// decode steps that ran more than one sequence. warm_up: the session's warm_up() runs first (what
+// it writes into the slots must not reach any sequence).
 inline int check_batch_matches_generate(LlamaRunner& runner, const std::vector<BatchCase>& cases,
-                                        const BatchOptions& options = {}) {
+                                        const BatchOptions& options = {}, bool warm_up = false) {
   std::vector<GenerateStats> alone;
   std::vector<std::string> alone_text;
   for (const BatchCase& c : cases) {
@@ -50,6 +51,11 @@ inline int check_batch_matches_generate(LlamaRunner& runner, const std::vector<B
   EXPECT_TRUE(session.is_ok()) << session.status().message();
   if (!session.is_ok()) return 0;
   BatchSession& b = **session;
+  if (warm_up) {
+    auto calls = b.warm_up();
+    EXPECT_TRUE(calls.is_ok()) << calls.status().message();
+    EXPECT_GT(calls.is_ok() ? *calls : 0, 1);
+  }
   std::map<int, size_t> case_of;  // sequence id -> case
   std::vector<std::string> text(cases.size());
   std::vector<bool> done(cases.size(), false);

@@ -63,6 +63,25 @@ TEST(LlamaBatch, GreedyEqualsGenerateAloneVulkan) {
   EXPECT_GT(r->replayed_calls(), before + 20);
 }
 
+// The server's warm-up at load runs every batched method into free slots first.
+TEST(LlamaBatch, GreedyEqualsGenerateAloneAfterWarmUp) {
+  for (BackendKind backend : {BackendKind::kCpu, BackendKind::kVulkan}) {
+    auto r = load(backend, 4);
+    if (!r) continue;  // no Vulkan device
+    EXPECT_GT(test::check_batch_matches_generate(*r, tiny_cases(r->config().vocab), {}, /*warm_up=*/true), 5)
+        << backend_kind_name(backend);
+  }
+}
+
+TEST(LlamaBatch, WarmUpRefusesARunningSession) {
+  auto r = load(BackendKind::kCpu, 4);
+  ASSERT_TRUE(r);
+  auto s = BatchSession::create(*r);
+  ASSERT_TRUE(s.is_ok());
+  ASSERT_TRUE((*s)->add({5, 6, 7}, test::greedy(4), nullptr).is_ok());
+  EXPECT_FALSE((*s)->warm_up().is_ok());
+}
+
 TEST(LlamaBatch, CancelFreesTheSlotAtOnce) {
   auto r = load(BackendKind::kCpu, 2);
   ASSERT_TRUE(r);
