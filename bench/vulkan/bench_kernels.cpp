@@ -156,7 +156,9 @@ int main(int argc, char** argv) {
   if (decode_shapes) {
     // The projections of a Llama-3.2-1B decode step, each run waiting for the one before.
     std::printf("memory roofline %.1f GB/s\n", bw);
-    const int64_t shapes[][2] = {{3072, 2048}, {2048, 2048}, {16384, 2048}, {2048, 8192}, {128256, 2048}};
+    // {N, K, glu}: the last but one is the down projection as a step runs it, reading SwiGLU's
+    // two halves (x of 2K) and gating them itself.
+    const int64_t shapes[][3] = {{3072, 2048, 0}, {2048, 2048, 0}, {16384, 2048, 0}, {2048, 8192, 0}, {2048, 8192, 1}, {128256, 2048, 0}};
     std::vector<vulkan::Q4Tuning> tunings = {{}};
     if (q4_tune) {
       tunings.push_back({-1});  // the generic matvec kernel
@@ -164,23 +166,26 @@ int main(int argc, char** argv) {
         for (int rg : {2, 4})
           for (int stage : {0, 1})
             for (int inv : {64, 128})
-              if (rows * 32 >= rg * inv) tunings.push_back({rows, rg, stage, inv});
+              for (int pf : {0, 1})
+                if (rows * 32 >= rg * inv) tunings.push_back({rows, rg, stage, inv, 16384, pf});
     }
     for (DType wdt : {DType::f16, DType::q4_0}) {
       for (const auto& sh : shapes) {
         const int64_t Nd = sh[0] / S, Kd = sh[1];
-        DevTensor x = make(ctx, DType::f32, Shape{1, Kd}), w = make(ctx, wdt, Shape{Nd, Kd});
-        const double bytes = static_cast<double>(dtype_bytes(wdt, Nd * Kd) + 4 * Kd + 4 * Nd);
+        DevTensor x = make(ctx, DType::f32, Shape{1, sh[2] ? 2 * Kd : Kd}), w = make(ctx, wdt, Shape{Nd, Kd});
+        const double bytes = static_cast<double>(dtype_bytes(wdt, Nd * Kd) + 4 * x.view.shape[1] + 4 * Nd);
+        Attrs lin(OpKind::linear);
+        if (sh[2]) lin.set_s("glu", "silu");
         for (const auto& tu : wdt == DType::q4_0 ? tunings : std::vector<vulkan::Q4Tuning>{{}}) {
           vulkan::set_q4_0_tuning_for_bench(tu.rows != 0 ? &tu : nullptr);
-          const double t = run_op(ctx, reps, OpKind::linear, {&x, &w, nullptr}, Attrs(OpKind::linear), true, true);
+          const double t = run_op(ctx, reps, OpKind::linear, {&x, &w, nullptr}, lin, true, true);
           char name[96];
           if (tu.rows < 0)
             std::snprintf(name, sizeof name, "decode %s generic", dtype_name(wdt));
           else
-            std::snprintf(name, sizeof name, "decode %s r%d g%d s%d i%d", dtype_name(wdt), tu.rows, tu.rows_per_pass,
-                          tu.stage_x, tu.invocations);
-          row(name, std::to_string(Nd) + "x" + std::to_string(Kd), t, bytes / 1e9, "GB/s", bw);
+            std::snprintf(name, sizeof name, "decode %s r%d g%d s%d i%d p%d", dtype_name(wdt), tu.rows, tu.rows_per_pass,
+                          tu.stage_x, tu.invocations, tu.prefetch);
+          row(name, std::to_string(Nd) + "x" + std::to_string(Kd) + (sh[2] ? " glu" : ""), t, bytes / 1e9, "GB/s", bw);
         }
         vulkan::set_q4_0_tuning_for_bench(nullptr);
       }

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "kernels/vulkan/context.h"
 #include "kernels/vulkan/ops.h"
@@ -42,6 +43,30 @@ const MatvecShape& matvec_override() {
   return s;
 }
 std::atomic<const Q4Tuning*> g_q4_tuning{nullptr};
+
+// VRUN_Q4_MATVEC=R,RG,INV,XS,PF sets the q4_0 kernel's shape for whole-model comparisons on a GPU
+// (bench/vulkan/README.md), =generic sends q4_0 to the generic kernel; nullptr when unset.
+const Q4Tuning* q4_override() {
+  static const Q4Tuning s = [] {
+    Q4Tuning t{};
+    const char* e = knob_value(Knob::VRUN_Q4_MATVEC);
+    int r = 0, rg = 0, inv = 0, xs = 0, pf = 0;
+    if (e && std::string(e) == "generic") {
+      t.rows = -1;
+    } else if (e && std::sscanf(e, "%d,%d,%d,%d,%d", &r, &rg, &inv, &xs, &pf) == 5 && r >= 1 && r <= 256 && rg >= 1 &&
+        rg <= 8 && (rg & (rg - 1)) == 0 && (inv == 32 || inv == 64 || inv == 128 || inv == 256) && xs >= 0 && xs <= 16384 &&
+        (pf == 0 || pf == 1)) {
+      t = {r, rg, xs > 0 ? 1 : 0, inv, xs, pf};
+    } else if (e && *e) {
+      std::fprintf(stderr,
+                   "vrun: VRUN_Q4_MATVEC=%s is not 'generic' or R,RG,INV,XS,PF (rows 1-256, 1/2/4/8 rows a pass, 32/64/128/256 "
+                   "invocations, 0-16384 floats staged, prefetch 0/1); ignored\n",
+                   e);
+    }
+    return t;
+  }();
+  return s.rows != 0 ? &s : nullptr;
+}
 
 // Whether compute shaders have subgroupAdd (the device's properties, read once with the context).
 bool has_subgroup_arithmetic(const Context& ctx) {
@@ -125,23 +150,31 @@ Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, co
   const bool subgroups = !g_force_shared_reduce && has_subgroup_arithmetic(rec.context());
 
   const Q4Tuning* q4t = g_q4_tuning.load();
-  // q4_0 with one row of x: its own kernel (a Llama-1B q4_0 decode step on an H100: 672-675 tok/s
-  // against 583-585 through the generic kernel), unless a benchmark asks for the generic one.
+  if (!q4t) q4t = q4_override();
+  // q4_0 with one row of x: its own kernel (a Llama-1B q4_0 decode step on an H200, one run:
+  // 663 tok/s against 611 through the generic kernel), unless a benchmark asks for the generic one.
   if (subgroups && M == 1 && w.dtype == DType::q4_0 && !(q4t && q4t->rows < 0)) {
     // Rows per workgroup: enough that each subgroup makes several passes (staging x costs two
     // barriers per workgroup; 64 measured ahead of 16 and 32), few enough to leave >= 128
     // workgroups.
     int64_t r = 16;
     while (r < 64 && N / (2 * r) >= 128) r *= 2;
-    // x staged in shared memory when it fits in 28 KiB (32 KiB is the smallest limit met).
-    int64_t xsn = K <= 7168 ? K : 0;
-    int32_t rg = 4, wgs = 128;
+    // x staged in shared memory whenever it fits there with its block sums (1 KiB left for the
+    // rest): with SwiGLU gated in the kernel, an unstaged x is gated again by every subgroup.
+    // Lanes request their next block before using the current one. Both together on an H200's
+    // Llama-1B q4_0 decode (x of 8192 staged in its 48 KiB): 644 -> 711 tok/s in one run.
+    int32_t rg = 4, wgs = 128, pf = 1, stage = 1;
+    int64_t stage_max = K;
     if (const Q4Tuning* t = q4t) {
       r = t->rows;
       rg = t->rows_per_pass;
       wgs = t->invocations;
-      if (!t->stage_x) xsn = 0;
+      pf = t->prefetch;
+      stage = t->stage_x;
+      stage_max = t->stage_max;
     }
+    const int64_t smem = rec.context().limits().maxComputeSharedMemorySize;
+    int64_t xsn = stage && K <= stage_max && K * 4 + K / 8 + 1024 <= smem ? K : 0;
     if (norm) xsn = K;  // the prologue normalises the staged x
     PushWords pw;
     pw.u(N).u(K).u(x_row_stride).u(offs[0]).u(offs[1]).u(offs[2]).u(offs[3]).u(r).u(offs[4]).f(eps).u(offs[5]).u(offs[6]);
@@ -149,7 +182,7 @@ Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, co
     rec.grid_1d(static_cast<uint64_t>((N + r - 1) / r), &gx, &gy);
     return rec.dispatch("matvec_q4_0",
                         {dt_code(x.dtype), 0, dt_code(y.dtype), bias ? dt_code(*bias) : 255, 0, 0, 0, xvec ? 1 : 0, 0,
-                         wgs, static_cast<int32_t>(xsn), rg, res_dt, norm_mode, g_dt, beta_dt, glu ? 1 : 0, act},
+                         wgs, static_cast<int32_t>(xsn), rg, res_dt, norm_mode, g_dt, beta_dt, glu ? 1 : 0, act, pf},
                         bindings, pw.w, pw.bytes(), gx, gy, 1);
   }
 

@@ -52,11 +52,13 @@ Status record_matvec_linear(Recorder& rec, const std::vector<DeviceView>& in, co
 // arithmetic get, on a device that has it.
 void set_matvec_shared_reduce_for_testing(bool on);
 
-// Benchmarks sweep the q4_0 kernel's shape with this (nullptr: the built-in choice): rows of W
-// per workgroup, rows per subgroup pass, x staged in shared memory or not, invocations; rows < 0
-// sends q4_0 to the generic matvec kernel instead.
+// Benchmarks sweep the q4_0 kernel's shape with this (nullptr: the built-in choice, or the
+// VRUN_Q4_MATVEC knob): rows of W per workgroup, rows per subgroup pass, x staged in shared
+// memory or not, invocations, the longest x staged (floats; within the device's shared memory),
+// the next block's loads issued before the current one is used; rows < 0 sends q4_0 to the
+// generic matvec kernel instead.
 struct Q4Tuning {
-  int rows = 0, rows_per_pass = 4, stage_x = 1, invocations = 128;
+  int rows = 0, rows_per_pass = 4, stage_x = 1, invocations = 128, stage_max = 16384, prefetch = 1;
 };
 void set_q4_0_tuning_for_bench(const Q4Tuning* t);
 

@@ -54,7 +54,8 @@ TEST_F(VkMatvec, BiasAndResidualEveryWeightDtype) {
   // N 4097: 4 weight rows per workgroup with a remainder; K 256: 8-element chunks and half-blocks
   // on 32 invocations; K 1056: a second step on 64. q4_0 with one row of x: N 8200 gives 64 rows
   // per workgroup (four passes per subgroup; the last workgroup's 8 rows leave two subgroups
-  // idle) over rows of 2 blocks (most lanes idle); K 7200 leaves x unstaged.
+  // idle) over rows of 2 blocks (most lanes idle); K 7200 just fits x and its block sums into
+  // 32 KiB of shared memory (unstaged on a device with less; Q4ShapesPrefetchAndGate turns staging off).
   const std::vector<Case> cases = {{1, 4097, 96, ResidualLayout::kDense, true},
                                    {1, 8200, 64, ResidualLayout::kDense, true},
                                    {1, 33, 7200, ResidualLayout::kPadded, true},
@@ -173,6 +174,45 @@ TEST_F(VkMatvec, NormPrologue) {
           const double atol = (c.M > 8 ? 1e-3 : 2e-5) * mag;
           expect_close(to_doubles(out[0].view), want, atol, 1e-4, what.c_str());
         }
+}
+
+// The q4_0 kernel's shapes (rows per workgroup and per pass, invocations, x staged up to the
+// device's shared memory or not, the next block's loads issued early) and the SwiGLU gate it
+// applies to x of 2K, against float64 products; a row of 8192 has 256 blocks, so every lane of a
+// subgroup takes several and prefetches.
+TEST_F(VkMatvec, Q4ShapesPrefetchAndGate) {
+  std::mt19937 rng(23);
+  struct ResetTuning {
+    ~ResetTuning() { vulkan::set_q4_0_tuning_for_bench(nullptr); }
+  } reset;
+  const std::vector<vulkan::Q4Tuning> tunings = {
+      {}, {16, 4, 1, 128, 16384, 1}, {8, 2, 0, 64, 16384, 1}, {64, 4, 1, 128, 16384, 0}, {4, 1, 1, 32, 16384, 1}};
+  for (bool glu : {false, true})
+    for (int64_t K : {int64_t{2048}, int64_t{8192}}) {
+      const int64_t N = 150;
+      HostTensor x = random_tensor(DType::f32, Shape{1, 1, glu ? 2 * K : K}, rng);
+      HostTensor w = random_tensor(DType::q4_0, Shape{N, K}, rng);
+      const auto xv = to_doubles(x.view), wv = to_doubles(w.view);
+      std::vector<double> want(static_cast<size_t>(N), 0.0);
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t k = 0; k < K; ++k) {
+          const double g = glu ? xv[k] * (xv[K + k] / (1 + std::exp(-xv[K + k]))) : xv[k];
+          want[n] += g * wv[n * K + k];
+        }
+      Attrs lin(OpKind::linear);
+      if (glu) lin.set_s("glu", "silu");
+      for (const vulkan::Q4Tuning& t : tunings) {
+        const std::string what = std::string(glu ? "glu " : "") + "K=" + std::to_string(K) + " rows " +
+                                 std::to_string(t.rows) + " per pass " + std::to_string(t.rows_per_pass) + " stage " +
+                                 std::to_string(t.stage_x) + " invocations " + std::to_string(t.invocations) +
+                                 " prefetch " + std::to_string(t.prefetch);
+        SCOPED_TRACE(what);
+        vulkan::set_q4_0_tuning_for_bench(t.rows != 0 ? &t : nullptr);
+        auto out = run_gpu(OpKind::linear, {&x, &w, nullptr}, lin);
+        ASSERT_EQ(out[0].view.shape, (Shape{1, 1, N}));
+        expect_close(to_doubles(out[0].view), want, 1e-5 * std::sqrt(static_cast<double>(K)), 1e-4, what.c_str());
+      }
+    }
 }
 
 }  // namespace

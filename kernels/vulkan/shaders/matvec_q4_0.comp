@@ -58,6 +58,10 @@ layout(push_constant) uniform Push {
   uint off_g, off_beta;             // norm weight and bias, first elements
 } pc;
 
+// 1: a lane requests its next block's words before it computes on the current one (two blocks'
+// loads in flight instead of one when a row has more blocks than the subgroup has lanes).
+layout(constant_id = 18) const uint PF = 0;
+
 // Rows a subgroup works on at once (their loads all issued before any is used), one block of each
 // a lane: at 2048x131072 1880 GB/s, against 1750 for 2 rows of two blocks and 1830 for 4 rows of
 // two blocks.
@@ -190,6 +194,13 @@ void main() {
     for (uint b = lane; b < nb; b += S) {
       if (!loaded) load_blocks(b, nb);
       loaded = false;
+      uint cur[RG][5];
+      [[unroll]] for (uint r = 0; r < RG; ++r)
+        [[unroll]] for (uint j = 0; j < 5u; ++j) cur[r][j] = w[r][j];
+      if (PF == 1u && b + S < nb) {
+        load_blocks(b + S, nb);
+        loaded = true;
+      }
       vec4 xv[8];
       [[unroll]] for (uint c = 0; c < 8u; ++c) xv[c] = xblk(b, c);
       float xsum;
@@ -204,11 +215,11 @@ void main() {
         // Block: f16 scale at byte 0, quants at byte 2; it starts at an even byte, so either at a
         // word (quants straddle words) or 2 bytes in (quants are words 1..4).
         const bool mid = ((pc.off_w + (rows[r] * nb + b) * 18u) & 2u) != 0u;
-        const uint d = mid ? (w[r][0] >> 16) : (w[r][0] & 0xffffu);
+        const uint d = mid ? (cur[r][0] >> 16) : (cur[r][0] & 0xffffu);
         // Byte j holds element j in its low nibble and j + 16 in its high one.
         float s0 = 0.0, s1 = 0.0;
         [[unroll]] for (uint j = 0; j < 4u; ++j) {
-          const uint q = mid ? w[r][j + 1u] : fun16(w[r][j], w[r][j + 1u]);
+          const uint q = mid ? cur[r][j + 1u] : fun16(cur[r][j], cur[r][j + 1u]);
           s0 += nib(q, 0u) * xv[j].x;
           s0 += nib(q, 8u) * xv[j].y;
           s0 += nib(q, 16u) * xv[j].z;
