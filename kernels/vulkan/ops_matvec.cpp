@@ -151,20 +151,17 @@ Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, co
 
   const Q4Tuning* q4t = g_q4_tuning.load();
   if (!q4t) q4t = q4_override();
-  // q4_0 with one row of x: its own kernel (a Llama-1B q4_0 decode step on an H200, one run:
-  // 663 tok/s against 611 through the generic kernel), unless a benchmark asks for the generic one.
+  // q4_0 with one row of x: its own kernel, unless a benchmark asks for the generic one.
   if (subgroups && M == 1 && w.dtype == DType::q4_0 && !(q4t && q4t->rows < 0)) {
-    // Rows per workgroup: enough that each subgroup makes several passes (staging x costs two
-    // barriers per workgroup; 64 measured ahead of 16 and 32), few enough to leave >= 128
-    // workgroups.
-    int64_t r = 16;
-    while (r < 64 && N / (2 * r) >= 128) r *= 2;
-    // x staged in shared memory whenever it fits there with its block sums (1 KiB left for the
-    // rest): with SwiGLU gated in the kernel, an unstaged x is gated again by every subgroup.
-    // Lanes request their next block before using the current one. Both together on an H200's
-    // Llama-1B q4_0 decode (x of 8192 staged in its 48 KiB): 644 -> 711 tok/s in one run.
+    // 16 rows per workgroup (one pass of its four subgroups), x staged in shared memory whenever
+    // it fits there with its block sums (1 KiB left for the rest: with SwiGLU gated in the
+    // kernel, an unstaged x is gated again by every subgroup), and lanes requesting their next
+    // block before using the current one. A Llama-1B q4_0 decode on an H200, one run
+    // (bench_llama_roofline, VRUN_Q4_MATVEC): 711.0 tok/s this way (x of 8192 staged in the
+    // device's 48 KiB), 643.6 with 16 rows, x up to 7168 staged and no early loads, 663.3 with
+    // that but 16-64 rows a workgroup (the earlier choice), 611.0 through the generic kernel.
+    int64_t r = 16, stage_max = K;
     int32_t rg = 4, wgs = 128, pf = 1, stage = 1;
-    int64_t stage_max = K;
     if (const Q4Tuning* t = q4t) {
       r = t->rows;
       rg = t->rows_per_pass;

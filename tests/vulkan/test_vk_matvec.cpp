@@ -52,9 +52,9 @@ TEST_F(VkMatvec, BiasAndResidualEveryWeightDtype) {
     bool bias;
   };
   // N 4097: 4 weight rows per workgroup with a remainder; K 256: 8-element chunks and half-blocks
-  // on 32 invocations; K 1056: a second step on 64. q4_0 with one row of x: N 8200 gives 64 rows
-  // per workgroup (four passes per subgroup; the last workgroup's 8 rows leave two subgroups
-  // idle) over rows of 2 blocks (most lanes idle); K 7200 just fits x and its block sums into
+  // on 32 invocations; K 1056: a second step on 64. q4_0 with one row of x: N 8200 leaves the last
+  // workgroup 8 of its 16 rows (two subgroups idle) over rows of 2 blocks (most lanes idle;
+  // Q4ShapesPrefetchAndGate covers several passes per subgroup); K 7200 just fits x and its block sums into
   // 32 KiB of shared memory (unstaged on a device with less; Q4ShapesPrefetchAndGate turns staging off).
   const std::vector<Case> cases = {{1, 4097, 96, ResidualLayout::kDense, true},
                                    {1, 8200, 64, ResidualLayout::kDense, true},
