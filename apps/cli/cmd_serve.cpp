@@ -29,8 +29,8 @@ constexpr const char* kFooter = R"(Endpoints (as the OpenAI API defines them):
   GET  /v1/models  GET /health  GET /metrics (Prometheus text)
 
 Each model answers to its file or folder name and to its --alias (given in the order of -m).
-Each model has one worker taking requests in arrival order, at most --max-concurrent queued or
-running; more get 429. A text model decodes up to --parallel requests together (continuous
+Each model has one worker taking requests in arrival order (one per device with --devices), at
+most --max-concurrent queued or running; more get 429. A text model decodes up to --parallel requests together (continuous
 batching: a request joins at the next step, its prompt prefilled between decode steps, and leaves
 when it ends or its client goes); the rest wait in the queue. Whisper requests run one at a
 time; Parakeet requests queued together (up to 4) share batched encoder calls. At temperature
@@ -105,11 +105,23 @@ CommandRegistrar reg(
                    "of the upload; a request's vad_filter=false turns it off");
       sub.add_option("--vad-model", o->vad_model,
                      "Silero VAD .onnx for --vad (default: the cache's, from scripts/fetch-models.sh silero-vad)");
+      auto devices = std::make_shared<std::string>();
+      sub.add_option("--devices", *devices,
+                     "Load every model on each of these Vulkan devices (all, or indices like 0,1; one may "
+                     "repeat), each copy with its own worker pulling from the model's queue; implies "
+                     "--backend vulkan");
       add_backend_options(sub, *run);
-      return [o, run] {
+      return [o, run, devices] {
         o->backend = run->backend;
         o->threads = run->threads;
         if (o->aliases.size() > o->models.size()) return fail("serve", "more --alias than -m");
+        if (!devices->empty()) {
+          if (run->backend == "cpu") return fail("serve", "--devices picks Vulkan devices; it cannot go with --backend cpu");
+          auto list = parse_device_list("--devices", *devices);
+          if (!list.is_ok()) return fail("serve", list.status().message());
+          o->devices = std::move(*list);
+          o->backend = "vulkan";
+        }
         return serve::run_server(*o);
       };
     });

@@ -92,24 +92,8 @@ struct WorkerSpec {
 Result<std::vector<WorkerSpec>> worker_specs(const TranscribeArgs& a, BackendKind* backend) {
   std::vector<WorkerSpec> specs;
   if (!a.devices.empty()) {
-    const BackendEntry* vulkan = find_backend("vulkan");
-    if (!vulkan || !vulkan->device_count) return err(ErrorCode::kUnsupported, "--devices: this vrun is built without the Vulkan backend");
-    const int count = vulkan->device_count();
-    if (a.devices == "all") {
-      if (count == 0) return err(ErrorCode::kNotFound, "--devices all: no Vulkan device found");
-      for (int d = 0; d < count; ++d) specs.push_back({d, 0});
-    } else {
-      for (const auto& item : split(a.devices, ',')) {
-        char* end = nullptr;
-        const long d = std::strtol(item.c_str(), &end, 10);
-        if (item.empty() || *end != '\0' || d < 0)
-          return err(ErrorCode::kInvalidArgument, "--devices must be all or device indices like 0,1, got '", a.devices, "'");
-        if (d >= count)
-          return err(ErrorCode::kInvalidArgument, "--devices ", a.devices, ": device ", d, " does not exist (", count,
-                     " Vulkan devices; vrun info lists them)");
-        specs.push_back({static_cast<int>(d), 0});
-      }
-    }
+    VRUN_ASSIGN_OR_RETURN(auto devices, parse_device_list("--devices", a.devices));
+    for (int d : devices) specs.push_back({d, 0});
     *backend = BackendKind::kVulkan;
   } else {
     specs.resize(static_cast<size_t>(a.workers));

@@ -1,6 +1,10 @@
 #include "apps/cli/model_options.h"
 
+#include <cstdlib>
+
 #include "apps/cli/command.h"
+#include "runtime/backend.h"
+#include "runtime/base/strings.h"
 
 namespace vrun::cli {
 
@@ -27,6 +31,29 @@ std::unique_ptr<llama::LlamaRunner> load_llama_runner(const std::string& command
     return nullptr;
   }
   return std::move(*runner);
+}
+
+Result<std::vector<int>> parse_device_list(const std::string& option, const std::string& value) {
+  const BackendEntry* vulkan = find_backend("vulkan");
+  if (!vulkan || !vulkan->device_count) return err(ErrorCode::kUnsupported, option, ": this vrun is built without the Vulkan backend");
+  const int count = vulkan->device_count();
+  std::vector<int> devices;
+  if (value == "all") {
+    if (count == 0) return err(ErrorCode::kNotFound, option, " all: no Vulkan device found");
+    for (int d = 0; d < count; ++d) devices.push_back(d);
+    return devices;
+  }
+  for (const auto& item : split(value, ',')) {
+    char* end = nullptr;
+    const long d = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || d < 0)
+      return err(ErrorCode::kInvalidArgument, option, " must be all or device indices like 0,1, got '", value, "'");
+    if (d >= count)
+      return err(ErrorCode::kInvalidArgument, option, " ", value, ": device ", d, " does not exist (", count,
+                 " Vulkan devices; vrun info lists them)");
+    devices.push_back(static_cast<int>(d));
+  }
+  return devices;
 }
 
 }  // namespace vrun::cli

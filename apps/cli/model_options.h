@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "apps/llama/llama_runner.h"
 
@@ -23,5 +24,9 @@ void add_backend_options(CLI::App& sub, BackendArgs& a);
 // (see fail) and returns null.
 std::unique_ptr<llama::LlamaRunner> load_llama_runner(const std::string& command, const std::string& model,
                                                       const BackendArgs& b, const llama::LoadOptions& options);
+
+// --devices all|0,1,...: Vulkan device indices, one entry per worker (a device may repeat); errors
+// name `option` and the devices there are.
+Result<std::vector<int>> parse_device_list(const std::string& option, const std::string& value);
 
 }  // namespace vrun::cli

@@ -73,6 +73,7 @@ Result<std::unique_ptr<LlamaRunner>> LlamaRunner::load(const std::string& path, 
   ExecutorOptions eo;
   eo.backend = options.backend;
   eo.threads = options.threads;
+  eo.device = options.device;
   VRUN_ASSIGN_OR_RETURN(r->executor_, Executor::create(r->program_, eo));
   // Programs exported before the decode method existed run their single tokens through forward.
   r->has_decode_ = r->program_->method("decode") != nullptr;

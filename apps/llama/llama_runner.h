@@ -18,6 +18,7 @@ namespace vrun::llama {
 struct LoadOptions {
   BackendKind backend = BackendKind::kAuto;
   int threads = 0;
+  int device = -1;  // Vulkan device index; -1: VRUN_DEVICE or the best one
   int64_t context = 0;  // 0: the model's maximum, bounded by memory
   int64_t default_context_cap = 0;  // with context 0: at most this many positions (0: no cap)
   int64_t chunk = 512;

@@ -6,7 +6,7 @@
 namespace vrun::serve {
 
 void BatchTextEngine::publish() {
-  metrics_.slots(model_, session_->running(), session_->slots());
+  metrics_.slots(model_, engine_, session_->running(), session_->slots());
 }
 
 void BatchTextEngine::admit(std::vector<std::shared_ptr<Job>> jobs, JobQueue& queue) {

@@ -61,8 +61,9 @@ class TextEngine : public StepEngine {
 // its slot at once; the queue holds the rest until a slot frees.
 class BatchTextEngine : public Engine {
  public:
-  BatchTextEngine(std::string model, std::unique_ptr<llama::BatchSession> session, Metrics& metrics)
-      : model_(std::move(model)), session_(std::move(session)), metrics_(metrics) {}
+  // engine: its index among the model's engines (one per device), for the slot metrics.
+  BatchTextEngine(std::string model, std::unique_ptr<llama::BatchSession> session, Metrics& metrics, int engine = 0)
+      : model_(std::move(model)), session_(std::move(session)), metrics_(metrics), engine_(engine) {}
   void run(JobQueue& queue) override;
 
  private:
@@ -78,6 +79,7 @@ class BatchTextEngine : public Engine {
   std::unique_ptr<llama::BatchSession> session_;
   Metrics& metrics_;
   std::map<int, std::shared_ptr<Job>> running_;  // by sequence id
+  int engine_ = 0;
 };
 
 class SpeechEngine : public StepEngine {

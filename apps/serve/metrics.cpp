@@ -99,10 +99,9 @@ void Metrics::queue_depth(const std::string& name, int64_t depth, int64_t waitin
   model(name).waiting = waiting;
 }
 
-void Metrics::slots(const std::string& name, int64_t busy, int64_t total) {
+void Metrics::slots(const std::string& name, int engine, int64_t busy, int64_t total) {
   std::lock_guard<std::mutex> lock(mu_);
-  model(name).slots_busy = busy;
-  model(name).slots_total = total;
+  model(name).slots[engine] = {busy, total};
 }
 
 std::string Metrics::render() const {
@@ -133,14 +132,18 @@ std::string Metrics::render() const {
   type_line(out, "vrun_queue_waiting", "gauge", "Requests queued and not yet taken by the model's worker, by model.");
   for (const auto& [name, m] : models_)
     out += "vrun_queue_waiting{" + label("model", name) + "} " + std::to_string(m.waiting) + "\n";
+  // Sums over a model's engines (one per device it is served on).
+  auto slot_sum = [](const PerModel& m, bool busy) {
+    int64_t n = 0;
+    for (const auto& [engine, bt] : m.slots) n += busy ? bt.first : bt.second;
+    return std::to_string(n);
+  };
   type_line(out, "vrun_slots_busy", "gauge", "KV-cache slots holding a request, by batching text model.");
   for (const auto& [name, m] : models_)
-    if (m.slots_total >= 0)
-      out += "vrun_slots_busy{" + label("model", name) + "} " + std::to_string(m.slots_busy) + "\n";
-  type_line(out, "vrun_slots_total", "gauge", "KV-cache slots (--parallel), by batching text model.");
+    if (!m.slots.empty()) out += "vrun_slots_busy{" + label("model", name) + "} " + slot_sum(m, true) + "\n";
+  type_line(out, "vrun_slots_total", "gauge", "KV-cache slots (--parallel on each device), by batching text model.");
   for (const auto& [name, m] : models_)
-    if (m.slots_total >= 0)
-      out += "vrun_slots_total{" + label("model", name) + "} " + std::to_string(m.slots_total) + "\n";
+    if (!m.slots.empty()) out += "vrun_slots_total{" + label("model", name) + "} " + slot_sum(m, false) + "\n";
   type_line(out, "vrun_batch_size", "histogram",
             "Requests advanced together by one step of a model's worker (text: one decode step).");
   for (const auto& [name, m] : models_) m.batch.render(out, "vrun_batch_size", label("model", name));

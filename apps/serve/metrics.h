@@ -38,14 +38,15 @@ class Metrics {
   void step_time(const std::string& model, double seconds);
   // Requests queued or running, and of those the ones still waiting for the worker.
   void queue_depth(const std::string& model, int64_t depth, int64_t waiting);
-  // KV-cache slots of a batching text model: busy (a request in it) and all.
-  void slots(const std::string& model, int64_t busy, int64_t total);
+  // KV-cache slots of one engine (device) of a batching text model: busy (a request in it) and
+  // all; the metrics show each model's sums.
+  void slots(const std::string& model, int engine, int64_t busy, int64_t total);
   std::string render() const;
 
  private:
   struct PerModel {
     int64_t prompt_tokens = 0, completion_tokens = 0, queue_depth = 0, waiting = 0;
-    int64_t slots_busy = -1, slots_total = -1;  // -1: not a batching model
+    std::map<int, std::pair<int64_t, int64_t>> slots;  // per engine: busy, total (empty: not a batching model)
     double audio_s = 0;
     Histogram ttft{{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}};
     Histogram batch{{1, 2, 4, 8, 16, 32, 64}};

@@ -19,10 +19,11 @@ std::string file_name(const std::string& path) {
   return p.filename().string();
 }
 
-Result<std::unique_ptr<llama::LlamaRunner>> load_llama(const ModelSpec& spec) {
+Result<std::unique_ptr<llama::LlamaRunner>> load_llama(const ModelSpec& spec, int device) {
   llama::LoadOptions lo;
   lo.backend = spec.backend;
   lo.threads = spec.threads;
+  lo.device = device;
   const int64_t slots = std::max(1, spec.parallel);
   if (spec.context > 0) {
     lo.context = spec.context / slots;
@@ -52,32 +53,59 @@ whisper::TranscribeOptions whisper_options(const SpeechOptions& s) {
 }
 
 // Continuous batching when the program has the batched methods (a checkpoint always does; a .vrp
-// when it was exported with batch slots), else one request at a time.
+// when it was exported with batch slots), else one request at a time. One engine per runner.
+Result<std::unique_ptr<Engine>> text_engine(ServedModel& m, llama::LlamaRunner& runner, const ModelSpec& spec,
+                                            Metrics& metrics, int engine_index) {
+  llama::BatchOptions bo;
+  bo.prefill_chunk = spec.prefill_chunk;
+  auto session = llama::BatchSession::create(runner, bo);
+  if (!session.is_ok()) {
+    if (engine_index == 0)
+      std::fprintf(stderr, "vrun serve: %s: %s; serving one request at a time\n", spec.path.c_str(),
+                   session.status().message().c_str());
+    return std::unique_ptr<Engine>(std::make_unique<TextEngine>(m.id, runner, metrics));
+  }
+  m.slots += (*session)->slots();
+  // A GPU builds each batch size's pipelines at its first call: done here, before the server
+  // listens, rather than in the first requests' time (on the CPU there is nothing to build).
+  if (runner.uses_gpu()) {
+    const auto t0 = std::chrono::steady_clock::now();
+    VRUN_ASSIGN_OR_RETURN(int calls, (*session)->warm_up());
+    std::fprintf(stderr, "vrun serve: %s: warmed %d batched calls in %.2f s\n", m.id.c_str(), calls,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return std::unique_ptr<Engine>(std::make_unique<BatchTextEngine>(m.id, std::move(*session), metrics, engine_index));
+}
+
 Status attach_text(ServedModel& m, const ModelSpec& spec, Metrics& metrics) {
   m.kind = ModelKind::kText;
   m.chat_format = tok::detect_chat_format(m.llama->chat_template(), m.llama->tokenizer());
-  llama::BatchOptions bo;
-  bo.prefill_chunk = spec.prefill_chunk;
-  auto session = llama::BatchSession::create(*m.llama, bo);
-  std::unique_ptr<Engine> engine;
-  if (session.is_ok()) {
-    m.slots = (*session)->slots();
-    // A GPU builds each batch size's pipelines at its first call: done here, before the server
-    // listens, rather than in the first requests' time (on the CPU there is nothing to build).
-    if (m.llama->uses_gpu()) {
-      const auto t0 = std::chrono::steady_clock::now();
-      VRUN_ASSIGN_OR_RETURN(int calls, (*session)->warm_up());
-      std::fprintf(stderr, "vrun serve: %s: warmed %d batched calls in %.2f s\n", m.id.c_str(), calls,
-                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    }
-    engine = std::make_unique<BatchTextEngine>(m.id, std::move(*session), metrics);
-  } else {
-    std::fprintf(stderr, "vrun serve: %s: %s; serving one request at a time\n", spec.path.c_str(),
-                 session.status().message().c_str());
-    engine = std::make_unique<TextEngine>(m.id, *m.llama, metrics);
+  std::vector<std::unique_ptr<Engine>> engines;
+  VRUN_ASSIGN_OR_RETURN(auto first, text_engine(m, *m.llama, spec, metrics, 0));
+  engines.push_back(std::move(first));
+  for (auto& r : m.more_llama) {
+    VRUN_ASSIGN_OR_RETURN(auto e, text_engine(m, *r, spec, metrics, static_cast<int>(engines.size())));
+    engines.push_back(std::move(e));
   }
-  m.scheduler = std::make_unique<Scheduler>(m.id, std::move(engine), spec.max_pending, metrics);
+  m.scheduler = std::make_unique<Scheduler>(m.id, std::move(engines), spec.max_pending, metrics);
   return Status::ok();
+}
+
+// The engine of one loaded speech model.
+std::unique_ptr<Engine> speech_engine(const std::string& id, speech::Recognizer* r, Metrics& metrics) {
+  auto one = [r](std::span<const float> samples, const SpeechOptions& s) {
+    speech::Options o;
+    o.whisper = whisper_options(s);
+    return r->transcribe(samples, o);
+  };
+  SpeechEngine::TranscribeBatch batch;
+  int max_batch = 1;
+  if (r->family() == "parakeet") {
+    // Requests queued together share batched encoder calls (the CLI's --batch-size 4).
+    batch = [r](const std::vector<std::span<const float>>& files) { return r->transcribe_many(files, speech::Options{}); };
+    max_batch = kParakeetBatch;
+  }
+  return std::make_unique<SpeechEngine>(id, one, metrics, batch, max_batch);
 }
 
 }  // namespace
@@ -93,34 +121,37 @@ Result<std::unique_ptr<ServedModel>> load_model(const ModelSpec& spec, Metrics& 
           .count();
   // The family decides, found once (models/registry).
   VRUN_ASSIGN_OR_RETURN(models::Detected d, models::detect(spec.path));
+  // The devices the model goes on: each of spec.devices, or the backend's choice once.
+  const std::vector<int> devices = spec.devices.empty() ? std::vector<int>{-1} : spec.devices;
   if (d.family->task == models::Task::kTextGeneration) {
-    VRUN_ASSIGN_OR_RETURN(m->llama, load_llama(spec));
+    for (size_t k = 0; k < devices.size(); ++k) {
+      VRUN_ASSIGN_OR_RETURN(auto runner, load_llama(spec, devices[k]));
+      if (k == 0)
+        m->llama = std::move(runner);
+      else
+        m->more_llama.push_back(std::move(runner));
+    }
     VRUN_RETURN_IF_ERROR(attach_text(*m, spec, metrics));
     return m;
   }
   if (d.family->task != models::Task::kSpeechRecognition)
     return err(ErrorCode::kInvalidArgument, spec.path, ": a ", d.family->name, " model; vrun serve serves text and speech models");
-  speech::LoadOptions lo;
-  lo.backend = spec.backend;
-  lo.threads = spec.threads;
-  VRUN_ASSIGN_OR_RETURN(m->speech, speech::load(spec.path, lo));
-  m->device = m->speech->device_description();
-  speech::Recognizer* r = m->speech.get();
-  auto one = [r](std::span<const float> samples, const SpeechOptions& s) {
-    speech::Options o;
-    o.whisper = whisper_options(s);
-    return r->transcribe(samples, o);
-  };
-  SpeechEngine::TranscribeBatch batch;
-  int max_batch = 1;
-  if (r->family() == "parakeet") {
-    // Requests queued together share batched encoder calls (the CLI's --batch-size 4).
-    batch = [r](const std::vector<std::span<const float>>& files) { return r->transcribe_many(files, speech::Options{}); };
-    max_batch = kParakeetBatch;
+  std::vector<std::unique_ptr<Engine>> engines;
+  for (size_t k = 0; k < devices.size(); ++k) {
+    speech::LoadOptions lo;
+    lo.backend = spec.backend;
+    lo.threads = spec.threads;
+    lo.device = devices[k];
+    VRUN_ASSIGN_OR_RETURN(auto r, speech::load(spec.path, lo));
+    engines.push_back(speech_engine(m->id, r.get(), metrics));
+    if (k == 0)
+      m->speech = std::move(r);
+    else
+      m->more_speech.push_back(std::move(r));
   }
+  m->device = m->speech->device_description();
   m->kind = ModelKind::kSpeech;
-  m->scheduler = std::make_unique<Scheduler>(
-      m->id, std::make_unique<SpeechEngine>(m->id, one, metrics, batch, max_batch), spec.max_pending, metrics);
+  m->scheduler = std::make_unique<Scheduler>(m->id, std::move(engines), spec.max_pending, metrics);
   return m;
 }
 

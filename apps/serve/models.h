@@ -26,7 +26,10 @@ struct ModelSpec {
   // Text models: KV-cache positions of all slots together, shared out evenly (llama-server's
   // --ctx-size); 0: each slot holds min(the model's context, kDefaultSlotContext).
   int64_t context = 0;
-  int parallel = 8;  // text models: KV-cache slots, the requests decoded together
+  int parallel = 8;  // text models: KV-cache slots, the requests decoded together (per device)
+  // Vulkan devices to load the model on, one engine each (a device may repeat); empty: one engine
+  // on the backend's choice.
+  std::vector<int> devices;
   int64_t prefill_chunk = 0;  // text models: prompt tokens prefilled per step (0: the program's chunk)
   int max_pending = 64;
 };
@@ -38,9 +41,12 @@ struct ServedModel {
   int64_t created = 0;
   std::string device;
   int slots = 0;  // text models served by continuous batching: KV-cache slots; 0: one at a time
-  std::unique_ptr<llama::LlamaRunner> llama;
+  std::unique_ptr<llama::LlamaRunner> llama;  // the first device's (tokenizer, chat template)
   tok::ChatFormat chat_format;
   std::unique_ptr<speech::Recognizer> speech;
+  // The copies on the other devices of ModelSpec::devices, each driven by its own engine.
+  std::vector<std::unique_ptr<llama::LlamaRunner>> more_llama;
+  std::vector<std::unique_ptr<speech::Recognizer>> more_speech;
   // Last: destroyed first, so the worker stops before the runner it drives goes away.
   std::unique_ptr<Scheduler> scheduler;
 };

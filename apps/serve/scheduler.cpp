@@ -14,13 +14,13 @@ void StepEngine::run(JobQueue& queue) {
   }
 }
 
-Scheduler::Scheduler(std::string model, std::unique_ptr<Engine> engine, int max_pending, Metrics& metrics)
-    : model_(std::move(model)), engine_(std::move(engine)), max_pending_(max_pending), metrics_(metrics) {
+Scheduler::Scheduler(std::string model, std::vector<std::unique_ptr<Engine>> engines, int max_pending, Metrics& metrics)
+    : model_(std::move(model)), engines_(std::move(engines)), max_pending_(max_pending), metrics_(metrics) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     publish();
   }
-  worker_ = std::thread([this] { engine_->run(*this); });
+  for (auto& e : engines_) workers_.emplace_back([this, engine = e.get()] { engine->run(*this); });
 }
 
 Scheduler::~Scheduler() {
@@ -48,7 +48,8 @@ void Scheduler::stop() {
     stopping_ = true;
   }
   cv_.notify_all();
-  if (worker_.joinable()) worker_.join();
+  for (auto& w : workers_)
+    if (w.joinable()) w.join();
 }
 
 int64_t Scheduler::pending() const {
@@ -59,7 +60,13 @@ int64_t Scheduler::pending() const {
 std::vector<std::shared_ptr<Job>> Scheduler::take(size_t most, bool wait) {
   std::vector<std::shared_ptr<Job>> out;
   std::unique_lock<std::mutex> lock(mu_);
-  if (wait) cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+  // A busy engine (taking without waiting) leaves new jobs to an idle one that waits for them.
+  if (!wait && idle_waiting_ > 0) return out;
+  if (wait) {
+    ++idle_waiting_;
+    cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    --idle_waiting_;
+  }
   while (!queue_.empty() && out.size() < most) {
     out.push_back(std::move(queue_.front()));
     queue_.pop_front();

@@ -1,4 +1,5 @@
-// One worker thread per model, fed by a bounded queue. The worker runs the model's Engine, which
+// One worker thread per engine of a model (one engine per device it is loaded on), all fed by the
+// model's bounded queue. A worker runs its Engine, which
 // pulls jobs from the queue as it can take them: an engine that serves a batch at a time takes
 // up to its max_batch() and runs them to completion (StepEngine); the continuous-batching text
 // engine takes a job whenever one of its KV-cache slots is free and advances every running
@@ -63,8 +64,9 @@ class StepEngine : public Engine {
 
 class Scheduler final : private JobQueue {
  public:
-  // max_pending: jobs queued plus running beyond which submit refuses.
-  Scheduler(std::string model, std::unique_ptr<Engine> engine, int max_pending, Metrics& metrics);
+  // max_pending: jobs queued plus running beyond which submit refuses. Each engine gets a worker
+  // thread; a job goes to an idle engine when one is waiting, else to whichever takes it first.
+  Scheduler(std::string model, std::vector<std::unique_ptr<Engine>> engines, int max_pending, Metrics& metrics);
   ~Scheduler() override;
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -83,7 +85,7 @@ class Scheduler final : private JobQueue {
   void publish();  // with mu_ held
 
   std::string model_;
-  std::unique_ptr<Engine> engine_;
+  std::vector<std::unique_ptr<Engine>> engines_;
   const int max_pending_;
   Metrics& metrics_;
   mutable std::mutex mu_;
@@ -91,7 +93,8 @@ class Scheduler final : private JobQueue {
   std::deque<std::shared_ptr<Job>> queue_;
   int64_t running_ = 0;
   bool stopping_ = false;
-  std::thread worker_;
+  int idle_waiting_ = 0;  // workers blocked in take(wait) for a job
+  std::vector<std::thread> workers_;
 };
 
 }  // namespace vrun::serve

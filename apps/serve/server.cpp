@@ -221,6 +221,7 @@ int run_server(const ServeOptions& o) {
     spec.threads = o.threads;
     spec.context = o.context;
     spec.parallel = o.parallel;
+    spec.devices = o.devices;
     spec.prefill_chunk = o.prefill_chunk;
     spec.max_pending = o.max_concurrent;
     const auto t0 = Clock::now();
@@ -241,6 +242,7 @@ int run_server(const ServeOptions& o) {
       what += (*m)->slots > 0 ? ", " + std::to_string((*m)->slots) + " slots of " +
                                     std::to_string((*m)->llama->context()) + " tokens"
                               : ", one request at a time";
+    if (o.devices.size() > 1) what += ", on " + std::to_string(o.devices.size()) + " devices, a worker each";
     std::fprintf(stderr, "vrun serve: loaded %s as '%s' (%s) in %.2f s\n", o.models[k].c_str(),
                  (*m)->id.c_str(), what.c_str(), std::chrono::duration<double>(Clock::now() - t0).count());
     ctx.models.push_back(std::move(*m));

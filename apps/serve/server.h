@@ -21,6 +21,9 @@ struct ServeOptions {
   int64_t prefill_chunk = 0;
   std::string backend = "auto";
   int threads = 0;
+  // Vulkan devices each model is loaded on, one engine per entry pulling from the model's queue
+  // (--devices 0,1; a device may repeat); empty: one engine on the backend's choice.
+  std::vector<int> devices;
   int http_threads = 0;  // 0: enough for every model's max_concurrent plus a few
   // Silero VAD for transcriptions: loaded at start when vad is set (every request then runs it
   // unless it sends vad_filter=false); vad_model empty: the cache's.
