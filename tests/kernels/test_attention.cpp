@@ -80,6 +80,17 @@ TensorView cache_view(const HostTensor& cache, int64_t len) {
   return v;
 }
 
+// Random q, k and v, each a [B, H, L, D] view of [B, L, H, D] storage (a fused projection's
+// layout) starting a few elements into its buffer.
+struct PermutedQkv {
+  HostTensor q, k, v;
+};
+PermutedQkv permuted_qkv(const Shape& q, const Shape& k, const Shape& v, std::mt19937& rng) {
+  const std::vector<int> blhd = {0, 2, 1, 3};
+  return {random_strided(DType::f32, q, blhd, 2, rng), random_strided(DType::f32, k, blhd, 3, rng),
+          random_strided(DType::f32, v, blhd, 1, rng)};
+}
+
 // q against random k and v caches (k in [-2, 2]) of shapes k_cache / v_cache: causal over their
 // first lens[0] positions, then not causal, with `scale`, over their first lens[1].
 void check_sdpa_over_caches(const HostTensor& q, const Shape& k_cache, const Shape& v_cache,
@@ -97,11 +108,8 @@ TEST(Sdpa, GqaCausalOverCachePrefix) {
   // Lq = 5 new tokens at cache positions 4..8: query i sees keys 0 .. 4 + i.
   check_sdpa_over_caches(q, Shape{2, 2, 20, 16}, Shape{2, 2, 20, 12}, {9, 9}, 0.3, rng,
                          {"causal Lq < Lk", "non-causal, scale 0.3"});
-  // [B, L, H, D] storage permuted to [B, H, L, D].
-  HostTensor kp = random_strided(DType::f32, Shape{2, 2, 7, 16}, {0, 2, 1, 3}, 3, rng);
-  HostTensor vp = random_strided(DType::f32, Shape{2, 2, 7, 12}, {0, 2, 1, 3}, 1, rng);
-  HostTensor q7 = random_strided(DType::f32, Shape{2, 6, 7, 16}, {0, 2, 1, 3}, 2, rng);
-  check_sdpa(q7.view, kp.view, vp.view, nullptr, 0, true, 1e-5, "permuted q/k/v");
+  const PermutedQkv p = permuted_qkv(Shape{2, 6, 7, 16}, Shape{2, 2, 7, 16}, Shape{2, 2, 7, 12}, rng);
+  check_sdpa(p.q.view, p.k.view, p.v.view, nullptr, 0, true, 1e-5, "permuted q/k/v");
 }
 
 TEST(Sdpa, DecodeOverManyKeyBlocks) {
@@ -258,15 +266,14 @@ TEST(Sdpa, BlockedPrefillMatchesReference) {
                            {"causal 130 over 1100 keys", "non-causal 130 x 1025"});
   }
   {
-    HostTensor q = random_strided(DType::f32, Shape{2, 4, 16, 16}, {0, 2, 1, 3}, 2, rng);
-    HostTensor k = random_strided(DType::f32, Shape{2, 4, 600, 16}, {0, 2, 1, 3}, 3, rng);
-    HostTensor v = random_strided(DType::f32, Shape{2, 4, 600, 8}, {0, 2, 1, 3}, 1, rng);
-    check_sdpa(q.view, k.view, v.view, nullptr, 0, false, 1e-5, "permuted q/k/v, 16 queries");
+    const PermutedQkv p = permuted_qkv(Shape{2, 4, 16, 16}, Shape{2, 4, 600, 16}, Shape{2, 4, 600, 8}, rng);
+    check_sdpa(p.q.view, p.k.view, p.v.view, nullptr, 0, false, 1e-5, "permuted q/k/v, 16 queries");
     // Scores that differ by hundreds between key blocks: the later block's max rescales the first's.
     HostTensor fm = random_tensor(DType::f32, Shape{2, 4, 16, 600}, rng, -1, 1);
     for (int64_t i = 0; i < fm.view.numel(); ++i)
       if (i % 600 >= 512) fm.view.ptr<float>()[i] += 200.f;
-    check_sdpa(q.view, k.view, v.view, &fm.view, 0, false, 1e-5, "f32 mask rising in the second key block");
+    check_sdpa(p.q.view, p.k.view, p.v.view, &fm.view, 0, false, 1e-5,
+               "f32 mask rising in the second key block");
   }
   {
     HostTensor q = random_tensor(DType::f32, Shape{2, 3, 70, 16}, rng);
