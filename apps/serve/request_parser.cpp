@@ -192,15 +192,21 @@ bool read_content(const json& c, std::string& out) {
   return true;
 }
 
-}  // namespace
-
-Parsed<ChatRequest> parse_chat_request(std::string_view body) {
-  using Out = Parsed<ChatRequest>;
+// A JSON request body: an object, its fields read into a Req by read(r, req); the first field
+// error that r recorded, if any, is the answer.
+template <typename Req>
+Parsed<Req> parse_json_request(std::string_view body, void (*read)(FieldReader&, Req&)) {
   ApiError error;
   auto j = parse_object(body, error);
-  if (!j) return Out::fail(error);
+  if (!j) return Parsed<Req>::fail(error);
   FieldReader r(*j);
-  ChatRequest req;
+  Req req;
+  read(r, req);
+  if (!r.ok()) return Parsed<Req>::fail(r.error());
+  return {std::move(req), {}};
+}
+
+void read_chat_request(FieldReader& r, ChatRequest& req) {
   read_generation(r, req.gen);
   const json* msgs = r.find("messages");
   if (!msgs)
@@ -246,17 +252,9 @@ Parsed<ChatRequest> parse_chat_request(std::string_view body) {
     if (!rf->is_object() || type == rf->end() || *type != "text")
       r.fail("only response_format {\"type\": \"text\"} is supported", "response_format");
   }
-  if (!r.ok()) return Out::fail(r.error());
-  return {std::move(req), {}};
 }
 
-Parsed<CompletionRequest> parse_completion_request(std::string_view body) {
-  using Out = Parsed<CompletionRequest>;
-  ApiError error;
-  auto j = parse_object(body, error);
-  if (!j) return Out::fail(error);
-  FieldReader r(*j);
-  CompletionRequest req;
+void read_completion_request(FieldReader& r, CompletionRequest& req) {
   req.gen.max_tokens = 16;  // the completions endpoint's default
   read_generation(r, req.gen);
   const json* p = r.find("prompt");
@@ -275,8 +273,16 @@ Parsed<CompletionRequest> parse_completion_request(std::string_view body) {
   r.integer("logprobs", logprobs, 0, 5);
   if (logprobs.value_or(0) > 0) r.fail("'logprobs' is not supported", "logprobs");
   if (r.ok() && req.prompt.empty()) r.fail("'prompt' must not be empty", "prompt");
-  if (!r.ok()) return Out::fail(r.error());
-  return {std::move(req), {}};
+}
+
+}  // namespace
+
+Parsed<ChatRequest> parse_chat_request(std::string_view body) {
+  return parse_json_request(body, read_chat_request);
+}
+
+Parsed<CompletionRequest> parse_completion_request(std::string_view body) {
+  return parse_json_request(body, read_completion_request);
 }
 
 Parsed<AudioRequest> parse_audio_request(std::vector<FormPart> parts, AudioTask task) {

@@ -100,12 +100,8 @@ Result<std::unique_ptr<Recognizer>> load(const std::string& path, const LoadOpti
   }
 #endif
   if (d.family->name != "whisper") return err(ErrorCode::kUnsupported, path, ": ", d.family->name, " models are not built into this vrun");
-  whisper::RunnerOptions wo;
-  wo.backend = options.backend;
-  wo.threads = options.threads;
-  wo.device = options.device;
-  wo.decode_batch = options.decode_batch;
-  VRUN_ASSIGN_OR_RETURN(auto r, d.program ? whisper::WhisperRunner::load(d.program, wo, path) : whisper::WhisperRunner::load(path, wo));
+  VRUN_ASSIGN_OR_RETURN(auto r, d.program ? whisper::WhisperRunner::load(d.program, options, path)
+                                          : whisper::WhisperRunner::load(path, options));
   return std::unique_ptr<Recognizer>(std::make_unique<WhisperRecognizer>(std::move(r)));
 }
 

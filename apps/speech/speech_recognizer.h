@@ -15,16 +15,10 @@
 
 namespace vrun::speech {
 
-struct LoadOptions {
-  BackendKind backend = BackendKind::kAuto;
-  int threads = 0;
-  // Whisper: rows of the batched decoder built for checkpoints (beam size and best-of need at
-  // most this many).
-  int decode_batch = 5;
-  // Vulkan device index; -1: VRUN_DEVICE or the best one. Each loaded recogniser has its own
-  // executor, so several may run at once in different threads (one per device, or several on one).
-  int device = -1;
-};
+// Backend, threads, Vulkan device and (Whisper only) the rows of the batched decoder. Each loaded
+// recogniser has its own executor, so several may run at once in different threads (one per
+// device, or several on one).
+using LoadOptions = whisper::RunnerOptions;
 
 struct Options {
   // Whisper's decoding (language, task, beam search, temperature fallback, prompt, ...).

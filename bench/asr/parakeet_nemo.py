@@ -41,7 +41,6 @@ inference_mode function), after an untimed pass over 10 s (--warmup 0: none).
 Exit status 2 when NeMo (or transformers' ParakeetForTDT, used to draw the weights) is missing,
 1 on any other failure.
 """
-import argparse
 import contextlib
 import os
 import resource
@@ -61,13 +60,7 @@ sys.stdout = sys.stderr
 
 
 def parse():
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--seconds", type=float, default=600.0)
-    p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
-    p.add_argument("--audio", help="16-bit PCM mono 16 kHz wav (tiled or cut to --seconds)")
-    p.add_argument("--blank-bias", type=float, default=1.4)
-    p.add_argument("--warmup", type=int, default=1, help="one untimed pass over 10 s first")
+    p = pt.arguments(__doc__.split("\n\n")[0])
     p.add_argument("--attention", choices=("full", "local"), default="full",
                    help="full: rel_pos over the whole file (the checkpoint's own); local: rel_pos_local_attn [128, 128]")
     p.add_argument("--sdpa", action="store_true",
@@ -76,10 +69,7 @@ def parse():
     p.add_argument("--profile", action="store_true",
                    help="the encoder-only pass under torch.profiler: its top ops by CPU time on stderr "
                         "(compare with parakeet_bench under VRUN_OP_STATS=1)")
-    a = p.parse_args()
-    if a.seconds <= 0 or a.batch < 1:
-        p.error("--seconds and --batch must be positive")
-    return a
+    return pt.parsed(p)
 
 
 def import_nemo():

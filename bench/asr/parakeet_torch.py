@@ -38,21 +38,32 @@ PRED_GAIN = 0.1
 ZERO_DURATION_BIAS = -4.0  # parakeet_bench's reason: no frame is decided max_symbols times over
 
 
-def parse():
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def arguments(description):
+    """A parser with the options of both torch benches (this one and parakeet_nemo.py)."""
+    p = argparse.ArgumentParser(description=description)
     p.add_argument("--seconds", type=float, default=600.0)
-    p.add_argument("--device", default="cuda")
-    p.add_argument("--dtypes", default="f32,bf16", help="comma list of f32, bf16, f16")
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     p.add_argument("--audio", help="16-bit PCM mono 16 kHz wav (tiled or cut to --seconds)")
     p.add_argument("--blank-bias", type=float, default=1.4)
-    p.add_argument("--no-generate", action="store_true", help="the encoder rows only")
     p.add_argument("--warmup", type=int, default=1, help="one untimed pass over 10 s first")
+    return p
+
+
+def parsed(p):
+    """The command line's arguments by p, --seconds and --batch checked."""
     a = p.parse_args()
     if a.seconds <= 0 or a.batch < 1:
         p.error("--seconds and --batch must be positive")
     return a
+
+
+def parse():
+    p = arguments(__doc__.split("\n\n")[0])
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--dtypes", default="f32,bf16", help="comma list of f32, bf16, f16")
+    p.add_argument("--no-generate", action="store_true", help="the encoder rows only")
+    return parsed(p)
 
 
 def import_classes():

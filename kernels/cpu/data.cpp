@@ -410,12 +410,11 @@ Status glu_kernel(const KernelCall& c) {
   if (act != "sigmoid" && act != "silu")
     return err(ErrorCode::kInvalidArgument, "glu: act '", act, "' (sigmoid or silu)");
   const bool silu = act == "silu";
-  const bool ok = dispatch_activation(x.dtype, [&](auto tag) {
+  return for_activation(c, x.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (silu) glu_rows<T, true>(c, ax);
     else glu_rows<T, false>(c, ax);
   });
-  return ok ? Status::ok() : unsupported_dtypes(c);
 }
 
 }  // namespace

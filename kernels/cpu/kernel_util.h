@@ -3,8 +3,10 @@
 #pragma once
 
 #include <string>
+#include <type_traits>
 
 #include "kernels/cpu/cpu_kernel.h"
+#include "runtime/base/convert.h"
 
 namespace vrun::cpu {
 
@@ -23,6 +25,18 @@ inline std::string describe_call(const KernelCall& c) {
 
 inline Status unsupported_dtypes(const KernelCall& c) {
   return err(ErrorCode::kUnsupported, "CPU kernel does not support the dtypes of ", describe_call(c));
+}
+
+// fn(tag) for an activation dtype t, as dispatch_activation calls it, and fn's Status if it
+// returns one; unsupported_dtypes(c) for any other dtype.
+template <typename Fn>
+Status for_activation(const KernelCall& c, DType t, Fn&& fn) {
+  Status st;
+  const bool ok = dispatch_activation(t, [&](auto tag) {
+    if constexpr (std::is_same_v<decltype(fn(tag)), Status>) st = fn(tag);
+    else fn(tag);
+  });
+  return ok ? st : unsupported_dtypes(c);
 }
 
 // Checks the number of inputs/outputs the executor passed.

@@ -120,10 +120,9 @@ Status row_norm_kernel(const KernelCall& c) {
     params_ok = params_ok && load_param(c, 2, d, 0.f, &b);
   }
   if (!params_ok) return unsupported_dtypes(c);
-  const bool ok = dispatch_activation(x.dtype, [&](auto tag) {
+  return for_activation(c, x.dtype, [&](auto tag) {
     row_norm<typename decltype(tag)::type>(c, rms, w, b, !rms && c.has_input(2));
   });
-  return ok ? Status::ok() : unsupported_dtypes(c);
 }
 
 template <typename T>
@@ -179,10 +178,9 @@ Status batch_norm_kernel(const KernelCall& c) {
     scale[i] = static_cast<float>(s);
     shift[i] = static_cast<float>(b[i] - mean[i] * s);
   }
-  const bool ok = dispatch_activation(x.dtype, [&](auto tag) {
+  return for_activation(c, x.dtype, [&](auto tag) {
     channel_affine<typename decltype(tag)::type>(c, ax, scale, shift);
   });
-  return ok ? Status::ok() : unsupported_dtypes(c);
 }
 
 }  // namespace

@@ -135,7 +135,7 @@ Status reduce_kernel(const KernelCall& c) {
   if (c.out[0].numel() != keep_shape(x.shape, reduced).numel())
     return err(ErrorCode::kInvalidArgument, op_name(c.op), ": output ", c.out[0].shape.str(), " does not match x ",
                x.shape.str());
-  const bool ok = dispatch_activation(x.dtype, [&](auto tag) {
+  return for_activation(c, x.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     switch (c.op) {
       case OpKind::reduce_sum: reduce_axes<T, SumAcc>(c, reduced, false); break;
@@ -144,7 +144,6 @@ Status reduce_kernel(const KernelCall& c) {
       default: reduce_axes<T, ExtremeAcc<false>>(c, reduced, false); break;
     }
   });
-  return ok ? Status::ok() : unsupported_dtypes(c);
 }
 
 // Rows along one axis: calls row(x_row, x_stride, y_offset, y_stride, n) for every position of
@@ -200,8 +199,7 @@ Status argmax_kernel(const KernelCall& c) {
   if (ax < 0 || x.shape[ax] == 0 || x.shape[ax] > std::numeric_limits<int32_t>::max())
     return err(ErrorCode::kInvalidArgument, "argmax: axis ", c.attr().i("axis"), " invalid for x ", x.shape.str());
   if (c.out[0].dtype != DType::i32) return unsupported_dtypes(c);
-  const bool ok = dispatch_activation(x.dtype, [&](auto tag) { argmax_rows<typename decltype(tag)::type>(c, ax); });
-  return ok ? Status::ok() : unsupported_dtypes(c);
+  return for_activation(c, x.dtype, [&](auto tag) { argmax_rows<typename decltype(tag)::type>(c, ax); });
 }
 
 float row_max_generic(const float* p, int64_t n) {
@@ -294,8 +292,7 @@ Status softmax_kernel(const KernelCall& c) {
   if (c.out[0].dtype != x.dtype || c.out[0].shape != x.shape) return unsupported_dtypes(c);
   if (x.shape[ax] == 0) return Status::ok();
   const bool log = c.op == OpKind::log_softmax;
-  const bool ok = dispatch_activation(x.dtype, [&](auto tag) { softmax_rows<typename decltype(tag)::type>(c, ax, log); });
-  return ok ? Status::ok() : unsupported_dtypes(c);
+  return for_activation(c, x.dtype, [&](auto tag) { softmax_rows<typename decltype(tag)::type>(c, ax, log); });
 }
 
 }  // namespace

@@ -106,10 +106,7 @@ Status float_unary_kernel(const KernelCall& c) {
   VRUN_RETURN_IF_ERROR(check_arity(c, 1, 1, 1));
   const DType t = c.in[0].dtype;
   if (c.out[0].dtype != t || c.out[0].shape != c.in[0].shape) return unsupported_dtypes(c);
-  Status st;
-  if (!dispatch_activation(t, [&](auto tag) { st = run_float_unary<typename decltype(tag)::type>(c); }))
-    return unsupported_dtypes(c);
-  return st;
+  return for_activation(c, t, [&](auto tag) { return run_float_unary<typename decltype(tag)::type>(c); });
 }
 
 // ---- cast

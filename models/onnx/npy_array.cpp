@@ -1,9 +1,9 @@
 #include "models/onnx/npy_array.h"
 
+#include "models/common/files.h"
 #include "runtime/base/npy_file.h"
 
 #include <cstring>
-#include <fstream>
 #include <sstream>
 
 namespace vrun::onnx {
@@ -51,11 +51,7 @@ TensorView NpyTensor::view() {
 }
 
 Result<NpyTensor> read_npy_tensor(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return err(ErrorCode::kNotFound, path, ": cannot open");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  const std::string b = ss.str();
+  VRUN_ASSIGN_OR_RETURN(const std::string b, models::read_file(path));
   if (b.size() < 10 || std::memcmp(b.data(), "\x93NUMPY", 6) != 0)
     return err(ErrorCode::kInvalidArgument, path, ": not a .npy file (bad magic)");
   const int major = static_cast<uint8_t>(b[6]);

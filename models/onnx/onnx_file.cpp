@@ -3,15 +3,15 @@
 #include "models/onnx/onnx_file.h"
 
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
+#include "models/common/files.h"
 #include "models/onnx/onnx_wire.h"
 
 namespace vrun::onnx {
 
 namespace {
 
+using wire::for_each_field;
 using wire::parse_tensor;
 using wire::read_ints;
 using wire::read_reals;
@@ -23,107 +23,74 @@ Status parse_graph(const uint8_t* d, size_t n, const std::string& what, int dept
 
 Status parse_attribute(const uint8_t* d, size_t n, const std::string& what, int depth, Attribute* a) {
   Reader r(d, n, what);
-  while (!r.done()) {
-    int f = 0, w = 0;
-    VRUN_RETURN_IF_ERROR(r.tag(&f, &w));
-    uint64_t v = 0;
-    uint32_t u = 0;
+  return for_each_field(r, [&](int f, int w) -> Status {
     const uint8_t* p = nullptr;
     size_t len = 0;
     switch (f) {
       case 1:
-        VRUN_RETURN_IF_ERROR(r.expect(w, 2, "name"));
-        VRUN_RETURN_IF_ERROR(r.str(&a->name));
-        break;
+        return r.str_field(w, "name", &a->name);
       case 2: {
+        uint32_t u = 0;
         VRUN_RETURN_IF_ERROR(r.expect(w, 5, "f"));
         VRUN_RETURN_IF_ERROR(r.fixed32(&u));
         float fl;
         std::memcpy(&fl, &u, 4);
         a->f = fl;
-        break;
+        return Status::ok();
       }
       case 3:
-        VRUN_RETURN_IF_ERROR(r.expect(w, 0, "i"));
-        VRUN_RETURN_IF_ERROR(r.varint(&v));
-        a->i = static_cast<int64_t>(v);
-        break;
+        return r.varint_field(w, "i", &a->i);
       case 4:
-        VRUN_RETURN_IF_ERROR(r.expect(w, 2, "s"));
-        VRUN_RETURN_IF_ERROR(r.str(&a->s));
-        break;
+        return r.str_field(w, "s", &a->s);
       case 5:
-        VRUN_RETURN_IF_ERROR(r.expect(w, 2, "t"));
-        VRUN_RETURN_IF_ERROR(r.bytes(&p, &len));
-        VRUN_RETURN_IF_ERROR(parse_tensor(p, len, what + " attribute '" + a->name + "'", &a->t));
-        break;
+        VRUN_RETURN_IF_ERROR(r.bytes_field(w, "t", &p, &len));
+        return parse_tensor(p, len, what + " attribute '" + a->name + "'", &a->t);
       case 6:
-        VRUN_RETURN_IF_ERROR(r.expect(w, 2, "g"));
-        VRUN_RETURN_IF_ERROR(r.bytes(&p, &len));
+        VRUN_RETURN_IF_ERROR(r.bytes_field(w, "g", &p, &len));
         if (depth >= kMaxDepth) return r.fail("subgraphs nest deeper than " + std::to_string(kMaxDepth));
         a->g = std::make_shared<Graph>();
-        VRUN_RETURN_IF_ERROR(
-            parse_graph(p, len, what + " subgraph '" + a->name + "'", depth + 1, a->g.get()));
-        break;
+        return parse_graph(p, len, what + " subgraph '" + a->name + "'", depth + 1, a->g.get());
       case 7:
-        VRUN_RETURN_IF_ERROR(read_reals<float>(r, w, &a->floats));
-        break;
+        return read_reals<float>(r, w, &a->floats);
       case 8:
-        VRUN_RETURN_IF_ERROR(read_ints(r, w, &a->ints));
-        break;
+        return read_ints(r, w, &a->ints);
       case 20:
-        VRUN_RETURN_IF_ERROR(r.expect(w, 0, "type"));
-        VRUN_RETURN_IF_ERROR(r.varint(&v));
-        a->type = static_cast<Attribute::Type>(v);
-        break;
+        return r.varint_field(w, "type", &a->type);
       default:
-        VRUN_RETURN_IF_ERROR(r.skip(w));
+        return r.skip(w);
     }
-  }
-  return Status::ok();
+  });
 }
 
 Status parse_node(const uint8_t* d, size_t n, const std::string& what, int depth, Node* node) {
   Reader r(d, n, what);
   std::vector<std::pair<const uint8_t*, size_t>> attrs;
-  while (!r.done()) {
-    int f = 0, w = 0;
-    VRUN_RETURN_IF_ERROR(r.tag(&f, &w));
-    std::string s;
+  auto append = [&](int w, const char* field, std::vector<std::string>* to) {
+    to->emplace_back();
+    return r.str_field(w, field, &to->back());
+  };
+  VRUN_RETURN_IF_ERROR(for_each_field(r, [&](int f, int w) -> Status {
     const uint8_t* p = nullptr;
     size_t len = 0;
     switch (f) {
       case 1:
-        VRUN_RETURN_IF_ERROR(r.expect(w, 2, "input"));
-        VRUN_RETURN_IF_ERROR(r.str(&s));
-        node->inputs.push_back(s);
-        break;
+        return append(w, "input", &node->inputs);
       case 2:
-        VRUN_RETURN_IF_ERROR(r.expect(w, 2, "output"));
-        VRUN_RETURN_IF_ERROR(r.str(&s));
-        node->outputs.push_back(s);
-        break;
+        return append(w, "output", &node->outputs);
       case 3:
-        VRUN_RETURN_IF_ERROR(r.expect(w, 2, "name"));
-        VRUN_RETURN_IF_ERROR(r.str(&node->name));
-        break;
+        return r.str_field(w, "name", &node->name);
       case 4:
-        VRUN_RETURN_IF_ERROR(r.expect(w, 2, "op_type"));
-        VRUN_RETURN_IF_ERROR(r.str(&node->op_type));
-        break;
+        return r.str_field(w, "op_type", &node->op_type);
       case 5:
-        VRUN_RETURN_IF_ERROR(r.expect(w, 2, "attribute"));
-        VRUN_RETURN_IF_ERROR(r.bytes(&p, &len));
+        VRUN_RETURN_IF_ERROR(r.bytes_field(w, "attribute", &p, &len));
         attrs.emplace_back(p, len);
-        break;
+        return Status::ok();
       case 7:
-        VRUN_RETURN_IF_ERROR(r.expect(w, 2, "domain"));
-        VRUN_RETURN_IF_ERROR(r.str(&node->domain));
-        break;
+        return r.str_field(w, "domain", &node->domain);
       default:
-        VRUN_RETURN_IF_ERROR(r.skip(w));
+        return r.skip(w);
     }
-  }
+  }));
   const std::string who = what + " node '" + node->name + "' (" + node->op_type + ")";
   for (const auto& [p, len] : attrs) {
     node->attributes.emplace_back();
@@ -132,122 +99,93 @@ Status parse_node(const uint8_t* d, size_t n, const std::string& what, int depth
   return Status::ok();
 }
 
+// Calls on(sub) with a Reader over each field `field` of r that is a message; other fields are
+// skipped.
+template <typename F>
+Status each_message(Reader& r, int field, F on) {
+  return for_each_field(r, [&](int f, int w) -> Status {
+    if (f != field || w != 2) return r.skip(w);
+    Reader sub(nullptr, 0, r.what());
+    VRUN_RETURN_IF_ERROR(r.message(&sub));
+    return on(sub);
+  });
+}
+
+// TypeProto.tensor_type.shape: TensorShapeProto { dim = 1 { dim_value = 1, dim_param = 2 } }.
+Status parse_shape(Reader& sr, ValueInfo* vi) {
+  return each_message(sr, 1, [&](Reader& dr) -> Status {
+    Dim dim;
+    VRUN_RETURN_IF_ERROR(for_each_field(dr, [&](int f, int w) -> Status {
+      if (f == 1 && w == 0) return dr.varint_as(&dim.value);
+      if (f == 2 && w == 2) return dr.str(&dim.param);
+      return dr.skip(w);
+    }));
+    vi->dims.push_back(dim);
+    return Status::ok();
+  });
+}
+
 Status parse_dims(const uint8_t* d, size_t n, const std::string& what, ValueInfo* vi) {
-  // TypeProto { tensor_type = 1 { elem_type = 1, shape = 2 { dim = 1 { dim_value = 1, dim_param = 2 } } } }
+  // TypeProto { tensor_type = 1 { elem_type = 1, shape = 2 } }
   Reader r(d, n, what);
-  while (!r.done()) {
-    int f = 0, w = 0;
-    VRUN_RETURN_IF_ERROR(r.tag(&f, &w));
-    if (f != 1 || w != 2) {
-      VRUN_RETURN_IF_ERROR(r.skip(w));
-      continue;
-    }
-    const uint8_t* p = nullptr;
-    size_t len = 0;
-    VRUN_RETURN_IF_ERROR(r.bytes(&p, &len));
-    Reader tt(p, len, what);
-    while (!tt.done()) {
-      VRUN_RETURN_IF_ERROR(tt.tag(&f, &w));
-      if (f == 1 && w == 0) {
-        uint64_t v = 0;
-        VRUN_RETURN_IF_ERROR(tt.varint(&v));
-        vi->elem_type = static_cast<int32_t>(v);
-      } else if (f == 2 && w == 2) {
-        vi->has_shape = true;
-        const uint8_t* sp = nullptr;
-        size_t sn = 0;
-        VRUN_RETURN_IF_ERROR(tt.bytes(&sp, &sn));
-        Reader sr(sp, sn, what);
-        while (!sr.done()) {
-          VRUN_RETURN_IF_ERROR(sr.tag(&f, &w));
-          if (f != 1 || w != 2) {
-            VRUN_RETURN_IF_ERROR(sr.skip(w));
-            continue;
-          }
-          const uint8_t* dp = nullptr;
-          size_t dn = 0;
-          VRUN_RETURN_IF_ERROR(sr.bytes(&dp, &dn));
-          Reader dr(dp, dn, what);
-          Dim dim;
-          while (!dr.done()) {
-            VRUN_RETURN_IF_ERROR(dr.tag(&f, &w));
-            if (f == 1 && w == 0) {
-              uint64_t v = 0;
-              VRUN_RETURN_IF_ERROR(dr.varint(&v));
-              dim.value = static_cast<int64_t>(v);
-            } else if (f == 2 && w == 2) {
-              VRUN_RETURN_IF_ERROR(dr.str(&dim.param));
-            } else {
-              VRUN_RETURN_IF_ERROR(dr.skip(w));
-            }
-          }
-          vi->dims.push_back(dim);
-        }
-      } else {
-        VRUN_RETURN_IF_ERROR(tt.skip(w));
-      }
-    }
-  }
-  return Status::ok();
+  return each_message(r, 1, [&](Reader& tt) {
+    return for_each_field(tt, [&](int f, int w) -> Status {
+      if (f == 1 && w == 0) return tt.varint_as(&vi->elem_type);
+      if (f != 2 || w != 2) return tt.skip(w);
+      vi->has_shape = true;
+      Reader sr(nullptr, 0, what);
+      VRUN_RETURN_IF_ERROR(tt.message(&sr));
+      return parse_shape(sr, vi);
+    });
+  });
 }
 
 Status parse_value_info(const uint8_t* d, size_t n, const std::string& what, ValueInfo* vi) {
   Reader r(d, n, what);
-  while (!r.done()) {
-    int f = 0, w = 0;
-    VRUN_RETURN_IF_ERROR(r.tag(&f, &w));
-    if (f == 1) {
-      VRUN_RETURN_IF_ERROR(r.expect(w, 2, "name"));
-      VRUN_RETURN_IF_ERROR(r.str(&vi->name));
-    } else if (f == 2) {
-      VRUN_RETURN_IF_ERROR(r.expect(w, 2, "type"));
-      const uint8_t* p = nullptr;
-      size_t len = 0;
-      VRUN_RETURN_IF_ERROR(r.bytes(&p, &len));
-      VRUN_RETURN_IF_ERROR(parse_dims(p, len, what, vi));
-    } else {
-      VRUN_RETURN_IF_ERROR(r.skip(w));
-    }
-  }
-  return Status::ok();
+  return for_each_field(r, [&](int f, int w) -> Status {
+    if (f == 1) return r.str_field(w, "name", &vi->name);
+    if (f != 2) return r.skip(w);
+    const uint8_t* p = nullptr;
+    size_t len = 0;
+    VRUN_RETURN_IF_ERROR(r.bytes_field(w, "type", &p, &len));
+    return parse_dims(p, len, what, vi);
+  });
 }
 
 Status parse_graph(const uint8_t* d, size_t n, const std::string& what, int depth, Graph* g) {
   Reader r(d, n, what);
-  while (!r.done()) {
-    int f = 0, w = 0;
-    VRUN_RETURN_IF_ERROR(r.tag(&f, &w));
+  return for_each_field(r, [&](int f, int w) -> Status {
     const uint8_t* p = nullptr;
     size_t len = 0;
-    if (f == 1 || f == 5 || f == 11 || f == 12) {
-      VRUN_RETURN_IF_ERROR(r.expect(w, 2, "graph field"));
-      VRUN_RETURN_IF_ERROR(r.bytes(&p, &len));
-    }
+    if (f == 1 || f == 5 || f == 11 || f == 12)
+      VRUN_RETURN_IF_ERROR(r.bytes_field(w, "graph field", &p, &len));
     switch (f) {
       case 1:
-        g->nodes.emplace_back();
-        VRUN_RETURN_IF_ERROR(parse_node(p, len, what, depth, &g->nodes.back()));
-        break;
+        return parse_node(p, len, what, depth, &g->nodes.emplace_back());
       case 2:
-        VRUN_RETURN_IF_ERROR(r.expect(w, 2, "name"));
-        VRUN_RETURN_IF_ERROR(r.str(&g->name));
-        break;
+        return r.str_field(w, "name", &g->name);
       case 5:
-        g->initializers.emplace_back();
-        VRUN_RETURN_IF_ERROR(parse_tensor(p, len, what + " initializer", &g->initializers.back()));
-        break;
+        return parse_tensor(p, len, what + " initializer", &g->initializers.emplace_back());
       case 11:
-        g->inputs.emplace_back();
-        VRUN_RETURN_IF_ERROR(parse_value_info(p, len, what + " input", &g->inputs.back()));
-        break;
+        return parse_value_info(p, len, what + " input", &g->inputs.emplace_back());
       case 12:
-        g->outputs.emplace_back();
-        VRUN_RETURN_IF_ERROR(parse_value_info(p, len, what + " output", &g->outputs.back()));
-        break;
+        return parse_value_info(p, len, what + " output", &g->outputs.emplace_back());
       default:
-        VRUN_RETURN_IF_ERROR(r.skip(w));
+        return r.skip(w);
     }
-  }
+  });
+}
+
+// OperatorSetIdProto { domain = 1, version = 2 }.
+Status parse_opset(Reader& o, Model* m) {
+  std::string domain;
+  int64_t version = 0;
+  VRUN_RETURN_IF_ERROR(for_each_field(o, [&](int f, int w) -> Status {
+    if (f == 1 && w == 2) return o.str(&domain);
+    if (f == 2 && w == 0) return o.varint_as(&version);
+    return o.skip(w);
+  }));
+  m->opsets[domain] = version;
   return Status::ok();
 }
 
@@ -282,53 +220,28 @@ Result<Model> parse_model(const uint8_t* data, size_t size, const std::string& n
   Model m;
   Reader r(data, size, name);
   bool has_graph = false;
-  while (!r.done()) {
-    int f = 0, w = 0;
-    VRUN_RETURN_IF_ERROR(r.tag(&f, &w));
-    uint64_t v = 0;
+  VRUN_RETURN_IF_ERROR(for_each_field(r, [&](int f, int w) -> Status {
     const uint8_t* p = nullptr;
     size_t len = 0;
+    Reader o(nullptr, 0, name);
     switch (f) {
       case 1:
-        VRUN_RETURN_IF_ERROR(r.expect(w, 0, "ir_version"));
-        VRUN_RETURN_IF_ERROR(r.varint(&v));
-        m.ir_version = static_cast<int64_t>(v);
-        break;
+        return r.varint_field(w, "ir_version", &m.ir_version);
       case 2:
-        VRUN_RETURN_IF_ERROR(r.expect(w, 2, "producer_name"));
-        VRUN_RETURN_IF_ERROR(r.str(&m.producer));
-        break;
+        return r.str_field(w, "producer_name", &m.producer);
       case 7:
-        VRUN_RETURN_IF_ERROR(r.expect(w, 2, "graph"));
-        VRUN_RETURN_IF_ERROR(r.bytes(&p, &len));
+        VRUN_RETURN_IF_ERROR(r.bytes_field(w, "graph", &p, &len));
         VRUN_RETURN_IF_ERROR(parse_graph(p, len, name, 0, &m.graph));
         has_graph = true;
-        break;
-      case 8: {
+        return Status::ok();
+      case 8:
         VRUN_RETURN_IF_ERROR(r.expect(w, 2, "opset_import"));
-        VRUN_RETURN_IF_ERROR(r.bytes(&p, &len));
-        Reader o(p, len, name);
-        std::string domain;
-        int64_t version = 0;
-        while (!o.done()) {
-          int of = 0, ow = 0;
-          VRUN_RETURN_IF_ERROR(o.tag(&of, &ow));
-          if (of == 1 && ow == 2) {
-            VRUN_RETURN_IF_ERROR(o.str(&domain));
-          } else if (of == 2 && ow == 0) {
-            VRUN_RETURN_IF_ERROR(o.varint(&v));
-            version = static_cast<int64_t>(v);
-          } else {
-            VRUN_RETURN_IF_ERROR(o.skip(ow));
-          }
-        }
-        m.opsets[domain] = version;
-        break;
-      }
+        VRUN_RETURN_IF_ERROR(r.message(&o));
+        return parse_opset(o, &m);
       default:
-        VRUN_RETURN_IF_ERROR(r.skip(w));
+        return r.skip(w);
     }
-  }
+  }));
   if (!has_graph || m.ir_version == 0)
     return err(ErrorCode::kInvalidProgram, name, ": not an ONNX model (no ",
                has_graph ? "ir_version" : "graph", ")");
@@ -336,11 +249,7 @@ Result<Model> parse_model(const uint8_t* data, size_t size, const std::string& n
 }
 
 Result<Model> read_model(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return err(ErrorCode::kNotFound, path, ": cannot open");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  const std::string bytes = ss.str();
+  VRUN_ASSIGN_OR_RETURN(const std::string bytes, models::read_file(path));
   return parse_model(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), path);
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "models/onnx/onnx_import.h"
+#include "models/onnx/onnx_ops.h"
 #include "runtime/graph/builder.h"
 
 namespace vrun::onnx::detail {
@@ -107,6 +108,13 @@ class Importer {
       return err(ErrorCode::kUnsupported, "input ", k, " (", what,
                  ") must be known at import (an initializer or constant)");
     return &v->t;
+  }
+  // The axes of Squeeze, Unsqueeze and the Reduce ops: input 1 when given (opset 13 / 18 on), else
+  // the attribute.
+  Result<std::vector<int64_t>> axes_of(const Node& n) const {
+    if (!in(n, 1)) return attr_ints(n, "axes", {});
+    VRUN_ASSIGN_OR_RETURN(const Tensor* t, known_in(n, 1, "axes"));
+    return ints_of(*t);
   }
   Result<Val> val_in(const Node& n, size_t k, DType like = DType::f32);
   Val constant(const Tensor& t, DType dtype);

@@ -82,11 +82,7 @@ Status Importer::map_global_pool(const Node& n, Val x) {
 
 Status Importer::map_reduce(const Node& n, Val x) {
   const std::string& op = n.op_type;
-  std::vector<int64_t> axes = attr_ints(n, "axes", {});
-  if (in(n, 1)) {
-    VRUN_ASSIGN_OR_RETURN(const Tensor* t, known_in(n, 1, "axes"));
-    axes = ints_of(*t);
-  }
+  VRUN_ASSIGN_OR_RETURN(const std::vector<int64_t> axes, axes_of(n));
   if (axes.empty() && attr_i(n, "noop_with_empty_axes", 0)) return set_output(n, x);
   const OpKind k = op == "ReduceMean"  ? OpKind::reduce_mean
                    : op == "ReduceSum" ? OpKind::reduce_sum

@@ -46,11 +46,7 @@ Status Importer::map_flatten(const Node& n, Val x) {
 
 Status Importer::map_squeeze(const Node& n, Val x) {
   const int rank = shape(x).rank;
-  std::vector<int64_t> axes = attr_ints(n, "axes", {});
-  if (in(n, 1)) {
-    VRUN_ASSIGN_OR_RETURN(const Tensor* t, known_in(n, 1, "axes"));
-    axes = ints_of(*t);
-  }
+  VRUN_ASSIGN_OR_RETURN(const std::vector<int64_t> axes, axes_of(n));
   const Shape xs = shape(x);
   const auto sym = mb_.symbolic_dims(x);
   std::vector<int> drop;
@@ -72,11 +68,7 @@ Status Importer::map_squeeze(const Node& n, Val x) {
 
 Status Importer::map_unsqueeze(const Node& n, Val x) {
   const int rank = shape(x).rank;
-  std::vector<int64_t> axes = attr_ints(n, "axes", {});
-  if (in(n, 1)) {
-    VRUN_ASSIGN_OR_RETURN(const Tensor* t, known_in(n, 1, "axes"));
-    axes = ints_of(*t);
-  }
+  VRUN_ASSIGN_OR_RETURN(const std::vector<int64_t> axes, axes_of(n));
   const int r = rank + static_cast<int>(axes.size());
   std::vector<bool> is_new(static_cast<size_t>(r), false);
   for (int64_t a : axes) {

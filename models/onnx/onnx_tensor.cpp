@@ -43,49 +43,38 @@ size_t element_size(ElemType et) {
   }
 }
 
+// A little-endian T at p, as a double.
+template <typename T>
+double load_as_double(const uint8_t* p) {
+  T x;
+  std::memcpy(&x, p, sizeof(T));
+  return static_cast<double>(x);
+}
+
 // One element of raw_data (little-endian, as ONNX stores it).
 double raw_value(ElemType et, const uint8_t* p) {
-  double v = 0;
   switch (et) {
-    case ElemType::kFloat: {
-      float f;
-      std::memcpy(&f, p, 4);
-      v = f;
-      break;
-    }
-    case ElemType::kDouble: {
-      std::memcpy(&v, p, 8);
-      break;
-    }
-    case ElemType::kInt32: {
-      int32_t x;
-      std::memcpy(&x, p, 4);
-      v = x;
-      break;
-    }
-    case ElemType::kInt64: {
-      int64_t x;
-      std::memcpy(&x, p, 8);
-      v = static_cast<double>(x);
-      break;
-    }
+    case ElemType::kFloat:
+      return load_as_double<float>(p);
+    case ElemType::kDouble:
+      return load_as_double<double>(p);
+    case ElemType::kInt32:
+      return load_as_double<int32_t>(p);
+    case ElemType::kInt64:
+      return load_as_double<int64_t>(p);
     case ElemType::kUint8:
     case ElemType::kBool:
-      v = *p;
-      break;
+      return *p;
     case ElemType::kInt8:
-      v = static_cast<int8_t>(*p);
-      break;
+      return static_cast<int8_t>(*p);
     case ElemType::kFloat16: {
       uint16_t h;
       std::memcpy(&h, p, 2);
-      v = half_to_double(h);
-      break;
+      return half_to_double(h);
     }
     default:
-      break;
+      return 0;
   }
-  return v;
 }
 
 }  // namespace
@@ -97,51 +86,36 @@ Status parse_tensor(const uint8_t* d, size_t n, const std::string& what, Tensor*
   bool has_raw = false, external = false;
   std::vector<int64_t> ints;
   std::vector<double> reals;
-  while (!r.done()) {
-    int f = 0, w = 0;
-    VRUN_RETURN_IF_ERROR(r.tag(&f, &w));
-    uint64_t v = 0;
+  VRUN_RETURN_IF_ERROR(for_each_field(r, [&](int f, int w) -> Status {
+    uint64_t location = 0;
     switch (f) {
       case 1:
-        VRUN_RETURN_IF_ERROR(read_ints(r, w, &t->dims));
-        break;
+        return read_ints(r, w, &t->dims);
       case 2:
-        VRUN_RETURN_IF_ERROR(r.expect(w, 0, "data_type"));
-        VRUN_RETURN_IF_ERROR(r.varint(&v));
-        t->elem_type = static_cast<int32_t>(v);
-        break;
+        return r.varint_field(w, "data_type", &t->elem_type);
       case 4:
-        VRUN_RETURN_IF_ERROR(read_reals<float>(r, w, &reals));
-        break;
+        return read_reals<float>(r, w, &reals);
       case 5:
       case 7:
-        VRUN_RETURN_IF_ERROR(read_ints(r, w, &ints));
-        break;
+        return read_ints(r, w, &ints);
       case 8:
-        VRUN_RETURN_IF_ERROR(r.expect(w, 2, "name"));
-        VRUN_RETURN_IF_ERROR(r.str(&t->name));
-        break;
+        return r.str_field(w, "name", &t->name);
       case 9:
-        VRUN_RETURN_IF_ERROR(r.expect(w, 2, "raw_data"));
-        VRUN_RETURN_IF_ERROR(r.bytes(&raw, &raw_n));
         has_raw = true;
-        break;
+        return r.bytes_field(w, "raw_data", &raw, &raw_n);
       case 10:
-        VRUN_RETURN_IF_ERROR(read_reals<double>(r, w, &reals));
-        break;
+        return read_reals<double>(r, w, &reals);
       case 13:
-        VRUN_RETURN_IF_ERROR(r.skip(w));
         external = true;
-        break;
+        return r.skip(w);
       case 14:
-        VRUN_RETURN_IF_ERROR(r.expect(w, 0, "data_location"));
-        VRUN_RETURN_IF_ERROR(r.varint(&v));
-        if (v == 1) external = true;
-        break;
+        VRUN_RETURN_IF_ERROR(r.varint_field(w, "data_location", &location));
+        if (location == 1) external = true;
+        return Status::ok();
       default:
-        VRUN_RETURN_IF_ERROR(r.skip(w));
+        return r.skip(w);
     }
-  }
+  }));
   const std::string who = what + " tensor '" + t->name + "'";
   if (external)
     return err(ErrorCode::kUnsupported, who,

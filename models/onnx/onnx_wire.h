@@ -58,6 +58,22 @@ class Reader {
     s->assign(reinterpret_cast<const char*>(p), n);
     return Status::ok();
   }
+  // A varint stored as T (an enum or a narrower integer).
+  template <typename T>
+  Status varint_as(T* out) {
+    uint64_t v = 0;
+    VRUN_RETURN_IF_ERROR(varint(&v));
+    *out = static_cast<T>(v);
+    return Status::ok();
+  }
+  // A length-delimited field read as a message of its own.
+  Status message(Reader* sub) {
+    const uint8_t* p = nullptr;
+    size_t n = 0;
+    VRUN_RETURN_IF_ERROR(bytes(&p, &n));
+    *sub = Reader(p, n, what_);
+    return Status::ok();
+  }
   Status fixed32(uint32_t* v) {
     if (end_ - p_ < 4) return fail("a 32-bit field runs past the end");
     std::memcpy(v, p_, 4);
@@ -93,6 +109,20 @@ class Reader {
     return fail(std::string("field ") + field + " has wire type " + std::to_string(wire) + ", expected " +
                 std::to_string(want));
   }
+  // A named field whose wire type must be varint (0) or length-delimited (2), read after that check.
+  template <typename T>
+  Status varint_field(int wire, const char* field, T* out) {
+    VRUN_RETURN_IF_ERROR(expect(wire, 0, field));
+    return varint_as(out);
+  }
+  Status str_field(int wire, const char* field, std::string* s) {
+    VRUN_RETURN_IF_ERROR(expect(wire, 2, field));
+    return str(s);
+  }
+  Status bytes_field(int wire, const char* field, const uint8_t** p, size_t* n) {
+    VRUN_RETURN_IF_ERROR(expect(wire, 2, field));
+    return bytes(p, n);
+  }
   Status fail(const std::string& m) const { return err(ErrorCode::kInvalidProgram, what_, ": ", m); }
   const std::string& what() const { return what_; }
 
@@ -102,24 +132,30 @@ class Reader {
   std::string what_;
 };
 
+// Calls on(field, wire) for every field left in r, in order; stops at the first error.
+template <typename F>
+Status for_each_field(Reader& r, F on) {
+  while (!r.done()) {
+    int f = 0, w = 0;
+    VRUN_RETURN_IF_ERROR(r.tag(&f, &w));
+    VRUN_RETURN_IF_ERROR(on(f, w));
+  }
+  return Status::ok();
+}
+
 // A repeated int64 field, packed (wire 2) or one value per tag (wire 0).
 inline Status read_ints(Reader& r, int wire, std::vector<int64_t>* out) {
-  if (wire == 0) {
-    uint64_t v = 0;
-    VRUN_RETURN_IF_ERROR(r.varint(&v));
-    out->push_back(static_cast<int64_t>(v));
+  auto one = [&](Reader& rr) -> Status {
+    int64_t v = 0;
+    VRUN_RETURN_IF_ERROR(rr.varint_as(&v));
+    out->push_back(v);
     return Status::ok();
-  }
+  };
+  if (wire == 0) return one(r);
   VRUN_RETURN_IF_ERROR(r.expect(wire, 2, "ints"));
-  const uint8_t* p = nullptr;
-  size_t n = 0;
-  VRUN_RETURN_IF_ERROR(r.bytes(&p, &n));
-  Reader sub(p, n, r.what());
-  while (!sub.done()) {
-    uint64_t v = 0;
-    VRUN_RETURN_IF_ERROR(sub.varint(&v));
-    out->push_back(static_cast<int64_t>(v));
-  }
+  Reader sub(nullptr, 0, r.what());
+  VRUN_RETURN_IF_ERROR(r.message(&sub));
+  while (!sub.done()) VRUN_RETURN_IF_ERROR(one(sub));
   return Status::ok();
 }
 

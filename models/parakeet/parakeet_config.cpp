@@ -97,25 +97,13 @@ class Reader {
     return 0;
   }
   double number(const std::string& key, double fallback) {
-    const json* j = find(key);
-    if (!j || j->is_null()) return fallback;
-    if (j->is_number()) return j->get<double>();
-    fail(ErrorCode::kInvalidArgument, "'", key, "' is ", j->dump(), ", not a number");
-    return fallback;
+    return scalar(key, fallback, [](const json& j) { return j.is_number(); }, "a number");
   }
   bool boolean(const std::string& key, bool fallback) {
-    const json* j = find(key);
-    if (!j || j->is_null()) return fallback;
-    if (j->is_boolean()) return j->get<bool>();
-    fail(ErrorCode::kInvalidArgument, "'", key, "' is ", j->dump(), ", not a boolean");
-    return fallback;
+    return scalar(key, fallback, [](const json& j) { return j.is_boolean(); }, "a boolean");
   }
   std::string string(const std::string& key, const std::string& fallback) {
-    const json* j = find(key);
-    if (!j || j->is_null()) return fallback;
-    if (j->is_string()) return j->get<std::string>();
-    fail(ErrorCode::kInvalidArgument, "'", key, "' is ", j->dump(), ", not a string");
-    return fallback;
+    return scalar(key, fallback, [](const json& j) { return j.is_string(); }, "a string");
   }
   std::optional<std::vector<int64_t>> ints(const std::string& key) {
     const json* j = find(key);
@@ -140,6 +128,17 @@ class Reader {
   }
 
  private:
+  // The value at key when is_kind(value): fallback when it is absent or null, else an error
+  // (the value is not `kind`).
+  template <typename T, typename Is>
+  T scalar(const std::string& key, const T& fallback, Is is_kind, const char* kind) {
+    const json* j = find(key);
+    if (!j || j->is_null()) return fallback;
+    if (is_kind(*j)) return j->get<T>();
+    fail(ErrorCode::kInvalidArgument, "'", key, "' is ", j->dump(), ", not ", kind);
+    return fallback;
+  }
+
   const json& root_;
   std::string source_;
   Status bad_;
@@ -147,16 +146,35 @@ class Reader {
 
 bool contains(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
 
-}  // namespace
-
-static Result<ParakeetConfig> config_from_nemo_unguarded(const json& cfg, const std::string& source);
-Result<ParakeetConfig> config_from_nemo(const json& cfg, const std::string& source) {
-  return models::json_guard(source, [&] { return config_from_nemo_unguarded(cfg, source); });
+// A config read by read(r, c, source) from cfg, nlohmann's exceptions turned into errors naming
+// the source (json_guard); then r's first error, if any.
+Result<ParakeetConfig> read_config(const json& cfg, const std::string& source,
+                                   Status (*read)(Reader& r, ParakeetConfig& c, const std::string& source)) {
+  return models::json_guard(source, [&]() -> Result<ParakeetConfig> {
+    Reader r(cfg, source);
+    ParakeetConfig c;
+    VRUN_RETURN_IF_ERROR(read(r, c, source));
+    VRUN_RETURN_IF_ERROR(r.status());
+    return c;
+  });
 }
 
-static Result<ParakeetConfig> config_from_nemo_unguarded(const json& cfg, const std::string& source) {
-  Reader r(cfg, source);
-  ParakeetConfig c;
+Status read_nemo_config(Reader& r, ParakeetConfig& c, const std::string& source);
+Status read_hf_config(Reader& r, ParakeetConfig& c, const std::string& source);
+
+}  // namespace
+
+Result<ParakeetConfig> config_from_nemo(const json& cfg, const std::string& source) {
+  return read_config(cfg, source, read_nemo_config);
+}
+
+Result<ParakeetConfig> config_from_hf(const json& cfg, const std::string& source) {
+  return read_config(cfg, source, read_hf_config);
+}
+
+namespace {
+
+Status read_nemo_config(Reader& r, ParakeetConfig& c, const std::string& source) {
   if (!r.find("encoder")) return err(ErrorCode::kNotFound, source, ": has no 'encoder' section");
   const std::string enc_target = r.string("encoder._target_", "");
   if (!enc_target.empty() && !contains(enc_target, "ConformerEncoder"))
@@ -235,18 +253,10 @@ static Result<ParakeetConfig> config_from_nemo_unguarded(const json& cfg, const 
     return err(ErrorCode::kUnsupported, source, ": decoder is '", dec_target, "' (RNNTDecoder for TDT / RNN-T, ConvASRDecoder for CTC)");
   }
   VRUN_RETURN_IF_ERROR(r.status());
-  VRUN_RETURN_IF_ERROR(c.validate().with_context(source));
-  return c;
+  return c.validate().with_context(source);
 }
 
-static Result<ParakeetConfig> config_from_hf_unguarded(const json& cfg, const std::string& source);
-Result<ParakeetConfig> config_from_hf(const json& cfg, const std::string& source) {
-  return models::json_guard(source, [&] { return config_from_hf_unguarded(cfg, source); });
-}
-
-static Result<ParakeetConfig> config_from_hf_unguarded(const json& cfg, const std::string& source) {
-  Reader r(cfg, source);
-  ParakeetConfig c;
+Status read_hf_config(Reader& r, ParakeetConfig& c, const std::string& source) {
   std::string arch;
   if (const json* a = r.find("architectures"); a && a->is_array() && !a->empty() && (*a)[0].is_string()) arch = (*a)[0];
   const std::string model_type = r.string("model_type", "");
@@ -299,8 +309,9 @@ static Result<ParakeetConfig> config_from_hf_unguarded(const json& cfg, const st
     if (joint_act != "relu") return err(ErrorCode::kUnsupported, source, ": joint hidden_act '", joint_act, "' (relu is read)");
     c.joint_hidden = c.pred_hidden;  // replaced by the projection weights' size
   }
-  VRUN_RETURN_IF_ERROR(r.status());
-  return c;
+  return Status::ok();
 }
+
+}  // namespace
 
 }  // namespace vrun::parakeet

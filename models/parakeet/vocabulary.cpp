@@ -2,6 +2,7 @@
 
 #include "models/common/json_guard.h"
 #include "runtime/base/strings.h"
+#include "runtime/base/utf8.h"
 
 #include <nlohmann/json.hpp>
 
@@ -106,38 +107,7 @@ std::string Vocabulary::decode(std::span<const int32_t> ids) const {
 std::string repair_utf8(std::string_view s) {
   std::string out;
   out.reserve(s.size());
-  const auto* b = reinterpret_cast<const uint8_t*>(s.data());
-  const size_t n = s.size();
-  for (size_t i = 0; i < n;) {
-    const uint8_t c = b[i];
-    int len = 0;
-    uint8_t lo = 0x80, hi = 0xBF;
-    if (c < 0x80) len = 1;
-    else if (c >= 0xC2 && c <= 0xDF) len = 2;
-    else if (c >= 0xE0 && c <= 0xEF) {
-      len = 3;
-      if (c == 0xE0) lo = 0xA0;
-      if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      len = 4;
-      if (c == 0xF0) lo = 0x90;
-      if (c == 0xF4) hi = 0x8F;
-    }
-    if (len == 0) {
-      out += "\xEF\xBF\xBD";
-      ++i;
-      continue;
-    }
-    int k = 1;
-    for (; k < len && i + static_cast<size_t>(k) < n; ++k) {
-      const uint8_t t = b[i + static_cast<size_t>(k)];
-      const uint8_t l = k == 1 ? lo : 0x80, h = k == 1 ? hi : 0xBF;
-      if (t < l || t > h) break;
-    }
-    if (k == len) out.append(s.substr(i, static_cast<size_t>(len)));
-    else out += "\xEF\xBF\xBD";  // the maximal valid prefix becomes one replacement
-    i += static_cast<size_t>(k);
-  }
+  append_utf8_replacing_invalid(s, out);
   return out;
 }
 

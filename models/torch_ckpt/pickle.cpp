@@ -370,32 +370,34 @@ class Unpickler {
     return Status::ok();
   }
 
-  // The memo: values stored under a key (PUT) and pushed again (GET).
+  // The memo: values stored under a key (PUT) and pushed again (GET). The key is a 1- or 4-byte
+  // argument (BINPUT / BINGET, LONG_BINPUT / LONG_BINGET), a line of text (PUT / GET) or the
+  // memo's size (MEMOIZE).
   Status memo_op(uint8_t op) {
+    uint64_t k = 0;
     switch (op) {
       case 'q':
-        if (!need(1)) return fail("truncated");
-        return memo_put(le(1));
-      case 'r':
-        if (!need(4)) return fail("truncated");
-        return memo_put(le(4));
-      case 0x94: return memo_put(memo_.size());
       case 'h':
-        if (!need(1)) return fail("truncated");
-        return memo_get(le(1));
-      case 'j':
-        if (!need(4)) return fail("truncated");
-        return memo_get(le(4));
+      case 'r':
+      case 'j': {
+        const int w = op == 'q' || op == 'h' ? 1 : 4;
+        if (!need(static_cast<size_t>(w))) return fail("truncated");
+        k = le(w);
+        break;
+      }
+      case 0x94: k = memo_.size(); break;
       case 'p':
       case 'g': {
         VRUN_ASSIGN_OR_RETURN(std::string s, line());
         char* end = nullptr;
-        const unsigned long long k = std::strtoull(s.c_str(), &end, 10);
+        k = std::strtoull(s.c_str(), &end, 10);
         if (s.empty() || *end) return fail("memo key '", s, "' is not a number");
-        return op == 'p' ? memo_put(k) : memo_get(k);
+        break;
       }
+      default: return refused(op);
     }
-    return refused(op);
+    const bool put = op == 'q' || op == 'r' || op == 0x94 || op == 'p';
+    return put ? memo_put(k) : memo_get(k);
   }
 
   // Containers: empty ones, and tuples, lists and dicts of the values above a MARK or the top 1 to 3.

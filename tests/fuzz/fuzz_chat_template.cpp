@@ -28,11 +28,8 @@ const vrun::tok::Tokenizer& tokenizer() {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace vrun;
-  const auto parts = fuzz::split_parts(data, size);
-  auto& s = fuzz::scratch();
-  s.clear();
-  s.write("tokenizer_config.json", parts[0]);
-  const auto jinja = tok::read_chat_template(s.dir() + "/tokenizer.json");
+  const auto parts = fuzz::write_parts(data, size, {"tokenizer_config.json"});
+  const auto jinja = tok::read_chat_template(fuzz::scratch().dir() + "/tokenizer.json");
   std::vector<tok::ChatMessage> messages;
   if (parts.size() > 1) {
     std::string_view rest = parts[1];

@@ -7,13 +7,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace vrun;
-  const auto parts = fuzz::split_parts(data, size);
-  auto& s = fuzz::scratch();
-  s.clear();
-  s.write("config.json", parts[0]);
-  if (parts.size() > 1) s.write("model.safetensors", parts[1]);
-  if (parts.size() > 2) s.write("tokenizer.json", parts[2]);
-  auto m = llama::import_hf_folder(s.dir());
+  fuzz::write_parts(data, size, {"config.json", "model.safetensors", "tokenizer.json"});
+  auto m = llama::import_hf_folder(fuzz::scratch().dir());
   fuzz::require_message(m);
   return 0;
 }

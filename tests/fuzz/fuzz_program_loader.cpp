@@ -5,6 +5,7 @@
 
 #include "runtime/executor.h"
 #include "runtime/program.h"
+#include "tests/fuzz/program_runs.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto p = vrun::load_program_from_memory(data, size, "fuzz");
@@ -14,13 +15,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   auto ex = vrun::Executor::create(*p, {vrun::BackendKind::kCpu, 1});
   if (!ex.is_ok()) return 0;
-  for (const auto& m : (*p)->methods) {
-    if (m.inputs.size() != 1 || m.values[m.inputs[0]].dtype != vrun::DType::i32) continue;
-    int32_t toks[2] = {1, 2};
-    std::map<std::string, int64_t> syms;
-    for (const auto& s : m.symbols)
-      if (s.name != "seq") syms[s.name] = s.min;
-    (void)(*ex)->run(m.name, {vrun::TensorView::dense(toks, vrun::DType::i32, {1, 2})}, syms);
-  }
+  (void)vrun::fuzz::run_token_methods(**ex, **p);
   return 0;
 }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -61,6 +62,21 @@ inline std::vector<std::string_view> split_parts(const uint8_t* data, size_t siz
     all.remove_prefix(at + kPartMarker.size());
   }
   parts.push_back(all);
+  return parts;
+}
+
+// A multi-file input in the scratch folder, emptied first: part k written as names[k], for the
+// parts that have a name and the names that have a part. Returns all the parts.
+inline std::vector<std::string_view> write_parts(const uint8_t* data, size_t size,
+                                                 std::initializer_list<const char*> names) {
+  const auto parts = split_parts(data, size);
+  Scratch& s = scratch();
+  s.clear();
+  size_t k = 0;
+  for (const char* name : names) {
+    if (k == parts.size()) break;
+    s.write(name, parts[k++]);
+  }
   return parts;
 }
 

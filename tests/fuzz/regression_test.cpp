@@ -23,6 +23,7 @@
 #include "runtime/executor.h"
 #include "runtime/program.h"
 #include "tests/fuzz/fuzz_util.h"
+#include "tests/fuzz/program_runs.h"
 
 namespace {
 
@@ -84,12 +85,10 @@ TEST(FuzzRegression, GgufNonFiniteValuesRequantisedToQ8_0) {
 // through the importer and ended the process.
 TEST(FuzzRegression, HfConfigValueOfWrongType) {
   const std::string input = bytes_of(kDir + "/hf_checkpoint/config_value_of_wrong_type");
-  const auto parts = vrun::fuzz::split_parts(reinterpret_cast<const uint8_t*>(input.data()), input.size());
+  const auto parts = vrun::fuzz::write_parts(reinterpret_cast<const uint8_t*>(input.data()), input.size(),
+                                             {"config.json", "model.safetensors"});
   ASSERT_GE(parts.size(), 2u);
   auto& s = vrun::fuzz::scratch();
-  s.clear();
-  s.write("config.json", parts[0]);
-  s.write("model.safetensors", parts[1]);
   auto m = vrun::llama::import_hf_folder(s.dir());
   ASSERT_FALSE(m.is_ok());
   EXPECT_NE(m.status().message().find(s.dir()), std::string::npos) << m.status().message();
@@ -145,16 +144,7 @@ TEST(FuzzRegression, ProgramReshapeElementCountOverflow) {
   ASSERT_TRUE(p.is_ok()) << p.status().message();
   auto ex = vrun::Executor::create(*p, {vrun::BackendKind::kCpu, 1});
   ASSERT_TRUE(ex.is_ok()) << ex.status().message();
-  std::string refusal;
-  for (const auto& m : (*p)->methods) {
-    if (m.inputs.size() != 1 || m.values[m.inputs[0]].dtype != vrun::DType::i32) continue;
-    int32_t toks[2] = {1, 2};
-    std::map<std::string, int64_t> syms;
-    for (const auto& s : m.symbols)
-      if (s.name != "seq") syms[s.name] = s.min;
-    auto r = (*ex)->run(m.name, {vrun::TensorView::dense(toks, vrun::DType::i32, {1, 2})}, syms);
-    if (!r.is_ok()) refusal += r.status().message();
-  }
+  const std::string refusal = vrun::fuzz::run_token_methods(**ex, **p);
   EXPECT_NE(refusal.find("reshape"), std::string::npos) << refusal;
   EXPECT_NE(refusal.find("overflows"), std::string::npos) << refusal;
 }

@@ -1,4 +1,5 @@
 // sdpa and rope against float64 references.
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -79,19 +80,36 @@ TensorView cache_view(const HostTensor& cache, int64_t len) {
   return v;
 }
 
+// Random q, k and v, each a [B, H, L, D] view of [B, L, H, D] storage (a fused projection's
+// layout) starting a few elements into its buffer.
+struct PermutedQkv {
+  HostTensor q, k, v;
+};
+PermutedQkv permuted_qkv(const Shape& q, const Shape& k, const Shape& v, std::mt19937& rng) {
+  const std::vector<int> blhd = {0, 2, 1, 3};
+  return {random_strided(DType::f32, q, blhd, 2, rng), random_strided(DType::f32, k, blhd, 3, rng),
+          random_strided(DType::f32, v, blhd, 1, rng)};
+}
+
+// q against random k and v caches (k in [-2, 2]) of shapes k_cache / v_cache: causal over their
+// first lens[0] positions, then not causal, with `scale`, over their first lens[1].
+void check_sdpa_over_caches(const HostTensor& q, const Shape& k_cache, const Shape& v_cache,
+                            std::array<int64_t, 2> lens, double scale, std::mt19937& rng,
+                            std::array<const char*, 2> what) {
+  HostTensor kc = random_tensor(DType::f32, k_cache, rng, -2, 2);
+  HostTensor vc = random_tensor(DType::f32, v_cache, rng);
+  check_sdpa(q.view, cache_view(kc, lens[0]), cache_view(vc, lens[0]), nullptr, 0, true, 1e-5, what[0]);
+  check_sdpa(q.view, cache_view(kc, lens[1]), cache_view(vc, lens[1]), nullptr, scale, false, 1e-5, what[1]);
+}
+
 TEST(Sdpa, GqaCausalOverCachePrefix) {
   std::mt19937 rng(1);
   HostTensor q = random_tensor(DType::f32, Shape{2, 6, 5, 16}, rng);
-  HostTensor kc = random_tensor(DType::f32, Shape{2, 2, 20, 16}, rng, -2, 2);
-  HostTensor vc = random_tensor(DType::f32, Shape{2, 2, 20, 12}, rng);
   // Lq = 5 new tokens at cache positions 4..8: query i sees keys 0 .. 4 + i.
-  check_sdpa(q.view, cache_view(kc, 9), cache_view(vc, 9), nullptr, 0, true, 1e-5, "causal Lq < Lk");
-  check_sdpa(q.view, cache_view(kc, 9), cache_view(vc, 9), nullptr, 0.3, false, 1e-5, "non-causal, scale 0.3");
-  // [B, L, H, D] storage permuted to [B, H, L, D].
-  HostTensor kp = random_strided(DType::f32, Shape{2, 2, 7, 16}, {0, 2, 1, 3}, 3, rng);
-  HostTensor vp = random_strided(DType::f32, Shape{2, 2, 7, 12}, {0, 2, 1, 3}, 1, rng);
-  HostTensor q7 = random_strided(DType::f32, Shape{2, 6, 7, 16}, {0, 2, 1, 3}, 2, rng);
-  check_sdpa(q7.view, kp.view, vp.view, nullptr, 0, true, 1e-5, "permuted q/k/v");
+  check_sdpa_over_caches(q, Shape{2, 2, 20, 16}, Shape{2, 2, 20, 12}, {9, 9}, 0.3, rng,
+                         {"causal Lq < Lk", "non-causal, scale 0.3"});
+  const PermutedQkv p = permuted_qkv(Shape{2, 6, 7, 16}, Shape{2, 2, 7, 16}, Shape{2, 2, 7, 12}, rng);
+  check_sdpa(p.q.view, p.k.view, p.v.view, nullptr, 0, true, 1e-5, "permuted q/k/v");
 }
 
 TEST(Sdpa, DecodeOverManyKeyBlocks) {
@@ -244,21 +262,18 @@ TEST(Sdpa, BlockedPrefillMatchesReference) {
   std::mt19937 rng(21);
   {
     HostTensor q = random_tensor(DType::f32, Shape{1, 4, 130, 32}, rng, -2, 2);
-    HostTensor kc = random_tensor(DType::f32, Shape{1, 2, 1200, 32}, rng, -2, 2);
-    HostTensor vc = random_tensor(DType::f32, Shape{1, 2, 1200, 24}, rng);
-    check_sdpa(q.view, cache_view(kc, 1100), cache_view(vc, 1100), nullptr, 0, true, 1e-5, "causal 130 over 1100 keys");
-    check_sdpa(q.view, cache_view(kc, 1025), cache_view(vc, 1025), nullptr, 0.2, false, 1e-5, "non-causal 130 x 1025");
+    check_sdpa_over_caches(q, Shape{1, 2, 1200, 32}, Shape{1, 2, 1200, 24}, {1100, 1025}, 0.2, rng,
+                           {"causal 130 over 1100 keys", "non-causal 130 x 1025"});
   }
   {
-    HostTensor q = random_strided(DType::f32, Shape{2, 4, 16, 16}, {0, 2, 1, 3}, 2, rng);
-    HostTensor k = random_strided(DType::f32, Shape{2, 4, 600, 16}, {0, 2, 1, 3}, 3, rng);
-    HostTensor v = random_strided(DType::f32, Shape{2, 4, 600, 8}, {0, 2, 1, 3}, 1, rng);
-    check_sdpa(q.view, k.view, v.view, nullptr, 0, false, 1e-5, "permuted q/k/v, 16 queries");
+    const PermutedQkv p = permuted_qkv(Shape{2, 4, 16, 16}, Shape{2, 4, 600, 16}, Shape{2, 4, 600, 8}, rng);
+    check_sdpa(p.q.view, p.k.view, p.v.view, nullptr, 0, false, 1e-5, "permuted q/k/v, 16 queries");
     // Scores that differ by hundreds between key blocks: the later block's max rescales the first's.
     HostTensor fm = random_tensor(DType::f32, Shape{2, 4, 16, 600}, rng, -1, 1);
     for (int64_t i = 0; i < fm.view.numel(); ++i)
       if (i % 600 >= 512) fm.view.ptr<float>()[i] += 200.f;
-    check_sdpa(q.view, k.view, v.view, &fm.view, 0, false, 1e-5, "f32 mask rising in the second key block");
+    check_sdpa(p.q.view, p.k.view, p.v.view, &fm.view, 0, false, 1e-5,
+               "f32 mask rising in the second key block");
   }
   {
     HostTensor q = random_tensor(DType::f32, Shape{2, 3, 70, 16}, rng);

@@ -52,6 +52,10 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 # Run-time switches are read in one place (runtime/base/knobs.def lists them).
 GETENV = re.compile(r'getenv\(\s*"VRUN_')
 KNOBS_FILE = "runtime/base/knobs.cpp"
+# The closing lines, and the self-test's words (tree_check.main).
+FAILED = "{} include(s) break the layering (see docs/architecture.md)"
+PASSED = "layering: every include points down or within its own folder"
+SELF_TEST_WORDS = ("break", "a clean include", "breaks found, no clean include flagged")
 
 
 def classify(path):
@@ -89,8 +93,8 @@ def check(root):
     return problems
 
 
-def self_test():
-    """The check finds each kind of break in a small made-up tree, and passes a clean one."""
+def planted():
+    """The self-test's tree: the check finds each kind of break in it, and passes the clean files."""
     cases = {
         "runtime/base/a.h": '#include "runtime/executor.h"',         # climbs
         "kernels/cpu/b.cpp": '#include "kernels/vulkan/context.h"',  # siblings
@@ -104,15 +108,8 @@ def self_test():
         "kernels/cpu/ok.cpp": '#include "runtime/backend.h"\n#include "kernels/ops/attrs.h"',
         "models/whisper/ok.cpp": '#include "models/gguf/gguf.h"',
     }
-    return tree_check.self_test(
-        check, cases, clean, ("break", "a clean include", "breaks found, no clean include flagged"))
-
-def main():
-    return tree_check.main(
-        check, self_test,
-        lambda n: f"{n} include(s) break the layering (see docs/architecture.md)",
-        lambda: "layering: every include points down or within its own folder")
+    return cases, clean
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(tree_check.main(check, planted, SELF_TEST_WORDS, FAILED, PASSED))

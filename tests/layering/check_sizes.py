@@ -15,6 +15,10 @@ import tree_check  # noqa: E402
 
 MAX_FUNCTION_LINES = 150
 MAX_FILE_LINES = 600
+# The closing lines, and the self-test's words (tree_check.main).
+FAILED = "{} function(s) or file(s) over the limits"
+PASSED = f"sizes: no product function over {MAX_FUNCTION_LINES} lines, no file over {MAX_FILE_LINES}"
+SELF_TEST_WORDS = ("long code", "short code", "long pieces found, no short one flagged")
 SOURCE_DIRS = ["runtime", "kernels", "preprocess", "models", "apps"]
 SUFFIXES = (".h", ".hpp", ".cpp", ".cc", ".inc")
 CONTAINER = re.compile(r'\b(namespace|class|struct|union|enum)\b|\bextern\s+"C"')
@@ -119,8 +123,8 @@ def check(root):
     return problems
 
 
-def self_test():
-    """The check finds a long function and a long file in a small made-up tree, and passes short ones."""
+def planted():
+    """The self-test's tree: the check finds a long function and a long file in it, and passes short ones."""
     body = "    x += 1;\n"
     cases = {
         "models/llama/long_fn.cpp": "namespace vrun {\nint f(int x) {\n" + body * 160 + "    return x;\n}\n}\n",
@@ -138,15 +142,8 @@ def self_test():
         "tests/long_test.cpp": "void t() {\n" + body * 400 + "}\n",
         "bench/long_bench.cpp": "int b() { return 1; }\n" * 700,
     }
-    return tree_check.self_test(
-        check, cases, clean, ("long code", "short code", "long pieces found, no short one flagged"))
-
-def main():
-    return tree_check.main(
-        check, self_test,
-        lambda n: f"{n} function(s) or file(s) over the limits",
-        lambda: f"sizes: no product function over {MAX_FUNCTION_LINES} lines, no file over {MAX_FILE_LINES}")
+    return cases, clean
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(tree_check.main(check, planted, SELF_TEST_WORDS, FAILED, PASSED))

@@ -38,16 +38,17 @@ def self_test(check, cases, clean, words):
     return 0
 
 
-def main(check, run_self_test, failed, passed):
-    """failed(n) / passed(): the closing line."""
+def main(check, planted, words, failed, passed):
+    """planted(): the self-test's (cases, clean) and words its messages (see self_test);
+    failed.format(n) / passed: the closing line."""
     if sys.argv[1:] == ["--self-test"]:
-        return run_self_test()
+        return self_test(check, *planted(), words)
     root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
     problems = check(os.path.abspath(root))
     for p in problems:
         print(p)
     if problems:
-        print(failed(len(problems)))
+        print(failed.format(len(problems)))
         return 1
-    print(passed())
+    print(passed)
     return 0

@@ -231,10 +231,28 @@ def check_alone(c, want, max_tokens):
         check(alone == text, "alone: %s %s equals the CLI" % (kind, x[-40:]))
 
 
-def run_clients(one_client, clients, limit_s):
-    """one_client(k) for k < clients, all at once: their answers, in client order."""
+def mixed_jobs(n, audio_at):
+    """n requests: ("audio", file) where audio_at(k), else ("chat", prompt), each list taken in turn."""
+    return [("audio", SPEECH[k % len(SPEECH)]) if audio_at(k) else ("chat", CHAT_PROMPTS[k % len(CHAT_PROMPTS)])
+            for k in range(n)]
+
+
+def run_clients(jobs, clients, answer, limit_s):
+    """Client k < clients asks its share of jobs in turn (the k-th of equal runs), answer(k, j, kind, x)
+    giving the j-th one's answer; all clients at once. Returns (kind, x, answer) for each job, in
+    client order."""
+    per_client = len(jobs) // clients
+
+    def one_client(k):
+        return [(kind, x, answer(k, j, kind, x)) for j, (kind, x) in enumerate(jobs[k * per_client:(k + 1) * per_client])]
+
     with concurrent.futures.ThreadPoolExecutor(clients) as pool:
         return [r for f in [pool.submit(one_client, k) for k in range(clients)] for r in f.result(timeout=limit_s)]
+
+
+def check_memory_back(s, idle_rss):
+    rss = s.rss_bytes()
+    check(rss < idle_rss * 1.25 + (64 << 20), "memory back near idle: %.0f MiB after vs %.0f MiB idle" % (rss / 2**20, idle_rss / 2**20))
 
 
 def check_equal_to_alone(results, want):
@@ -244,9 +262,7 @@ def check_equal_to_alone(results, want):
 
 
 def case_concurrency(vrun, clients=16, per_client=2, limit_s=600):
-    jobs = []
-    for k in range(clients * per_client):
-        jobs.append(("chat", CHAT_PROMPTS[k % len(CHAT_PROMPTS)]) if k % 2 == 0 else ("audio", SPEECH[k % len(SPEECH)]))
+    jobs = mixed_jobs(clients * per_client, lambda k: k % 2 == 1)
     want = cli_answers(vrun, jobs, 32)
     with Server(vrun, "--max-concurrent", str(clients * per_client)) as s:
         c = client(s)
@@ -254,25 +270,18 @@ def case_concurrency(vrun, clients=16, per_client=2, limit_s=600):
         idle_rss = s.rss_bytes()
         t0 = time.time()
 
-        def one_client(k):
-            out = []
-            for j in range(per_client):
-                kind, x = jobs[(k * per_client + j) % len(jobs)]
-                if kind == "chat" and j % 2 == 1:
-                    text, finish, _ = stream_chat(c, x)
-                    out.append((kind, x, text))
-                else:
-                    out.append((kind, x, chat(c, x).choices[0].message.content if kind == "chat" else transcribe(c, x, "srt")))
-            return out
+        def answer(k, j, kind, x):
+            if kind == "chat" and j % 2 == 1:
+                return stream_chat(c, x)[0]
+            return chat(c, x).choices[0].message.content if kind == "chat" else transcribe(c, x, "srt")
 
-        results = run_clients(one_client, clients, limit_s)
+        results = run_clients(jobs, clients, answer, limit_s)
         wall = time.time() - t0
         check(len(results) == clients * per_client, "%d responses in %.1f s" % (len(results), wall))
         check(wall < limit_s, "inside the time limit")
         check_equal_to_alone(results, want)
         check(True, "every concurrent response equals the request served alone")
-        rss = s.rss_bytes()
-        check(rss < idle_rss * 1.25 + (64 << 20), "memory back near idle: %.0f MiB after vs %.0f MiB idle" % (rss / 2**20, idle_rss / 2**20))
+        check_memory_back(s, idle_rss)
         check(s.stop() == 0, "exit 0")
 
 
@@ -453,9 +462,7 @@ def case_batching(vrun, clients=32, per_client=4, limit_s=240):
     """Continuous batching: 32 clients x 4 requests, chat (greedy, some streamed) among
     transcriptions, every answer equal to the same request served alone and to the CLI; memory
     back near idle; streams cancelled mid-way free their slots for the queue."""
-    jobs = []
-    for k in range(clients * per_client):
-        jobs.append(("audio", SPEECH[k % len(SPEECH)]) if k % 8 == 7 else ("chat", CHAT_PROMPTS[k % len(CHAT_PROMPTS)]))
+    jobs = mixed_jobs(clients * per_client, lambda k: k % 8 == 7)
     want = cli_answers(vrun, jobs, 24)
     with Server(vrun, "--parallel", "8", "--max-concurrent", str(clients * per_client)) as s:
         c = client(s)
@@ -463,20 +470,14 @@ def case_batching(vrun, clients=32, per_client=4, limit_s=240):
         idle_rss = s.rss_bytes()
         t0 = time.time()
 
-        def one_client(k):
-            out = []
-            for j in range(per_client):
-                kind, x = jobs[k * per_client + j]
-                if kind == "audio":
-                    out.append((kind, x, transcribe(c, x, "srt")))
-                elif (k + j) % 3 == 0:
-                    text, finish, usage = stream_chat(c, x, 24)
-                    out.append((kind, x, text))
-                else:
-                    out.append((kind, x, chat(c, x, 24).choices[0].message.content))
-            return out
+        def answer(k, j, kind, x):
+            if kind == "audio":
+                return transcribe(c, x, "srt")
+            if (k + j) % 3 == 0:
+                return stream_chat(c, x, 24)[0]
+            return chat(c, x, 24).choices[0].message.content
 
-        results = run_clients(one_client, clients, limit_s)
+        results = run_clients(jobs, clients, answer, limit_s)
         wall = time.time() - t0
         check(len(results) == clients * per_client, "%d responses from %d clients in %.1f s" % (len(results), clients, wall))
         check_equal_to_alone(results, want)
@@ -488,8 +489,7 @@ def case_batching(vrun, clients=32, per_client=4, limit_s=240):
               "decode steps shared by several requests (%s of %s steps had more than one)" %
               (int(steps.group(1)) - int(ones.group(1)), steps.group(1)))
         wait_for(lambda: metric(s, "vrun_slots_busy") == 0 and metric(s, "vrun_queue_depth") == 0, 30, "every slot free")
-        rss = s.rss_bytes()
-        check(rss < idle_rss * 1.25 + (64 << 20), "memory back near idle: %.0f MiB after vs %.0f MiB idle" % (rss / 2**20, idle_rss / 2**20))
+        check_memory_back(s, idle_rss)
         # Seeded sampling is reproducible alone; among others each request samples with its own
         # options (its logits may differ in the last bits with the batch, so its text may too).
         sampled = lambda k: chat(c, CHAT_PROMPTS[k % 2], 24, temperature=0.9, seed=7 + k % 2)

@@ -2,38 +2,6 @@
 
 namespace vrun::tok {
 
-int utf8_sequence_length(std::string_view s, bool* needed_more) {
-  if (needed_more) *needed_more = false;
-  if (s.empty()) return 0;
-  const auto b0 = static_cast<uint8_t>(s[0]);
-  if (b0 < 0x80) return 1;
-  int len;
-  uint8_t lo = 0x80, hi = 0xBF;  // allowed range of the second byte (Unicode table 3-7)
-  if (b0 >= 0xC2 && b0 <= 0xDF) {
-    len = 2;
-  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
-    len = 3;
-    if (b0 == 0xE0) lo = 0xA0;
-    if (b0 == 0xED) hi = 0x9F;
-  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
-    len = 4;
-    if (b0 == 0xF0) lo = 0x90;
-    if (b0 == 0xF4) hi = 0x8F;
-  } else {
-    return 0;
-  }
-  for (int i = 1; i < len; ++i) {
-    if (static_cast<size_t>(i) >= s.size()) {
-      if (needed_more) *needed_more = true;
-      return 0;
-    }
-    const auto b = static_cast<uint8_t>(s[i]);
-    const uint8_t l = i == 1 ? lo : 0x80, h = i == 1 ? hi : 0xBF;
-    if (b < l || b > h) return 0;
-  }
-  return len;
-}
-
 bool is_valid_utf8(std::string_view s) {
   size_t i = 0;
   while (i < s.size()) {
@@ -80,29 +48,6 @@ namespace {
 
 const char kReplacement[] = "\xEF\xBF\xBD";
 
-// Python's decoder: a maximal subpart is the longest prefix of a well-formed sequence; it and
-// each other invalid byte become one U+FFFD.
-void repair_maximal_subpart(std::string_view s, std::string& out) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const int n = utf8_sequence_length(s.substr(i), nullptr);
-    if (n > 0) {
-      out.append(s.substr(i, n));
-      i += n;
-      continue;
-    }
-    size_t bad = 1;
-    for (size_t k = 2; k <= 3 && i + k <= s.size(); ++k) {
-      bool more = false;
-      utf8_sequence_length(s.substr(i, k), &more);
-      if (!more) break;
-      bad = k;
-    }
-    out += kReplacement;
-    i += bad;
-  }
-}
-
 // llama.cpp's decoder only checks the lead byte's length class and that the continuation bytes
 // are 10xxxxxx, so overlong forms and surrogates decode; anything else costs one byte. Surrogates
 // and values above U+10FFFF cannot be re-encoded as text, so they become U+FFFD here.
@@ -140,7 +85,7 @@ std::string repair_utf8(std::string_view text, InvalidUtf8 policy) {
   std::string out;
   out.reserve(text.size() + 16);
   if (policy == InvalidUtf8::kReplaceMaximalSubpart) {
-    repair_maximal_subpart(text, out);
+    append_utf8_replacing_invalid(text, out);
   } else {
     repair_per_byte_lenient(text, out);
   }

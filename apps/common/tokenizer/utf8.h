@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "runtime/base/utf8.h"
+
 namespace vrun::tok {
 
 // How invalid UTF-8 in the input text becomes valid text before tokenisation. The references
@@ -20,9 +22,7 @@ enum class InvalidUtf8 { kReplaceMaximalSubpart, kReplacePerByteLenient };
 std::string repair_utf8(std::string_view text, InvalidUtf8 policy);
 bool is_valid_utf8(std::string_view text);
 
-// Length of the well-formed sequence starting at text[0] (1..4), or 0 when text[0] does not start
-// one; needed_more is set when the bytes so far are a valid but unfinished prefix.
-int utf8_sequence_length(std::string_view text, bool* needed_more);
+using vrun::utf8_sequence_length;
 
 // Appends the UTF-8 encoding of cp.
 void append_utf8(uint32_t cp, std::string& out);

@@ -1,4 +1,7 @@
 // Shape functions of the linalg (linear, bmm) and attention (sdpa, rope) families.
+#include <initializer_list>
+#include <utility>
+
 #include "kernels/ops/shape_infer.h"
 
 namespace vrun {
@@ -11,10 +14,15 @@ const TensorDesc* input_at(const std::vector<const TensorDesc*>& in, size_t k) {
 
 bool is_activation(DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; }
 
-Status need(const std::vector<const TensorDesc*>& in, size_t k, const char* op, const char* name,
-            const TensorDesc** out) {
-  *out = input_at(in, k);
-  if (!*out) return err(ErrorCode::kInvalidArgument, op, ": missing input ", name);
+// Inputs 0, 1, ... of op, named in that order, each stored through its pointer; the first one
+// missing is the error.
+Status need(const std::vector<const TensorDesc*>& in, const char* op,
+            std::initializer_list<std::pair<const char*, const TensorDesc**>> inputs) {
+  size_t k = 0;
+  for (const auto& [name, out] : inputs) {
+    *out = input_at(in, k++);
+    if (!*out) return err(ErrorCode::kInvalidArgument, op, ": missing input ", name);
+  }
   return Status::ok();
 }
 
@@ -38,8 +46,7 @@ Status output_dtype(const char* op, const Attrs& attrs, DType dflt, DType* out) 
 
 Status infer_linear(const std::vector<const TensorDesc*>& in, const Attrs& attrs, std::vector<TensorDesc>* out) {
   const TensorDesc *x, *w;
-  VRUN_RETURN_IF_ERROR(need(in, 0, "linear", "x", &x));
-  VRUN_RETURN_IF_ERROR(need(in, 1, "linear", "weight", &w));
+  VRUN_RETURN_IF_ERROR(need(in, "linear", {{"x", &x}, {"weight", &w}}));
   VRUN_RETURN_IF_ERROR(need_activation("linear", "x", *x));
   if (x->shape.rank < 1) return err(ErrorCode::kInvalidArgument, "linear: x must have rank >= 1, got a scalar");
   if (w->shape.rank != 2)
@@ -110,8 +117,7 @@ Status infer_linear(const std::vector<const TensorDesc*>& in, const Attrs& attrs
 
 Status infer_bmm(const std::vector<const TensorDesc*>& in, const Attrs& attrs, std::vector<TensorDesc>* out) {
   const TensorDesc *a, *b;
-  VRUN_RETURN_IF_ERROR(need(in, 0, "bmm", "a", &a));
-  VRUN_RETURN_IF_ERROR(need(in, 1, "bmm", "b", &b));
+  VRUN_RETURN_IF_ERROR(need(in, "bmm", {{"a", &a}, {"b", &b}}));
   VRUN_RETURN_IF_ERROR(need_activation("bmm", "a", *a));
   VRUN_RETURN_IF_ERROR(need_activation("bmm", "b", *b));
   if (a->dtype != b->dtype)
@@ -151,9 +157,7 @@ Status infer_bmm(const std::vector<const TensorDesc*>& in, const Attrs& attrs, s
 
 Status infer_sdpa(const std::vector<const TensorDesc*>& in, const Attrs& attrs, std::vector<TensorDesc>* out) {
   const TensorDesc *q, *k, *v;
-  VRUN_RETURN_IF_ERROR(need(in, 0, "sdpa", "q", &q));
-  VRUN_RETURN_IF_ERROR(need(in, 1, "sdpa", "k", &k));
-  VRUN_RETURN_IF_ERROR(need(in, 2, "sdpa", "v", &v));
+  VRUN_RETURN_IF_ERROR(need(in, "sdpa", {{"q", &q}, {"k", &k}, {"v", &v}}));
   const char* names[3] = {"q", "k", "v"};
   const TensorDesc* qkv[3] = {q, k, v};
   for (int i = 0; i < 3; ++i) {
@@ -200,8 +204,7 @@ Status infer_sdpa(const std::vector<const TensorDesc*>& in, const Attrs& attrs, 
 
 Status infer_rope(const std::vector<const TensorDesc*>& in, const Attrs& attrs, std::vector<TensorDesc>* out) {
   const TensorDesc *x, *f;
-  VRUN_RETURN_IF_ERROR(need(in, 0, "rope", "x", &x));
-  VRUN_RETURN_IF_ERROR(need(in, 1, "rope", "inv_freq", &f));
+  VRUN_RETURN_IF_ERROR(need(in, "rope", {{"x", &x}, {"inv_freq", &f}}));
   VRUN_RETURN_IF_ERROR(need_activation("rope", "x", *x));
   if (x->shape.rank < 2) return err(ErrorCode::kInvalidArgument, "rope: x needs rank >= 2, got ", x->shape.str());
   const int r = x->shape.rank;
