@@ -3,7 +3,11 @@
 // alone; jobs cancelled while running free their slots for the queue.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <condition_variable>
+#include <functional>
 #include <future>
+#include <mutex>
 #include <random>
 #include <regex>
 
@@ -37,12 +41,13 @@ struct Submitted {
   std::future<Result<llama::GenerateStats>> done;
 };
 
-Submitted submit(Scheduler& s, std::vector<int32_t> prompt, int max_tokens, bool ignore_eos = false) {
+Submitted submit(Scheduler& s, std::vector<int32_t> prompt, int max_tokens, bool ignore_eos = false,
+                 std::function<bool(const std::string&)> on_text = nullptr) {
   auto job = std::make_shared<TextJob>();
   job->prompt = std::move(prompt);
   job->options = greedy(max_tokens);
   job->options.ignore_eos = ignore_eos;
-  job->on_text = [](const std::string&) { return true; };
+  job->on_text = on_text ? std::move(on_text) : [](const std::string&) { return true; };
   auto promise = std::make_shared<std::promise<Result<llama::GenerateStats>>>();
   job->on_done = [promise](Result<llama::GenerateStats> st) { promise->set_value(std::move(st)); };
   EXPECT_TRUE(s.submit(job));
@@ -54,6 +59,12 @@ int64_t gauge(const Metrics& m, const std::string& name) {
   const std::string text = m.render();
   if (!std::regex_search(text, match, std::regex(name + "\\{model=\"tiny\"\\} (\\d+)"))) return -1;
   return std::stoll(match[1]);
+}
+
+std::vector<std::unique_ptr<Engine>> one_engine(std::unique_ptr<Engine> e) {
+  std::vector<std::unique_ptr<Engine>> v;
+  v.push_back(std::move(e));
+  return v;
 }
 
 TEST(ServeBatchEngine, GreedyJobsEqualGenerateAloneAndCancelledJobsFreeSlots) {
@@ -79,7 +90,7 @@ TEST(ServeBatchEngine, GreedyJobsEqualGenerateAloneAndCancelledJobsFreeSlots) {
   Metrics metrics;
   auto session = llama::BatchSession::create(*runner);
   ASSERT_TRUE(session.is_ok()) << session.status().message();
-  Scheduler scheduler("tiny", std::make_unique<BatchTextEngine>("tiny", std::move(*session), metrics), 64, metrics);
+  Scheduler scheduler("tiny", one_engine(std::make_unique<BatchTextEngine>("tiny", std::move(*session), metrics)), 64, metrics);
   std::vector<Submitted> jobs;
   for (size_t k = 0; k < prompts.size(); ++k) jobs.push_back(submit(scheduler, prompts[k], 6 + static_cast<int>(k) * 3));
   for (size_t k = 0; k < jobs.size(); ++k) {
@@ -107,6 +118,58 @@ TEST(ServeBatchEngine, GreedyJobsEqualGenerateAloneAndCancelledJobsFreeSlots) {
   scheduler.stop();
   EXPECT_EQ(gauge(metrics, "vrun_slots_busy"), 0);
   EXPECT_EQ(gauge(metrics, "vrun_queue_depth"), 0);
+}
+
+// Two engines (two copies of the model, as `vrun serve --devices 0,0` makes) on one queue: both
+// take jobs, and every job's tokens are those generate gives it alone. A job's first text waits
+// (up to 10 s) until another job's first text is waiting too: an engine's step delivers its jobs'
+// text one after the other, so two waiting at once means two engines stepping at once.
+TEST(ServeBatchEngine, TwoEnginesShareTheQueue) {
+  auto a = load(), b = load();
+  ASSERT_TRUE(a && b);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int k = 0; k < 8; ++k) prompts.push_back({static_cast<int32_t>(5 + k), static_cast<int32_t>(40 + 3 * k), 7});
+  std::vector<llama::GenerateStats> alone;
+  for (const auto& p : prompts) {
+    a->reset();
+    auto st = a->generate(p, greedy(20), [](const std::string&) { return true; });
+    ASSERT_TRUE(st.is_ok()) << st.status().message();
+    alone.push_back(*st);
+  }
+  a->reset();
+  Metrics metrics;
+  auto sa = llama::BatchSession::create(*a), sb = llama::BatchSession::create(*b);
+  ASSERT_TRUE(sa.is_ok() && sb.is_ok());
+  std::vector<std::unique_ptr<Engine>> engines;
+  engines.push_back(std::make_unique<BatchTextEngine>("tiny", std::move(*sa), metrics, 0));
+  engines.push_back(std::make_unique<BatchTextEngine>("tiny", std::move(*sb), metrics, 1));
+  Scheduler scheduler("tiny", std::move(engines), 64, metrics);
+  std::mutex mu;
+  std::condition_variable cv;
+  int waiting = 0, most_waiting = 0;
+  std::vector<Submitted> jobs;
+  for (const auto& p : prompts)
+    jobs.push_back(submit(scheduler, p, 20, /*ignore_eos=*/true, [&, first = true](const std::string&) mutable {
+      if (!first) return true;
+      first = false;
+      std::unique_lock<std::mutex> lock(mu);
+      most_waiting = std::max(most_waiting, ++waiting);
+      cv.notify_all();
+      cv.wait_for(lock, std::chrono::seconds(10), [&] { return most_waiting >= 2; });
+      --waiting;
+      return true;
+    }));
+  for (size_t k = 0; k < jobs.size(); ++k) {
+    auto st = jobs[k].done.get();
+    ASSERT_TRUE(st.is_ok()) << st.status().message();
+    EXPECT_EQ(std::vector<int32_t>(st->tokens.begin(), st->tokens.begin() + std::min<size_t>(st->tokens.size(), alone[k].tokens.size())),
+              alone[k].tokens)
+        << "job " << k;
+  }
+  EXPECT_EQ(most_waiting, 2) << "two engines delivering text at the same time";
+  scheduler.stop();
+  EXPECT_EQ(gauge(metrics, "vrun_slots_total"), 8);
+  EXPECT_EQ(gauge(metrics, "vrun_slots_busy"), 0);
 }
 
 }  // namespace

@@ -30,8 +30,11 @@ def require_inputs():
 class Server:
     """`vrun serve` with SmolLM2 (alias smollm2) and Whisper tiny.en on a free loopback port."""
 
-    def __init__(self, vrun, *extra):
-        self.cmd = [vrun, "serve", "-m", LLM, "--alias", LLM_NAME, "-m", WHISPER, "--port", "0", *extra]
+    def __init__(self, vrun, *extra, models=None):
+        # models: [path, alias] pairs instead of SmolLM2 and Whisper tiny.en.
+        served = [a for path, alias in models for a in ("-m", path, "--alias", alias)] if models else \
+            ["-m", LLM, "--alias", LLM_NAME, "-m", WHISPER]
+        self.cmd = [vrun, "serve", *served, "--port", "0", *extra]
         self.proc = subprocess.Popen(self.cmd, stderr=subprocess.PIPE, text=True)
         self.lines = []
         self.port = None

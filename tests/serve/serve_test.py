@@ -1,7 +1,7 @@
 """`vrun serve` driven by the official `openai` Python client (and `requests` for what the client
 cannot send): every answer is checked against the CLI's for the same input.
 
-    serve_test.py VRUN api|parakeet|concurrency|errors|sigterm|batching|vad
+    serve_test.py VRUN api|parakeet|concurrency|errors|sigterm|batching|vad|devices
 """
 import concurrent.futures
 import json
@@ -528,8 +528,39 @@ def check_cancellation(s, c, slots=8):
     check(True, "cancelled streams freed their slots (vrun_slots_busy 0)")
 
 
+def case_devices(vrun, streams=4):
+    """--devices 0,0: the model twice on one Vulkan device (lavapipe in CI), a worker each, two slots
+    each: four streams hold four slots at once (one copy has two), and concurrent greedy requests
+    give the text each gets alone."""
+    if not re.search(r"^vulkan device 0:", subprocess.run([vrun, "info"], capture_output=True, text=True).stdout, re.M):
+        print("SKIP: no Vulkan device")
+        return
+    tiny = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "llama", "tiny_llama")
+    with Server(vrun, "--devices", "0,0", "--parallel", "2", models=[(tiny, "tiny")]) as s:
+        check(any("on 2 devices, a worker each" in line for line in s.lines), "loaded on two devices")
+        check(metric(s, "vrun_slots_total", "tiny") == 4, "four slots: two on each copy")
+        body = {"model": "tiny", "prompt": "hello", "temperature": 0, "max_tokens": 200, "stream": True}
+        held = [requests.post(s.url + "/v1/completions", json=body, stream=True, timeout=120) for _ in range(streams)]
+        lines = [r.iter_lines() for r in held]  # kept: dropping one closes its connection
+        for it in lines:
+            next(it)
+        wait_for(lambda: metric(s, "vrun_slots_busy", "tiny") == streams, 60, "four slots busy on two copies")
+        for r in held:
+            r.close()
+        wait_for(lambda: metric(s, "vrun_slots_busy", "tiny") == 0, 60, "the streams' slots to free")
+        c = client(s)
+        prompts = ["one two three", "the cat sat", "a b c d e", "seven", "red green blue", "x y"]
+        ask = lambda p: c.completions.create(model="tiny", prompt=p, temperature=0, max_tokens=16).choices[0].text
+        alone = [ask(p) for p in prompts]
+        with concurrent.futures.ThreadPoolExecutor(len(prompts)) as pool:
+            together = list(pool.map(ask, prompts))
+        check(together == alone and any(alone), "concurrent requests over two copies equal each served alone")
+        check(s.stop() == 0, "exit 0")
+
+
 if __name__ == "__main__":
     require_inputs()
     vrun, case = sys.argv[1], sys.argv[2]
-    {"api": case_api, "parakeet": case_parakeet, "concurrency": case_concurrency, "errors": case_errors, "sigterm": case_sigterm, "batching": case_batching, "vad": case_vad}[case](vrun)
+    {"api": case_api, "parakeet": case_parakeet, "concurrency": case_concurrency, "errors": case_errors, "sigterm": case_sigterm, "batching": case_batching, "vad": case_vad,
+     "devices": case_devices}[case](vrun)
     print("PASS", case)
