@@ -9,6 +9,7 @@
 #   pip download --no-binary :all: --no-deps llama-cpp-python==0.3.36     # where there is a network
 #   bench/gpu/compare_cuda.sh --sdist llama_cpp_python-0.3.36.tar.gz --tokenizer SmolLM2.gguf \
 #       [--bin build/bin | --bundle DIR] [--work /tmp/vrun-cuda-peer] [--runs 3] [--repeat 1] [--roofline-bench] [--speech]
+#       [--serve [--wheels DIR]]
 #
 # --sdist: the .tar.gz or its unpacked folder (a copy without the parts the build does not use,
 #   models/, docs/, tests/, other backends, builds the same). --tokenizer: a GGUF whose tokenizer
@@ -20,14 +21,18 @@
 #   --speech adds the speech encoders once: whisper_bench --random-turbo (vrun, Vulkan) beside
 #   bench/gpu/whisper_torch_encoder.py, parakeet_bench --random-0.6b beside
 #   bench/asr/parakeet_torch.py --no-generate (transformers on the machine's PyTorch); their rows
-#   are printed as the programs print them. --repeat N: the whole
+#   are printed as the programs print them. --serve adds serving: llama.cpp's llama-server (CUDA)
+#   is built too, and bench/serve/serve_bench.py runs `vrun serve --backend vulkan` beside it on the
+#   q4_0 GGUF (1, 8, 32 and 64 streams of 128 tokens, --parallel 32, two rounds a level); it needs
+#   the openai client in python3 (--wheels DIR installs it from wheels there, with no network).
+#   --repeat N: the whole
 #   comparison N times (the build and the files once). What is built or made stays in --work and
 #   is reused by a later call. CMAKE_CUDA_ARCHITECTURES comes from CUDA_ARCH (default: the GPU's,
 #   from nvidia-smi).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
-sdist="" tok="" bin="build/bin" bundle="" speech=0 work="/tmp/vrun-cuda-peer" runs=3 repeat=1 roofline_bench=0
+sdist="" tok="" bin="build/bin" bundle="" speech=0 work="/tmp/vrun-cuda-peer" runs=3 repeat=1 roofline_bench=0 serve=0 wheels=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --sdist) sdist=$2; shift 2 ;;
@@ -39,11 +44,20 @@ while [ $# -gt 0 ]; do
     --repeat) repeat=$2; shift 2 ;;
     --roofline-bench) roofline_bench=1; shift ;;
     --speech) speech=1; shift ;;
+    --serve) serve=1; shift ;;
+    --wheels) wheels=$2; shift 2 ;;
     *) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 2 ;;
   esac
 done
 [ -n "$sdist" ] && [ -n "$tok" ] || { sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 2; }
 sdist=$(realpath "$sdist") tok=$(realpath "$tok")
+if [ "$serve" = 1 ] && ! python3 -c "import openai" 2>/dev/null; then
+  # python3's own pip (a bare `pip` may belong to another Python); Debian's marks its Python as
+  # externally managed.
+  [ -n "$wheels" ] && { python3 -m pip install -q --no-index --find-links "$wheels" openai ||
+    python3 -m pip install -q --break-system-packages --no-index --find-links "$wheels" openai; }
+  python3 -c "import openai" || { echo "--serve needs the openai client in python3 (--wheels DIR)" >&2; exit 1; }
+fi
 mkdir -p "$work"
 if [ -n "$bundle" ]; then
   bundle=$(realpath "$bundle") bin=$work/bin
@@ -77,15 +91,17 @@ for t in f16 q4_0; do
 done
 
 # The peer: llama-bench alone, CUDA, for this GPU's architecture.
-lb="$work/build/bin/llama-bench"
-if [ ! -x "$lb" ]; then
+lb="$work/build/bin/llama-bench" ls="$work/build/bin/llama-server"
+if [ ! -x "$lb" ] || { [ "$serve" = 1 ] && [ ! -x "$ls" ]; }; then
   arch=${CUDA_ARCH:-$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '.')}
   arch=${arch:-90}
   stamp "building llama-bench (CUDA, sm_$arch) ..."
   cmake -S "$src" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$arch" \
     -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
-    -DLLAMA_BUILD_SERVER=OFF > "$work/build.log" 2>&1 || { tail -30 "$work/build.log"; exit 1; }
-  cmake --build "$work/build" --target llama-bench -j"$(nproc)" >> "$work/build.log" 2>&1 || { tail -40 "$work/build.log"; exit 1; }
+    -DLLAMA_BUILD_SERVER=$([ "$serve" = 1 ] && echo ON || echo OFF) > "$work/build.log" 2>&1 || { tail -30 "$work/build.log"; exit 1; }
+  targets=(llama-bench)
+  [ "$serve" = 1 ] && targets+=(llama-server)
+  cmake --build "$work/build" --target "${targets[@]}" -j"$(nproc)" >> "$work/build.log" 2>&1 || { tail -40 "$work/build.log"; exit 1; }
 fi
 stamp "llama-bench: $lb"
 for p in "${pids[@]}"; do wait "$p" || { cat "$work"/gguf-*.log; exit 1; }; done
@@ -112,5 +128,10 @@ if [ "$speech" = 1 ]; then
   python3 bench/gpu/whisper_torch_encoder.py --windows 8 2>&1 | tail -n 2 || true
   [ -x "$bin/parakeet_bench" ] && { "$bin/parakeet_bench" --random-0.6b --backend vulkan --dtype f16 --seconds 600 2>&1 | tail -n 3 || true; }
   python3 bench/asr/parakeet_torch.py --device cuda --dtypes bf16 --seconds 600 --no-generate 2>&1 | tail -n 3 || true
+fi
+if [ "$serve" = 1 ]; then
+  stamp "serving: vrun serve (Vulkan) beside llama-server (CUDA)"
+  python3 bench/serve/serve_bench.py --vrun "$bin/vrun" --backend vulkan --llama-server "$ls" --llama-args "-ngl 99" \
+    --model "$work/llama-1b-random-q4_0.gguf" --streams 1,8,32,64 --tokens 128 --parallel 32 --rounds 2
 fi
 stamp done
