@@ -2,9 +2,15 @@
 // scripts/fetch-models.sh; skipped when absent): conversations that outgrow the context drop their
 // oldest turns and go on, never ending the chat or corrupting memory (the case that once crashed:
 // a 64-token context, unlimited replies, --truncate); a turn too long for the context alone is
-// refused and the chat goes on; -p is the first turn.
+// refused and the chat goes on; -p is the first turn; Ctrl-C stops a reply and the chat goes on.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <filesystem>
 #include <regex>
+#include <thread>
 
 #include "cli_test_util.h"
 
@@ -72,6 +78,52 @@ TEST(Chat, PromptIsTheFirstTurnAndMatchesGenerate) {
   EXPECT_TRUE(contains(chat.err, "> What is the capital of France?")) << chat.err;
   EXPECT_EQ(chat.out, one.out);
   EXPECT_FALSE(one.out.empty());
+}
+
+// Ctrl-C (SIGINT) during a long reply stops that reply (its stats say "callback") and returns to
+// the prompt: the next turn is answered and the chat ends normally when its input does.
+TEST(Chat, CtrlCStopsTheReplyAndTheChatGoesOn) {
+  REQUIRE_MODEL();
+  const std::string base = ::testing::TempDir() + "/vrun_cli_ctrl_c";
+  // Output of an earlier run would look like this reply's text: the signal must wait for the new one.
+  std::filesystem::remove(base + ".out");
+  std::filesystem::remove(base + ".err");
+  int in[2];
+  ASSERT_EQ(pipe(in), 0);
+  const std::string cmd = "exec " + vrun_binary() + " chat -m " + model + " -n 2000 --temp 0 --backend cpu -t 2 > " + base +
+                          ".out 2> " + base + ".err";
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    dup2(in[0], 0);
+    close(in[0]);
+    close(in[1]);
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(in[0]);
+  auto say = [&](const std::string& line) { return write(in[1], line.data(), line.size()) == static_cast<ssize_t>(line.size()); };
+  ASSERT_TRUE(say("Count from 1 to 1000, separated by commas.\n"));
+  // Interrupt once the reply is well under way (text on stdout).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (slurp(base + ".out").size() < 40 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  kill(pid, SIGINT);
+  // The interrupted reply's stats line, then the next turn.
+  while (replies(slurp(base + ".err")) < 1 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(say("Hello!\n"));
+  close(in[1]);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  const std::string err = slurp(base + ".err");
+  ASSERT_TRUE(WIFEXITED(status)) << err;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << err;
+  EXPECT_EQ(replies(err), 2) << err;
+  const std::regex first("generated ([0-9]+) tokens \\(callback\\)");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(err, m, first)) << err;
+  EXPECT_LT(std::stoi(m[1]), 2000) << err;
 }
 
 }  // namespace
