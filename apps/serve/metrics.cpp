@@ -90,7 +90,6 @@ void Metrics::batch(const std::string& name, int size) {
 void Metrics::step_time(const std::string& name, double seconds) {
   std::lock_guard<std::mutex> lock(mu_);
   model(name).step.observe(seconds);
-  model(name).steps = true;
 }
 
 void Metrics::queue_depth(const std::string& name, int64_t depth, int64_t waiting) {
@@ -150,7 +149,7 @@ std::string Metrics::render() const {
   type_line(out, "vrun_step_seconds", "histogram",
             "Wall time of one step of a batching text model's worker: its prefill chunks and one decode.");
   for (const auto& [name, m] : models_)
-    if (m.steps) m.step.render(out, "vrun_step_seconds", label("model", name));
+    if (m.step.count() > 0) m.step.render(out, "vrun_step_seconds", label("model", name));
   type_line(out, "vrun_time_to_first_token_seconds", "histogram",
             "Time from a text request's arrival to its first token.");
   for (const auto& [name, m] : models_)

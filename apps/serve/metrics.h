@@ -18,6 +18,7 @@ class Histogram {
   void observe(double v);
   // Appends the _bucket, _sum and _count lines of `name` with `labels` ("" or `key="v"`).
   void render(std::string& out, const std::string& name, const std::string& labels) const;
+  uint64_t count() const { return count_; }
 
  private:
   std::vector<double> bounds_;
@@ -50,8 +51,7 @@ class Metrics {
     double audio_s = 0;
     Histogram ttft{{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}};
     Histogram batch{{1, 2, 4, 8, 16, 32, 64}};
-    Histogram step{{0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2}};
-    bool steps = false;  // a batching text model: render its step histogram
+    Histogram step{{0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2}};  // rendered once observed (batching text models)
   };
   PerModel& model(const std::string& name);
   mutable std::mutex mu_;
