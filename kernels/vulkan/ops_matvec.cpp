@@ -160,26 +160,19 @@ Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, co
     // (bench_llama_roofline, VRUN_Q4_MATVEC): 711.0 tok/s this way (x of 8192 staged in the
     // device's 48 KiB), 643.6 with 16 rows, x up to 7168 staged and no early loads, 663.3 with
     // that but 16-64 rows a workgroup (the earlier choice), 611.0 through the generic kernel.
-    int64_t r = 16, stage_max = K;
-    int32_t rg = 4, wgs = 128, pf = 1, stage = 1;
-    if (const Q4Tuning* t = q4t) {
-      r = t->rows;
-      rg = t->rows_per_pass;
-      wgs = t->invocations;
-      pf = t->prefetch;
-      stage = t->stage_x;
-      stage_max = t->stage_max;
-    }
+    Q4Tuning t = q4t ? *q4t : Q4Tuning{};
+    if (!q4t) t.rows = 16;
     const int64_t smem = rec.context().limits().maxComputeSharedMemorySize;
-    int64_t xsn = stage && K <= stage_max && K * 4 + K / 8 + 1024 <= smem ? K : 0;
+    int64_t xsn = t.stage_x && K <= t.stage_max && K * 4 + K / 8 + 1024 <= smem ? K : 0;
     if (norm) xsn = K;  // the prologue normalises the staged x
     PushWords pw;
-    pw.u(N).u(K).u(x_row_stride).u(offs[0]).u(offs[1]).u(offs[2]).u(offs[3]).u(r).u(offs[4]).f(eps).u(offs[5]).u(offs[6]);
+    pw.u(N).u(K).u(x_row_stride).u(offs[0]).u(offs[1]).u(offs[2]).u(offs[3]).u(t.rows).u(offs[4]).f(eps).u(offs[5]).u(offs[6]);
     uint32_t gx, gy;
-    rec.grid_1d(static_cast<uint64_t>((N + r - 1) / r), &gx, &gy);
+    rec.grid_1d(static_cast<uint64_t>((N + t.rows - 1) / t.rows), &gx, &gy);
     return rec.dispatch("matvec_q4_0",
                         {dt_code(x.dtype), 0, dt_code(y.dtype), bias ? dt_code(*bias) : 255, 0, 0, 0, xvec ? 1 : 0, 0,
-                         wgs, static_cast<int32_t>(xsn), rg, res_dt, norm_mode, g_dt, beta_dt, glu ? 1 : 0, act, pf},
+                         t.invocations, static_cast<int32_t>(xsn), t.rows_per_pass, res_dt, norm_mode, g_dt, beta_dt, glu ? 1 : 0,
+                         act, t.prefetch},
                         bindings, pw.w, pw.bytes(), gx, gy, 1);
   }
 

@@ -58,7 +58,8 @@ void set_matvec_shared_reduce_for_testing(bool on);
 // the next block's loads issued before the current one is used; rows < 0 sends q4_0 to the
 // generic matvec kernel instead.
 struct Q4Tuning {
-  int rows = 0, rows_per_pass = 4, stage_x = 1, invocations = 128, stage_max = 16384, prefetch = 1;
+  int rows = 0, rows_per_pass = 4, stage_x = 1, invocations = 128, stage_max = kStageAsFits, prefetch = 1;
+  static constexpr int kStageAsFits = 1 << 30;  // stage_max: whatever the device's shared memory holds
 };
 void set_q4_0_tuning_for_bench(const Q4Tuning* t);
 
