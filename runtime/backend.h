@@ -91,6 +91,8 @@ class Backend {
   // Errors a validation layer reported (0 when it is off), and calls served by replaying.
   virtual uint64_t validation_errors() const { return 0; }
   virtual uint64_t replayed_calls() const { return 0; }
+  // The largest tensor one node may read or write here, in bytes (0: no limit but memory).
+  virtual uint64_t max_tensor_bytes() const { return 0; }
 };
 
 // ---- the registry of backends

@@ -274,6 +274,13 @@ uint64_t Executor::gpu_replayed_calls() const {
   return n;
 }
 
+uint64_t Executor::max_tensor_bytes() const {
+  uint64_t most = 0;
+  for (const auto& d : devices_)
+    if (const uint64_t m = d->max_tensor_bytes(); m > 0) most = most == 0 ? m : std::min(most, m);
+  return most;
+}
+
 std::string Executor::device_description() const {
   if (devices_.empty()) return std::string(host_->kind()) + " (no GPU: " + gpu_why_not_ + ")";
   return std::string(devices_.front()->kind()) + ": " + devices_.front()->device_name();

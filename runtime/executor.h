@@ -56,6 +56,8 @@ class Executor {
   uint64_t gpu_validation_errors() const;
   // GPU method calls served by replaying an earlier call's recording (0 without a GPU).
   uint64_t gpu_replayed_calls() const;
+  // The largest tensor a node on the GPU may read or write, in bytes (0: no limit but memory).
+  uint64_t max_tensor_bytes() const;
 
  private:
   struct MethodPlan;

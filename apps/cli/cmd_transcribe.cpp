@@ -117,13 +117,13 @@ Result<std::unique_ptr<speech::Recognizer>> load_recognizer(const TranscribeArgs
   lo.threads = w.threads;
   lo.device = w.device;
   lo.decode_batch = std::max(a.decoding.beam_size, sampling ? a.decoding.best_of : 1);
+  lo.streams = a.vad ? 1 : a.batch_size;  // Whisper: files decoded together
   VRUN_ASSIGN_OR_RETURN(auto r, speech::load(a.model, lo));
   std::vector<std::string> ignored;
   VRUN_RETURN_IF_ERROR(r->check(o, &ignored));
   if (first) {
     for (const auto& note : r->notes()) std::fprintf(stderr, "vrun: %s\n", note.c_str());
-    if (a.batch_size > 1 && r->family() != "parakeet")
-      ignored.push_back("--batch-size applies to Parakeet models; Whisper transcribes the files one after another");
+    if (a.batch_size > 1 && a.vad) ignored.push_back("--batch-size: with --vad the files go one after another");
     for (const auto& w : ignored) std::fprintf(stderr, "vrun: %s\n", w.c_str());
   }
   std::fprintf(stderr, "vrun: loaded %s in %.2f s on %s\n", a.model.c_str(), seconds_since(t0), r->device_description().c_str());
@@ -287,8 +287,9 @@ void add_output_options(CLI::App& sub, TranscribeArgs& x) {
   add_raw_pcm_options(sub, a->raw, "every AUDIO");
   add_backend_options(sub, a->run);
   sub.add_option("--batch-size", a->batch_size,
-                 "Parakeet: files encoded together (their 160-s chunks share batched encoder calls, up to the model's "
-                 "batch of 4); each file's transcript is the same as alone")
+                 "Files transcribed together, each file's transcript the same as alone: Parakeet's 160-s chunks share "
+                 "batched encoder calls (up to the model's batch of 4); Whisper encodes the next 30-s window of each of "
+                 "N files in one call and decodes their windows together (greedy steps over all N)")
       ->capture_default_str();
   sub.add_option("--attention", a->decoding.attention,
                  "Parakeet: full (every frame sees the whole file; audio over 160 s in overlapping chunks), or local "

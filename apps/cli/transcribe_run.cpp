@@ -165,8 +165,8 @@ void transcribe_file(Job& j, speech::Recognizer& r, const job::Input& in) {
   finish(j, in, &*transcript, "", audio_s, seconds_since(t0), printed);
 }
 
-// A group of --batch-size files (Parakeet): their encoder chunks share batched encoder calls, then
-// each file is finished in turn, the same as alone.
+// A group of --batch-size files (Parakeet's batched encoder, Whisper's streams): transcribed
+// together, then each file is finished in turn, the same as alone.
 void transcribe_group(Job& j, speech::Recognizer& r, const std::vector<job::Input>& group) {
   const auto t0 = Clock::now();
   std::vector<const job::Input*> ins;
@@ -182,29 +182,29 @@ void transcribe_group(Job& j, speech::Recognizer& r, const std::vector<job::Inpu
   }
   if (ins.empty()) return;
   std::vector<std::span<const float>> spans(samples.begin(), samples.end());
-  auto ts = r.transcribe_many(spans, j.o);
+  auto ts = r.transcribe_many(spans, {j.o});
   const double wall = seconds_since(t0);
-  if (!ts.is_ok()) {
-    for (size_t k = 0; k < ins.size(); ++k)
-      finish(j, *ins[k], nullptr, ins[k]->path + ": " + ts.status().message(), static_cast<double>(samples[k].size()) / 16000.0, wall, "");
-    return;
-  }
   std::fprintf(stderr, "vrun: %zu files in %.2f s\n", ins.size(), wall);
   double total_audio = 0;
-  for (const auto& t : *ts) total_audio += t.stats.audio_s;
+  for (const auto& s : samples) total_audio += static_cast<double>(s.size()) / 16000.0;
   for (size_t k = 0; k < ins.size(); ++k) {
+    const double audio_s = static_cast<double>(samples[k].size()) / 16000.0;
+    // The group's wall time, shared by audio length (the batched calls served all files).
+    const double share = total_audio > 0 ? audio_s / total_audio : 1.0 / static_cast<double>(ins.size());
+    if (!ts[k].is_ok()) {
+      finish(j, *ins[k], nullptr, ins[k]->path + ": " + ts[k].status().message(), audio_s, wall * share, "");
+      continue;
+    }
     std::string printed = j.several_inputs ? "# " + ins[k]->path + "\n" : "";
-    for (const auto& seg : (*ts)[k].segments) print_segment(j.a, seg, &printed);
-    // The group's wall time, shared by audio length (the encoder calls served all files).
-    const double share = total_audio > 0 ? (*ts)[k].stats.audio_s / total_audio : 1.0 / static_cast<double>(ins.size());
-    finish(j, *ins[k], &(*ts)[k], "", (*ts)[k].stats.audio_s, wall * share, printed);
+    for (const auto& seg : ts[k]->segments) print_segment(j.a, seg, &printed);
+    finish(j, *ins[k], &*ts[k], "", audio_s, wall * share, printed);
   }
 }
 
 }  // namespace
 
 void worker_loop(Job& j, speech::Recognizer& r) {
-  const size_t group = r.family() == "parakeet" && j.a.batch_size > 1 && !j.a.vad ? static_cast<size_t>(j.a.batch_size) : 1;
+  const size_t group = r.batch() > 1 && j.a.batch_size > 1 && !j.a.vad ? static_cast<size_t>(j.a.batch_size) : 1;
   for (auto files = j.take(group); !files.empty(); files = j.take(group)) {
     if (group == 1) transcribe_file(j, r, files.front());
     else transcribe_group(j, r, files);

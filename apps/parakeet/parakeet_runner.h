@@ -5,6 +5,7 @@
 // state carried across chunks. Text, words and segments as NeMo's timestamp code makes them.
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <span>
@@ -65,6 +66,8 @@ class ParakeetRunner {
 
   const ParakeetConfig& config() const { return info_.config; }
   const Vocabulary& vocabulary() const { return info_.vocab; }
+  // Chunks encode_batch takes in one call (1: the program has none).
+  int max_batch() const { return static_cast<int>(std::max<int64_t>(1, info_.max_batch)); }
   const preprocess::NemoMelConfig& mel_config() const { return mel_->config(); }
   const Program& program() const { return *program_; }
   std::string device_description() const { return executor_->device_description(); }

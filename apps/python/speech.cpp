@@ -194,12 +194,11 @@ class SpeechModel {
       std::vector<std::span<const float>> spans;
       for (const auto& in : inputs) spans.push_back(in.samples());
       std::lock_guard<std::mutex> lock(mu_);
-      return recognizer_->transcribe_many(spans, o);
+      return recognizer_->transcribe_many(spans, {o});
     }();
     std::vector<Transcript> out;
-    auto done = take(std::move(ts));
-    for (size_t i = 0; i < done.size(); ++i) {
-      out.push_back({std::move(done[i]), inputs[i].source});
+    for (size_t i = 0; i < ts.size(); ++i) {
+      out.push_back({take(std::move(ts[i])), inputs[i].source});
       if (inputs[i].speech) speech::map_to_original(&out.back().t, inputs[i].speech->map);
     }
     return out;

@@ -48,16 +48,25 @@ void SpeechEngine::serve(std::span<const std::shared_ptr<Job>> jobs) {
   }
   if (live.size() > 1 && batch_) {
     std::vector<std::span<const float>> files;
-    for (SpeechJob* j : live) files.emplace_back(j->samples);
-    auto ts = batch_(files);
-    if (ts.is_ok() && ts->size() == live.size()) {
-      for (size_t k = 0; k < live.size(); ++k) {
-        metrics_.audio(model_, (*ts)[k].stats.audio_s);
-        live[k]->on_done(std::move((*ts)[k]));
-      }
-      return;
+    std::vector<const SpeechOptions*> opts;
+    for (SpeechJob* j : live) {
+      files.emplace_back(j->samples);
+      opts.push_back(&j->options);
     }
-    // One file the batch could not take fails only its own request: each goes alone.
+    auto ts = batch_(files, opts);
+    if (ts.size() == live.size()) {
+      // Parakeet's batch fails every file for one bad file: then each goes alone, and only the
+      // bad one fails.
+      bool all_failed = true;
+      for (const auto& t : ts) all_failed = all_failed && !t.is_ok();
+      if (!all_failed) {
+        for (size_t k = 0; k < live.size(); ++k) {
+          if (ts[k].is_ok()) metrics_.audio(model_, ts[k]->stats.audio_s);
+          live[k]->on_done(std::move(ts[k]));
+        }
+        return;
+      }
+    }
   }
   for (SpeechJob* j : live) serve_one(*j);
 }

@@ -86,9 +86,10 @@ class SpeechEngine : public StepEngine {
  public:
   using Transcribe =
       std::function<Result<transcript::Transcript>(std::span<const float>, const SpeechOptions&)>;
-  // Several files through batched encoder calls (Parakeet); their options are the model's own.
-  using TranscribeBatch =
-      std::function<Result<std::vector<transcript::Transcript>>(const std::vector<std::span<const float>>&)>;
+  // Several files through the model's batched calls, each with its request's options; a file
+  // that fails fails alone where the model can tell.
+  using TranscribeBatch = std::function<std::vector<Result<transcript::Transcript>>(const std::vector<std::span<const float>>&,
+                                                                                    const std::vector<const SpeechOptions*>&)>;
   SpeechEngine(std::string model, Transcribe transcribe, Metrics& metrics, TranscribeBatch batch = {},
                int max_batch = 1)
       : model_(std::move(model)),

@@ -7,11 +7,28 @@
 
 #include "apps/serve/engines.h"
 #include "models/registry/families.h"
+#include "runtime/backend.h"
 
 namespace vrun::serve {
 namespace {
 
-constexpr int kParakeetBatch = 4;
+// Whisper requests decoded together (streams of its batched encoder and decoder), on a GPU: on
+// the CPU the streams' caches and the encoder's arena for four windows would hold several times
+// the memory of one request for a few percent of speed (the CPU's GEMMs are as fast on one
+// window), so there the requests go one at a time.
+constexpr int kSpeechBatch = 4;
+
+// Whether a model loaded for `backend` runs on a GPU: Vulkan asked for, or auto with a Vulkan
+// device that is not a CPU implementation.
+bool gpu_backend(BackendKind backend) {
+  if (backend == BackendKind::kCpu) return false;
+  const BackendEntry* vk = find_backend("vulkan");
+  if (!vk || !vk->describe) return false;
+  if (backend == BackendKind::kVulkan) return true;
+  for (const std::string& line : vk->describe())
+    if (line.rfind("vulkan device ", 0) == 0 && line.find("(cpu)") == std::string::npos) return true;
+  return false;
+}
 
 std::string file_name(const std::string& path) {
   std::filesystem::path p(path);
@@ -91,7 +108,8 @@ Status attach_text(ServedModel& m, const ModelSpec& spec, Metrics& metrics) {
   return Status::ok();
 }
 
-// The engine of one loaded speech model.
+// The engine of one loaded speech model: requests queued together share its batched calls
+// (Parakeet's encoder, Whisper's streams), each with its own options.
 std::unique_ptr<Engine> speech_engine(const std::string& id, speech::Recognizer* r, Metrics& metrics) {
   auto one = [r](std::span<const float> samples, const SpeechOptions& s) {
     speech::Options o;
@@ -99,13 +117,13 @@ std::unique_ptr<Engine> speech_engine(const std::string& id, speech::Recognizer*
     return r->transcribe(samples, o);
   };
   SpeechEngine::TranscribeBatch batch;
-  int max_batch = 1;
-  if (r->family() == "parakeet") {
-    // Requests queued together share batched encoder calls (the CLI's --batch-size 4).
-    batch = [r](const std::vector<std::span<const float>>& files) { return r->transcribe_many(files, speech::Options{}); };
-    max_batch = kParakeetBatch;
-  }
-  return std::make_unique<SpeechEngine>(id, one, metrics, batch, max_batch);
+  if (r->batch() > 1)
+    batch = [r](const std::vector<std::span<const float>>& files, const std::vector<const SpeechOptions*>& opts) {
+      std::vector<speech::Options> o(opts.size());
+      for (size_t k = 0; k < opts.size(); ++k) o[k].whisper = whisper_options(*opts[k]);
+      return r->transcribe_many(files, o);
+    };
+  return std::make_unique<SpeechEngine>(id, one, metrics, batch, r->batch());
 }
 
 }  // namespace
@@ -142,6 +160,7 @@ Result<std::unique_ptr<ServedModel>> load_model(const ModelSpec& spec, Metrics& 
     lo.backend = spec.backend;
     lo.threads = spec.threads;
     lo.device = devices[k];
+    lo.streams = gpu_backend(spec.backend) ? kSpeechBatch : 1;  // Whisper: requests decoded together
     VRUN_ASSIGN_OR_RETURN(auto r, speech::load(spec.path, lo));
     engines.push_back(speech_engine(m->id, r.get(), metrics));
     if (k == 0)

@@ -7,12 +7,14 @@
 
 namespace vrun::speech {
 
-Result<std::vector<transcript::Transcript>> Recognizer::transcribe_many(const std::vector<std::span<const float>>& inputs,
-                                                                        const Options& options) {
-  std::vector<transcript::Transcript> out;
-  for (const auto& samples : inputs) {
-    VRUN_ASSIGN_OR_RETURN(auto t, transcribe(samples, options));
-    out.push_back(std::move(t));
+std::vector<Result<transcript::Transcript>> Recognizer::transcribe_many(const std::vector<std::span<const float>>& inputs,
+                                                                        const std::vector<Options>& options) {
+  std::vector<Result<transcript::Transcript>> out;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (options.size() != 1 && options.size() != inputs.size())
+      out.emplace_back(err(ErrorCode::kInvalidArgument, options.size(), " option sets for ", inputs.size(), " inputs"));
+    else
+      out.push_back(transcribe(inputs[i], options.size() == 1 ? options[0] : options[i]));
   }
   return out;
 }
@@ -33,7 +35,13 @@ class WhisperRecognizer final : public Recognizer {
                                             const OnProgress& prog) override {
     return runner_->transcribe(samples, o.whisper, seg, prog);
   }
-  whisper::WhisperRunner& runner() { return *runner_; }
+  std::vector<Result<transcript::Transcript>> transcribe_many(const std::vector<std::span<const float>>& inputs,
+                                                              const std::vector<Options>& options) override {
+    std::vector<whisper::TranscribeOptions> w;
+    for (const Options& o : options) w.push_back(o.whisper);
+    return runner_->transcribe_many(inputs, w);
+  }
+  int batch() const override { return runner_->streams(); }
 
  private:
   std::unique_ptr<whisper::WhisperRunner> runner_;
@@ -58,12 +66,20 @@ class ParakeetRecognizer final : public Recognizer {
                                             const OnProgress& prog) override {
     return runner_->transcribe(samples, parakeet_options(o), seg, prog);
   }
-  Result<std::vector<transcript::Transcript>> transcribe_many(const std::vector<std::span<const float>>& inputs,
-                                                              const Options& o) override {
-    // Local attention goes file by file (its chunks are as long as a call takes).
-    if (o.local_attention) return Recognizer::transcribe_many(inputs, o);
-    return runner_->transcribe_batch(inputs, parakeet_options(o));
+  std::vector<Result<transcript::Transcript>> transcribe_many(const std::vector<std::span<const float>>& inputs,
+                                                              const std::vector<Options>& options) override {
+    // Local attention goes file by file (its chunks are as long as a call takes); the batch
+    // takes one set of options (Parakeet's only one is the attention).
+    bool same = !options.empty() && (options.size() == 1 || options.size() == inputs.size());
+    for (const Options& o : options) same = same && o.local_attention == options.front().local_attention;
+    if (!same || options.front().local_attention) return Recognizer::transcribe_many(inputs, options);
+    auto batch = runner_->transcribe_batch(inputs, parakeet_options(options.front()));
+    std::vector<Result<transcript::Transcript>> out;
+    for (size_t i = 0; i < inputs.size(); ++i)
+      out.push_back(batch.is_ok() ? Result<transcript::Transcript>(std::move((*batch)[i])) : Result<transcript::Transcript>(batch.status()));
+    return out;
   }
+  int batch() const override { return runner_->max_batch(); }
 
  private:
   static parakeet::TranscribeOptions parakeet_options(const Options& o) {

@@ -44,10 +44,14 @@ class Recognizer {
   // 16-kHz mono samples.
   virtual Result<transcript::Transcript> transcribe(std::span<const float> samples, const Options& options,
                                                     const OnSegment& on_segment = {}, const OnProgress& on_progress = {}) = 0;
-  // Several inputs together where the model batches them (Parakeet's encoder), one after another
-  // otherwise; each transcript is what the input alone gives.
-  virtual Result<std::vector<transcript::Transcript>> transcribe_many(const std::vector<std::span<const float>>& inputs,
-                                                                      const Options& options);
+  // Several inputs together where the model batches them (Parakeet's encoder, Whisper's streams),
+  // one after another otherwise; `options` holds one set for every input or one per input. Each
+  // transcript is what the input alone gives. Whisper fails an input alone; where the model
+  // cannot tell whose input failed, every input of the call carries the error.
+  virtual std::vector<Result<transcript::Transcript>> transcribe_many(const std::vector<std::span<const float>>& inputs,
+                                                                      const std::vector<Options>& options);
+  // Inputs transcribe_many takes together (1: it goes one input after another).
+  virtual int batch() const { return 1; }
 };
 
 // The family is found once (models::detect); a .vrp is loaded once.

@@ -114,14 +114,17 @@ Result<WhisperRunner::Primed> WhisperRunner::prime(const Prompt& p, bool batched
     return logits;
   };
   VRUN_ASSIGN_OR_RETURN(r.logits, run(p.before_sot));
-  if (no_speech_ >= 0) {
-    const double lse = log_sum_exp(r.logits.data(), static_cast<size_t>(config_.n_vocab));
-    r.no_speech_prob = std::exp(static_cast<double>(r.logits[static_cast<size_t>(no_speech_)]) - lse);
-  }
+  r.no_speech_prob = no_speech_prob(r.logits.data());
   if (!p.after_sot.empty()) {
     VRUN_ASSIGN_OR_RETURN(r.logits, run(p.after_sot));
   }
   return r;
+}
+
+double WhisperRunner::no_speech_prob(const float* logits) const {
+  if (no_speech_ < 0) return 0;
+  const double lse = log_sum_exp(logits, static_cast<size_t>(config_.n_vocab));
+  return std::exp(static_cast<double>(logits[static_cast<size_t>(no_speech_)]) - lse);
 }
 
 int WhisperRunner::max_steps(const Prompt& p, const TranscribeOptions& o) const {
@@ -367,18 +370,29 @@ Result<WindowResult> WhisperRunner::decode_beam(const TranscribeOptions& o, cons
   return w;
 }
 
-Result<WindowResult> WhisperRunner::decode_with_fallback(const TranscribeOptions& o, const Prompt& p) {
+Result<WindowResult> WhisperRunner::decode_with_fallback(const TranscribeOptions& o, const Prompt& p, const WindowResult* first,
+                                                         const std::function<Status()>& before_fallback) {
   std::vector<WindowResult> all;
   std::vector<size_t> below_cr;
   const std::vector<double> temps = o.temperatures.empty() ? std::vector<double>{0.0} : o.temperatures;
+  bool prepared = false;
   for (double t : temps) {
     WindowResult w;
-    if (t > 0) {
-      VRUN_ASSIGN_OR_RETURN(w, decode_sampling(o, p, t));
-    } else if (o.beam_size > 1) {
-      VRUN_ASSIGN_OR_RETURN(w, decode_beam(o, p));
+    if (first) {
+      w = *first;
+      first = nullptr;
     } else {
-      VRUN_ASSIGN_OR_RETURN(w, decode_greedy(o, p));
+      if (before_fallback && !prepared) {  // once, before the first temperature decoded here
+        prepared = true;
+        VRUN_RETURN_IF_ERROR(before_fallback());
+      }
+      if (t > 0) {
+        VRUN_ASSIGN_OR_RETURN(w, decode_sampling(o, p, t));
+      } else if (o.beam_size > 1) {
+        VRUN_ASSIGN_OR_RETURN(w, decode_beam(o, p));
+      } else {
+        VRUN_ASSIGN_OR_RETURN(w, decode_greedy(o, p));
+      }
     }
     w.temperature = t;
     w.avg_logprob = w.sum_logprob / static_cast<double>(w.tokens.size() + 1);

@@ -11,6 +11,7 @@
 
 #include "apps/common/tokenizer/loaders.h"
 #include "apps/common/tokenizer/program_metadata.h"
+#include "apps/whisper/file_job.h"
 #include "apps/whisper/word_timing.h"
 #include "models/whisper/whisper_import.h"
 #include "preprocess/whisper_mel.h"
@@ -55,6 +56,7 @@ Result<std::unique_ptr<WhisperRunner>> WhisperRunner::load(const std::string& pa
     // Up to whisper-small (768 wide), f32 weights cost at most ~1 GB and run faster on the CPU.
     bs.widen_f16_weights = options.backend != BackendKind::kVulkan && m.config.n_text_state <= 768;
     bs.decode_batch = options.decode_batch;
+    bs.streams = options.streams;
     VRUN_ASSIGN_OR_RETURN(r->program_, build_whisper_program(m.config, m.weights, m.extras, bs));
   } else {
     return err(ErrorCode::kUnsupported, path,
@@ -118,6 +120,18 @@ Status WhisperRunner::init(const std::string& path, const RunnerOptions& options
   if (const MetaValue* b = r->program_->meta("whisper.decode_batch"); b && b->type == MetaType::kInt && b->i > 1 &&
       r->program_->method("decode_batch"))
     r->decode_batch_ = static_cast<int>(b->i);
+  if (const MetaValue* st = r->program_->meta("whisper.streams"); st && st->type == MetaType::kInt && st->i > 1) {
+    const MetaValue* rows = r->program_->meta("whisper.stream_rows");
+    bool complete = rows && rows->type == MetaType::kInts && !rows->ints.empty() && rows->ints.back() == st->i &&
+                    r->program_->method("encode_streams") && r->program_->method("prefill_stream") &&
+                    r->program_->method("select_stream");
+    for (size_t i = 0; complete && i < rows->ints.size(); ++i)
+      complete = (i == 0 || rows->ints[i] > rows->ints[i - 1]) &&
+                 r->program_->method("step_streams_" + std::to_string(rows->ints[i])) != nullptr;
+    if (!complete) return err(ErrorCode::kInvalidProgram, path, ": whisper.streams is ", st->i, " but the stream methods are incomplete");
+    r->streams_ = static_cast<int>(st->i);
+    r->stream_rows_ = rows->ints;
+  }
   r->has_prefill_ = r->program_->method("prefill") != nullptr;
   r->has_step_ = r->program_->method("step") != nullptr;
   r->rng_.seed(0);
@@ -195,142 +209,173 @@ Status WhisperRunner::check_options(const TranscribeOptions& o) const {
   return Status::ok();
 }
 
-Result<Transcript> WhisperRunner::transcribe(std::span<const float> samples, const TranscribeOptions& o,
-                                             const std::function<void(const Segment&)>& on_segment,
-                                             const std::function<void(double)>& on_progress) {
+Result<std::unique_ptr<WhisperRunner::FileJob>> WhisperRunner::start_job(std::span<const float> samples,
+                                                                          const TranscribeOptions& o) {
   using preprocess::WhisperMelConfig;
   using preprocess::WhisperMelSpectrogram;
   VRUN_RETURN_IF_ERROR(check_options(o));
-  std::string language = o.language == "auto" ? "" : o.language;
-  if (!multilingual()) language = "en";
-  rng_.seed(o.seed);
-  Transcript out;
-  out.stats.audio_s = static_cast<double>(samples.size()) / WhisperMelConfig::kSampleRate;
-  auto t0 = Clock::now();
+  auto j = std::make_unique<FileJob>();
+  j->o = o;
+  j->language = o.language == "auto" ? "" : o.language;
+  if (!multilingual()) j->language = "en";
+  j->rng.seed(o.seed);
+  j->out.stats.audio_s = static_cast<double>(samples.size()) / WhisperMelConfig::kSampleRate;
+  const auto t0 = Clock::now();
   VRUN_ASSIGN_OR_RETURN(WhisperMelSpectrogram mel, WhisperMelSpectrogram::create({static_cast<int>(config_.n_mels)}));
-  const WhisperMelSpectrogram::Stream stream = mel.stream(samples);
-  out.stats.features_s += seconds_since(t0);
-  const int64_t window = 2 * config_.n_audio_ctx;
-  const int64_t content = stream.content_frames();
-  const double frame_s = static_cast<double>(WhisperMelConfig::kHop) / WhisperMelConfig::kSampleRate;
-  std::vector<int32_t> all_tokens;
-  size_t prompt_reset_since = 0;
+  j->stream = mel.stream(samples);
+  j->out.stats.features_s += seconds_since(t0);
+  j->content = j->stream.content_frames();
   if (!o.initial_prompt.empty()) {
     std::string text = o.initial_prompt;
     const size_t b = text.find_first_not_of(" \t\n\r");
     text = b == std::string::npos ? "" : text.substr(b, text.find_last_not_of(" \t\n\r") - b + 1);
-    all_tokens = tokenizer_->encode(" " + text, tok::EncodeOptions{false, false});
+    j->all_tokens = tokenizer_->encode(" " + text, tok::EncodeOptions{false, false});
   }
-  double last_speech_timestamp = 0;
-  int64_t seek = 0;
-  while (seek < content) {
-    const int64_t size = std::min(window, content - seek);
-    const double time_offset = static_cast<double>(seek) * frame_s;
-    // openai-whisper's transcribe(): the window holds `size` frames of the spectrogram (computed
-    // on audio padded with 30 s of zeros), then is zero-filled to 3000 frames.
+  return j;
+}
+
+std::vector<float> WhisperRunner::next_window(FileJob& j) {
+  // openai-whisper's transcribe(): the window holds `size` frames of the spectrogram (computed
+  // on audio padded with 30 s of zeros), then is zero-filled to 3000 frames.
+  const int64_t window = 2 * config_.n_audio_ctx;
+  j.size = std::min(window, j.content - j.seek);
+  const auto t0 = Clock::now();
+  preprocess::Features feats = j.stream.frames(j.seek, j.size).slice_frames(0, window, 0.0f);
+  j.out.stats.features_s += seconds_since(t0);
+  return std::move(feats.data);
+}
+
+Result<WhisperRunner::Prompt> WhisperRunner::window_prompt(FileJob& j) {
+  if (j.language.empty()) {
+    VRUN_ASSIGN_OR_RETURN(auto detected, detect_language());
+    j.language = detected.first;
+    j.out.language_probability = detected.second;
+  }
+  const std::span<const int32_t> previous(j.all_tokens.data() + j.prompt_reset_since, j.all_tokens.size() - j.prompt_reset_since);
+  return make_prompt(j.o, j.language, previous);
+}
+
+Result<Transcript> WhisperRunner::transcribe(std::span<const float> samples, const TranscribeOptions& o,
+                                             const std::function<void(const Segment&)>& on_segment,
+                                             const std::function<void(double)>& on_progress) {
+  VRUN_ASSIGN_OR_RETURN(std::unique_ptr<FileJob> j, start_job(samples, o));
+  j->on_segment = on_segment;
+  j->on_progress = on_progress;
+  while (!j->done()) {
+    const std::vector<float> mel = next_window(*j);
+    auto t0 = Clock::now();
+    VRUN_RETURN_IF_ERROR(encode(mel));
+    j->out.stats.encode_s += seconds_since(t0);
     t0 = Clock::now();
-    const preprocess::Features feats = stream.frames(seek, size).slice_frames(0, window, 0.0f);
-    out.stats.features_s += seconds_since(t0);
-    t0 = Clock::now();
-    VRUN_RETURN_IF_ERROR(encode(feats.data));
-    out.stats.encode_s += seconds_since(t0);
-    t0 = Clock::now();
-    if (language.empty()) {
-      VRUN_ASSIGN_OR_RETURN(auto detected, detect_language());
-      language = detected.first;
-      out.language_probability = detected.second;
+    VRUN_ASSIGN_OR_RETURN(Prompt prompt, window_prompt(*j));
+    std::swap(rng_, j->rng);
+    auto w = decode_with_fallback(j->o, prompt);
+    std::swap(rng_, j->rng);
+    if (!w.is_ok()) return w.status();
+    j->out.stats.decode_s += seconds_since(t0);
+    VRUN_RETURN_IF_ERROR(finish_window(*j, std::move(*w)));
+  }
+  return finish_job(*j);
+}
+
+Transcript WhisperRunner::finish_job(FileJob& j) {
+  j.out.language = j.language.empty() ? "en" : j.language;
+  return std::move(j.out);
+}
+
+Status WhisperRunner::finish_window(FileJob& j, WindowResult w) {
+  using preprocess::WhisperMelConfig;
+  const TranscribeOptions& o = j.o;
+  Transcript& out = j.out;
+  int64_t& seek = j.seek;
+  const int64_t size = j.size, content = j.content;
+  const double frame_s = static_cast<double>(WhisperMelConfig::kHop) / WhisperMelConfig::kSampleRate;
+  const double time_offset = static_cast<double>(seek) * frame_s;
+  ++out.stats.windows;
+  out.stats.tokens += static_cast<int>(w.tokens.size());
+  if (o.no_speech_threshold >= 0 && w.no_speech_prob > o.no_speech_threshold && !(w.avg_logprob > o.logprob_threshold)) {
+    seek += size;  // a silent window
+    if (j.on_progress) j.on_progress(static_cast<double>(std::min(seek, content)) * frame_s);
+    return Status::ok();
+  }
+  std::vector<Segment> segs;
+  auto add = [&](std::vector<int32_t> toks, double start, double end) {
+    Segment s;
+    s.start = start;
+    s.end = end;
+    s.tokens = std::move(toks);
+    s.avg_logprob = w.avg_logprob;
+    s.no_speech_prob = w.no_speech_prob;
+    s.temperature = w.temperature;
+    s.compression_ratio = w.compression_ratio;
+    segs.push_back(std::move(s));
+  };
+  const auto& tk = w.tokens;
+  const int32_t tb = timestamp_begin_;
+  auto is_ts = [&](size_t i) { return tk[i] >= tb; };
+  const bool single_ending = tk.size() >= 2 && !is_ts(tk.size() - 2) && is_ts(tk.size() - 1);
+  std::vector<size_t> slices;
+  for (size_t i = 1; i < tk.size(); ++i)
+    if (is_ts(i) && is_ts(i - 1)) slices.push_back(i);
+  if (!slices.empty()) {
+    if (single_ending) slices.push_back(tk.size());
+    size_t last = 0;
+    for (size_t cur : slices) {
+      std::vector<int32_t> part(tk.begin() + static_cast<std::ptrdiff_t>(last), tk.begin() + static_cast<std::ptrdiff_t>(cur));
+      const double start = time_offset + (part.front() - tb) * kTimePrecision;
+      const double end = time_offset + (part.back() - tb) * kTimePrecision;
+      add(std::move(part), start, end);
+      last = cur;
     }
-    const std::span<const int32_t> previous(all_tokens.data() + prompt_reset_since, all_tokens.size() - prompt_reset_since);
-    VRUN_ASSIGN_OR_RETURN(Prompt prompt, make_prompt(o, language, previous));
-    VRUN_ASSIGN_OR_RETURN(WindowResult w, decode_with_fallback(o, prompt));
-    out.stats.decode_s += seconds_since(t0);
-    ++out.stats.windows;
-    out.stats.tokens += static_cast<int>(w.tokens.size());
-    if (o.no_speech_threshold >= 0 && w.no_speech_prob > o.no_speech_threshold && !(w.avg_logprob > o.logprob_threshold)) {
-      seek += size;  // a silent window
-      if (on_progress) on_progress(static_cast<double>(std::min(seek, content)) * frame_s);
-      continue;
-    }
-    std::vector<Segment> segs;
-    auto add = [&](std::vector<int32_t> toks, double start, double end) {
-      Segment s;
-      s.start = start;
-      s.end = end;
-      s.tokens = std::move(toks);
-      s.avg_logprob = w.avg_logprob;
-      s.no_speech_prob = w.no_speech_prob;
-      s.temperature = w.temperature;
-      s.compression_ratio = w.compression_ratio;
-      segs.push_back(std::move(s));
-    };
-    const auto& tk = w.tokens;
-    const int32_t tb = timestamp_begin_;
-    auto is_ts = [&](size_t i) { return tk[i] >= tb; };
-    const bool single_ending = tk.size() >= 2 && !is_ts(tk.size() - 2) && is_ts(tk.size() - 1);
-    std::vector<size_t> slices;
-    for (size_t i = 1; i < tk.size(); ++i)
-      if (is_ts(i) && is_ts(i - 1)) slices.push_back(i);
-    if (!slices.empty()) {
-      if (single_ending) slices.push_back(tk.size());
-      size_t last = 0;
-      for (size_t cur : slices) {
-        std::vector<int32_t> part(tk.begin() + static_cast<std::ptrdiff_t>(last), tk.begin() + static_cast<std::ptrdiff_t>(cur));
-        const double start = time_offset + (part.front() - tb) * kTimePrecision;
-        const double end = time_offset + (part.back() - tb) * kTimePrecision;
-        add(std::move(part), start, end);
-        last = cur;
+    if (single_ending) seek += size;
+    else seek += static_cast<int64_t>(tk[last - 1] - tb) * kInputStride;
+  } else {
+    double duration = static_cast<double>(size) * frame_s;
+    for (auto it = tk.rbegin(); it != tk.rend(); ++it)
+      if (*it >= tb) {
+        if (*it != tb) duration = (*it - tb) * kTimePrecision;
+        break;
       }
-      if (single_ending) seek += size;
-      else seek += static_cast<int64_t>(tk[last - 1] - tb) * kInputStride;
-    } else {
-      double duration = static_cast<double>(size) * frame_s;
-      for (auto it = tk.rbegin(); it != tk.rend(); ++it)
-        if (*it >= tb) {
-          if (*it != tb) duration = (*it - tb) * kTimePrecision;
-          break;
-        }
-      add(tk, time_offset, time_offset + duration);
-      seek += size;
-    }
-    std::vector<std::vector<int32_t>> text_tokens;
-    for (auto& s : segs) {
-      std::vector<int32_t> text;
-      for (int32_t t : s.tokens)
-        if (t < eot_) text.push_back(t);
-      s.text = tokenizer_->decode(text);
-      text_tokens.push_back(std::move(text));
-    }
-    if (o.word_timestamps) {
-      t0 = Clock::now();
-      VRUN_ASSIGN_OR_RETURN(Prompt sot, make_prompt(o, language, {}));
-      std::vector<int32_t> sot_sequence = sot.before_sot;
-      for (int32_t t : sot.after_sot)
-        if (t != no_timestamps_) sot_sequence.push_back(t);
-      VRUN_RETURN_IF_ERROR(add_word_timestamps(segs, text_tokens, sot_sequence, size, time_offset, language, last_speech_timestamp, o));
-      // faster-whisper's get_end(): the last word's end, else the last segment's.
-      double last_end = segs.empty() ? -1.0 : segs.back().end;
-      for (auto it = segs.rbegin(); it != segs.rend(); ++it)
-        if (!it->words.empty()) {
-          last_end = it->words.back().end;
-          break;
-        }
-      // It seeks to the last word's end unless the window closed on its own.
-      if (!single_ending && !segs.empty() && last_end > time_offset) seek = static_cast<int64_t>(std::nearbyint(last_end / frame_s));
-      if (!segs.empty()) last_speech_timestamp = last_end;
-      out.stats.align_s += seconds_since(t0);
-    }
-    for (auto& s : segs) {
-      // Instantaneous or textless segments carry nothing (both references drop or blank them).
-      if (s.start == s.end || s.text.find_first_not_of(" \t\n") == std::string::npos) continue;
-      all_tokens.insert(all_tokens.end(), s.tokens.begin(), s.tokens.end());
-      if (on_segment) on_segment(s);
-      out.segments.push_back(std::move(s));
-    }
-    if (!o.condition_on_previous_text || w.temperature > o.prompt_reset_on_temperature) prompt_reset_since = all_tokens.size();
-    if (on_progress) on_progress(static_cast<double>(std::min(seek, content)) * frame_s);
+    add(tk, time_offset, time_offset + duration);
+    seek += size;
   }
-  out.language = language.empty() ? "en" : language;
-  return out;
+  std::vector<std::vector<int32_t>> text_tokens;
+  for (auto& s : segs) {
+    std::vector<int32_t> text;
+    for (int32_t t : s.tokens)
+      if (t < eot_) text.push_back(t);
+    s.text = tokenizer_->decode(text);
+    text_tokens.push_back(std::move(text));
+  }
+  if (o.word_timestamps) {
+    const auto t0 = Clock::now();
+    VRUN_ASSIGN_OR_RETURN(Prompt sot, make_prompt(o, j.language, {}));
+    std::vector<int32_t> sot_sequence = sot.before_sot;
+    for (int32_t t : sot.after_sot)
+      if (t != no_timestamps_) sot_sequence.push_back(t);
+    VRUN_RETURN_IF_ERROR(add_word_timestamps(segs, text_tokens, sot_sequence, size, time_offset, j.language, j.last_speech_timestamp, o));
+    // faster-whisper's get_end(): the last word's end, else the last segment's.
+    double last_end = segs.empty() ? -1.0 : segs.back().end;
+    for (auto it = segs.rbegin(); it != segs.rend(); ++it)
+      if (!it->words.empty()) {
+        last_end = it->words.back().end;
+        break;
+      }
+    // It seeks to the last word's end unless the window closed on its own.
+    if (!single_ending && !segs.empty() && last_end > time_offset) seek = static_cast<int64_t>(std::nearbyint(last_end / frame_s));
+    if (!segs.empty()) j.last_speech_timestamp = last_end;
+    out.stats.align_s += seconds_since(t0);
+  }
+  for (auto& s : segs) {
+    // Instantaneous or textless segments carry nothing (both references drop or blank them).
+    if (s.start == s.end || s.text.find_first_not_of(" \t\n") == std::string::npos) continue;
+    j.all_tokens.insert(j.all_tokens.end(), s.tokens.begin(), s.tokens.end());
+    if (j.on_segment) j.on_segment(s);
+    out.segments.push_back(std::move(s));
+  }
+  if (!o.condition_on_previous_text || w.temperature > o.prompt_reset_on_temperature) j.prompt_reset_since = j.all_tokens.size();
+  if (j.on_progress) j.on_progress(static_cast<double>(std::min(seek, content)) * frame_s);
+  return Status::ok();
 }
 
 // faster-whisper's add_word_timestamps() for the segments of one window.

@@ -29,6 +29,9 @@ struct RunnerOptions {
   // many); a .vrp keeps the rows it was exported with.
   int decode_batch = 5;
   int device = -1;  // Vulkan device index; -1: VRUN_DEVICE or the best one
+  // Files transcribe_many decodes together (streams of the batched encoder and decoder) for
+  // checkpoints; <= 1: one after another. A .vrp keeps the streams it was exported with.
+  int streams = 0;
 };
 
 struct TranscribeOptions {
@@ -99,6 +102,18 @@ class WhisperRunner {
                                 const std::function<void(const Segment&)>& on_segment = {},
                                 const std::function<void(double)>& on_progress = {});
 
+  // Several files together, each with its options (one entry: the same for all): every round
+  // encodes the next window of up to streams() files in one encoder call and decodes those
+  // windows together, greedy steps over all of them at once (beam search, sampling, fallback
+  // temperatures and word timestamps go window by window from the batched encoder's output).
+  // Each transcript is the file's own transcript alone; a file that fails fails alone.
+  // on_progress(i, seconds) after each of file i's windows.
+  std::vector<Result<Transcript>> transcribe_many(const std::vector<std::span<const float>>& inputs,
+                                                  const std::vector<TranscribeOptions>& options,
+                                                  const std::function<void(size_t, double)>& on_progress = {});
+  // Files transcribe_many decodes together (1: the program has no stream methods).
+  int streams() const { return streams_; }
+
   // The pieces: encode one window of features ([n_mels, 3000], row-major), then decode it
   // (the start-of-transcript sequence for `language`, after `previous` text tokens).
   Status encode(std::span<const float> mel);
@@ -131,10 +146,32 @@ class WhisperRunner {
     int64_t pos = 0;
   };
   Result<Primed> prime(const Prompt& p, bool batched);
+  // Of the logits after <|startoftranscript|>: the no-speech token's probability (0 without one).
+  double no_speech_prob(const float* logits) const;
   Result<WindowResult> decode_greedy(const TranscribeOptions& o, const Prompt& p);
   Result<WindowResult> decode_sampling(const TranscribeOptions& o, const Prompt& p, double temperature);
   Result<WindowResult> decode_beam(const TranscribeOptions& o, const Prompt& p);
-  Result<WindowResult> decode_with_fallback(const TranscribeOptions& o, const Prompt& p);
+  // first: the result at the first temperature, already decoded (streams); before_fallback runs
+  // before any other temperature is tried.
+  Result<WindowResult> decode_with_fallback(const TranscribeOptions& o, const Prompt& p, const WindowResult* first = nullptr,
+                                            const std::function<Status()>& before_fallback = {});
+  // One file's long-form state: transcribe's loop, cut at the encoder and the decoder so that
+  // transcribe_many can run several files' windows together.
+  struct FileJob;
+  Result<std::unique_ptr<FileJob>> start_job(std::span<const float> samples, const TranscribeOptions& o);
+  // The next window's features (3000 frames) and their frame count in the file.
+  std::vector<float> next_window(FileJob& j);
+  // The window's prompt; the language is detected first where it is not known (the encoded
+  // window must be the one in cross.kv).
+  Result<Prompt> window_prompt(FileJob& j);
+  // Segments, word timestamps (the window must be in cross.kv) and the seek of a decoded window.
+  Status finish_window(FileJob& j, WindowResult w);
+  Transcript finish_job(FileJob& j);
+  // The streams' pieces (transcribe_many).
+  Status encode_streams(std::span<const float> mels, int64_t n);
+  Status select_stream(int slot);
+  Result<std::vector<WindowResult>> decode_streams_greedy(const std::vector<const TranscribeOptions*>& opts,
+                                                          const std::vector<const Prompt*>& prompts);
   int max_steps(const Prompt& p, const TranscribeOptions& o) const;
   void filter_logits(float* logits, const std::vector<int32_t>& sampled, const TranscribeOptions& o) const;
   double compression_ratio(const std::vector<int32_t>& tokens) const;
@@ -153,6 +190,8 @@ class WhisperRunner {
   std::vector<std::pair<std::string, int32_t>> languages_;  // code, token (multilingual models)
   std::vector<int32_t> suppress_, suppress_begin_;
   int decode_batch_ = 1;
+  int streams_ = 1;
+  std::vector<int64_t> stream_rows_;  // rows of the step_streams_B methods, ascending
   bool has_prefill_ = false, has_step_ = false;
   std::mt19937_64 rng_;
 };

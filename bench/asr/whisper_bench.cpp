@@ -10,7 +10,9 @@
 //     a random-weight large-v3-turbo-shaped model (128 mels, d 1280, 32 encoder and 4 decoder
 //     layers, 20 heads, 51866 ids, f16 weights) made here, no files: W 30-s windows, each one
 //     encoder pass and T greedy decoder steps (T = 100 is about what 30 s of speech takes).
-//     RTFx = 30 W / (encode + decode time).
+//     RTFx = 30 W / (encode + decode time). --batch B: B windows at a time, as `vrun transcribe
+//     --batch-size B` runs B files: one encode_streams call for the B windows, then T steps of
+//     step_streams_B (every window's token in one call).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -31,20 +33,21 @@ namespace {
 
 struct Args : RunOptions {
   std::string text_out;
-  int windows = 4, tokens = 100;
+  int windows = 4, tokens = 100, batch = 1;
   bool random_turbo = false;
 };
 
 constexpr Usage kUsage{"whisper_bench",
                        "usage: whisper_bench --model MODEL --audio FILE [--seconds S] [--threads N] [--backend cpu|vulkan|auto] [--text-out FILE]\n"
-                       "       whisper_bench --random-turbo [--windows W] [--tokens T] [--threads N] [--backend cpu|vulkan|auto]\n"};
+                       "       whisper_bench --random-turbo [--windows W] [--tokens T] [--batch B] [--threads N] [--backend cpu|vulkan|auto]\n"};
 
 Args parse(int argc, char** argv) {
   Args a;
   parse_options(argc, argv, kUsage, &a,
-                {{"--text-out", &a.text_out}, {"--windows", &a.windows}, {"--tokens", &a.tokens}, {"--random-turbo", &a.random_turbo}});
+                {{"--text-out", &a.text_out}, {"--windows", &a.windows}, {"--tokens", &a.tokens}, {"--batch", &a.batch},
+                 {"--random-turbo", &a.random_turbo}});
   if (!a.random_turbo && (a.model.empty() || a.audio.empty())) kUsage.fail("--model and --audio are needed");
-  if (a.windows < 1 || a.tokens < 1) kUsage.fail("--windows and --tokens must be positive");
+  if (a.windows < 1 || a.tokens < 1 || a.batch < 1) kUsage.fail("--windows, --tokens and --batch must be positive");
   return a;
 }
 
@@ -108,6 +111,7 @@ int run_random_turbo(const Args& a, BackendKind backend) {
   c.n_text_ctx = 448;
   whisper::BuildSettings bs;
   bs.decode_batch = 1;
+  bs.streams = a.batch > 1 ? a.batch : 0;
   auto t0 = Clock::now();
   auto program = whisper::build_whisper_program(c, random_turbo_weights(c), {}, bs);
   if (!program.is_ok()) return std::fprintf(stderr, "%s\n", program.status().to_string().c_str()), 1;
@@ -122,6 +126,46 @@ int run_random_turbo(const Args& a, BackendKind backend) {
   for (float& v : mel) v = 0.5f * rng.next();
   double enc_s = 0, dec_s = 0;
   const int max_tokens = std::min<int>(a.tokens, static_cast<int>(c.n_text_ctx) - 4);
+  if (a.batch > 1) {
+    const int64_t B = a.batch;
+    std::vector<float> mels;
+    for (int64_t b = 0; b < B; ++b) mels.insert(mels.end(), mel.begin(), mel.end());
+    // As many windows an encoder call as its attention scores fit one device tensor.
+    const uint64_t most = (*exec)->max_tensor_bytes(), scores = uint64_t{20} * 1500 * 1500 * 4;
+    const int64_t chunk = most > 0 ? std::clamp<int64_t>(static_cast<int64_t>(most / scores), 1, B) : B;
+    const std::string step = "step_streams_" + std::to_string(B);
+    const int rounds = (a.windows + a.batch - 1) / a.batch;
+    for (int round = -1; round < rounds; ++round) {  // round -1 warms the pipelines up, untimed
+      t0 = Clock::now();
+      for (int64_t first = 0; first < B; first += chunk) {
+        const int64_t k = std::min(chunk, B - first);
+        auto e = (*exec)->run("encode_streams", {TensorView::dense(mels.data() + first * c.n_mels * 3000, DType::f32, {k, c.n_mels, 3000})},
+                              {{"first", first}});
+        if (!e.is_ok()) return std::fprintf(stderr, "%s\n", e.status().to_string().c_str()), 1;
+      }
+      if (round >= 0) enc_s += since(t0);
+      t0 = Clock::now();
+      std::vector<int32_t> tokens(static_cast<size_t>(B), 50258), pos(static_cast<size_t>(B)), rows(static_cast<size_t>(B));
+      for (int i = 0; i < max_tokens; ++i) {
+        for (int64_t b = 0; b < B; ++b) {
+          pos[static_cast<size_t>(b)] = i;
+          rows[static_cast<size_t>(b)] = static_cast<int32_t>(b * c.n_text_ctx + i);
+        }
+        auto out = (*exec)->run(step, {TensorView::dense(tokens.data(), DType::i32, {B, 1}), TensorView::dense(pos.data(), DType::i32, {B, 1}),
+                                       TensorView::dense(rows.data(), DType::i32, {B})});
+        if (!out.is_ok()) return std::fprintf(stderr, "%s\n", out.status().to_string().c_str()), 1;
+        for (int64_t b = 0; b < B; ++b) {
+          const float* l = (*out)[0].ptr<float>() + b * c.n_vocab;
+          tokens[static_cast<size_t>(b)] = static_cast<int32_t>(std::max_element(l, l + 50257) - l);
+        }
+      }
+      if (round >= 0) dec_s += since(t0);
+    }
+    const double audio_s = 30.0 * rounds * a.batch;
+    row("random large-v3-turbo f16 x" + std::to_string(B), (*exec)->device_description().substr(0, 30), a.threads, audio_s, enc_s + dec_s,
+        enc_s, dec_s);
+    return 0;
+  }
   for (int w = -1; w < a.windows; ++w) {  // window -1 warms the pipelines up, untimed
     t0 = Clock::now();
     auto e = (*exec)->run("encode", {TensorView::dense(mel.data(), DType::f32, {1, c.n_mels, 3000})});

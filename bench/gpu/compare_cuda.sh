@@ -19,7 +19,8 @@
 #   packed with their shared libraries (bin/, lib/ and env.sh, as a machine without the project's
 #   libraries needs them): they run through env.sh, which the CUDA build and Python do not see.
 #   --speech adds the speech encoders once: whisper_bench --random-turbo (vrun, Vulkan) beside
-#   bench/gpu/whisper_torch_encoder.py, parakeet_bench --random-0.6b beside
+#   bench/gpu/whisper_torch_encoder.py, then 8 windows batched (--batch 8) beside
+#   bench/gpu/whisper_torch_generate.py (transformers, batch 8), parakeet_bench --random-0.6b beside
 #   bench/asr/parakeet_torch.py --no-generate (transformers on the machine's PyTorch); their rows
 #   are printed as the programs print them. --serve adds serving: llama.cpp's llama-server (CUDA)
 #   is built too, and bench/serve/serve_bench.py runs `vrun serve --backend vulkan` beside it on the
@@ -126,6 +127,9 @@ if [ "$speech" = 1 ]; then
   stamp "speech encoders (vrun on Vulkan, then transformers on PyTorch)"
   [ -x "$bin/whisper_bench" ] && { "$bin/whisper_bench" --random-turbo --backend vulkan --windows 8 --tokens 100 2>&1 | tail -n 3 || true; }
   python3 bench/gpu/whisper_torch_encoder.py --windows 8 2>&1 | tail -n 2 || true
+  # Batched: 8 windows together (encode_streams and step_streams_8) beside transformers at batch 8.
+  [ -x "$bin/whisper_bench" ] && { "$bin/whisper_bench" --random-turbo --backend vulkan --windows 8 --batch 8 --tokens 100 2>&1 | tail -n 1 || true; }
+  python3 bench/gpu/whisper_torch_generate.py --batch 8 --tokens 100 2>&1 | tail -n 1 || true
   [ -x "$bin/parakeet_bench" ] && { "$bin/parakeet_bench" --random-0.6b --backend vulkan --dtype f16 --seconds 600 2>&1 | tail -n 3 || true; }
   python3 bench/asr/parakeet_torch.py --device cuda --dtypes bf16 --seconds 600 --no-generate 2>&1 | tail -n 3 || true
 fi

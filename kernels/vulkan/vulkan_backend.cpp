@@ -33,6 +33,7 @@ class VulkanBackend final : public Backend {
  public:
   const char* kind() const override { return "vulkan"; }
   std::string device_name() const override { return ctx_->info().name + " (" + ctx_->info().type + ")"; }
+  uint64_t max_tensor_bytes() const override { return ctx_->limits().maxStorageBufferRange; }
   bool supports(const MethodDef& m, size_t n) const override {
     if (&m != flags_method_) {
       auto it = on_gpu_.find(&m);

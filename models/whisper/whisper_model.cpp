@@ -39,15 +39,18 @@ struct DecLayer {
   Lin qkv, out, cq, ckv, cout, fc1, fc2;
   int kv_cache, kv_cross;
   int kv_batch = -1;
+  int kv_stream_cache = -1, kv_stream_cross = -1;
 };
 // The decoder methods: one block stack, several ways to run it.
 // rows: batch rows; cache: the per-layer self-attention states (-1: none, attend within the
 // input only); align: collect the alignment heads' raw cross-attention scores; one_token: seq
 // is 1, not a symbol.
+// streams: step_streams_B (rows = B, one token per stream at its own position) or
+// prefill_stream (rows = 1, in stream `slot`).
 struct DecodeVariant {
   const char* name;
   int64_t rows;
-  bool batched_cache, align, one_token = false;
+  bool batched_cache, align, one_token = false, streams = false;
 };
 
 // Builds a Whisper program from a valid config: the weights (every constant and state, in the
@@ -65,9 +68,11 @@ struct WhisperBuilder {
   Status add_weights();
   Status collect_alignment_heads();
   // The methods; false when the builder holds an error (which finish() reports).
-  bool encode_method(MethodBuilder& g);
+  // streams: encode_streams (n windows into the streams' cross K/V, no output).
+  bool encode_method(MethodBuilder& g, bool streams);
   bool decode_method(MethodBuilder& g, const DecodeVariant& var);
   void reorder_batch_method(MethodBuilder& g);
+  void select_stream_method(MethodBuilder& g);
   void set_metadata();
 
   const WhisperConfig& c;
@@ -171,12 +176,18 @@ Status WhisperBuilder::add_weights() {
                  pb.add_state("cross.kv." + n, DType::f32, {1, 2 * c.n_text_head, c.n_audio_ctx, hd_t})});
     if (settings.decode_batch > 1)
       D.back().kv_batch = pb.add_state("batch.kv." + n, DType::f32, {settings.decode_batch, 2 * c.n_text_head, c.n_text_ctx, hd_t});
+    if (settings.streams > 1) {
+      D.back().kv_stream_cache =
+          pb.add_state("streams.cache.kv." + n, DType::f32, {1, 2 * c.n_text_head, settings.streams * c.n_text_ctx, hd_t});
+      D.back().kv_stream_cross =
+          pb.add_state("streams.cross.kv." + n, DType::f32, {settings.streams, 2 * c.n_text_head, c.n_audio_ctx, hd_t});
+    }
   }
   dec_ln = norm("decoder/layer_norm", d);
   return bad;
 }
 
-bool WhisperBuilder::encode_method(MethodBuilder& g) {
+bool WhisperBuilder::encode_method(MethodBuilder& g, bool streams) {
   // residual: the skip connection, added by the projection itself (no pass of its own).
   auto L = [&](Val x, Lin w, const std::string& name, Val residual = Val::none()) {
     return g.op(OpKind::linear, {x, g.constant(w.w), w.b >= 0 ? g.constant(w.b) : Val::none(), residual}, {}, name);
@@ -191,7 +202,9 @@ bool WhisperBuilder::encode_method(MethodBuilder& g) {
   auto NLin = [&](Val x, Norm n, Lin w, const std::string& name) {
     return NL(x, n, g.constant(w.w), w.b >= 0 ? g.constant(w.b) : Val::none(), name);
   };
-  Val mel = g.input("mel", DType::f32, {1, c.n_mels, frames});
+  const SymExpr n = streams ? g.symbol("n", 1, settings.streams) : SymExpr(1);
+  const SymExpr first = streams ? g.symbol("first", 0, settings.streams - 1) : SymExpr(0);  // the first stream written
+  Val mel = g.input("mel", DType::f32, {n, c.n_mels, frames});
   Val x = g.op(OpKind::conv1d, {mel, g.constant(conv1_w), g.constant(conv1_b)}, {{"padding", {1}}}, "conv1");
   x = g.op(OpKind::gelu, {x});
   x = g.op(OpKind::conv1d, {x, g.constant(conv2_w), g.constant(conv2_b)}, {{"stride", 2}, {"padding", {1}}}, "conv2");
@@ -199,10 +212,10 @@ bool WhisperBuilder::encode_method(MethodBuilder& g) {
   x = g.op(OpKind::permute, {x}, {{"perm", {0, 2, 1}}});
   x = g.op(OpKind::add, {x, g.constant(enc_pos)}, {}, "enc_pos");
   auto heads = [&](Val t, int64_t h, int64_t hd) {
-    return g.op(OpKind::permute, {g.op(OpKind::reshape, {t}, {{"shape", {1, -1, h, hd}}})}, to_heads);
+    return g.op(OpKind::permute, {g.op(OpKind::reshape, {t}, {{"shape", std::vector<SymExpr>{n, -1, h, hd}}})}, to_heads);
   };
   auto merge = [&](Val t) {
-    return g.op(OpKind::reshape, {g.op(OpKind::permute, {t}, to_heads)}, {{"shape", {1, -1, d}}});
+    return g.op(OpKind::reshape, {g.op(OpKind::permute, {t}, to_heads)}, {{"shape", std::vector<SymExpr>{n, -1, d}}});
   };
   for (int64_t l = 0; l < c.n_audio_layer; ++l) {
     const EncLayer& w = E[l];
@@ -225,9 +238,12 @@ bool WhisperBuilder::encode_method(MethodBuilder& g) {
     const std::string p = "dec." + std::to_string(l) + ".";
     // [k | v] rows as 2H heads: the keys' heads, then the values'.
     Val kv = heads(L(enc, w.ckv, p + "cross_kv"), 2 * c.n_text_head, hd_t);
-    g.op(OpKind::slice_update, {g.state(w.kv_cross), kv}, {{"axis", 2}, {"start", 0}}, p + "cross_kv_store");
+    if (streams)
+      g.op(OpKind::slice_update, {g.state(w.kv_stream_cross), kv}, {{"axis", 0}, {"start", first}}, p + "cross_kv_store");
+    else
+      g.op(OpKind::slice_update, {g.state(w.kv_cross), kv}, {{"axis", 2}, {"start", 0}}, p + "cross_kv_store");
   }
-  g.output(enc, "encoder_out");
+  if (!streams) g.output(enc, "encoder_out");
   return true;
 }
 
@@ -256,7 +272,9 @@ bool WhisperBuilder::decode_method(MethodBuilder& g, const DecodeVariant& var) {
   // of text and the end token: its arena (logits of every position) is sized for that.
   const SymExpr seq = var.one_token ? SymExpr(1)
                                     : g.symbol("seq", 1, var.align ? std::min(c.n_text_ctx, c.n_text_ctx / 2 + 8) : c.n_text_ctx);
-  const SymExpr pos = var.align ? SymExpr(0) : g.symbol("pos", 0, c.n_text_ctx - 1);
+  const bool stream_step = var.streams && var.one_token;
+  const SymExpr pos = var.align || stream_step ? SymExpr(0) : g.symbol("pos", 0, c.n_text_ctx - 1);
+  const SymExpr slot = var.streams && !stream_step ? g.symbol("slot", 0, settings.streams - 1) : SymExpr(0);
   Val tokens = g.input("tokens", DType::i32, {B, seq});
   auto heads = [&](Val t) {
     return g.op(OpKind::permute, {g.op(OpKind::reshape, {t}, {{"shape", {B, -1, c.n_text_head, hd_t}}})}, to_heads);
@@ -274,7 +292,12 @@ bool WhisperBuilder::decode_method(MethodBuilder& g, const DecodeVariant& var) {
   Val x = g.op(OpKind::embedding, {g.constant(embed), tokens}, {}, "tok_embed");
   // Position rows are looked up by index: a slice [pos, pos + seq) of the table would make the
   // builder's shape samples disagree at the symbols' bounds.
-  Val positions = g.input("positions", DType::i32, {1, seq});
+  Val positions = g.input("positions", DType::i32, {stream_step ? SymExpr(B) : SymExpr(1), seq});
+  // step_streams: row b's row of the streams' cache (b * n_text_ctx + positions[b]), and its
+  // position as attention reads it.
+  const Val cache_rows = stream_step ? g.input("cache_rows", DType::i32, {B}) : Val::none();
+  const Val row_pos = stream_step ? g.op(OpKind::reshape, {positions}, {{"shape", {B}}}) : Val::none();
+  const int64_t ctx = c.n_text_ctx;
   x = g.op(OpKind::add, {x, g.op(OpKind::embedding, {g.constant(dec_pos), positions}, {}, "pos_embed")}, {}, "dec_pos");
   std::vector<Val> scores;
   for (int64_t l = 0; l < c.n_text_layer; ++l) {
@@ -282,26 +305,50 @@ bool WhisperBuilder::decode_method(MethodBuilder& g, const DecodeVariant& var) {
     const std::string p = "dec." + std::to_string(l) + ".";
     std::vector<Val> qkv = g.op_n(OpKind::split, {NLin(x, w.ln1, w.qkv, p + "qkv")}, {{"axis", -1}, {"sizes", {d, 2 * d}}});
     if (qkv.size() != 2) return false;
-    Val kv = heads2(qkv[1]);
-    if (!var.align) {
-      const int st = var.batched_cache ? w.kv_batch : w.kv_cache;
-      kv = g.op(OpKind::slice_update, {g.state(st), kv}, {{"axis", 2}, {"start", pos}}, p + "cache_kv");
-      kv = g.op(OpKind::slice, {kv}, {{"axis", 2}, {"start", 0}, {"end", pos + seq}});
+    Val att;
+    if (stream_step) {
+      // Every stream at once, each at its own position: the cache write takes a row of the
+      // streams' cache per row, attention a position per batch entry over the first B streams'
+      // rows seen as [B, H, n_text_ctx, hd] (each row's keys cut at its position).
+      Val rows_kv = g.op(OpKind::permute, {g.op(OpKind::reshape, {qkv[1]}, {{"shape", {1, B, 2 * c.n_text_head, hd_t}}})}, to_heads);
+      Val st = g.op(OpKind::slice_update, {g.state(w.kv_stream_cache), rows_kv, cache_rows}, {{"axis", 2}, {"start", 0}},
+                    p + "cache_kv");
+      auto streams_of = [&](int64_t first_head) {
+        Val h = g.op(OpKind::slice, {st}, {{"axis", 1}, {"start", first_head}, {"end", first_head + c.n_text_head}});
+        h = g.op(OpKind::slice, {h}, {{"axis", 2}, {"start", 0}, {"end", B * ctx}});
+        h = g.op(OpKind::reshape, {h}, {{"shape", {c.n_text_head, B, ctx, hd_t}}});
+        return g.op(OpKind::permute, {h}, {{"perm", {1, 0, 2, 3}}});
+      };
+      att = g.op(OpKind::sdpa, {heads(qkv[0]), streams_of(0), streams_of(c.n_text_head), Val::none(), row_pos}, {{"causal", 1}},
+                 p + "attn");
+    } else {
+      Val kv = heads2(qkv[1]);
+      if (var.streams) {  // prefill_stream: the rows of stream `slot`
+        kv = g.op(OpKind::slice_update, {g.state(w.kv_stream_cache), kv}, {{"axis", 2}, {"start", slot * ctx + pos}}, p + "cache_kv");
+        kv = g.op(OpKind::slice, {kv}, {{"axis", 2}, {"start", slot * ctx}, {"end", slot * ctx + pos + seq}});
+      } else if (!var.align) {
+        const int st = var.batched_cache ? w.kv_batch : w.kv_cache;
+        kv = g.op(OpKind::slice_update, {g.state(st), kv}, {{"axis", 2}, {"start", pos}}, p + "cache_kv");
+        kv = g.op(OpKind::slice, {kv}, {{"axis", 2}, {"start", 0}, {"end", pos + seq}});
+      }
+      att = g.op(OpKind::sdpa, {heads(qkv[0]), key_heads(kv), value_heads(kv)}, {{"causal", 1}}, p + "attn");
     }
-    Val att = g.op(OpKind::sdpa, {heads(qkv[0]), key_heads(kv), value_heads(kv)}, {{"causal", 1}}, p + "attn");
     x = L(merge(att), w.out, p + "attn_out", x);
     Val cq = NLin(x, w.ln2, w.cq, p + "cross_q");
-    Val ckv = g.state(w.kv_cross);
+    // The window's K/V: the one window's, or each stream's own.
+    Val ckv = !var.streams ? g.state(w.kv_cross)
+                           : g.op(OpKind::slice, {g.state(w.kv_stream_cross)},
+                                  {{"axis", 0}, {"start", stream_step ? SymExpr(0) : slot}, {"end", stream_step ? SymExpr(B) : slot + 1}});
     Val ck = key_heads(ckv), cv = value_heads(ckv);
     Val cross;
     const auto& ah = heads_of_layer[static_cast<size_t>(l)];
-    const bool prefill = std::string(var.name) == "prefill";
+    const bool prefill = std::string(var.name).rfind("prefill", 0) == 0;
     // Prefill and the alignment scores: scores as GEMMs, over [B, H, seq, hd] queries.
     const bool gemm_scores = prefill || (var.align && !ah.empty());
     Val q;
     if (gemm_scores) {
       q = heads(cq);
-      if (B > 1) {  // one encoder window serves every row: a broadcast view, no copy
+      if (B > 1 && !var.streams) {  // one encoder window serves every row: a broadcast view, no copy
         ck = g.op(OpKind::expand, {ck}, {{"shape", {B, -1, -1, -1}}});
         cv = g.op(OpKind::expand, {cv}, {{"shape", {B, -1, -1, -1}}});
       }
@@ -323,8 +370,10 @@ bool WhisperBuilder::decode_method(MethodBuilder& g, const DecodeVariant& var) {
       // every row through a broadcast view.
       const SymExpr rows = seq * B;
       q = g.op(OpKind::reshape, {cq}, {{"shape", {-1, c.n_text_head, 1, hd_t}}});
-      ck = g.op(OpKind::expand, {ck}, {{"shape", std::vector<SymExpr>{rows, -1, -1, -1}}});
-      cv = g.op(OpKind::expand, {cv}, {{"shape", std::vector<SymExpr>{rows, -1, -1, -1}}});
+      if (!stream_step) {  // streams: a window per row already
+        ck = g.op(OpKind::expand, {ck}, {{"shape", std::vector<SymExpr>{rows, -1, -1, -1}}});
+        cv = g.op(OpKind::expand, {cv}, {{"shape", std::vector<SymExpr>{rows, -1, -1, -1}}});
+      }
       cross = g.op(OpKind::sdpa, {q, ck, cv}, {}, p + "cross");
       cross = g.op(OpKind::reshape, {cross}, {{"shape", {B, -1, d}}});
     }
@@ -368,6 +417,22 @@ void WhisperBuilder::reorder_batch_method(MethodBuilder& g) {
   }
 }
 
+// select_stream(slot): stream slot's cross K/V become the one window's (cross.kv.N).
+void WhisperBuilder::select_stream_method(MethodBuilder& g) {
+  const SymExpr slot = g.symbol("slot", 0, settings.streams - 1);
+  for (int64_t l = 0; l < c.n_text_layer; ++l) {
+    Val row = g.op(OpKind::slice, {g.state(D[l].kv_stream_cross)}, {{"axis", 0}, {"start", slot}, {"end", slot + 1}});
+    g.op(OpKind::slice_update, {g.state(D[l].kv_cross), row}, {{"axis", 0}, {"start", 0}}, "select." + std::to_string(l));
+  }
+}
+
+std::vector<int64_t> stream_rows_for(int64_t streams) {
+  std::vector<int64_t> rows;
+  for (int64_t b = 1; b < streams; b *= 2) rows.push_back(b);
+  if (streams > 1) rows.push_back(streams);
+  return rows;
+}
+
 void WhisperBuilder::set_metadata() {
   pb.set_meta("general.architecture", MetaValue::str("whisper"));
   pb.set_meta("vrun.runner", MetaValue::str("whisper"));
@@ -379,6 +444,10 @@ void WhisperBuilder::set_metadata() {
       {"whisper.n_text_head", c.n_text_head}, {"whisper.n_text_layer", c.n_text_layer}};
   for (const auto& [k, v] : ints) pb.set_meta(k, MetaValue::integer(v));
   pb.set_meta("whisper.decode_batch", MetaValue::integer(std::max<int64_t>(1, settings.decode_batch)));
+  if (settings.streams > 1) {
+    pb.set_meta("whisper.streams", MetaValue::integer(settings.streams));
+    pb.set_meta("whisper.stream_rows", MetaValue::int_list(stream_rows_for(settings.streams)));
+  }
   pb.set_meta("whisper.suppress_tokens", MetaValue::int_list(extras.suppress_tokens));
   pb.set_meta("whisper.suppress_begin", MetaValue::int_list(extras.suppress_begin));
   pb.set_meta("whisper.alignment_heads", MetaValue::int_list(extras.alignment_heads));
@@ -392,13 +461,24 @@ Result<std::shared_ptr<Program>> WhisperBuilder::build() {
   VRUN_RETURN_IF_ERROR(add_weights());
   {
     MethodBuilder g = pb.method("encode");
-    if (!encode_method(g)) return pb.finish();
+    if (!encode_method(g, false)) return pb.finish();
+  }
+  if (settings.streams > 1) {
+    MethodBuilder g = pb.method("encode_streams");
+    if (!encode_method(g, true)) return pb.finish();
   }
   std::vector<DecodeVariant> variants = {{"decode", 1, false, false},
                                          {"align", 1, false, true},
                                          {"prefill", 1, false, false},
                                          {"step", 1, false, false, true}};
   if (settings.decode_batch > 1) variants.push_back({"decode_batch", settings.decode_batch, true, false});
+  std::vector<std::string> step_names;  // the variants keep char pointers
+  if (settings.streams > 1) {
+    variants.push_back({"prefill_stream", 1, false, false, false, true});
+    for (int64_t b : stream_rows_for(settings.streams)) step_names.push_back("step_streams_" + std::to_string(b));
+    for (size_t i = 0; i < step_names.size(); ++i)
+      variants.push_back({step_names[i].c_str(), stream_rows_for(settings.streams)[i], false, false, true, true});
+  }
   VRUN_RETURN_IF_ERROR(collect_alignment_heads());
   for (const DecodeVariant& var : variants) {
     MethodBuilder g = pb.method(var.name);
@@ -407,6 +487,10 @@ Result<std::shared_ptr<Program>> WhisperBuilder::build() {
   if (settings.decode_batch > 1) {
     MethodBuilder g = pb.method("reorder_batch");
     reorder_batch_method(g);
+  }
+  if (settings.streams > 1) {
+    MethodBuilder g = pb.method("select_stream");
+    select_stream_method(g);
   }
   set_metadata();
   return pb.finish();

@@ -12,6 +12,19 @@
 //     rows (beam search, best-of sampling) with its own caches batch.kv.N (B = the
 //     whisper.decode_batch metadata; absent when it is 1);
 //   reorder_batch(rows [B], symbol len): batch cache row r takes row rows[r]'s first len positions;
+//   streams (S = the whisper.streams metadata; absent when it is <= 1): windows of up to S files
+//     decoded together, each stream with its own cross K/V (streams.cross.kv.N, [S, 2H, ctx, hd])
+//     and its own self-attention region (streams.cache.kv.N, [1, 2H, S * n_text_ctx, hd], stream
+//     s at rows [s * n_text_ctx, (s + 1) * n_text_ctx)):
+//     encode_streams(mel [n, n_mels, 3000], symbol first, first + n <= S): the encoder over n
+//       windows, writing streams first .. first + n - 1's cross K/V;
+//     prefill_stream(tokens [1, seq], positions [1, seq], symbols pos and slot): prefill in
+//       stream `slot`;
+//     step_streams_B(tokens [B, 1], positions [B, 1], cache_rows [B] = b * n_text_ctx +
+//       positions[b]) for B in whisper.stream_rows: one token for each of streams 0 .. B-1 at its
+//       own position, logits [B, 1, vocab];
+//     select_stream(symbol slot): copies stream slot's cross K/V into cross.kv.N, where decode,
+//       step, align and decode_batch read it (fallback temperatures, beam search, word timestamps);
 //   align(tokens [1, seq <= n_text_ctx / 2 + 8], positions [1, seq]) -> logits [1, seq, vocab] of every position and
 //     alignment_scores [1, heads, seq, n_audio_ctx]: the scaled cross-attention scores (before the
 //     softmax) of the alignment heads in whisper.alignment_heads order (word timestamps).
@@ -62,6 +75,8 @@ struct BuildSettings {
   bool widen_f16_weights = false;
   // Rows of decode_batch (beam size / best-of candidates it can run); <= 1: no batch methods.
   int64_t decode_batch = 5;
+  // Streams of the stream methods (windows of several files decoded together); <= 1: none.
+  int64_t streams = 0;
 };
 
 Result<std::shared_ptr<Program>> build_whisper_program(const WhisperConfig& config, const WeightSource& weights,

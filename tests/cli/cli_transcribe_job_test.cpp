@@ -1,7 +1,8 @@
 // `vrun transcribe` as a job over many files, end to end with the real Whisper tiny.en on the CPU
 // backend (skipped when the model is not cached): folders with same-named files in different
 // subfolders, lists of paths and JSONL entries, a bad file recorded and skipped, a run stopped by a
-// signal and resumed, shards that cover the input once, and two workers giving one worker's text.
+// signal and resumed, shards that cover the input once, two workers giving one worker's text, and
+// files transcribed together (--batch-size) giving each file's text alone.
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -268,6 +269,31 @@ TEST_F(CliTranscribeJob, TwoWorkersWriteWhatOneWrites) {
   // Each file's segments are printed together, after its "# path" line, in both runs.
   for (const char* name : {"/in/a.wav", "/in/b.wav", "/in/c.wav", "/in/d/e.wav"})
     EXPECT_TRUE(contains(two.out, "# " + dir + name)) << two.out;
+}
+
+// --batch-size 3: the files' windows encoded and decoded together (Whisper's streams) write every
+// file's transcripts byte for byte as one file at a time does; a bad file in the batch fails alone.
+TEST_F(CliTranscribeJob, BatchSizeWritesWhatOneAtATimeWrites) {
+  const std::string dir = fresh("batch");
+  put(clip("speech_0880.wav"), dir + "/in/a.wav");
+  put(clip("speech_0930.wav"), dir + "/in/b.wav");
+  put(clip("synth.wav"), dir + "/in/c.wav");
+  put(clip("speech_0930.wav"), dir + "/in/d/e.wav");
+  {
+    std::ofstream bad(dir + "/in/d/f.wav");
+    bad << "not audio";
+  }
+  const std::string common = "transcribe -m " + model_dir() + " --backend cpu -t 2 -o json,srt --word-timestamps ";
+  CliRun one = run_vrun(common + "--output-dir " + dir + "/one " + dir + "/in", "batch_one");
+  EXPECT_EQ(one.exit_code, 1) << one.err;  // the bad file
+  CliRun three = run_vrun(common + "--batch-size 3 --output-dir " + dir + "/three " + dir + "/in", "batch_three");
+  EXPECT_EQ(three.exit_code, 1) << three.err;
+  EXPECT_TRUE(contains(three.err, "files in")) << three.err;  // a group went through transcribe_many
+  EXPECT_TRUE(contains(three.err, "f.wav")) << three.err;
+  const auto files = files_under(dir + "/one");
+  EXPECT_EQ(files, files_under(dir + "/three"));
+  EXPECT_EQ(files.size(), 8u);
+  for (const auto& f : files) EXPECT_EQ(slurp(dir + "/one/" + f), slurp(dir + "/three/" + f)) << f;
 }
 
 }  // namespace
