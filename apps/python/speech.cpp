@@ -130,7 +130,7 @@ void load_files(std::vector<Input>& inputs) {
 
 class SpeechModel {
  public:
-  SpeechModel(const py::object& file, const std::string& backend, int threads, int decode_batch) {
+  SpeechModel(const py::object& file, const std::string& backend, int threads, int decode_batch, int batch_size) {
     path_ = fspath(file);
     speech::LoadOptions lo;
     lo.backend = backend_kind(backend);
@@ -138,6 +138,8 @@ class SpeechModel {
     lo.threads = threads;
     if (decode_batch < 1) throw py::value_error("decode_batch must be >= 1, got " + std::to_string(decode_batch));
     lo.decode_batch = decode_batch;
+    if (batch_size < 1) throw py::value_error("batch_size must be >= 1, got " + std::to_string(batch_size));
+    lo.streams = batch_size;
     require_path(path_, "SpeechModel");
     auto r = [&] {
       py::gil_scoped_release release;
@@ -331,11 +333,12 @@ void register_speech(py::module_& m) {
   py::class_<SpeechModel>(m, "SpeechModel",
                           "A speech recogniser: Whisper (CTranslate2 or Hugging Face folder, whisper.cpp ggml-*.bin),\n"
                           "Parakeet (.nemo, Hugging Face folder) or a .vrp exported from either.")
-      .def(py::init<const py::object&, const std::string&, int, int>(), py::arg("path"), py::arg("backend") = "auto",
-           py::arg("threads") = 0, py::arg("decode_batch") = 5,
-           "SpeechModel(path, backend='auto'|'cpu'|'vulkan', threads=0, decode_batch=5)\n\n"
+      .def(py::init<const py::object&, const std::string&, int, int, int>(), py::arg("path"), py::arg("backend") = "auto",
+           py::arg("threads") = 0, py::arg("decode_batch") = 5, py::arg("batch_size") = 1,
+           "SpeechModel(path, backend='auto'|'cpu'|'vulkan', threads=0, decode_batch=5, batch_size=1)\n\n"
            "Loads the model (GIL released). threads 0: VRUN_THREADS or all cores. decode_batch: rows of Whisper's\n"
-           "batched decoder (beam_size and best_of need at most this many).")
+           "batched decoder (beam_size and best_of need at most this many). batch_size: Whisper inputs that\n"
+           "transcribe_many decodes together (the CLI's --batch-size; Parakeet batches by its program).")
       .def("transcribe", &SpeechModel::transcribe, py::arg("audio"), py::kw_only(), py::arg("on_segment") = py::none(),
            (std::string("transcribe(audio, *, on_segment=None, **options) -> Transcript\n\n"
                         "audio: a file path (WAV, FLAC, OGG, MP3; any rate and channel count) or a one-dimensional\n"
@@ -344,7 +347,8 @@ void register_speech(py::module_& m) {
       .def("transcribe_many", &SpeechModel::transcribe_many, py::arg("audios"),
            (std::string("transcribe_many(audios, **options) -> list[Transcript]\n\n"
                         "Several inputs (paths or arrays) with the same options; Parakeet encodes them together, Whisper\n"
-                        "one after another; each transcript is the one the input gives alone.\n") + kOptionsDoc).c_str())
+                        "batch_size at a time (one after another with batch_size 1); each transcript is the one the\n"
+                        "input gives alone.\n") + kOptionsDoc).c_str())
       .def_property_readonly("family", &SpeechModel::family, "'whisper' or 'parakeet'")
       .def_property_readonly("device", &SpeechModel::device, "What runs the model")
       .def_property_readonly("notes", &SpeechModel::notes, "Import and conversion notes")

@@ -55,7 +55,8 @@ class SpeechModel:
     device: str
     notes: list[str]
     path: str
-    def __init__(self, path: _Path, backend: _Backend = "auto", threads: int = 0, decode_batch: int = 5) -> None: ...
+    def __init__(self, path: _Path, backend: _Backend = "auto", threads: int = 0, decode_batch: int = 5,
+                 batch_size: int = 1) -> None: ...
     def transcribe(self, audio: _Audio, *, on_segment: Callable[[Segment], None] | None = None,
                    language: str = "auto", task: Literal["transcribe", "translate"] = "transcribe", prompt: str = "",
                    timestamps: bool = True, word_timestamps: bool = False, beam_size: int = 1, best_of: int = 5,

@@ -240,13 +240,18 @@ TEST_F(CliTranscribeJob, ShardsCoverTheInputOnce) {
   EXPECT_EQ(files_under(dir + "/out").size(), static_cast<size_t>(n));
 }
 
-// Two workers (two models, one queue, longest file first) write the same text as one worker, file by file.
-TEST_F(CliTranscribeJob, TwoWorkersWriteWhatOneWrites) {
-  const std::string dir = fresh("workers");
+// in/a.wav, in/b.wav, in/c.wav (a synthetic signal: no words) and in/d/e.wav.
+void put_four_clips(const std::string& dir) {
   put(clip("speech_0880.wav"), dir + "/in/a.wav");
   put(clip("speech_0930.wav"), dir + "/in/b.wav");
   put(clip("synth.wav"), dir + "/in/c.wav");
   put(clip("speech_0930.wav"), dir + "/in/d/e.wav");
+}
+
+// Two workers (two models, one queue, longest file first) write the same text as one worker, file by file.
+TEST_F(CliTranscribeJob, TwoWorkersWriteWhatOneWrites) {
+  const std::string dir = fresh("workers");
+  put_four_clips(dir);
   const std::string common = "transcribe -m " + model_dir() + " --backend cpu -o txt,json ";
   // No -t: one worker has every core, two workers half each.
   CliRun one = run_vrun(common + "--output-dir " + dir + "/one " + dir + "/in", "job_one");
@@ -275,10 +280,7 @@ TEST_F(CliTranscribeJob, TwoWorkersWriteWhatOneWrites) {
 // file's transcripts byte for byte as one file at a time does; a bad file in the batch fails alone.
 TEST_F(CliTranscribeJob, BatchSizeWritesWhatOneAtATimeWrites) {
   const std::string dir = fresh("batch");
-  put(clip("speech_0880.wav"), dir + "/in/a.wav");
-  put(clip("speech_0930.wav"), dir + "/in/b.wav");
-  put(clip("synth.wav"), dir + "/in/c.wav");
-  put(clip("speech_0930.wav"), dir + "/in/d/e.wav");
+  put_four_clips(dir);
   {
     std::ofstream bad(dir + "/in/d/f.wav");
     bad << "not audio";

@@ -69,6 +69,15 @@ def test_transcribe_many_equals_one_by_one(whisper):
     assert [t.to_json(audio="x") for t in many] == [whisper.transcribe(i).to_json(audio="x") for i in inputs]
 
 
+def test_batched_transcribe_many_equals_one_by_one(whisper):
+    batched = vrun.SpeechModel(whisper.path, backend="cpu", batch_size=2)
+    inputs = [CLIPS[0], vrun.load_audio(CLIPS[1]), CLIPS[2]]
+    many = batched.transcribe_many(inputs, word_timestamps=True)
+    assert [t.to_json(audio="x") for t in many] == [whisper.transcribe(i, word_timestamps=True).to_json(audio="x") for i in inputs]
+    with pytest.raises(ValueError, match="batch_size"):
+        vrun.SpeechModel(whisper.path, batch_size=0)
+
+
 def test_on_segment_sees_every_segment(whisper):
     seen = []
     t = whisper.transcribe(CLIPS[2], on_segment=seen.append)
