@@ -15,6 +15,7 @@ struct ExportArgs {
   std::string model, out, dtype;
   int64_t ctx = 0, chunk = 512;
   int64_t local_window = -1;  // Parakeet: encode_local's window; -1: the builder's default
+  int64_t batch_size = 1;     // Whisper: streams
 };
 
 int run_export(const ExportArgs& a) {
@@ -26,6 +27,7 @@ int run_export(const ExportArgs& a) {
   o.context = a.ctx;
   o.chunk = a.chunk;
   o.local_window = a.local_window;
+  o.streams = a.batch_size > 1 ? a.batch_size : 0;
   // The family decides which options apply, before anything is imported (models::export_program).
   std::vector<std::string> notes;
   auto family = models::export_program(a.model, a.out, o, &notes);
@@ -57,6 +59,11 @@ CommandRegistrar reg("export",
                                       "Parakeet: frames (80 ms each) on either side that `transcribe --attention local` "
                                       "attends to (default 128, NeMo's long-audio setting; 0: no local-attention method)")
                            ->check(CLI::Range(int64_t{0}, int64_t{100000}));
+                       sub.add_option("--batch-size", a->batch_size,
+                                      "Whisper: files `vrun transcribe --batch-size` (and `vrun serve` on a GPU) may decode "
+                                      "together with this program (its stream methods; 1: none, files one after another)")
+                           ->check(CLI::Range(int64_t{1}, int64_t{64}))
+                           ->capture_default_str();
                        return [a] { return run_export(*a); };
                      });
 

@@ -124,6 +124,9 @@ Result<std::unique_ptr<speech::Recognizer>> load_recognizer(const TranscribeArgs
   if (first) {
     for (const auto& note : r->notes()) std::fprintf(stderr, "vrun: %s\n", note.c_str());
     if (a.batch_size > 1 && a.vad) ignored.push_back("--batch-size: with --vad the files go one after another");
+    else if (a.batch_size > 1 && r->batch() <= 1)
+      ignored.push_back("--batch-size: " + a.model + " has no batched methods (a Whisper .vrp has them when exported " +
+                        "with `vrun export --batch-size N`); the files go one after another");
     for (const auto& w : ignored) std::fprintf(stderr, "vrun: %s\n", w.c_str());
   }
   std::fprintf(stderr, "vrun: loaded %s in %.2f s on %s\n", a.model.c_str(), seconds_since(t0), r->device_description().c_str());

@@ -40,6 +40,8 @@ Status refuse(const BuildOptions& o, bool context, bool local_window, const std:
               std::initializer_list<DType> dtypes) {
   if (!context && o.context != 0) return err(ErrorCode::kInvalidArgument, "--ctx applies to Llama-family models, not ", family);
   if (!local_window && o.local_window >= 0) return err(ErrorCode::kInvalidArgument, "--local-window applies to Parakeet models, not ", family);
+  if (family != "Whisper" && o.streams != 0) return err(ErrorCode::kInvalidArgument, "--batch-size applies to Whisper models, not ", family);
+  if (o.streams < 0 || o.streams > 64) return err(ErrorCode::kInvalidArgument, "--batch-size must be 1 to 64, got ", o.streams);
   if (o.context < 0) return err(ErrorCode::kInvalidArgument, "--ctx must be positive (or 0 for the model's maximum), got ", o.context);
   if (o.chunk <= 0) return err(ErrorCode::kInvalidArgument, "--chunk must be positive, got ", o.chunk);
   if (o.dtype) {
@@ -65,7 +67,7 @@ std::vector<Family> make_families() {
                  return refuse(o, false, false, "Whisper", {DType::f32, DType::f16, DType::bf16, DType::q8_0});
                },
                [](const std::string& path, const BuildOptions& o, std::vector<std::string>* notes) {
-                 return whisper::export_whisper_program(path, o.dtype, notes);
+                 return whisper::export_whisper_program(path, o.dtype, notes, o.streams);
                }});
   f.push_back({"parakeet", Task::kSpeechRecognition, "NeMo .nemo archive, Hugging Face ParakeetForTDT / ParakeetForCTC folder",
                parakeet::is_parakeet_checkpoint_file,
@@ -78,8 +80,8 @@ std::vector<Family> make_families() {
                }});
   f.push_back({"onnx", Task::kGraph, "ONNX model (.onnx)", onnx::is_onnx_path,
                [](const BuildOptions& o) {
-                 if (o.dtype || o.context != 0 || o.local_window >= 0)
-                   return err(ErrorCode::kInvalidArgument, "--dtype, --ctx and --local-window do not apply to ONNX models");
+                 if (o.dtype || o.context != 0 || o.local_window >= 0 || o.streams != 0)
+                   return err(ErrorCode::kInvalidArgument, "--dtype, --ctx, --local-window and --batch-size do not apply to ONNX models");
                  return Status::ok();
                },
                [](const std::string& path, const BuildOptions&, std::vector<std::string>*) { return onnx::import_onnx(path); }});
@@ -150,8 +152,8 @@ Result<const Family*> export_program(const std::string& path, const std::string&
   if (!program) {
     VRUN_RETURN_IF_ERROR(d.family->check_options(options));
     VRUN_ASSIGN_OR_RETURN(program, d.family->build(path, options, notes));
-  } else if (options.dtype || options.context != 0 || options.local_window >= 0) {
-    return err(ErrorCode::kInvalidArgument, path, " is already a program: --dtype, --ctx and --local-window apply to checkpoints");
+  } else if (options.dtype || options.context != 0 || options.local_window >= 0 || options.streams != 0) {
+    return err(ErrorCode::kInvalidArgument, path, " is already a program: --dtype, --ctx, --local-window and --batch-size apply to checkpoints");
   }
   VRUN_RETURN_IF_ERROR(write_program(*program, out).with_context("writing " + out));
   return d.family;

@@ -101,7 +101,7 @@ Result<WeightSource> convert_whisper_matrices(const WeightSource& weights, const
 }
 
 Result<std::shared_ptr<Program>> export_whisper_program(const std::string& checkpoint, std::optional<DType> dtype,
-                                                        std::vector<std::string>* notes) {
+                                                        std::vector<std::string>* notes, int64_t streams) {
   VRUN_ASSIGN_OR_RETURN(ImportedWhisper m, import_whisper(checkpoint));
   if (notes) notes->insert(notes->end(), m.notes.begin(), m.notes.end());
   WeightSource weights = m.weights;
@@ -110,6 +110,7 @@ Result<std::shared_ptr<Program>> export_whisper_program(const std::string& check
   }
   BuildSettings bs;
   bs.decode_batch = 5;
+  bs.streams = streams;
   return build_whisper_program(m.config, weights, m.extras, bs);
 }
 

@@ -25,8 +25,9 @@ Result<WeightSource> convert_whisper_matrices(const WeightSource& weights, const
 
 // The program `vrun export` writes for a Whisper checkpoint in any layout import_whisper reads:
 // the matrices converted to `dtype` when given, the batched decoder built for 5 rows (beam
-// search and best-of at the transcribe defaults). Import and conversion notes go to `notes`.
+// search and best-of at the transcribe defaults), and stream methods for `streams` files decoded
+// together when it is above 1. Import and conversion notes go to `notes`.
 Result<std::shared_ptr<Program>> export_whisper_program(const std::string& checkpoint, std::optional<DType> dtype,
-                                                        std::vector<std::string>* notes);
+                                                        std::vector<std::string>* notes, int64_t streams = 0);
 
 }  // namespace vrun::whisper

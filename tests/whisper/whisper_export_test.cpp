@@ -169,6 +169,38 @@ TEST(WhisperExport, NamesTheTypesItTakes) {
     EXPECT_FALSE(is_whisper_matrix(name)) << name;
 }
 
+// `vrun export --batch-size 2`: the program keeps the stream methods, and files transcribed
+// together from it give each file's text alone; without it a program has none.
+TEST(WhisperExport, BatchSizeKeepsTheStreamMethods) {
+  const std::string dir = testing::tiny_en_model_dir();
+  if (dir.empty()) GTEST_SKIP() << "Whisper tiny.en not found: set VRUN_WHISPER_MODEL";
+  const fs::path out = fs::temp_directory_path() / "vrun_whisper_export_streams.vrp";
+  auto p = export_whisper_program(dir, DType::q8_0, nullptr, 2);
+  ASSERT_TRUE(p.is_ok()) << p.status().message();
+  EXPECT_NE((*p)->method("encode_streams"), nullptr);
+  ASSERT_TRUE(write_program(**p, out.string()).is_ok());
+  auto r = WhisperRunner::load(out.string(), RunnerOptions{BackendKind::kCpu, 0});
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  EXPECT_EQ((*r)->streams(), 2);
+  std::vector<std::vector<float>> audio;
+  for (const char* clip : {"librivox_0870", "espeak_fast", "librivox_0920"}) {
+    auto a = testing::make_clip(clip);
+    if (!a.is_ok()) GTEST_SKIP() << a.status().message();
+    audio.push_back(std::move(*a));
+  }
+  std::vector<std::span<const float>> spans(audio.begin(), audio.end());
+  auto many = (*r)->transcribe_many(spans, {TranscribeOptions{}});
+  ASSERT_EQ(many.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    ASSERT_TRUE(many[i].is_ok()) << many[i].status().message();
+    EXPECT_EQ(many[i]->text(), (*r)->transcribe(spans[i], TranscribeOptions{})->text()) << i;
+  }
+  fs::remove(out);
+  auto plain = export_whisper_program(dir, DType::q8_0, nullptr);
+  ASSERT_TRUE(plain.is_ok());
+  EXPECT_EQ((*plain)->method("encode_streams"), nullptr);
+}
+
 // tiny.en written as f16 and as q8_0: q8_0 is small enough to carry (< 60 MB) and both give
 // faster-whisper's text on real and synthetic speech.
 TEST(WhisperExport, TinyEnExportsTranscribeLikeFasterWhisper) {
