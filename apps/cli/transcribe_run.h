@@ -19,6 +19,7 @@
 #include "apps/speech/speech_recognizer.h"
 #include "apps/speech/voice_activity.h"
 #include "preprocess/audio_loader.h"
+#include "runtime/base/clock.h"
 
 namespace vrun::cli {
 
@@ -39,8 +40,6 @@ struct TranscribeArgs {
 };
 
 
-using Clock = std::chrono::steady_clock;
-inline double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // SIGINT/SIGTERM during a job: no new file starts, the files being transcribed finish and are
 // recorded, and the exit status is 128 + the signal. A second signal ends the process at once

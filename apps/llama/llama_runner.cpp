@@ -1,4 +1,5 @@
 #include "apps/llama/llama_runner.h"
+#include "runtime/base/clock.h"
 #include "runtime/base/strings.h"
 
 #include <unistd.h>
@@ -17,8 +18,6 @@ namespace vrun::llama {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // KV-cache rows that fit in a quarter of physical memory.
 int64_t context_that_fits(const LlamaConfig& c) {

@@ -8,13 +8,12 @@
 #include <cstring>
 
 #include "apps/parakeet/parakeet_runner.h"
+#include "runtime/base/clock.h"
 
 namespace vrun::parakeet {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 }  // namespace
 

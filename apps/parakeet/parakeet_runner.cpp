@@ -1,4 +1,5 @@
 #include "apps/parakeet/parakeet_runner.h"
+#include "runtime/base/clock.h"
 #include "runtime/base/strings.h"
 
 #include "models/parakeet/parakeet_family.h"
@@ -14,8 +15,6 @@ namespace vrun::parakeet {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 
 int64_t argmax(const float* p, int64_t n) {

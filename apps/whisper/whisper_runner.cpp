@@ -1,4 +1,5 @@
 #include "apps/whisper/whisper_runner.h"
+#include "runtime/base/clock.h"
 #include "runtime/base/strings.h"
 
 #include <algorithm>
@@ -20,8 +21,6 @@ namespace vrun::whisper {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr double kTimePrecision = 0.02;  // seconds per timestamp token

@@ -4,13 +4,6 @@
 
 namespace vrun::llama {
 
-std::vector<int64_t> batch_rows_for(int64_t slots) {
-  std::vector<int64_t> rows;
-  for (int64_t b = 1; b < slots; b *= 2) rows.push_back(b);
-  if (slots > 0) rows.push_back(slots);
-  return rows;
-}
-
 namespace {
 
 const char* rope_mode_name(RopeMode m) { return m == RopeMode::kHalf ? "half" : "interleaved"; }
@@ -121,7 +114,7 @@ Status add_llama_batch_methods(ProgramBuilder& pb, const LlamaConfig& c, const B
     g.output(normed(x, ids.out_norm, ids.out_w, -1, "output"), "logits");
   };
   build("prefill_slot", 0);
-  const std::vector<int64_t> rows = batch_rows_for(slots);
+  const std::vector<int64_t> rows = models::batch_rows_for(slots);
   for (int64_t b : rows) build("decode_batch_" + std::to_string(b), b);
   pb.set_meta("vrun.batch_slots", MetaValue::integer(slots));
   pb.set_meta("vrun.batch_context", MetaValue::integer(ctx));

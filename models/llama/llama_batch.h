@@ -28,6 +28,7 @@
 
 #include <vector>
 
+#include "models/common/batch_rows.h"
 #include "models/llama/llama_model.h"
 #include "runtime/graph/builder.h"
 
@@ -56,9 +57,6 @@ std::vector<BatchLayerIds> batch_layer_ids(const std::vector<Layer>& layers) {
                    w.gate_up});
   return out;
 }
-
-// Row counts of the decode_batch methods for S slots: the powers of two below S, and S.
-std::vector<int64_t> batch_rows_for(int64_t slots);
 
 // Adds the batched state, prefill_slot and decode_batch_B methods and their metadata when
 // settings.batch_slots > 0; nothing otherwise.

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "models/common/batch_rows.h"
 #include "runtime/graph/builder.h"
 
 namespace vrun::whisper {
@@ -426,13 +427,6 @@ void WhisperBuilder::select_stream_method(MethodBuilder& g) {
   }
 }
 
-std::vector<int64_t> stream_rows_for(int64_t streams) {
-  std::vector<int64_t> rows;
-  for (int64_t b = 1; b < streams; b *= 2) rows.push_back(b);
-  if (streams > 1) rows.push_back(streams);
-  return rows;
-}
-
 void WhisperBuilder::set_metadata() {
   pb.set_meta("general.architecture", MetaValue::str("whisper"));
   pb.set_meta("vrun.runner", MetaValue::str("whisper"));
@@ -446,7 +440,7 @@ void WhisperBuilder::set_metadata() {
   pb.set_meta("whisper.decode_batch", MetaValue::integer(std::max<int64_t>(1, settings.decode_batch)));
   if (settings.streams > 1) {
     pb.set_meta("whisper.streams", MetaValue::integer(settings.streams));
-    pb.set_meta("whisper.stream_rows", MetaValue::int_list(stream_rows_for(settings.streams)));
+    pb.set_meta("whisper.stream_rows", MetaValue::int_list(models::batch_rows_for(settings.streams)));
   }
   pb.set_meta("whisper.suppress_tokens", MetaValue::int_list(extras.suppress_tokens));
   pb.set_meta("whisper.suppress_begin", MetaValue::int_list(extras.suppress_begin));
@@ -472,13 +466,12 @@ Result<std::shared_ptr<Program>> WhisperBuilder::build() {
                                          {"prefill", 1, false, false},
                                          {"step", 1, false, false, true}};
   if (settings.decode_batch > 1) variants.push_back({"decode_batch", settings.decode_batch, true, false});
-  std::vector<std::string> step_names;  // the variants keep char pointers
-  if (settings.streams > 1) {
-    variants.push_back({"prefill_stream", 1, false, false, false, true});
-    for (int64_t b : stream_rows_for(settings.streams)) step_names.push_back("step_streams_" + std::to_string(b));
-    for (size_t i = 0; i < step_names.size(); ++i)
-      variants.push_back({step_names[i].c_str(), stream_rows_for(settings.streams)[i], false, false, true, true});
-  }
+  // step_streams_B: the variants keep char pointers into step_names, filled before they are taken.
+  const std::vector<int64_t> step_rows = settings.streams > 1 ? models::batch_rows_for(settings.streams) : std::vector<int64_t>{};
+  std::vector<std::string> step_names;
+  for (int64_t b : step_rows) step_names.push_back("step_streams_" + std::to_string(b));
+  if (settings.streams > 1) variants.push_back({"prefill_stream", 1, false, false, false, true});
+  for (size_t i = 0; i < step_rows.size(); ++i) variants.push_back({step_names[i].c_str(), step_rows[i], false, false, true, true});
   VRUN_RETURN_IF_ERROR(collect_alignment_heads());
   for (const DecodeVariant& var : variants) {
     MethodBuilder g = pb.method(var.name);
