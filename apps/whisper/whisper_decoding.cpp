@@ -195,20 +195,23 @@ Result<WindowResult> WhisperRunner::decode_greedy(const TranscribeOptions& o, co
   w.no_speech_prob = pr.no_speech_prob;
   // After the prompt's logits, each step's are filtered where the executor left them.
   float* logits = pr.logits.data();
-  const auto V = static_cast<size_t>(config_.n_vocab);
   const int steps = max_steps(p, o);
   for (int i = 0; i < steps; ++i) {
-    filter_logits(logits, w.tokens, o);
-    const size_t token = argmax_logit(logits, V);
-    const float top = logits[token];
-    w.sum_logprob += static_cast<double>(top) - log_sum_exp_logits(logits, V, top);
-    if (static_cast<int32_t>(token) == eot_) break;
-    w.tokens.push_back(static_cast<int32_t>(token));
-    if (i + 1 == steps) break;
-    const auto t = static_cast<int32_t>(token);
-    VRUN_ASSIGN_OR_RETURN(logits, forward_in_place(std::span<const int32_t>(&t, 1), pr.pos++));
+    if (!greedy_step(logits, o, w) || i + 1 == steps) break;
+    VRUN_ASSIGN_OR_RETURN(logits, forward_in_place(std::span<const int32_t>(&w.tokens.back(), 1), pr.pos++));
   }
   return w;
+}
+
+bool WhisperRunner::greedy_step(float* logits, const TranscribeOptions& o, WindowResult& w) const {
+  const auto V = static_cast<size_t>(config_.n_vocab);
+  filter_logits(logits, w.tokens, o);
+  const size_t token = argmax_logit(logits, V);
+  const float top = logits[token];
+  w.sum_logprob += static_cast<double>(top) - log_sum_exp_logits(logits, V, top);
+  if (static_cast<int32_t>(token) == eot_) return false;
+  w.tokens.push_back(static_cast<int32_t>(token));
+  return true;
 }
 
 // best_of candidates sampled from softmax(logits / T) (log-probabilities from the unscaled

@@ -149,6 +149,9 @@ class WhisperRunner {
   // Of the logits after <|startoftranscript|>: the no-speech token's probability (0 without one).
   double no_speech_prob(const float* logits) const;
   Result<WindowResult> decode_greedy(const TranscribeOptions& o, const Prompt& p);
+  // One greedy step on a row's logits (filtered in place): the token's log-probability added to
+  // w, the token appended unless it is the end; false at the end.
+  bool greedy_step(float* logits, const TranscribeOptions& o, WindowResult& w) const;
   Result<WindowResult> decode_sampling(const TranscribeOptions& o, const Prompt& p, double temperature);
   Result<WindowResult> decode_beam(const TranscribeOptions& o, const Prompt& p);
   // first: the result at the first temperature, already decoded (streams); before_fallback runs

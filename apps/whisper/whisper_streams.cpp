@@ -9,15 +9,13 @@
 #include <optional>
 
 #include "apps/whisper/file_job.h"
-#include "apps/whisper/logit_scan.h"
 #include "apps/whisper/whisper_runner.h"
+#include "runtime/base/clock.h"
 
 namespace vrun::whisper {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 }  // namespace
 
@@ -56,25 +54,13 @@ Result<std::vector<WindowResult>> WhisperRunner::decode_streams_greedy(const std
     bool live = false;
     int steps = 0, done_steps = 0;
     int64_t pos = 0;
-    int32_t next = 0;
   };
   std::vector<Row> rows(n);
   std::vector<WindowResult> out(n);
-  // One step of decode_greedy on row r's logits: the token, its log-probability, and whether the
-  // row goes on (with `next` fed at `pos`).
+  // One step of decode_greedy on row r's logits; the row goes on (its last token fed at `pos`)
+  // until the end token or its step limit.
   auto advance = [&](size_t r, float* logits) {
-    Row& row = rows[r];
-    WindowResult& w = out[r];
-    filter_logits(logits, w.tokens, *opts[r]);
-    const size_t token = argmax_logit(logits, V);
-    const float top = logits[token];
-    w.sum_logprob += static_cast<double>(top) - log_sum_exp_logits(logits, V, top);
-    row.live = false;
-    if (static_cast<int32_t>(token) == eot_) return;
-    w.tokens.push_back(static_cast<int32_t>(token));
-    if (++row.done_steps == row.steps) return;
-    row.live = true;
-    row.next = static_cast<int32_t>(token);
+    rows[r].live = greedy_step(logits, *opts[r], out[r]) && ++rows[r].done_steps < rows[r].steps;
   };
   // One step over the first B streams for the rows with a token (B: the smallest step method
   // that holds them all); a row without one is given its stream's next position, which it never
@@ -146,7 +132,7 @@ Result<std::vector<WindowResult>> WhisperRunner::decode_streams_greedy(const std
   for (;;) {
     bool any = false;
     for (size_t r = 0; r < n; ++r) {
-      next[r] = rows[r].live ? rows[r].next : -1;
+      next[r] = rows[r].live ? out[r].tokens.back() : -1;
       any = any || rows[r].live;
     }
     if (!any) break;
