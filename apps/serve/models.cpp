@@ -26,7 +26,8 @@ bool gpu_backend(BackendKind backend) {
   if (!vk || !vk->describe) return false;
   if (backend == BackendKind::kVulkan) return true;
   for (const std::string& line : vk->describe())
-    if (line.rfind("vulkan device ", 0) == 0 && line.find("(cpu)") == std::string::npos) return true;
+    if (line.rfind("vulkan device ", 0) == 0 && line.find("(cpu)") == std::string::npos && line.find("(other)") == std::string::npos)
+      return true;
   return false;
 }
 
