@@ -192,8 +192,9 @@ std::vector<Result<Transcript>> WhisperRunner::transcribe_many(const std::vector
     }
     auto t0 = Clock::now();
     const Status encoded = encode_streams(mels, static_cast<int64_t>(n));
+    const double encode_share = seconds_since(t0) / static_cast<double>(n);  // the call served every file
     for (auto& a : active) {
-      a.job->out.stats.encode_s += seconds_since(t0) / static_cast<double>(n);
+      a.job->out.stats.encode_s += encode_share;
       a.failed = encoded;
     }
     // Whose window is in cross.kv (the one-window methods' cross K/V): -1, none of this round's.
