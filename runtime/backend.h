@@ -103,6 +103,9 @@ using BackendDescriber = std::function<std::vector<std::string>()>;
 // How many devices the backend finds on this machine (the indices BackendOptions::device takes);
 // null for the host backend.
 using BackendDeviceCounter = std::function<int()>;
+// Whether the device a backend made with BackendOptions::device = `device` and require_gpu
+// would take is a real GPU (not a CPU implementation); null for the host backend.
+using BackendGpuCheck = std::function<bool(int device)>;
 
 struct BackendEntry {
   std::string kind;
@@ -110,6 +113,7 @@ struct BackendEntry {
   BackendMaker make;
   BackendDescriber describe;
   BackendDeviceCounter device_count;
+  BackendGpuCheck is_gpu;
 };
 
 // Called by each backend's own code when the program starts (a static registrar in its folder).

@@ -33,6 +33,16 @@ Result<BackendKind> parse_backend_kind(const std::string& s) {
   return err(ErrorCode::kInvalidArgument, "unknown backend '", s, "' (expected cpu, vulkan or auto)");
 }
 
+bool runs_on_gpu(BackendKind kind, int device) {
+  if (kind == BackendKind::kCpu) return false;
+  for (const BackendEntry& e : registered_backends()) {
+    if (e.host) continue;
+    if (kind == BackendKind::kVulkan) return e.kind == "vulkan";
+    if (e.is_gpu && e.is_gpu(device)) return true;
+  }
+  return false;
+}
+
 namespace {
 
 void free_aligned(uint8_t* p) { std::free(p); }

@@ -20,6 +20,10 @@ namespace vrun {
 enum class BackendKind { kCpu, kVulkan, kAuto };
 const char* backend_kind_name(BackendKind k);
 Result<BackendKind> parse_backend_kind(const std::string& s);
+// Whether an executor made with `kind` (and device index `device`, -1: the default one) runs on a
+// GPU: vulkan asked for, or auto where the device it would take is not a CPU implementation.
+// Programs whose best form differs by where they run (Whisper's encoder) are built from this.
+bool runs_on_gpu(BackendKind kind, int device = -1);
 
 struct ExecutorOptions {
   // cpu: every node on the CPU. vulkan: nodes the GPU kernels cover on the Vulkan device (any,

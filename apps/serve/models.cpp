@@ -18,19 +18,6 @@ namespace {
 // window), so there the requests go one at a time.
 constexpr int kSpeechBatch = 4;
 
-// Whether a model loaded for `backend` runs on a GPU: Vulkan asked for, or auto with a Vulkan
-// device that is not a CPU implementation.
-bool gpu_backend(BackendKind backend) {
-  if (backend == BackendKind::kCpu) return false;
-  const BackendEntry* vk = find_backend("vulkan");
-  if (!vk || !vk->describe) return false;
-  if (backend == BackendKind::kVulkan) return true;
-  for (const std::string& line : vk->describe())
-    if (line.rfind("vulkan device ", 0) == 0 && line.find("(cpu)") == std::string::npos && line.find("(other)") == std::string::npos)
-      return true;
-  return false;
-}
-
 std::string file_name(const std::string& path) {
   std::filesystem::path p(path);
   if (!p.has_filename()) p = p.parent_path();  // "folder/"
@@ -161,7 +148,7 @@ Result<std::unique_ptr<ServedModel>> load_model(const ModelSpec& spec, Metrics& 
     lo.backend = spec.backend;
     lo.threads = spec.threads;
     lo.device = devices[k];
-    lo.streams = gpu_backend(spec.backend) ? kSpeechBatch : 1;  // Whisper: requests decoded together
+    lo.streams = runs_on_gpu(spec.backend, devices[k]) ? kSpeechBatch : 1;  // Whisper: requests decoded together
     VRUN_ASSIGN_OR_RETURN(auto r, speech::load(spec.path, lo));
     engines.push_back(speech_engine(m->id, r.get(), metrics));
     if (k == 0)

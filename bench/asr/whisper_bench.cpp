@@ -12,7 +12,9 @@
 //     encoder pass and T greedy decoder steps (T = 100 is about what 30 s of speech takes).
 //     RTFx = 30 W / (encode + decode time). --batch B: B windows at a time, as `vrun transcribe
 //     --batch-size B` runs B files: one encode_streams call for the B windows, then T steps of
-//     step_streams_B (every window's token in one call).
+//     step_streams_B (every window's token in one call). --encoder fused|matmuls: the encoder's
+//     attention as the sdpa op with fc1's gelu fused (what the runner builds for a GPU) or as two
+//     batched matmuls around a softmax (what it builds for the CPU); default: the runner's choice.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -32,22 +34,24 @@ using namespace vrun::bench;
 namespace {
 
 struct Args : RunOptions {
-  std::string text_out;
+  std::string text_out, encoder;
   int windows = 4, tokens = 100, batch = 1;
   bool random_turbo = false;
 };
 
 constexpr Usage kUsage{"whisper_bench",
                        "usage: whisper_bench --model MODEL --audio FILE [--seconds S] [--threads N] [--backend cpu|vulkan|auto] [--text-out FILE]\n"
-                       "       whisper_bench --random-turbo [--windows W] [--tokens T] [--batch B] [--threads N] [--backend cpu|vulkan|auto]\n"};
+                       "       whisper_bench --random-turbo [--windows W] [--tokens T] [--batch B] [--encoder fused|matmuls]\n"
+                       "                     [--threads N] [--backend cpu|vulkan|auto]\n"};
 
 Args parse(int argc, char** argv) {
   Args a;
   parse_options(argc, argv, kUsage, &a,
                 {{"--text-out", &a.text_out}, {"--windows", &a.windows}, {"--tokens", &a.tokens}, {"--batch", &a.batch},
-                 {"--random-turbo", &a.random_turbo}});
+                 {"--encoder", &a.encoder}, {"--random-turbo", &a.random_turbo}});
   if (!a.random_turbo && (a.model.empty() || a.audio.empty())) kUsage.fail("--model and --audio are needed");
   if (a.windows < 1 || a.tokens < 1 || a.batch < 1) kUsage.fail("--windows, --tokens and --batch must be positive");
+  if (!a.encoder.empty() && a.encoder != "fused" && a.encoder != "matmuls") kUsage.fail("--encoder must be fused or matmuls");
   return a;
 }
 
@@ -112,6 +116,7 @@ int run_random_turbo(const Args& a, BackendKind backend) {
   whisper::BuildSettings bs;
   bs.decode_batch = 1;
   bs.streams = a.batch > 1 ? a.batch : 0;
+  bs.fused_encoder = a.encoder.empty() ? runs_on_gpu(backend) : a.encoder == "fused";
   auto t0 = Clock::now();
   auto program = whisper::build_whisper_program(c, random_turbo_weights(c), {}, bs);
   if (!program.is_ok()) return std::fprintf(stderr, "%s\n", program.status().to_string().c_str()), 1;
@@ -120,7 +125,8 @@ int run_random_turbo(const Args& a, BackendKind backend) {
   eo.threads = a.threads;
   auto exec = Executor::create(*program, eo);
   if (!exec.is_ok()) return std::fprintf(stderr, "%s\n", exec.status().to_string().c_str()), 1;
-  std::fprintf(stderr, "random large-v3-turbo-shaped model ready in %.1f s on %s\n", since(t0), (*exec)->device_description().c_str());
+  std::fprintf(stderr, "random large-v3-turbo-shaped model (encoder %s) ready in %.1f s on %s\n",
+               bs.fused_encoder ? "fused" : "matmuls", since(t0), (*exec)->device_description().c_str());
   std::vector<float> mel(static_cast<size_t>(c.n_mels * 3000));
   Rng rng{12345};
   for (float& v : mel) v = 0.5f * rng.next();

@@ -50,7 +50,7 @@ const bool registered = [] {
                     [](const Program*, const BackendOptions& o) -> Result<std::unique_ptr<Backend>> {
                       return std::unique_ptr<Backend>(std::make_unique<CpuBackend>(o.pool));
                     },
-                    describe_cpu, /*device_count=*/nullptr});
+                    describe_cpu, /*device_count=*/nullptr, /*is_gpu=*/nullptr});
   return true;
 }();
 

@@ -96,6 +96,34 @@ int type_rank(VkPhysicalDeviceType t) {
   }
 }
 
+// The index choose_device takes: `index`, else VRUN_DEVICE, else the best kind with Vulkan 1.2.
+Result<int> pick_device(const std::vector<VkPhysicalDevice>& pds, int index) {
+  if (pds.empty()) return err(ErrorCode::kUnsupported, "vulkan: no Vulkan device found");
+  if (index < 0) {
+    if (const char* env = knob_value(Knob::VRUN_DEVICE); env && *env) {
+      char* end = nullptr;
+      index = static_cast<int>(std::strtol(env, &end, 10));
+      if (*end != '\0') return err(ErrorCode::kInvalidArgument, "VRUN_DEVICE: expected a device index, got '", env, "'");
+    }
+  }
+  if (index >= static_cast<int>(pds.size()))
+    return err(ErrorCode::kInvalidArgument, "vulkan: device index ", index, " out of range (", pds.size(), " devices)");
+  if (index < 0) {
+    int best_rank = 99;
+    for (size_t i = 0; i < pds.size(); ++i) {
+      VkPhysicalDeviceProperties p;
+      vkGetPhysicalDeviceProperties(pds[i], &p);
+      if (p.apiVersion < VK_API_VERSION_1_2) continue;
+      if (type_rank(p.deviceType) < best_rank) {
+        best_rank = type_rank(p.deviceType);
+        index = static_cast<int>(i);
+      }
+    }
+    if (index < 0) return err(ErrorCode::kUnsupported, "vulkan: no device supports Vulkan 1.2");
+  }
+  return index;
+}
+
 DeviceInfo describe(VkPhysicalDevice pd, int index) {
   DeviceInfo info;
   info.index = index;
@@ -274,6 +302,16 @@ std::vector<DeviceInfo> Context::list_devices() {
   return out;
 }
 
+std::optional<DeviceInfo> Context::device_for(int index) {
+  VkInstance instance = VK_NULL_HANDLE;
+  if (make_instance(false, false, &instance) != VK_SUCCESS) return std::nullopt;
+  const auto pds = physical_devices(instance);
+  std::optional<DeviceInfo> out;
+  if (auto i = pick_device(pds, index); i.is_ok()) out = describe(pds[*i], *i);
+  vkDestroyInstance(instance, nullptr);
+  return out;
+}
+
 Result<std::unique_ptr<Context>> Context::create(const ContextOptions& options) {
   std::unique_ptr<Context> ctx(new Context());
   VRUN_RETURN_IF_ERROR(ctx->init(options));
@@ -311,30 +349,7 @@ Status Context::create_messenger() {
 // compute queue family.
 Status Context::choose_device(const ContextOptions& options) {
   const auto pds = physical_devices(instance_);
-  if (pds.empty()) return err(ErrorCode::kUnsupported, "vulkan: no Vulkan device found");
-  int index = options.device_index;
-  if (index < 0) {
-    if (const char* env = knob_value(Knob::VRUN_DEVICE); env && *env) {
-      char* end = nullptr;
-      index = static_cast<int>(std::strtol(env, &end, 10));
-      if (*end != '\0') return err(ErrorCode::kInvalidArgument, "VRUN_DEVICE: expected a device index, got '", env, "'");
-    }
-  }
-  if (index >= static_cast<int>(pds.size()))
-    return err(ErrorCode::kInvalidArgument, "vulkan: device index ", index, " out of range (", pds.size(), " devices)");
-  if (index < 0) {
-    int best_rank = 99;
-    for (size_t i = 0; i < pds.size(); ++i) {
-      VkPhysicalDeviceProperties p;
-      vkGetPhysicalDeviceProperties(pds[i], &p);
-      if (p.apiVersion < VK_API_VERSION_1_2) continue;
-      if (type_rank(p.deviceType) < best_rank) {
-        best_rank = type_rank(p.deviceType);
-        index = static_cast<int>(i);
-      }
-    }
-    if (index < 0) return err(ErrorCode::kUnsupported, "vulkan: no device supports Vulkan 1.2");
-  }
+  VRUN_ASSIGN_OR_RETURN(const int index, pick_device(pds, options.device_index));
   physical_ = pds[index];
   info_ = describe(physical_, index);
   if (info_.api_version < VK_API_VERSION_1_2)

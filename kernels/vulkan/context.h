@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,9 @@ class Context {
   static Result<std::unique_ptr<Context>> create(const ContextOptions& options = {});
   // Every physical device with its features; empty when Vulkan is unavailable.
   static std::vector<DeviceInfo> list_devices();
+  // The device create() would take for device_index `index` (-1: VRUN_DEVICE, else the best kind
+  // with Vulkan 1.2), described without creating it; nullopt where create() would fail to choose.
+  static std::optional<DeviceInfo> device_for(int index);
   ~Context();
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;

@@ -29,6 +29,9 @@ namespace {
 // device, not by uploading a KV cache of zeros: 500 MB for Llama-1B's default context).
 constexpr uint8_t kHost = 1, kDevice = 2, kZero = 4;
 
+// What backend auto refuses: a CPU implementation (lavapipe), or a device of no known type.
+bool is_cpu_implementation(const vulkan::DeviceInfo& d) { return d.type == "cpu" || d.type == "other"; }
+
 class VulkanBackend final : public Backend {
  public:
   const char* kind() const override { return "vulkan"; }
@@ -49,7 +52,7 @@ class VulkanBackend final : public Backend {
     co.device_index = o.device;
     co.validation = o.validation;
     VRUN_ASSIGN_OR_RETURN(ctx_, vulkan::Context::create(co));
-    if (o.require_gpu && (ctx_->info().type == "cpu" || ctx_->info().type == "other"))
+    if (o.require_gpu && is_cpu_implementation(ctx_->info()))
       return err(ErrorCode::kUnsupported, "the only Vulkan device is ", ctx_->info().name,
                  ", a CPU implementation (slower than the CPU backend)");
     if (!ctx_->kernels_usable()) return err(ErrorCode::kUnsupported, ctx_->info().name, " lacks 8/16-bit storage buffers");
@@ -483,7 +486,11 @@ const bool registered = [] {
                       return std::unique_ptr<Backend>(std::move(b));
                     },
                     describe_vulkan,
-                    [] { return static_cast<int>(vulkan::Context::list_devices().size()); }});
+                    [] { return static_cast<int>(vulkan::Context::list_devices().size()); },
+                    [](int device) {
+                      const auto d = vulkan::Context::device_for(device);
+                      return d && !is_cpu_implementation(*d);
+                    }});
   return true;
 }();
 

@@ -197,11 +197,13 @@ bool WhisperBuilder::encode_method(MethodBuilder& g, bool streams) {
     return g.op(OpKind::layer_norm, {x, g.constant(n.g), g.constant(n.b)}, {{"eps", 1e-5}}, name);
   };
   // A projection of layer_norm(x): the linear normalises x's rows itself (its norm prologue).
-  auto NL = [&](Val x, Norm n, Val w, Val b, const std::string& name) {
-    return g.op(OpKind::linear, {x, w, b, Val::none(), g.constant(n.g), g.constant(n.b)}, {{"norm", "layer"}, {"eps", 1e-5}}, name);
+  auto NL = [&](Val x, Norm n, Val w, Val b, const std::string& name, bool gelu) {
+    std::vector<NamedAttr> attrs = {{"norm", "layer"}, {"eps", 1e-5}};
+    if (gelu) attrs.push_back({"act", "gelu"});
+    return g.op(OpKind::linear, {x, w, b, Val::none(), g.constant(n.g), g.constant(n.b)}, attrs, name);
   };
-  auto NLin = [&](Val x, Norm n, Lin w, const std::string& name) {
-    return NL(x, n, g.constant(w.w), w.b >= 0 ? g.constant(w.b) : Val::none(), name);
+  auto NLin = [&](Val x, Norm n, Lin w, const std::string& name, bool gelu = false) {
+    return NL(x, n, g.constant(w.w), w.b >= 0 ? g.constant(w.b) : Val::none(), name, gelu);
   };
   const SymExpr n = streams ? g.symbol("n", 1, settings.streams) : SymExpr(1);
   const SymExpr first = streams ? g.symbol("first", 0, settings.streams - 1) : SymExpr(0);  // the first stream written
@@ -223,15 +225,21 @@ bool WhisperBuilder::encode_method(MethodBuilder& g, bool streams) {
     const std::string p = "enc." + std::to_string(l) + ".";
     std::vector<Val> qkv = g.op_n(OpKind::split, {NLin(x, w.ln1, w.qkv, p + "qkv")}, {{"axis", -1}, {"sizes", {d, d, d}}});
     if (qkv.size() != 3) return false;  // the builder holds the error, which finish() reports
-    // Encoder attention is one fixed 1500 x 1500 product per head: two batched matmuls (GEMM
-    // kernels) beat the streaming sdpa kernel there; the scores take heads x 9 MB.
+    // Encoder attention is one fixed 1500 x 1500 product per head: fused (settings.fused_encoder)
+    // or two batched matmuls, the scores taking heads x 9 MB.
     Val q = heads(qkv[0], c.n_audio_head, hd_a), k = heads(qkv[1], c.n_audio_head, hd_a);
-    Val sc = g.op(OpKind::bmm, {q, g.op(OpKind::permute, {k}, {{"perm", {0, 1, 3, 2}}})}, {}, p + "scores");
-    if (!w.qkv.q_scaled) sc = g.op(OpKind::scale, {sc}, {{"scale", att_scale}});
-    sc = g.op(OpKind::softmax, {sc});
-    Val att = g.op(OpKind::bmm, {sc, heads(qkv[2], c.n_audio_head, hd_a)}, {}, p + "attn");
+    Val v = heads(qkv[2], c.n_audio_head, hd_a);
+    Val att;
+    if (settings.fused_encoder) {
+      att = g.op(OpKind::sdpa, {q, k, v}, {{"scale", w.qkv.q_scaled ? 1.0 : att_scale}}, p + "attn");
+    } else {
+      Val sc = g.op(OpKind::bmm, {q, g.op(OpKind::permute, {k}, {{"perm", {0, 1, 3, 2}}})}, {}, p + "scores");
+      if (!w.qkv.q_scaled) sc = g.op(OpKind::scale, {sc}, {{"scale", att_scale}});
+      att = g.op(OpKind::bmm, {g.op(OpKind::softmax, {sc}), v}, {}, p + "attn");
+    }
     x = L(merge(att), w.out, p + "attn_out", x);
-    x = L(g.op(OpKind::gelu, {NLin(x, w.ln2, w.fc1, p + "fc1")}), w.fc2, p + "fc2", x);
+    Val h = settings.fused_encoder ? NLin(x, w.ln2, w.fc1, p + "fc1", true) : g.op(OpKind::gelu, {NLin(x, w.ln2, w.fc1, p + "fc1")});
+    x = L(h, w.fc2, p + "fc2", x);
   }
   Val enc = LN(x, enc_ln, "enc_ln");
   for (int64_t l = 0; l < c.n_text_layer; ++l) {

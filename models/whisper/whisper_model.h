@@ -77,6 +77,12 @@ struct BuildSettings {
   int64_t decode_batch = 5;
   // Streams of the stream methods (windows of several files decoded together); <= 1: none.
   int64_t streams = 0;
+  // The encoder's self-attention through the sdpa op (on the GPU a flash-attention kernel: the
+  // [heads, 1500, 1500] scores never reach memory, the scale is part of it) and fc1's gelu as the
+  // linear's epilogue; otherwise two batched matmuls around a softmax pass, and gelu a pass of
+  // its own (what the CPU runs faster: its GEMMs over whole score matrices). The runner picks
+  // it for Vulkan.
+  bool fused_encoder = false;
 };
 
 Result<std::shared_ptr<Program>> build_whisper_program(const WhisperConfig& config, const WeightSource& weights,
