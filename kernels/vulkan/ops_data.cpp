@@ -38,6 +38,19 @@ bool supports_data(const Context&, OpKind op, const std::vector<const TensorDesc
   switch (op) {
     case OpKind::copy:
       return is_copyable(x->dtype);
+    case OpKind::pad: {
+      // Zeros around a copy: constant mode, value 0, no cropping, and an output of whole 4-byte
+      // words (the fill's unit): 4- and 8-byte dtypes, or 2-byte ones with an even last dim.
+      if (attrs.s("mode") != "constant" || attrs.f("value") != 0 || !is_copyable(x->dtype)) return false;
+      const std::vector<int64_t>& pads = attrs.ints("pads");
+      for (int64_t v : pads)
+        if (v < 0) return false;
+      const int64_t es = dtype_elem_size(x->dtype);
+      if (es >= 4) return true;
+      if (es != 2 || x->shape.rank < 1) return false;
+      const int64_t last = x->shape[x->shape.rank - 1] + (pads.size() >= 2 ? pads[0] + pads[1] : 0);
+      return last % 2 == 0;
+    }
     case OpKind::concat:
       for (const TensorDesc* d : inputs)
         if (!d || d->dtype != x->dtype || !is_copyable(d->dtype)) return false;
@@ -74,6 +87,20 @@ Status record_data(Recorder& rec, OpKind op, const std::vector<DeviceView>& in, 
         at += x.shape[axis];
       }
       return Status::ok();
+    }
+    case OpKind::pad: {
+      const DeviceView& x = in[0];
+      const std::vector<int64_t>& pads = attrs.ints("pads");
+      const uint64_t at = y.buffer.offset + y.offset;
+      if (!y.is_contiguous() || at % 4 != 0 || y.dense_bytes() % 4 != 0)
+        return err(ErrorCode::kInternal, "vulkan: pad into ", y.shape.str(), " at byte ", at, ": not whole aligned 4-byte words");
+      VRUN_RETURN_IF_ERROR(rec.record_zero(y.buffer, y.offset, y.dense_bytes()));
+      DeviceView inner = y;
+      for (size_t p = 0; p < pads.size() / 2; ++p) {
+        const int d = y.shape.rank - 1 - static_cast<int>(p);
+        inner = narrow(inner, d, pads[2 * p], x.shape[d]);
+      }
+      return record_eltwise(rec, OP_COPY, inner, &x, nullptr, nullptr);
     }
     case OpKind::slice_update: {
       const DeviceView &state = in[0], &src = in[1];

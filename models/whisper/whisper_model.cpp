@@ -65,6 +65,7 @@ struct WhisperBuilder {
   int weight(const std::string& name, const std::vector<int64_t>& shape, bool small = false);
   Lin lin(const std::string& p, int64_t out, int64_t in, bool bias = true);
   Lin qkv_lin(const std::string& p);
+  int conv_matrix(const std::string& name, int64_t out, int64_t in);
   Norm norm(const std::string& p, int64_t n);
   Status add_weights();
   Status collect_alignment_heads();
@@ -92,6 +93,7 @@ struct WhisperBuilder {
   ProgramBuilder pb;
   Status bad;
   int conv1_w = -1, conv1_b = -1, conv2_w = -1, conv2_b = -1, enc_pos = -1, embed = -1, dec_pos = -1;
+  bool conv_matmul = false;  // conv1_w/conv2_w are conv_matrix's matrices
   std::vector<EncLayer> E;
   Norm enc_ln;
   std::vector<DecLayer> D;
@@ -149,12 +151,37 @@ Lin WhisperBuilder::qkv_lin(const std::string& p) {
              pb.add_constant_copy(bn, DType::f32, Shape::of(b->shape), bf.data()), true};
 }
 
+// A convolution's weight [out, in, 3] as the matrix [out, 3 in] of its product with the input's
+// three shifted rows side by side (column k in + c: tap k of channel c), in the weight's dtype;
+// -1 where that is not f32/f16/bf16 (the conv1d op takes the weight then).
+int WhisperBuilder::conv_matrix(const std::string& name, int64_t out, int64_t in) {
+  auto w = weights(name);
+  if (!w || w->shape != std::vector<int64_t>{out, in, 3} ||
+      (w->dtype != DType::f32 && w->dtype != DType::f16 && w->dtype != DType::bf16))
+    return -1;
+  const size_t es = static_cast<size_t>(dtype_bytes(w->dtype, 1));
+  std::vector<uint8_t> m(static_cast<size_t>(out * in * 3) * es);
+  const auto* src = static_cast<const uint8_t*>(w->data);
+  for (int64_t o = 0; o < out; ++o)
+    for (int64_t ch = 0; ch < in; ++ch)
+      for (int64_t k = 0; k < 3; ++k)
+        std::memcpy(&m[static_cast<size_t>((o * 3 + k) * in + ch) * es], src + static_cast<size_t>((o * in + ch) * 3 + k) * es, es);
+  return pb.add_constant_copy(name, w->dtype, Shape::of({out, 3 * in}), m.data());
+}
+
 Norm WhisperBuilder::norm(const std::string& p, int64_t n) { return Norm{weight(p + "/gamma", {n}, true), weight(p + "/beta", {n}, true)}; }
 
 Status WhisperBuilder::add_weights() {
-  conv1_w = weight("encoder/conv1/weight", {d, c.n_mels, 3});
+  if (settings.fused_encoder) {
+    conv1_w = conv_matrix("encoder/conv1/weight", d, c.n_mels);
+    conv2_w = conv_matrix("encoder/conv2/weight", d, d);
+    conv_matmul = conv1_w >= 0 && conv2_w >= 0;
+  }
+  if (!conv_matmul) {
+    conv1_w = weight("encoder/conv1/weight", {d, c.n_mels, 3});
+    conv2_w = weight("encoder/conv2/weight", {d, d, 3});
+  }
   conv1_b = weight("encoder/conv1/bias", {d}, true);
-  conv2_w = weight("encoder/conv2/weight", {d, d, 3});
   conv2_b = weight("encoder/conv2/bias", {d}, true);
   enc_pos = weight("encoder/position_encodings/encodings", {c.n_audio_ctx, d}, true);
   for (int64_t l = 0; l < c.n_audio_layer; ++l) {
@@ -197,22 +224,39 @@ bool WhisperBuilder::encode_method(MethodBuilder& g, bool streams) {
     return g.op(OpKind::layer_norm, {x, g.constant(n.g), g.constant(n.b)}, {{"eps", 1e-5}}, name);
   };
   // A projection of layer_norm(x): the linear normalises x's rows itself (its norm prologue).
-  auto NL = [&](Val x, Norm n, Val w, Val b, const std::string& name, bool gelu) {
+  auto NLin = [&](Val x, Norm n, Lin w, const std::string& name, std::vector<NamedAttr> more = {}) {
     std::vector<NamedAttr> attrs = {{"norm", "layer"}, {"eps", 1e-5}};
-    if (gelu) attrs.push_back({"act", "gelu"});
-    return g.op(OpKind::linear, {x, w, b, Val::none(), g.constant(n.g), g.constant(n.b)}, attrs, name);
+    attrs.insert(attrs.end(), more.begin(), more.end());
+    return g.op(OpKind::linear, {x, g.constant(w.w), w.b >= 0 ? g.constant(w.b) : Val::none(), Val::none(), g.constant(n.g), g.constant(n.b)},
+                attrs, name);
   };
-  auto NLin = [&](Val x, Norm n, Lin w, const std::string& name, bool gelu = false) {
-    return NL(x, n, g.constant(w.w), w.b >= 0 ? g.constant(w.b) : Val::none(), name, gelu);
-  };
+  const bool fused = settings.fused_encoder;
   const SymExpr n = streams ? g.symbol("n", 1, settings.streams) : SymExpr(1);
   const SymExpr first = streams ? g.symbol("first", 0, settings.streams - 1) : SymExpr(0);  // the first stream written
   Val mel = g.input("mel", DType::f32, {n, c.n_mels, frames});
-  Val x = g.op(OpKind::conv1d, {mel, g.constant(conv1_w), g.constant(conv1_b)}, {{"padding", {1}}}, "conv1");
-  x = g.op(OpKind::gelu, {x});
-  x = g.op(OpKind::conv1d, {x, g.constant(conv2_w), g.constant(conv2_b)}, {{"stride", 2}, {"padding", {1}}}, "conv2");
-  x = g.op(OpKind::gelu, {x});
-  x = g.op(OpKind::permute, {x}, {{"perm", {0, 2, 1}}});
+  Val x;
+  if (conv_matmul) {
+    // Time-major [n, frames, channels]; each convolution one matrix product (gelu its epilogue)
+    // over the three taps' rows side by side: the padded input's rows t s, t s + 1, t s + 2.
+    auto taps = [&](Val t, int64_t rows, int64_t stride) {
+      Val p = g.op(OpKind::pad, {t}, {{"pads", {0, 0, 1, 1}}});
+      std::vector<Val> cols;
+      for (int64_t k = 0; k < 3; ++k)
+        cols.push_back(g.op(OpKind::slice, {p}, {{"axis", 1}, {"start", k}, {"end", k + (rows - 1) * stride + 1}, {"step", stride}}));
+      return g.op(OpKind::concat, cols, {{"axis", -1}});
+    };
+    auto conv = [&](Val t, int w, int b, const std::string& name) {
+      return g.op(OpKind::linear, {t, g.constant(w), g.constant(b)}, {{"act", "gelu"}}, name);
+    };
+    x = conv(taps(g.op(OpKind::permute, {mel}, {{"perm", {0, 2, 1}}}), frames, 1), conv1_w, conv1_b, "conv1");
+    x = conv(taps(x, c.n_audio_ctx, 2), conv2_w, conv2_b, "conv2");
+  } else {
+    x = g.op(OpKind::conv1d, {mel, g.constant(conv1_w), g.constant(conv1_b)}, {{"padding", {1}}}, "conv1");
+    x = g.op(OpKind::gelu, {x});
+    x = g.op(OpKind::conv1d, {x, g.constant(conv2_w), g.constant(conv2_b)}, {{"stride", 2}, {"padding", {1}}}, "conv2");
+    x = g.op(OpKind::gelu, {x});
+    x = g.op(OpKind::permute, {x}, {{"perm", {0, 2, 1}}});
+  }
   x = g.op(OpKind::add, {x, g.constant(enc_pos)}, {}, "enc_pos");
   auto heads = [&](Val t, int64_t h, int64_t hd) {
     return g.op(OpKind::permute, {g.op(OpKind::reshape, {t}, {{"shape", std::vector<SymExpr>{n, -1, h, hd}}})}, to_heads);
@@ -223,22 +267,25 @@ bool WhisperBuilder::encode_method(MethodBuilder& g, bool streams) {
   for (int64_t l = 0; l < c.n_audio_layer; ++l) {
     const EncLayer& w = E[l];
     const std::string p = "enc." + std::to_string(l) + ".";
-    std::vector<Val> qkv = g.op_n(OpKind::split, {NLin(x, w.ln1, w.qkv, p + "qkv")}, {{"axis", -1}, {"sizes", {d, d, d}}});
+    // Fused: q, k and v in f16, as the attention kernel's tensor cores take them.
+    std::vector<Val> qkv = g.op_n(OpKind::split, {NLin(x, w.ln1, w.qkv, p + "qkv", fused ? std::vector<NamedAttr>{{"dtype", "f16"}} : std::vector<NamedAttr>{})},
+                                  {{"axis", -1}, {"sizes", {d, d, d}}});
     if (qkv.size() != 3) return false;  // the builder holds the error, which finish() reports
     // Encoder attention is one fixed 1500 x 1500 product per head: fused (settings.fused_encoder)
     // or two batched matmuls, the scores taking heads x 9 MB.
     Val q = heads(qkv[0], c.n_audio_head, hd_a), k = heads(qkv[1], c.n_audio_head, hd_a);
     Val v = heads(qkv[2], c.n_audio_head, hd_a);
     Val att;
-    if (settings.fused_encoder) {
+    if (fused) {
       att = g.op(OpKind::sdpa, {q, k, v}, {{"scale", w.qkv.q_scaled ? 1.0 : att_scale}}, p + "attn");
     } else {
       Val sc = g.op(OpKind::bmm, {q, g.op(OpKind::permute, {k}, {{"perm", {0, 1, 3, 2}}})}, {}, p + "scores");
       if (!w.qkv.q_scaled) sc = g.op(OpKind::scale, {sc}, {{"scale", att_scale}});
       att = g.op(OpKind::bmm, {g.op(OpKind::softmax, {sc}), v}, {}, p + "attn");
     }
-    x = L(merge(att), w.out, p + "attn_out", x);
-    Val h = settings.fused_encoder ? NLin(x, w.ln2, w.fc1, p + "fc1", true) : g.op(OpKind::gelu, {NLin(x, w.ln2, w.fc1, p + "fc1")});
+    x = g.op(OpKind::linear, {merge(att), g.constant(w.out.w), w.out.b >= 0 ? g.constant(w.out.b) : Val::none(), x}, {{"dtype", "f32"}},
+             p + "attn_out");
+    Val h = fused ? NLin(x, w.ln2, w.fc1, p + "fc1", {{"act", "gelu"}}) : g.op(OpKind::gelu, {NLin(x, w.ln2, w.fc1, p + "fc1")});
     x = L(h, w.fc2, p + "fc2", x);
   }
   Val enc = LN(x, enc_ln, "enc_ln");

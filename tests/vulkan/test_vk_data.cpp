@@ -1,4 +1,4 @@
-// copy/permute, concat, slice_update (in place and into a new tensor), glu and embedding
+// copy/permute, concat, pad, slice_update (in place and into a new tensor), glu and embedding
 // (every table dtype, i32 and i64 ids) against host math.
 #include "tests/vulkan/vk_test_util.h"
 
@@ -15,6 +15,36 @@ TEST_F(VkData, CopyPermutedEveryPlainDtype) {
     auto out = run_gpu(OpKind::copy, {&x}, Attrs(OpKind::copy));
     expect_close(to_doubles(out[0].view), to_doubles(x.view), 0, 0, dtype_name(dt));
   }
+}
+
+// Constant zero padding of the last dims (a strided input; f32, and f16 with an even last dim)
+// against the index arithmetic; a non-zero value or cropping stays on the CPU.
+TEST_F(VkData, PadWithZeros) {
+  std::mt19937 rng(44);
+  for (DType dt : {DType::f32, DType::f16}) {
+    HostTensor x = random_strided(dt, Shape{2, 5, 6}, {1, 0, 2}, 1, rng);
+    const std::vector<int64_t> pads = {2, 0, 1, 3};  // last dim: 2 before; dim 1: 1 before, 3 after
+    Attrs a(OpKind::pad);
+    a.set_ints("pads", pads);
+    auto out = run_gpu(OpKind::pad, {&x}, a);
+    ASSERT_EQ(out[0].view.shape, (Shape{2, 9, 8})) << dtype_name(dt);
+    std::vector<double> want;
+    for_each_index(out[0].view.shape, [&](const int64_t* i) {
+      const int64_t j = i[1] - 1, k = i[2] - 2;
+      int64_t idx[3] = {i[0], j, k};
+      want.push_back(j >= 0 && j < 5 && k >= 0 && k < 6 ? load_double(x.view, idx) : 0.0);
+    });
+    expect_close(to_doubles(out[0].view), want, 0, 0, (std::string("pad ") + dtype_name(dt)).c_str());
+  }
+  HostTensor x = random_tensor(DType::f32, Shape{3, 4}, rng);
+  TensorDesc d{DType::f32, Shape{3, 4}};
+  std::vector<const TensorDesc*> in = {&d};
+  Attrs one(OpKind::pad);
+  one.set_ints("pads", {1, 1}).set_f("value", 1.0);
+  EXPECT_FALSE(vulkan::supports(ctx(), OpKind::pad, in, one));
+  Attrs crop(OpKind::pad);
+  crop.set_ints("pads", {-1, 0});
+  EXPECT_FALSE(vulkan::supports(ctx(), OpKind::pad, in, crop));
 }
 
 TEST_F(VkData, ConcatAndGlu) {

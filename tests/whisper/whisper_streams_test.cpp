@@ -202,12 +202,15 @@ void fused_against_matmuls(BackendKind backend, bool half) {
     crosses.emplace_back(cross.ptr<float>(), cross.ptr<float>() + cross.numel());
   }
   auto view = [](std::vector<float>& v) { return TensorView::dense(v.data(), DType::f32, {static_cast<int64_t>(v.size())}); };
-  expect_equal_floats(view(outs[0]), view(outs[1]), "encoder output", 1e-4);
-  expect_equal_floats(view(crosses[0]), view(crosses[1]), "last layer's cross K/V", 1e-4);
+  // The fused encoder keeps q, k and v in f16 (what tensor cores round them to anyway): its
+  // numbers agree to f16 rounding (2^-11 relative) carried through two layers. A wrong scale,
+  // mask or activation moves them by percents.
+  expect_equal_floats(view(outs[0]), view(outs[1]), "encoder output", 2e-3);
+  expect_equal_floats(view(crosses[0]), view(crosses[1]), "last layer's cross K/V", 2e-3);
 }
 
 // The fused encoder (settings.fused_encoder) computes what the two-matmul encoder does: the
-// encoder output and the cross-attention K/V it stores agree to rounding on each backend. Heads
+// encoder output and the cross-attention K/V it stores agree to f16 rounding on each backend. Heads
 // 64 wide, as every Whisper's are (the width the GPU's flash-attention kernel takes); matrices
 // in f32 (the builder folds the attention scale into the query rows) and in f16 (the attention
 // applies it).
