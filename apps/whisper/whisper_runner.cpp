@@ -53,10 +53,9 @@ Result<std::unique_ptr<WhisperRunner>> WhisperRunner::load(const std::string& pa
     r->notes_ = m.notes;
     BuildSettings bs;
     // Up to whisper-small (768 wide), f32 weights cost at most ~1 GB and run faster on the CPU;
-    // on a GPU the f16 weights and the fused encoder.
-    const bool gpu = runs_on_gpu(options.backend, options.device);
-    bs.widen_f16_weights = !gpu && m.config.n_text_state <= 768;
-    bs.fused_encoder = gpu;
+    // a GPU reads the f16 ones.
+    bs.widen_f16_weights = !runs_on_gpu(options.backend, options.device) && m.config.n_text_state <= 768;
+    if (options.fused_encoder) bs.fused_encoder = *options.fused_encoder;
     bs.decode_batch = options.decode_batch;
     bs.streams = options.streams;
     VRUN_ASSIGN_OR_RETURN(r->program_, build_whisper_program(m.config, m.weights, m.extras, bs));

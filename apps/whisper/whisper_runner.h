@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <random>
 #include <span>
 #include <string>
@@ -32,6 +33,9 @@ struct RunnerOptions {
   // Files transcribe_many decodes together (streams of the batched encoder and decoder) for
   // checkpoints; <= 1: one after another. A .vrp keeps the streams it was exported with.
   int streams = 0;
+  // The encoder's form for checkpoints (whisper::BuildSettings::fused_encoder); unset: fused.
+  // A .vrp keeps the form it was exported with.
+  std::optional<bool> fused_encoder = std::nullopt;
 };
 
 struct TranscribeOptions {

@@ -1,7 +1,7 @@
 // Whisper speed: RTFx (audio seconds / wall seconds) of vrun's transcription.
 //
 //   whisper_bench --model MODEL --audio FILE [--seconds S] [--threads N] [--backend cpu|vulkan|auto]
-//                 [--text-out FILE]
+//                 [--text-out FILE] [--encoder fused|matmuls]
 //     transcribes FILE (tiled or cut to S seconds when given) greedily at temperature 0 only (no
 //     fallback), timestamps on, conditioned on previous text: faster-whisper's settings with
 //     beam_size=1, temperature=0, vad_filter=False. Prints one table row; --text-out keeps the text.
@@ -12,9 +12,9 @@
 //     encoder pass and T greedy decoder steps (T = 100 is about what 30 s of speech takes).
 //     RTFx = 30 W / (encode + decode time). --batch B: B windows at a time, as `vrun transcribe
 //     --batch-size B` runs B files: one encode_streams call for the B windows, then T steps of
-//     step_streams_B (every window's token in one call). --encoder fused|matmuls: the encoder's
-//     attention as the sdpa op with fc1's gelu fused (what the runner builds for a GPU) or as two
-//     batched matmuls around a softmax (what it builds for the CPU); default: the runner's choice.
+//     step_streams_B (every window's token in one call). --encoder fused|matmuls (both modes): the
+//     encoder's form (whisper::BuildSettings::fused_encoder), fused by default as the runner
+//     builds it, or the conv1d ops and two batched matmuls around a softmax it replaced.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -41,6 +41,7 @@ struct Args : RunOptions {
 
 constexpr Usage kUsage{"whisper_bench",
                        "usage: whisper_bench --model MODEL --audio FILE [--seconds S] [--threads N] [--backend cpu|vulkan|auto] [--text-out FILE]\n"
+                       "                     [--encoder fused|matmuls]\n"
                        "       whisper_bench --random-turbo [--windows W] [--tokens T] [--batch B] [--encoder fused|matmuls]\n"
                        "                     [--threads N] [--backend cpu|vulkan|auto]\n"};
 
@@ -116,7 +117,7 @@ int run_random_turbo(const Args& a, BackendKind backend) {
   whisper::BuildSettings bs;
   bs.decode_batch = 1;
   bs.streams = a.batch > 1 ? a.batch : 0;
-  bs.fused_encoder = a.encoder.empty() ? runs_on_gpu(backend) : a.encoder == "fused";
+  bs.fused_encoder = a.encoder != "matmuls";
   auto t0 = Clock::now();
   auto program = whisper::build_whisper_program(c, random_turbo_weights(c), {}, bs);
   if (!program.is_ok()) return std::fprintf(stderr, "%s\n", program.status().to_string().c_str()), 1;
@@ -214,6 +215,7 @@ int main(int argc, char** argv) {
   ro.backend = *backend;
   ro.threads = a.threads;
   ro.decode_batch = 1;  // greedy: no batched decoder
+  if (!a.encoder.empty()) ro.fused_encoder = a.encoder == "fused";
   auto t0 = Clock::now();
   auto runner = whisper::WhisperRunner::load(a.model, ro);
   if (!runner.is_ok()) return std::fprintf(stderr, "%s\n", runner.status().to_string().c_str()), 1;

@@ -91,6 +91,11 @@ Status record_data(Recorder& rec, OpKind op, const std::vector<DeviceView>& in, 
     case OpKind::pad: {
       const DeviceView& x = in[0];
       const std::vector<int64_t>& pads = attrs.ints("pads");
+      for (int64_t v : pads)
+        if (v < 0) return err(ErrorCode::kUnsupported, "vulkan: no pad kernel that crops (pads ", v, ")");
+      if (attrs.s("mode") != "constant" || attrs.f("value") != 0)
+        return err(ErrorCode::kUnsupported, "vulkan: no pad kernel for mode ", attrs.s("mode"), " (value ", attrs.f("value"),
+                   "): only zeros");
       const uint64_t at = y.buffer.offset + y.offset;
       if (!y.is_contiguous() || at % 4 != 0 || y.dense_bytes() % 4 != 0)
         return err(ErrorCode::kInternal, "vulkan: pad into ", y.shape.str(), " at byte ", at, ": not whole aligned 4-byte words");

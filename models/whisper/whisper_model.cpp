@@ -271,14 +271,11 @@ bool WhisperBuilder::encode_method(MethodBuilder& g, bool streams) {
     std::vector<Val> qkv = g.op_n(OpKind::split, {NLin(x, w.ln1, w.qkv, p + "qkv", fused ? std::vector<NamedAttr>{{"dtype", "f16"}} : std::vector<NamedAttr>{})},
                                   {{"axis", -1}, {"sizes", {d, d, d}}});
     if (qkv.size() != 3) return false;  // the builder holds the error, which finish() reports
-    // Encoder attention is one fixed 1500 x 1500 product per head: fused (settings.fused_encoder)
-    // or two batched matmuls, the scores taking heads x 9 MB.
-    Val q = heads(qkv[0], c.n_audio_head, hd_a), k = heads(qkv[1], c.n_audio_head, hd_a);
-    Val v = heads(qkv[2], c.n_audio_head, hd_a);
+    // One fixed 1500 x 1500 product a head: sdpa, or two batched matmuls (scores: heads x 9 MB).
+    Val q = heads(qkv[0], c.n_audio_head, hd_a), k = heads(qkv[1], c.n_audio_head, hd_a), v = heads(qkv[2], c.n_audio_head, hd_a);
     Val att;
-    if (fused) {
-      att = g.op(OpKind::sdpa, {q, k, v}, {{"scale", w.qkv.q_scaled ? 1.0 : att_scale}}, p + "attn");
-    } else {
+    if (fused) att = g.op(OpKind::sdpa, {q, k, v}, {{"scale", w.qkv.q_scaled ? 1.0 : att_scale}}, p + "attn");
+    else {
       Val sc = g.op(OpKind::bmm, {q, g.op(OpKind::permute, {k}, {{"perm", {0, 1, 3, 2}}})}, {}, p + "scores");
       if (!w.qkv.q_scaled) sc = g.op(OpKind::scale, {sc}, {{"scale", att_scale}});
       att = g.op(OpKind::bmm, {g.op(OpKind::softmax, {sc}), v}, {}, p + "attn");

@@ -332,14 +332,16 @@ TEST_F(VkDevice, PipelinesPersistBetweenContexts) {
 
 TEST_F(VkDevice, UnsupportedOpIsRefusedNotFatal) {
   TensorDesc x{DType::f32, Shape{4, 8}};
-  EXPECT_FALSE(vulkan::supports(ctx(), OpKind::pad, {&x}, Attrs(OpKind::pad)));
+  Attrs reflect(OpKind::pad);  // the GPU pads with zeros only
+  reflect.set_ints("pads", {1, 1}).set_s("mode", "reflect");
+  EXPECT_FALSE(vulkan::supports(ctx(), OpKind::pad, {&x}, reflect));
   EXPECT_FALSE(vulkan::supports(ctx(), OpKind::lstm, {&x}, Attrs(OpKind::lstm)));
   TensorDesc xi{DType::i32, Shape{4, 8}};
   EXPECT_FALSE(vulkan::supports(ctx(), OpKind::add, {&xi, &xi}, Attrs(OpKind::add)));
   auto buf = ctx().allocator().allocate(256);
   const auto v = vulkan::DeviceView::dense(buf->ref(), DType::f32, Shape{4, 8});
   auto rec = std::move(vulkan::Recorder::create(ctx())).value();
-  Status s = rec->record(OpKind::pad, {v}, {v}, Attrs(OpKind::pad));
+  Status s = rec->record(OpKind::pad, {v}, {v}, reflect);
   EXPECT_EQ(s.code(), ErrorCode::kUnsupported);
   EXPECT_NE(s.message().find("pad"), std::string::npos) << s.message();
   EXPECT_EQ(rec->dispatch_count(), 0);

@@ -3,8 +3,8 @@
 // gets alone (tiny.en, on the CPU and on Vulkan, lavapipe in CI): greedy with the temperature
 // fallback, conditioning, files of one to several windows and a silent one, and files with
 // options of their own (no timestamps, word timestamps, an initial prompt, beam search). And the
-// fused encoder (sdpa attention, fc1's gelu in its linear: what the runner builds for a GPU)
-// against the two-matmul one, on the same toy model.
+// fused encoder (convolutions as matrix products, sdpa attention, fc1's gelu in its linear: what
+// the runner builds) against the conv1d and two-matmul one, on the same toy model.
 #include <gtest/gtest.h>
 
 #include <cmath>
