@@ -6,6 +6,8 @@
 //
 // Every stream decodes --tokens tokens (EOS ignored); prefill is not timed. The decode rate of N
 // streams is the tokens they produce in the steps where all N decode, over those steps' time.
+// Every stream has the same prompt at temperature 0: each row also says how many streams' tokens
+// equal generate's (all of them, where batching keeps the single-stream result).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -81,6 +83,7 @@ int main(int argc, char** argv) {
   auto quiet = [](const std::string&) { return true; };
   // Single stream, generate (warm-up first).
   double single = 0;
+  std::vector<int32_t> alone;  // generate's tokens: every stream's greedy tokens should be these
   for (int rep = 0; rep < 2; ++rep) {
     r.reset();
     auto st = r.generate(prompt, o, quiet);
@@ -89,6 +92,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     single = st->decode_tok_s();
+    alone = st->tokens;
   }
   r.reset();
   std::printf("model %s, backend %s, %d tokens a stream, prompt %zu tokens\n", model.c_str(), backend.c_str(), tokens,
@@ -133,14 +137,18 @@ int main(int argc, char** argv) {
       ++timed_steps;
     }
     const double dt = now_s() - t0;
-    while (!b.idle())
+    int64_t same = 0;
+    for (;;) {
+      for (const BatchFinished& f : b.take_finished()) same += f.stats.tokens == alone ? 1 : 0;
+      if (b.idle()) break;
       if (!b.step().is_ok()) return 1;
-    b.take_finished();
+    }
     char label[64];
     std::snprintf(label, sizeof label, "batch, %lld stream%s (B=%lld)", static_cast<long long>(n), n > 1 ? "s" : "",
                   static_cast<long long>(b.last_rows()));
-    std::printf("%-28s %10.1f tok/s aggregate, %6.1f tok/s a stream, %lld steps\n", label, dt > 0 ? produced / dt : 0.0,
-                dt > 0 ? produced / dt / n : 0.0, static_cast<long long>(timed_steps));
+    std::printf("%-28s %10.1f tok/s aggregate, %6.1f tok/s a stream, %lld steps; %lld of %lld streams' tokens as generate's\n",
+                label, dt > 0 ? produced / dt : 0.0, dt > 0 ? produced / dt / n : 0.0, static_cast<long long>(timed_steps),
+                static_cast<long long>(same), static_cast<long long>(n));
     if (produced == 0)
       std::printf("  (no step decoded all %lld streams: the first ended before the last was prefilled; raise --tokens)\n",
                   static_cast<long long>(n));

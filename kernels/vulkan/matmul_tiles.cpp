@@ -182,6 +182,8 @@ const Cm2Tile* cm2_wa_tile(const Context& ctx, int64_t M, int64_t K, int64_t N, 
     if (sms <= 0 || tiles(kCm2Square) * 2 > sms) return square();
     return wa_on ? pick(kCm2NarrowK32) : nullptr;
   }
+  // A batched decode step's few rows (quant_tensor_rows up to 64): the narrowest tile of x's rows.
+  if (M <= 64 && kCm2NarrowK32.fits(ctx)) return &kCm2NarrowK32;
   if (sms > 0 && kCm2Wide.fits(ctx) && tiles(kCm2Wide) * 4 >= sms * 3) return &kCm2Wide;
   if (sms > 0 && kCm2NarrowK32.fits(ctx) && tiles(kCm2Square) * 2 <= sms) return &kCm2NarrowK32;
   return square();
@@ -245,6 +247,17 @@ bool dequant_first(const Context& ctx, int64_t M, int64_t K, int64_t N, DType x,
     return false;
   const bool four_bit = w == DType::q4_0 || w == DType::q4_1;
   return !(four_bit && cm2_wa_tile(ctx, M, K, N, x, w) == &kCm2Wide);
+}
+
+// A batched decode step of Llama-1B q4_0 on an H200 (`bench_llm_batch --streams 32`, 16.7 ms a
+// step of 32 rows): the generic matvec read W at about 200 GB/s a pass (gate and up, 18.9 MB: 97
+// us a pass, four passes), so nearly the whole step went to four reads of every weight.
+int64_t quant_tensor_rows(const Context& ctx) {
+  if (const char* e = knob_value(Knob::VRUN_MM_QROWS); e && *e) {
+    const int64_t rows = std::atoll(e);
+    return rows > 0 ? rows : 64;
+  }
+  return ctx.coopmat2().on && ctx.coopmat2().block_loads && PipelineCache::has_kernel("matmul_wa_cm2") ? 9 : 64;
 }
 
 }  // namespace vrun::vulkan

@@ -71,4 +71,10 @@ int cm2_split(const Context& ctx, const Cm2Tile& t, int64_t tiles, int64_t K, bo
 // projection then running on the f16 kernels.
 bool dequant_first(const Context& ctx, int64_t M, int64_t K, int64_t N, DType x, DType w);
 
+// The fewest rows of x that send a projection of block-quantised W to the tensor cores rather
+// than to matvec passes of 8 rows (each pass reading all of W): 9 where the device has
+// VK_NV_cooperative_matrix2 block loads (matmul_wa_cm2 reads each block once for every row),
+// else 64. VRUN_MM_QROWS=ROWS overrides it (0: 64).
+int64_t quant_tensor_rows(const Context& ctx);
+
 }  // namespace vrun::vulkan

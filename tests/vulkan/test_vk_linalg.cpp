@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 
+#include "kernels/vulkan/matmul_tiles.h"
 #include "kernels/vulkan/ops_matvec.h"
 #include "tests/vulkan/vk_test_util.h"
 
@@ -52,10 +53,11 @@ TEST_F(VkLinalg, LinearEveryWeightDtypeBothPaths) {
         ASSERT_EQ(out[0].view.shape, (Shape{M, N}));
         const std::string what = std::string("linear w=") + dtype_name(wdt) + " x=" + dtype_name(xdt) + " M=" +
                                  std::to_string(M);
-        // With cooperative matrices, M >= 64 and whole blocks put quantised W (expanded to halves)
+        // With cooperative matrices, enough rows (vulkan::quant_tensor_rows: 64, or 9 with
+        // cooperative-matrix-2 block loads) and whole blocks put quantised W (expanded to halves)
         // and an f32 x (rounded to f16) on the tensor cores.
-        const bool rounded = ctx().coopmat() != vulkan::Context::CoopMat::kNone && !ctx().exact_f32() && M >= 64 &&
-                             is_quantized(wdt) && K % 32 == 0;
+        const bool rounded = ctx().coopmat() != vulkan::Context::CoopMat::kNone && !ctx().exact_f32() &&
+                             M >= vulkan::quant_tensor_rows(ctx()) && is_quantized(wdt) && K % 32 == 0;
         expect_close(to_doubles(out[0].view), linear_ref(x, w, with_bias ? &b : nullptr, M, N, K),
                      (rounded ? 6e-4 : 1e-5) * std::sqrt(static_cast<double>(K)),
                      rounded ? 4e-3 : rtol_for(xdt) + 1e-5, what.c_str());
@@ -343,9 +345,12 @@ TEST_F(VkLinalg, LinearWorkgroupScopeWeightsAsA) {
   } unset;
   setenv("VRUN_MM_DEQUANT", "0", 1);  // W's blocks expanded by the tile loads, not by a pass first
   std::mt19937 rng(23);
-  const int64_t M = 200, N = 300;
+  const int64_t N = 300;
+  // 200 rows: a prefill's; 24: a batched decode step's (block-quantised W only: quant_tensor_rows).
+  for (int64_t M : {200, 24})
   for (int64_t K : {96, 1056}) {
     for (DType wdt : {DType::q8_0, DType::q4_0, DType::q4_1, DType::f16}) {
+      if (M < 64 && wdt == DType::f16) continue;
       if (wdt == DType::f16) setenv("VRUN_MM_CM2_WA", "1", 1);
       HostTensor wall = random_tensor(wdt, Shape{N + 1, K}, rng);
       HostTensor w = weight_rows(wall, 1, N);
@@ -359,7 +364,7 @@ TEST_F(VkLinalg, LinearWorkgroupScopeWeightsAsA) {
         for (const char* tile : {"", "128x128x64x128", "64x128x32x128", "128x256x32x256"}) {
           if (*tile) setenv("VRUN_MM_CM2", tile, 1);
           const std::string name = std::string("cm2 ") + dtype_name(wdt) + " x " + dtype_name(xdt) +
-                                   " tile " + (*tile ? tile : "default") + " K " + std::to_string(K);
+                                   " tile " + (*tile ? tile : "default") + " M " + std::to_string(M) + " K " + std::to_string(K);
           check_silu_residual(x, w, b, res, want, atol, rtol, name);
           unsetenv("VRUN_MM_CM2");
         }
