@@ -182,8 +182,8 @@ const Cm2Tile* cm2_wa_tile(const Context& ctx, int64_t M, int64_t K, int64_t N, 
     if (sms <= 0 || tiles(kCm2Square) * 2 > sms) return square();
     return wa_on ? pick(kCm2NarrowK32) : nullptr;
   }
-  // A batched decode step's few rows (quant_tensor_rows up to 64): the narrowest tile of x's rows.
-  if (M <= 64 && kCm2NarrowK32.fits(ctx)) return &kCm2NarrowK32;
+  // Fewer rows than a tile (VRUN_MM_QROWS below 64: a batched decode step's): the narrowest.
+  if (M < 64 && kCm2NarrowK32.fits(ctx)) return &kCm2NarrowK32;
   if (sms > 0 && kCm2Wide.fits(ctx) && tiles(kCm2Wide) * 4 >= sms * 3) return &kCm2Wide;
   if (sms > 0 && kCm2NarrowK32.fits(ctx) && tiles(kCm2Square) * 2 <= sms) return &kCm2NarrowK32;
   return square();
@@ -249,15 +249,20 @@ bool dequant_first(const Context& ctx, int64_t M, int64_t K, int64_t N, DType x,
   return !(four_bit && cm2_wa_tile(ctx, M, K, N, x, w) == &kCm2Wide);
 }
 
-// A batched decode step of Llama-1B q4_0 on an H200 (`bench_llm_batch --streams 32`, 16.7 ms a
-// step of 32 rows): the generic matvec read W at about 200 GB/s a pass (gate and up, 18.9 MB: 97
-// us a pass, four passes), so nearly the whole step went to four reads of every weight.
-int64_t quant_tensor_rows(const Context& ctx) {
+// Block-quantised W on the tensor cores from fewer rows is faster but not the single-stream
+// result: the tensor cores round x to halves where a decode step's matvec (one row) keeps f32, so
+// a batched step's rows differ from the same sequence decoded alone by that rounding, and greedy
+// tokens part. Llama-1B shape, random q4_0 weights, one H200, `bench_llm_batch --streams
+// 16,32,64 --tokens 128`, every stream the same prompt: from 9 rows (VRUN_MM_QROWS=9) 1,941 /
+// 2,892 / 3,854 tok/s with 0 of 16 / 32 / 64 streams' tokens equal to generate's; matvec passes
+// up to 63 rows 1,704 / 1,784 / 3,729 with 16 / 32 / 0 of them equal (64 rows are on the tensor
+// cores either way). So the default keeps 64 and the faster choice is a switch.
+int64_t quant_tensor_rows(const Context&) {
   if (const char* e = knob_value(Knob::VRUN_MM_QROWS); e && *e) {
     const int64_t rows = std::atoll(e);
     return rows > 0 ? rows : 64;
   }
-  return ctx.coopmat2().on && ctx.coopmat2().block_loads && PipelineCache::has_kernel("matmul_wa_cm2") ? 9 : 64;
+  return 64;
 }
 
 }  // namespace vrun::vulkan

@@ -72,9 +72,10 @@ int cm2_split(const Context& ctx, const Cm2Tile& t, int64_t tiles, int64_t K, bo
 bool dequant_first(const Context& ctx, int64_t M, int64_t K, int64_t N, DType x, DType w);
 
 // The fewest rows of x that send a projection of block-quantised W to the tensor cores rather
-// than to matvec passes of 8 rows (each pass reading all of W): 9 where the device has
-// VK_NV_cooperative_matrix2 block loads (matmul_wa_cm2 reads each block once for every row),
-// else 64. VRUN_MM_QROWS=ROWS overrides it (0: 64).
+// than to matvec passes of 8 rows (each pass reading all of W): 64, where a batched decode step's
+// rows keep the single-stream result (matmul_tiles.cpp says why). VRUN_MM_QROWS=ROWS lowers it
+// (9: every batched step past one pass, 1.6x the tokens a second at 32 rows on an H200, greedy
+// tokens no longer those of one stream alone).
 int64_t quant_tensor_rows(const Context& ctx);
 
 }  // namespace vrun::vulkan

@@ -48,7 +48,7 @@ int act_code(const std::string& act) { return act == "gelu" ? 1 : act == "silu" 
 // Whether the tensor-core linear takes these operands, alignment aside: f16 x, or f32 x rounded
 // to halves unless exact f32 is asked for; f16 W, or block-quantised W expanded to halves as its
 // tiles load (whole blocks: K % 32 == 0); a tile of rows (M >= 64; block-quantised W from
-// quant_tensor_rows: 9 with cooperative-matrix-2 block loads) and K % 8 == 0.
+// quant_tensor_rows, 64 unless VRUN_MM_QROWS lowers it) and K % 8 == 0.
 bool coop_linear_operands(const Context& ctx, DType x, DType w, int64_t M, int64_t K) {
   const bool x_ok = x == DType::f16 || (x == DType::f32 && !ctx.exact_f32());
   const bool quant = w == DType::q8_0 || w == DType::q4_0 || w == DType::q4_1;
@@ -206,8 +206,8 @@ Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, cons
   // A batched decode step's rows (up to kMatvecChunkRows) short of the tensor cores' tile: the
   // matvec kernel over kMatvecMaxRows rows at a time, each pass reading W once. The subgroup-scope
   // tiled matmul spreads so few rows over too few workgroups (on an H200 it took 400 us for a
-  // 32-row q4_0 projection of Llama-1B where four 8-row matvecs take 70); block-quantised W goes
-  // to the workgroup-scope W-as-A kernel from quant_tensor_rows rows where the device has it.
+  // 32-row q4_0 projection of Llama-1B where four 8-row matvecs take 70); VRUN_MM_QROWS sends
+  // block-quantised W to the workgroup-scope W-as-A kernel from fewer rows (quant_tensor_rows).
   if (M <= kMatvecChunkRows && !coop_linear_operands(ctx, x.dtype, w.dtype, M, K)) {
     VRUN_ASSIGN_OR_RETURN(DeviceView p, plain_target());
     VRUN_RETURN_IF_ERROR(record_matvec_passes(rec, x, w, bias, p, M, N, K));

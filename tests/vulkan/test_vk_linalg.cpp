@@ -53,9 +53,9 @@ TEST_F(VkLinalg, LinearEveryWeightDtypeBothPaths) {
         ASSERT_EQ(out[0].view.shape, (Shape{M, N}));
         const std::string what = std::string("linear w=") + dtype_name(wdt) + " x=" + dtype_name(xdt) + " M=" +
                                  std::to_string(M);
-        // With cooperative matrices, enough rows (vulkan::quant_tensor_rows: 64, or 9 with
-        // cooperative-matrix-2 block loads) and whole blocks put quantised W (expanded to halves)
-        // and an f32 x (rounded to f16) on the tensor cores.
+        // With cooperative matrices, enough rows (vulkan::quant_tensor_rows: 64 unless
+        // VRUN_MM_QROWS says fewer) and whole blocks put quantised W (expanded to halves) and an
+        // f32 x (rounded to f16) on the tensor cores.
         const bool rounded = ctx().coopmat() != vulkan::Context::CoopMat::kNone && !ctx().exact_f32() &&
                              M >= vulkan::quant_tensor_rows(ctx()) && is_quantized(wdt) && K % 32 == 0;
         expect_close(to_doubles(out[0].view), linear_ref(x, w, with_bias ? &b : nullptr, M, N, K),
@@ -341,9 +341,11 @@ TEST_F(VkLinalg, LinearWorkgroupScopeWeightsAsA) {
       unsetenv("VRUN_MM_CM2");
       unsetenv("VRUN_MM_CM2_WA");
       unsetenv("VRUN_MM_DEQUANT");
+      unsetenv("VRUN_MM_QROWS");
     }
   } unset;
   setenv("VRUN_MM_DEQUANT", "0", 1);  // W's blocks expanded by the tile loads, not by a pass first
+  setenv("VRUN_MM_QROWS", "9", 1);    // and from 9 rows of x (a batched decode step's, below)
   std::mt19937 rng(23);
   const int64_t N = 300;
   // 200 rows: a prefill's; 24: a batched decode step's (block-quantised W only: quant_tensor_rows).
