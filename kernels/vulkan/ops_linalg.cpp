@@ -20,8 +20,10 @@ constexpr int64_t kMatvecChunkRows = 63;
 
 // y = act(x W^T (+ bias)) (+ res), act 0 none, 1 gelu, 2 silu: the tensor-core kernel applies
 // act and adds res as it writes y; elsewhere they follow the projection, on f32 rows.
+// one_row (linear's decode = 1): every row as a one-row projection computes it (matvec passes at
+// any row count, f32 scratch rows), never rounded to halves for the tensor cores.
 Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y,
-                          const DeviceView* res = nullptr, int act = 0);
+                          const DeviceView* res = nullptr, int act = 0, bool one_row = false);
 
 // x W^T (+ bias) into y for M rows, kMatvecMaxRows rows a matvec pass.
 Status record_matvec_passes(Recorder& rec, const DeviceView& x, const DeviceView& w, const DeviceView* bias,
@@ -59,19 +61,20 @@ bool coop_linear_operands(const Context& ctx, DType x, DType w, int64_t M, int64
 
 // The residual and act: decode rows apply them in the matvec's epilogue (act after the bias,
 // then the residual), other shapes in record_linear_core.
-Status record_linear_plain(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, int act = 0) {
+Status record_linear_plain(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, int act = 0,
+                           bool one_row = false) {
   const bool res = in.size() > 3 && in[3].present();
-  if (!res && act == 0) return record_linear_core(rec, in, y);
+  if (!res && act == 0) return record_linear_core(rec, in, y, nullptr, 0, one_row);
   if (matvec_rows(in[0], in[1])) return record_matvec_linear(rec, in, y, nullptr, false, act);
   const bool bias = in.size() > 2 && in[2].present();
-  return record_linear_core(rec, {in[0], in[1], bias ? in[2] : DeviceView{}}, y, res ? &in[3] : nullptr, act);
+  return record_linear_core(rec, {in[0], in[1], bias ? in[2] : DeviceView{}}, y, res ? &in[3] : nullptr, act, one_row);
 }
 
 // The dtype of a scratch tensor of x's rows (M x K) that the projection with W will read: the
 // halves the tensor cores would round them to on load where they will read them (half the bytes
 // written and read, the same products), else f32.
-DType rows_scratch_dtype(const Context& ctx, DType w, int64_t M, int64_t K) {
-  return coop_linear_operands(ctx, DType::f32, w, M, K) ? DType::f16 : DType::f32;
+DType rows_scratch_dtype(const Context& ctx, DType w, int64_t M, int64_t K, bool one_row) {
+  return !one_row && coop_linear_operands(ctx, DType::f32, w, M, K) ? DType::f16 : DType::f32;
 }
 
 bool halve_x_on() {
@@ -81,14 +84,15 @@ bool halve_x_on() {
 
 // glu = silu: decode rows are gated inside the matvec kernel as x is loaded; other shapes get
 // the gated rows in a scratch tensor first (the glu op's math; rows_scratch_dtype).
-Status record_linear_glu(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, int act) {
+Status record_linear_glu(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, int act, bool one_row) {
   const int64_t K = in[1].shape[1];
   if (matvec_rows(in[0], in[1], true)) return record_matvec_linear(rec, in, y, nullptr, true, act);
   const DeviceView& x = in[0];
   const int last = x.shape.rank - 1;
   Shape hs = x.shape;
   hs[last] = K;
-  VRUN_ASSIGN_OR_RETURN(DeviceView xg, rec.scratch(rows_scratch_dtype(rec.context(), in[1].dtype, K ? hs.numel() / K : 0, K), hs));
+  VRUN_ASSIGN_OR_RETURN(DeviceView xg,
+                        rec.scratch(rows_scratch_dtype(rec.context(), in[1].dtype, K ? hs.numel() / K : 0, K, one_row), hs));
   DeviceView a = x, g = x;
   a.shape = hs;
   g.shape = hs;
@@ -96,7 +100,7 @@ Status record_linear_glu(Recorder& rec, const std::vector<DeviceView>& in, const
   VRUN_RETURN_IF_ERROR(record_eltwise(rec, OP_GLU_SILU, xg, &a, &g, nullptr));
   std::vector<DeviceView> rest(in.begin(), in.begin() + std::min<size_t>(in.size(), 4));
   rest[0] = xg;
-  return record_linear_plain(rec, rest, y, act);
+  return record_linear_plain(rec, rest, y, act, one_row);
 }
 
 // x with its trailing x_dims dims merged into one dense K (copied when they are not dense).
@@ -128,8 +132,9 @@ Status record_linear(Recorder& rec, const std::vector<DeviceView>& in_, const De
   if (x_dims > 1) {
     VRUN_ASSIGN_OR_RETURN(in[0], merge_x_dims(rec, in_[0], static_cast<int>(x_dims)));
   }
-  if (glu) return record_linear_glu(rec, in, y, act);
-  if (norm == "none") return record_linear_plain(rec, in, y, act);
+  const bool one_row = attrs.i("decode") != 0;
+  if (glu) return record_linear_glu(rec, in, y, act, one_row);
+  if (norm == "none") return record_linear_plain(rec, in, y, act, one_row);
   const bool rms = norm == "rms";
   if (in.size() < 5 || !in[4].present())
     return err(ErrorCode::kInvalidArgument, "vulkan: linear with norm = ", norm, " needs norm_weight");
@@ -145,7 +150,7 @@ Status record_linear(Recorder& rec, const std::vector<DeviceView>& in_, const De
     return record_matvec_linear(rec, in, y, &mn, false, act);
   }
   const int64_t K = in[1].shape[1], M = K ? in[0].numel() / K : 0;
-  VRUN_ASSIGN_OR_RETURN(DeviceView xs, rec.scratch(rows_scratch_dtype(rec.context(), in[1].dtype, M, K), in[0].shape));
+  VRUN_ASSIGN_OR_RETURN(DeviceView xs, rec.scratch(rows_scratch_dtype(rec.context(), in[1].dtype, M, K, one_row), in[0].shape));
   const OpKind op = rms ? OpKind::rms_norm : OpKind::layer_norm;
   Attrs na(op);
   na.set_f("eps", eps);
@@ -154,7 +159,7 @@ Status record_linear(Recorder& rec, const std::vector<DeviceView>& in_, const De
   VRUN_RETURN_IF_ERROR(record_norm(rec, op, nin, {xs}, na));
   std::vector<DeviceView> rest(in.begin(), in.begin() + 4);
   rest[0] = xs;
-  return record_linear_plain(rec, rest, y, act);
+  return record_linear_plain(rec, rest, y, act, one_row);
 }
 
 // Block-quantised W [N, K] expanded to f16 rows in wh (dequant.comp): false where its byte offset
@@ -172,7 +177,8 @@ Result<bool> record_dequant(Recorder& rec, const DeviceView& w, const DeviceView
   return true;
 }
 
-Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, const DeviceView* res, int act) {
+Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, const DeviceView* res, int act,
+                          bool one_row) {
   VRUN_ASSIGN_OR_RETURN(DeviceView x, rec.rows_view(in[0], 1));
   DeviceView w = in[1];
   const DeviceView* bias = in.size() > 2 && in[2].present() ? &in[2] : nullptr;
@@ -208,7 +214,7 @@ Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, cons
   // tiled matmul spreads so few rows over too few workgroups (on an H200 it took 400 us for a
   // 32-row q4_0 projection of Llama-1B where four 8-row matvecs take 70); VRUN_MM_QROWS sends
   // block-quantised W to the workgroup-scope W-as-A kernel from fewer rows (quant_tensor_rows).
-  if (M <= kMatvecChunkRows && !coop_linear_operands(ctx, x.dtype, w.dtype, M, K)) {
+  if (one_row || (M <= kMatvecChunkRows && !coop_linear_operands(ctx, x.dtype, w.dtype, M, K))) {
     VRUN_ASSIGN_OR_RETURN(DeviceView p, plain_target());
     VRUN_RETURN_IF_ERROR(record_matvec_passes(rec, x, w, bias, p, M, N, K));
     return after ? finish(p) : Status::ok();

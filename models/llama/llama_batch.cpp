@@ -43,9 +43,11 @@ Status add_llama_batch_methods(ProgramBuilder& pb, const LlamaConfig& c, const B
     const Val cache_rows = prefill ? Val::none() : g.input("cache_rows", DType::i32, {rows});
     Val inv = g.constant(ids.inv_freq);
     auto opt = [&](int id) { return id >= 0 ? g.constant(id) : Val::none(); };
+    // Decode rows are separate sequences: each projected as it would be alone (linear's decode).
+    const int64_t decode = prefill ? 0 : 1;
     auto normed = [&](Val x, int norm, int w, int b, const std::string& n) {
       return g.op(OpKind::linear, {x, g.constant(w), opt(b), Val::none(), g.constant(norm)},
-                  {{"norm", "rms"}, {"eps", c.rms_eps}}, n);
+                  {{"norm", "rms"}, {"eps", c.rms_eps}, {"decode", decode}}, n);
     };
     Val x = g.op(OpKind::embedding, {g.constant(ids.embed), tokens}, {}, "token_embd");
     for (int64_t l = 0; l < c.layers; ++l) {
@@ -100,14 +102,14 @@ Status add_llama_batch_methods(ProgramBuilder& pb, const LlamaConfig& c, const B
         // [rows, heads, 1, hd] -> [1, rows, heads, hd] rows as the projection reads them.
         att = g.op(OpKind::permute, {y}, {{"perm", {2, 0, 1, 3}}});
       }
-      x = g.op(OpKind::linear, {att, g.constant(w.o), Val::none(), x}, {{"x_dims", 2}}, p + "attn_output");
+      x = g.op(OpKind::linear, {att, g.constant(w.o), Val::none(), x}, {{"x_dims", 2}, {"decode", decode}}, p + "attn_output");
       if (w.gate_up >= 0) {
         Val up_gate = normed(x, w.ffn_norm, w.gate_up, -1, p + "ffn_up_gate");
-        x = g.op(OpKind::linear, {up_gate, g.constant(w.down), Val::none(), x}, {{"glu", "silu"}}, p + "ffn_down");
+        x = g.op(OpKind::linear, {up_gate, g.constant(w.down), Val::none(), x}, {{"glu", "silu"}, {"decode", decode}}, p + "ffn_down");
       } else {
         Val act = g.op(OpKind::mul, {g.op(OpKind::silu, {normed(x, w.ffn_norm, w.gate, -1, p + "ffn_gate")}),
                                      normed(x, w.ffn_norm, w.up, -1, p + "ffn_up")});
-        x = g.op(OpKind::linear, {act, g.constant(w.down), Val::none(), x}, {}, p + "ffn_down");
+        x = g.op(OpKind::linear, {act, g.constant(w.down), Val::none(), x}, {{"decode", decode}}, p + "ffn_down");
       }
     }
     if (prefill) x = g.op(OpKind::slice, {x}, {{"axis", 1}, {"start", seq - 1}, {"end", seq}});

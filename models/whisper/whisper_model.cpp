@@ -305,16 +305,17 @@ bool WhisperBuilder::encode_method(MethodBuilder& g, bool streams) {
 // step: decode of one token, the runner's per-token call. With seq fixed at 1 the attention
 // output's [1, H, 1, hd] -> [1, 1, d] head merge is a view; with a symbolic seq it is a copy.
 bool WhisperBuilder::decode_method(MethodBuilder& g, const DecodeVariant& var) {
-  // residual: the skip connection, added by the projection itself (no pass of its own).
+  // residual: the skip connection, added by the projection itself (no pass of its own). Rows of
+  // several streams or beams: each projected as it would be alone (linear's decode).
+  const int64_t decode = var.rows > 1 ? 1 : 0;
   auto L = [&](Val x, Lin w, const std::string& name, Val residual = Val::none()) {
-    return g.op(OpKind::linear, {x, g.constant(w.w), w.b >= 0 ? g.constant(w.b) : Val::none(), residual}, {}, name);
+    return g.op(OpKind::linear, {x, g.constant(w.w), w.b >= 0 ? g.constant(w.b) : Val::none(), residual}, {{"decode", decode}}, name);
   };
   // A projection of layer_norm(x): the linear normalises x's rows itself (its norm prologue);
   // with gelu, fc1's activation is part of it too (linear's act: no kernel of its own in a
   // decode step).
   auto NL = [&](Val x, Norm n, Val w, Val b, const std::string& name, bool gelu = false) {
-    std::vector<NamedAttr> attrs = {{"norm", "layer"}, {"eps", 1e-5}};
-    if (gelu) attrs.push_back({"act", "gelu"});
+    const std::vector<NamedAttr> attrs = {{"norm", "layer"}, {"eps", 1e-5}, {"decode", decode}, {"act", gelu ? "gelu" : "none"}};
     return g.op(OpKind::linear, {x, w, b, Val::none(), g.constant(n.g), g.constant(n.b)}, attrs, name);
   };
   auto NLin = [&](Val x, Norm n, Lin w, const std::string& name, bool gelu = false) {
