@@ -86,9 +86,11 @@ void linear_quant_gemm(const float* x, int64_t m, int64_t k, const TensorView& w
   }
 }
 
+// one_row (linear's decode: a batched decode step's rows): the integer dot products of a one-row
+// product at any row count, so that each row is what it is alone.
 void linear_quant(const float* x, int64_t m, int64_t k, const TensorView& w, int64_t n, float* y, ThreadPool* pool,
-                  const GemmBlockFn* epi) {
-  if (m >= kQuantGemmRows)
+                  const GemmBlockFn* epi, bool one_row) {
+  if (m >= kQuantGemmRows && !one_row)
     linear_quant_gemm(x, m, k, w, n, y, pool, epi);
   else
     linear_quant_int(x, m, k, w, n, y, pool, epi);
@@ -242,7 +244,7 @@ Status linear_kernel(const KernelCall& call) {
     std::fill(yf, yf + m * n, 0.f);
     if (epi) (*epi)(0, m, 0, n);
   } else if (is_quantized(w.dtype)) {
-    linear_quant(xf, m, k, w, n, yf, call.pool, epi);
+    linear_quant(xf, m, k, w, n, yf, call.pool, epi, call.attr().i("decode") != 0);
   } else {
     linear_float(xf, m, k, w, n, yf, call.pool, epi);
   }

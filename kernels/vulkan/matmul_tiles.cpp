@@ -182,7 +182,7 @@ const Cm2Tile* cm2_wa_tile(const Context& ctx, int64_t M, int64_t K, int64_t N, 
     if (sms <= 0 || tiles(kCm2Square) * 2 > sms) return square();
     return wa_on ? pick(kCm2NarrowK32) : nullptr;
   }
-  // Fewer rows than a tile (VRUN_MM_QROWS below 64: a batched decode step's): the narrowest.
+  // Fewer rows than a tile (VRUN_MM_QROWS below 64: a short prefill chunk): the narrowest.
   if (M < 64 && kCm2NarrowK32.fits(ctx)) return &kCm2NarrowK32;
   if (sms > 0 && kCm2Wide.fits(ctx) && tiles(kCm2Wide) * 4 >= sms * 3) return &kCm2Wide;
   if (sms > 0 && kCm2NarrowK32.fits(ctx) && tiles(kCm2Square) * 2 <= sms) return &kCm2NarrowK32;
@@ -256,7 +256,8 @@ bool dequant_first(const Context& ctx, int64_t M, int64_t K, int64_t N, DType x,
 // 16,32,64 --tokens 128`, every stream the same prompt: from 9 rows (VRUN_MM_QROWS=9) 1,941 /
 // 2,892 / 3,854 tok/s with 0 of 16 / 32 / 64 streams' tokens equal to generate's; matvec passes
 // up to 63 rows 1,704 / 1,784 / 3,729 with 16 / 32 / 0 of them equal (64 rows are on the tensor
-// cores either way). So the default keeps 64 and the faster choice is a switch.
+// cores then). So the default keeps 64, and a batched decode step's linears (their decode
+// attribute) stay on matvec passes at any row count: 64 of 64 streams equal since.
 int64_t quant_tensor_rows(const Context&) {
   if (const char* e = knob_value(Knob::VRUN_MM_QROWS); e && *e) {
     const int64_t rows = std::atoll(e);

@@ -74,8 +74,7 @@ bool dequant_first(const Context& ctx, int64_t M, int64_t K, int64_t N, DType x,
 // The fewest rows of x that send a projection of block-quantised W to the tensor cores rather
 // than to matvec passes of 8 rows (each pass reading all of W): 64, where a batched decode step's
 // rows keep the single-stream result (matmul_tiles.cpp says why). VRUN_MM_QROWS=ROWS lowers it
-// (9: every batched step past one pass, 1.6x the tokens a second at 32 rows on an H200, greedy
-// tokens no longer those of one stream alone).
+// for prefill chunks; a batched decode step's rows (linear's decode) stay on matvec passes.
 int64_t quant_tensor_rows(const Context& ctx);
 
 }  // namespace vrun::vulkan

@@ -209,11 +209,12 @@ Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, cons
     return after ? finish(p) : Status::ok();
   }
   Context& ctx = rec.context();
-  // A batched decode step's rows (up to kMatvecChunkRows) short of the tensor cores' tile: the
-  // matvec kernel over kMatvecMaxRows rows at a time, each pass reading W once. The subgroup-scope
-  // tiled matmul spreads so few rows over too few workgroups (on an H200 it took 400 us for a
-  // 32-row q4_0 projection of Llama-1B where four 8-row matvecs take 70); VRUN_MM_QROWS sends
-  // block-quantised W to the workgroup-scope W-as-A kernel from fewer rows (quant_tensor_rows).
+  // A batched decode step's rows (linear's decode: any count, each as one row alone; else up to
+  // kMatvecChunkRows rows short of the tensor cores' tile): the matvec kernel over kMatvecMaxRows
+  // rows at a time, each pass reading W once. The subgroup-scope tiled matmul spreads so few rows
+  // over too few workgroups (on an H200 it took 400 us for a 32-row q4_0 projection of Llama-1B
+  // where four 8-row matvecs take 70); VRUN_MM_QROWS sends block-quantised W to the
+  // workgroup-scope W-as-A kernel from fewer rows (quant_tensor_rows).
   if (one_row || (M <= kMatvecChunkRows && !coop_linear_operands(ctx, x.dtype, w.dtype, M, K))) {
     VRUN_ASSIGN_OR_RETURN(DeviceView p, plain_target());
     VRUN_RETURN_IF_ERROR(record_matvec_passes(rec, x, w, bias, p, M, N, K));

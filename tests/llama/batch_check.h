@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -30,8 +31,9 @@ inline GenerateOptions greedy(int max_tokens) {
 // Runs the cases through a session on `runner` and compares with generate. Returns the number of
 // decode steps that ran more than one sequence. warm_up: the session's warm_up() runs first (what
 // it writes into the slots must not reach any sequence).
+// most_rows (when given): the most rows a decode step of the session ran.
 inline int check_batch_matches_generate(LlamaRunner& runner, const std::vector<BatchCase>& cases,
-                                        const BatchOptions& options = {}, bool warm_up = false) {
+                                        const BatchOptions& options = {}, bool warm_up = false, int64_t* most_rows = nullptr) {
   std::vector<GenerateStats> alone;
   std::vector<std::string> alone_text;
   for (const BatchCase& c : cases) {
@@ -78,6 +80,7 @@ inline int check_batch_matches_generate(LlamaRunner& runner, const std::vector<B
     EXPECT_TRUE(s.is_ok()) << s.message();
     if (!s.is_ok()) return 0;
     if (before > 1 && b.last_rows() > 1) ++shared_steps;
+    if (most_rows) *most_rows = std::max(*most_rows, b.last_rows());
     for (BatchFinished& f : b.take_finished()) {
       const size_t k = case_of.at(f.id);
       done[k] = true;

@@ -1,6 +1,6 @@
 // Continuous batching on SmolLM2-135M-Instruct (Q4_1): six chat prompts of different lengths,
 // joining at different steps over four slots, each equal to generate alone at temperature 0, on
-// the CPU and on Vulkan.
+// the CPU and on Vulkan; and eighteen over sixteen slots on the CPU (steps of 16 rows).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -32,7 +32,9 @@ std::string model_path() {
   return "";
 }
 
-void run(BackendKind backend, int64_t slots = 4) {
+// repeat: each prompt that many times (later copies a few tokens longer), joining a step apart,
+// so that more sequences than 8 decode together.
+void run(BackendKind backend, int64_t slots = 4, int repeat = 1) {
   const std::string path = model_path();
   if (path.empty()) {
     GTEST_SKIP() << "SmolLM2-135M-Instruct.Q4_1.gguf not found (set VRUN_SMOLLM2_GGUF)";
@@ -61,15 +63,20 @@ void run(BackendKind backend, int64_t slots = 4) {
       {"Translate 'good morning' into Spanish, French and German, one per line.", 36}};
   std::vector<test::BatchCase> cases;
   int start = 0;
-  for (const auto& [text, max_tokens] : prompts) {
-    const std::string chat = "<|im_start|>user\n" + text + "<|im_end|>\n<|im_start|>assistant\n";
-    // lavapipe (a CPU implementation of Vulkan) is slow: fewer tokens there.
-    const int tokens = backend == BackendKind::kVulkan ? max_tokens / 4 : max_tokens;
-    cases.push_back({runner.tokenizer().encode(chat), tokens, start});
-    start += backend == BackendKind::kVulkan ? 1 : 3;
-  }
+  for (int r = 0; r < repeat; ++r)
+    for (const auto& [text, max_tokens] : prompts) {
+      const std::string chat = "<|im_start|>user\n" + text + "<|im_end|>\n<|im_start|>assistant\n";
+      // lavapipe (a CPU implementation of Vulkan) is slow: fewer tokens there.
+      const int tokens = (backend == BackendKind::kVulkan ? max_tokens / 4 : max_tokens) + 4 * r;
+      cases.push_back({runner.tokenizer().encode(chat), tokens, start});
+      start += backend == BackendKind::kVulkan || repeat > 1 ? 1 : 3;
+    }
   const uint64_t before = runner.replayed_calls();
-  EXPECT_GT(test::check_batch_matches_generate(runner, cases), backend == BackendKind::kVulkan ? 3 : 10);
+  int64_t most_rows = 0;
+  EXPECT_GT(test::check_batch_matches_generate(runner, cases, {}, false, &most_rows), backend == BackendKind::kVulkan ? 3 : 10);
+  if (repeat > 1) {
+    EXPECT_EQ(most_rows, slots) << "no step ran all " << slots << " rows";
+  }
   if (backend == BackendKind::kVulkan) {
     EXPECT_GT(runner.replayed_calls(), before + 10);
   }
@@ -77,8 +84,12 @@ void run(BackendKind backend, int64_t slots = 4) {
 
 TEST(LlamaBatchSmolLM2, GreedyEqualsGenerateAloneCpu) { run(BackendKind::kCpu); }
 TEST(LlamaBatchSmolLM2, GreedyEqualsGenerateAloneVulkan) { run(BackendKind::kVulkan); }
-// Eight slots: decode_batch_8 (the most rows that keep the integer dot products on the CPU).
+// Eight slots: decode_batch_8.
 TEST(LlamaBatchSmolLM2, GreedyEqualsGenerateAloneCpuEightSlots) { run(BackendKind::kCpu, 8); }
+
+// Sixteen slots, 18 sequences: steps of 16 rows, where the CPU's quantised linear would take
+// dequantise-and-sgemm but for the decode rows' one-row products (linear's decode).
+TEST(LlamaBatchSmolLM2, GreedyEqualsGenerateAloneCpuSixteenRows) { run(BackendKind::kCpu, 16, 3); }
 
 }  // namespace
 }  // namespace vrun::llama
