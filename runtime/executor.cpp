@@ -35,11 +35,9 @@ Result<BackendKind> parse_backend_kind(const std::string& s) {
 
 bool runs_on_gpu(BackendKind kind, int device) {
   if (kind == BackendKind::kCpu) return false;
-  for (const BackendEntry& e : registered_backends()) {
-    if (e.host) continue;
-    if (kind == BackendKind::kVulkan) return e.kind == "vulkan";
-    if (e.is_gpu && e.is_gpu(device)) return true;
-  }
+  if (kind == BackendKind::kVulkan) return find_backend("vulkan") != nullptr;
+  for (const BackendEntry& e : registered_backends())
+    if (!e.host && e.is_gpu && e.is_gpu(device)) return true;
   return false;
 }
 

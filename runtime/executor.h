@@ -22,7 +22,8 @@ const char* backend_kind_name(BackendKind k);
 Result<BackendKind> parse_backend_kind(const std::string& s);
 // Whether an executor made with `kind` (and device index `device`, -1: the default one) runs on a
 // GPU: vulkan asked for, or auto where the device it would take is not a CPU implementation.
-// Programs whose best form differs by where they run (Whisper's encoder) are built from this.
+// Programs whose best form differs by where they run (Whisper's f32-widened small models on the
+// CPU) are built from this.
 bool runs_on_gpu(BackendKind kind, int device = -1);
 
 struct ExecutorOptions {

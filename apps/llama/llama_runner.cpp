@@ -18,7 +18,6 @@ namespace vrun::llama {
 
 namespace {
 
-
 // KV-cache rows that fit in a quarter of physical memory.
 int64_t context_that_fits(const LlamaConfig& c) {
   const int64_t pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);

@@ -12,11 +12,6 @@
 
 namespace vrun::parakeet {
 
-namespace {
-
-
-}  // namespace
-
 Result<std::vector<Transcript>> ParakeetRunner::transcribe_batch(const std::vector<std::span<const float>>& files,
                                                                  const TranscribeOptions& o) {
   std::vector<Transcript> out(files.size());

@@ -15,8 +15,6 @@ namespace vrun::parakeet {
 
 namespace {
 
-
-
 int64_t argmax(const float* p, int64_t n) {
   int64_t best = 0;
   for (int64_t i = 1; i < n; ++i)

@@ -21,7 +21,6 @@ namespace vrun::whisper {
 
 namespace {
 
-
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr double kTimePrecision = 0.02;  // seconds per timestamp token
 constexpr int kInputStride = 2;          // mel frames per encoder position

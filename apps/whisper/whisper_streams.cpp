@@ -14,11 +14,6 @@
 
 namespace vrun::whisper {
 
-namespace {
-
-
-}  // namespace
-
 Status WhisperRunner::encode_streams(std::span<const float> mels, int64_t n) {
   const int64_t frames = 2 * config_.n_audio_ctx;
   if (n < 1 || n > streams_ || static_cast<int64_t>(mels.size()) != n * config_.n_mels * frames)

@@ -258,7 +258,7 @@ bool dequant_first(const Context& ctx, int64_t M, int64_t K, int64_t N, DType x,
 // up to 63 rows 1,704 / 1,784 / 3,729 with 16 / 32 / 0 of them equal (64 rows are on the tensor
 // cores then). So the default keeps 64, and a batched decode step's linears (their decode
 // attribute) stay on matvec passes at any row count: 64 of 64 streams equal since.
-int64_t quant_tensor_rows(const Context&) {
+int64_t quant_tensor_rows() {
   if (const char* e = knob_value(Knob::VRUN_MM_QROWS); e && *e) {
     const int64_t rows = std::atoll(e);
     return rows > 0 ? rows : 64;

@@ -75,6 +75,6 @@ bool dequant_first(const Context& ctx, int64_t M, int64_t K, int64_t N, DType x,
 // than to matvec passes of 8 rows (each pass reading all of W): 64, where a batched decode step's
 // rows keep the single-stream result (matmul_tiles.cpp says why). VRUN_MM_QROWS=ROWS lowers it
 // for prefill chunks; a batched decode step's rows (linear's decode) stay on matvec passes.
-int64_t quant_tensor_rows(const Context& ctx);
+int64_t quant_tensor_rows();
 
 }  // namespace vrun::vulkan

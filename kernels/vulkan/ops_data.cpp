@@ -14,6 +14,14 @@ DeviceView narrow(const DeviceView& v, int axis, int64_t start, int64_t len) {
   return r;
 }
 
+// A pad the device does: constant zeros around the input, no dim cropped.
+bool zero_pad(const Attrs& attrs) {
+  if (attrs.s("mode") != "constant" || attrs.f("value") != 0) return false;
+  for (int64_t v : attrs.ints("pads"))
+    if (v < 0) return false;
+  return true;
+}
+
 Status record_embedding(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y) {
   const DeviceView& table = in[0];
   VRUN_ASSIGN_OR_RETURN(DeviceView ids, rec.dense_view(in[1]));
@@ -41,10 +49,8 @@ bool supports_data(const Context&, OpKind op, const std::vector<const TensorDesc
     case OpKind::pad: {
       // Zeros around a copy: constant mode, value 0, no cropping, and an output of whole 4-byte
       // words (the fill's unit): 4- and 8-byte dtypes, or 2-byte ones with an even last dim.
-      if (attrs.s("mode") != "constant" || attrs.f("value") != 0 || !is_copyable(x->dtype)) return false;
+      if (!zero_pad(attrs) || !is_copyable(x->dtype)) return false;
       const std::vector<int64_t>& pads = attrs.ints("pads");
-      for (int64_t v : pads)
-        if (v < 0) return false;
       const int64_t es = dtype_elem_size(x->dtype);
       if (es >= 4) return true;
       if (es != 2 || x->shape.rank < 1) return false;
@@ -91,11 +97,9 @@ Status record_data(Recorder& rec, OpKind op, const std::vector<DeviceView>& in, 
     case OpKind::pad: {
       const DeviceView& x = in[0];
       const std::vector<int64_t>& pads = attrs.ints("pads");
-      for (int64_t v : pads)
-        if (v < 0) return err(ErrorCode::kUnsupported, "vulkan: no pad kernel that crops (pads ", v, ")");
-      if (attrs.s("mode") != "constant" || attrs.f("value") != 0)
+      if (!zero_pad(attrs))
         return err(ErrorCode::kUnsupported, "vulkan: no pad kernel for mode ", attrs.s("mode"), " (value ", attrs.f("value"),
-                   "): only zeros");
+                   ") or cropping: only zeros around the input");
       const uint64_t at = y.buffer.offset + y.offset;
       if (!y.is_contiguous() || at % 4 != 0 || y.dense_bytes() % 4 != 0)
         return err(ErrorCode::kInternal, "vulkan: pad into ", y.shape.str(), " at byte ", at, ": not whole aligned 4-byte words");

@@ -55,7 +55,7 @@ bool coop_linear_operands(const Context& ctx, DType x, DType w, int64_t M, int64
   const bool x_ok = x == DType::f16 || (x == DType::f32 && !ctx.exact_f32());
   const bool quant = w == DType::q8_0 || w == DType::q4_0 || w == DType::q4_1;
   const bool w_ok = w == DType::f16 || (quant && K % 32 == 0);
-  return !coopmat_kernel(ctx, "matmul_coopmat").empty() && x_ok && w_ok && M >= (quant ? quant_tensor_rows(ctx) : 64) &&
+  return !coopmat_kernel(ctx, "matmul_coopmat").empty() && x_ok && w_ok && M >= (quant ? quant_tensor_rows() : 64) &&
          K % 8 == 0;
 }
 

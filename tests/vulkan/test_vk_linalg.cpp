@@ -57,7 +57,7 @@ TEST_F(VkLinalg, LinearEveryWeightDtypeBothPaths) {
         // VRUN_MM_QROWS says fewer) and whole blocks put quantised W (expanded to halves) and an
         // f32 x (rounded to f16) on the tensor cores.
         const bool rounded = ctx().coopmat() != vulkan::Context::CoopMat::kNone && !ctx().exact_f32() &&
-                             M >= vulkan::quant_tensor_rows(ctx()) && is_quantized(wdt) && K % 32 == 0;
+                             M >= vulkan::quant_tensor_rows() && is_quantized(wdt) && K % 32 == 0;
         expect_close(to_doubles(out[0].view), linear_ref(x, w, with_bias ? &b : nullptr, M, N, K),
                      (rounded ? 6e-4 : 1e-5) * std::sqrt(static_cast<double>(K)),
                      rounded ? 4e-3 : rtol_for(xdt) + 1e-5, what.c_str());
