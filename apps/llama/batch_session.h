@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "apps/llama/llama_runner.h"
+#include "runtime/base/thread_pool.h"
 
 namespace vrun::llama {
 
@@ -71,6 +72,10 @@ class BatchSession {
   int64_t last_rows() const { return last_rows_; }
   // Sequences the last step decoded a token for (0: the step only prefilled).
   int last_batch() const { return last_batch_; }
+  // Seconds spent in decode_batch calls and in sampling their rows since the session began
+  // (benchmarks split a step's time with these).
+  double decode_call_seconds() const { return decode_call_s_; }
+  double sample_seconds() const { return sample_s_; }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -78,6 +83,10 @@ class BatchSession {
   explicit BatchSession(LlamaRunner& runner);
   // Samples from logits as one iteration of generate's loop; false when the sequence ended.
   bool advance(Seq& s, std::span<const float> logits);
+  // The same with the token already sampled (-1 where the sequence had reached its max_tokens).
+  bool advance_with(Seq& s, int32_t next);
+  // Whether the sequence has generated its max_tokens (advance ends it without sampling).
+  static bool at_limit(const Seq& s);
   void finish(int id, const std::string& reason);
   // One decode_batch_B call, B = tokens.size() (one entry per row in each vector).
   Result<std::vector<TensorView>> run_decode(std::vector<int32_t>& tokens, std::vector<int32_t>& positions,
@@ -91,6 +100,9 @@ class BatchSession {
   std::vector<BatchFinished> finished_;
   int next_id_ = 1;
   int last_batch_ = 0;
+  double decode_call_s_ = 0, sample_s_ = 0;
+  // Samples the rows of wide steps in parallel (made at the first such step).
+  std::unique_ptr<ThreadPool> sample_pool_;
 };
 
 }  // namespace vrun::llama

@@ -17,16 +17,26 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Events from the worker to the connection thread that writes them.
+// Events from the worker to the connection thread that writes them: whole server-sent events,
+// or text pieces that the connection thread wraps in chunk objects itself (the worker's step
+// loop only queues them).
 struct StreamChannel {
+  struct Event {
+    bool piece = false;  // text for a chunk object, not a whole event
+    std::string s;
+  };
   std::mutex mu;
   std::condition_variable cv;
-  std::deque<std::string> events;
+  std::deque<Event> events;
   bool finished = false;
-  void push(std::string event, bool last = false) {
+  void push(std::string event, bool last = false) { add({false, std::move(event)}, last); }
+  void push_piece(std::string piece) { add({true, std::move(piece)}, false); }
+
+ private:
+  void add(Event e, bool last) {
     {
       std::lock_guard<std::mutex> lock(mu);
-      events.push_back(std::move(event));
+      events.push_back(std::move(e));
       finished = finished || last;
     }
     cv.notify_one();
@@ -129,9 +139,8 @@ void respond_stream(ServerContext& ctx, const Prepared& p, const CompletionId& i
   const bool chat = p.chat, usage = p.gen.include_usage;
   const int64_t prompt_tokens = static_cast<int64_t>(p.prompt.size());
   if (chat) ch->push(sse(chat_chunk_body(id, std::string(), true, std::nullopt)));
-  job->on_text = [ch, id, chat](const std::string& piece) {
-    ch->push(sse(chat ? chat_chunk_body(id, piece, false, std::nullopt)
-                      : completion_chunk_body(id, piece, std::nullopt)));
+  job->on_text = [ch](const std::string& piece) {
+    ch->push_piece(piece);
     return true;
   };
   job->on_done = [ch, id, chat, usage, prompt_tokens](Result<llama::GenerateStats> st) {
@@ -150,8 +159,8 @@ void respond_stream(ServerContext& ctx, const Prepared& p, const CompletionId& i
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [ch, job, deadline](size_t, httplib::DataSink& sink) {
-        std::deque<std::string> ready;
+      [ch, job, deadline, id, chat](size_t, httplib::DataSink& sink) {
+        std::deque<StreamChannel::Event> ready;
         bool finished = false;
         {
           std::unique_lock<std::mutex> lock(ch->mu);
@@ -160,7 +169,10 @@ void respond_stream(ServerContext& ctx, const Prepared& p, const CompletionId& i
           ready.swap(ch->events);
           finished = ch->finished;
         }
-        for (const auto& e : ready) {
+        for (const auto& ev : ready) {
+          const std::string e = !ev.piece ? ev.s
+                                : sse(chat ? chat_chunk_body(id, ev.s, false, std::nullopt)
+                                           : completion_chunk_body(id, ev.s, std::nullopt));
           if (!sink.write(e.data(), e.size())) {
             job->cancelled = true;  // the client went away: stop generating for it
             return false;

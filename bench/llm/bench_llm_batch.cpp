@@ -126,7 +126,7 @@ int main(int argc, char** argv) {
         return 1;
       }
     }
-    const double t0 = now_s();
+    const double t0 = now_s(), call0 = b.decode_call_seconds(), sample0 = b.sample_seconds();
     int64_t produced = 0, timed_steps = 0;
     while (b.running() == n) {
       if (Status s = b.step(); !s.is_ok()) {
@@ -136,7 +136,7 @@ int main(int argc, char** argv) {
       if (b.running() == n) produced += n;  // the last step ends the streams (length) without a token
       ++timed_steps;
     }
-    const double dt = now_s() - t0;
+    const double dt = now_s() - t0, call_s = b.decode_call_seconds() - call0, sample_s = b.sample_seconds() - sample0;
     int64_t same = 0;
     for (;;) {
       for (const BatchFinished& f : b.take_finished()) same += f.stats.tokens == alone ? 1 : 0;
@@ -149,6 +149,9 @@ int main(int argc, char** argv) {
     std::printf("%-28s %10.1f tok/s aggregate, %6.1f tok/s a stream, %lld steps; %lld of %lld streams' tokens as generate's\n",
                 label, dt > 0 ? produced / dt : 0.0, dt > 0 ? produced / dt / n : 0.0, static_cast<long long>(timed_steps),
                 static_cast<long long>(same), static_cast<long long>(n));
+    if (timed_steps > 0)
+      std::printf("  a step: %.3f ms, of which %.3f in the decode call and %.3f sampling its rows\n", 1e3 * dt / timed_steps,
+                  1e3 * call_s / timed_steps, 1e3 * sample_s / timed_steps);
     if (produced == 0)
       std::printf("  (no step decoded all %lld streams: the first ended before the last was prefilled; raise --tokens)\n",
                   static_cast<long long>(n));

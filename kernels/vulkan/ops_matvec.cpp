@@ -206,4 +206,73 @@ Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, co
                       bindings, pw.w, pw.bytes(), gx, gy, 1);
 }
 
+namespace {
+
+// VRUN_MATMUL_ROWS: -1 unset, 0 off, else the forced K split.
+int matmul_rows_knob() {
+  static const int v = [] {
+    const char* e = knob_value(Knob::VRUN_MATMUL_ROWS);
+    if (!e || !*e) return -1;
+    const int n = std::atoi(e);
+    if (std::string(e) == "0") return 0;
+    if (n >= 1 && n <= 16 && (n & (n - 1)) == 0) return n;
+    std::fprintf(stderr, "vrun: VRUN_MATMUL_ROWS=%s is not 0 or a K split of 1, 2, 4, 8 or 16; ignored\n", e);
+    return -1;
+  }();
+  return v;
+}
+
+constexpr int64_t kRowsBM = 32, kRowsBN = 64;
+
+}  // namespace
+
+bool matmul_rows_fits(Recorder& rec, const DeviceView& x, const DeviceView& w) {
+  if (matmul_rows_knob() == 0 || w.shape.rank != 2) return false;
+  const int64_t K = w.shape[1];
+  const DType wd = w.dtype, xd = x.dtype;
+  const bool w_ok = wd == DType::f32 || is_float16ish(wd) || wd == DType::q8_0 || wd == DType::q4_0 || wd == DType::q4_1;
+  const bool x_ok = xd == DType::f32 || is_float16ish(xd);
+  if (!w_ok || !x_ok || K % 32 != 0 || K == 0) return false;
+  if (!is_quantized(wd)) return true;
+  // Block-quantised W is read 16 bits at a time: its first byte even in the binding.
+  std::vector<Binding> b = {{&w, false}};
+  Result<std::vector<uint32_t>> offs = rec.binding_offsets(b);
+  return offs.is_ok() && (*offs)[0] % 2 == 0;
+}
+
+Status record_matmul_rows(Recorder& rec, const DeviceView& x, const DeviceView& w, const DeviceView* bias,
+                          const DeviceView& y, int64_t M, int64_t N, int64_t K, int64_t x_row_stride,
+                          int64_t y_row_stride, const DeviceView* residual, int64_t residual_row_stride, int act) {
+  if (M < 1 || N < 1) return Status::ok();
+  if (K % 32 != 0) return err(ErrorCode::kInternal, "vulkan: the rows kernel needs K % 32 == 0, got K ", K);
+  const int64_t gx = (N + kRowsBN - 1) / kRowsBN, gy = (M + kRowsBM - 1) / kRowsBM, blocks = K / 32;
+  // K split: doubled, up to 4 parts, while the projection's columns of tiles alone are fewer
+  // than 1024 workgroups (a large GPU holds 8 and more of these a multiprocessor and needs them to
+  // hide its latencies) and each part keeps 4 blocks or more. A 32-row q4_0 step of Llama-1B on
+  // an H200 (bench_llm_batch, VRUN_MATMUL_ROWS): 1,952 tok/s unsplit, 2,386 in 2, 2,994-3,614 in
+  // 4, 3,209 in 8, 2,751-3,275 in 16. From N and K only: the rows of a step get the same sums
+  // whatever their number.
+  int64_t split = 1;
+  while (split < 4 && gx * split < 1024 && blocks % (split * 2) == 0 && blocks / (split * 2) >= 4) split *= 2;
+  if (const int f = matmul_rows_knob(); f > 0 && blocks % f == 0) split = f;
+  std::vector<Binding> bindings = {{&y, true}, {&x, false}, {&w, false}, {bias, false}, {residual, false}};
+  DeviceView part, cnt;
+  if (split > 1) {
+    VRUN_ASSIGN_OR_RETURN(part, rec.scratch(DType::f32, Shape{gx * gy * split * kRowsBM * kRowsBN}));
+    VRUN_ASSIGN_OR_RETURN(cnt, rec.counters(gx * gy));
+    bindings.push_back({&part, true});
+    bindings.push_back({&cnt, true});
+  }
+  VRUN_ASSIGN_OR_RETURN(auto offs, rec.binding_offsets(bindings));
+  offs.resize(7, 0);
+  PushWords pw;
+  pw.u(M).u(N).u(K).u(x_row_stride).u(y_row_stride).u(residual_row_stride);
+  pw.u(offs[0]).u(offs[1]).u(offs[2]).u(offs[3]).u(offs[4]).u(offs[5]).u(offs[6]);
+  return rec.dispatch("matmul_rows",
+                      {dt_code(x.dtype), dt_code(w.dtype), dt_code(y.dtype), bias ? dt_code(*bias) : 255,
+                       residual ? dt_code(*residual) : 255, act, static_cast<int32_t>(split)},
+                      bindings, pw.w, pw.bytes(), static_cast<uint32_t>(gx), static_cast<uint32_t>(gy),
+                      static_cast<uint32_t>(split));
+}
+
 }  // namespace vrun::vulkan

@@ -48,6 +48,17 @@ bool matvec_norm_fits(const DeviceView& x, const DeviceView& w);
 Status record_matvec_linear(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y,
                             const MatvecNorm* norm = nullptr, bool glu = false, int act = 0);
 
+// y = act(x W^T + bias) + residual for any number of rows of x (a batched decode step's, linear's
+// decode attribute) on the rows kernel (matmul_rows.comp): f32 arithmetic, W read once per 32
+// rows, K split over workgroups where N alone leaves the device idle (a choice from N and K only,
+// so a row's sum does not depend on how many rows share the step). Shapes and layouts as
+// record_matvec's, y rows y_row_stride apart; false from matmul_rows_fits when the kernel does not
+// take them (K % 32 != 0, W's dtype, a block-quantised W at an odd byte, VRUN_MATMUL_ROWS=0).
+bool matmul_rows_fits(Recorder& rec, const DeviceView& x, const DeviceView& w);
+Status record_matmul_rows(Recorder& rec, const DeviceView& x, const DeviceView& w, const DeviceView* bias,
+                          const DeviceView& y, int64_t M, int64_t N, int64_t K, int64_t x_row_stride,
+                          int64_t y_row_stride, const DeviceView* residual, int64_t residual_row_stride, int act);
+
 // Tests use this to run the shared-memory reduction kernel that devices without subgroup
 // arithmetic get, on a device that has it.
 void set_matvec_shared_reduce_for_testing(bool on);

@@ -215,5 +215,81 @@ TEST_F(VkMatvec, Q4ShapesPrefetchAndGate) {
     }
 }
 
+// A batched decode step's rows (linear's decode attribute, more than 8 of them: the rows kernel,
+// matmul_rows.comp) against float64 products: every weight dtype; rows filling whole and partial
+// 32-row tiles; N with partial 64-row tiles; K of 3, 8 and 32 blocks (no split, split in 2 and in
+// 8, and each forced split through VRUN_MATMUL_ROWS); bias, silu and a padded, broadcast or f16
+// residual; f32 and f16 y; f16 x. Then the claim the serving path rests on: a row's values do not
+// depend on how many rows share the step (the first 9 of 70 rows, bit for bit).
+TEST_F(VkMatvec, DecodeRowsKernel) {
+  std::mt19937 rng(26);
+  struct Unset {
+    ~Unset() { unsetenv("VRUN_MATMUL_ROWS"); }
+  } unset;
+  struct Case {
+    int64_t M, N, K;
+    ResidualLayout layout;
+  };
+  const std::vector<Case> cases = {{9, 37, 96, ResidualLayout::kPadded},
+                                   {32, 130, 256, ResidualLayout::kBroadcast},
+                                   {70, 130, 1024, ResidualLayout::kDense},
+                                   {40, 64, 256, ResidualLayout::kHalf}};
+  for (DType wdt : {DType::q4_0, DType::q8_0, DType::q4_1, DType::f16, DType::bf16, DType::f32})
+    for (size_t ci = 0; ci < cases.size(); ++ci) {
+      const Case& c = cases[ci];
+      if (wdt != DType::q4_0 && wdt != DType::f16 && ci == 2) continue;  // the largest shape for two dtypes
+      for (DType xdt : {DType::f32, DType::f16}) {
+        if (xdt == DType::f16 && ci != 1) continue;
+        HostTensor x = random_tensor(xdt, Shape{1, c.M, c.K}, rng);
+        HostTensor w = random_tensor(wdt, Shape{c.N, c.K}, rng);
+        HostTensor b = random_tensor(DType::f32, Shape{c.N}, rng);
+        HostTensor r = c.layout == ResidualLayout::kPadded      ? padded_rows(DType::f32, c.M, c.N, 5, rng)
+                       : c.layout == ResidualLayout::kBroadcast ? broadcast_rows(c.M, c.N, rng)
+                       : c.layout == ResidualLayout::kHalf      ? random_tensor(DType::f16, Shape{1, c.M, c.N}, rng)
+                                                                : random_tensor(DType::f32, Shape{1, c.M, c.N}, rng);
+        const auto rv = to_doubles(r.view);
+        const std::vector<double> lin = reference(x, w, &b, r, c.M, c.N, c.K);
+        std::vector<double> want(lin.size());
+        for (size_t i = 0; i < lin.size(); ++i) {
+          const double v = lin[i] - rv[i];
+          want[i] = v / (1 + std::exp(-v)) + rv[i];
+        }
+        for (const char* split : {"", "1", "2", "8"}) {
+          if (*split && ((c.K / 32) % std::atoi(split) != 0 || wdt != DType::q4_0)) continue;  // forced: q4_0 alone
+          if (*split) setenv("VRUN_MATMUL_ROWS", split, 1);
+          else unsetenv("VRUN_MATMUL_ROWS");
+          for (DType ydt : {DType::f32, DType::f16}) {
+            if (ydt == DType::f16 && (*split || ci != 1)) continue;  // f16 y: one shape
+            const std::string what = std::string("rows w=") + dtype_name(wdt) + " x=" + dtype_name(xdt) + " y=" +
+                                     dtype_name(ydt) + " M=" + std::to_string(c.M) + " N=" + std::to_string(c.N) +
+                                     " K=" + std::to_string(c.K) + " split " + (*split ? split : "default");
+            SCOPED_TRACE(what);
+            Attrs a(OpKind::linear);
+            a.set_i("decode", 1).set_s("act", "silu");
+            a.set_s("dtype", ydt == DType::f16 ? "f16" : "f32");
+            auto out = run_gpu(OpKind::linear, {&x, &w, &b, &r}, a);
+            ASSERT_EQ(out[0].view.dtype, ydt);
+            expect_close(to_doubles(out[0].view), want, 1e-5 * std::sqrt(static_cast<double>(c.K)),
+                         ydt == DType::f16 ? 2e-3 : 1e-5, what.c_str());
+          }
+        }
+      }
+    }
+  // Row independence: 9 rows alone against the same 9 among 70 (one tile, then three), split or not.
+  unsetenv("VRUN_MATMUL_ROWS");
+  for (int64_t K : {int64_t{96}, int64_t{1024}}) {
+    HostTensor x = random_tensor(DType::f32, Shape{70, K}, rng);
+    HostTensor w = random_tensor(DType::q4_0, Shape{300, K}, rng);
+    HostTensor x9 = x;
+    x9.view.shape = Shape{9, K};
+    Attrs a(OpKind::linear);
+    a.set_i("decode", 1);
+    auto all = run_gpu(OpKind::linear, {&x, &w, nullptr}, a);
+    auto few = run_gpu(OpKind::linear, {&x9, &w, nullptr}, a);
+    ASSERT_EQ(few[0].view.shape, (Shape{9, 300}));
+    EXPECT_EQ(std::memcmp(all[0].view.data, few[0].view.data, 9 * 300 * sizeof(float)), 0) << "K " << K;
+  }
+}
+
 }  // namespace
 }  // namespace vrun::test

@@ -7,10 +7,23 @@
 namespace vrun {
 
 int32_t argmax(std::span<const float> v) {
-  int32_t best = 0;
-  for (size_t i = 1; i < v.size(); ++i)
-    if (v[i] > v[best]) best = static_cast<int32_t>(i);
-  return best;
+  // The first index of the largest value, NaN never taken (as `if (v[i] > best)` over i would
+  // have it, a NaN first element kept): the largest value in eight independent lanes first (the
+  // one-lane loop waits on each comparison: 80 us a 49,152-token row on a server core), then the
+  // first index holding it.
+  const size_t n = v.size();
+  if (n == 0 || std::isnan(v[0])) return 0;
+  float lane[8];
+  for (float& l : lane) l = v[0];
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (size_t j = 0; j < 8; ++j) lane[j] = v[i + j] > lane[j] ? v[i + j] : lane[j];
+  float m = lane[0];
+  for (size_t j = 1; j < 8; ++j) m = lane[j] > m ? lane[j] : m;
+  for (; i < n; ++i) m = v[i] > m ? v[i] : m;
+  for (i = 0; i < n; ++i)
+    if (v[i] == m) break;
+  return static_cast<int32_t>(i);
 }
 
 Sampler::Sampler(const SamplingOptions& options) : o_(options) {
@@ -19,9 +32,13 @@ Sampler::Sampler(const SamplingOptions& options) : o_(options) {
 }
 
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> recent) {
+  const bool penalty = o_.repeat_penalty != 1.0f && o_.repeat_last_n != 0;
+  // Greedy: the first of the largest logits (after the penalty), without the candidate list (a
+  // batched step samples every row of a 49,152-token vocabulary on one thread).
+  if (o_.temperature <= 0.f && !penalty) return argmax(logits);
   cand_.resize(logits.size());
   for (size_t i = 0; i < logits.size(); ++i) cand_[i] = {logits[i], static_cast<int32_t>(i)};
-  if (o_.repeat_penalty != 1.0f && o_.repeat_last_n != 0) {
+  if (penalty) {
     const size_t n = o_.repeat_last_n < 0 ? recent.size() : std::min<size_t>(recent.size(), o_.repeat_last_n);
     std::unordered_set<int32_t> seen(recent.end() - static_cast<std::ptrdiff_t>(n), recent.end());
     for (int32_t t : seen) {

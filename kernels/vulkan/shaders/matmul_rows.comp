@@ -1,0 +1,175 @@
+#version 450
+#extension GL_EXT_control_flow_attributes : require
+// linear over the rows of a batched decode step (linear's decode attribute, more rows than the
+// matvec kernels take): y = act(x W^T + bias) + residual in f32 arithmetic throughout. x is read
+// as stored and W expanded to f32 as its tiles load (a q4_0 or q8_0 weight, d times a small
+// integer, is exact in f32), so every row gets the products a one-row kernel computes, only
+// added up in another order; no operand is rounded to halves for the tensor cores.
+//
+// W is read once for up to BM rows of x (the matvec kernels read it once per 8 rows, and re-read
+// x for every pair of W rows): a workgroup owns BM x BN outputs, walks its K range one 32-element
+// block at a time through shared memory (the next block's loads issued before the current one is
+// used), and each invocation keeps 4 x 4 of them in registers, reading x and W from shared memory
+// four elements at a time. Projections too narrow to fill the device split K over SPLIT
+// workgroups whose partial sums the last of them adds up in the order of their K ranges (as
+// matmul_cm2_common.glsl does), so the result does not depend on which finished last.
+// Bindings: 0 y, 1 x, 2 W, 3 bias, 4 residual, 5 partial sums, 6 counters (split K).
+#include "common.glsl"
+
+layout(local_size_x = 128) in;
+layout(constant_id = 0) const uint DT_X = DT_F32;
+layout(constant_id = 1) const uint DT_W = DT_Q4_0;
+layout(constant_id = 2) const uint DT_Y = DT_F32;
+layout(constant_id = 3) const uint DT_BIAS = DT_NONE;
+layout(constant_id = 4) const uint DT_RES = DT_NONE;
+layout(constant_id = 5) const uint ACT = 0;
+layout(constant_id = 6) const uint SPLIT = 1;
+
+layout(set = 0, binding = 5, std430) coherent buffer BufPart { float part[]; };
+layout(set = 0, binding = 6, std430) coherent buffer BufCnt { uint cnt[]; };
+
+layout(push_constant) uniform Push {
+  uint M, N, K;
+  uint x_sm, y_sm, res_sm;                 // row strides (elements)
+  uint off_y, off_x, off_w, off_b, off_r;  // first elements; off_w in bytes for block-quantised W
+  uint off_part, off_cnt;
+} pc;
+
+// 128 invocations as 8 x 16 groups of 4 x 4 outputs: 32 rows of x by 64 rows of W.
+const uint BM = 32u, BN = 64u, BK = 32u;
+// Shared tiles K-major, a row of vec4s padded by one so that the transposing stores spread
+// over the banks.
+const uint XR = BM / 4u + 1u, WR = BN / 4u + 1u;
+shared vec4 xs[BK * XR];
+shared vec4 ws[BK * WR];
+
+// One block step's loads, held in registers until the tiles are free: 8 elements of x (row t / 4,
+// elements 8 (t % 4) ..) and 16 of W (row t / 2, half t % 2 of the block).
+float xr[8];
+float wr[16];
+
+uint block_bytes() { return DT_W == DT_Q8_0 ? 34u : DT_W == DT_Q4_0 ? 18u : 20u; }
+
+void load_step(const uint m0, const uint n0, const uint k0) {
+  const uint t = gl_LocalInvocationID.x;
+  const uint xm = m0 + t / 4u, xk = k0 + 8u * (t % 4u);
+  [[unroll]] for (uint e = 0; e < 8u; ++e) xr[e] = xm < pc.M ? load1(DT_X, pc.off_x + xm * pc.x_sm + xk + e) : 0.0;
+  const uint wn = min(n0 + t / 2u, pc.N - 1u), h = t % 2u;
+  if (is_quant(DT_W)) {
+    const uint base = pc.off_w + wn * (pc.K / 32u) * block_bytes(), blk = k0 / 32u;
+    if (DT_W == DT_Q4_0) {
+      // Byte j of the quants holds element j (low nibble) and j + 16 (high): half h takes bytes
+      // 8h .. 8h + 8, elements 8h .. and 16 + 8h ..
+      const uint b = base + blk * 18u;
+      const float d = unpackHalf2x16(uint(b2_u16[b >> 1])).x;
+      [[unroll]] for (uint j = 0; j < 4u; ++j) {
+        const uint q = uint(b2_u16[(b >> 1) + 1u + 4u * h + j]);
+        wr[2u * j] = (float(q & 15u) - 8.0) * d;
+        wr[2u * j + 1u] = (float((q >> 8) & 15u) - 8.0) * d;
+        wr[8u + 2u * j] = (float((q >> 4) & 15u) - 8.0) * d;
+        wr[8u + 2u * j + 1u] = (float(q >> 12) - 8.0) * d;
+      }
+    } else if (DT_W == DT_Q8_0) {
+      // Half h: quant bytes 16h .. 16h + 16, two to a 16-bit load.
+      const uint b = base + blk * 34u;
+      const float d = unpackHalf2x16(uint(b2_u16[b >> 1])).x;
+      [[unroll]] for (uint j = 0; j < 8u; ++j) {
+        const uint q = uint(b2_u16[(b >> 1) + 1u + 8u * h + j]);
+        wr[2u * j] = float(int(q << 24) >> 24) * d;
+        wr[2u * j + 1u] = float(int(q << 16) >> 24) * d;
+      }
+    } else {
+      // q4_1: d and m, then the quants laid out as q4_0's.
+      const uint b = base + blk * 20u;
+      const float d = unpackHalf2x16(uint(b2_u16[b >> 1])).x, mn = unpackHalf2x16(uint(b2_u16[(b >> 1) + 1u])).x;
+      [[unroll]] for (uint j = 0; j < 4u; ++j) {
+        const uint q = uint(b2_u16[(b >> 1) + 2u + 4u * h + j]);
+        wr[2u * j] = float(q & 15u) * d + mn;
+        wr[2u * j + 1u] = float((q >> 8) & 15u) * d + mn;
+        wr[8u + 2u * j] = float((q >> 4) & 15u) * d + mn;
+        wr[8u + 2u * j + 1u] = float(q >> 12) * d + mn;
+      }
+    }
+  } else {
+    [[unroll]] for (uint e = 0; e < 16u; ++e) wr[e] = load2(DT_W, pc.off_w + wn * pc.K + k0 + 16u * h + e);
+  }
+}
+
+// The k (within the block) of wr[e].
+uint w_k(const uint e) {
+  if (DT_W == DT_Q4_0 || DT_W == DT_Q4_1) return (e < 8u ? 8u * (gl_LocalInvocationID.x % 2u) : 16u + 8u * (gl_LocalInvocationID.x % 2u)) + (e % 8u);
+  return 16u * (gl_LocalInvocationID.x % 2u) + e;
+}
+
+void store_step() {
+  const uint t = gl_LocalInvocationID.x;
+  const uint xm = t / 4u, xk = 8u * (t % 4u);
+  [[unroll]] for (uint e = 0; e < 8u; ++e) xs[(xk + e) * XR + xm / 4u][xm % 4u] = xr[e];
+  const uint wn = t / 2u;
+  [[unroll]] for (uint e = 0; e < 16u; ++e) ws[w_k(e) * WR + wn / 4u][wn % 4u] = wr[e];
+}
+
+shared bool split_last;
+
+void main() {
+  const uint t = gl_LocalInvocationID.x;
+  const uint tm = t / 16u, tn = t % 16u;
+  const uint n0 = gl_WorkGroupID.x * BN, m0 = gl_WorkGroupID.y * BM;
+  const uint nblk = pc.K / BK;
+  const uint kb0 = SPLIT > 1u ? gl_WorkGroupID.z * (nblk / SPLIT) : 0u;
+  const uint kb1 = SPLIT > 1u ? kb0 + nblk / SPLIT : nblk;
+
+  vec4 acc[4];
+  [[unroll]] for (uint i = 0; i < 4u; ++i) acc[i] = vec4(0.0);
+
+  load_step(m0, n0, kb0 * BK);
+  for (uint kb = kb0; kb < kb1; ++kb) {
+    barrier();
+    store_step();
+    barrier();
+    if (kb + 1u < kb1) load_step(m0, n0, (kb + 1u) * BK);
+    [[unroll]] for (uint k = 0; k < BK; ++k) {
+      const vec4 a = xs[k * XR + tm];
+      const vec4 w = ws[k * WR + tn];
+      acc[0] += a.x * w;
+      acc[1] += a.y * w;
+      acc[2] += a.z * w;
+      acc[3] += a.w * w;
+    }
+  }
+
+  if (SPLIT > 1u) {
+    const uint tile = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+    const uint base = pc.off_part + tile * SPLIT * BM * BN;
+    [[unroll]] for (uint i = 0; i < 4u; ++i)
+      [[unroll]] for (uint j = 0; j < 4u; ++j)
+        part[base + gl_WorkGroupID.z * BM * BN + (4u * tm + i) * BN + 4u * tn + j] = acc[i][j];
+    memoryBarrierBuffer();
+    barrier();
+    if (t == 0u) split_last = atomicAdd(cnt[pc.off_cnt + tile], 1u) == SPLIT - 1u;
+    barrier();
+    if (!split_last) return;
+    memoryBarrierBuffer();
+    [[unroll]] for (uint i = 0; i < 4u; ++i)
+      [[unroll]] for (uint j = 0; j < 4u; ++j) {
+        float s = 0.0;
+        for (uint z = 0; z < SPLIT; ++z) s += part[base + z * BM * BN + (4u * tm + i) * BN + 4u * tn + j];
+        acc[i][j] = s;
+      }
+    if (t == 0u) cnt[pc.off_cnt + tile] = 0u;
+  }
+
+  [[unroll]] for (uint i = 0; i < 4u; ++i) {
+    const uint m = m0 + 4u * tm + i;
+    if (m >= pc.M) continue;
+    [[unroll]] for (uint j = 0; j < 4u; ++j) {
+      const uint n = n0 + 4u * tn + j;
+      if (n >= pc.N) continue;
+      float v = acc[i][j];
+      if (DT_BIAS != DT_NONE) v += load3(DT_BIAS, pc.off_b + n);
+      v = apply_act(ACT, v);
+      if (DT_RES != DT_NONE) v += load4(DT_RES, pc.off_r + m * pc.res_sm + n);
+      store0(DT_Y, pc.off_y + m * pc.y_sm + n, v);
+    }
+  }
+}
