@@ -9,8 +9,8 @@
 // W is read once for up to BM rows of x (the matvec kernels read it once per 8 rows, and re-read
 // x for every pair of W rows): a workgroup owns BM x BN outputs, walks its K range one 32-element
 // block at a time through shared memory (the next block's loads issued before the current one is
-// used), and each invocation keeps 4 x 4 of them in registers, reading x and W from shared memory
-// four elements at a time. Projections too narrow to fill the device split K over SPLIT
+// used), and each invocation keeps TM x 4 of them in registers, reading x and W from shared
+// memory four elements at a time. Projections too narrow to fill the device split K over SPLIT
 // workgroups whose partial sums the last of them adds up in the order of their K ranges (as
 // matmul_cm2_common.glsl does), so the result does not depend on which finished last.
 // Bindings: 0 y, 1 x, 2 W, 3 bias, 4 residual, 5 partial sums, 6 counters (split K).
@@ -24,6 +24,9 @@ layout(constant_id = 3) const uint DT_BIAS = DT_NONE;
 layout(constant_id = 4) const uint DT_RES = DT_NONE;
 layout(constant_id = 5) const uint ACT = 0;
 layout(constant_id = 6) const uint SPLIT = 1;
+// Rows of x an invocation computes (4 or 2): tiles of 32 or 16 rows (steps of 16 rows or fewer
+// do not pay for 32).
+layout(constant_id = 7) const uint TM = 4;
 
 layout(set = 0, binding = 5, std430) coherent buffer BufPart { float part[]; };
 layout(set = 0, binding = 6, std430) coherent buffer BufCnt { uint cnt[]; };
@@ -35,25 +38,27 @@ layout(push_constant) uniform Push {
   uint off_part, off_cnt;
 } pc;
 
-// 128 invocations as 8 x 16 groups of 4 x 4 outputs: 32 rows of x by 64 rows of W.
-const uint BM = 32u, BN = 64u, BK = 32u;
+// 128 invocations as 8 x 16 groups of TM x 4 outputs: 8 TM rows of x by 64 rows of W.
+const uint BM = 8u * TM, BN = 64u, BK = 32u;
+// Elements of x an invocation loads a step, and invocations a row of the tile takes.
+const uint XE = BM / 4u, TPR = BK / XE;
 // Shared tiles K-major, a row of vec4s padded by one so that the transposing stores spread
 // over the banks.
 const uint XR = BM / 4u + 1u, WR = BN / 4u + 1u;
 shared vec4 xs[BK * XR];
 shared vec4 ws[BK * WR];
 
-// One block step's loads, held in registers until the tiles are free: 8 elements of x (row t / 4,
-// elements 8 (t % 4) ..) and 16 of W (row t / 2, half t % 2 of the block).
-float xr[8];
+// One block step's loads, held in registers until the tiles are free: XE elements of x (row
+// t / TPR, elements XE (t % TPR) ..) and 16 of W (row t / 2, half t % 2 of the block).
+float xr[XE];
 float wr[16];
 
 uint block_bytes() { return DT_W == DT_Q8_0 ? 34u : DT_W == DT_Q4_0 ? 18u : 20u; }
 
 void load_step(const uint m0, const uint n0, const uint k0) {
   const uint t = gl_LocalInvocationID.x;
-  const uint xm = m0 + t / 4u, xk = k0 + 8u * (t % 4u);
-  [[unroll]] for (uint e = 0; e < 8u; ++e) xr[e] = xm < pc.M ? load1(DT_X, pc.off_x + xm * pc.x_sm + xk + e) : 0.0;
+  const uint xm = m0 + t / TPR, xk = k0 + XE * (t % TPR);
+  [[unroll]] for (uint e = 0; e < XE; ++e) xr[e] = xm < pc.M ? load1(DT_X, pc.off_x + xm * pc.x_sm + xk + e) : 0.0;
   const uint wn = min(n0 + t / 2u, pc.N - 1u), h = t % 2u;
   if (is_quant(DT_W)) {
     const uint base = pc.off_w + wn * (pc.K / 32u) * block_bytes(), blk = k0 / 32u;
@@ -103,8 +108,8 @@ uint w_k(const uint e) {
 
 void store_step() {
   const uint t = gl_LocalInvocationID.x;
-  const uint xm = t / 4u, xk = 8u * (t % 4u);
-  [[unroll]] for (uint e = 0; e < 8u; ++e) xs[(xk + e) * XR + xm / 4u][xm % 4u] = xr[e];
+  const uint xm = t / TPR, xk = XE * (t % TPR);
+  [[unroll]] for (uint e = 0; e < XE; ++e) xs[(xk + e) * XR + xm / 4u][xm % 4u] = xr[e];
   const uint wn = t / 2u;
   [[unroll]] for (uint e = 0; e < 16u; ++e) ws[w_k(e) * WR + wn / 4u][wn % 4u] = wr[e];
 }
@@ -119,8 +124,8 @@ void main() {
   const uint kb0 = SPLIT > 1u ? gl_WorkGroupID.z * (nblk / SPLIT) : 0u;
   const uint kb1 = SPLIT > 1u ? kb0 + nblk / SPLIT : nblk;
 
-  vec4 acc[4];
-  [[unroll]] for (uint i = 0; i < 4u; ++i) acc[i] = vec4(0.0);
+  vec4 acc[TM];
+  [[unroll]] for (uint i = 0; i < TM; ++i) acc[i] = vec4(0.0);
 
   load_step(m0, n0, kb0 * BK);
   for (uint kb = kb0; kb < kb1; ++kb) {
@@ -128,39 +133,49 @@ void main() {
     store_step();
     barrier();
     if (kb + 1u < kb1) load_step(m0, n0, (kb + 1u) * BK);
-    [[unroll]] for (uint k = 0; k < BK; ++k) {
-      const vec4 a = xs[k * XR + tm];
+    // Unrolled 8 steps at a time (whole: no faster on an H200, and four times the code for a
+    // CPU implementation of Vulkan to compile).
+    for (uint k8 = 0; k8 < BK; k8 += 8u)
+    [[unroll]] for (uint k = k8; k < k8 + 8u; ++k) {
+      // This invocation's TM rows: a whole vec4 of the row, or half of one.
+      const vec4 a = xs[k * XR + (TM * tm) / 4u];
       const vec4 w = ws[k * WR + tn];
-      acc[0] += a.x * w;
-      acc[1] += a.y * w;
-      acc[2] += a.z * w;
-      acc[3] += a.w * w;
+      if (TM == 4u) {
+        acc[0] += a.x * w;
+        acc[1] += a.y * w;
+        acc[2 % TM] += a.z * w;
+        acc[3 % TM] += a.w * w;
+      } else {
+        const vec2 h = (tm % 2u) == 0u ? a.xy : a.zw;
+        acc[0] += h.x * w;
+        acc[1] += h.y * w;
+      }
     }
   }
 
   if (SPLIT > 1u) {
     const uint tile = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
     const uint base = pc.off_part + tile * SPLIT * BM * BN;
-    [[unroll]] for (uint i = 0; i < 4u; ++i)
+    [[unroll]] for (uint i = 0; i < TM; ++i)
       [[unroll]] for (uint j = 0; j < 4u; ++j)
-        part[base + gl_WorkGroupID.z * BM * BN + (4u * tm + i) * BN + 4u * tn + j] = acc[i][j];
+        part[base + gl_WorkGroupID.z * BM * BN + (TM * tm + i) * BN + 4u * tn + j] = acc[i][j];
     memoryBarrierBuffer();
     barrier();
     if (t == 0u) split_last = atomicAdd(cnt[pc.off_cnt + tile], 1u) == SPLIT - 1u;
     barrier();
     if (!split_last) return;
     memoryBarrierBuffer();
-    [[unroll]] for (uint i = 0; i < 4u; ++i)
+    [[unroll]] for (uint i = 0; i < TM; ++i)
       [[unroll]] for (uint j = 0; j < 4u; ++j) {
         float s = 0.0;
-        for (uint z = 0; z < SPLIT; ++z) s += part[base + z * BM * BN + (4u * tm + i) * BN + 4u * tn + j];
+        for (uint z = 0; z < SPLIT; ++z) s += part[base + z * BM * BN + (TM * tm + i) * BN + 4u * tn + j];
         acc[i][j] = s;
       }
     if (t == 0u) cnt[pc.off_cnt + tile] = 0u;
   }
 
-  [[unroll]] for (uint i = 0; i < 4u; ++i) {
-    const uint m = m0 + 4u * tm + i;
+  [[unroll]] for (uint i = 0; i < TM; ++i) {
+    const uint m = m0 + TM * tm + i;
     if (m >= pc.M) continue;
     [[unroll]] for (uint j = 0; j < 4u; ++j) {
       const uint n = n0 + 4u * tn + j;
