@@ -177,6 +177,20 @@ Result<bool> record_dequant(Recorder& rec, const DeviceView& w, const DeviceView
   return true;
 }
 
+// The rows kernel, where matmul_rows_fits: W read once per 32 rows, the epilogue in it (on an
+// H200 a 32-row q4_0 step of Llama-1B took 16.7 ms on 8-row matvec passes, each re-reading x for
+// every pair of W rows).
+Status record_rows_kernel(Recorder& rec, const DeviceView& x, const DeviceView& w, const DeviceView* bias, const DeviceView& y,
+                          const DeviceView* res, int act, int64_t M, int64_t N, int64_t K) {
+  VRUN_ASSIGN_OR_RETURN(DeviceView yr, rec.rows_view(y, 1));
+  DeviceView r;
+  if (res) {
+    VRUN_ASSIGN_OR_RETURN(r, rec.rows_view(*res, 1));
+  }
+  return record_matmul_rows(rec, x, w, bias, yr, M, N, K, row_stride(x), row_stride(yr), res ? &r : nullptr,
+                            res ? row_stride(r) : 0, act);
+}
+
 Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, const DeviceView* res, int act,
                           bool one_row) {
   VRUN_ASSIGN_OR_RETURN(DeviceView x, rec.rows_view(in[0], 1));
@@ -216,17 +230,7 @@ Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, cons
   // where four 8-row matvecs take 70); VRUN_MM_QROWS sends block-quantised W to the
   // workgroup-scope W-as-A kernel from fewer rows (quant_tensor_rows).
   if (one_row || (M <= kMatvecChunkRows && !coop_linear_operands(ctx, x.dtype, w.dtype, M, K))) {
-    // The rows kernel reads W once per 32 rows with the epilogue in it (on an H200 a 32-row q4_0
-    // step of Llama-1B took 16.7 ms on the passes below, each re-reading x for every pair of W rows).
-    if (matmul_rows_fits(rec, x, w)) {
-      VRUN_ASSIGN_OR_RETURN(DeviceView yr, rec.rows_view(y, 1));
-      DeviceView r;
-      if (res) {
-        VRUN_ASSIGN_OR_RETURN(r, rec.rows_view(*res, 1));
-      }
-      return record_matmul_rows(rec, x, w, bias, yr, M, N, K, row_stride(x), row_stride(yr), res ? &r : nullptr,
-                                res ? row_stride(r) : 0, act);
-    }
+    if (matmul_rows_fits(rec, x, w)) return record_rows_kernel(rec, x, w, bias, y, res, act, M, N, K);
     VRUN_ASSIGN_OR_RETURN(DeviceView p, plain_target());
     VRUN_RETURN_IF_ERROR(record_matvec_passes(rec, x, w, bias, p, M, N, K));
     return after ? finish(p) : Status::ok();
