@@ -1,5 +1,6 @@
-// linear for decode-sized inputs (at most 8 rows of x): reading the weight once is the whole
-// cost, so it has its own kernel (kernels/vulkan/matvec_body.glsl).
+// linear for decode-sized inputs: up to 8 rows of x on the matvec kernels, where reading the
+// weight once is the whole cost (kernels/vulkan/shaders/matvec_body.glsl, matvec_q4_0.comp), and
+// a batched decode step's rows beyond that on the rows kernel (matmul_rows.comp).
 #pragma once
 
 #include <cstdint>
