@@ -257,7 +257,8 @@ bool dequant_first(const Context& ctx, int64_t M, int64_t K, int64_t N, DType x,
 // 2,892 / 3,854 tok/s with 0 of 16 / 32 / 64 streams' tokens equal to generate's; matvec passes
 // up to 63 rows 1,704 / 1,784 / 3,729 with 16 / 32 / 0 of them equal (64 rows are on the tensor
 // cores then). So the default keeps 64, and a batched decode step's linears (their decode
-// attribute) stay on matvec passes at any row count: 64 of 64 streams equal since.
+// attribute) stay in f32 at any row count (matvec passes then, the rows kernel since): 64 of 64
+// streams equal.
 int64_t quant_tensor_rows() {
   if (const char* e = knob_value(Knob::VRUN_MM_QROWS); e && *e) {
     const int64_t rows = std::atoll(e);

@@ -72,9 +72,9 @@ int cm2_split(const Context& ctx, const Cm2Tile& t, int64_t tiles, int64_t K, bo
 bool dequant_first(const Context& ctx, int64_t M, int64_t K, int64_t N, DType x, DType w);
 
 // The fewest rows of x that send a projection of block-quantised W to the tensor cores rather
-// than to matvec passes of 8 rows (each pass reading all of W): 64, where a batched decode step's
-// rows keep the single-stream result (matmul_tiles.cpp says why). VRUN_MM_QROWS=ROWS lowers it
-// for prefill chunks; a batched decode step's rows (linear's decode) stay on matvec passes.
+// than to the f32 kernels (the rows kernel, matvec up to 8 rows): 64, where a batched decode
+// step's rows keep the single-stream result (matmul_tiles.cpp says why). VRUN_MM_QROWS=ROWS
+// lowers it for prefill chunks; a batched decode step's rows (linear's decode) stay in f32.
 int64_t quant_tensor_rows();
 
 }  // namespace vrun::vulkan

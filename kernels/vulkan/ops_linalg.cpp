@@ -20,8 +20,9 @@ constexpr int64_t kMatvecChunkRows = 63;
 
 // y = act(x W^T (+ bias)) (+ res), act 0 none, 1 gelu, 2 silu: the tensor-core kernel applies
 // act and adds res as it writes y; elsewhere they follow the projection, on f32 rows.
-// one_row (linear's decode = 1): every row as a one-row projection computes it (matvec passes at
-// any row count, f32 scratch rows), never rounded to halves for the tensor cores.
+// one_row (linear's decode = 1): every row in f32 as a one-row projection computes it (the matvec
+// kernels up to 8 rows, the rows kernel beyond, f32 scratch rows), never rounded to halves for
+// the tensor cores.
 Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y,
                           const DeviceView* res = nullptr, int act = 0, bool one_row = false);
 
@@ -177,9 +178,8 @@ Result<bool> record_dequant(Recorder& rec, const DeviceView& w, const DeviceView
   return true;
 }
 
-// The rows kernel, where matmul_rows_fits: W read once per 32 rows, the epilogue in it (on an
-// H200 a 32-row q4_0 step of Llama-1B took 16.7 ms on 8-row matvec passes, each re-reading x for
-// every pair of W rows).
+// The rows kernel (record_matmul_rows) over x's rows into y's, the residual's rows read in its
+// epilogue.
 Status record_rows_kernel(Recorder& rec, const DeviceView& x, const DeviceView& w, const DeviceView* bias, const DeviceView& y,
                           const DeviceView* res, int act, int64_t M, int64_t N, int64_t K) {
   VRUN_ASSIGN_OR_RETURN(DeviceView yr, rec.rows_view(y, 1));
@@ -224,11 +224,10 @@ Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, cons
   }
   Context& ctx = rec.context();
   // A batched decode step's rows (linear's decode: any count, each as one row alone; else up to
-  // kMatvecChunkRows rows short of the tensor cores' tile): the matvec kernel over kMatvecMaxRows
-  // rows at a time, each pass reading W once. The subgroup-scope tiled matmul spreads so few rows
-  // over too few workgroups (on an H200 it took 400 us for a 32-row q4_0 projection of Llama-1B
-  // where four 8-row matvecs take 70); VRUN_MM_QROWS sends block-quantised W to the
-  // workgroup-scope W-as-A kernel from fewer rows (quant_tensor_rows).
+  // kMatvecChunkRows rows short of the tensor cores' tile): the rows kernel where it takes them (W
+  // read once per 32 rows; a 32-row q4_0 Llama-1B step took 16.7 ms on an H200 as 8-row matvec
+  // passes, the fallback), not the subgroup-scope tiled matmul (too few workgroups for so few
+  // rows); VRUN_MM_QROWS sends block-quantised W to the W-as-A kernel from fewer rows.
   if (one_row || (M <= kMatvecChunkRows && !coop_linear_operands(ctx, x.dtype, w.dtype, M, K))) {
     if (matmul_rows_fits(rec, x, w)) return record_rows_kernel(rec, x, w, bias, y, res, act, M, N, K);
     VRUN_ASSIGN_OR_RETURN(DeviceView p, plain_target());

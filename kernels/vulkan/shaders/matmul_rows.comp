@@ -61,12 +61,12 @@ void load_step(const uint m0, const uint n0, const uint k0) {
   [[unroll]] for (uint e = 0; e < XE; ++e) xr[e] = xm < pc.M ? load1(DT_X, pc.off_x + xm * pc.x_sm + xk + e) : 0.0;
   const uint wn = min(n0 + t / 2u, pc.N - 1u), h = t % 2u;
   if (is_quant(DT_W)) {
-    const uint base = pc.off_w + wn * (pc.K / 32u) * block_bytes(), blk = k0 / 32u;
+    // The byte of row wn's block k0 / 32, and its scale (every block starts with it).
+    const uint b = pc.off_w + (wn * (pc.K / 32u) + k0 / 32u) * block_bytes();
+    const float d = unpackHalf2x16(uint(b2_u16[b >> 1])).x;
     if (DT_W == DT_Q4_0) {
       // Byte j of the quants holds element j (low nibble) and j + 16 (high): half h takes bytes
       // 8h .. 8h + 8, elements 8h .. and 16 + 8h ..
-      const uint b = base + blk * 18u;
-      const float d = unpackHalf2x16(uint(b2_u16[b >> 1])).x;
       [[unroll]] for (uint j = 0; j < 4u; ++j) {
         const uint q = uint(b2_u16[(b >> 1) + 1u + 4u * h + j]);
         wr[2u * j] = (float(q & 15u) - 8.0) * d;
@@ -76,8 +76,6 @@ void load_step(const uint m0, const uint n0, const uint k0) {
       }
     } else if (DT_W == DT_Q8_0) {
       // Half h: quant bytes 16h .. 16h + 16, two to a 16-bit load.
-      const uint b = base + blk * 34u;
-      const float d = unpackHalf2x16(uint(b2_u16[b >> 1])).x;
       [[unroll]] for (uint j = 0; j < 8u; ++j) {
         const uint q = uint(b2_u16[(b >> 1) + 1u + 8u * h + j]);
         wr[2u * j] = float(int(q << 24) >> 24) * d;
@@ -85,8 +83,7 @@ void load_step(const uint m0, const uint n0, const uint k0) {
       }
     } else {
       // q4_1: d and m, then the quants laid out as q4_0's.
-      const uint b = base + blk * 20u;
-      const float d = unpackHalf2x16(uint(b2_u16[b >> 1])).x, mn = unpackHalf2x16(uint(b2_u16[(b >> 1) + 1u])).x;
+      const float mn = unpackHalf2x16(uint(b2_u16[(b >> 1) + 1u])).x;
       [[unroll]] for (uint j = 0; j < 4u; ++j) {
         const uint q = uint(b2_u16[(b >> 1) + 2u + 4u * h + j]);
         wr[2u * j] = float(q & 15u) * d + mn;
