@@ -73,8 +73,12 @@ class Backend {
   virtual bool supports(const MethodDef& m, size_t n) const = 0;
   virtual Status run(const NodeCall& call) = 0;
 
-  // The method-call protocol above; the host backend needs none of it.
-  virtual Status begin(const MethodDef&, uint8_t* /*host_arena*/, std::span<const int64_t> /*symbols*/) { return Status::ok(); }
+  // The method-call protocol above; the host backend needs none of it. host_arena holds
+  // arena_bytes (at least the method's arena_size); methods that share an arena
+  // (kSharedArenasMeta) are begun with the same host_arena, and a device keeps one copy for them.
+  virtual Status begin(const MethodDef&, uint8_t* /*host_arena*/, int64_t /*arena_bytes*/, std::span<const int64_t> /*symbols*/) {
+    return Status::ok();
+  }
   virtual Status sync_to_host(const MethodDef&, std::span<const int> /*roots*/, std::span<const ValueStorage>) {
     return Status::ok();
   }

@@ -8,6 +8,7 @@
 #include <new>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "kernels/ops/shape_infer.h"
 #include "kernels/ops/views.h"
@@ -53,9 +54,16 @@ uint8_t* alloc_aligned(size_t bytes) {
 
 }  // namespace
 
+// A scratch arena, allocated by the first call of a method that uses it; shared by the methods a
+// program names together (kSharedArenasMeta), sized to the largest.
+struct ScratchArena {
+  std::unique_ptr<uint8_t, void (*)(uint8_t*)> data{nullptr, free_aligned};
+  int64_t bytes = 0;
+};
+
 struct Executor::MethodPlan {
   const MethodDef* method = nullptr;
-  std::unique_ptr<uint8_t, void (*)(uint8_t*)> arena{nullptr, free_aligned};
+  std::shared_ptr<ScratchArena> arena = std::make_shared<ScratchArena>();
   std::vector<TensorView> values;          // current views, rebuilt each run
   std::vector<Backend*> placement;         // per node: where it runs (null for view ops)
   std::vector<Attrs> static_attrs;         // per node, resolved when not symbolic
@@ -169,10 +177,37 @@ Result<std::unique_ptr<Executor>> Executor::create(std::shared_ptr<const Program
       plan->scratch_in.emplace_back(n.inputs.size());
       plan->scratch_out.emplace_back(n.outputs.size());
     }
+    plan->arena->bytes = m.arena_size;
     ex->plans_.push_back(std::move(plan));
   }
+  VRUN_RETURN_IF_ERROR(ex->share_arenas());
   VRUN_RETURN_IF_ERROR(ex->copy_pieced_constants());
   return ex;
+}
+
+// The program's kSharedArenasMeta groups: one arena each, as large as the largest member's.
+Status Executor::share_arenas() {
+  const MetaValue* groups = program_->meta(kSharedArenasMeta);
+  if (!groups) return Status::ok();
+  if (groups->type != MetaType::kStrings)
+    return err(ErrorCode::kInvalidProgram, program_->source, ": metadata ", kSharedArenasMeta, " is not a string list");
+  std::set<std::string> grouped;
+  for (const std::string& group : groups->strings) {
+    auto shared = std::make_shared<ScratchArena>();
+    std::vector<MethodPlan*> members;
+    for (const std::string& name : split(group, ',')) {
+      auto it = std::find_if(plans_.begin(), plans_.end(), [&](const auto& pl) { return pl->method->name == name; });
+      if (it == plans_.end())
+        return err(ErrorCode::kInvalidProgram, program_->source, ": metadata ", kSharedArenasMeta, " names method '", name,
+                   "', which the program lacks");
+      if (!grouped.insert(name).second)
+        return err(ErrorCode::kInvalidProgram, program_->source, ": method '", name, "' is named twice in ", kSharedArenasMeta);
+      shared->bytes = std::max(shared->bytes, (*it)->arena->bytes);
+      members.push_back(it->get());
+    }
+    for (MethodPlan* pl : members) pl->arena = shared;
+  }
+  return Status::ok();
 }
 
 Status Executor::start_backends(const ExecutorOptions& options) {
@@ -359,9 +394,10 @@ Result<std::vector<TensorView>> Executor::run_plan(MethodPlan& plan, const std::
                  m.symbols[s].min, ", ", m.symbols[s].max, "]");
   }
 
-  if (!plan.arena && m.arena_size > 0) {
-    plan.arena.reset(alloc_aligned(static_cast<size_t>(m.arena_size)));
-    if (!plan.arena) return err(ErrorCode::kOutOfMemory, mw, ": scratch arena of ", human_bytes(m.arena_size), " could not be allocated");
+  ScratchArena& arena = *plan.arena;
+  if (!arena.data && arena.bytes > 0) {
+    arena.data.reset(alloc_aligned(static_cast<size_t>(arena.bytes)));
+    if (!arena.data) return err(ErrorCode::kOutOfMemory, mw, ": scratch arena of ", human_bytes(arena.bytes), " could not be allocated");
   }
   for (size_t v = 0; v < m.values.size(); ++v) {
     const ValueDef& def = m.values[v];
@@ -396,7 +432,7 @@ Result<std::vector<TensorView>> Executor::run_plan(MethodPlan& plan, const std::
       if (def.kind == ValueKind::kIntermediate) continue;
       plan.storage[v] = {static_cast<uint8_t*>(plan.values[v].data), plan.values[v].dense_bytes()};
     }
-    for (const auto& d : devices_) VRUN_RETURN_IF_ERROR(d->begin(m, plan.arena.get(), sym));
+    for (const auto& d : devices_) VRUN_RETURN_IF_ERROR(d->begin(m, arena.data.get(), arena.bytes, sym));
   }
   // A call one device backend replays from a recording (the only device in the call).
   const bool skippable = devices_.size() == 1 && devices_.front()->walk_skippable();
@@ -487,7 +523,7 @@ Status Executor::run_node(MethodPlan& plan, size_t index, const std::vector<int6
       if (bytes > def.arena_size)
         return err(ErrorCode::kInvalidArgument, "output ", out_desc[o].shape.str(), " needs ", bytes,
                    " bytes but the program planned ", def.arena_size, " (symbol outside its bound?)");
-      out[o] = TensorView::dense(plan.arena.get() + def.arena_offset, out_desc[o].dtype, out_desc[o].shape);
+      out[o] = TensorView::dense(plan.arena->data.get() + def.arena_offset, out_desc[o].dtype, out_desc[o].shape);
     }
     plan.values[node.outputs[o]] = out[o];
   }

@@ -43,7 +43,8 @@ class Executor {
 
   // Runs `method`. inputs follow the method's input order and may be strided views. symbols
   // gives values for symbols no input shape binds. The returned views stay valid until the next
-  // run of the same method (they point into its arena, an input, a constant or a state).
+  // run of the same method, or of a method sharing its arena (kSharedArenasMeta): they point
+  // into its arena, an input, a constant or a state.
   Result<std::vector<TensorView>> run(const std::string& method, const std::vector<TensorView>& inputs,
                                       const std::map<std::string, int64_t>& symbols = {});
 
@@ -70,6 +71,7 @@ class Executor {
   Status run_node(MethodPlan& plan, size_t index, const std::vector<int64_t>& symbols);
   Status start_backends(const ExecutorOptions& options);
   Status copy_pieced_constants();
+  Status share_arenas();
   void print_op_stats(const MethodPlan& plan) const;
   Result<std::vector<TensorView>> run_plan(MethodPlan& plan, const std::vector<TensorView>& inputs,
                                            const std::map<std::string, int64_t>& given);

@@ -143,6 +143,11 @@ struct MetaValue {
   static MetaValue float_list(std::vector<double> v);
 };
 
+// Metadata naming methods that share one scratch arena (sized to the largest of them): a string
+// list, each entry method names separated by commas. For methods a caller never needs the
+// outputs of after calling another of them (e.g. Parakeet's encode_batch for different lengths).
+inline constexpr const char* kSharedArenasMeta = "vrun.shared_arenas";
+
 struct Program {
   uint32_t version = 0;
   std::vector<MethodDef> methods;

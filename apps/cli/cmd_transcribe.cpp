@@ -36,7 +36,7 @@ Status range_error(const char* option, const std::string& accepted, double got) 
 Status validate_options(const TranscribeArgs& a, const std::vector<std::string>& formats) {
   if (a.raw.rate < 0) return range_error("--rate", "> 0", a.raw.rate);  // 0, the default, reads file headers
   if (a.raw.channels < 1 || a.raw.channels > 64) return range_error("--channels", "in 1..64", a.raw.channels);
-  if (a.batch_size < 1) return range_error("--batch-size", ">= 1", a.batch_size);
+  if (a.batch_size < 0) return range_error("--batch-size", ">= 0", a.batch_size);
   VRUN_RETURN_IF_ERROR(a.decoding.validate("--", '-'));
   if (a.run.threads < 0) return range_error("-t/--threads", ">= 0", a.run.threads);
   if (a.workers < 1) return range_error("--workers", ">= 1", a.workers);
@@ -117,7 +117,7 @@ Result<std::unique_ptr<speech::Recognizer>> load_recognizer(const TranscribeArgs
   lo.threads = w.threads;
   lo.device = w.device;
   lo.decode_batch = std::max(a.decoding.beam_size, sampling ? a.decoding.best_of : 1);
-  lo.streams = a.vad ? 1 : a.batch_size;  // Whisper: files decoded together
+  lo.streams = a.vad ? 1 : std::max(1, a.batch_size);  // Whisper: files decoded together
   VRUN_ASSIGN_OR_RETURN(auto r, speech::load(a.model, lo));
   std::vector<std::string> ignored;
   VRUN_RETURN_IF_ERROR(r->check(o, &ignored));
@@ -290,9 +290,11 @@ void add_output_options(CLI::App& sub, TranscribeArgs& x) {
   add_raw_pcm_options(sub, a->raw, "every AUDIO");
   add_backend_options(sub, a->run);
   sub.add_option("--batch-size", a->batch_size,
-                 "Files transcribed together, each file's transcript the same as alone: Parakeet's 160-s chunks share "
-                 "batched encoder calls (up to the model's batch of 4); Whisper encodes the next 30-s window of each of "
-                 "N files in one call and decodes their windows together (greedy steps over all N)")
+                 "Files transcribed together, each file's transcript the same as alone. Parakeet: the files' chunks "
+                 "share batched encoder calls, longest first, as many a call as their length allows (4 of 160 s, 64 "
+                 "of 10 s with the default export); 0 (the default) is 64 on a GPU and 1 on the CPU. Whisper: encodes "
+                 "the next 30-s window of each of N files in one call and decodes their windows together (greedy "
+                 "steps over all N); 0 is 1")
       ->capture_default_str();
   sub.add_option("--attention", a->decoding.attention,
                  "Parakeet: full (every frame sees the whole file; audio over 160 s in overlapping chunks), or local "

@@ -204,7 +204,9 @@ void transcribe_group(Job& j, speech::Recognizer& r, const std::vector<job::Inpu
 }  // namespace
 
 void worker_loop(Job& j, speech::Recognizer& r) {
-  const size_t group = r.batch() > 1 && j.a.batch_size > 1 && !j.a.vad ? static_cast<size_t>(j.a.batch_size) : 1;
+  // --batch-size 0 (the default): the model's choice (Parakeet on a GPU: its batch).
+  const int asked = j.a.batch_size > 0 ? j.a.batch_size : r.default_batch();
+  const size_t group = r.batch() > 1 && asked > 1 && !j.a.vad ? static_cast<size_t>(asked) : 1;
   for (auto files = j.take(group); !files.empty(); files = j.take(group)) {
     if (group == 1) transcribe_file(j, r, files.front());
     else transcribe_group(j, r, files);

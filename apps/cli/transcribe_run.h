@@ -27,7 +27,7 @@ struct TranscribeArgs {
   std::string model, formats, output_dir = ".";
   RawPcmArgs raw;  // --rate, --channels, --encoding
   std::vector<std::string> audio;
-  int batch_size = 1;
+  int batch_size = 0;  // 0: the model's choice (Recognizer::default_batch)
   BackendArgs run;
   speech::DecodingChoices decoding;  // -l, --task, --beam-size, ..., --attention
   bool progress = false;

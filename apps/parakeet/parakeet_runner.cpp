@@ -1,4 +1,5 @@
 #include "apps/parakeet/parakeet_runner.h"
+#include "apps/common/sampling/sampler.h"
 #include "runtime/base/clock.h"
 #include "runtime/base/strings.h"
 
@@ -14,13 +15,6 @@
 namespace vrun::parakeet {
 
 namespace {
-
-int64_t argmax(const float* p, int64_t n) {
-  int64_t best = 0;
-  for (int64_t i = 1; i < n; ++i)
-    if (p[i] > p[best]) best = i;
-  return best;
-}
 
 Result<std::shared_ptr<Program>> load_or_build(const std::string& path, const BuildSettings& settings) {
   if (ends_with(path, ".vrp")) return load_program(path);
@@ -71,6 +65,7 @@ Result<std::unique_ptr<ParakeetRunner>> ParakeetRunner::load(std::shared_ptr<Pro
   eo.threads = options.threads;
   eo.device = options.device;
   VRUN_ASSIGN_OR_RETURN(r->executor_, Executor::create(r->program_, eo));
+  r->on_gpu_ = r->executor_->uses_gpu() && runs_on_gpu(options.backend, options.device);
   return r;
 }
 
@@ -207,7 +202,7 @@ Result<Decoded> ParakeetRunner::decode_frames(int64_t E, const ChunkLoader& load
     int64_t prev = -1, run_start = 0;
     for (int64_t t = 0; t < E; ++t) {
       VRUN_RETURN_IF_ERROR(chunk(t));
-      const int64_t k = argmax(cur.rows + (t - cur.a) * width, V + 1);
+      const int64_t k = argmax(std::span<const float>(cur.rows + (t - cur.a) * width, static_cast<size_t>(V + 1)));
       if (k != prev) {
         if (prev >= 0 && prev != blank) d.tokens.push_back({static_cast<int32_t>(prev), run_start, t});
         prev = k;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -66,10 +67,19 @@ class ParakeetRunner {
 
   const ParakeetConfig& config() const { return info_.config; }
   const Vocabulary& vocabulary() const { return info_.vocab; }
-  // Chunks encode_batch takes in one call (1: the program has none).
-  int max_batch() const { return static_cast<int>(std::max<int64_t>(1, info_.max_batch)); }
+  // Jobs (files, or chunks of a long one) one batched encoder call takes at most: the shortest
+  // batched method's (64 of up to 10 s with the default build); 1: the program has none.
+  int max_batch() const {
+    int64_t most = 1;
+    for (const BatchShape& b : info_.batch_shapes) most = std::max(most, b.jobs);
+    return static_cast<int>(most);
+  }
+  // Batched encoder calls made so far, by method (encode_batch, encode_batch_500, ...).
+  const std::map<std::string, int64_t>& batched_calls() const { return batched_calls_; }
   const preprocess::NemoMelConfig& mel_config() const { return mel_->config(); }
   const Program& program() const { return *program_; }
+  // Whether it was loaded for a GPU (runs_on_gpu): where batching files pays.
+  bool on_gpu() const { return on_gpu_; }
   std::string device_description() const { return executor_->device_description(); }
   // The backend each node of a method runs on ("cpu", "vulkan"), for `vrun info` and tests.
   std::vector<std::string> node_backends(const std::string& method) const { return executor_->node_backends(method); }
@@ -80,8 +90,9 @@ class ParakeetRunner {
                                 const std::function<void(const Segment&)>& on_segment = {},
                                 const std::function<void(double done_s)>& progress = {});
   // Several files: one transcript each (in order). When the program has encode_batch, the files'
-  // encoder chunks go through it up to max_batch at a time (the files' tokens are those of
-  // transcribe() on each, up to float rounding); decoding then walks each file in turn.
+  // encoder chunks (longest file first) go through the batched methods, as many in a call as
+  // the method for the longest of them takes (the files' tokens are those of transcribe() on
+  // each, up to float rounding); decoding then walks each file in turn.
   Result<std::vector<Transcript>> transcribe_batch(const std::vector<std::span<const float>>& files, const TranscribeOptions& options = {});
 
   // The pieces, for tests and tools.
@@ -116,7 +127,14 @@ class ParakeetRunner {
   // Greedy TDT / CTC over encoder frames [0, E), loading the chunk that starts at frame `from`
   // through `load` when the walk reaches it (chunks come in order).
   Result<Decoded> decode_frames(int64_t E, const ChunkLoader& load, Transcript* out);
-  // transcribe_batch with encode_batch: the files' chunks, max_batch at a time through one call.
+  // Jobs [first, first + jobs) through one call of batch shape `shape` (info_.batch_shapes).
+  struct JobGroup {
+    int64_t first = 0, jobs = 0;
+    size_t shape = 0;
+  };
+  std::vector<JobGroup> plan_groups(const std::vector<int64_t>& job_frames) const;
+  // transcribe_batch with encode_batch: the files' chunks, in groups of similar length, each
+  // group through one call of a batched method.
   Result<std::vector<Decoded>> decode_batched(const std::vector<std::span<const float>>& files, const TranscribeOptions& o,
                                               std::vector<Transcript>* out);
   // Text, words and segments of decoded tokens.
@@ -128,6 +146,8 @@ class ParakeetRunner {
   std::shared_ptr<Program> program_;
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<preprocess::NemoMelSpectrogram> mel_;
+  std::map<std::string, int64_t> batched_calls_;
+  bool on_gpu_ = false;
   std::unique_ptr<TranscriptBuilder> builder_;
   ProgramInfo info_;
 };

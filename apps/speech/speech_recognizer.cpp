@@ -80,6 +80,7 @@ class ParakeetRecognizer final : public Recognizer {
     return out;
   }
   int batch() const override { return runner_->max_batch(); }
+  int default_batch() const override { return runner_->on_gpu() ? runner_->max_batch() : 1; }
 
  private:
   static parakeet::TranscribeOptions parakeet_options(const Options& o) {

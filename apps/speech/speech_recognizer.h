@@ -52,6 +52,9 @@ class Recognizer {
                                                                       const std::vector<Options>& options);
   // Inputs transcribe_many takes together (1: it goes one input after another).
   virtual int batch() const { return 1; }
+  // Inputs a caller that was not told how many should pass transcribe_many at once: Parakeet on
+  // a GPU, batch(); else 1 (on a CPU the matrix products already use every core for one input).
+  virtual int default_batch() const { return 1; }
 };
 
 // The family is found once (models::detect); a .vrp is loaded once.

@@ -153,12 +153,17 @@ class VulkanBackend final : public Backend {
            std::all_of(node.outputs.begin(), node.outputs.end(), fits);
   }
 
-  Status begin(const MethodDef& m, uint8_t* host_arena, std::span<const int64_t> sym) override {
+  Status begin(const MethodDef& m, uint8_t* host_arena, int64_t arena_bytes, std::span<const int64_t> sym) override {
     MethodState& ms = methods_[&m];
     choose_replay(m, std::vector<int64_t>(sym.begin(), sym.end()));
-    if (!ms.arena.valid() && m.arena_size > 0) {
-      VRUN_ASSIGN_OR_RETURN(ms.arena, ctx_->allocator().allocate(static_cast<uint64_t>(m.arena_size), vulkan::MemoryKind::kDevice,
+    if (!ms.arena && host_arena && arena_bytes > 0) {
+      // Methods sharing a host arena share its device copy too (the executor sized it).
+      vulkan::Buffer& shared = arenas_[host_arena];
+      if (!shared.valid()) {
+        VRUN_ASSIGN_OR_RETURN(shared, ctx_->allocator().allocate(static_cast<uint64_t>(arena_bytes), vulkan::MemoryKind::kDevice,
                                                                  "scratch arena of method " + m.name));
+      }
+      ms.arena = &shared;
     }
     ms.inputs.resize(m.values.size());
     ms.fresh.assign(m.values.size(), 0);
@@ -355,7 +360,7 @@ class VulkanBackend final : public Backend {
 
  private:
   struct MethodState {
-    vulkan::Buffer arena;
+    vulkan::Buffer* arena = nullptr;  // in arenas_
     std::vector<vulkan::Buffer> inputs;  // per value id (inputs only)
     std::vector<uint8_t> fresh;          // per value id (states live in state_fresh_)
   };
@@ -397,7 +402,7 @@ class VulkanBackend final : public Backend {
         return ms.inputs[r].ref();
       }
       case ValueKind::kIntermediate: {
-        vulkan::BufferRef ref = ms.arena.ref();
+        vulkan::BufferRef ref = ms.arena->ref();
         ref.offset += static_cast<uint64_t>(d.arena_offset);
         ref.size = static_cast<uint64_t>(d.arena_size);
         if (ref.mapped) ref.mapped = static_cast<uint8_t*>(ref.mapped) + d.arena_offset;
@@ -446,6 +451,8 @@ class VulkanBackend final : public Backend {
   std::map<const MethodDef*, std::vector<bool>> on_gpu_;
   std::map<const MethodDef*, MethodState> methods_;
   uint8_t* host_arena_ = nullptr;
+  // Device copies of the scratch arenas, by their host arena (methods may share one).
+  std::map<const uint8_t*, vulkan::Buffer> arenas_;
   const MethodDef* last_method_ = nullptr;
   mutable const MethodDef* flags_method_ = nullptr;  // runs_on_gpu's last lookup
   mutable const std::vector<bool>* flags_ = nullptr;

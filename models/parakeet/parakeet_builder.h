@@ -85,7 +85,8 @@ struct ParakeetBuilder {
   void decoder_joint_weights();
 
   // ---- the encode methods (parakeet_encoder.cpp)
-  void encoder(MethodBuilder& g, bool batched, int64_t window, int64_t max_T, const std::string& prefix);
+  // max_B: jobs per call of a batched method (1 builds encode or encode_local: no masks).
+  void encoder(MethodBuilder& g, int64_t max_B, int64_t window, int64_t max_T, const std::string& prefix);
   Val subsampling(EncodeGraph& e, Val feats);
   // false when the builder holds an error (which finish() returns): the layers stop there.
   bool conformer_layer(EncodeGraph& e, int64_t l, Val& x);

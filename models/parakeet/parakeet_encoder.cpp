@@ -26,11 +26,12 @@ Val layer_norm(MethodBuilder& g, Val x, Norm n, const std::string& name) {
 // convolution sees zeros past its job's length (mask inputs), attention keys past it get -10000
 // (key_mask) and the conformer convolution sees zeros there (time_mask).
 // max_T: encoder frames per call.
-void ParakeetBuilder::encoder(MethodBuilder& g, bool batched, int64_t window, int64_t max_T, const std::string& prefix) {
+void ParakeetBuilder::encoder(MethodBuilder& g, int64_t max_B, int64_t window, int64_t max_T, const std::string& prefix) {
+  const bool batched = max_B > 1;
   const int64_t max_frames = max_T * c.subsampling_factor + c.subsampling_factor;
   const SymExpr frames = g.symbol("frames", 1, max_frames);
   const SymExpr T = g.symbol("enc_len", 1, max_T);
-  const SymExpr B = batched ? g.symbol("batch", 1, settings.max_batch) : SymExpr(1);
+  const SymExpr B = batched ? g.symbol("batch", 1, max_B) : SymExpr(1);
   Val feats = g.input("features", DType::f32, {B, c.feat_in, frames});
   EncodeGraph e{g, batched, window, prefix, T, {}, {}, {}};
   // frame_mask: 1 on a job's valid feature frames, 0 on the padding. A stride-2 stage keeps

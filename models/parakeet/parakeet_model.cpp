@@ -4,6 +4,22 @@
 
 namespace vrun::parakeet {
 
+std::vector<BatchShape> batch_shapes(const BuildSettings& s) {
+  std::vector<BatchShape> out;
+  if (s.max_batch <= 1) return out;
+  BatchShape b{s.max_batch, s.max_encoder_frames};
+  out.push_back(b);
+  while (b.jobs * 2 <= kMaxBatchJobs && b.frames / 2 >= kMinBatchFrames) {
+    b = {b.jobs * 2, b.frames / 2};
+    out.push_back(b);
+  }
+  return out;
+}
+
+std::string batch_method_name(const BatchShape& b, int64_t max_encoder_frames) {
+  return b.frames == max_encoder_frames ? std::string("encode_batch") : "encode_batch_" + std::to_string(b.frames);
+}
+
 namespace detail {
 
 Status ParakeetBuilder::check_settings() const {
@@ -12,8 +28,8 @@ Status ParakeetBuilder::check_settings() const {
       (local_method && (settings.max_local_frames < 1 || settings.max_local_frames > 1000000)))
     return err(ErrorCode::kInvalidArgument, "parakeet build: local attention window ", settings.local_window, " over ",
                settings.max_local_frames, " frames");
-  if (settings.max_batch < 1 || settings.max_batch > 64)
-    return err(ErrorCode::kInvalidArgument, "parakeet build: max_batch ", settings.max_batch, " (1 to 64)");
+  if (settings.max_batch < 1 || settings.max_batch > kMaxBatchJobs)
+    return err(ErrorCode::kInvalidArgument, "parakeet build: max_batch ", settings.max_batch, " (1 to ", kMaxBatchJobs, ")");
   if (settings.weight_dtype && *settings.weight_dtype != DType::f32 && *settings.weight_dtype != DType::f16 &&
       *settings.weight_dtype != DType::bf16)
     return err(ErrorCode::kInvalidArgument, "parakeet build: weight dtype ", dtype_name(*settings.weight_dtype), " (f32, f16 or bf16)");
@@ -80,17 +96,26 @@ Result<std::shared_ptr<Program>> ParakeetBuilder::build() {
 
   {
     MethodBuilder g = pb.method("encode");
-    encoder(g, false, c.local_window, M, "");
+    encoder(g, 1, c.local_window, M, "");
   }
   // Padded jobs would need the key padding in band coordinates: a checkpoint with local
   // attention runs its jobs one at a time.
+  std::vector<int64_t> shapes;
+  std::string group;
   if (settings.max_batch > 1 && full_attention) {
-    MethodBuilder g = pb.method("encode_batch");
-    encoder(g, true, 0, M, "batch.");
+    for (const BatchShape& b : batch_shapes(settings)) {
+      const std::string name = batch_method_name(b, M);
+      MethodBuilder g = pb.method(name);
+      encoder(g, b.jobs, 0, b.frames, name + ".");
+      shapes.insert(shapes.end(), {b.jobs, b.frames});
+      group += (group.empty() ? "" : ",") + name;
+    }
+    pb.set_meta("parakeet.batch_shapes", MetaValue::int_list(shapes));
+    pb.set_meta(kSharedArenasMeta, MetaValue::string_list({group}));
   }
   if (local_method) {
     MethodBuilder g = pb.method("encode_local");
-    encoder(g, false, settings.local_window, settings.max_local_frames, "local.");
+    encoder(g, 1, settings.local_window, settings.max_local_frames, "local.");
   }
   if (tdt) {
     MethodBuilder g = pb.method("greedy");
@@ -132,9 +157,22 @@ Result<ProgramInfo> info_from_program(const Program& p) {
   }
   c.xscaling = xscaling != 0;
   c.use_bias = use_bias != 0;
-  // Programs from before encode_batch hold no max_batch.
+  // Programs from before encode_batch hold no max_batch; those from before the shorter batch
+  // methods hold only encode_batch.
   const MetaValue* batch = p.meta("parakeet.max_batch");
   info.max_batch = batch && batch->type == MetaType::kInt && p.method("encode_batch") ? batch->i : 1;
+  if (info.max_batch > 1) {
+    const MetaValue* shapes = p.meta("parakeet.batch_shapes");
+    if (shapes && shapes->type == MetaType::kInts && shapes->ints.size() % 2 == 0) {
+      for (size_t i = 0; i < shapes->ints.size(); i += 2) info.batch_shapes.push_back({shapes->ints[i], shapes->ints[i + 1]});
+    } else {
+      info.batch_shapes.push_back({info.max_batch, info.max_encoder_frames});
+    }
+    for (const BatchShape& b : info.batch_shapes)
+      if (b.jobs < 1 || b.frames < 1 || b.frames > info.max_encoder_frames || !p.method(batch_method_name(b, info.max_encoder_frames)))
+        return err(ErrorCode::kInvalidProgram, p.source, ": metadata parakeet.batch_shapes names a batch method (", b.jobs, " x ",
+                   b.frames, ") the program lacks");
+  }
   // Optional (programs from before local attention hold none): the checkpoint's own window, and encode_local's.
   auto optional_int = [&](const char* key) {
     const MetaValue* v = p.meta(key);

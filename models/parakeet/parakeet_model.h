@@ -10,6 +10,8 @@
 //     valid frames, 0 on the padding), symbol enc_len = the longest job's) -> the same for B jobs
 //     (B <= max_batch), zero-padded to the longest; TDT writes job j's frame t to state row
 //     j * enc_len + t. On the valid frames it computes what encode does on each job alone.
+//     encode_batch_<n> (batch_shapes): the same for more jobs of at most n encoder frames; all
+//     of them share one scratch arena (kSharedArenasMeta).
 //   TDT only:
 //   greedy(control [5] i32) -> emitted [kGreedyCapacity + 1, 4] i32: NeMo's greedy TDT / RNN-T
 //     loop (op tdt_greedy) over frames [t, end) of state enc_proj, frame t at row t + offset,
@@ -22,6 +24,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "models/parakeet/parakeet_import.h"
 #include "runtime/program.h"
@@ -34,8 +37,13 @@ struct BuildSettings {
   // Encoder frames one encode call takes (80 ms each): the bound of full attention; longer audio
   // is encoded in overlapping chunks by the runner.
   int64_t max_encoder_frames = 2000;
-  // Jobs (streams or chunks of one stream) one encode_batch call takes; 1 builds no
-  // encode_batch. Its scratch arena is this many times encode's (allocated on first use).
+  // Jobs (streams or chunks of one stream) of up to max_encoder_frames one encode_batch call
+  // takes; 1 builds no batched method. Shorter jobs go through batched methods for shorter
+  // lengths that take more of them in the same frames (batch_shapes: with 4 x 2000, 8 x 1000,
+  // 16 x 500, 32 x 250 and 64 x 125 jobs x frames), all in one scratch arena, about this many
+  // times encode's (allocated on first use). A call's largest tensor (the first subsampling
+  // convolution's output, 32 KiB a feature frame: 0.5 GiB for a job of 2000 encoder frames)
+  // must fit one storage binding on a GPU (4 GiB on NVIDIA's Vulkan driver: at most 8 x 2000).
   int64_t max_batch = 4;
   // Attention as one sdpa with the relative-position term as its mask (true), or as bmm,
   // softmax, bmm over materialised scores (false): the same math, for comparing the kernels.
@@ -60,6 +68,19 @@ struct BuildSettings {
 
 Result<std::shared_ptr<Program>> build_parakeet_program(const ImportedParakeet& model, const BuildSettings& settings = {});
 
+// A batched encode method's bound: up to `jobs` jobs of up to `frames` encoder frames each.
+struct BatchShape {
+  int64_t jobs = 1, frames = 0;
+};
+inline constexpr int64_t kMaxBatchJobs = 64;
+inline constexpr int64_t kMinBatchFrames = 32;  // the shortest batched method's bound (2.56 s)
+// The batched methods a build makes, longest first: max_batch x max_encoder_frames, then twice
+// the jobs at half the frames while jobs stay within kMaxBatchJobs and frames at least
+// kMinBatchFrames. None when max_batch is 1.
+std::vector<BatchShape> batch_shapes(const BuildSettings& settings);
+// "encode_batch" for the full length, "encode_batch_<frames>" for the shorter ones.
+std::string batch_method_name(const BatchShape& shape, int64_t max_encoder_frames);
+
 // What a runner reads back from a program's metadata.
 struct ProgramInfo {
   ParakeetConfig config;
@@ -67,6 +88,7 @@ struct ProgramInfo {
   std::string preprocessor_json;
   int64_t max_encoder_frames = 0;
   int64_t max_batch = 1;  // jobs per encode_batch call (1: the program has none)
+  std::vector<BatchShape> batch_shapes;  // the batched methods, longest first (empty: none)
   // encode_local's window (frames on either side) and frames per call; 0: the program has none.
   int64_t local_window = 0, max_local_frames = 0;
 };

@@ -40,7 +40,8 @@ Status refuse(const BuildOptions& o, bool context, bool local_window, const std:
               std::initializer_list<DType> dtypes) {
   if (!context && o.context != 0) return err(ErrorCode::kInvalidArgument, "--ctx applies to Llama-family models, not ", family);
   if (!local_window && o.local_window >= 0) return err(ErrorCode::kInvalidArgument, "--local-window applies to Parakeet models, not ", family);
-  if (family != "Whisper" && o.streams != 0) return err(ErrorCode::kInvalidArgument, "--batch-size applies to Whisper models, not ", family);
+  if (family != "Whisper" && family != "Parakeet" && o.streams != 0)
+    return err(ErrorCode::kInvalidArgument, "--batch-size applies to Whisper and Parakeet models, not ", family);
   if (o.streams < 0 || o.streams > 64) return err(ErrorCode::kInvalidArgument, "--batch-size must be 1 to 64, got ", o.streams);
   if (o.context < 0) return err(ErrorCode::kInvalidArgument, "--ctx must be positive (or 0 for the model's maximum), got ", o.context);
   if (o.chunk <= 0) return err(ErrorCode::kInvalidArgument, "--chunk must be positive, got ", o.chunk);
@@ -67,7 +68,7 @@ std::vector<Family> make_families() {
                  return refuse(o, false, false, "Whisper", {DType::f32, DType::f16, DType::bf16, DType::q8_0});
                },
                [](const std::string& path, const BuildOptions& o, std::vector<std::string>* notes) {
-                 return whisper::export_whisper_program(path, o.dtype, notes, o.streams);
+                 return whisper::export_whisper_program(path, o.dtype, notes, o.streams > 1 ? o.streams : 0);
                }});
   f.push_back({"parakeet", Task::kSpeechRecognition, "NeMo .nemo archive, Hugging Face ParakeetForTDT / ParakeetForCTC folder",
                parakeet::is_parakeet_checkpoint_file,
@@ -76,6 +77,7 @@ std::vector<Family> make_families() {
                  parakeet::BuildSettings s;
                  if (o.dtype) s.weight_dtype = *o.dtype;
                  if (o.local_window >= 0) s.local_window = o.local_window;
+                 if (o.streams > 0) s.max_batch = o.streams;
                  return parakeet::import_and_build(path, s);
                }});
   f.push_back({"onnx", Task::kGraph, "ONNX model (.onnx)", onnx::is_onnx_path,

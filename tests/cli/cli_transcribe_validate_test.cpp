@@ -49,7 +49,7 @@ TEST(CliTranscribeValidate, RangesNameTheOptionBeforeLoading) {
                         {"--temperature 2", "--temperature must be in [0, 1], got 2"},
                         {"--temperature -0.5", "--temperature must be in [0, 1], got -0.5"},
                         {"--patience 0", "--patience must be > 0, got 0"},
-                        {"--batch-size 0", "--batch-size must be >= 1, got 0"},
+                        {"--batch-size -1", "--batch-size must be >= 0, got -1"},
                         {"--rate 16000 --channels 65", "--channels must be in 1..64, got 65"},
                         {"--rate 16000 --channels 0", "--channels must be in 1..64, got 0"},
                         {"--rate -5", "--rate must be > 0, got -5"}};

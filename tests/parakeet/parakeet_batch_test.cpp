@@ -104,6 +104,33 @@ TEST(ParakeetBatch, ChunkedLongAudioAcrossCalls) {
   }
 }
 
+// Batched methods for shorter jobs: max_encoder_frames 96 and max_batch 2 build encode_batch (2
+// jobs of up to 96 frames) and encode_batch_48 (4 of up to 48). The 27-s clip's chunks go
+// through the first, the three short clips (8 to 41 frames) together through the second.
+TEST(ParakeetBatch, ShortJobsTakeTheMethodForMoreJobs) {
+  BuildSettings bs;
+  bs.max_encoder_frames = 96;
+  bs.max_batch = 2;
+  ASSERT_EQ(batch_shapes(bs).size(), 2u);
+  EXPECT_EQ(batch_shapes(bs)[1].jobs, 4);
+  EXPECT_EQ(batch_shapes(bs)[1].frames, 48);
+  TranscribeOptions o;
+  o.chunk_frames = 48;
+  o.context_frames = 24;
+  for (const char* model : {"tdt_small.nemo", "ctc_small.nemo"}) {
+    auto r = load(model, BackendKind::kCpu, bs);
+    ASSERT_TRUE(r);
+    ASSERT_NE(r->program().method("encode_batch_48"), nullptr);
+    EXPECT_EQ(r->max_batch(), 4);
+    // Shortest first: the runner reorders them (longest first) and returns them in this order.
+    expect_batch_matches_single(*r, {"short_0p62", "librivox_0880", "long_concat", "librivox_0930"}, o, 11);
+    const auto& calls = r->batched_calls();
+    ASSERT_TRUE(calls.count("encode_batch")) << model;
+    ASSERT_TRUE(calls.count("encode_batch_48")) << model;
+    EXPECT_EQ(calls.at("encode_batch_48"), 1) << model;
+  }
+}
+
 TEST(ParakeetBatch, VulkanAsAlone) {
   BuildSettings bs;
   bs.max_encoder_frames = 96;
@@ -118,6 +145,9 @@ TEST(ParakeetBatch, VulkanAsAlone) {
   o.chunk_frames = 48;
   o.context_frames = 24;
   expect_batch_matches_single(*r, {"librivox_0880", "short_0p62", "espeak_fast", "synth"}, o, 4);
+  // The short clips went through encode_batch_48 (6 jobs of up to 48 frames), which shares its
+  // arena on the device with encode_batch.
+  EXPECT_TRUE(r->batched_calls().count("encode_batch_48"));
 }
 
 TEST(ParakeetBatch, ProgramWithoutEncodeBatch) {

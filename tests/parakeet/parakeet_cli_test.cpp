@@ -91,7 +91,9 @@ TEST(ParakeetCli, BatchSizeGivesEachFileItsOwnTranscript) {
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_NE(missing.err.find("/nonexistent.wav"), std::string::npos) << missing.err;
   EXPECT_EQ(missing.out, one.out);
-  EXPECT_NE(vrun("transcribe --batch-size 0 -m " + kModel + files, "zero").exit_code, 0);
+  EXPECT_NE(vrun("transcribe --batch-size -1 -m " + kModel + files, "negative").exit_code, 0);
+  // The default on the CPU: one file at a time (no group line).
+  EXPECT_EQ(one.err.find("files in"), std::string::npos) << one.err;
 }
 
 // A job over three clips of the Parakeet goldens: the command line's file arguments, their file

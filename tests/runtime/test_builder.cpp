@@ -147,6 +147,53 @@ TEST(Builder, ArenaSlotsAreReusedAcrossLifetimes) {
   }
 }
 
+// Methods the program names in kSharedArenasMeta run in one arena, sized to the largest: a small
+// and a large method write their outputs to the same place, and each computes right after the
+// other ran.
+TEST(Builder, MethodsShareOneArenaWhenTheProgramSaysSo) {
+  auto make = [](bool shared) {
+    ProgramBuilder pb;
+    for (const auto& [name, n] : {std::pair<const char*, int64_t>{"small", 16}, {"large", 4096}}) {
+      MethodBuilder g = pb.method(name);
+      Val x = g.input("x", DType::f32, {n});
+      g.output(g.op(OpKind::neg, {g.op(OpKind::square, {x})}));
+    }
+    if (shared) pb.set_meta(kSharedArenasMeta, MetaValue::string_list({"small,large"}));
+    return pb.finish();
+  };
+  auto xs = random_vec(16, 3), xl = random_vec(4096, 4);
+  for (bool shared : {false, true}) {
+    SCOPED_TRACE(shared ? "shared" : "separate");
+    auto p = make(shared);
+    ASSERT_TRUE(p.is_ok()) << p.status().to_string();
+    auto ex = Executor::create(*p, {BackendKind::kCpu, 1});
+    ASSERT_TRUE(ex.is_ok()) << ex.status().to_string();
+    const uint8_t* base[2] = {};
+    for (int round = 0; round < 2; ++round) {
+      for (int k = 0; k < 2; ++k) {
+        std::vector<float>& x = k == 0 ? xs : xl;
+        auto out = (*ex)->run(k == 0 ? "small" : "large", {TensorView::dense(x.data(), DType::f32, {static_cast<int64_t>(x.size())})});
+        ASSERT_TRUE(out.is_ok()) << out.status().to_string();
+        for (size_t i = 0; i < x.size(); ++i) ASSERT_FLOAT_EQ((*out)[0].ptr<float>()[i], -x[i] * x[i]) << i;
+        const MethodDef& m = (*p)->methods[static_cast<size_t>(k)];
+        base[k] = static_cast<const uint8_t*>((*out)[0].data) - m.values[m.outputs[0]].arena_offset;
+      }
+    }
+    EXPECT_EQ(base[0] == base[1], shared);
+  }
+  // A group naming a method the program lacks is refused when the executor is made.
+  ProgramBuilder pb;
+  MethodBuilder g = pb.method("f");
+  g.output(g.op(OpKind::neg, {g.input("x", DType::f32, {4})}));
+  pb.set_meta(kSharedArenasMeta, MetaValue::string_list({"f,g"}));
+  auto p = pb.finish();
+  ASSERT_TRUE(p.is_ok()) << p.status().to_string();
+  auto ex = Executor::create(*p, {BackendKind::kCpu, 1});
+  ASSERT_FALSE(ex.is_ok());
+  EXPECT_EQ(ex.status().code(), ErrorCode::kInvalidProgram);
+  EXPECT_NE(ex.status().message().find("'g'"), std::string::npos) << ex.status().message();
+}
+
 TEST(Builder, SymbolicDimsAreAffineOrDerived) {
   ProgramBuilder pb;
   MethodBuilder g = pb.method("f");
