@@ -25,7 +25,6 @@ import threading
 import time
 import urllib.request
 
-import openai
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "serve"))
 from serve_common import LLM  # noqa: E402
@@ -101,6 +100,8 @@ def step_totals(port):
 
 
 def run_levels(name, port, levels, tokens, rounds):
+    import openai  # here, so that transcribe_bench.py (which shares this file's helpers) runs without it
+
     client = openai.OpenAI(base_url="http://127.0.0.1:%d/v1" % port, api_key="x", max_retries=0, timeout=3600)
     one_stream(client, 8)  # warm-up
     rows = []

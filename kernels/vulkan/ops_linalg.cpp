@@ -20,11 +20,17 @@ constexpr int64_t kMatvecChunkRows = 63;
 
 // y = act(x W^T (+ bias)) (+ res), act 0 none, 1 gelu, 2 silu: the tensor-core kernel applies
 // act and adds res as it writes y; elsewhere they follow the projection, on f32 rows.
-// one_row (linear's decode = 1): every row in f32 as a one-row projection computes it (the matvec
-// kernels up to 8 rows, the rows kernel beyond, f32 scratch rows), never rounded to halves for
-// the tensor cores.
+// How the kernel for a linear's rows is chosen. one_row (linear's decode = 1): every row in f32 as
+// a one-row projection computes it (the matvec kernels up to 8 rows, the rows kernel beyond, f32
+// scratch rows), never rounded to halves for the tensor cores. pinned (batch_invariant = 1):
+// kernel, tile and scratch dtype as for kPinnedRows rows whatever the call's count (no matvec or
+// rows kernel for few rows), so that a row's values do not depend on how many rows the call has.
+struct RowRule {
+  bool one_row = false, pinned = false;
+};
+constexpr int64_t kPinnedRows = 4096;
 Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y,
-                          const DeviceView* res = nullptr, int act = 0, bool one_row = false);
+                          const DeviceView* res = nullptr, int act = 0, RowRule rr = {});
 
 // x W^T (+ bias) into y for M rows, kMatvecMaxRows rows a matvec pass.
 Status record_matvec_passes(Recorder& rec, const DeviceView& x, const DeviceView& w, const DeviceView* bias,
@@ -63,19 +69,19 @@ bool coop_linear_operands(const Context& ctx, DType x, DType w, int64_t M, int64
 // The residual and act: decode rows apply them in the matvec's epilogue (act after the bias,
 // then the residual), other shapes in record_linear_core.
 Status record_linear_plain(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, int act = 0,
-                           bool one_row = false) {
+                           RowRule rr = {}) {
   const bool res = in.size() > 3 && in[3].present();
-  if (!res && act == 0) return record_linear_core(rec, in, y, nullptr, 0, one_row);
-  if (matvec_rows(in[0], in[1])) return record_matvec_linear(rec, in, y, nullptr, false, act);
+  if (!res && act == 0) return record_linear_core(rec, in, y, nullptr, 0, rr);
+  if (!rr.pinned && matvec_rows(in[0], in[1])) return record_matvec_linear(rec, in, y, nullptr, false, act);
   const bool bias = in.size() > 2 && in[2].present();
-  return record_linear_core(rec, {in[0], in[1], bias ? in[2] : DeviceView{}}, y, res ? &in[3] : nullptr, act, one_row);
+  return record_linear_core(rec, {in[0], in[1], bias ? in[2] : DeviceView{}}, y, res ? &in[3] : nullptr, act, rr);
 }
 
 // The dtype of a scratch tensor of x's rows (M x K) that the projection with W will read: the
 // halves the tensor cores would round them to on load where they will read them (half the bytes
 // written and read, the same products), else f32.
-DType rows_scratch_dtype(const Context& ctx, DType w, int64_t M, int64_t K, bool one_row) {
-  return !one_row && coop_linear_operands(ctx, DType::f32, w, M, K) ? DType::f16 : DType::f32;
+DType rows_scratch_dtype(const Context& ctx, DType w, int64_t M, int64_t K, RowRule rr) {
+  return !rr.one_row && coop_linear_operands(ctx, DType::f32, w, rr.pinned ? kPinnedRows : M, K) ? DType::f16 : DType::f32;
 }
 
 bool halve_x_on() {
@@ -85,15 +91,15 @@ bool halve_x_on() {
 
 // glu = silu: decode rows are gated inside the matvec kernel as x is loaded; other shapes get
 // the gated rows in a scratch tensor first (the glu op's math; rows_scratch_dtype).
-Status record_linear_glu(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, int act, bool one_row) {
+Status record_linear_glu(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, int act, RowRule rr) {
   const int64_t K = in[1].shape[1];
-  if (matvec_rows(in[0], in[1], true)) return record_matvec_linear(rec, in, y, nullptr, true, act);
+  if (!rr.pinned && matvec_rows(in[0], in[1], true)) return record_matvec_linear(rec, in, y, nullptr, true, act);
   const DeviceView& x = in[0];
   const int last = x.shape.rank - 1;
   Shape hs = x.shape;
   hs[last] = K;
   VRUN_ASSIGN_OR_RETURN(DeviceView xg,
-                        rec.scratch(rows_scratch_dtype(rec.context(), in[1].dtype, K ? hs.numel() / K : 0, K, one_row), hs));
+                        rec.scratch(rows_scratch_dtype(rec.context(), in[1].dtype, K ? hs.numel() / K : 0, K, rr), hs));
   DeviceView a = x, g = x;
   a.shape = hs;
   g.shape = hs;
@@ -101,7 +107,7 @@ Status record_linear_glu(Recorder& rec, const std::vector<DeviceView>& in, const
   VRUN_RETURN_IF_ERROR(record_eltwise(rec, OP_GLU_SILU, xg, &a, &g, nullptr));
   std::vector<DeviceView> rest(in.begin(), in.begin() + std::min<size_t>(in.size(), 4));
   rest[0] = xg;
-  return record_linear_plain(rec, rest, y, act, one_row);
+  return record_linear_plain(rec, rest, y, act, rr);
 }
 
 // x with its trailing x_dims dims merged into one dense K (copied when they are not dense).
@@ -133,15 +139,17 @@ Status record_linear(Recorder& rec, const std::vector<DeviceView>& in_, const De
   if (x_dims > 1) {
     VRUN_ASSIGN_OR_RETURN(in[0], merge_x_dims(rec, in_[0], static_cast<int>(x_dims)));
   }
-  const bool one_row = attrs.i("decode") != 0;
-  if (glu) return record_linear_glu(rec, in, y, act, one_row);
-  if (norm == "none") return record_linear_plain(rec, in, y, act, one_row);
+  RowRule rr;
+  rr.one_row = attrs.i("decode") != 0;
+  rr.pinned = !rr.one_row && attrs.i("batch_invariant") != 0;
+  if (glu) return record_linear_glu(rec, in, y, act, rr);
+  if (norm == "none") return record_linear_plain(rec, in, y, act, rr);
   const bool rms = norm == "rms";
   if (in.size() < 5 || !in[4].present())
     return err(ErrorCode::kInvalidArgument, "vulkan: linear with norm = ", norm, " needs norm_weight");
   const bool has_nb = !rms && in.size() > 5 && in[5].present();
   const float eps = static_cast<float>(attrs.f("eps"));
-  if (matvec_norm_fits(in[0], in[1])) {
+  if (!rr.pinned && matvec_norm_fits(in[0], in[1])) {
     DeviceView g, b;
     VRUN_ASSIGN_OR_RETURN(g, rec.dense_view(in[4]));
     if (has_nb) {
@@ -151,7 +159,7 @@ Status record_linear(Recorder& rec, const std::vector<DeviceView>& in_, const De
     return record_matvec_linear(rec, in, y, &mn, false, act);
   }
   const int64_t K = in[1].shape[1], M = K ? in[0].numel() / K : 0;
-  VRUN_ASSIGN_OR_RETURN(DeviceView xs, rec.scratch(rows_scratch_dtype(rec.context(), in[1].dtype, M, K, one_row), in[0].shape));
+  VRUN_ASSIGN_OR_RETURN(DeviceView xs, rec.scratch(rows_scratch_dtype(rec.context(), in[1].dtype, M, K, rr), in[0].shape));
   const OpKind op = rms ? OpKind::rms_norm : OpKind::layer_norm;
   Attrs na(op);
   na.set_f("eps", eps);
@@ -160,7 +168,7 @@ Status record_linear(Recorder& rec, const std::vector<DeviceView>& in_, const De
   VRUN_RETURN_IF_ERROR(record_norm(rec, op, nin, {xs}, na));
   std::vector<DeviceView> rest(in.begin(), in.begin() + 4);
   rest[0] = xs;
-  return record_linear_plain(rec, rest, y, act, one_row);
+  return record_linear_plain(rec, rest, y, act, rr);
 }
 
 // Block-quantised W [N, K] expanded to f16 rows in wh (dequant.comp): false where its byte offset
@@ -192,7 +200,8 @@ Status record_rows_kernel(Recorder& rec, const DeviceView& x, const DeviceView& 
 }
 
 Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, const DeviceView* res, int act,
-                          bool one_row) {
+                          RowRule rr) {
+  const bool one_row = rr.one_row;
   VRUN_ASSIGN_OR_RETURN(DeviceView x, rec.rows_view(in[0], 1));
   DeviceView w = in[1];
   const DeviceView* bias = in.size() > 2 && in[2].present() ? &in[2] : nullptr;
@@ -217,7 +226,9 @@ Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, cons
     return rec.scratch(DType::f32, y.shape);
   };
   // Decode shapes: record_matvec binds and computes its offsets itself.
-  if (M <= kMatvecMaxRows) {
+  // The row count the kernel is chosen for (pinned: the same for every call).
+  const int64_t Ms = rr.pinned ? kPinnedRows : M;
+  if (M <= kMatvecMaxRows && !rr.pinned) {
     VRUN_ASSIGN_OR_RETURN(DeviceView p, plain_target());
     VRUN_RETURN_IF_ERROR(record_matvec(rec, x, w, bias, p, M, N, K, row_stride(x)));
     return after ? finish(p) : Status::ok();
@@ -228,7 +239,7 @@ Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, cons
   // read once per 32 rows; a 32-row q4_0 Llama-1B step took 16.7 ms on an H200 as 8-row matvec
   // passes, the fallback), not the subgroup-scope tiled matmul (too few workgroups for so few
   // rows); VRUN_MM_QROWS sends block-quantised W to the W-as-A kernel from fewer rows.
-  if (one_row || (M <= kMatvecChunkRows && !coop_linear_operands(ctx, x.dtype, w.dtype, M, K))) {
+  if (one_row || (!rr.pinned && M <= kMatvecChunkRows && !coop_linear_operands(ctx, x.dtype, w.dtype, M, K))) {
     if (matmul_rows_fits(rec, x, w)) return record_rows_kernel(rec, x, w, bias, y, res, act, M, N, K);
     VRUN_ASSIGN_OR_RETURN(DeviceView p, plain_target());
     VRUN_RETURN_IF_ERROR(record_matvec_passes(rec, x, w, bias, p, M, N, K));
@@ -237,8 +248,8 @@ Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, cons
   // Block-quantised W on prefill rows: expanded to f16 scratch first where that pays, then the f16
   // kernels (matmul_tiles.cpp, dequant_first). A device without room for the halves keeps the
   // fused kernels: the expansion is only a speed-up.
-  if (w.is_contiguous() && dequant_first(ctx, M, K, N, x.dtype, w.dtype) &&
-      (!ctx.coopmat2().on || coop_linear_operands(ctx, x.dtype, DType::f16, M, K))) {
+  if (w.is_contiguous() && dequant_first(ctx, Ms, K, N, x.dtype, w.dtype) &&
+      (!ctx.coopmat2().on || coop_linear_operands(ctx, x.dtype, DType::f16, Ms, K))) {
     if (Result<DeviceView> wh = rec.scratch(DType::f16, Shape{N, K}); wh.is_ok()) {
       VRUN_ASSIGN_OR_RETURN(const bool expanded, record_dequant(rec, w, *wh));
       if (expanded) w = *wh;
@@ -249,7 +260,7 @@ Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, cons
   // the A matrix on wide projections), which read half the bytes a tile. Block-quantised W stays
   // on f32 x (its kernel measured no gain from the extra pass). VRUN_MM_HALVE_X=0 keeps f32 x.
   if (x.dtype == DType::f32 && w.dtype == DType::f16 && ctx.coopmat2().on && K % 8 == 0 &&
-      coop_linear_operands(ctx, x.dtype, w.dtype, M, K) && halve_x_on()) {
+      coop_linear_operands(ctx, x.dtype, w.dtype, Ms, K) && halve_x_on()) {
     VRUN_ASSIGN_OR_RETURN(DeviceView xh, rec.scratch(DType::f16, x.shape));
     VRUN_RETURN_IF_ERROR(rec.record_copy(x, xh));
     x = xh;
@@ -274,7 +285,7 @@ Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, cons
   const std::string coop = coopmat_kernel(ctx, "matmul_coopmat");
   // Tensor cores read 16 bytes at a time: rows and W 8-element aligned (block-quantised W: its
   // 2-byte fields aligned).
-  const bool coop_ok = coop_linear_operands(ctx, x.dtype, w.dtype, M, K) && offs[2] % (w.dtype == DType::f16 ? 8 : 2) == 0 &&
+  const bool coop_ok = coop_linear_operands(ctx, x.dtype, w.dtype, Ms, K) && offs[2] % (w.dtype == DType::f16 ? 8 : 2) == 0 &&
                        row_stride(x) % 8 == 0 && offs[1] % 8 == 0;
   // The workgroup-scope kernels into f32 or f16 y, where the device has them. W as the A matrix:
   // block-quantised W (its blocks expanded by the loads, where W starts on a block boundary of its
@@ -294,7 +305,7 @@ Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, cons
       first_byte(y) < first_byte(r) + static_cast<uint64_t>(((M - 1) * row_stride(r) + N) * dtype_elem_size(r.dtype));
   auto dispatch_cm2 = [&](std::string_view kernel, const Cm2Tile& t, int32_t w_dt, int64_t gx, int64_t gy,
                           int64_t m_rows) -> Status {
-    const int split = cm2_split(ctx, t, gx * gy, K, is_quantized(w.dtype));
+    const int split = rr.pinned ? 1 : cm2_split(ctx, t, gx * gy, K, is_quantized(w.dtype));
     const std::vector<int32_t> spec = {dt_code(y.dtype), bias_dt, dt_code(x.dtype), res ? dt_code(r) : 255, act, t.bm,
                                        t.bn, t.bk, 4, t.threads, w_dt, split};
     if (split > 1) {
@@ -313,16 +324,16 @@ Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, cons
   };
   const bool wa_operands = is_quantized(w.dtype) ? offs[2] % dtype_bytes(w.dtype, kQuantBlock) == 0 : w.dtype == DType::f16;
   if (coop_ok && wa_operands && (y.dtype == DType::f32 || y.dtype == DType::f16)) {
-    if (const Cm2Tile* ct = cm2_wa_tile(ctx, M, K, N, x.dtype, w.dtype))
+    if (const Cm2Tile* ct = cm2_wa_tile(ctx, Ms, K, N, x.dtype, w.dtype))
       return dispatch_cm2("matmul_wa_cm2", *ct, dt_code(w.dtype), (N + ct->bm - 1) / ct->bm, (M + ct->bn - 1) / ct->bn,
                           ct->bn);
   }
   // f16 W otherwise: x as the A matrix.
   if (coop_ok && w.dtype == DType::f16 && (y.dtype == DType::f32 || y.dtype == DType::f16)) {
-    if (const Cm2Tile* ct = cm2_tile(ctx, M, K, N, x.dtype))
+    if (const Cm2Tile* ct = cm2_tile(ctx, Ms, K, N, x.dtype))
       return dispatch_cm2("matmul_cm2", *ct, 255, (N + ct->bn - 1) / ct->bn, (M + ct->bm - 1) / ct->bm, ct->bm);
   }
-  const CoopTile& tl = coop_tile(ctx, M, N, 1, x.dtype);
+  const CoopTile& tl = coop_tile(ctx, Ms, N, 1, x.dtype);
   if (coop_ok && tl.fits(ctx)) {
     std::vector<int32_t> spec = tl.spec(y.dtype, bias_dt, x.dtype, w.dtype, 1);
     spec.push_back(res ? dt_code(r) : 255);
@@ -341,7 +352,8 @@ Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, cons
   return after ? finish(p) : Status::ok();
 }
 
-Status record_bmm(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, bool rel = false) {
+// pinned (batch_invariant): the kernel and tile chosen alike for every row and batch count.
+Status record_bmm(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, bool rel = false, bool pinned = false) {
   DeviceView a = in[0], b = in[1];
   const int yr = y.shape.rank;
   // rel: y [.., M, M] from b's 2M - 1 columns (N below is b's width).
@@ -353,7 +365,7 @@ Status record_bmm(Recorder& rec, const std::vector<DeviceView>& in, const Device
     Shape fs = y.shape;
     fs[yr - 1] = N;
     VRUN_ASSIGN_OR_RETURN(DeviceView full, rec.scratch(y.dtype, fs));
-    VRUN_RETURN_IF_ERROR(record_bmm(rec, in, full, false));
+    VRUN_RETURN_IF_ERROR(record_bmm(rec, in, full, false, pinned));
     DeviceView shifted = full;
     shifted.shape = y.shape;
     shifted.strides[yr - 2] = N - 1;
@@ -432,7 +444,8 @@ Status record_bmm(Recorder& rec, const std::vector<DeviceView>& in, const Device
     const std::string coop = coopmat_kernel(ctx, "matmul_coopmat");
     auto half_ok = [&](DType t) { return t == DType::f16 || (t == DType::f32 && !ctx.exact_f32()); };
     auto al8 = [](int64_t v) { return v % 8 == 0; };
-    const bool coop_ok = !coop.empty() && half_ok(a.dtype) && half_ok(b.dtype) && M >= 64 && K % 8 == 0 &&
+    const bool rows_ok = M >= 64 || pinned;
+    const bool coop_ok = !coop.empty() && half_ok(a.dtype) && half_ok(b.dtype) && rows_ok && K % 8 == 0 &&
                          (K == 1 || (a.strides[ar - 1] == 1 && b.strides[br - 2] == 1)) && al8(a.strides[ar - 2]) &&
                          al8(b.strides[br - 1]) && al8(ya[0]) && al8(ya[1]) && al8(ya[2]) && al8(yb[0]) &&
                          al8(yb[1]) && al8(yb[2]) && offs[1] % 8 == 0 && offs[2] % 8 == 0;
@@ -442,11 +455,12 @@ Status record_bmm(Recorder& rec, const std::vector<DeviceView>& in, const Device
     // encoder), which the portable kernel ran at a tenth of the tensor cores' rate.
     const int64_t aq = a.dtype == DType::f32 ? 4 : 8;
     auto alq = [&](int64_t v) { return v % aq == 0; };
-    const bool gather = !coop_ok && !rel && !coop.empty() && half_ok(a.dtype) && half_ok(b.dtype) && M >= 64 &&
+    const bool gather = !coop_ok && !rel && !coop.empty() && half_ok(a.dtype) && half_ok(b.dtype) && rows_ok &&
                         K >= 8 && a.strides[ar - 1] == 1 && alq(a.strides[ar - 2]) && alq(ya[0]) && alq(ya[1]) &&
                         alq(ya[2]) && offs[1] % aq == 0;
     // rel: each tile row computes a window of M + BM - 1 of b's columns.
-    const CoopTile& tl = coop_tile(ctx, M, rel ? M + 127 : N, static_cast<int64_t>(nb), a.dtype);
+    const int64_t Ms = pinned ? kPinnedRows : M, nbs = pinned ? 1024 : static_cast<int64_t>(nb);
+    const CoopTile& tl = coop_tile(ctx, Ms, rel ? Ms + 127 : N, nbs, a.dtype);
     if ((coop_ok || gather) && tl.fits(ctx)) {
       std::vector<int32_t> spec = tl.spec(y.dtype, 255, a.dtype, b.dtype, 0);
       spec.push_back(255);
@@ -483,7 +497,7 @@ bool supports_linalg(const Context&, OpKind op, const std::vector<const TensorDe
 Status record_linalg(Recorder& rec, OpKind op, const std::vector<DeviceView>& in, const std::vector<DeviceView>& out,
                      const Attrs& attrs) {
   if (op == OpKind::linear) return record_linear(rec, in, out[0], attrs);
-  if (op == OpKind::bmm) return record_bmm(rec, in, out[0], attrs.i("rel_shift") != 0);
+  if (op == OpKind::bmm) return record_bmm(rec, in, out[0], attrs.i("rel_shift") != 0, attrs.i("batch_invariant") != 0);
   return err(ErrorCode::kUnsupported, "vulkan: no kernel for ", op_name(op));
 }
 

@@ -177,6 +177,8 @@ class SdpaCall {
   uint32_t smem = 0;
   std::string forced;  // VRUN_SDPA
   int64_t block_keys = 0, group_rows = 0;
+  // batch_invariant: the kernel and its key split chosen alike for every query and batch count.
+  bool pinned = false;
 };
 
 Status SdpaCall::read_operands(const std::vector<DeviceView>& in) {
@@ -200,6 +202,7 @@ Status SdpaCall::read_options(const std::vector<DeviceView>& in, const Attrs& at
     return err(ErrorCode::kInvalidArgument, "vulkan: sdpa query heads ", Hq, " not a multiple of kv heads ", Hkv);
   // Local attention: query i at position p = Lk - Lq + i sees keys p - left .. p + right, and its
   // mask holds the band's left + right + 1 columns. The kernels take it in 32-bit arithmetic.
+  pinned = attrs.i("batch_invariant") != 0;
   const std::vector<int64_t>& window_attr = attrs.ints("window");
   window = !window_attr.empty();
   if (window) {
@@ -257,7 +260,7 @@ Status SdpaCall::record() {
   // With a window a 64-row block meets at most 63 + left + right + 1 keys.
   block_keys = window ? std::min(Lk, width + 63) : Lk;
   const bool few_blocks = (Lq + 63) / 64 * Hq * B < 128 && block_keys > 8 * Lq;
-  const bool tiled = !dyn_len && forced != "rows" && Lq >= 32 && !few_blocks && dmax <= 128 && has_subgroup_shuffle(ctx) &&
+  const bool tiled = !dyn_len && forced != "rows" && (pinned || (Lq >= 32 && !few_blocks)) && dmax <= 128 && has_subgroup_shuffle(ctx) &&
                      Lq <= 65535 * 64 && Hq <= 65535 && B <= 65535;
   if (tiled) return record_tiled();
   group_rows = (Hq / Hkv) * Lq;
@@ -283,7 +286,7 @@ Status SdpaCall::record_tiled() {
   const int64_t mps = ctx.info().multiprocessors, cm2_rows = tile.br, cm2_blocks = (Lq + cm2_rows - 1) / cm2_rows * Hq * B;
   const bool cm2_shape = !has_mask && !window && D == Dv && (D == 64 || D == 128) && q.dtype == k.dtype &&
                          q.dtype == v.dtype && (y.dtype == DType::f16 || y.dtype == DType::f32) &&
-                         (forced == "cm2" || (forced.empty() && (causal || mps <= 0 || cm2_blocks * 4 >= mps * 3)));
+                         (forced == "cm2" || (forced.empty() && (causal || pinned || mps <= 0 || cm2_blocks * 4 >= mps * 3)));
   const bool cm2_fits = tile.fits(ctx, static_cast<int>(D));
   if (cm2_shape && cm2_fits && PipelineCache::has_kernel("sdpa_cm2") && coop_rows(ctx, q, offs[1]) &&
       coop_rows(ctx, k, offs[2]) && coop_rows(ctx, v, offs[3])) {
@@ -301,7 +304,7 @@ Status SdpaCall::record_tiled() {
     const int64_t blocks = (Lq + 63) / 64 * Hq * B, mps = ctx.info().multiprocessors;
     // With a window the chunks split each block's band (block_keys from its first key).
     int64_t nsplit = 1, kchunk = Lk;
-    if (!causal && mps > 0 && blocks < 4 * mps && forced != "nosplit") {
+    if (!causal && !pinned && mps > 0 && blocks < 4 * mps && forced != "nosplit") {
       nsplit =
           std::clamp<int64_t>((4 * mps + blocks - 1) / blocks, 1, std::max<int64_t>(1, block_keys / 256));
       kchunk = ((block_keys + nsplit - 1) / nsplit + 31) / 32 * 32;

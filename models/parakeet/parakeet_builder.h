@@ -96,6 +96,12 @@ struct ParakeetBuilder {
   Val norm_linear(MethodBuilder& g, Val x_in, Norm n, Lin w, std::vector<NamedAttr> attrs, const std::string& name) const;
   Val ffn(MethodBuilder& g, Val x_in, Norm n, Lin a, Lin b, const std::string& p) const;
   void head_outputs(MethodBuilder& g, Val x);
+  // attrs with batch_invariant = 1 when the method being built pins its kernels (pin_).
+  std::vector<NamedAttr> pinned(std::vector<NamedAttr> attrs) const {
+    if (pin_) attrs.push_back({"batch_invariant", int64_t{1}});
+    return attrs;
+  }
+  bool pin_ = false;
   void greedy_method(MethodBuilder& g);
 
   const ImportedParakeet& model;

@@ -12,8 +12,8 @@ namespace {
 
 Val C_(MethodBuilder& g, int id) { return id >= 0 ? g.constant(id) : Val::none(); }
 
-Val linear(MethodBuilder& g, Val x, Lin w, const std::string& name) {
-  return g.op(OpKind::linear, {x, g.constant(w.w), C_(g, w.b)}, {}, name);
+Val linear(MethodBuilder& g, Val x, Lin w, std::vector<NamedAttr> attrs, const std::string& name) {
+  return g.op(OpKind::linear, {x, g.constant(w.w), C_(g, w.b)}, attrs, name);
 }
 
 Val layer_norm(MethodBuilder& g, Val x, Norm n, const std::string& name) {
@@ -28,6 +28,9 @@ Val layer_norm(MethodBuilder& g, Val x, Norm n, const std::string& name) {
 // max_T: encoder frames per call.
 void ParakeetBuilder::encoder(MethodBuilder& g, int64_t max_B, int64_t window, int64_t max_T, const std::string& prefix) {
   const bool batched = max_B > 1;
+  // Full attention: the jobs of a batched call get what encode gives each alone (the methods'
+  // projections, position scores and attention chosen alike for any row count on a GPU).
+  pin_ = window == 0;
   const int64_t max_frames = max_T * c.subsampling_factor + c.subsampling_factor;
   const SymExpr frames = g.symbol("frames", 1, max_frames);
   const SymExpr T = g.symbol("enc_len", 1, max_T);
@@ -69,7 +72,7 @@ Val ParakeetBuilder::subsampling(EncodeGraph& e, Val feats) {
   }
   // [B, C, T', F'] -> [B, T', C * F'] as NeMo's transpose(1, 2).reshape(b, t, -1).
   x = g.op(OpKind::reshape, {g.op(OpKind::permute, {x}, {{"perm", {0, 2, 1, 3}}})}, {{"shape", {0, -1, sub_in}}});
-  x = g.op(OpKind::linear, {x, g.constant(sub_out_w), g.constant(sub_out_b)}, {}, "subsampling.out");
+  x = g.op(OpKind::linear, {x, g.constant(sub_out_w), g.constant(sub_out_b)}, pinned({}), "subsampling.out");
   x = g.op(OpKind::slice, {x}, {{"axis", 1}, {"start", 0}, {"end", e.T}});
   if (c.xscaling) x = g.op(OpKind::scale, {x}, {{"scale", std::sqrt(static_cast<double>(d))}}, "xscale");
   return x;
@@ -85,7 +88,7 @@ Val ParakeetBuilder::norm_linear(MethodBuilder& g, Val x_in, Norm n, Lin w, std:
                                  const std::string& name) const {
   attrs.push_back({"norm", "layer"});
   attrs.push_back({"eps", 1e-5});
-  return g.op(OpKind::linear, {x_in, g.constant(w.w), C_(g, w.b), Val::none(), g.constant(n.g), g.constant(n.b)}, attrs, name);
+  return g.op(OpKind::linear, {x_in, g.constant(w.w), C_(g, w.b), Val::none(), g.constant(n.g), g.constant(n.b)}, pinned(attrs), name);
 }
 
 // x + 0.5 ffn(norm(x)): silu in the first projection's epilogue, the 0.5 in the second's
@@ -96,7 +99,7 @@ Val ParakeetBuilder::ffn(MethodBuilder& g, Val x_in, Norm n, Lin a, Lin b, const
   Val hidden = norm_linear(g, x_in, n, a, up, p + ".linear1");
   std::vector<NamedAttr> down;
   if (half) down.push_back({"dtype", "f32"});
-  return g.op(OpKind::linear, {hidden, g.constant(b.w), C_(g, b.b), x_in}, down, p + ".linear2");
+  return g.op(OpKind::linear, {hidden, g.constant(b.w), C_(g, b.b), x_in}, pinned(down), p + ".linear2");
 }
 
 // One conformer layer on the residual stream x: feed-forward, attention, convolution module,
@@ -122,7 +125,7 @@ bool ParakeetBuilder::conformer_layer(EncodeGraph& e, int64_t l, Val& x) {
   att = g.op(OpKind::reshape, {g.op(OpKind::permute, {att}, {{"perm", {0, 2, 1, 3}}})}, {{"shape", {0, -1, d}}});
   std::vector<NamedAttr> out_attrs;
   if (half_attention) out_attrs.push_back({"dtype", "f32"});
-  x = g.op(OpKind::linear, {att, g.constant(w.o.w), C_(g, w.o.b), x}, out_attrs, p + "attn_out");
+  x = g.op(OpKind::linear, {att, g.constant(w.o.w), C_(g, w.o.b), x}, pinned(out_attrs), p + "attn_out");
   // Convolution module.
   Val h = g.op(OpKind::glu, {norm_linear(g, x, w.conv_norm, w.pw1, {}, p + "pointwise1")}, {{"axis", -1}});
   if (e.batched) h = g.op(OpKind::mul, {h, e.time_mask});
@@ -131,7 +134,7 @@ bool ParakeetBuilder::conformer_layer(EncodeGraph& e, int64_t l, Val& x) {
   h = g.op(OpKind::batch_norm, {h, g.constant(w.bn_mean), g.constant(w.bn_var), g.constant(w.bn_w), g.constant(w.bn_b)},
            {{"eps", 1e-5}, {"axis", 1}}, p + "batch_norm");
   h = g.op(OpKind::permute, {g.op(OpKind::silu, {h})}, {{"perm", {0, 2, 1}}});
-  x = g.op(OpKind::linear, {h, g.constant(w.pw2.w), C_(g, w.pw2.b), x}, {}, p + "pointwise2");
+  x = g.op(OpKind::linear, {h, g.constant(w.pw2.w), C_(g, w.pw2.b), x}, pinned({}), p + "pointwise2");
   x = ffn(g, x, w.ff2_norm, w.ff2_a, w.ff2_b, p + "ff2");
   x = layer_norm(g, x, w.out_norm, p + "norm_out");
   return true;
@@ -159,16 +162,16 @@ Val ParakeetBuilder::attention(EncodeGraph& e, const Layer& w, Val qu, Val k, Va
   } else {
     Val pp = heads(g, settings.projected_positions
                           ? middle_rows(w.pos_proj)
-                          : g.op(OpKind::linear, {middle_rows(pos_table), g.constant(w.pos_w)}, qkv_attrs, p + "pos"));
-    Val position = g.op(OpKind::bmm, {qv, g.op(OpKind::permute, {pp}, {{"perm", {0, 1, 3, 2}}})}, {{"rel_shift", 1}, {"dtype", "f32"}},
+                          : g.op(OpKind::linear, {middle_rows(pos_table), g.constant(w.pos_w)}, pinned(qkv_attrs), p + "pos"));
+    Val position = g.op(OpKind::bmm, {qv, g.op(OpKind::permute, {pp}, {{"perm", {0, 1, 3, 2}}})}, pinned({{"rel_shift", 1}, {"dtype", "f32"}}),
                         p + "bd");
     if (e.batched) position = g.op(OpKind::add, {position, e.key_mask});
     if (settings.fused_attention) {
-      att = g.op(OpKind::sdpa, {qu, k, v, position}, {{"scale", inv_sqrt_dk}}, p + "attn");
+      att = g.op(OpKind::sdpa, {qu, k, v, position}, pinned({{"scale", inv_sqrt_dk}}), p + "attn");
     } else {
-      Val ac = g.op(OpKind::bmm, {qu, g.op(OpKind::permute, {k}, {{"perm", {0, 1, 3, 2}}})}, {}, p + "ac");
+      Val ac = g.op(OpKind::bmm, {qu, g.op(OpKind::permute, {k}, {{"perm", {0, 1, 3, 2}}})}, pinned({}), p + "ac");
       Val scores = g.op(OpKind::add, {g.op(OpKind::scale, {ac}, {{"scale", inv_sqrt_dk}}), position});
-      att = g.op(OpKind::bmm, {g.op(OpKind::softmax, {scores}, {{"axis", -1}}), v}, {}, p + "attn");
+      att = g.op(OpKind::bmm, {g.op(OpKind::softmax, {scores}, {{"axis", -1}}), v}, pinned({}), p + "attn");
     }
   }
   return att;
@@ -179,12 +182,12 @@ void ParakeetBuilder::head_outputs(MethodBuilder& g, Val x) {
   if (tdt) {
     // The decode methods gather their frames from the enc_proj state by index (job j's frame t
     // at row j * enc_len + t), so frames never go back and forth between host and device.
-    Val proj = linear(g, x, enc_proj, "joint.enc");
+    Val proj = linear(g, x, enc_proj, pinned({}), "joint.enc");
     g.op(OpKind::slice_update, {g.state(enc_state), g.op(OpKind::reshape, {proj}, {{"shape", {-1, J}}})}, {{"axis", 0}, {"start", 0}},
          "enc_proj_state");
     g.output(proj, "enc_proj");
   } else {
-    g.output(linear(g, x, ctc, "ctc"), "logits");
+    g.output(linear(g, x, ctc, pinned({}), "ctc"), "logits");
   }
 }
 
