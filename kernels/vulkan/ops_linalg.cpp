@@ -23,8 +23,9 @@ constexpr int64_t kMatvecChunkRows = 63;
 // How the kernel for a linear's rows is chosen. one_row (linear's decode = 1): every row in f32 as
 // a one-row projection computes it (the matvec kernels up to 8 rows, the rows kernel beyond, f32
 // scratch rows), never rounded to halves for the tensor cores. pinned (batch_invariant = 1):
-// kernel, tile and scratch dtype as for kPinnedRows rows whatever the call's count (no matvec or
-// rows kernel for few rows), so that a row's values do not depend on how many rows the call has.
+// kernel and scratch dtype as for kPinnedRows rows whatever the call's count (no matvec or rows
+// kernel for few rows, no split K), so that a row's values do not depend on how many rows the
+// call has.
 struct RowRule {
   bool one_row = false, pinned = false;
 };
@@ -333,7 +334,9 @@ Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, cons
     if (const Cm2Tile* ct = cm2_tile(ctx, Ms, K, N, x.dtype))
       return dispatch_cm2("matmul_cm2", *ct, 255, (N + ct->bn - 1) / ct->bn, (M + ct->bm - 1) / ct->bm, ct->bm);
   }
-  const CoopTile& tl = coop_tile(ctx, Ms, N, 1, x.dtype);
+  // The tile follows the rows even when pinned: a tile's shape does not change the order in which
+  // an output's products are summed (K in the same steps), only how many outputs a workgroup makes.
+  const CoopTile& tl = coop_tile(ctx, M, N, 1, x.dtype);
   if (coop_ok && tl.fits(ctx)) {
     std::vector<int32_t> spec = tl.spec(y.dtype, bias_dt, x.dtype, w.dtype, 1);
     spec.push_back(res ? dt_code(r) : 255);
@@ -459,8 +462,7 @@ Status record_bmm(Recorder& rec, const std::vector<DeviceView>& in, const Device
                         K >= 8 && a.strides[ar - 1] == 1 && alq(a.strides[ar - 2]) && alq(ya[0]) && alq(ya[1]) &&
                         alq(ya[2]) && offs[1] % aq == 0;
     // rel: each tile row computes a window of M + BM - 1 of b's columns.
-    const int64_t Ms = pinned ? kPinnedRows : M, nbs = pinned ? 1024 : static_cast<int64_t>(nb);
-    const CoopTile& tl = coop_tile(ctx, Ms, rel ? Ms + 127 : N, nbs, a.dtype);
+    const CoopTile& tl = coop_tile(ctx, M, rel ? M + 127 : N, static_cast<int64_t>(nb), a.dtype);
     if ((coop_ok || gather) && tl.fits(ctx)) {
       std::vector<int32_t> spec = tl.spec(y.dtype, 255, a.dtype, b.dtype, 0);
       spec.push_back(255);
