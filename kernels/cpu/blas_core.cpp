@@ -2,8 +2,11 @@
 
 #include <strings.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <mutex>
+#include <vector>
 
 #ifdef VRUN_HAVE_OPENBLAS
 #include <cblas.h>
@@ -74,6 +77,30 @@ void prepare_blas() {
 BlasCore blas_core() {
   prepare_blas();
   return {g_initial, g_current};
+}
+
+bool blas_rows_independent() {
+  static const bool independent = [] {
+#ifdef VRUN_HAVE_OPENBLAS
+    prepare_blas();
+    const int m = 48, n = 24, k = 96, skip = 16;
+    std::vector<float> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(n * k)), all(static_cast<size_t>(m * n)),
+        part(static_cast<size_t>((m - skip) * n));
+    uint32_t h = 12345;
+    for (std::vector<float>* v : {&a, &b})
+      for (float& x : *v) {
+        h = h * 1664525u + 1013904223u;
+        x = static_cast<float>(h >> 8) / 16777216.0f - 0.5f;
+      }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.f, a.data(), k, b.data(), k, 0.f, all.data(), n);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m - skip, n, k, 1.f, a.data() + skip * k, k, b.data(), k, 0.f,
+                part.data(), n);
+    return std::equal(part.begin(), part.end(), all.begin() + skip * n);
+#else
+    return true;  // vrun's own products sum each row alone
+#endif
+  }();
+  return independent;
 }
 
 }  // namespace vrun

@@ -42,6 +42,8 @@ std::vector<std::string> describe_cpu() {
   std::string line = "cpu blas: OpenBLAS, " + core.now + " kernels";
   if (core.at_load != core.now)
     line += " (it picked " + core.at_load + " at load: a CPU newer than the library; OPENBLAS_CORETYPE overrides)";
+  if (!blas_rows_independent())
+    line += "; a row's sums depend on the rows beside it (batched sequences agree with alone to rounding)";
   return {line};
 }
 

@@ -25,7 +25,8 @@ constexpr int64_t kMatvecChunkRows = 63;
 // scratch rows), never rounded to halves for the tensor cores. pinned (batch_invariant = 1):
 // kernel and scratch dtype as for kPinnedRows rows whatever the call's count (no matvec or rows
 // kernel for few rows, no split K), so that a row's values do not depend on how many rows the
-// call has.
+// call has. The tile still follows the rows: its shape does not change the order in which an
+// output's products are summed (K in the same steps), only how many outputs a workgroup makes.
 struct RowRule {
   bool one_row = false, pinned = false;
 };
@@ -202,7 +203,6 @@ Status record_rows_kernel(Recorder& rec, const DeviceView& x, const DeviceView& 
 
 Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, const DeviceView* res, int act,
                           RowRule rr) {
-  const bool one_row = rr.one_row;
   VRUN_ASSIGN_OR_RETURN(DeviceView x, rec.rows_view(in[0], 1));
   DeviceView w = in[1];
   const DeviceView* bias = in.size() > 2 && in[2].present() ? &in[2] : nullptr;
@@ -227,8 +227,7 @@ Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, cons
     return rec.scratch(DType::f32, y.shape);
   };
   // Decode shapes: record_matvec binds and computes its offsets itself.
-  // The row count the kernel is chosen for (pinned: the same for every call).
-  const int64_t Ms = rr.pinned ? kPinnedRows : M;
+  const int64_t Ms = rr.pinned ? kPinnedRows : M;  // the rows the kernel is chosen for
   if (M <= kMatvecMaxRows && !rr.pinned) {
     VRUN_ASSIGN_OR_RETURN(DeviceView p, plain_target());
     VRUN_RETURN_IF_ERROR(record_matvec(rec, x, w, bias, p, M, N, K, row_stride(x)));
@@ -240,7 +239,7 @@ Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, cons
   // read once per 32 rows; a 32-row q4_0 Llama-1B step took 16.7 ms on an H200 as 8-row matvec
   // passes, the fallback), not the subgroup-scope tiled matmul (too few workgroups for so few
   // rows); VRUN_MM_QROWS sends block-quantised W to the W-as-A kernel from fewer rows.
-  if (one_row || (!rr.pinned && M <= kMatvecChunkRows && !coop_linear_operands(ctx, x.dtype, w.dtype, M, K))) {
+  if (rr.one_row || (!rr.pinned && M <= kMatvecChunkRows && !coop_linear_operands(ctx, x.dtype, w.dtype, M, K))) {
     if (matmul_rows_fits(rec, x, w)) return record_rows_kernel(rec, x, w, bias, y, res, act, M, N, K);
     VRUN_ASSIGN_OR_RETURN(DeviceView p, plain_target());
     VRUN_RETURN_IF_ERROR(record_matvec_passes(rec, x, w, bias, p, M, N, K));
@@ -334,8 +333,6 @@ Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, cons
     if (const Cm2Tile* ct = cm2_tile(ctx, Ms, K, N, x.dtype))
       return dispatch_cm2("matmul_cm2", *ct, 255, (N + ct->bn - 1) / ct->bn, (M + ct->bm - 1) / ct->bm, ct->bm);
   }
-  // The tile follows the rows even when pinned: a tile's shape does not change the order in which
-  // an output's products are summed (K in the same steps), only how many outputs a workgroup makes.
   const CoopTile& tl = coop_tile(ctx, M, N, 1, x.dtype);
   if (coop_ok && tl.fits(ctx)) {
     std::vector<int32_t> spec = tl.spec(y.dtype, bias_dt, x.dtype, w.dtype, 1);

@@ -276,8 +276,37 @@ TEST_F(CliTranscribeJob, TwoWorkersWriteWhatOneWrites) {
     EXPECT_TRUE(contains(two.out, "# " + dir + name)) << two.out;
 }
 
+// Whether this CPU's BLAS sums a row alike whatever rows share its call (`vrun info` says when not:
+// blas_rows_independent).
+bool blas_rows_independent() {
+  static const bool independent = !contains(run_vrun("info", "blas_info").out, "depend on the rows beside it");
+  return independent;
+}
+
+// Two JSON documents alike: every value equal, or, where exact is false, numbers that are not
+// integers within 1e-4 (probabilities summed in another order).
+void expect_json_alike(const nlohmann::json& a, const nlohmann::json& b, bool exact, const std::string& at) {
+  if (!exact && a.is_number_float() && b.is_number_float()) {
+    EXPECT_NEAR(a.get<double>(), b.get<double>(), 1e-4) << at;
+    return;
+  }
+  ASSERT_EQ(a.type(), b.type()) << at;
+  if (a.is_object() || a.is_array()) {
+    ASSERT_EQ(a.size(), b.size()) << at;
+    for (auto it = a.begin(); it != a.end(); ++it) {
+      const std::string key = a.is_object() ? it.key() : std::to_string(std::distance(a.begin(), it));
+      const nlohmann::json& other = a.is_object() ? b.at(it.key()) : b.at(static_cast<size_t>(std::distance(a.begin(), it)));
+      expect_json_alike(*it, other, exact, at + "/" + key);
+    }
+    return;
+  }
+  EXPECT_EQ(a, b) << at;
+}
+
 // --batch-size 3: the files' windows encoded and decoded together (Whisper's streams) write every
-// file's transcripts byte for byte as one file at a time does; a bad file in the batch fails alone.
+// file's transcripts byte for byte as one file at a time does (where the CPU's BLAS sums a row
+// alike whatever shares its call; elsewhere the same text, tokens and times, and probabilities
+// to 1e-4); a bad file in the batch fails alone.
 TEST_F(CliTranscribeJob, BatchSizeWritesWhatOneAtATimeWrites) {
   const std::string dir = fresh("batch");
   put_four_clips(dir);
@@ -295,7 +324,13 @@ TEST_F(CliTranscribeJob, BatchSizeWritesWhatOneAtATimeWrites) {
   const auto files = files_under(dir + "/one");
   EXPECT_EQ(files, files_under(dir + "/three"));
   EXPECT_EQ(files.size(), 8u);
-  for (const auto& f : files) EXPECT_EQ(slurp(dir + "/one/" + f), slurp(dir + "/three/" + f)) << f;
+  for (const auto& f : files) {
+    if (blas_rows_independent() || f.size() < 5 || f.substr(f.size() - 5) != ".json") {
+      EXPECT_EQ(slurp(dir + "/one/" + f), slurp(dir + "/three/" + f)) << f;
+      continue;
+    }
+    expect_json_alike(nlohmann::json::parse(slurp(dir + "/one/" + f)), nlohmann::json::parse(slurp(dir + "/three/" + f)), false, f);
+  }
 }
 
 }  // namespace

@@ -90,13 +90,24 @@ TEST(ParakeetBatch, EveryClipAsAloneTdtAndCtc) {
 // max_encoder_frames 96: the 27-s clip is 8 chunks (48 frames kept, 24 of context each side), so
 // the groups of 3 jobs mix it with the short clips and split its chunks across calls; the
 // decode walks from one call's frames into the next's.
-TEST(ParakeetBatch, ChunkedLongAudioAcrossCalls) {
+// Programs of 96 encoder frames a call, and options that chunk long audio into 48 frames kept
+// with 24 of context on each side.
+BuildSettings short_calls(int64_t max_batch) {
   BuildSettings bs;
   bs.max_encoder_frames = 96;
-  bs.max_batch = 3;
+  bs.max_batch = max_batch;
+  return bs;
+}
+TranscribeOptions short_chunks() {
   TranscribeOptions o;
   o.chunk_frames = 48;
   o.context_frames = 24;
+  return o;
+}
+
+TEST(ParakeetBatch, ChunkedLongAudioAcrossCalls) {
+  const BuildSettings bs = short_calls(3);
+  const TranscribeOptions o = short_chunks();
   for (const char* model : {"tdt_small.nemo", "ctc_small.nemo"}) {
     auto r = load(model, BackendKind::kCpu, bs);
     ASSERT_TRUE(r);
@@ -108,15 +119,11 @@ TEST(ParakeetBatch, ChunkedLongAudioAcrossCalls) {
 // jobs of up to 96 frames) and encode_batch_48 (4 of up to 48). The 27-s clip's chunks go
 // through the first, the three short clips (8 to 41 frames) together through the second.
 TEST(ParakeetBatch, ShortJobsTakeTheMethodForMoreJobs) {
-  BuildSettings bs;
-  bs.max_encoder_frames = 96;
-  bs.max_batch = 2;
+  const BuildSettings bs = short_calls(2);
   ASSERT_EQ(batch_shapes(bs).size(), 2u);
   EXPECT_EQ(batch_shapes(bs)[1].jobs, 4);
   EXPECT_EQ(batch_shapes(bs)[1].frames, 48);
-  TranscribeOptions o;
-  o.chunk_frames = 48;
-  o.context_frames = 24;
+  const TranscribeOptions o = short_chunks();
   for (const char* model : {"tdt_small.nemo", "ctc_small.nemo"}) {
     auto r = load(model, BackendKind::kCpu, bs);
     ASSERT_TRUE(r);
@@ -132,19 +139,14 @@ TEST(ParakeetBatch, ShortJobsTakeTheMethodForMoreJobs) {
 }
 
 TEST(ParakeetBatch, VulkanAsAlone) {
-  BuildSettings bs;
-  bs.max_encoder_frames = 96;
-  bs.max_batch = 3;
+  const BuildSettings bs = short_calls(3);
   // No Vulkan here (a build without it, or no device): kUnsupported, skipped.
   auto loaded = ParakeetRunner::load(kData + "/tdt_small.nemo", {BackendKind::kVulkan, 2, bs});
   if (!loaded.is_ok() && loaded.status().code() == ErrorCode::kUnsupported) GTEST_SKIP() << loaded.status().message();
   ASSERT_TRUE(loaded.is_ok()) << loaded.status().message();
   std::unique_ptr<ParakeetRunner> r = std::move(*loaded);
   if (!r->device_description().starts_with("vulkan")) GTEST_SKIP() << r->device_description();
-  TranscribeOptions o;
-  o.chunk_frames = 48;
-  o.context_frames = 24;
-  expect_batch_matches_single(*r, {"librivox_0880", "short_0p62", "espeak_fast", "synth"}, o, 4);
+  expect_batch_matches_single(*r, {"librivox_0880", "short_0p62", "espeak_fast", "synth"}, short_chunks(), 4);
   // The short clips went through encode_batch_48 (6 jobs of up to 48 frames), which shares its
   // arena on the device with encode_batch.
   EXPECT_TRUE(r->batched_calls().count("encode_batch_48"));

@@ -69,11 +69,27 @@ def test_transcribe_many_equals_one_by_one(whisper):
     assert [t.to_json(audio="x") for t in many] == [whisper.transcribe(i).to_json(audio="x") for i in inputs]
 
 
-def test_batched_transcribe_many_equals_one_by_one(whisper):
+def json_alike(a, b, exact):
+    """Equal, or (exact False) floats within 1e-4: probabilities summed in another order."""
+    if not exact and isinstance(a, float) and isinstance(b, float):
+        return abs(a - b) <= 1e-4
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(json_alike(a[k], b[k], exact) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(json_alike(x, y, exact) for x, y in zip(a, b))
+    return a == b
+
+
+def test_batched_transcribe_many_equals_one_by_one(cli, whisper):
     batched = vrun.SpeechModel(whisper.path, backend="cpu", batch_size=2)
     inputs = [CLIPS[0], vrun.load_audio(CLIPS[1]), CLIPS[2]]
     many = batched.transcribe_many(inputs, word_timestamps=True)
-    assert [t.to_json(audio="x") for t in many] == [whisper.transcribe(i, word_timestamps=True).to_json(audio="x") for i in inputs]
+    alone = [whisper.transcribe(i, word_timestamps=True) for i in inputs]
+    # Bit for bit where the CPU's BLAS sums a row alike whatever rows share its call (`vrun info`
+    # says when it does not: then the same text, tokens and times, probabilities to 1e-4).
+    exact = "depend on the rows beside it" not in run_cli(cli, "info").stdout
+    for t, a in zip(many, alone):
+        assert json_alike(json.loads(t.to_json(audio="x")), json.loads(a.to_json(audio="x")), exact)
     with pytest.raises(ValueError, match="batch_size"):
         vrun.SpeechModel(whisper.path, batch_size=0)
 

@@ -26,6 +26,18 @@ std::vector<uint8_t> row_bytes(const HostTensor& t, int64_t first, int64_t n) {
   return std::vector<uint8_t>(p, p + static_cast<size_t>(n * N) * e);
 }
 
+// Elements of batch entry 0 in [H, rows, cols] whose values differ between two 4-d results.
+int64_t differing(const HostTensor& a, const HostTensor& b, int64_t H, int64_t rows, int64_t cols) {
+  int64_t n = 0;
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) {
+        const int64_t at[4] = {0, h, i, j};
+        n += load_double(a.view, at) != load_double(b.view, at);
+      }
+  return n;
+}
+
 TEST_F(VkInvariant, LinearRowsAreTheSameAtAnyRowCount) {
   std::mt19937 rng(41);
   const int64_t R = 700, K = 512, N = 384;
@@ -85,14 +97,7 @@ TEST_F(VkInvariant, RelShiftScoresAreTheSameWhenPaddedAndBatched) {
   };
   const HostTensor alone = scores(1, T), padded = scores(Bp, Tp);
   ASSERT_TRUE(alone.storage && padded.storage);
-  int64_t differ = 0;
-  for (int64_t h = 0; h < H; ++h)
-    for (int64_t i = 0; i < T; ++i)
-      for (int64_t j = 0; j < T; ++j) {
-        const int64_t ia[4] = {0, h, i, j};
-        differ += load_double(alone.view, ia) != load_double(padded.view, ia);
-      }
-  EXPECT_EQ(differ, 0);
+  EXPECT_EQ(differing(alone, padded, H, T, T), 0);
 }
 
 // Attention of one job of T frames alone, and padded to Tp as the first of three jobs, its padded
@@ -121,14 +126,7 @@ TEST_F(VkInvariant, AttentionIsTheSameWhenPaddedAndBatched) {
   };
   const HostTensor alone = attend(1, T), padded = attend(Bp, Tp);
   ASSERT_TRUE(alone.storage && padded.storage);
-  int64_t differ = 0;
-  for (int64_t h = 0; h < H; ++h)
-    for (int64_t i = 0; i < T; ++i)
-      for (int64_t d = 0; d < D; ++d) {
-        const int64_t at[4] = {0, h, i, d};
-        differ += load_double(alone.view, at) != load_double(padded.view, at);
-      }
-  EXPECT_EQ(differ, 0);
+  EXPECT_EQ(differing(alone, padded, H, T, D), 0);
 }
 
 }  // namespace

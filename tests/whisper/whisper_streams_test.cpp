@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "apps/whisper/whisper_runner.h"
+#include "kernels/cpu/blas_core.h"
 #include "models/whisper/whisper_model.h"
 #include "runtime/backend.h"
 #include "runtime/base/dtype.h"
@@ -106,6 +107,9 @@ TEST_P(WhisperStreams, StreamMethodsEqualTheOneWindowMethods) {
   auto ex = Executor::create(*program, eo);
   ASSERT_TRUE(ex.is_ok()) << ex.status().message();
   Executor& e = **ex;
+  // Bit for bit on the CPU where its BLAS sums a row alike whatever rows share the call; to
+  // rounding otherwise (blas_rows_independent).
+  const double cpu_tolerance = blas_rows_independent() ? 0 : 1e-3;
   const int64_t n_mels = config.n_mels, frames = 2 * config.n_audio_ctx, ctx = config.n_text_ctx;
   // Three windows of random features.
   std::vector<float> mels(static_cast<size_t>(3 * n_mels * frames));
@@ -129,7 +133,7 @@ TEST_P(WhisperStreams, StreamMethodsEqualTheOneWindowMethods) {
     const std::vector<float> cross(e.state("cross.kv.0").ptr<float>(), e.state("cross.kv.0").ptr<float>() + e.state("cross.kv.0").numel());
     ASSERT_TRUE(e.run("select_stream", {}, {{"slot", s}}).is_ok());
     expect_equal_floats(TensorView::dense(const_cast<float*>(cross.data()), DType::f32, {static_cast<int64_t>(cross.size())}),
-                        e.state("cross.kv.0"), "stream " + std::to_string(s) + "'s cross K/V");
+                        e.state("cross.kv.0"), "stream " + std::to_string(s) + "'s cross K/V", cpu_tolerance);
     std::vector<int32_t> t = prompt, p = {0, 1};
     auto a = e.run("prefill", {TensorView::dense(t.data(), DType::i32, {1, 2}), TensorView::dense(p.data(), DType::i32, {1, 2})}, {{"pos", 0}});
     ASSERT_TRUE(a.is_ok()) << a.status().message();
@@ -138,7 +142,7 @@ TEST_P(WhisperStreams, StreamMethodsEqualTheOneWindowMethods) {
                    {{"pos", 0}, {"slot", s}});
     ASSERT_TRUE(b.is_ok()) << b.status().message();
     expect_equal_floats(TensorView::dense(const_cast<float*>(pre.data()), DType::f32, {static_cast<int64_t>(pre.size())}), (*b)[0],
-                        "prefill of stream " + std::to_string(s));
+                        "prefill of stream " + std::to_string(s), cpu_tolerance);
     for (size_t i = 0; i < steps.size(); ++i) {
       int32_t tok = steps[i], pos = static_cast<int32_t>(2 + i);
       auto c = e.run("step", {TensorView::dense(&tok, DType::i32, {1, 1}), TensorView::dense(&pos, DType::i32, {1, 1})}, {{"pos", pos}});
@@ -155,7 +159,7 @@ TEST_P(WhisperStreams, StreamMethodsEqualTheOneWindowMethods) {
     auto c = e.run("step_streams_4", {TensorView::dense(toks.data(), DType::i32, {4, 1}), TensorView::dense(pos.data(), DType::i32, {4, 1}),
                                       TensorView::dense(rows.data(), DType::i32, {4})});
     ASSERT_TRUE(c.is_ok()) << c.status().message();
-    const double tolerance = GetParam() == BackendKind::kCpu ? 0 : 1e-4;
+    const double tolerance = GetParam() == BackendKind::kCpu ? cpu_tolerance : 1e-4;
     for (int s = 0; s < 3; ++s) {
       std::vector<float>& want = alone_logits[static_cast<size_t>(s) * steps.size() + i];
       const float* got = (*c)[0].ptr<float>() + s * V;
@@ -284,7 +288,7 @@ TEST_P(WhisperStreams, EveryFileEqualsItsTranscriptAlone) {
     ASSERT_TRUE(many[i].is_ok()) << clips[i] << ": " << many[i].status().message();
     auto alone = r.transcribe(spans[i], options[i]);
     ASSERT_TRUE(alone.is_ok()) << alone.status().message();
-    expect_same_transcript(*many[i], *alone, clips[i], !vk);
+    expect_same_transcript(*many[i], *alone, clips[i], !vk && blas_rows_independent());
     EXPECT_GT(progress[i], 0) << clips[i];
   }
   // One set of options for all, and a bad option failing its file alone.
