@@ -17,7 +17,7 @@ struct BlasCore {
 BlasCore blas_core();
 
 // Whether the BLAS sums a product's row the same whatever other rows share the call (probed once
-// on this CPU). OpenBLAS 0.3.21 on an AMD EPYC (Zen 4) did not: rows 16-47 of a 48-row product
+// on this CPU). OpenBLAS 0.3.21 on an AMD EPYC with AVX-512 did not: rows 16-47 of a 48-row product
 // differed in their last bits from the same rows computed as a 32-row product. Where it does not,
 // a sequence's numbers in a batched call (Whisper's streams, Parakeet's batched encoder) agree
 // with its numbers alone to rounding rather than bit for bit.
