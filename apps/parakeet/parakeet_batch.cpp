@@ -17,7 +17,7 @@ Result<std::vector<Transcript>> ParakeetRunner::transcribe_batch(const std::vect
                                                                  const TranscribeOptions& o) {
   std::vector<Transcript> out(files.size());
   VRUN_ASSIGN_OR_RETURN(const std::string method, encode_method(o));
-  if (info_.max_batch <= 1 || method != "encode") {  // encode_batch attends to every frame
+  if (info_.batch_shapes.empty() || method != "encode") {  // the batched methods attend to every frame
     for (size_t i = 0; i < files.size(); ++i) {
       VRUN_ASSIGN_OR_RETURN(out[i], transcribe(files[i], o));
     }

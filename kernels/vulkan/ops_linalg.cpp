@@ -25,8 +25,10 @@ constexpr int64_t kMatvecChunkRows = 63;
 // scratch rows), never rounded to halves for the tensor cores. pinned (batch_invariant = 1):
 // kernel and scratch dtype as for kPinnedRows rows whatever the call's count (no matvec or rows
 // kernel for few rows, no split K), so that a row's values do not depend on how many rows the
-// call has. The tile still follows the rows: its shape does not change the order in which an
-// output's products are summed (K in the same steps), only how many outputs a workgroup makes.
+// call has. The subgroup-scope tensor-core tile still follows the rows: its shape does not change
+// the order in which an output's products are summed (K in the same steps), only how many
+// outputs a workgroup makes. The workgroup-scope kernels' tile is chosen for kPinnedRows too:
+// there the tile choice also decides between the W-as-A and x-as-A kernels.
 struct RowRule {
   bool one_row = false, pinned = false;
 };
@@ -352,7 +354,8 @@ Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, cons
   return after ? finish(p) : Status::ok();
 }
 
-// pinned (batch_invariant): the kernel and tile chosen alike for every row and batch count.
+// pinned (batch_invariant): the kernel chosen alike for every row and batch count (the tile
+// follows the rows, as in record_linear_core).
 Status record_bmm(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, bool rel = false, bool pinned = false) {
   DeviceView a = in[0], b = in[1];
   const int yr = y.shape.rank;

@@ -160,13 +160,13 @@ Result<ProgramInfo> info_from_program(const Program& p) {
   // Programs from before encode_batch hold no max_batch; those from before the shorter batch
   // methods hold only encode_batch.
   const MetaValue* batch = p.meta("parakeet.max_batch");
-  info.max_batch = batch && batch->type == MetaType::kInt && p.method("encode_batch") ? batch->i : 1;
-  if (info.max_batch > 1) {
+  const int64_t max_batch = batch && batch->type == MetaType::kInt && p.method("encode_batch") ? batch->i : 1;
+  if (max_batch > 1) {
     const MetaValue* shapes = p.meta("parakeet.batch_shapes");
     if (shapes && shapes->type == MetaType::kInts && shapes->ints.size() % 2 == 0) {
       for (size_t i = 0; i < shapes->ints.size(); i += 2) info.batch_shapes.push_back({shapes->ints[i], shapes->ints[i + 1]});
     } else {
-      info.batch_shapes.push_back({info.max_batch, info.max_encoder_frames});
+      info.batch_shapes.push_back({max_batch, info.max_encoder_frames});
     }
     for (const BatchShape& b : info.batch_shapes)
       if (b.jobs < 1 || b.frames < 1 || b.frames > info.max_encoder_frames || !p.method(batch_method_name(b, info.max_encoder_frames)))

@@ -87,7 +87,6 @@ struct ProgramInfo {
   Vocabulary vocab;
   std::string preprocessor_json;
   int64_t max_encoder_frames = 0;
-  int64_t max_batch = 1;  // jobs per encode_batch call (1: the program has none)
   std::vector<BatchShape> batch_shapes;  // the batched methods, longest first (empty: none)
   // encode_local's window (frames on either side) and frames per call; 0: the program has none.
   int64_t local_window = 0, max_local_frames = 0;
