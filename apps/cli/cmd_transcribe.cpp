@@ -214,6 +214,7 @@ int run_transcribe(const TranscribeArgs& a) {
     return 0;
   }
   j.several_workers = specs->size() > 1;
+  j.workers = specs->size();
   // Several workers take the longest files first, so the job does not end waiting on one long file.
   if (j.several_workers)
     std::stable_sort(inputs->begin(), inputs->end(), [](const job::Input& x, const job::Input& y) { return job::estimate_s(x) > job::estimate_s(y); });
@@ -234,7 +235,8 @@ int run_transcribe(const TranscribeArgs& a) {
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
   std::vector<std::thread> workers;
-  for (auto& r : *recognizers) workers.emplace_back([&j, &r] { worker_loop(j, *r); });
+  for (size_t k = 0; k < recognizers->size(); ++k)
+    workers.emplace_back([&j, &recognizers, k] { worker_loop(j, *(*recognizers)[k], static_cast<int>(k)); });
   for (auto& t : workers) t.join();
   if (j.progress) j.progress->final_line();
   if (g_stop_signal) {

@@ -222,6 +222,7 @@ std::string record_json(const Record& r) {
   j["status"] = r.status;
   if (r.status == "failed") j["error"] = r.error;
   if (r.status == "skipped") j["reason"] = r.reason;
+  if (r.worker >= 0) j["worker"] = r.worker;
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 

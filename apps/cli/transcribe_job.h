@@ -63,6 +63,7 @@ struct Record {
   std::string status;  // ok, failed, skipped
   std::string error;   // failed
   std::string reason;  // skipped
+  int worker = -1;     // which worker did it (the order of --devices / --workers); -1: the only one
 };
 std::string record_json(const Record& r);
 

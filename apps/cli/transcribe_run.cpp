@@ -22,7 +22,19 @@ void on_stop_signal(int sig) {
 std::vector<job::Input> Job::take(size_t n) {
   std::lock_guard<std::mutex> lock(queue_mu);
   std::vector<job::Input> got;
-  while (got.size() < n && next < queue.size() && !g_stop_signal && !fatal) got.push_back(queue[next++]);
+  if (g_stop_signal || fatal) return got;
+  double share = 0;  // seconds; 0: no limit
+  if (workers > 1 && n > 1) {
+    for (size_t k = next; k < queue.size(); ++k) share += job::estimate_s(queue[k]);
+    share /= static_cast<double>(workers);
+  }
+  double taken = 0;
+  while (got.size() < n && next < queue.size()) {
+    const double s = job::estimate_s(queue[next]);
+    if (share > 0 && !got.empty() && taken + s > share) break;
+    taken += s;
+    got.push_back(queue[next++]);
+  }
   return got;
 }
 
@@ -69,13 +81,16 @@ Status write_outputs(Job& j, const job::Input& in, const transcript::Transcript&
   return Status::ok();
 }
 
+// The worker this thread is (worker_loop's index; -1 with one worker): a summary record names it.
+thread_local int t_worker = -1;
+
 // A finished input (t null when it failed with `error`): its buffered segments on stdout, its
 // stats, its transcript files, its summary line and the job's progress, under the console lock.
 void finish(Job& j, const job::Input& in, const transcript::Transcript* t, const std::string& error, double audio_s, double wall,
             const std::string& printed) {
   std::lock_guard<std::mutex> lock(j.console_mu);
   if (j.progress) j.progress->clear_line();
-  job::Record rec{in.path, in.id, {}, audio_s, wall, "ok", "", ""};
+  job::Record rec{in.path, in.id, {}, audio_s, wall, "ok", "", "", j.several_workers ? t_worker : -1};
   if (!t) {
     std::fprintf(stderr, "vrun transcribe: %s\n", error.c_str());
     rec.status = "failed";
@@ -203,7 +218,8 @@ void transcribe_group(Job& j, speech::Recognizer& r, const std::vector<job::Inpu
 
 }  // namespace
 
-void worker_loop(Job& j, speech::Recognizer& r) {
+void worker_loop(Job& j, speech::Recognizer& r, int index) {
+  t_worker = index;
   // --batch-size 0 (the default): the model's choice (Parakeet on a GPU: its batch).
   const int asked = j.a.batch_size > 0 ? j.a.batch_size : r.default_batch();
   const size_t group = r.batch() > 1 && asked > 1 && !j.a.vad ? static_cast<size_t>(asked) : 1;

@@ -58,6 +58,7 @@ struct Job {
   std::vector<job::Input> queue;
   size_t next = 0;
   bool several_inputs = false, several_workers = false;
+  size_t workers = 1;
   // Parakeet with full attention: a file longer than the program attends over at once is encoded
   // in overlapping chunks, which NeMo would not do; each such file gets a note.
   bool note_chunks = false;
@@ -68,7 +69,10 @@ struct Job {
   std::atomic<bool> fatal{false};
   std::shared_ptr<speech::VoiceActivity> vad;  // --vad: loaded once, before the models
 
-  // The next `n` files of the queue (fewer at its end, none once the job stops).
+  // The next `n` files of the queue (fewer at its end, none once the job stops). With several
+  // workers, a worker takes no more than its share of the audio still queued (the remaining
+  // seconds over the workers, at least one file), so that a group of a whole folder does not
+  // leave the other devices idle: the groups shrink towards the end of the queue.
   std::vector<job::Input> take(size_t n);
 };
 
@@ -76,7 +80,7 @@ struct Job {
 Status write_atomically(const std::string& out, const std::string& text);
 
 // Takes files from the queue until it is empty or the job stops (a signal, a transcript that cannot
-// be written).
-void worker_loop(Job& j, speech::Recognizer& r);
+// be written). index: the worker's place in the job (0, 1, ...), for the summary.
+void worker_loop(Job& j, speech::Recognizer& r, int index);
 
 }  // namespace vrun::cli

@@ -116,15 +116,17 @@ ClipJob three_clip_job(const std::string& name) {
   return job;
 }
 
-// Two workers (each its own model, one queue), alone and with --batch-size 2 groups, write the
-// transcripts one worker writes, and the summary records every file once.
+// Two workers (each its own model, one queue), alone and with groups of up to three files, write
+// the transcripts one worker writes, and the summary records every file once. A worker's group
+// is at most its share of the queued audio, so both workers get files even when one group could
+// take them all.
 TEST(ParakeetCli, TwoWorkersWriteWhatOneWrites) {
   const auto [files, stems, dir] = three_clip_job("parakeet_workers");
   const std::string common = "transcribe --backend cpu -m " + kModel + " -o txt,json --output-dir " + dir;
   ASSERT_EQ(vrun(common + "/one -t 2" + files, "w_one").exit_code, 0);
   const CliRun two = vrun(common + "/two --workers 2 --summary " + dir + "/two.jsonl" + files, "w_two");
   ASSERT_EQ(two.exit_code, 0) << two.err;
-  const CliRun grouped = vrun(common + "/grouped --workers 2 --batch-size 2" + files, "w_grouped");
+  const CliRun grouped = vrun(common + "/grouped --workers 2 --batch-size 3 --summary " + dir + "/grouped.jsonl" + files, "w_grouped");
   ASSERT_EQ(grouped.exit_code, 0) << grouped.err;
   for (const auto& stem : stems) {
     const std::string one = slurp(dir + "/one/" + stem + ".txt");
@@ -144,6 +146,10 @@ TEST(ParakeetCli, TwoWorkersWriteWhatOneWrites) {
   }
   EXPECT_EQ(lines, 3u);
   EXPECT_EQ(inputs.size(), 3u);
+  std::istringstream grouped_summary(slurp(dir + "/grouped.jsonl"));
+  std::set<int> workers;
+  while (std::getline(grouped_summary, line)) workers.insert(nlohmann::json::parse(line).value("worker", -1));
+  EXPECT_EQ(workers, (std::set<int>{0, 1})) << slurp(dir + "/grouped.jsonl");
 }
 
 // Without -o, --resume skips the files the summary records as ok, each with a "skipped" line, and
