@@ -58,22 +58,75 @@ std::vector<ParakeetRunner::JobGroup> ParakeetRunner::plan_groups(const std::vec
   return groups;
 }
 
-Result<std::vector<Decoded>> ParakeetRunner::decode_batched(const std::vector<std::span<const float>>& files,
-                                                            const TranscribeOptions& o, std::vector<Transcript>* out) {
-  const ParakeetConfig& c = info_.config;
-  const int64_t n_mels = c.feat_in;
-  const bool tdt = c.head == HeadKind::kTdt;
-  const int64_t width = tdt ? c.joint_hidden : c.vocab_size + 1;
+// The jobs of a batched transcription: every file's chunks (files longest first) and their
+// groups, and the group the last batched call holds.
+struct ParakeetRunner::BatchJobs {
   struct File {
     preprocess::NemoMelSpectrogram::Stream stream;
     int64_t E = 0;
     std::vector<ChunkPlan> chunks;
     int64_t first_job = 0;
   };
+  struct Job {
+    size_t file;
+    size_t chunk;
+  };
   std::vector<File> fs;
+  std::vector<size_t> order;  // files, longest first
+  std::vector<Job> jobs;
+  std::vector<JobGroup> groups;
+  std::vector<size_t> group_of;  // by job
+  // The group the last batched call holds, padded to T encoder frames each.
+  size_t group = 0;
+  int64_t T = 0;
+  const float* logits = nullptr;  // CTC: [jobs, T, vocab + 1], valid until the next call
+  std::vector<float> feats, mask;
+  const ChunkPlan& chunk(const Job& j) const { return fs[j.file].chunks[j.chunk]; }
+  // The enc_proj row (TDT) or logits row (CTC) of encoder frame a of job j in the group held.
+  int64_t row(size_t job, int64_t a) const { return (static_cast<int64_t>(job) - groups[group].first) * T + (a - chunk(jobs[job]).s); }
+};
+
+Status ParakeetRunner::encode_group(BatchJobs& b, size_t g) {
+  const ParakeetConfig& c = info_.config;
+  const int64_t n_mels = c.feat_in, j0 = b.groups[g].first, nb = b.groups[g].jobs;
+  int64_t frames = 0;
+  for (int64_t j = j0; j < j0 + nb; ++j) {
+    const ChunkPlan& k = b.chunk(b.jobs[static_cast<size_t>(j)]);
+    frames = std::max(frames, k.f1 - k.f0);
+  }
+  b.feats.assign(static_cast<size_t>(nb * n_mels * frames), 0.0f);
+  b.mask.assign(static_cast<size_t>(nb * frames), 0.0f);
+  for (int64_t j = j0; j < j0 + nb; ++j) {
+    const BatchJobs::Job& job = b.jobs[static_cast<size_t>(j)];
+    const ChunkPlan& k = b.chunk(job);
+    const int64_t count = k.f1 - k.f0;
+    if (c.encoded_length(count) < k.b - k.s)
+      return err(ErrorCode::kInternal, "parakeet encode: ", c.encoded_length(count), " encoder frames, rows up to ", k.b - k.s, " wanted");
+    const preprocess::Features x = b.fs[job.file].stream.frames(k.f0, count);
+    float* dst = b.feats.data() + (j - j0) * n_mels * frames;
+    for (int64_t m = 0; m < n_mels; ++m) std::memcpy(dst + m * frames, x.data.data() + m * count, static_cast<size_t>(count) * sizeof(float));
+    std::fill_n(b.mask.begin() + (j - j0) * frames, count, 1.0f);
+  }
+  b.T = c.encoded_length(frames);
+  const std::string method = batch_method_name(info_.batch_shapes[b.groups[g].shape], info_.max_encoder_frames);
+  auto outs = executor_->run(method,
+                             {TensorView::dense(b.feats.data(), DType::f32, {nb, n_mels, frames}),
+                              TensorView::dense(b.mask.data(), DType::f32, {nb, 1, frames, 1})},
+                             {{"enc_len", b.T}});
+  if (!outs.is_ok()) return outs.status();
+  ++batched_calls_[method];
+  b.logits = c.head == HeadKind::kTdt ? nullptr : (*outs)[1].ptr<float>();
+  b.group = g;
+  return Status::ok();
+}
+
+Result<std::vector<Decoded>> ParakeetRunner::decode_batched(const std::vector<std::span<const float>>& files,
+                                                            const TranscribeOptions& o, std::vector<Transcript>* out) {
+  const ParakeetConfig& c = info_.config;
+  BatchJobs b;
   for (size_t i = 0; i < files.size(); ++i) {
     auto t0 = Clock::now();
-    File f{mel_->stream(files[i]), 0, {}, 0};
+    BatchJobs::File f{mel_->stream(files[i]), 0, {}, 0};
     (*out)[i].stats.features_s += seconds_since(t0);
     const int64_t valid = f.stream.valid_frames();
     f.E = c.encoded_length(valid);
@@ -81,87 +134,131 @@ Result<std::vector<Decoded>> ParakeetRunner::decode_batched(const std::vector<st
       return err(ErrorCode::kInvalidArgument, "parakeet: file ", i, ": ", files[i].size(), " samples is shorter than one feature frame (",
                  mel_->config().hop_length, " samples)");
     f.chunks = plan_chunks(valid, f.E, frames_per_call("encode"), o);
-    fs.push_back(std::move(f));
+    b.fs.push_back(std::move(f));
   }
   // Longest file first, so that a call's jobs are of similar lengths (it pads them to its
   // longest); transcripts stay in the callers' order.
-  std::vector<size_t> order(fs.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return fs[a].E > fs[b].E; });
-  struct Job {
-    const File* file;
-    const ChunkPlan* chunk;
-  };
-  std::vector<Job> jobs;
+  b.order.resize(b.fs.size());
+  for (size_t i = 0; i < b.order.size(); ++i) b.order[i] = i;
+  std::stable_sort(b.order.begin(), b.order.end(), [&](size_t x, size_t y) { return b.fs[x].E > b.fs[y].E; });
   std::vector<int64_t> job_frames;
-  for (size_t i : order) {
-    fs[i].first_job = static_cast<int64_t>(jobs.size());
-    for (const ChunkPlan& k : fs[i].chunks) {
-      jobs.push_back({&fs[i], &k});
-      job_frames.push_back(c.encoded_length(k.f1 - k.f0));
+  for (size_t i : b.order) {
+    b.fs[i].first_job = static_cast<int64_t>(b.jobs.size());
+    for (size_t k = 0; k < b.fs[i].chunks.size(); ++k) {
+      b.jobs.push_back({i, k});
+      job_frames.push_back(c.encoded_length(b.fs[i].chunks[k].f1 - b.fs[i].chunks[k].f0));
     }
   }
-  const std::vector<JobGroup> groups = plan_groups(job_frames);
-  std::vector<size_t> group_of(jobs.size());
-  for (size_t g = 0; g < groups.size(); ++g)
-    for (int64_t j = groups[g].first; j < groups[g].first + groups[g].jobs; ++j) group_of[static_cast<size_t>(j)] = g;
+  b.groups = plan_groups(job_frames);
+  b.group_of.resize(b.jobs.size());
+  for (size_t g = 0; g < b.groups.size(); ++g)
+    for (int64_t j = b.groups[g].first; j < b.groups[g].first + b.groups[g].jobs; ++j) b.group_of[static_cast<size_t>(j)] = g;
+  if (c.head == HeadKind::kTdt && program_->method("greedy_batch")) return decode_lanes(b, o, out);
 
-  // The group the last batched call holds, padded to T encoder frames each.
-  size_t group = groups.size();
-  int64_t T = 0;
-  const float* logits = nullptr;  // CTC: [jobs, T, vocab + 1], valid until the next call
-  std::vector<float> feats, mask;
-  auto encode_group = [&](size_t g) -> Status {
-    const int64_t j0 = groups[g].first, nb = groups[g].jobs;
-    int64_t frames = 0;
-    for (int64_t j = j0; j < j0 + nb; ++j) frames = std::max(frames, jobs[static_cast<size_t>(j)].chunk->f1 - jobs[static_cast<size_t>(j)].chunk->f0);
-    feats.assign(static_cast<size_t>(nb * n_mels * frames), 0.0f);
-    mask.assign(static_cast<size_t>(nb * frames), 0.0f);
-    for (int64_t j = j0; j < j0 + nb; ++j) {
-      const auto [f, k] = jobs[static_cast<size_t>(j)];
-      const int64_t count = k->f1 - k->f0;
-      if (c.encoded_length(count) < k->b - k->s)
-        return err(ErrorCode::kInternal, "parakeet encode: ", c.encoded_length(count), " encoder frames, rows up to ", k->b - k->s, " wanted");
-      const preprocess::Features x = f->stream.frames(k->f0, count);
-      float* dst = feats.data() + (j - j0) * n_mels * frames;
-      for (int64_t m = 0; m < n_mels; ++m)
-        std::memcpy(dst + m * frames, x.data.data() + m * count, static_cast<size_t>(count) * sizeof(float));
-      std::fill_n(mask.begin() + (j - j0) * frames, count, 1.0f);
-    }
-    T = c.encoded_length(frames);
-    const std::string method = batch_method_name(info_.batch_shapes[groups[g].shape], info_.max_encoder_frames);
-    auto outs = executor_->run(method,
-                               {TensorView::dense(feats.data(), DType::f32, {nb, n_mels, frames}),
-                                TensorView::dense(mask.data(), DType::f32, {nb, 1, frames, 1})},
-                               {{"enc_len", T}});
-    if (!outs.is_ok()) return outs.status();
-    ++batched_calls_[method];
-    logits = tdt ? nullptr : (*outs)[1].ptr<float>();
-    group = g;
-    return Status::ok();
-  };
-
-  std::vector<Decoded> decoded(fs.size());
-  for (size_t i : order) {
-    const File& f = fs[i];
+  b.group = b.groups.size();
+  const bool tdt = c.head == HeadKind::kTdt;
+  const int64_t width = tdt ? c.joint_hidden : c.vocab_size + 1;
+  std::vector<Decoded> decoded(b.fs.size());
+  for (size_t i : b.order) {
+    const BatchJobs::File& f = b.fs[i];
     Transcript& stats = (*out)[i];
     size_t next = 0;
     auto load = [&](int64_t from) -> Result<ChunkRows> {
       if (next >= f.chunks.size() || f.chunks[next].a != from)
         return err(ErrorCode::kInternal, "parakeet decode: no chunk starts at encoder frame ", from);
-      const int64_t job = f.first_job + static_cast<int64_t>(next);
+      const size_t job = static_cast<size_t>(f.first_job) + next;
       const ChunkPlan& k = f.chunks[next++];
-      if (group_of[static_cast<size_t>(job)] != group) {
+      if (b.group_of[job] != b.group) {
         auto t1 = Clock::now();
-        VRUN_RETURN_IF_ERROR(encode_group(group_of[static_cast<size_t>(job)]));
+        VRUN_RETURN_IF_ERROR(encode_group(b, b.group_of[job]));
         stats.stats.encode_s += seconds_since(t1);
       }
       ++stats.stats.windows;
       if (o.on_progress) o.on_progress(k.a, f.E);
-      const int64_t row = (job - groups[group].first) * T + (k.a - k.s);
-      return ChunkRows{k.a, k.b, tdt ? row : 0, tdt ? nullptr : logits + row * width};
+      const int64_t row = b.row(job, k.a);
+      return ChunkRows{k.a, k.b, tdt ? row : 0, tdt ? nullptr : b.logits + row * width};
     };
     VRUN_ASSIGN_OR_RETURN(decoded[i], decode_frames(f.E, load, &stats));
+  }
+  return decoded;
+}
+
+// TDT with greedy_batch: group after group, one encoder call, then greedy calls whose lanes are
+// the files with a chunk in the group that their walk has reached (each lane one file's loop
+// over that chunk, from its own state), until the group's chunks are all walked. A file's
+// prediction-network state stays here between its chunks, whichever lane or group they take.
+Result<std::vector<Decoded>> ParakeetRunner::decode_lanes(BatchJobs& b, const TranscribeOptions& o, std::vector<Transcript>* out) {
+  const ParakeetConfig& c = info_.config;
+  const int64_t n_state = 2 * c.pred_layers * c.pred_hidden + c.joint_hidden;
+  struct Walk {
+    size_t chunk = 0;  // the file's chunk the walk is in
+    int64_t t = 0, symbols = 0;
+    bool fresh = true;
+    std::vector<float> state;
+  };
+  std::vector<Walk> walks(b.fs.size());
+  std::vector<Decoded> decoded(b.fs.size());
+  for (size_t i = 0; i < b.fs.size(); ++i) {
+    walks[i].state.assign(static_cast<size_t>(n_state), 0.0f);
+    decoded[i].frames = b.fs[i].E;
+  }
+  std::vector<int32_t> control;
+  std::vector<float> states;
+  std::vector<size_t> lanes;
+  for (size_t g = 0; g < b.groups.size(); ++g) {
+    auto t0 = Clock::now();
+    VRUN_RETURN_IF_ERROR(encode_group(b, g));
+    const int64_t j0 = b.groups[g].first, j1 = j0 + b.groups[g].jobs;
+    std::vector<size_t> in_group;  // the files with chunks in this group
+    for (int64_t j = j0; j < j1; ++j) {
+      const size_t f = b.jobs[static_cast<size_t>(j)].file;
+      if (in_group.empty() || in_group.back() != f) in_group.push_back(f);
+      ++(*out)[f].stats.windows;
+    }
+    const double encode_share = seconds_since(t0) / static_cast<double>(j1 - j0);
+    for (int64_t j = j0; j < j1; ++j) (*out)[b.jobs[static_cast<size_t>(j)].file].stats.encode_s += encode_share;
+    for (;;) {
+      lanes.clear();
+      control.clear();
+      states.clear();
+      for (size_t f : in_group) {
+        const Walk& w = walks[f];
+        const size_t job = static_cast<size_t>(b.fs[f].first_job) + w.chunk;
+        if (w.t >= b.fs[f].E || b.group_of[job] != g) continue;
+        const ChunkPlan& k = b.fs[f].chunks[w.chunk];
+        lanes.push_back(f);
+        control.insert(control.end(), {static_cast<int32_t>(w.t), static_cast<int32_t>(w.symbols), static_cast<int32_t>(k.b),
+                                       static_cast<int32_t>(b.row(job, k.a) - k.a), w.fresh ? 1 : 0});
+        states.insert(states.end(), w.state.begin(), w.state.end());
+        if (o.on_progress) o.on_progress(w.t, b.fs[f].E);
+      }
+      if (lanes.empty()) break;
+      auto t1 = Clock::now();
+      const int64_t B = static_cast<int64_t>(lanes.size());
+      VRUN_ASSIGN_OR_RETURN(auto outs, executor_->run("greedy_batch", {TensorView::dense(control.data(), DType::i32, {B, 5}),
+                                                                       TensorView::dense(states.data(), DType::f32, {B, n_state})}));
+      ++batched_calls_["greedy_batch"];
+      const int64_t rows = outs[0].shape[1] - 1;
+      for (int64_t l = 0; l < B; ++l) {
+        const size_t f = lanes[static_cast<size_t>(l)];
+        Walk& w = walks[f];
+        const int32_t* em = outs[0].ptr<int32_t>() + l * (rows + 1) * 4;
+        const int64_t end = b.fs[f].chunks[w.chunk].b;
+        VRUN_RETURN_IF_ERROR(take_emitted(em, rows, w.t, w.symbols, end, &decoded[f]));
+        w.t = em[1];
+        w.symbols = em[2];
+        w.fresh = false;
+        std::copy_n(outs[1].ptr<float>() + l * n_state, n_state, w.state.begin());
+        while (w.chunk + 1 < b.fs[f].chunks.size() && w.t >= b.fs[f].chunks[w.chunk].b) ++w.chunk;
+      }
+      const double decode_share = seconds_since(t1) / static_cast<double>(B);
+      for (size_t f : lanes) (*out)[f].stats.decode_s += decode_share;
+    }
+  }
+  for (size_t i = 0; i < b.fs.size(); ++i) {
+    if (walks[i].t < b.fs[i].E)
+      return err(ErrorCode::kInternal, "parakeet decode: file ", i, " walked to encoder frame ", walks[i].t, " of ", b.fs[i].E);
+    (*out)[i].stats.tokens += static_cast<int>(decoded[i].tokens.size());
   }
   return decoded;
 }

@@ -182,6 +182,27 @@ Result<Decoded> ParakeetRunner::decode(std::span<const float> samples, const Tra
   return decode_frames(E, load, out);
 }
 
+Status ParakeetRunner::take_emitted(const int32_t* em, int64_t rows, int64_t t, int64_t symbols, int64_t end, Decoded* d) const {
+  if (em[3] == 1)
+    return err(ErrorCode::kInternal, "parakeet greedy: the device did not run the decoder's workgroups side by side (a grid "
+               "barrier timed out); VRUN_TDT_GROUPS=1 runs it as one workgroup, --backend cpu on the CPU");
+  if (em[3] == 3)
+    return err(ErrorCode::kInternal, "parakeet greedy: the Vulkan device ended the decoder's loop early (an implementation "
+               "limit on loop iterations, as a CPU implementation's); --backend cpu runs it on the CPU");
+  if (em[3] != 0 || em[0] < 0 || em[0] > rows || em[1] < t || (em[1] == t && em[0] == 0 && em[2] <= symbols))
+    return err(ErrorCode::kInternal, "parakeet greedy: bad result (", em[0], " tokens, next frame ", em[1], ", status ", em[3],
+               ") for frames ", t, " to ", end);
+  const int64_t V = info_.config.vocab_size;
+  for (int32_t i = 0; i < em[0]; ++i) {
+    const int32_t* row = em + 4 * (i + 1);
+    if (row[0] < 0 || row[0] >= V || row[1] < t || row[1] >= end || row[2] < 0)
+      return err(ErrorCode::kInternal, "parakeet greedy: token ", row[0], " at frame ", row[1], " (frames ", t, " to ", end, ")");
+    d->tokens.push_back({row[0], row[1], static_cast<int64_t>(row[1]) + row[2]});
+    d->durations.push_back(row[2]);
+  }
+  return Status::ok();
+}
+
 Result<Decoded> ParakeetRunner::decode_frames(int64_t E, const ChunkLoader& load, Transcript* out) {
   const ParakeetConfig& c = info_.config;
   Decoded d;
@@ -220,24 +241,8 @@ Result<Decoded> ParakeetRunner::decode_frames(int64_t E, const ChunkLoader& load
       int32_t control[5] = {static_cast<int32_t>(t), static_cast<int32_t>(symbols), static_cast<int32_t>(cur.b),
                             static_cast<int32_t>(cur.row0 - cur.a), fresh ? 1 : 0};
       VRUN_ASSIGN_OR_RETURN(auto outs, executor_->run("greedy", {TensorView::dense(control, DType::i32, {5})}));
+      VRUN_RETURN_IF_ERROR(take_emitted(outs[0].ptr<int32_t>(), outs[0].shape[0] - 1, t, symbols, cur.b, &d));
       const int32_t* em = outs[0].ptr<int32_t>();
-      const int64_t rows = outs[0].shape[0] - 1;
-      if (em[3] == 1)
-        return err(ErrorCode::kInternal, "parakeet greedy: the device did not run the decoder's workgroups side by side (a grid "
-                   "barrier timed out); VRUN_TDT_GROUPS=1 runs it as one workgroup, --backend cpu on the CPU");
-      if (em[3] == 3)
-        return err(ErrorCode::kInternal, "parakeet greedy: the Vulkan device ended the decoder's loop early (an implementation "
-                   "limit on loop iterations, as a CPU implementation's); --backend cpu runs it on the CPU");
-      if (em[3] != 0 || em[0] < 0 || em[0] > rows || em[1] < t || (em[1] == t && em[0] == 0 && em[2] <= symbols))
-        return err(ErrorCode::kInternal, "parakeet greedy: bad result (", em[0], " tokens, next frame ", em[1], ", status ", em[3],
-                   ") for frames ", t, " to ", cur.b);
-      for (int32_t i = 0; i < em[0]; ++i) {
-        const int32_t* row = em + 4 * (i + 1);
-        if (row[0] < 0 || row[0] >= V || row[1] < t || row[1] >= cur.b || row[2] < 0)
-          return err(ErrorCode::kInternal, "parakeet greedy: token ", row[0], " at frame ", row[1], " (frames ", t, " to ", cur.b, ")");
-        d.tokens.push_back({row[0], row[1], static_cast<int64_t>(row[1]) + row[2]});
-        d.durations.push_back(row[2]);
-      }
       t = em[1];
       symbols = em[2];
       fresh = false;

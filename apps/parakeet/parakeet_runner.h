@@ -74,7 +74,7 @@ class ParakeetRunner {
     for (const BatchShape& b : info_.batch_shapes) most = std::max(most, b.jobs);
     return static_cast<int>(most);
   }
-  // Batched encoder calls made so far, by method (encode_batch, encode_batch_500, ...).
+  // Batched calls made so far, by method (encode_batch, encode_batch_500, ..., greedy_batch).
   const std::map<std::string, int64_t>& batched_calls() const { return batched_calls_; }
   const preprocess::NemoMelConfig& mel_config() const { return mel_->config(); }
   const Program& program() const { return *program_; }
@@ -137,6 +137,14 @@ class ParakeetRunner {
   // group through one call of a batched method.
   Result<std::vector<Decoded>> decode_batched(const std::vector<std::span<const float>>& files, const TranscribeOptions& o,
                                               std::vector<Transcript>* out);
+  struct BatchJobs;  // parakeet_batch.cpp
+  // Group g of the jobs through its batched encode method (the rows then held in b).
+  Status encode_group(BatchJobs& b, size_t g);
+  // TDT: the groups' frames walked by greedy_batch, the files of a group in its lanes.
+  Result<std::vector<Decoded>> decode_lanes(BatchJobs& b, const TranscribeOptions& o, std::vector<Transcript>* out);
+  // One greedy call's emitted rows for frames [t, end) (t, symbols: where the call started),
+  // checked and appended to d.
+  Status take_emitted(const int32_t* em, int64_t rows, int64_t t, int64_t symbols, int64_t end, Decoded* d) const;
   // Text, words and segments of decoded tokens.
   void fill_segments(const Decoded& d, bool word_timestamps, Transcript* out) const;
   // f: the stream's feature frames [first, first + count) (stream.frames); the executor only reads them.

@@ -1,6 +1,7 @@
-// tdt_greedy: NeMo's greedy TDT / RNN-T loop over one stream's encoder frames (ops.def has the
-// layouts). Each matrix-vector product splits its rows over the pool's threads; everything runs
-// in f32, as the per-op decode methods did before the loop became one op.
+// tdt_greedy: NeMo's greedy TDT / RNN-T loop over one stream's encoder frames, or over several
+// streams' (lanes) one after the other (ops.def has the layouts). Each matrix-vector product
+// splits its rows over the pool's threads; everything runs in f32, as the per-op decode methods
+// did before the loop became one op.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -83,17 +84,12 @@ struct GreedyDecoder {
   std::vector<float> xh_, gates_, z_, logits_;
 };
 
-Status tdt_greedy_kernel(const KernelCall& call) {
-  VRUN_RETURN_IF_ERROR(cpu::check_arity(call, 5, 5, 2));
-  GreedyDecoder dec(call);
-  const Attrs& a = call.attr();
+// One lane's loop: control ctl [5], state in `state_in` (unused when fresh), its outputs in em
+// [cap + 1, 4] and state [n_state].
+Status greedy_lane(GreedyDecoder& dec, const Attrs& a, const float* frames, int64_t R, const int32_t* ctl, const float* state_in,
+                   int32_t* em, float* state, int64_t n_state) {
   const std::vector<int64_t>& durations = a.ints("durations");
   const int64_t max_symbols = a.i("max_symbols"), cap = a.i("capacity"), blank = dec.V - 1;
-  const TensorView& frames_in = call.input(0);
-  std::vector<float> frames_store;
-  const float* frames = frames_in.is_contiguous() ? frames_in.ptr<float>() : (frames_store = to_dense_f32(frames_in)).data();
-  const int64_t R = frames_in.shape[0];
-  const int32_t* ctl = call.input(1).ptr<int32_t>();
   int64_t t = ctl[0], symbols = ctl[1];
   const int64_t end = ctl[2], row_offset = ctl[3];
   const bool fresh = ctl[4] != 0;
@@ -103,16 +99,12 @@ Status tdt_greedy_kernel(const KernelCall& call) {
   if (symbols < 0 || symbols >= max_symbols)
     return err(ErrorCode::kInvalidArgument, "tdt_greedy: control says ", symbols, " symbols emitted at frame ", t, " (max_symbols ",
                max_symbols, ")");
-
-  float* state = call.out[1].ptr<float>();
-  const int64_t n_state = call.out[1].numel();
   if (fresh) {
     std::fill_n(state, n_state, 0.f);
     dec.predict(blank, state);
   } else {
-    std::memcpy(state, call.input(2).ptr<float>(), static_cast<size_t>(n_state) * sizeof(float));
+    std::memcpy(state, state_in, static_cast<size_t>(n_state) * sizeof(float));
   }
-  int32_t* em = call.out[0].ptr<int32_t>();
   std::fill_n(em, (cap + 1) * 4, 0);
   int64_t count = 0;
   while (t < end) {
@@ -139,6 +131,25 @@ Status tdt_greedy_kernel(const KernelCall& call) {
   em[0] = static_cast<int32_t>(count);
   em[1] = static_cast<int32_t>(t);
   em[2] = static_cast<int32_t>(symbols);
+  return Status::ok();
+}
+
+Status tdt_greedy_kernel(const KernelCall& call) {
+  VRUN_RETURN_IF_ERROR(cpu::check_arity(call, 5, 5, 2));
+  GreedyDecoder dec(call);
+  const TensorView& frames_in = call.input(0);
+  std::vector<float> frames_store;
+  const float* frames = frames_in.is_contiguous() ? frames_in.ptr<float>() : (frames_store = to_dense_f32(frames_in)).data();
+  const TensorView& control = call.input(1);
+  const int64_t lanes = control.shape.rank == 2 ? control.shape[0] : 1;
+  const int64_t n_state = call.out[1].numel() / std::max<int64_t>(lanes, 1), em_rows = (call.attr().i("capacity") + 1) * 4;
+  // Lane after lane, each as one stream alone (its products split over the pool as before).
+  for (int64_t b = 0; b < lanes; ++b) {
+    Status s = greedy_lane(dec, call.attr(), frames, frames_in.shape[0], control.ptr<int32_t>() + b * 5,
+                           call.input(2).ptr<float>() + b * n_state, call.out[0].ptr<int32_t>() + b * em_rows,
+                           call.out[1].ptr<float>() + b * n_state, n_state);
+    if (!s.is_ok()) return lanes > 1 ? err(s.code(), "lane ", b, ": ", s.message()) : s;
+  }
   return Status::ok();
 }
 

@@ -76,8 +76,10 @@ Status record_lstm(Recorder& rec, const std::vector<DeviceView>& in, const std::
 // more than the device keeps resident at once (its grid barriers would wait forever on a
 // workgroup that cannot start): one per multiprocessor at most, and one where the device does not
 // say how many it has (a CPU implementation runs one workgroup at a time anyway).
-// VRUN_TDT_GROUPS sets the count (tests, experiments).
-uint32_t tdt_groups(const Context& ctx, int64_t widest) {
+// With several lanes each lane's grid gets its share of the multiprocessors (one workgroup
+// when there are more lanes than multiprocessors: a grid of one needs no barrier, so nothing has
+// to be resident side by side). VRUN_TDT_GROUPS sets the count per lane (tests, experiments).
+uint32_t tdt_groups(const Context& ctx, int64_t widest, int64_t lanes) {
   if (const char* e = knob_value(Knob::VRUN_TDT_GROUPS)) {
     const long v = std::strtol(e, nullptr, 10);
     if (v >= 1 && v <= 4096) return static_cast<uint32_t>(v);
@@ -85,7 +87,8 @@ uint32_t tdt_groups(const Context& ctx, int64_t widest) {
   const DeviceInfo& d = ctx.info();
   if (d.type == "cpu" || d.multiprocessors == 0) return 1;
   const int64_t subgroups = 256 / std::max<uint32_t>(d.subgroup_size, 1);
-  return static_cast<uint32_t>(std::clamp<int64_t>((widest + subgroups - 1) / subgroups, 1, d.multiprocessors));
+  const int64_t share = std::max<int64_t>(1, d.multiprocessors / std::max<int64_t>(lanes, 1));
+  return static_cast<uint32_t>(std::clamp<int64_t>((widest + subgroups - 1) / subgroups, 1, share));
 }
 
 Status record_tdt_greedy(Recorder& rec, const std::vector<DeviceView>& in, const std::vector<DeviceView>& out, const Attrs& a) {
@@ -100,8 +103,10 @@ Status record_tdt_greedy(Recorder& rec, const std::vector<DeviceView>& in, const
   VRUN_ASSIGN_OR_RETURN(DeviceView state, rec.dense_view(in[2]));
   VRUN_ASSIGN_OR_RETURN(DeviceView weights, rec.dense_view(in[3]));
   VRUN_ASSIGN_OR_RETURN(DeviceView vectors, rec.dense_view(in[4]));
-  const uint32_t G = tdt_groups(rec.context(), std::max({P, J, V + D}));
-  VRUN_ASSIGN_OR_RETURN(DeviceView counters, rec.counters(4 + 8 * static_cast<int64_t>(G) + L * P));
+  const int64_t lanes = control.shape.rank == 2 ? control.shape[0] : 1;
+  if (lanes < 1) return Status::ok();
+  const uint32_t G = tdt_groups(rec.context(), std::max({P, J, V + D}), lanes);
+  VRUN_ASSIGN_OR_RETURN(DeviceView counters, rec.counters(lanes * (4 + 8 * static_cast<int64_t>(G) + L * P)));
   const DeviceView &emitted = out[0], &state_out = out[1];
   std::vector<Binding> bindings = {{&emitted, true}, {&frames, false},  {&weights, false}, {&vectors, false},
                                    {&state, false},  {&state_out, true}, {&control, false}, {&counters, true}};
@@ -110,7 +115,7 @@ Status record_tdt_greedy(Recorder& rec, const std::vector<DeviceView>& in, const
   for (uint32_t o : offs) pw.u(o);
   pw.u(L).u(P).u(J).u(V).u(D).u(frames.shape[0]).u(a.i("max_symbols")).u(a.i("capacity"));
   for (int64_t k = 0; k < 8; ++k) pw.u(k < D ? durations[static_cast<size_t>(k)] : 0);
-  return rec.dispatch("tdt_greedy", {dt_code(weights.dtype)}, bindings, pw.w, pw.bytes(), G, 1, 1);
+  return rec.dispatch("tdt_greedy", {dt_code(weights.dtype)}, bindings, pw.w, pw.bytes(), G, static_cast<uint32_t>(lanes), 1);
 }
 
 }  // namespace

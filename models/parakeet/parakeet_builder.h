@@ -103,6 +103,7 @@ struct ParakeetBuilder {
   }
   bool pin_ = false;
   void greedy_method(MethodBuilder& g);
+  void greedy_batch_method(MethodBuilder& g);
 
   const ImportedParakeet& model;
   const BuildSettings& settings;

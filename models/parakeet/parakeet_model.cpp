@@ -50,6 +50,23 @@ void ParakeetBuilder::greedy_method(MethodBuilder& g) {
   }
 }
 
+// The greedy loops of several streams in one call (lanes): control [lanes, 5] and each lane's
+// prediction-network state [lanes, n] in, emitted [lanes, kGreedyBatchCapacity + 1, 4] and the
+// states after the call out. The states stay with the caller, so any stream can take any lane.
+void ParakeetBuilder::greedy_batch_method(MethodBuilder& g) {
+  const SymExpr B = g.symbol("lanes", 1, kMaxBatchJobs);
+  Val control = g.input("control", DType::i32, {B, 5});
+  Val state = g.input("state", DType::f32, {B, 2 * PL * P + J});
+  std::vector<Val> o = g.op_n(OpKind::tdt_greedy, {g.state(enc_state), control, state, g.constant(dec_weights), g.constant(dec_vectors)},
+                              {{"layers", PL}, {"pred_hidden", P}, {"joint_hidden", J}, {"vocab", V1}, {"max_symbols", c.max_symbols},
+                               {"durations", c.durations}, {"capacity", kGreedyBatchCapacity}},
+                              "tdt_greedy");
+  if (o.size() == 2) {
+    g.output(o[0], "emitted");
+    g.output(o[1], "state_out");
+  }
+}
+
 void ParakeetBuilder::set_metadata() {
   pb.set_meta("general.architecture", MetaValue::str("parakeet"));
   pb.set_meta("vrun.runner", MetaValue::str("parakeet"));
@@ -120,6 +137,10 @@ Result<std::shared_ptr<Program>> ParakeetBuilder::build() {
   if (tdt) {
     MethodBuilder g = pb.method("greedy");
     greedy_method(g);
+    if (settings.max_batch > 1 && full_attention) {
+      MethodBuilder gb = pb.method("greedy_batch");
+      greedy_batch_method(gb);
+    }
   }
   set_metadata();
   return pb.finish();

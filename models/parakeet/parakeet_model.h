@@ -19,6 +19,10 @@
 //     LSTM state and projection live in state decoder_state (fresh = 1: NeMo's start state, a new
 //     stream). emitted row 0 = (count, next t, its symbols, status), rows 1..count = (token,
 //     frame, duration); a call that fills its rows stops early, the next goes on from row 0.
+//   greedy_batch(control [lanes, 5] i32, state [lanes, 2 L P + J] f32) -> emitted [lanes,
+//     kGreedyBatchCapacity + 1, 4], state_out [lanes, 2 L P + J]: the same loop for up to
+//     kMaxBatchJobs streams at once, each lane with its own control and prediction-network state
+//     (passed in and returned, not kept in the program). Built with the batched encode methods.
 #pragma once
 
 #include <memory>
@@ -32,6 +36,7 @@
 namespace vrun::parakeet {
 
 inline constexpr int64_t kGreedyCapacity = 4096;
+inline constexpr int64_t kGreedyBatchCapacity = 1024;  // tokens a lane of greedy_batch emits a call
 
 struct BuildSettings {
   // Encoder frames one encode call takes (80 ms each): the bound of full attention; longer audio

@@ -189,6 +189,66 @@ inline std::vector<TdtRun> tdt_runs() {
   return runs;
 }
 
+// One stream's emitted rows [capacity + 1, 4] and state_out against the float64 loop.
+inline void expect_tdt_lane(const int32_t* em, const float* state, const TdtRef& want, double state_tol, const std::string& what) {
+  EXPECT_EQ(em[3], 0) << what << ": status";
+  ASSERT_EQ(em[0], static_cast<int32_t>(want.emitted.size())) << what << ": tokens emitted";
+  EXPECT_EQ(em[1], want.t) << what << ": next frame";
+  EXPECT_EQ(em[2], want.symbols) << what << ": symbols at the next frame";
+  for (size_t i = 0; i < want.emitted.size(); ++i) {
+    const int32_t* row = em + 4 * (1 + i);
+    EXPECT_EQ(row[0], want.emitted[i][0]) << what << ": token " << i;
+    EXPECT_EQ(row[1], want.emitted[i][1]) << what << ": frame of token " << i;
+    EXPECT_EQ(row[2], want.emitted[i][2]) << what << ": duration of token " << i;
+  }
+  expect_close(std::vector<double>(state, state + want.state.size()), want.state, state_tol, 1e-4, what.c_str());
+}
+
+// Several streams in one call (lanes): control [B, 5] and state [B, n] over one frames tensor
+// and one network. The lanes start at different frames and row offsets, fresh and resumed, one
+// with nothing to do, and (with a small capacity) some fill their buffers while others end.
+struct TdtLanes {
+  TdtInputs in;               // control and state with the lanes' rows
+  std::vector<TdtRef> want;   // each lane alone through the float64 loop
+  int64_t capacity = 0;
+};
+
+inline TdtLanes make_tdt_lanes(const TdtCase& c, std::mt19937& rng) {
+  TdtLanes l;
+  l.in = make_tdt_inputs(c, rng);
+  l.capacity = c.capacity;
+  struct Lane {
+    int64_t t, symbols, end, offset;
+    bool fresh;
+  };
+  const int64_t R = c.R;
+  const std::vector<Lane> lanes = {{0, 0, R, 0, true},          {7, 1, 40, -3, false}, {5, 0, 20, 10, true},
+                                   {10, 0, 10, 0, false},        {0, 0, R - 8, 8, true}, {3, 2, R - 5, 0, false}};
+  const int64_t B = static_cast<int64_t>(lanes.size()), n = l.in.state.numel();
+  HostTensor control = make_tensor(DType::i32, Shape{B, 5});
+  HostTensor state = random_tensor(DType::f32, Shape{B, n}, rng, -0.5, 0.5);
+  for (int64_t b = 0; b < B; ++b) {
+    const Lane& x = lanes[static_cast<size_t>(b)];
+    set_control(l.in, x.t, std::min(x.symbols, c.max_symbols - 1), x.end, x.offset, x.fresh);
+    std::copy_n(state.view.ptr<float>() + b * n, n, l.in.state.view.ptr<float>());
+    l.want.push_back(ref_tdt_greedy(c, l.in));
+    std::copy_n(l.in.control.view.ptr<int32_t>(), 5, control.view.ptr<int32_t>() + b * 5);
+  }
+  l.in.control = std::move(control);
+  l.in.state = std::move(state);
+  return l;
+}
+
+// outputs: emitted [B, capacity + 1, 4] and state_out [B, n] of one call over the lanes.
+inline void expect_tdt_lanes_match(const std::vector<HostTensor>& out, const TdtLanes& l, double state_tol, const char* what) {
+  ASSERT_EQ(out.size(), 2u) << what;
+  const int64_t B = static_cast<int64_t>(l.want.size()), n = out[1].numel() / B;
+  ASSERT_EQ(out[0].view.shape, (Shape{B, l.capacity + 1, 4})) << what;
+  for (int64_t b = 0; b < B; ++b)
+    expect_tdt_lane(out[0].view.ptr<int32_t>() + b * (l.capacity + 1) * 4, out[1].view.ptr<float>() + b * n, l.want[static_cast<size_t>(b)],
+                    state_tol, std::string(what) + ", lane " + std::to_string(b));
+}
+
 // outputs: emitted, state_out of one tdt_greedy call.
 inline void expect_tdt_matches(const std::vector<HostTensor>& out, const TdtRef& want, double state_tol, const char* what) {
   ASSERT_EQ(out.size(), 2u) << what;

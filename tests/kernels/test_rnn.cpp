@@ -129,6 +129,30 @@ TEST(TdtGreedy, MatchesFloat64Loop) {
   }
 }
 
+// Lanes in one call give each lane's loop alone, with the buffer roomy and with one that some
+// lanes fill.
+TEST(TdtGreedy, LanesMatchEachStreamAlone) {
+  std::mt19937 rng(8);
+  ThreadPool pool(2);
+  for (int64_t capacity : {400, 6}) {
+    TdtCase c;
+    c.capacity = capacity;
+    const TdtLanes l = make_tdt_lanes(c, rng);
+    size_t full = 0;
+    for (const TdtRef& w : l.want) {
+      ASSERT_GT(w.margin, 1e-4);
+      full += static_cast<int64_t>(w.emitted.size()) == capacity ? 1 : 0;
+    }
+    if (capacity == 6) {
+      ASSERT_GT(full, 0u);
+    }
+    ASSERT_LT(full, l.want.size());
+    RunResult r = run_cpu(OpKind::tdt_greedy, l.in.views(), l.in.attrs, &pool);
+    ASSERT_TRUE(r.status.is_ok()) << r.status.to_string();
+    expect_tdt_lanes_match(r.outputs, l, 1e-4, "cpu tdt_greedy lanes");
+  }
+}
+
 TEST(TdtGreedy, FullBufferResumes) {
   expect_resumes_in_pieces(
       [](const TdtInputs& part) {

@@ -1,5 +1,5 @@
 // transcribe_batch through encode_batch (several files' chunks in one padded encoder call, with
-// frame masks) gives every file the transcript transcribe() gives it alone: the same tokens,
+// frame masks) and greedy_batch (TDT: the files' greedy loops side by side) gives every file the transcript transcribe() gives it alone: the same tokens,
 // words, times and segments, for TDT and CTC, whole files and chunked long audio, on the CPU and
 // on Vulkan. (transcribe() itself is checked against NeMo in parakeet_goldens_test.)
 #include <gtest/gtest.h>
@@ -82,8 +82,13 @@ TEST(ParakeetBatch, EveryClipAsAloneTdtAndCtc) {
     auto r = load(model, BackendKind::kCpu);
     ASSERT_TRUE(r);
     EXPECT_EQ(r->program().method("encode_batch") != nullptr, true);
-    // Six clips of different lengths: a group of 4 and a group of 2, each padded to its longest.
+    // Six clips of different lengths (up to 10 s): one group through the method for 64 jobs of
+    // 10 s, padded to the longest.
     expect_batch_matches_single(*r, kShortClips, {}, 6);
+    // TDT: the group's files decoded side by side, in one greedy_batch call.
+    const bool tdt = std::string(model).starts_with("tdt");
+    EXPECT_EQ(r->program().method("greedy_batch") != nullptr, tdt) << model;
+    EXPECT_EQ(r->batched_calls().count("greedy_batch") ? r->batched_calls().at("greedy_batch") : 0, tdt ? 1 : 0) << model;
   }
 }
 
@@ -112,6 +117,11 @@ TEST(ParakeetBatch, ChunkedLongAudioAcrossCalls) {
     auto r = load(model, BackendKind::kCpu, bs);
     ASSERT_TRUE(r);
     expect_batch_matches_single(*r, {"synth", "long_concat", "short_0p62"}, o, 10);
+    // TDT: the long clip's chunks in one group are walked one call after another, its state
+    // carried from call to call and group to group; the short clips ride in other lanes.
+    if (std::string(model).starts_with("tdt")) {
+      EXPECT_GE(r->batched_calls().at("greedy_batch"), 8) << model;
+    }
   }
 }
 
@@ -150,6 +160,7 @@ TEST(ParakeetBatch, VulkanAsAlone) {
   // The short clips went through encode_batch_48 (6 jobs of up to 48 frames), which shares its
   // arena on the device with encode_batch.
   EXPECT_TRUE(r->batched_calls().count("encode_batch_48"));
+  EXPECT_TRUE(r->batched_calls().count("greedy_batch"));
 }
 
 TEST(ParakeetBatch, ProgramWithoutEncodeBatch) {
@@ -158,6 +169,7 @@ TEST(ParakeetBatch, ProgramWithoutEncodeBatch) {
   auto r = load("tdt_small.nemo", BackendKind::kCpu, bs);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->program().method("encode_batch"), nullptr);
+  EXPECT_EQ(r->program().method("greedy_batch"), nullptr);
   expect_batch_matches_single(*r, {"synth", "short_0p62"}, {}, 2);
 }
 

@@ -135,6 +135,20 @@ TEST_F(VkTdt, TdtGreedyMatchesFloat64Loop) {
   }
 }
 
+// Lanes in one dispatch (a grid of workgroups each on a GPU) give each lane's loop alone.
+TEST_F(VkTdt, TdtGreedyLanesMatchEachStreamAlone) {
+  std::mt19937 rng(8);
+  for (int64_t capacity : {400, 6}) {
+    TdtCase c;
+    c.capacity = capacity;
+    c.weights = capacity == 6 ? DType::f16 : DType::f32;
+    c.J = 24;  // f16 rows of whole 16-byte words
+    const TdtLanes l = make_tdt_lanes(c, rng);
+    for (const TdtRef& w : l.want) ASSERT_GT(w.margin, 1e-4);
+    expect_tdt_lanes_match(run_gpu(OpKind::tdt_greedy, l.in.tensors(), l.in.attrs), l, 1e-4, "vulkan tdt_greedy lanes");
+  }
+}
+
 TEST_F(VkTdt, TdtGreedyFullBufferResumes) {
   expect_resumes_in_pieces([&](const TdtInputs& part) { return run_gpu(OpKind::tdt_greedy, part.tensors(), part.attrs); }, DType::f16, 5);
 }

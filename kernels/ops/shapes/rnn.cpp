@@ -29,16 +29,21 @@ Status infer_tdt_greedy(const std::vector<const TensorDesc*>& in, const Attrs& a
   if (!frames || frames->dtype != DType::f32 || frames->shape.rank != 2 || frames->shape[1] != J)
     return err(ErrorCode::kInvalidArgument, "tdt_greedy: frames must be f32 [R, ", J, "], got ",
                frames ? dtype_name(frames->dtype) + std::string(" ") + frames->shape.str() : std::string("nothing"));
-  if (!control || control->dtype != DType::i32 || control->shape != Shape{5})
-    return err(ErrorCode::kInvalidArgument, "tdt_greedy: control must be i32 [5]");
-  if (!state || state->dtype != DType::f32 || state->shape != Shape{2 * L * P + J})
-    return err(ErrorCode::kInvalidArgument, "tdt_greedy: state must be f32 [", 2 * L * P + J, "]");
+  // One stream: control [5], state [n]; B lanes: control [B, 5], state [B, n].
+  const bool lanes = control && control->shape.rank == 2;
+  const int64_t B = lanes ? control->shape[0] : 1, n = 2 * L * P + J;
+  if (!control || control->dtype != DType::i32 || (lanes ? control->shape[1] != 5 : control->shape != Shape{5}))
+    return err(ErrorCode::kInvalidArgument, "tdt_greedy: control must be i32 [5] or [B, 5], got ",
+               control ? dtype_name(control->dtype) + std::string(" ") + control->shape.str() : std::string("nothing"));
+  if (!state || state->dtype != DType::f32 || state->shape != (lanes ? Shape{B, n} : Shape{n}))
+    return err(ErrorCode::kInvalidArgument, "tdt_greedy: state must be f32 ", lanes ? Shape{B, n}.str() : Shape{n}.str(), ", got ",
+               state ? dtype_name(state->dtype) + std::string(" ") + state->shape.str() : std::string("nothing"));
   if (!weights || !is_activation(weights->dtype) || weights->shape != Shape{L * 8 * P * P + J * P + O * J})
     return err(ErrorCode::kInvalidArgument, "tdt_greedy: weights must be f32, f16 or bf16 [", L * 8 * P * P + J * P + O * J, "], got ",
                weights ? dtype_name(weights->dtype) + std::string(" ") + weights->shape.str() : std::string("nothing"));
   if (!vectors || vectors->dtype != DType::f32 || vectors->shape != Shape{V * P + L * 4 * P + J + O})
     return err(ErrorCode::kInvalidArgument, "tdt_greedy: vectors must be f32 [", V * P + L * 4 * P + J + O, "]");
-  out->push_back({DType::i32, Shape{cap + 1, 4}});
+  out->push_back({DType::i32, lanes ? Shape{B, cap + 1, 4} : Shape{cap + 1, 4}});
   out->push_back({DType::f32, state->shape});
   return Status::ok();
 }

@@ -1,10 +1,13 @@
 #version 450
-// tdt_greedy (ops.def): the whole greedy TDT / RNN-T loop of one stream in one dispatch. The G
-// workgroups of the grid share every phase: each subgroup takes LSTM hidden units (the four gate
+// tdt_greedy (ops.def): the whole greedy TDT / RNN-T loop of one stream in one dispatch, or of
+// several (lanes): workgroup row y of the dispatch is lane y, its G workgroups a grid of their own
+// (own control, state, emitted rows and counters), so lanes never wait on each other. The G
+// workgroups of a lane's grid share every phase: each subgroup takes LSTM hidden units (the four gate
 // rows of a unit, whose cell update needs nothing else), projection rows or joint output rows,
 // its lanes splitting the dot product. Phases meet at a grid barrier (an arrival counter in the
 // op's counters), so the host must launch no more workgroups than the device keeps resident at
-// once (it launches one per multiprocessor at most, one where it cannot tell); a barrier that
+// once (it launches one per multiprocessor at most over all lanes, one per lane where it cannot
+// tell); a barrier that
 // waits too long gives up and reports status 1 instead of hanging; status 3 reports loops the
 // implementation ended early (a CPU implementation's limit on loop iterations). The joint's argmax meets
 // through per-workgroup partial results, which every workgroup then reduces itself, so all of
@@ -15,9 +18,9 @@
 // takes the first maximum).
 // A token costs layers + 2 barriers (the LSTM layers, the projection, the joint), a blank one.
 // Bindings: 0 emitted (i32), 1 frames (f32), 2 weights (DT_W), 3 vectors (f32), 4 state in,
-// 5 state out (f32: h, c, g; also the ping buffer of h), 6 control (i32), 7 counters (u32: the
-// arrival and done counts, two unused words, the argmax partials, the pong buffer of h; all left
-// at zero at the end).
+// 5 state out (f32: h, c, g; also the ping buffer of h), 6 control (i32), 7 counters (u32, per
+// lane: the arrival and done counts, two unused words, the argmax partials, the pong buffer of h;
+// all left at zero at the end).
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #include "common.glsl"
@@ -44,6 +47,7 @@ const uint MAX_VEC = 4096u;  // the longest staged vector: 2 P and J (the host c
 
 uint G, wg, lid, gsg, total, lane, nl;
 uint ARRIVE, DONE, PART, HB;  // word offsets in the counters
+uint EM, CTL, SI, SO;          // this lane's emitted rows, control, state in, state out
 uint par = 0u;                      // which buffer holds the current h: 0 state out, 1 counters
 uint jpar = 0u;                     // which half of the partials the next joint writes
 shared bool s_fail;
@@ -59,9 +63,9 @@ float tanh_(float v) {
   return v < 0.0 ? -r : r;
 }
 float W(uint i) { return load2(DT_W, pc.off_w + i); }
-float get_h(uint p, uint i) { return p == 0u ? so[pc.off_so + i] : sf[HB + i]; }
+float get_h(uint p, uint i) { return p == 0u ? so[SO + i] : sf[HB + i]; }
 void set_h(uint p, uint i, float v) {
-  if (p == 0u) so[pc.off_so + i] = v;
+  if (p == 0u) so[SO + i] = v;
   else sf[HB + i] = v;
 }
 
@@ -185,7 +189,7 @@ void predict(uint token) {
       const vec4 s = subgroupAdd(wdot4(r, 2u * P * P, 2u * P));
       if (lane == 0u) {
         const vec4 gt = s + vec4(b3_f32[bl + j], b3_f32[bl + P + j], b3_f32[bl + 2u * P + j], b3_f32[bl + 3u * P + j]);
-        const uint ci = pc.off_so + L * P + l * P + j;
+        const uint ci = SO + L * P + l * P + j;
         const float c = sigmoid_(gt.y) * so[ci] + sigmoid_(gt.x) * tanh_(gt.z);
         so[ci] = c;
         set_h(q, l * P + j, sigmoid_(gt.w) * tanh_(c));
@@ -199,14 +203,14 @@ void predict(uint token) {
   barrier();
   for (uint r = gsg; r < pc.J; r += total) {
     const float s = subgroupAdd(wdot(wp + r * P, P));
-    if (lane == 0u) so[pc.off_so + 2u * L * P + r] = s + b3_f32[bp + r];
+    if (lane == 0u) so[SO + 2u * L * P + r] = s + b3_f32[bp + r];
   }
   grid_sync();
 }
 
 // The joint of frame row `row`: s_k = the token argmax, s_d = the duration argmax.
 void joint(uint row) {
-  const uint J = pc.J, O = pc.V + pc.D, g0 = pc.off_so + 2u * pc.L * pc.P;
+  const uint J = pc.J, O = pc.V + pc.D, g0 = SO + 2u * pc.L * pc.P;
   const uint wo = pc.L * 8u * pc.P * pc.P + J * pc.P, bo = pc.off_vec + pc.V * pc.P + pc.L * 4u * pc.P + J;
   for (uint i = lid; i < J; i += WG) SV(i) = max(0.0, b1_f32[pc.off_fr + row * J + i] + so[g0 + i]);
   barrier();
@@ -245,19 +249,24 @@ void main() {
   total = G * gl_NumSubgroups;
   lane = gl_SubgroupInvocationID;
   nl = gl_SubgroupSize;
-  ARRIVE = pc.off_cnt;
+  const uint y = gl_WorkGroupID.y, n_state = 2u * pc.L * pc.P + pc.J;
+  EM = pc.off_em + y * (pc.cap + 1u) * 4u;
+  CTL = pc.off_ctl + y * 5u;
+  SI = pc.off_si + y * n_state;
+  SO = pc.off_so + y * n_state;
+  ARRIVE = pc.off_cnt + y * (4u + 8u * G + pc.L * pc.P);
   DONE = ARRIVE + 1u;
   PART = ARRIVE + 4u;
   HB = PART + 8u * G;
   if (lid == 0u) s_fail = false;
 
-  int t = ctl[pc.off_ctl], symbols = ctl[pc.off_ctl + 1u];
-  const int end = ctl[pc.off_ctl + 2u], row_offset = ctl[pc.off_ctl + 3u];
-  const bool fresh = ctl[pc.off_ctl + 4u] != 0;
-  const uint L = pc.L, P = pc.P, blank = pc.V - 1u, n_state = 2u * L * P + pc.J;
-  for (uint e = gl_GlobalInvocationID.x; e < n_state; e += G * WG) so[pc.off_so + e] = fresh ? 0.0 : b4_f32[pc.off_si + e];
+  int t = ctl[CTL], symbols = ctl[CTL + 1u];
+  const int end = ctl[CTL + 2u], row_offset = ctl[CTL + 3u];
+  const bool fresh = ctl[CTL + 4u] != 0;
+  const uint L = pc.L, P = pc.P, blank = pc.V - 1u;
+  for (uint e = gl_GlobalInvocationID.x; e < n_state; e += G * WG) so[SO + e] = fresh ? 0.0 : b4_f32[SI + e];
   uint status = 0u;
-  if (wg == 0u && lid == 0u) b0_u32[pc.off_em + 3u] = 0u;
+  if (wg == 0u && lid == 0u) b0_u32[EM + 3u] = 0u;
   if (t < end && (t + row_offset < 0 || end - 1 + row_offset >= int(pc.R))) status = 2u;
   if (symbols < 0 || symbols >= int(pc.max_symbols)) status = 2u;
   grid_sync();
@@ -278,7 +287,7 @@ void main() {
         break;
       }
       if (wg == 0u && lid == 0u) {
-        const uint o = pc.off_em + (1u + count) * 4u;
+        const uint o = EM + (1u + count) * 4u;
         b0_i32[o] = int(k);
         b0_i32[o + 1u] = t;
         b0_i32[o + 2u] = skip;
@@ -302,16 +311,16 @@ void main() {
   grid_sync();  // every workgroup is done with the last joint's partials
   if (s_fail) status = 1u;
   for (uint e = gl_GlobalInvocationID.x; e < L * P; e += G * WG) {
-    if (par == 1u) so[pc.off_so + e] = sf[HB + e];
+    if (par == 1u) so[SO + e] = sf[HB + e];
     su[HB + e] = 0u;
   }
   if (lid < 8u) su[PART + ((lid / 4u) * G + wg) * 4u + lid % 4u] = 0u;
   if (wg == 0u && lid == 0u) {
-    b0_i32[pc.off_em] = int(count);
-    b0_i32[pc.off_em + 1u] = t;
-    b0_i32[pc.off_em + 2u] = symbols;
+    b0_i32[EM] = int(count);
+    b0_i32[EM + 1u] = t;
+    b0_i32[EM + 2u] = symbols;
   }
-  if (lid == 0u && status != 0u) atomicMax(b0_u32[pc.off_em + 3u], status);
+  if (lid == 0u && status != 0u) atomicMax(b0_u32[EM + 3u], status);
   if (lid == 0u && G > 1u) {
     memoryBarrierBuffer();
     if (atomicAdd(su[DONE], 1u) == G - 1u) {
