@@ -106,16 +106,35 @@ Status record_tdt_greedy(Recorder& rec, const std::vector<DeviceView>& in, const
   const int64_t lanes = control.shape.rank == 2 ? control.shape[0] : 1;
   if (lanes < 1) return Status::ok();
   const uint32_t G = tdt_groups(rec.context(), std::max({P, J, V + D}), lanes);
-  VRUN_ASSIGN_OR_RETURN(DeviceView counters, rec.counters(lanes * (4 + 8 * static_cast<int64_t>(G) + L * P)));
+  // Each lane has its own counters; lanes beyond what one counters block holds (or
+  // VRUN_TDT_LANES) go in further dispatches, their bindings' offsets moved to their first lane.
+  const int64_t per_lane = 4 + 8 * static_cast<int64_t>(G) + L * P, n_state = 2 * L * P + J, cap = a.i("capacity");
+  int64_t most = Recorder::kCounterWords / per_lane;
+  if (const char* e = knob_value(Knob::VRUN_TDT_LANES)) {
+    const long v = std::strtol(e, nullptr, 10);
+    if (v >= 1 && v <= 4096) most = std::min<int64_t>(most, v);
+  }
+  if (most < 1)
+    return err(ErrorCode::kUnsupported, "vulkan tdt_greedy: ", per_lane, " counters a lane (layers ", L, " x pred_hidden ", P, "), at most ",
+               Recorder::kCounterWords);
   const DeviceView &emitted = out[0], &state_out = out[1];
-  std::vector<Binding> bindings = {{&emitted, true}, {&frames, false},  {&weights, false}, {&vectors, false},
-                                   {&state, false},  {&state_out, true}, {&control, false}, {&counters, true}};
-  VRUN_ASSIGN_OR_RETURN(auto offs, rec.binding_offsets(bindings));
-  PushWords pw;
-  for (uint32_t o : offs) pw.u(o);
-  pw.u(L).u(P).u(J).u(V).u(D).u(frames.shape[0]).u(a.i("max_symbols")).u(a.i("capacity"));
-  for (int64_t k = 0; k < 8; ++k) pw.u(k < D ? durations[static_cast<size_t>(k)] : 0);
-  return rec.dispatch("tdt_greedy", {dt_code(weights.dtype)}, bindings, pw.w, pw.bytes(), G, static_cast<uint32_t>(lanes), 1);
+  for (int64_t l0 = 0; l0 < lanes; l0 += most) {
+    const int64_t n = std::min(most, lanes - l0);
+    VRUN_ASSIGN_OR_RETURN(DeviceView counters, rec.counters(n * per_lane));
+    std::vector<Binding> bindings = {{&emitted, true}, {&frames, false},  {&weights, false}, {&vectors, false},
+                                     {&state, false},  {&state_out, true}, {&control, false}, {&counters, true}};
+    VRUN_ASSIGN_OR_RETURN(auto offs, rec.binding_offsets(bindings));
+    offs[0] += static_cast<uint32_t>(l0 * (cap + 1) * 4);
+    offs[4] += static_cast<uint32_t>(l0 * n_state);
+    offs[5] += static_cast<uint32_t>(l0 * n_state);
+    offs[6] += static_cast<uint32_t>(l0 * 5);
+    PushWords pw;
+    for (uint32_t o : offs) pw.u(o);
+    pw.u(L).u(P).u(J).u(V).u(D).u(frames.shape[0]).u(a.i("max_symbols")).u(cap);
+    for (int64_t k = 0; k < 8; ++k) pw.u(k < D ? durations[static_cast<size_t>(k)] : 0);
+    VRUN_RETURN_IF_ERROR(rec.dispatch("tdt_greedy", {dt_code(weights.dtype)}, bindings, pw.w, pw.bytes(), G, static_cast<uint32_t>(n), 1));
+  }
+  return Status::ok();
 }
 
 }  // namespace

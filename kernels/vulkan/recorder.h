@@ -125,6 +125,7 @@ class Recorder {
   // buffer zeroed once per recorder; bind them as written so that a later user of the same
   // counters waits for the earlier one.
   Result<DeviceView> counters(int64_t n);
+  static constexpr int64_t kCounterWords = 1 << 18;  // the most counters() hands out at once
   // v itself when its innermost `inner_dims` dims are dense and the rest collapse to one stride,
   // else a dense scratch copy (recorded).
   Result<DeviceView> rows_view(const DeviceView& v, int inner_dims);

@@ -13,7 +13,7 @@ constexpr uint64_t kMaxCaptureScratch = 64ull << 20;
 }  // namespace
 
 Result<DeviceView> Recorder::counters(int64_t n) {
-  constexpr uint64_t kCounters = 1 << 16;
+  constexpr uint64_t kCounters = kCounterWords;
   if (n <= 0 || static_cast<uint64_t>(n) > kCounters)
     return err(ErrorCode::kInternal, "vulkan: ", n, " workgroup counters asked for, at most ", kCounters);
   if (!counters_.valid()) {

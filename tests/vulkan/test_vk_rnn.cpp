@@ -146,6 +146,10 @@ TEST_F(VkTdt, TdtGreedyLanesMatchEachStreamAlone) {
     const TdtLanes l = make_tdt_lanes(c, rng);
     for (const TdtRef& w : l.want) ASSERT_GT(w.margin, 1e-4);
     expect_tdt_lanes_match(run_gpu(OpKind::tdt_greedy, l.in.tensors(), l.in.attrs), l, 1e-4, "vulkan tdt_greedy lanes");
+    // Lanes over several dispatches (as when a counters block cannot hold them all).
+    setenv("VRUN_TDT_LANES", "4", 1);
+    expect_tdt_lanes_match(run_gpu(OpKind::tdt_greedy, l.in.tensors(), l.in.attrs), l, 1e-4, "vulkan tdt_greedy lanes, 4 a dispatch");
+    unsetenv("VRUN_TDT_LANES");
   }
 }
 
