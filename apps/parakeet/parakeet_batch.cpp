@@ -86,8 +86,9 @@ struct ParakeetRunner::BatchJobs {
   int64_t row(size_t job, int64_t a) const { return (static_cast<int64_t>(job) - groups[group].first) * T + (a - chunk(jobs[job]).s); }
 };
 
-Status ParakeetRunner::encode_group(BatchJobs& b, size_t g) {
+Status ParakeetRunner::encode_group(BatchJobs& b, size_t g, double* features_s) {
   const ParakeetConfig& c = info_.config;
+  auto t0 = Clock::now();
   const int64_t n_mels = c.feat_in, j0 = b.groups[g].first, nb = b.groups[g].jobs;
   int64_t frames = 0;
   for (int64_t j = j0; j < j0 + nb; ++j) {
@@ -107,6 +108,7 @@ Status ParakeetRunner::encode_group(BatchJobs& b, size_t g) {
     for (int64_t m = 0; m < n_mels; ++m) std::memcpy(dst + m * frames, x.data.data() + m * count, static_cast<size_t>(count) * sizeof(float));
     std::fill_n(b.mask.begin() + (j - j0) * frames, count, 1.0f);
   }
+  *features_s = seconds_since(t0);
   b.T = c.encoded_length(frames);
   const std::string method = batch_method_name(info_.batch_shapes[b.groups[g].shape], info_.max_encoder_frames);
   auto outs = executor_->run(method,
@@ -170,8 +172,10 @@ Result<std::vector<Decoded>> ParakeetRunner::decode_batched(const std::vector<st
       const ChunkPlan& k = f.chunks[next++];
       if (b.group_of[job] != b.group) {
         auto t1 = Clock::now();
-        VRUN_RETURN_IF_ERROR(encode_group(b, b.group_of[job]));
-        stats.stats.encode_s += seconds_since(t1);
+        double feats_s = 0;
+        VRUN_RETURN_IF_ERROR(encode_group(b, b.group_of[job], &feats_s));
+        stats.stats.encode_s += seconds_since(t1) - feats_s;
+        stats.stats.features_s += feats_s;
       }
       ++stats.stats.windows;
       if (o.on_progress) o.on_progress(k.a, f.E);
@@ -207,7 +211,8 @@ Result<std::vector<Decoded>> ParakeetRunner::decode_lanes(BatchJobs& b, const Tr
   std::vector<size_t> lanes;
   for (size_t g = 0; g < b.groups.size(); ++g) {
     auto t0 = Clock::now();
-    VRUN_RETURN_IF_ERROR(encode_group(b, g));
+    double feats_s = 0;
+    VRUN_RETURN_IF_ERROR(encode_group(b, g, &feats_s));
     const int64_t j0 = b.groups[g].first, j1 = j0 + b.groups[g].jobs;
     std::vector<size_t> in_group;  // the files with chunks in this group
     for (int64_t j = j0; j < j1; ++j) {
@@ -215,8 +220,14 @@ Result<std::vector<Decoded>> ParakeetRunner::decode_lanes(BatchJobs& b, const Tr
       if (in_group.empty() || in_group.back() != f) in_group.push_back(f);
       ++(*out)[f].stats.windows;
     }
-    const double encode_share = seconds_since(t0) / static_cast<double>(j1 - j0);
-    for (int64_t j = j0; j < j1; ++j) (*out)[b.jobs[static_cast<size_t>(j)].file].stats.encode_s += encode_share;
+    // The group's time shared by its jobs: the features of its chunks, then the encoder call.
+    const double encode_share = (seconds_since(t0) - feats_s) / static_cast<double>(j1 - j0);
+    const double feats_share = feats_s / static_cast<double>(j1 - j0);
+    for (int64_t j = j0; j < j1; ++j) {
+      Transcript& t = (*out)[b.jobs[static_cast<size_t>(j)].file];
+      t.stats.encode_s += encode_share;
+      t.stats.features_s += feats_share;
+    }
     for (;;) {
       lanes.clear();
       control.clear();

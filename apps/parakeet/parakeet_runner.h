@@ -138,8 +138,9 @@ class ParakeetRunner {
   Result<std::vector<Decoded>> decode_batched(const std::vector<std::span<const float>>& files, const TranscribeOptions& o,
                                               std::vector<Transcript>* out);
   struct BatchJobs;  // parakeet_batch.cpp
-  // Group g of the jobs through its batched encode method (the rows then held in b).
-  Status encode_group(BatchJobs& b, size_t g);
+  // Group g of the jobs through its batched encode method (the rows then held in b);
+  // features_s: the seconds of it spent making the chunks' features.
+  Status encode_group(BatchJobs& b, size_t g, double* features_s);
   // TDT: the groups' frames walked by greedy_batch, the files of a group in its lanes.
   Result<std::vector<Decoded>> decode_lanes(BatchJobs& b, const TranscribeOptions& o, std::vector<Transcript>* out);
   // One greedy call's emitted rows for frames [t, end) (t, symbols: where the call started),
