@@ -266,7 +266,7 @@ void NemoMelSpectrogram::statistics(const NemoMelConfig& c, int n_mels, const st
   }
 }
 
-NemoMelSpectrogram::Stream NemoMelSpectrogram::stream(std::span<const float> samples) const {
+NemoMelSpectrogram::Stream NemoMelSpectrogram::stream(std::span<const float> samples, int64_t keep_frames) const {
   Stream s;
   s.stft_ = stft_;
   s.config_ = config_;
@@ -280,19 +280,29 @@ NemoMelSpectrogram::Stream NemoMelSpectrogram::stream(std::span<const float> sam
   const size_t groups = per_feature ? static_cast<size_t>(mels) : 1;
   // Sums of (x - shift) with shift = the first frame's value keep the variance free of cancellation.
   std::vector<double> shift(groups), sum(groups, 0.0), sum_sq(groups, 0.0);
-  std::vector<float> block(static_cast<size_t>(kBlockFrames * mels));
+  // Kept: the whole log-mel at once ([mels, valid]), its blocks summed as below.
+  const bool keep = s.valid_ <= keep_frames;
+  std::shared_ptr<std::vector<float>> kept;
+  if (keep) {
+    kept = std::make_shared<std::vector<float>>(static_cast<size_t>(s.valid_ * mels));
+    log_frames(*stft_, config_, samples, 0, s.valid_, kept->data());
+  }
+  std::vector<float> block(keep ? 0 : static_cast<size_t>(kBlockFrames * mels));
   for (int64_t b = 0; b < s.valid_; b += kBlockFrames) {
     const int64_t count = std::min(kBlockFrames, s.valid_ - b);
-    log_frames(*stft_, config_, samples, b, count, block.data());
+    // Row m of the block: `stride` apart, from `first`.
+    const float* first = keep ? kept->data() + b : block.data();
+    const size_t stride = static_cast<size_t>(keep ? s.valid_ : count);
+    if (!keep) log_frames(*stft_, config_, samples, b, count, block.data());
     if (b == 0)
-      for (size_t g = 0; g < groups; ++g) shift[g] = block[g * static_cast<size_t>(count)];
+      for (size_t g = 0; g < groups; ++g) shift[g] = first[g * stride];
     // Each mel row's sums over the block (in frame order whatever the threads), added per group
     // in mel order.
     std::vector<double> row_sum(static_cast<size_t>(mels)), row_sq(static_cast<size_t>(mels));
     parallel_ranges(mels, 8, [&](int64_t m0, int64_t m1) {
       for (int64_t m = m0; m < m1; ++m) {
         const double sh = shift[per_feature ? static_cast<size_t>(m) : 0];
-        const float* row = block.data() + static_cast<size_t>(m) * static_cast<size_t>(count);
+        const float* row = first + static_cast<size_t>(m) * stride;
         double acc = 0, acc_sq = 0;
         for (int64_t t = 0; t < count; ++t) {
           const double d = row[t] - sh;
@@ -310,6 +320,7 @@ NemoMelSpectrogram::Stream NemoMelSpectrogram::stream(std::span<const float> sam
     }
   }
   statistics(config_, mels, shift, sum, sum_sq, s.valid_, s.mean_, s.inv_std_);
+  s.log_ = std::move(kept);
   return s;
 }
 
@@ -319,12 +330,22 @@ Features NemoMelSpectrogram::Stream::frames(int64_t begin, int64_t count) const 
   const int64_t hi = std::clamp<int64_t>(begin + count, 0, valid_);
   if (hi <= lo) return out;
   const int64_t n = hi - lo;
-  std::vector<float> block(static_cast<size_t>(n * out.n_mels));
-  log_frames(*stft_, config_, samples_, lo, n, block.data());
+  // Row m of the log-mel of frames [lo, hi): the kept one's, or computed now.
+  std::vector<float> block;
+  const float* first = nullptr;
+  int64_t stride = n;
+  if (log_) {
+    first = log_->data() + lo;
+    stride = valid_;
+  } else {
+    block.resize(static_cast<size_t>(n * out.n_mels));
+    log_frames(*stft_, config_, samples_, lo, n, block.data());
+    first = block.data();
+  }
   const bool per_feature = config_.normalize == NemoMelConfig::Normalize::kPerFeature;
   parallel_ranges(out.n_mels, 8, [&](int64_t m0, int64_t m1) {
     for (int64_t m = m0; m < m1; ++m) {
-      const float* row = block.data() + m * n;
+      const float* row = first + m * stride;
       float* dst = &out.at(m, lo - begin);
       if (config_.normalize == NemoMelConfig::Normalize::kNone) {
         std::copy_n(row, n, dst);

@@ -71,7 +71,9 @@ class NemoMelSpectrogram {
   Features compute(std::span<const float> samples) const;
 
   // Long audio without the whole spectrogram in memory: one pass gathers the normalisation
-  // statistics, then any range of frames is computed on demand.
+  // statistics, then any range of frames is computed on demand. Audio of at most keep_frames
+  // valid frames (stream()'s argument) keeps the statistics pass's log-mel instead (as much
+  // memory as the samples take), so its frames are only normalised, not computed again.
   class Stream {
    public:
     int64_t valid_frames() const { return valid_; }
@@ -86,9 +88,11 @@ class NemoMelSpectrogram {
     std::span<const float> samples_;
     int64_t valid_ = 0, total_ = 0;
     std::vector<double> mean_, inv_std_;  // one per feature, or one for all
+    std::shared_ptr<const std::vector<float>> log_;  // kept log-mel [n_mels, valid], or null
   };
+  static constexpr int64_t kKeepFrames = 32768;  // 327 s at a 10-ms hop: 16 MB of 128 mels
   // `samples` must outlive the stream.
-  Stream stream(std::span<const float> samples) const;
+  Stream stream(std::span<const float> samples, int64_t keep_frames = kKeepFrames) const;
 
  private:
   // Log-mel (before normalisation) of frames [begin, begin + count) into out (stride = count).

@@ -154,6 +154,25 @@ TEST_P(NemoGolden, MatchesNemoPreprocessor) {
   }
 }
 
+// A stream that keeps the statistics pass's log-mel gives the frames one that computes them again
+// gives, bit for bit (each frame's STFT does not depend on the range it is computed in).
+TEST(NemoMel, KeptLogMelGivesTheFramesComputedAgain) {
+  auto cfg = NemoMelConfig::parse(read_text(kDir + "nemo_parakeet128.json"), "nemo_parakeet128.json");
+  ASSERT_TRUE(cfg.is_ok()) << cfg.status().to_string();
+  auto mel = NemoMelSpectrogram::create(*cfg);
+  ASSERT_TRUE(mel.is_ok());
+  for (const char* clip : kClips) {
+    const std::vector<float> audio = load_clip(clip);
+    const auto kept = mel->stream(audio), again = mel->stream(audio, 0);
+    ASSERT_EQ(kept.output_frames(), again.output_frames());
+    for (int64_t begin : {int64_t{-3}, int64_t{0}, int64_t{41}, kept.valid_frames() - 60}) {
+      const Features a = kept.frames(begin, 200), b = again.frames(begin, 200);
+      ASSERT_EQ(a.data.size(), b.data.size());
+      for (size_t i = 0; i < a.data.size(); ++i) ASSERT_EQ(a.data[i], b.data[i]) << clip << " from frame " << begin << ", value " << i;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Configs, NemoGolden, ::testing::Values("parakeet128", "defaults80", "variant64"));
 
 TEST(NemoMelConfig, ParsesModelConfigYaml) {
