@@ -1,12 +1,16 @@
 // transcribe_batch: the encoder chunks of all files (several files, or the chunks of one long
 // file), longest file first, go through the batched methods in groups (as many as the method for
 // the group's longest takes: 4 of 160 s, 64 of 10 s), zero-padded to the longest with a frame
-// mask; greedy decoding then walks each file in turn, reading the frames of its chunks where the
+// mask. TDT programs with greedy_batch then decode each group's files side by side (their
+// greedy loops as lanes of one call) while the next group's features are made on another
+// thread; otherwise decoding walks each file in turn, reading the frames of its chunks where the
 // last call left them. Groups follow decoding order, so a chunk's frames are still there when
 // the walk reaches it.
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <future>
+#include <optional>
 
 #include "apps/parakeet/parakeet_runner.h"
 #include "runtime/base/clock.h"
@@ -62,7 +66,10 @@ std::vector<ParakeetRunner::JobGroup> ParakeetRunner::plan_groups(const std::vec
 // groups, and the group the last batched call holds.
 struct ParakeetRunner::BatchJobs {
   struct File {
-    preprocess::NemoMelSpectrogram::Stream stream;
+    std::span<const float> samples;
+    // Made by the first group that holds one of the file's chunks (prepare_group), which may
+    // run on another thread while the group before it is on the device.
+    std::optional<preprocess::NemoMelSpectrogram::Stream> stream;
     int64_t E = 0;
     std::vector<ChunkPlan> chunks;
     int64_t first_job = 0;
@@ -80,45 +87,63 @@ struct ParakeetRunner::BatchJobs {
   size_t group = 0;
   int64_t T = 0;
   const float* logits = nullptr;  // CTC: [jobs, T, vocab + 1], valid until the next call
-  std::vector<float> feats, mask;
   const ChunkPlan& chunk(const Job& j) const { return fs[j.file].chunks[j.chunk]; }
   // The enc_proj row (TDT) or logits row (CTC) of encoder frame a of job j in the group held.
   int64_t row(size_t job, int64_t a) const { return (static_cast<int64_t>(job) - groups[group].first) * T + (a - chunk(jobs[job]).s); }
 };
 
-Status ParakeetRunner::encode_group(BatchJobs& b, size_t g, double* features_s) {
-  const ParakeetConfig& c = info_.config;
-  auto t0 = Clock::now();
-  const int64_t n_mels = c.feat_in, j0 = b.groups[g].first, nb = b.groups[g].jobs;
+// A group's encoder input: its chunks' features, zero-padded to the longest, and the frame mask.
+struct ParakeetRunner::GroupInput {
+  size_t group = 0;
   int64_t frames = 0;
+  std::vector<float> feats, mask;
+  std::vector<double> features_s;  // by job of the group: seconds spent on its features
+};
+
+Status ParakeetRunner::prepare_group(BatchJobs& b, size_t g, GroupInput* in) const {
+  const ParakeetConfig& c = info_.config;
+  const int64_t n_mels = c.feat_in, j0 = b.groups[g].first, nb = b.groups[g].jobs;
+  in->group = g;
+  in->frames = 0;
+  in->features_s.assign(static_cast<size_t>(nb), 0.0);
   for (int64_t j = j0; j < j0 + nb; ++j) {
     const ChunkPlan& k = b.chunk(b.jobs[static_cast<size_t>(j)]);
-    frames = std::max(frames, k.f1 - k.f0);
+    in->frames = std::max(in->frames, k.f1 - k.f0);
   }
-  b.feats.assign(static_cast<size_t>(nb * n_mels * frames), 0.0f);
-  b.mask.assign(static_cast<size_t>(nb * frames), 0.0f);
+  const int64_t frames = in->frames;
+  in->feats.assign(static_cast<size_t>(nb * n_mels * frames), 0.0f);
+  in->mask.assign(static_cast<size_t>(nb * frames), 0.0f);
   for (int64_t j = j0; j < j0 + nb; ++j) {
+    auto t0 = Clock::now();
     const BatchJobs::Job& job = b.jobs[static_cast<size_t>(j)];
+    BatchJobs::File& f = b.fs[job.file];
     const ChunkPlan& k = b.chunk(job);
     const int64_t count = k.f1 - k.f0;
     if (c.encoded_length(count) < k.b - k.s)
       return err(ErrorCode::kInternal, "parakeet encode: ", c.encoded_length(count), " encoder frames, rows up to ", k.b - k.s, " wanted");
-    const preprocess::Features x = b.fs[job.file].stream.frames(k.f0, count);
-    float* dst = b.feats.data() + (j - j0) * n_mels * frames;
+    if (!f.stream) f.stream = mel_->stream(f.samples);
+    const preprocess::Features x = f.stream->frames(k.f0, count);
+    float* dst = in->feats.data() + (j - j0) * n_mels * frames;
     for (int64_t m = 0; m < n_mels; ++m) std::memcpy(dst + m * frames, x.data.data() + m * count, static_cast<size_t>(count) * sizeof(float));
-    std::fill_n(b.mask.begin() + (j - j0) * frames, count, 1.0f);
+    std::fill_n(in->mask.begin() + (j - j0) * frames, count, 1.0f);
+    in->features_s[static_cast<size_t>(j - j0)] = seconds_since(t0);
   }
-  *features_s = seconds_since(t0);
-  b.T = c.encoded_length(frames);
-  const std::string method = batch_method_name(info_.batch_shapes[b.groups[g].shape], info_.max_encoder_frames);
+  return Status::ok();
+}
+
+Status ParakeetRunner::run_group(BatchJobs& b, const GroupInput& in) {
+  const ParakeetConfig& c = info_.config;
+  const int64_t nb = b.groups[in.group].jobs;
+  b.T = c.encoded_length(in.frames);
+  const std::string method = batch_method_name(info_.batch_shapes[b.groups[in.group].shape], info_.max_encoder_frames);
   auto outs = executor_->run(method,
-                             {TensorView::dense(b.feats.data(), DType::f32, {nb, n_mels, frames}),
-                              TensorView::dense(b.mask.data(), DType::f32, {nb, 1, frames, 1})},
+                             {TensorView::dense(const_cast<float*>(in.feats.data()), DType::f32, {nb, c.feat_in, in.frames}),
+                              TensorView::dense(const_cast<float*>(in.mask.data()), DType::f32, {nb, 1, in.frames, 1})},
                              {{"enc_len", b.T}});
   if (!outs.is_ok()) return outs.status();
   ++batched_calls_[method];
   b.logits = c.head == HeadKind::kTdt ? nullptr : (*outs)[1].ptr<float>();
-  b.group = g;
+  b.group = in.group;
   return Status::ok();
 }
 
@@ -127,10 +152,8 @@ Result<std::vector<Decoded>> ParakeetRunner::decode_batched(const std::vector<st
   const ParakeetConfig& c = info_.config;
   BatchJobs b;
   for (size_t i = 0; i < files.size(); ++i) {
-    auto t0 = Clock::now();
-    BatchJobs::File f{mel_->stream(files[i]), 0, {}, 0};
-    (*out)[i].stats.features_s += seconds_since(t0);
-    const int64_t valid = f.stream.valid_frames();
+    BatchJobs::File f{files[i], std::nullopt, 0, {}, 0};
+    const int64_t valid = mel_->valid_frames(static_cast<int64_t>(files[i].size()));
     f.E = c.encoded_length(valid);
     if (f.E < 1)
       return err(ErrorCode::kInvalidArgument, "parakeet: file ", i, ": ", files[i].size(), " samples is shorter than one feature frame (",
@@ -171,11 +194,12 @@ Result<std::vector<Decoded>> ParakeetRunner::decode_batched(const std::vector<st
       const size_t job = static_cast<size_t>(f.first_job) + next;
       const ChunkPlan& k = f.chunks[next++];
       if (b.group_of[job] != b.group) {
+        GroupInput in;
+        VRUN_RETURN_IF_ERROR(prepare_group(b, b.group_of[job], &in));
+        for (size_t k = 0; k < in.features_s.size(); ++k) (*out)[b.jobs[static_cast<size_t>(b.groups[in.group].first) + k].file].stats.features_s += in.features_s[k];
         auto t1 = Clock::now();
-        double feats_s = 0;
-        VRUN_RETURN_IF_ERROR(encode_group(b, b.group_of[job], &feats_s));
-        stats.stats.encode_s += seconds_since(t1) - feats_s;
-        stats.stats.features_s += feats_s;
+        VRUN_RETURN_IF_ERROR(run_group(b, in));
+        stats.stats.encode_s += seconds_since(t1);
       }
       ++stats.stats.windows;
       if (o.on_progress) o.on_progress(k.a, f.E);
@@ -209,10 +233,15 @@ Result<std::vector<Decoded>> ParakeetRunner::decode_lanes(BatchJobs& b, const Tr
   std::vector<int32_t> control;
   std::vector<float> states;
   std::vector<size_t> lanes;
+  // The next group's features are made on another thread while this group is on the device.
+  GroupInput cur, next;
+  VRUN_RETURN_IF_ERROR(prepare_group(b, 0, &cur));
   for (size_t g = 0; g < b.groups.size(); ++g) {
+    std::future<Status> ahead;
+    if (g + 1 < b.groups.size()) ahead = std::async(std::launch::async, [&, g] { return prepare_group(b, g + 1, &next); });
     auto t0 = Clock::now();
-    double feats_s = 0;
-    VRUN_RETURN_IF_ERROR(encode_group(b, g, &feats_s));
+    Status ran = run_group(b, cur);
+    if (!ran.is_ok()) return ran;  // (ahead's destructor waits for it)
     const int64_t j0 = b.groups[g].first, j1 = j0 + b.groups[g].jobs;
     std::vector<size_t> in_group;  // the files with chunks in this group
     for (int64_t j = j0; j < j1; ++j) {
@@ -220,13 +249,13 @@ Result<std::vector<Decoded>> ParakeetRunner::decode_lanes(BatchJobs& b, const Tr
       if (in_group.empty() || in_group.back() != f) in_group.push_back(f);
       ++(*out)[f].stats.windows;
     }
-    // The group's time shared by its jobs: the features of its chunks, then the encoder call.
-    const double encode_share = (seconds_since(t0) - feats_s) / static_cast<double>(j1 - j0);
-    const double feats_share = feats_s / static_cast<double>(j1 - j0);
+    // The encoder call's time shared by the group's jobs; each job's features as they took (on
+    // the other thread for every group after the first, beside the device's work).
+    const double encode_share = seconds_since(t0) / static_cast<double>(j1 - j0);
     for (int64_t j = j0; j < j1; ++j) {
       Transcript& t = (*out)[b.jobs[static_cast<size_t>(j)].file];
       t.stats.encode_s += encode_share;
-      t.stats.features_s += feats_share;
+      t.stats.features_s += cur.features_s[static_cast<size_t>(j - j0)];
     }
     for (;;) {
       lanes.clear();
@@ -264,6 +293,10 @@ Result<std::vector<Decoded>> ParakeetRunner::decode_lanes(BatchJobs& b, const Tr
       }
       const double decode_share = seconds_since(t1) / static_cast<double>(B);
       for (size_t f : lanes) (*out)[f].stats.decode_s += decode_share;
+    }
+    if (ahead.valid()) {
+      VRUN_RETURN_IF_ERROR(ahead.get());
+      std::swap(cur, next);
     }
   }
   for (size_t i = 0; i < b.fs.size(); ++i) {

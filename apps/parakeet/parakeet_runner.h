@@ -137,10 +137,13 @@ class ParakeetRunner {
   // group through one call of a batched method.
   Result<std::vector<Decoded>> decode_batched(const std::vector<std::span<const float>>& files, const TranscribeOptions& o,
                                               std::vector<Transcript>* out);
-  struct BatchJobs;  // parakeet_batch.cpp
-  // Group g of the jobs through its batched encode method (the rows then held in b);
-  // features_s: the seconds of it spent making the chunks' features.
-  Status encode_group(BatchJobs& b, size_t g, double* features_s);
+  struct BatchJobs;   // parakeet_batch.cpp
+  struct GroupInput;  // parakeet_batch.cpp
+  // Group g's encoder input (its files' feature streams made where they are not yet); touches
+  // only the group's files and `in`, so it may run beside run_group of another group.
+  Status prepare_group(BatchJobs& b, size_t g, GroupInput* in) const;
+  // The group through its batched encode method (the rows then held in b).
+  Status run_group(BatchJobs& b, const GroupInput& in);
   // TDT: the groups' frames walked by greedy_batch, the files of a group in its lanes.
   Result<std::vector<Decoded>> decode_lanes(BatchJobs& b, const TranscribeOptions& o, std::vector<Transcript>* out);
   // One greedy call's emitted rows for frames [t, end) (t, symbols: where the call started),
