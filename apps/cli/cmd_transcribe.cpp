@@ -294,7 +294,8 @@ void add_output_options(CLI::App& sub, TranscribeArgs& x) {
   sub.add_option("--batch-size", a->batch_size,
                  "Files transcribed together, each file's transcript the same as alone. Parakeet: the files' chunks "
                  "share batched encoder calls, longest first, as many a call as their length allows (4 of 160 s, 64 "
-                 "of 10 s with the default export); 0 (the default) is 64 on a GPU and 1 on the CPU. Whisper: encodes "
+                 "of 10 s with the default export), then decode side by side; 0 (the default) is 64 on a GPU and 1 on "
+                 "the CPU. Whisper: encodes "
                  "the next 30-s window of each of N files in one call and decodes their windows together (greedy "
                  "steps over all N); 0 is 1")
       ->capture_default_str();

@@ -385,7 +385,7 @@ int main(int argc, char** argv) {
   if (!r.batched_calls().empty()) {
     std::string calls;
     for (const auto& [method, n] : r.batched_calls()) calls += " " + method + " x" + std::to_string(n);
-    std::fprintf(stderr, "batched encoder calls (first pass and timed):%s\n", calls.c_str());
+    std::fprintf(stderr, "batched calls (first pass and timed):%s\n", calls.c_str());
   }
   kTable.row({name, device.substr(0, 30), int64_t{a.threads}, int64_t{a.batch}, audio_s, wall, audio_s / wall, enc_s, dec_s,
               int64_t{tokens}, tokens / audio_s});

@@ -271,6 +271,7 @@ int main(int argc, char** argv) {
     const Mm shapes[] = {{"parakeet ff up", 1875, 1024, 4096},   {"parakeet ff down", 1875, 4096, 1024},
                          {"parakeet attn proj", 1875, 1024, 1024}, {"parakeet conv pw1", 1875, 1024, 2048},
                          {"parakeet ff up 4x", 8000, 1024, 4096},  {"parakeet attn 4x", 8000, 1024, 1024},
+                         {"parakeet ff down 4x", 8000, 4096, 1024}, {"parakeet conv pw1 4x", 8000, 1024, 2048},
                          {"whisper-tiny fc1", 1500, 384, 1536},    {"whisper-tiny qkv", 1500, 384, 384},
                          {"turbo fc1", 1500, 1280, 5120},          {"turbo attn", 1500, 1280, 1280},
                          {"llama-1b qkv", 512, 2048, 3072},        {"llama-1b o", 512, 2048, 2048},
