@@ -97,6 +97,8 @@ class Backend {
   virtual uint64_t replayed_calls() const { return 0; }
   // The largest tensor one node may read or write here, in bytes (0: no limit but memory).
   virtual uint64_t max_tensor_bytes() const { return 0; }
+  // Device memory free for more allocations; 0 when unknown (or a host backend).
+  virtual uint64_t free_memory_bytes() const { return 0; }
 };
 
 // ---- the registry of backends

@@ -10,6 +10,8 @@
 #include <optional>
 #include <set>
 
+#include <unistd.h>
+
 #include "kernels/ops/shape_infer.h"
 #include "kernels/ops/views.h"
 #include "runtime/base/knobs.h"
@@ -51,6 +53,21 @@ uint8_t* alloc_aligned(size_t bytes) {
   return static_cast<uint8_t*>(std::aligned_alloc(64, n ? n : 64));
 }
 
+
+// The host's available memory (Linux: MemAvailable, which counts reclaimable caches; else the
+// free pages); 0 when unknown.
+uint64_t available_host_memory() {
+  if (std::FILE* f = std::fopen("/proc/meminfo", "r")) {
+    char line[256];
+    unsigned long long kb = 0;
+    bool found = false;
+    while (!found && std::fgets(line, sizeof line, f)) found = std::sscanf(line, "MemAvailable: %llu kB", &kb) == 1;
+    std::fclose(f);
+    if (found) return static_cast<uint64_t>(kb) * 1024;
+  }
+  const long pages = sysconf(_SC_AVPHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+  return pages > 0 && size > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(size) : 0;
+}
 
 }  // namespace
 
@@ -322,6 +339,28 @@ uint64_t Executor::max_tensor_bytes() const {
   for (const auto& d : devices_)
     if (const uint64_t m = d->max_tensor_bytes(); m > 0) most = most == 0 ? m : std::min(most, m);
   return most;
+}
+
+int64_t Executor::arena_bytes(const std::string& method) const {
+  for (const auto& p : plans_)
+    if (p->method->name == method) return p->arena->bytes;
+  return 0;
+}
+
+bool Executor::arena_allocated(const std::string& method) const {
+  for (const auto& p : plans_)
+    if (p->method->name == method) return p->arena->data != nullptr;
+  return false;
+}
+
+uint64_t Executor::free_memory_bytes() const {
+  if (!devices_.empty()) {
+    uint64_t least = 0;
+    for (const auto& d : devices_)
+      if (const uint64_t f = d->free_memory_bytes(); f > 0) least = least == 0 ? f : std::min(least, f);
+    return least;
+  }
+  return available_host_memory();
 }
 
 std::string Executor::device_description() const {

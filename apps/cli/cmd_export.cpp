@@ -15,6 +15,7 @@ struct ExportArgs {
   std::string model, out, dtype;
   int64_t ctx = 0, chunk = 512;
   int64_t local_window = -1;  // Parakeet: encode_local's window; -1: the builder's default
+  int64_t long_frames = -1;   // Parakeet: encode_long's frames; -1: the builder's default
   int64_t batch_size = 0;     // Whisper: streams; Parakeet: max_batch (0: its default)
 };
 
@@ -27,6 +28,7 @@ int run_export(const ExportArgs& a) {
   o.context = a.ctx;
   o.chunk = a.chunk;
   o.local_window = a.local_window;
+  o.long_frames = a.long_frames;
   o.streams = a.batch_size;
   // The family decides which options apply, before anything is imported (models::export_program).
   std::vector<std::string> notes;
@@ -58,6 +60,12 @@ CommandRegistrar reg("export",
                        sub.add_option("--local-window", a->local_window,
                                       "Parakeet: frames (80 ms each) on either side that `transcribe --attention local` "
                                       "attends to (default 128, NeMo's long-audio setting; 0: no local-attention method)")
+                           ->check(CLI::Range(int64_t{0}, int64_t{100000}));
+                       sub.add_option("--long-frames", a->long_frames,
+                                      "Parakeet: encoder frames (80 ms each) that full attention takes in one call for a "
+                                      "file longer than 160 s, when the device has the memory free for it (default 7500, "
+                                      "ten minutes: about 6 GB of scratch for the 0.6B model; longer files, or too little "
+                                      "memory, go in overlapping chunks; 0: always chunks)")
                            ->check(CLI::Range(int64_t{0}, int64_t{100000}));
                        sub.add_option("--batch-size", a->batch_size,
                                       "Whisper: files `vrun transcribe --batch-size` (and `vrun serve` on a GPU) may decode "

@@ -20,16 +20,33 @@ namespace vrun::parakeet {
 Result<std::vector<Transcript>> ParakeetRunner::transcribe_batch(const std::vector<std::span<const float>>& files,
                                                                  const TranscribeOptions& o) {
   std::vector<Transcript> out(files.size());
-  VRUN_ASSIGN_OR_RETURN(const std::string method, encode_method(o));
+  VRUN_ASSIGN_OR_RETURN(const std::string method, encode_method(o, 0));
   if (info_.batch_shapes.empty() || method != "encode") {  // the batched methods attend to every frame
     for (size_t i = 0; i < files.size(); ++i) {
       VRUN_ASSIGN_OR_RETURN(out[i], transcribe(files[i], o));
     }
     return out;
   }
-  for (size_t i = 0; i < files.size(); ++i) out[i].stats.audio_s = static_cast<double>(files[i].size()) / 16000.0;
-  VRUN_ASSIGN_OR_RETURN(std::vector<Decoded> decoded, decode_batched(files, o, &out));
-  for (size_t i = 0; i < files.size(); ++i) fill_segments(decoded[i], o.word_timestamps, &out[i]);
+  // Files that encode_long takes whole go alone (as NeMo attends over them); the rest in batches.
+  std::vector<size_t> batched;
+  std::vector<std::span<const float>> spans;
+  for (size_t i = 0; i < files.size(); ++i) {
+    const int64_t E = info_.config.encoded_length(mel_->valid_frames(static_cast<int64_t>(files[i].size())));
+    if (E > info_.max_encoder_frames && long_fits(E)) {
+      VRUN_ASSIGN_OR_RETURN(out[i], transcribe(files[i], o));
+      continue;
+    }
+    batched.push_back(i);
+    spans.push_back(files[i]);
+  }
+  if (spans.empty()) return out;
+  std::vector<Transcript> part(spans.size());
+  for (size_t k = 0; k < spans.size(); ++k) part[k].stats.audio_s = static_cast<double>(spans[k].size()) / 16000.0;
+  VRUN_ASSIGN_OR_RETURN(std::vector<Decoded> decoded, decode_batched(spans, o, &part));
+  for (size_t k = 0; k < spans.size(); ++k) {
+    fill_segments(decoded[k], o.word_timestamps, &part[k]);
+    out[batched[k]] = std::move(part[k]);
+  }
   return out;
 }
 

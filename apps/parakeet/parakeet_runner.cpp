@@ -98,10 +98,10 @@ Result<std::vector<float>> ParakeetRunner::encoder_output(const preprocess::Feat
   const ParakeetConfig& c = info_.config;
   TranscribeOptions o;
   o.local_attention = local_attention;
-  VRUN_ASSIGN_OR_RETURN(const std::string method, encode_method(o));
-  const int64_t bound = frames_per_call(method);
   const int64_t frames = std::min<int64_t>(valid_frames, feats.frames);
   const int64_t enc_len = c.encoded_length(frames);
+  VRUN_ASSIGN_OR_RETURN(const std::string method, encode_method(o, enc_len));
+  const int64_t bound = frames_per_call(method);
   if (enc_len < 1) return err(ErrorCode::kInvalidArgument, "parakeet encode: ", valid_frames, " feature frames make no encoder frame");
   if (enc_len > bound) return err(ErrorCode::kInvalidArgument, "parakeet encode: ", enc_len, " encoder frames exceed one call's ", bound);
   std::vector<float> in = feats.slice_frames(0, frames).data;
@@ -110,8 +110,8 @@ Result<std::vector<float>> ParakeetRunner::encoder_output(const preprocess::Feat
   return std::vector<float>(p, p + enc_len * c.d_model);
 }
 
-Result<std::string> ParakeetRunner::encode_method(const TranscribeOptions& o) const {
-  if (!o.local_attention || info_.config.local_window > 0) return std::string("encode");
+Result<std::string> ParakeetRunner::encode_method(const TranscribeOptions& o, int64_t E) const {
+  if (!o.local_attention || info_.config.local_window > 0) return std::string(E > info_.max_encoder_frames && long_fits(E) ? "encode_long" : "encode");
   if (info_.local_window < 1)
     return err(ErrorCode::kUnsupported, program_->source, ": the program has no local-attention method (encode_local); export it "
                "again (its local window was 0, or it predates local attention)");
@@ -119,7 +119,15 @@ Result<std::string> ParakeetRunner::encode_method(const TranscribeOptions& o) co
 }
 
 int64_t ParakeetRunner::frames_per_call(const std::string& method) const {
-  return method == "encode_local" ? info_.max_local_frames : info_.max_encoder_frames;
+  return method == "encode_local" ? info_.max_local_frames : method == "encode_long" ? info_.max_long_frames : info_.max_encoder_frames;
+}
+
+bool ParakeetRunner::long_fits(int64_t E) const {
+  if (long_refused_ || E > info_.max_long_frames || info_.config.local_window > 0) return false;
+  if (executor_->arena_allocated("encode_long")) return true;
+  // Its arena, with a tenth to spare, in the memory free where it runs (unknown: try it).
+  const uint64_t free = executor_->free_memory_bytes();
+  return free == 0 || static_cast<uint64_t>(executor_->arena_bytes("encode_long")) * 11 / 10 <= free;
 }
 
 std::vector<ParakeetRunner::ChunkPlan> ParakeetRunner::plan_chunks(int64_t valid, int64_t E, int64_t M, const TranscribeOptions& o) const {
@@ -156,7 +164,21 @@ Result<Decoded> ParakeetRunner::decode(std::span<const float> samples, const Tra
   if (E < 1)
     return err(ErrorCode::kInvalidArgument, "parakeet: ", samples.size(), " samples is shorter than one feature frame (",
                mel_->config().hop_length, " samples)");
-  VRUN_ASSIGN_OR_RETURN(const std::string method, encode_method(o));
+  VRUN_ASSIGN_OR_RETURN(const std::string method, encode_method(o, E));
+  Result<Decoded> d = decode_stream(stream, E, method, o, out);
+  // encode_long's arena did not fit after all (the memory free was not what the driver gave):
+  // this file and the ones after it go in chunks.
+  if (!d.is_ok() && d.status().code() == ErrorCode::kOutOfMemory && method == "encode_long") {
+    long_refused_ = true;
+    return decode_stream(stream, E, "encode", o, out);
+  }
+  return d;
+}
+
+Result<Decoded> ParakeetRunner::decode_stream(const preprocess::NemoMelSpectrogram::Stream& stream, int64_t E, const std::string& method,
+                                              const TranscribeOptions& o, Transcript* out) {
+  const ParakeetConfig& c = info_.config;
+  const int64_t valid = stream.valid_frames();
   const std::vector<ChunkPlan> chunks = plan_chunks(valid, E, frames_per_call(method), o);
   const bool tdt = c.head == HeadKind::kTdt;
   std::vector<float> rows;  // CTC: the logits of the chunk's kept frames

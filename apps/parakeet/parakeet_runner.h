@@ -120,8 +120,16 @@ class ParakeetRunner {
   // frames_per_call: the encode method's bound (frames_per_call(method)).
   std::vector<ChunkPlan> plan_chunks(int64_t valid_frames, int64_t encoder_frames, int64_t frames_per_call,
                                      const TranscribeOptions& o) const;
-  // The encode method the options ask for ("encode" or "encode_local"), or why the program has none.
-  Result<std::string> encode_method(const TranscribeOptions& o) const;
+  // The encode method the options ask for, for E encoder frames: "encode_local", or with full
+  // attention "encode_long" where E is over max_encoder_frames and long_fits(E), else "encode";
+  // or why the program has no such method.
+  Result<std::string> encode_method(const TranscribeOptions& o, int64_t E) const;
+  // Whether E frames go through encode_long in one call: within its bound, and its scratch
+  // arena (allocated on first use) fits the memory free where the program runs.
+  bool long_fits(int64_t E) const;
+  // decode() of a stream of E encoder frames through `method` (chunked past its bound).
+  Result<Decoded> decode_stream(const preprocess::NemoMelSpectrogram::Stream& stream, int64_t E, const std::string& method,
+                                const TranscribeOptions& o, Transcript* out);
   // Encoder frames one call of that method takes.
   int64_t frames_per_call(const std::string& method) const;
   // Greedy TDT / CTC over encoder frames [0, E), loading the chunk that starts at frame `from`
@@ -160,6 +168,7 @@ class ParakeetRunner {
   std::unique_ptr<preprocess::NemoMelSpectrogram> mel_;
   std::map<std::string, int64_t> batched_calls_;
   bool on_gpu_ = false;
+  bool long_refused_ = false;  // encode_long's arena could not be allocated: chunks from then on
   std::unique_ptr<TranscriptBuilder> builder_;
   ProgramInfo info_;
 };

@@ -37,6 +37,10 @@ class VulkanBackend final : public Backend {
   const char* kind() const override { return "vulkan"; }
   std::string device_name() const override { return ctx_->info().name + " (" + ctx_->info().type + ")"; }
   uint64_t max_tensor_bytes() const override { return ctx_->limits().maxStorageBufferRange; }
+  uint64_t free_memory_bytes() const override {
+    const vulkan::MemoryStats s = ctx_->allocator().stats();
+    return s.heap_budget > s.heap_usage ? s.heap_budget - s.heap_usage : 0;
+  }
   bool supports(const MethodDef& m, size_t n) const override {
     if (&m != flags_method_) {
       auto it = on_gpu_.find(&m);

@@ -42,6 +42,10 @@ struct EncodeGraph {
   int64_t window = 0;
   std::string prefix;
   SymExpr T;  // encoder frames
+  int64_t max_T = 0;
+  // encode_long: the relative positions from their own table of 2 max_T - 1 rows, projected by
+  // W_pos in each call (no table projected when built).
+  bool long_positions = false;
   // Batched: each subsampling stage's frame mask, the attention's key mask and the conformer
   // convolution's time mask (zeros past each job's length).
   std::vector<Val> stage_mask;
@@ -85,8 +89,9 @@ struct ParakeetBuilder {
   void decoder_joint_weights();
 
   // ---- the encode methods (parakeet_encoder.cpp)
-  // max_B: jobs per call of a batched method (1 builds encode or encode_local: no masks).
-  void encoder(MethodBuilder& g, int64_t max_B, int64_t window, int64_t max_T, const std::string& prefix);
+  // max_B: jobs per call of a batched method (1 builds encode, encode_long or encode_local: no
+  // masks); long_positions: encode_long's position table (EncodeGraph).
+  void encoder(MethodBuilder& g, int64_t max_B, int64_t window, int64_t max_T, const std::string& prefix, bool long_positions = false);
   Val subsampling(EncodeGraph& e, Val feats);
   // false when the builder holds an error (which finish() returns): the layers stop there.
   bool conformer_layer(EncodeGraph& e, int64_t l, Val& x);
@@ -113,6 +118,8 @@ struct ParakeetBuilder {
   // encode_local (full-attention checkpoints only) sees local_window frames on either side.
   const bool full_attention = c.local_window == 0;  // encode (and encode_batch) attend to every frame
   const bool local_method = full_attention && settings.local_window > 0;
+  // encode_long: full attention over up to settings.max_long_frames in one call.
+  const bool long_method = full_attention && settings.max_long_frames > settings.max_encoder_frames;
   const int64_t W = c.local_window > 0 ? c.local_window : settings.local_window;  // the band's window
   const models::WeightSource weights = model.source();
   const int64_t d = c.d_model, H = c.n_heads, dk = d / H, C = c.subsampling_channels, K = c.conv_kernel;
@@ -134,7 +141,7 @@ struct ParakeetBuilder {
   int64_t sub_in = 0;
   int sub_out_w = -1, sub_out_b = -1;
   std::vector<float> pe, pe_band;  // relative-position tables: encode's and the local band's
-  int pos_table = -1;
+  int pos_table = -1, pos_table_long = -1;
   std::vector<Layer> L;
   Lin ctc, enc_proj;
   // TDT: the prediction network and the joint's output layer packed for tdt_greedy (ops.def): one

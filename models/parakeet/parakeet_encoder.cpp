@@ -1,5 +1,5 @@
 // The Parakeet encode methods: encode, and encode_batch (several (stream, chunk) jobs at once,
-// padded to the longest), and encode_local. Subsampling, then the conformer layers (feed-forward,
+// padded to the longest), encode_long (full attention over more frames) and encode_local. Subsampling, then the conformer layers (feed-forward,
 // relative-position attention, convolution module, feed-forward), then the CTC logits or the
 // joint's encoder projection.
 #include <cmath>
@@ -26,7 +26,7 @@ Val layer_norm(MethodBuilder& g, Val x, Norm n, const std::string& name) {
 // convolution sees zeros past its job's length (mask inputs), attention keys past it get -10000
 // (key_mask) and the conformer convolution sees zeros there (time_mask).
 // max_T: encoder frames per call.
-void ParakeetBuilder::encoder(MethodBuilder& g, int64_t max_B, int64_t window, int64_t max_T, const std::string& prefix) {
+void ParakeetBuilder::encoder(MethodBuilder& g, int64_t max_B, int64_t window, int64_t max_T, const std::string& prefix, bool long_positions) {
   const bool batched = max_B > 1;
   // Full attention: the jobs of a batched call get what encode gives each alone (the methods'
   // projections, position scores and attention chosen alike for any row count on a GPU).
@@ -36,7 +36,7 @@ void ParakeetBuilder::encoder(MethodBuilder& g, int64_t max_B, int64_t window, i
   const SymExpr T = g.symbol("enc_len", 1, max_T);
   const SymExpr B = batched ? g.symbol("batch", 1, max_B) : SymExpr(1);
   Val feats = g.input("features", DType::f32, {B, c.feat_in, frames});
-  EncodeGraph e{g, batched, window, prefix, T, {}, {}, {}};
+  EncodeGraph e{g, batched, window, prefix, T, max_T, long_positions, {}, {}, {}};
   // frame_mask: 1 on a job's valid feature frames, 0 on the padding. A stride-2 stage keeps
   // output frame i valid iff its input frame 2i is, so every stage's mask is the previous one
   // at step 2.
@@ -148,8 +148,10 @@ Val ParakeetBuilder::attention(EncodeGraph& e, const Layer& w, Val qu, Val k, Va
   // The positions' projection (W_pos over sqrt(dk)) for relative positions T-1 .. -(T-1),
   // the middle 2T-1 rows of the projected table, and the position scores, shifted as they
   // are computed: [B, H, T, T], already over sqrt(dk).
-  auto middle_rows = [&](int table) {
-    return g.op(OpKind::slice, {g.constant(table)}, {{"axis", 1}, {"start", SymExpr(M) - e.T}, {"end", SymExpr(M - 1) + e.T}});
+  // Tables hold 2 N - 1 rows for relative positions N-1 .. -(N-1): N = max_encoder_frames, or
+  // the method's own bound for encode_long's.
+  auto middle_rows = [&](int table, int64_t N) {
+    return g.op(OpKind::slice, {g.constant(table)}, {{"axis", 1}, {"start", SymExpr(N) - e.T}, {"end", SymExpr(N - 1) + e.T}});
   };
   Val att;
   if (e.window > 0) {
@@ -160,9 +162,10 @@ Val ParakeetBuilder::attention(EncodeGraph& e, const Layer& w, Val qu, Val k, Va
     Val position = g.op(OpKind::bmm, {qv, g.op(OpKind::permute, {pband}, {{"perm", {0, 1, 3, 2}}})}, {{"dtype", "f32"}}, p + "bd");
     att = g.op(OpKind::sdpa, {qu, k, v, position}, {{"scale", inv_sqrt_dk}, {"window", {e.window, e.window}}}, p + "attn");
   } else {
-    Val pp = heads(g, settings.projected_positions
-                          ? middle_rows(w.pos_proj)
-                          : g.op(OpKind::linear, {middle_rows(pos_table), g.constant(w.pos_w)}, pinned(qkv_attrs), p + "pos"));
+    Val pp = heads(g, e.long_positions ? g.op(OpKind::linear, {middle_rows(pos_table_long, e.max_T), g.constant(w.pos_w)}, pinned(qkv_attrs), p + "pos")
+                      : settings.projected_positions
+                          ? middle_rows(w.pos_proj, M)
+                          : g.op(OpKind::linear, {middle_rows(pos_table, M), g.constant(w.pos_w)}, pinned(qkv_attrs), p + "pos"));
     Val position = g.op(OpKind::bmm, {qv, g.op(OpKind::permute, {pp}, {{"perm", {0, 1, 3, 2}}})}, pinned({{"rel_shift", 1}, {"dtype", "f32"}}),
                         p + "bd");
     if (e.batched) position = g.op(OpKind::add, {position, e.key_mask});

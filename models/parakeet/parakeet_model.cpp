@@ -28,6 +28,8 @@ Status ParakeetBuilder::check_settings() const {
       (local_method && (settings.max_local_frames < 1 || settings.max_local_frames > 1000000)))
     return err(ErrorCode::kInvalidArgument, "parakeet build: local attention window ", settings.local_window, " over ",
                settings.max_local_frames, " frames");
+  if (settings.max_long_frames < 0 || settings.max_long_frames > 100000)
+    return err(ErrorCode::kInvalidArgument, "parakeet build: max_long_frames ", settings.max_long_frames, " (0 to 100000)");
   if (settings.max_batch < 1 || settings.max_batch > kMaxBatchJobs)
     return err(ErrorCode::kInvalidArgument, "parakeet build: max_batch ", settings.max_batch, " (1 to ", kMaxBatchJobs, ")");
   if (settings.weight_dtype && *settings.weight_dtype != DType::f32 && *settings.weight_dtype != DType::f16 &&
@@ -83,6 +85,7 @@ void ParakeetBuilder::set_metadata() {
       {"parakeet.max_encoder_frames", M}, {"parakeet.max_batch", settings.max_batch}};
   for (const auto& [k, v] : ints) pb.set_meta(k, MetaValue::integer(v));
   if (c.local_window > 0) pb.set_meta("parakeet.local_window", MetaValue::integer(c.local_window));
+  if (long_method) pb.set_meta("parakeet.max_long_frames", MetaValue::integer(settings.max_long_frames));
   if (local_method) {
     pb.set_meta("parakeet.encode_local_window", MetaValue::integer(settings.local_window));
     pb.set_meta("parakeet.max_local_frames", MetaValue::integer(settings.max_local_frames));
@@ -129,6 +132,10 @@ Result<std::shared_ptr<Program>> ParakeetBuilder::build() {
     }
     pb.set_meta("parakeet.batch_shapes", MetaValue::int_list(shapes));
     pb.set_meta(kSharedArenasMeta, MetaValue::string_list({group}));
+  }
+  if (long_method) {
+    MethodBuilder g = pb.method("encode_long");
+    encoder(g, 1, 0, settings.max_long_frames, "long.", true);
   }
   if (local_method) {
     MethodBuilder g = pb.method("encode_local");
@@ -200,6 +207,11 @@ Result<ProgramInfo> info_from_program(const Program& p) {
     return v && v->type == MetaType::kInt ? v->i : 0;
   };
   c.local_window = optional_int("parakeet.local_window");
+  if (p.method("encode_long")) {
+    info.max_long_frames = optional_int("parakeet.max_long_frames");
+    if (info.max_long_frames <= info.max_encoder_frames)
+      return err(ErrorCode::kInvalidProgram, p.source, ": encode_long without a frame bound above max_encoder_frames in the metadata");
+  }
   if (p.method("encode_local")) {
     info.local_window = optional_int("parakeet.encode_local_window");
     info.max_local_frames = optional_int("parakeet.max_local_frames");

@@ -64,6 +64,13 @@ struct BuildSettings {
   // (and gets neither encode_local nor encode_batch).
   int64_t local_window = 128;
   int64_t max_local_frames = 7500;
+  // Full attention over longer audio in one call: an encode_long method of up to this many
+  // encoder frames (7500: ten minutes), W_pos applied to its positions in every call (a table of
+  // 2 max_long_frames - 1 rows; none projected when built). Its scratch arena grows with the
+  // square of the frames (about 6 GB at 7500 for the 0.6B model), allocated on first use; the
+  // runner takes it for a file over max_encoder_frames when the device has that memory free,
+  // else encodes the file in chunks. At most max_encoder_frames (e.g. 0) builds none.
+  int64_t max_long_frames = 7500;
   // Storage of the linear (matrix) weights: f32, f16 or bf16; nullopt keeps the checkpoint's
   // dtype (f64 becomes f32); the prediction network and the joint's output layer take it too.
   // Convolutions, norms and biases stay f32. f16 also stores the fused attention's q + u, k and v
@@ -95,6 +102,7 @@ struct ProgramInfo {
   std::vector<BatchShape> batch_shapes;  // the batched methods, longest first (empty: none)
   // encode_local's window (frames on either side) and frames per call; 0: the program has none.
   int64_t local_window = 0, max_local_frames = 0;
+  int64_t max_long_frames = 0;  // encode_long's frames per call; 0: the program has none
 };
 Result<ProgramInfo> info_from_program(const Program& p);
 

@@ -136,6 +136,12 @@ void ParakeetBuilder::position_tables() {
                   ? -1
                   : linear_from_f32("encoder.relative_positions", half_positions ? DType::f16 : DType::f32,
                                     Shape{1, 2 * M - 1, d}, pe.data());
+  if (long_method) {
+    const int64_t N = settings.max_long_frames;
+    const std::vector<float> pe_long = relative_positions(N, d);
+    pos_table_long = linear_from_f32("encoder.relative_positions_long", half_positions ? DType::f16 : DType::f32, Shape{1, 2 * N - 1, d},
+                                     pe_long.data());
+  }
 }
 
 // Self-attention's projections as one: rows [W_q; W_k; W_v] with the bias [b_q + u; b_k; b_v],
@@ -173,7 +179,7 @@ void ParakeetBuilder::attention_weights(const std::string& p, Layer& y) {
   std::vector<float> wp = values(p + "linear_pos.weight", {d, d});
   if (!bad.is_ok()) return;
   for (float& e : wp) e = static_cast<float>(e * inv_sqrt_dk);
-  if (full_attention && !settings.projected_positions)
+  if ((full_attention && !settings.projected_positions) || long_method)
     y.pos_w = linear_from_f32(p + "linear_pos.weight/sqrt(dk)", to, Shape{d, d}, wp.data());
   // Rounded to W_pos's program dtype first, as the product at run time would take it.
   if (to == DType::f16 || to == DType::bf16)
@@ -268,7 +274,8 @@ void ParakeetBuilder::decoder_joint_weights() {
     dec_vectors = pb.add_constant_copy("decoder.packed_vectors", DType::f32, Shape{static_cast<int64_t>(v.size())}, v.data());
   }
   dec_state = pb.add_state("decoder_state", DType::f32, {2 * PL * P + J});
-  enc_state = pb.add_state("enc_proj", DType::f32, {std::max(settings.max_batch * M, local_method ? settings.max_local_frames : 0), J});
+  enc_state = pb.add_state("enc_proj", DType::f32,
+                           {std::max({settings.max_batch * M, local_method ? settings.max_local_frames : 0, long_method ? settings.max_long_frames : 0}), J});
 }
 
 }  // namespace vrun::parakeet::detail

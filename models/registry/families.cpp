@@ -40,6 +40,7 @@ Status refuse(const BuildOptions& o, bool context, bool local_window, const std:
               std::initializer_list<DType> dtypes) {
   if (!context && o.context != 0) return err(ErrorCode::kInvalidArgument, "--ctx applies to Llama-family models, not ", family);
   if (!local_window && o.local_window >= 0) return err(ErrorCode::kInvalidArgument, "--local-window applies to Parakeet models, not ", family);
+  if (!local_window && o.long_frames >= 0) return err(ErrorCode::kInvalidArgument, "--long-frames applies to Parakeet models, not ", family);
   if (family != "Whisper" && family != "Parakeet" && o.streams != 0)
     return err(ErrorCode::kInvalidArgument, "--batch-size applies to Whisper and Parakeet models, not ", family);
   if (o.streams < 0 || o.streams > 64) return err(ErrorCode::kInvalidArgument, "--batch-size must be 1 to 64, got ", o.streams);
@@ -77,13 +78,14 @@ std::vector<Family> make_families() {
                  parakeet::BuildSettings s;
                  if (o.dtype) s.weight_dtype = *o.dtype;
                  if (o.local_window >= 0) s.local_window = o.local_window;
+                 if (o.long_frames >= 0) s.max_long_frames = o.long_frames;
                  if (o.streams > 0) s.max_batch = o.streams;
                  return parakeet::import_and_build(path, s);
                }});
   f.push_back({"onnx", Task::kGraph, "ONNX model (.onnx)", onnx::is_onnx_path,
                [](const BuildOptions& o) {
-                 if (o.dtype || o.context != 0 || o.local_window >= 0 || o.streams != 0)
-                   return err(ErrorCode::kInvalidArgument, "--dtype, --ctx, --local-window and --batch-size do not apply to ONNX models");
+                 if (o.dtype || o.context != 0 || o.local_window >= 0 || o.long_frames >= 0 || o.streams != 0)
+                   return err(ErrorCode::kInvalidArgument, "--dtype, --ctx, --local-window, --long-frames and --batch-size do not apply to ONNX models");
                  return Status::ok();
                },
                [](const std::string& path, const BuildOptions&, std::vector<std::string>*) { return onnx::import_onnx(path); }});
@@ -154,8 +156,9 @@ Result<const Family*> export_program(const std::string& path, const std::string&
   if (!program) {
     VRUN_RETURN_IF_ERROR(d.family->check_options(options));
     VRUN_ASSIGN_OR_RETURN(program, d.family->build(path, options, notes));
-  } else if (options.dtype || options.context != 0 || options.local_window >= 0 || options.streams != 0) {
-    return err(ErrorCode::kInvalidArgument, path, " is already a program: --dtype, --ctx, --local-window and --batch-size apply to checkpoints");
+  } else if (options.dtype || options.context != 0 || options.local_window >= 0 || options.long_frames >= 0 || options.streams != 0) {
+    return err(ErrorCode::kInvalidArgument, path,
+               " is already a program: --dtype, --ctx, --local-window, --long-frames and --batch-size apply to checkpoints");
   }
   VRUN_RETURN_IF_ERROR(write_program(*program, out).with_context("writing " + out));
   return d.family;

@@ -27,6 +27,7 @@ struct BuildOptions {
   int64_t context = 0;           // text generation: KV-cache rows (0: the model's maximum)
   int64_t chunk = 512;           // text generation: most tokens per prefill call
   int64_t local_window = -1;     // Parakeet: frames either side of local attention (-1: default)
+  int64_t long_frames = -1;      // Parakeet: encode_long's frames, full attention in one call (-1: default)
   // Whisper: files `transcribe --batch-size` decodes together (0: none). Parakeet: jobs of full
   // length (160 s) a batched encoder call takes (0: the default, 4).
   int64_t streams = 0;

@@ -100,6 +100,7 @@ TEST(ParakeetBatch, EveryClipAsAloneTdtAndCtc) {
 BuildSettings short_calls(int64_t max_batch) {
   BuildSettings bs;
   bs.max_encoder_frames = 96;
+  bs.max_long_frames = 0;  // no encode_long: long audio in chunks
   bs.max_batch = max_batch;
   return bs;
 }

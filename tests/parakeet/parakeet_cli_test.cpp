@@ -39,10 +39,11 @@ CliRun vrun(const std::string& args, const std::string& tag) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
 }
 
-// A file longer than the program's full attention (2000 encoder frames, 160 s) is encoded in
-// overlapping chunks, which NeMo's transcribe() would not do: the CLI says so for that file (and
-// not for a short one). long_concat.wav (a canonical 44-byte header, 16-bit mono) seven times
-// over is 190 s.
+// A file longer than the program's encode (2000 encoder frames, 160 s) goes whole through
+// encode_long (full attention over up to 10 minutes in one call), as NeMo's transcribe() attends
+// over it. A program exported with `--long-frames 0` has none: the file is encoded in
+// overlapping chunks, which NeMo would not do, and the CLI says so for that file (and not for a
+// short one). long_concat.wav (a canonical 44-byte header, 16-bit mono) seven times over is 190 s.
 TEST(ParakeetCli, ChunkedFileIsNamedOnStderr) {
   const std::string clip = slurp(kData + "/parakeet/long_concat.wav");
   ASSERT_GT(clip.size(), 44u);
@@ -57,13 +58,24 @@ TEST(ParakeetCli, ChunkedFileIsNamedOnStderr) {
   put32(40, static_cast<uint32_t>(body.size()));
   const std::string path = ::testing::TempDir() + "/parakeet_long190.wav";
   std::ofstream(path, std::ios::binary) << wav << body;
-  const CliRun r = vrun("transcribe --backend cpu -t 2 -m " + kModel + " " + path + " " + kData + "/parakeet/short_0p62.wav", "chunked");
+  const CliRun whole = vrun("transcribe --backend cpu -t 2 -m " + kModel + " " + path, "whole");
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  EXPECT_EQ(whole.err.find("overlapping chunks"), std::string::npos) << whole.err;
+  EXPECT_NE(whole.err.find("; 1 windows,"), std::string::npos) << whole.err;
+  const std::string chunked = ::testing::TempDir() + "/tdt_small_no_long.vrp";
+  const CliRun exported = vrun("export -m " + kModel + " --long-frames 0 -o " + chunked, "export_no_long");
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  // --long-frames is a build setting: a program already built refuses it, by name.
+  const CliRun again = vrun("export -m " + chunked + " --long-frames 100 -o " + chunked + ".again.vrp", "export_again");
+  EXPECT_NE(again.exit_code, 0);
+  EXPECT_NE(again.err.find("--long-frames"), std::string::npos) << again.err;
+  const CliRun r = vrun("transcribe --backend cpu -t 2 -m " + chunked + " " + path + " " + kData + "/parakeet/short_0p62.wav", "chunked");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("parakeet_long190.wav: longer than the model's full attention reaches in one call: encoded in 2 overlapping chunks"),
             std::string::npos)
       << r.err;
   EXPECT_EQ(r.err.find("short_0p62.wav: longer than"), std::string::npos) << r.err;
-  const CliRun local = vrun("transcribe --backend cpu -t 2 --attention local -m " + kModel + " " + path, "chunked_local");
+  const CliRun local = vrun("transcribe --backend cpu -t 2 --attention local -m " + chunked + " " + path, "chunked_local");
   ASSERT_EQ(local.exit_code, 0) << local.err;
   EXPECT_EQ(local.err.find("overlapping chunks"), std::string::npos) << local.err;
 }

@@ -219,6 +219,7 @@ namespace {
 TEST(ParakeetLongAudio, ChunkedEncodingWalksEveryFrame) {
   BuildSettings bs;
   bs.max_encoder_frames = 96;
+  bs.max_long_frames = 0;  // no encode_long: the clip goes in chunks
   auto r = load(kData + "/tdt_small.nemo", BackendKind::kCpu, bs);
   ASSERT_TRUE(r);
   TranscribeOptions o;
@@ -250,6 +251,53 @@ TEST(ParakeetLongAudio, ChunkedEncodingWalksEveryFrame) {
   auto enc = r->encoder_output(*f, f->frames - 1);
   ASSERT_FALSE(enc.is_ok());
   EXPECT_NE(enc.status().message().find("341 encoder frames exceed one call's 96"), std::string::npos) << enc.status().message();
+}
+
+// encode_long: a program whose encode takes 96 frames a call, with full attention over up to 400
+// in one call, transcribes the 27-s clip (341 frames) whole: one window, and the tokens, times and
+// words NeMo's transcribe() gives over the whole clip (goldens.json); the CLI's chunk note does
+// not apply. With a bound under the clip (300) it goes in chunks again.
+TEST(ParakeetLongAudio, EncodeLongTakesTheWholeFileAsNemoDoes) {
+  for (const char* model : {"tdt_small.nemo", "ctc_small.nemo"}) {
+    BuildSettings bs;
+    bs.max_encoder_frames = 96;
+    bs.max_long_frames = 400;
+    auto r = load(kData + "/" + model, BackendKind::kCpu, bs);
+    ASSERT_TRUE(r);
+    ASSERT_NE(r->program().method("encode_long"), nullptr);
+    auto whole = load(kData + "/" + model, BackendKind::kCpu, BuildSettings{});  // encode: 2000 frames
+    ASSERT_TRUE(whole);
+    const std::vector<float> audio = clip("long_concat");
+    auto t = r->transcribe(audio);
+    auto w = whole->transcribe(audio);
+    ASSERT_TRUE(t.is_ok()) << t.status().message();
+    ASSERT_TRUE(w.is_ok()) << w.status().message();
+    EXPECT_EQ(t->stats.windows, 1) << model;
+    EXPECT_EQ(t->text(), w->text()) << model;
+    ASSERT_EQ(t->segments.size(), w->segments.size()) << model;
+    for (size_t i = 0; i < t->segments.size(); ++i) {
+      EXPECT_EQ(t->segments[i].tokens, w->segments[i].tokens) << model << " segment " << i;
+      EXPECT_DOUBLE_EQ(t->segments[i].start, w->segments[i].start) << model;
+      EXPECT_DOUBLE_EQ(t->segments[i].end, w->segments[i].end) << model;
+    }
+    // NeMo's tokens, frames and durations over the whole clip.
+    if (std::string(model).starts_with("tdt"))
+      expect_tdt_goldens(*r, "encode_long", {"long_concat"});
+    else
+      expect_ctc_goldens(*r, "encode_long", {"long_concat"});
+    // In a batch, the long file goes alone through encode_long, the short ones batched.
+    auto batch = r->transcribe_batch({audio, clip("synth")});
+    ASSERT_TRUE(batch.is_ok()) << batch.status().message();
+    EXPECT_EQ((*batch)[0].text(), t->text()) << model;
+    EXPECT_EQ((*batch)[0].stats.windows, 1) << model;
+    EXPECT_EQ((*batch)[1].text(), r->transcribe(clip("synth"))->text()) << model;
+    bs.max_long_frames = 300;
+    auto short_long = load(kData + "/" + model, BackendKind::kCpu, bs);
+    ASSERT_TRUE(short_long);
+    auto c = short_long->transcribe(audio);
+    ASSERT_TRUE(c.is_ok()) << c.status().message();
+    EXPECT_GT(c->stats.windows, 1) << model;
+  }
 }
 
 }  // namespace

@@ -133,6 +133,7 @@ TEST(ParakeetVulkan, SameTokensAsTheCpuWithEachWeightDtype) {
 TEST(ParakeetVulkan, ChunkedLongAudioSameTokensAsTheCpu) {
   BuildSettings bs;
   bs.max_encoder_frames = 96;
+  bs.max_long_frames = 0;  // no encode_long: the clip goes in chunks
   auto gpu = vulkan_runner("tdt_small.nemo", bs);
   if (!gpu.is_ok() && no_vulkan(gpu.status())) GTEST_SKIP() << gpu.status().message();
   ASSERT_TRUE(gpu.is_ok()) << gpu.status().message();
@@ -150,6 +151,32 @@ TEST(ParakeetVulkan, ChunkedLongAudioSameTokensAsTheCpu) {
     ASSERT_TRUE(a.is_ok()) << a.status().message();
     ASSERT_TRUE(b.is_ok()) << b.status().message();
     EXPECT_EQ(s2.stats.windows, 8);
+    EXPECT_GT(a->tokens.size(), 10u);
+    EXPECT_EQ(flat(*a), flat(*b));
+  }
+}
+
+// encode_long on Vulkan: the 27-s clip whole (one window) through full attention over up to 400
+// frames a call, the CPU's tokens.
+TEST(ParakeetVulkan, EncodeLongSameTokensAsTheCpu) {
+  BuildSettings bs;
+  bs.max_encoder_frames = 96;
+  bs.max_long_frames = 400;
+  auto gpu = vulkan_runner("tdt_small.nemo", bs);
+  if (!gpu.is_ok() && no_vulkan(gpu.status())) GTEST_SKIP() << gpu.status().message();
+  ASSERT_TRUE(gpu.is_ok()) << gpu.status().message();
+  if (!(*gpu)->device_description().starts_with("vulkan")) GTEST_SKIP() << (*gpu)->device_description();
+  auto cpu = ParakeetRunner::load(kData + "/tdt_small.nemo", {BackendKind::kCpu, 2, bs});
+  ASSERT_TRUE(cpu.is_ok());
+  for (const auto& [name, samples] : clips()) {
+    if (name != "long_concat") continue;
+    Transcript s1, s2;
+    auto a = (*cpu)->decode(samples, {}, &s1);
+    auto b = (*gpu)->decode(samples, {}, &s2);
+    ASSERT_TRUE(a.is_ok()) << a.status().message();
+    ASSERT_TRUE(b.is_ok()) << b.status().message();
+    EXPECT_EQ(s1.stats.windows, 1);
+    EXPECT_EQ(s2.stats.windows, 1);
     EXPECT_GT(a->tokens.size(), 10u);
     EXPECT_EQ(flat(*a), flat(*b));
   }
