@@ -274,6 +274,8 @@ int main(int argc, char** argv) {
                          {"parakeet ff down 4x", 8000, 4096, 1024}, {"parakeet conv pw1 4x", 8000, 1024, 2048},
                          {"whisper-tiny fc1", 1500, 384, 1536},    {"whisper-tiny qkv", 1500, 384, 384},
                          {"turbo fc1", 1500, 1280, 5120},          {"turbo attn", 1500, 1280, 1280},
+                         {"turbo fc1 8x", 12000, 1280, 5120},      {"turbo attn 8x", 12000, 1280, 1280},
+                         {"turbo fc2 8x", 12000, 5120, 1280},
                          {"llama-1b qkv", 512, 2048, 3072},        {"llama-1b o", 512, 2048, 2048},
                          {"llama-1b up", 512, 2048, 16384},        {"llama-1b down", 512, 8192, 2048},
                          {"prefill 8192", 512, 2048, 8192},        {"square 4096", 4096, 4096, 4096}};
