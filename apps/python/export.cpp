@@ -11,7 +11,8 @@ namespace vrun::python {
 namespace {
 
 std::string export_model(const py::object& src, const py::object& dst, const std::optional<std::string>& dtype, int64_t context,
-                         int64_t chunk, const std::optional<int64_t>& local_window) {
+                         int64_t chunk, const std::optional<int64_t>& local_window, const std::optional<int64_t>& long_frames,
+                         int64_t batch_size) {
   const std::string in = fspath(src), out = fspath(dst);
   models::BuildOptions o;
   if (dtype) {
@@ -22,9 +23,14 @@ std::string export_model(const py::object& src, const py::object& dst, const std
   if (chunk < 1) throw py::value_error("chunk must be >= 1, got " + std::to_string(chunk));
   if (local_window && (*local_window < 0 || *local_window > 100000))
     throw py::value_error("local_window must be in 0..100000, got " + std::to_string(*local_window));
+  if (long_frames && (*long_frames < 0 || *long_frames > 100000))
+    throw py::value_error("long_frames must be in 0..100000, got " + std::to_string(*long_frames));
+  if (batch_size < 0 || batch_size > 64) throw py::value_error("batch_size must be in 0..64, got " + std::to_string(batch_size));
   o.context = context;
   o.chunk = chunk;
   o.local_window = local_window.value_or(-1);
+  o.long_frames = long_frames.value_or(-1);
+  o.streams = batch_size;
   require_path(in, "export");
   std::vector<std::string> notes;
   auto family = [&] {
@@ -42,12 +48,14 @@ std::string export_model(const py::object& src, const py::object& dst, const std
 
 void register_export(py::module_& m) {
   m.def("export", &export_model, py::arg("src"), py::arg("dst"), py::kw_only(), py::arg("dtype") = py::none(), py::arg("context") = 0,
-        py::arg("chunk") = 512, py::arg("local_window") = py::none(),
-        "export(src, dst, *, dtype=None, context=0, chunk=512, local_window=None) -> str\n\n"
+        py::arg("chunk") = 512, py::arg("local_window") = py::none(), py::arg("long_frames") = py::none(), py::arg("batch_size") = 0,
+        "export(src, dst, *, dtype=None, context=0, chunk=512, local_window=None, long_frames=None, batch_size=0) -> str\n\n"
         "`vrun export`: imports a checkpoint (GGUF, Hugging Face, CTranslate2, whisper.cpp, .nemo) and writes its\n"
         "program file (.vrp) to dst. dtype converts the large matrices (f32, f16, bf16, q8_0, q4_0: what the family\n"
         "takes); context fixes a Llama program's KV-cache length (0: the model's maximum) and chunk its most tokens\n"
-        "per prefill call; local_window sets Parakeet's local-attention window (0: none). Returns the model family\n"
+        "per prefill call; local_window sets Parakeet's local-attention window (0: none), long_frames the most encoder\n"
+        "frames its full attention takes in one call past 160 s (0: chunks), batch_size the files a batched call takes\n"
+        "(Whisper: streams; Parakeet: 160-s jobs; 0: the default), as `vrun export` does. Returns the model family\n"
         "('llama', 'whisper', 'parakeet'). Conversion notes become warnings.");
 }
 

@@ -256,6 +256,23 @@ def test_export_equals_cli_export(cli, tmp_path):
         vrun.export(ours, tmp_path / "again.vrp", dtype="q8_0")
 
 
+def test_export_parakeet_options_as_cli(cli, tmp_path):
+    model = os.path.join(DATA, "parakeet", "tdt_small.nemo")
+    audio = os.path.join(DATA, "parakeet", "long_concat.wav")
+    ours, theirs = tmp_path / "py.vrp", tmp_path / "cli.vrp"
+    assert vrun.export(model, ours, long_frames=0, batch_size=2, local_window=64) == "parakeet"
+    run_cli(cli, "export", "-m", model, "-o", str(theirs), "--long-frames", "0", "--batch-size", "2", "--local-window", "64")
+    assert ours.read_bytes() == theirs.read_bytes()
+    m = vrun.SpeechModel(ours, backend="cpu")
+    out = tmp_path / "cli"
+    run_cli(cli, "transcribe", "-m", str(ours), "--backend", "cpu", "-o", "srt", "--output-dir", str(out), audio)
+    assert m.transcribe(audio).to_srt() == (out / "long_concat.srt").read_text(encoding="utf-8")
+    with pytest.raises(ValueError, match="long_frames"):
+        vrun.export(model, tmp_path / "bad.vrp", long_frames=-2)
+    with pytest.raises(vrun.Error, match="--long-frames applies to Parakeet"):
+        vrun.export(WHISPER, tmp_path / "w.vrp", long_frames=10)
+
+
 def test_export_whisper_transcribes_as_cli(cli, tmp_path):
     if not os.path.isdir(WHISPER):
         pytest.skip("Whisper tiny.en not cached")
