@@ -10,10 +10,9 @@
 #include <optional>
 #include <set>
 
-#include <unistd.h>
-
 #include "kernels/ops/shape_infer.h"
 #include "kernels/ops/views.h"
+#include "runtime/base/host_memory.h"
 #include "runtime/base/knobs.h"
 #include "runtime/base/mapped_file.h"
 #include "runtime/base/strings.h"
@@ -53,21 +52,6 @@ uint8_t* alloc_aligned(size_t bytes) {
   return static_cast<uint8_t*>(std::aligned_alloc(64, n ? n : 64));
 }
 
-
-// The host's available memory (Linux: MemAvailable, which counts reclaimable caches; else the
-// free pages); 0 when unknown.
-uint64_t available_host_memory() {
-  if (std::FILE* f = std::fopen("/proc/meminfo", "r")) {
-    char line[256];
-    unsigned long long kb = 0;
-    bool found = false;
-    while (!found && std::fgets(line, sizeof line, f)) found = std::sscanf(line, "MemAvailable: %llu kB", &kb) == 1;
-    std::fclose(f);
-    if (found) return static_cast<uint64_t>(kb) * 1024;
-  }
-  const long pages = sysconf(_SC_AVPHYS_PAGES), size = sysconf(_SC_PAGESIZE);
-  return pages > 0 && size > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(size) : 0;
-}
 
 }  // namespace
 
@@ -341,16 +325,10 @@ uint64_t Executor::max_tensor_bytes() const {
   return most;
 }
 
-int64_t Executor::arena_bytes(const std::string& method) const {
+Executor::ArenaInfo Executor::arena(const std::string& method) const {
   for (const auto& p : plans_)
-    if (p->method->name == method) return p->arena->bytes;
-  return 0;
-}
-
-bool Executor::arena_allocated(const std::string& method) const {
-  for (const auto& p : plans_)
-    if (p->method->name == method) return p->arena->data != nullptr;
-  return false;
+    if (p->method->name == method) return {p->arena->bytes, p->arena->data != nullptr};
+  return {};
 }
 
 uint64_t Executor::free_memory_bytes() const {

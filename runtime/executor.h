@@ -64,10 +64,13 @@ class Executor {
   uint64_t gpu_replayed_calls() const;
   // The largest tensor a node on the GPU may read or write, in bytes (0: no limit but memory).
   uint64_t max_tensor_bytes() const;
-  // The scratch arena a method's calls need (planned for its symbols' bounds); 0 for none or an
-  // unknown method. Whether it is allocated yet: arena_allocated.
-  int64_t arena_bytes(const std::string& method) const;
-  bool arena_allocated(const std::string& method) const;
+  // The scratch arena a method's calls need (planned for its symbols' bounds; 0 bytes for none
+  // or an unknown method), and whether it is allocated yet (by a first call).
+  struct ArenaInfo {
+    int64_t bytes = 0;
+    bool allocated = false;
+  };
+  ArenaInfo arena(const std::string& method) const;
   // Memory free for more allocations where the methods run: the GPU's (its driver's budget less
   // its use) when there is one, else the host's available memory; 0 when unknown.
   uint64_t free_memory_bytes() const;

@@ -124,10 +124,11 @@ int64_t ParakeetRunner::frames_per_call(const std::string& method) const {
 
 bool ParakeetRunner::long_fits(int64_t E) const {
   if (long_refused_ || E > info_.max_long_frames || info_.config.local_window > 0) return false;
-  if (executor_->arena_allocated("encode_long")) return true;
+  const Executor::ArenaInfo arena = executor_->arena("encode_long");
+  if (arena.allocated) return true;
   // Its arena, with a tenth to spare, in the memory free where it runs (unknown: try it).
   const uint64_t free = executor_->free_memory_bytes();
-  return free == 0 || static_cast<uint64_t>(executor_->arena_bytes("encode_long")) * 11 / 10 <= free;
+  return free == 0 || static_cast<uint64_t>(arena.bytes) * 11 / 10 <= free;
 }
 
 std::vector<ParakeetRunner::ChunkPlan> ParakeetRunner::plan_chunks(int64_t valid, int64_t E, int64_t M, const TranscribeOptions& o) const {
