@@ -300,7 +300,8 @@ void add_output_options(CLI::App& sub, TranscribeArgs& x) {
                  "steps over all N); 0 is 1")
       ->capture_default_str();
   sub.add_option("--attention", a->decoding.attention,
-                 "Parakeet: full (every frame sees the whole file; audio over 160 s in overlapping chunks), or local "
+                 "Parakeet: full (every frame sees the whole file, as NeMo: up to 10 minutes in one call where the device has "
+                 "about 4 GB free for it; longer audio in overlapping chunks, said on stderr), or local "
                  "(NeMo's limited-context attention: each frame sees the frames within the window the model was exported "
                  "with, 128 = 10.24 s on either side by default; faster on long audio, up to 10 minutes per call; files "
                  "then go one at a time)")

@@ -111,8 +111,9 @@ void finish(Job& j, const job::Input& in, const transcript::Transcript* t, const
     if (j.note_chunks && st.windows > 1)
       std::fprintf(stderr,
                    "vrun: %s: longer than the model's full attention reaches in one call: encoded in %d overlapping "
-                   "chunks (NeMo attends over the whole file, so tokens near the seams may differ; --attention local "
-                   "takes up to 10 minutes a call)\n",
+                   "chunks (NeMo attends over the whole file, so tokens near the seams may differ; full attention takes up "
+                   "to 10 minutes a call where the device has the memory free for it, --attention local up to 10 minutes "
+                   "with less)\n",
                    in.path.c_str(), st.windows);
     rec.duration_s = st.audio_s;
     if (auto s = write_outputs(j, in, *t, &rec.outputs); !s.is_ok()) {
