@@ -117,14 +117,13 @@ Result<std::unique_ptr<speech::Recognizer>> load_recognizer(const TranscribeArgs
   lo.threads = w.threads;
   lo.device = w.device;
   lo.decode_batch = std::max(a.decoding.beam_size, sampling ? a.decoding.best_of : 1);
-  lo.streams = a.vad ? 1 : std::max(1, a.batch_size);  // Whisper: files decoded together
+  lo.streams = std::max(1, a.batch_size);  // Whisper: files (with --vad: a file's chunks) decoded together
   VRUN_ASSIGN_OR_RETURN(auto r, speech::load(a.model, lo));
   std::vector<std::string> ignored;
   VRUN_RETURN_IF_ERROR(r->check(o, &ignored));
   if (first) {
     for (const auto& note : r->notes()) std::fprintf(stderr, "vrun: %s\n", note.c_str());
-    if (a.batch_size > 1 && a.vad) ignored.push_back("--batch-size: with --vad the files go one after another");
-    else if (a.batch_size > 1 && r->batch() <= 1)
+    if (a.batch_size > 1 && r->batch() <= 1)
       ignored.push_back("--batch-size: " + a.model + " has no batched methods (a Whisper .vrp has them when exported " +
                         "with `vrun export --batch-size N`); the files go one after another");
     for (const auto& w : ignored) std::fprintf(stderr, "vrun: %s\n", w.c_str());
@@ -297,7 +296,9 @@ void add_output_options(CLI::App& sub, TranscribeArgs& x) {
                  "of 10 s with the default export), then decode side by side; 0 (the default) is 64 on a GPU and 1 on "
                  "the CPU. Whisper: encodes "
                  "the next 30-s window of each of N files in one call and decodes their windows together (greedy "
-                 "steps over all N); 0 is 1")
+                 "steps over all N); 0 is 1. With --vad and N > 1: one file at a time, its speech cut at pauses into "
+                 "chunks of up to 30 s, N chunks side by side, each transcribed on its own (faster-whisper's batched "
+                 "pipeline)")
       ->capture_default_str();
   sub.add_option("--attention", a->decoding.attention,
                  "Parakeet: full (every frame sees the whole file, as NeMo: up to 10 minutes in one call where the device has "

@@ -40,6 +40,51 @@ Result<SpeechOnly> VoiceActivity::keep_speech(std::span<const float> samples, co
   return out;
 }
 
+std::vector<Chunk> chunk_speech(const SpeechOnly& speech, double max_s) {
+  const int64_t most = static_cast<int64_t>(max_s * 16000.0);
+  std::vector<Chunk> chunks;
+  int64_t at = 0;  // where the span starts in the gathered samples
+  for (const vad::Span& s : speech.spans) {
+    const int64_t len = s.end - s.start;
+    if (!chunks.empty() && chunks.back().end == at && at + len - chunks.back().begin <= most)
+      chunks.back().end = at + len;
+    else
+      chunks.push_back({at, at + len});
+    at += len;
+  }
+  return chunks;
+}
+
+transcript::Transcript join_chunks(std::vector<transcript::Transcript> parts, const std::vector<Chunk>& chunks) {
+  transcript::Transcript out;
+  for (size_t k = 0; k < parts.size() && k < chunks.size(); ++k) {
+    transcript::Transcript& p = parts[k];
+    const double offset = static_cast<double>(chunks[k].begin) / 16000.0;
+    if (k == 0) {
+      out.language = p.language;
+      out.language_probability = p.language_probability;
+    }
+    for (transcript::Segment& s : p.segments) {
+      s.start += offset;
+      s.end += offset;
+      for (auto& w : s.words) {
+        w.start += offset;
+        w.end += offset;
+      }
+      out.segments.push_back(std::move(s));
+    }
+    const transcript::Stats& st = p.stats;
+    out.stats.audio_s += st.audio_s;
+    out.stats.features_s += st.features_s;
+    out.stats.encode_s += st.encode_s;
+    out.stats.decode_s += st.decode_s;
+    out.stats.align_s += st.align_s;
+    out.stats.windows += st.windows;
+    out.stats.tokens += st.tokens;
+  }
+  return out;
+}
+
 void map_to_original(transcript::Segment* s, const vad::TimeMap& map) {
   std::tie(s->start, s->end) = map.to_original(s->start, s->end);
   for (auto& w : s->words) std::tie(w.start, w.end) = map.to_original(w.start, w.end);

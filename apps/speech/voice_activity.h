@@ -45,6 +45,20 @@ class VoiceActivity {
   std::unique_ptr<onnx::SileroVad> vad_;
 };
 
+// The speech cut at its pauses into chunks of at most max_s seconds, for transcribing them side by
+// side (faster-whisper's batched pipeline): spans joined in order while the chunk stays within
+// max_s (a span longer than that is a chunk of its own; keep_speech cuts spans at
+// SpanOptions::max_speech_s). [begin, end) in samples of SpeechOnly::samples.
+struct Chunk {
+  int64_t begin = 0, end = 0;
+};
+std::vector<Chunk> chunk_speech(const SpeechOnly& speech, double max_s = 30.0);
+
+// The chunks' transcripts (each timed from its chunk's start) as one transcript of the speech-only
+// audio: segments and words shifted to where their chunk begins, stats summed, the language the
+// first chunk's.
+transcript::Transcript join_chunks(std::vector<transcript::Transcript> parts, const std::vector<Chunk>& chunks);
+
 // A segment of the speech-only audio (or all of a transcript's): its times, and its words', in the
 // original audio.
 void map_to_original(transcript::Segment* segment, const vad::TimeMap& map);

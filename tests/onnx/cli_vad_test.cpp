@@ -73,6 +73,41 @@ TEST(TranscribeVad, SecondUtteranceAfterALongPauseKeepsItsTime) {
   EXPECT_TRUE(testing::contains(r.out, "amiable")) << r.out;
 }
 
+// --vad --batch-size 3: the speech (8 utterances with 3-s pauses, 44 s of it) in two chunks of up
+// to 30 s transcribed side by side, each utterance's segment starting where it starts in the
+// file, the words of every utterance there.
+TEST(TranscribeVad, ChunksSideBySideKeepTheirTimes) {
+  const std::string model = whisper_model();
+  if (!std::filesystem::exists(model)) GTEST_SKIP() << "Whisper tiny.en not cached: " << model;
+  auto a = preprocess::load_audio(kVad + "librivox_0870.wav");
+  auto b = preprocess::load_audio(kVad + "librivox_0930.wav");
+  ASSERT_TRUE(a.is_ok() && b.is_ok());
+  std::vector<float> x;
+  std::vector<double> starts;  // each utterance's start in the file
+  for (int k = 0; k < 4; ++k)
+    for (const auto* clip : {&*a, &*b}) {
+      if (!x.empty()) x.resize(x.size() + 3 * 16000, 0.f);
+      starts.push_back(static_cast<double>(x.size()) / 16000);
+      x.insert(x.end(), clip->samples.begin(), clip->samples.end());
+    }
+  const std::string wav = ::testing::TempDir() + "/vrun_vad_chunks.wav";
+  write_wav16(wav, x);
+  const auto r = testing::run_vrun("transcribe -m " + model + " --backend cpu --vad --batch-size 3 --vad-model " + kVad +
+                                       "silero_vad_16k_op15.onnx " + wav,
+                                   "transcribe_vad_chunks");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(testing::contains(r.err, "vrun_vad_chunks.wav: 2 chunks of up to 30 s, 3 at a time")) << r.err;
+  const auto got = segment_starts(r.out);
+  for (double s : starts) {
+    bool found = false;
+    for (double g : got) found = found || std::abs(g - s) < 0.6;
+    EXPECT_TRUE(found) << "no segment starts near " << s << " s:\n" << r.out;
+  }
+  size_t dashwood = 0;
+  for (size_t at = r.out.find("Dashwood"); at != std::string::npos; at = r.out.find("Dashwood", at + 1)) ++dashwood;
+  EXPECT_EQ(dashwood, 4u) << r.out;
+}
+
 // A VAD model that cannot be read stops the job before the speech model loads, naming the file.
 TEST(TranscribeVad, MissingVadModelIsNamedBeforeTheModelLoads) {
   const std::string model = whisper_model();
