@@ -133,39 +133,23 @@ void finish(Job& j, const job::Input& in, const transcript::Transcript* t, const
 // batched pipeline does), their transcripts joined and timed in the original audio.
 void transcribe_chunks(Job& j, speech::Recognizer& r, const job::Input& in, const speech::SpeechOnly& speech, Clock::time_point t0,
                        std::string printed) {
-  const std::vector<speech::Chunk> chunks = speech::chunk_speech(speech);
   const double audio_s = static_cast<double>(speech.samples.size()) / 16000.0;
   const bool tty = isatty(STDERR_FILENO) != 0;
   const bool show_progress = (j.a.progress || tty) && audio_s > 30.0 && !j.several_inputs;
-  std::vector<transcript::Transcript> parts;
-  double done_s = 0;
-  const size_t n = static_cast<size_t>(j.a.batch_size);
-  for (size_t k = 0; k < chunks.size(); k += n) {
-    std::vector<std::span<const float>> spans;
-    for (size_t c = k; c < std::min(chunks.size(), k + n); ++c)
-      spans.emplace_back(speech.samples.data() + chunks[c].begin, static_cast<size_t>(chunks[c].end - chunks[c].begin));
-    auto ts = r.transcribe_many(spans, {j.o});
-    for (size_t c = 0; c < ts.size(); ++c) {
-      if (!ts[c].is_ok()) {
-        if (show_progress && tty) std::fputc('\n', stderr);
-        return finish(j, in, nullptr, in.path + ": " + ts[c].status().message(), audio_s, seconds_since(t0), "");
-      }
-      done_s += static_cast<double>(spans[c].size()) / 16000.0;
-      parts.push_back(std::move(*ts[c]));
-    }
-    if (show_progress) {
-      const double wall = seconds_since(t0);
-      std::fprintf(stderr, tty ? "\rvrun: %5.1f%% of %.1f s, RTFx %.1f " : "vrun: %5.1f%% of %.1f s, RTFx %.1f\n",
-                   100.0 * std::min(1.0, done_s / audio_s), audio_s, wall > 0 ? done_s / wall : 0.0);
-      std::fflush(stderr);
-    }
-  }
+  auto progress = [&](double done_s) {
+    if (!show_progress) return;
+    const double wall = seconds_since(t0);
+    std::fprintf(stderr, tty ? "\rvrun: %5.1f%% of %.1f s, RTFx %.1f " : "vrun: %5.1f%% of %.1f s, RTFx %.1f\n",
+                 100.0 * std::min(1.0, done_s / audio_s), audio_s, wall > 0 ? done_s / wall : 0.0);
+    std::fflush(stderr);
+  };
+  auto t = speech::transcribe_in_chunks(r, speech, j.o, j.a.batch_size, progress);
   if (show_progress && tty) std::fputc('\n', stderr);
-  std::fprintf(stderr, "vrun: %s: %zu chunks of up to 30 s, %zu at a time\n", in.path.c_str(), chunks.size(), n);
-  transcript::Transcript t = speech::join_chunks(std::move(parts), chunks);
-  speech::map_to_original(&t, speech.map);
-  for (const auto& seg : t.segments) print_segment(j.a, seg, &printed);
-  finish(j, in, &t, "", audio_s, seconds_since(t0), printed);
+  if (!t.is_ok()) return finish(j, in, nullptr, in.path + ": " + t.status().message(), audio_s, seconds_since(t0), "");
+  std::fprintf(stderr, "vrun: %s: %zu chunks of up to 30 s, %d at a time\n", in.path.c_str(), speech::chunk_speech(speech).size(),
+               j.a.batch_size);
+  for (const auto& seg : t->segments) print_segment(j.a, seg, &printed);
+  finish(j, in, &*t, "", audio_s, seconds_since(t0), printed);
 }
 
 // One file: --vad's cut, a progress line for a single input over 30 s, segments as they come (one
@@ -191,9 +175,7 @@ void transcribe_file(Job& j, speech::Recognizer& r, const job::Input& in) {
   // then cut at 30 s, as faster-whisper's batched pipeline cuts them.
   const bool chunked = j.vad && j.a.batch_size > 1 && r.batch() > 1;
   if (j.vad) {
-    vad::SpanOptions span_options;
-    if (chunked) span_options.max_speech_s = 30.0;
-    auto cut = j.vad->keep_speech(audio->samples, span_options);
+    auto cut = j.vad->keep_speech(audio->samples, chunked ? speech::chunk_span_options() : vad::SpanOptions{});
     if (!cut.is_ok()) return finish(j, in, nullptr, in.path + ": --vad: " + cut.status().message(), full_s, seconds_since(t0), "");
     std::fprintf(stderr, "vrun: %s: --vad kept %zu spans, %.1f s of %.1f s\n", in.path.c_str(), cut->spans.size(),
                  static_cast<double>(cut->samples.size()) / 16000.0, full_s);

@@ -140,6 +140,7 @@ class SpeechModel {
     lo.decode_batch = decode_batch;
     if (batch_size < 1) throw py::value_error("batch_size must be >= 1, got " + std::to_string(batch_size));
     lo.streams = batch_size;
+    batch_size_ = batch_size;
     require_path(path_, "SpeechModel");
     auto r = [&] {
       py::gil_scoped_release release;
@@ -154,7 +155,10 @@ class SpeechModel {
     std::vector<Input> inputs;
     inputs.push_back(make_input(audio));
     load_files(inputs);
-    keep_speech(inputs, args);
+    // vad=True with batch_size > 1: the speech in chunks of up to 30 s, batch_size side by side.
+    const bool chunked = args.vad && batch_size_ > 1 && recognizer_->batch() > 1;
+    keep_speech(inputs, args, chunked ? speech::chunk_span_options() : vad::SpanOptions{});
+    if (chunked) return transcribe_chunks(inputs[0], o, on_segment);
     speech::OnSegment seg;
     std::optional<py::error_already_set> callback_error;
     if (!on_segment.is_none())
@@ -225,9 +229,23 @@ class SpeechModel {
     return o;
   }
 
+  // transcribe() of one input's speech in chunks side by side (speech::transcribe_in_chunks);
+  // on_segment sees the segments once all chunks are done.
+  Transcript transcribe_chunks(const Input& in, const speech::Options& o, const py::object& on_segment) {
+    auto t = [&] {
+      py::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(mu_);
+      return speech::transcribe_in_chunks(*recognizer_, *in.speech, o, batch_size_);
+    }();
+    Transcript out{take(std::move(t)), in.source};
+    if (!on_segment.is_none())
+      for (const auto& s : out.t.segments) on_segment(s);
+    return out;
+  }
+
   // vad=True: Silero VAD (loaded on first use, and again for another vad_model) keeps each
   // input's speech; the transcripts' times are mapped back to the whole audio.
-  void keep_speech(std::vector<Input>& inputs, const SpeechArgs& a) {
+  void keep_speech(std::vector<Input>& inputs, const SpeechArgs& a, const vad::SpanOptions& span_options = {}) {
     if (!a.vad) {
       if (!a.vad_model.empty()) throw py::value_error("vad_model is given but vad is False");
       return;
@@ -247,7 +265,7 @@ class SpeechModel {
       }
       for (auto& in : inputs) {
         if (!bad.is_ok()) break;
-        auto cut = vad_->keep_speech(in.samples());
+        auto cut = vad_->keep_speech(in.samples(), span_options);
         if (!cut.is_ok()) bad = cut.status().with_context(in.source.empty() ? "vad" : in.source);
         else in.speech = std::move(*cut);
       }
@@ -256,6 +274,7 @@ class SpeechModel {
   }
 
   std::string path_;
+  int batch_size_ = 1;
   std::unique_ptr<speech::Recognizer> recognizer_;
   std::mutex mu_;  // one transcription at a time per model
   std::mutex vad_mu_;
@@ -338,7 +357,9 @@ void register_speech(py::module_& m) {
            "SpeechModel(path, backend='auto'|'cpu'|'vulkan', threads=0, decode_batch=5, batch_size=1)\n\n"
            "Loads the model (GIL released). threads 0: VRUN_THREADS or all cores. decode_batch: rows of Whisper's\n"
            "batched decoder (beam_size and best_of need at most this many). batch_size: Whisper inputs that\n"
-           "transcribe_many decodes together (the CLI's --batch-size; Parakeet batches by its program).")
+           "transcribe_many decodes together (the CLI's --batch-size; Parakeet batches by its program); with\n"
+           "vad=True, transcribe() cuts the speech into chunks of up to 30 s and runs batch_size of them side by\n"
+           "side, each on its own (as `vrun transcribe --vad --batch-size N`).")
       .def("transcribe", &SpeechModel::transcribe, py::arg("audio"), py::kw_only(), py::arg("on_segment") = py::none(),
            (std::string("transcribe(audio, *, on_segment=None, **options) -> Transcript\n\n"
                         "audio: a file path (WAV, FLAC, OGG, MP3; any rate and channel count) or a one-dimensional\n"

@@ -1,5 +1,6 @@
 #include "apps/speech/voice_activity.h"
 
+#include <algorithm>
 #include <tuple>
 
 #include "models/onnx/silero_vad.h"
@@ -83,6 +84,35 @@ transcript::Transcript join_chunks(std::vector<transcript::Transcript> parts, co
     out.stats.tokens += st.tokens;
   }
   return out;
+}
+
+Result<transcript::Transcript> transcribe_in_chunks(Recognizer& r, const SpeechOnly& speech, const Options& options, int batch,
+                                                    const OnProgress& progress) {
+  const std::vector<Chunk> chunks = chunk_speech(speech);
+  std::vector<transcript::Transcript> parts;
+  double done_s = 0;
+  const size_t n = static_cast<size_t>(std::max(1, batch));
+  for (size_t k = 0; k < chunks.size(); k += n) {
+    std::vector<std::span<const float>> spans;
+    for (size_t c = k; c < std::min(chunks.size(), k + n); ++c)
+      spans.emplace_back(speech.samples.data() + chunks[c].begin, static_cast<size_t>(chunks[c].end - chunks[c].begin));
+    auto ts = r.transcribe_many(spans, {options});
+    for (size_t c = 0; c < ts.size(); ++c) {
+      if (!ts[c].is_ok()) return ts[c].status();
+      done_s += static_cast<double>(spans[c].size()) / 16000.0;
+      parts.push_back(std::move(*ts[c]));
+    }
+    if (progress) progress(done_s);
+  }
+  transcript::Transcript t = join_chunks(std::move(parts), chunks);
+  map_to_original(&t, speech.map);
+  return t;
+}
+
+vad::SpanOptions chunk_span_options() {
+  vad::SpanOptions o;
+  o.max_speech_s = 30.0;
+  return o;
 }
 
 void map_to_original(transcript::Segment* s, const vad::TimeMap& map) {

@@ -11,6 +11,7 @@
 
 #include "apps/common/transcript/transcript.h"
 #include "apps/common/vad/speech_spans.h"
+#include "apps/speech/speech_recognizer.h"
 #include "runtime/base/status.h"
 
 namespace vrun::onnx {
@@ -58,6 +59,14 @@ std::vector<Chunk> chunk_speech(const SpeechOnly& speech, double max_s = 30.0);
 // audio: segments and words shifted to where their chunk begins, stats summed, the language the
 // first chunk's.
 transcript::Transcript join_chunks(std::vector<transcript::Transcript> parts, const std::vector<Chunk>& chunks);
+
+// The speech's chunks through the recogniser, `batch` a transcribe_many call, each chunk on its
+// own, joined and timed in the original audio; progress gets the seconds of speech done. The
+// speech should come from keep_speech with chunk_span_options(), so that no span is over 30 s.
+Result<transcript::Transcript> transcribe_in_chunks(Recognizer& r, const SpeechOnly& speech, const Options& options, int batch,
+                                                    const OnProgress& progress = {});
+// faster-whisper's defaults with spans over 30 s cut (its batched pipeline's chunk_length).
+vad::SpanOptions chunk_span_options();
 
 // A segment of the speech-only audio (or all of a transcript's): its times, and its words', in the
 // original audio.

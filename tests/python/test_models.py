@@ -100,6 +100,29 @@ def test_on_segment_sees_every_segment(whisper):
     assert [(s.start, s.end, s.text) for s in seen] == [(s.start, s.end, s.text) for s in t.segments]
 
 
+def test_vad_chunks_side_by_side_equal_cli(cli, tmp_path):
+    # vad=True with batch_size 3: the speech (eight utterances with 3-s pauses, 44 s of it) in
+    # chunks of up to 30 s side by side, as `vrun transcribe --vad --batch-size 3` writes it.
+    vad = os.path.join(DATA, "vad")
+    a, b = vrun.load_audio(os.path.join(vad, "librivox_0870.wav")), vrun.load_audio(os.path.join(vad, "librivox_0930.wav"))
+    pause = np.zeros(3 * 16000, np.float32)
+    x = np.concatenate([a, pause, b, pause] * 3 + [a, pause, b])
+    wav = tmp_path / "pauses.wav"
+    with wave.open(str(wav), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(16000)
+        w.writeframes((np.clip(x, -1, 1) * 32767).astype("<i2").tobytes())
+    model = os.path.join(vad, "silero_vad_16k_op15.onnx")
+    want = cli_files(cli, tmp_path, str(wav), "--vad", "--vad-model", model, "--batch-size", "3")
+    m = vrun.SpeechModel(WHISPER, backend="cpu", batch_size=3)
+    seen = []
+    t = m.transcribe(str(wav), vad=True, vad_model=model, on_segment=seen.append)
+    assert t.to_json() == want["json"] and t.to_srt() == want["srt"]
+    assert [(s.start, s.end) for s in seen] == [(s.start, s.end) for s in t.segments]
+    assert t.to_text().count("Dashwood") == 4
+
+
 def test_vad_equals_cli(cli, whisper, tmp_path):
     # The long-pause case (7.1 s of speech, 60 s of silence, 3.3 s of speech): vad=True gives the
     # CLI's --vad files, the second segment at its place in the whole audio.
