@@ -300,5 +300,37 @@ TEST(ParakeetLongAudio, EncodeLongTakesTheWholeFileAsNemoDoes) {
   }
 }
 
+// encode_long's arena not given when first asked for (a device that reported the memory free but
+// would not give it; VRUN_MAX_ARENA_MB plays that device): the file goes in chunks instead, as a
+// program without encode_long encodes it, and so do the files after it.
+TEST(ParakeetLongAudio, EncodeLongRefusedFallsBackToChunks) {
+  BuildSettings bs;
+  bs.max_encoder_frames = 96;
+  bs.max_long_frames = 400;
+  auto program = export_parakeet(kData + "/tdt_small.nemo", bs);
+  ASSERT_TRUE(program.is_ok()) << program.status().message();
+  auto ex = Executor::create(*program);
+  ASSERT_TRUE(ex.is_ok()) << ex.status().message();
+  const int64_t encode_mb = (*ex)->arena("encode").bytes >> 20, long_mb = (*ex)->arena("encode_long").bytes >> 20;
+  ASSERT_LT(encode_mb + 1, long_mb);
+  bs.max_long_frames = 0;
+  auto chunked = load(kData + "/tdt_small.nemo", BackendKind::kCpu, bs);
+  ASSERT_TRUE(chunked);
+  const std::vector<float> audio = clip("long_concat");
+  auto want = chunked->transcribe(audio);
+  ASSERT_TRUE(want.is_ok()) << want.status().message();
+  ASSERT_GT(want->stats.windows, 1);
+  setenv("VRUN_MAX_ARENA_MB", std::to_string(long_mb - 1).c_str(), 1);
+  auto r = ParakeetRunner::load(*program, {BackendKind::kCpu, 2, {}});
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  for (int k = 0; k < 2; ++k) {
+    auto t = (*r)->transcribe(audio);
+    ASSERT_TRUE(t.is_ok()) << t.status().message();
+    EXPECT_EQ(t->stats.windows, want->stats.windows) << "call " << k;
+    EXPECT_EQ(t->text(), want->text()) << "call " << k;
+  }
+  unsetenv("VRUN_MAX_ARENA_MB");
+}
+
 }  // namespace
 }  // namespace vrun::parakeet
