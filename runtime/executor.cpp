@@ -413,13 +413,8 @@ Result<std::vector<TensorView>> Executor::run_plan(MethodPlan& plan, const std::
 
   ScratchArena& arena = *plan.arena;
   if (!arena.data && arena.bytes > 0) {
-    // VRUN_MAX_ARENA_MB: a ceiling on the scratch memory a method may claim (the memory a device
-    // reported free but would not give, for the callers that fall back on less).
-    if (const char* cap = knob_value(Knob::VRUN_MAX_ARENA_MB); cap && *cap) {
-      const long long mb = std::atoll(cap);
-      if (mb >= 0 && arena.bytes > mb * (1LL << 20))
-        return err(ErrorCode::kOutOfMemory, mw, ": scratch arena of ", human_bytes(arena.bytes), " is over VRUN_MAX_ARENA_MB=", cap);
-    }
+    if (const int64_t cap = arena_ceiling_bytes(); cap >= 0 && arena.bytes > cap)
+      return err(ErrorCode::kOutOfMemory, mw, ": scratch arena of ", human_bytes(arena.bytes), " is over VRUN_MAX_ARENA_MB");
     arena.data.reset(alloc_aligned(static_cast<size_t>(arena.bytes)));
     if (!arena.data) return err(ErrorCode::kOutOfMemory, mw, ": scratch arena of ", human_bytes(arena.bytes), " could not be allocated");
   }

@@ -1,8 +1,11 @@
 #include "runtime/base/host_memory.h"
 
 #include <cstdio>
+#include <cstdlib>
 
 #include <unistd.h>
+
+#include "runtime/base/knobs.h"
 
 namespace vrun {
 
@@ -17,6 +20,13 @@ uint64_t available_host_memory() {
   }
   const long pages = sysconf(_SC_AVPHYS_PAGES), size = sysconf(_SC_PAGESIZE);
   return pages > 0 && size > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(size) : 0;
+}
+
+int64_t arena_ceiling_bytes() {
+  const char* cap = knob_value(Knob::VRUN_MAX_ARENA_MB);
+  if (!cap || !*cap) return -1;
+  const long long mb = std::atoll(cap);
+  return mb >= 0 ? static_cast<int64_t>(mb) << 20 : -1;
 }
 
 }  // namespace vrun
