@@ -128,23 +128,41 @@ void finish(Job& j, const job::Input& in, const transcript::Transcript* t, const
   if (j.progress) j.progress->file_done(job::estimate_s(in), rec.duration_s, rec.status == "failed");
 }
 
+// The progress line of one input over 30 s (not with several inputs, whose line is the job's): on a
+// terminal one line rewritten in place; elsewhere (--progress into a file) a line each.
+struct FileProgress {
+  FileProgress(const Job& j, double seconds, Clock::time_point start)
+      : tty(isatty(STDERR_FILENO) != 0), on((j.a.progress || tty) && seconds > 30.0 && !j.several_inputs), audio_s(seconds), t0(start) {}
+  void operator()(double done_s) {
+    if (!on) return;
+    const double wall = seconds_since(t0);
+    std::fprintf(stderr, tty ? "\rvrun: %5.1f%% of %.1f s, RTFx %.1f " : "vrun: %5.1f%% of %.1f s, RTFx %.1f\n",
+                 100.0 * std::min(1.0, done_s / audio_s), audio_s, wall > 0 ? done_s / wall : 0.0);
+    std::fflush(stderr);
+    shown = true;
+  }
+  // Clears the in-place line for a segment to take its place; end() ends it for good.
+  void clear() const {
+    if (shown && tty) std::fputs("\r\033[K", stderr);
+  }
+  void end() const {
+    if (shown && tty) std::fputc('\n', stderr);
+  }
+  const bool tty, on;
+  const double audio_s;
+  const Clock::time_point t0;
+  bool shown = false;
+};
+
 // --vad with --batch-size N (N > 1, a model that batches): the speech cut at its pauses into
 // chunks of up to 30 s, N chunks transcribed side by side (each on its own, as faster-whisper's
 // batched pipeline does), their transcripts joined and timed in the original audio.
 void transcribe_chunks(Job& j, speech::Recognizer& r, const job::Input& in, const speech::SpeechOnly& speech, Clock::time_point t0,
                        std::string printed) {
   const double audio_s = static_cast<double>(speech.samples.size()) / 16000.0;
-  const bool tty = isatty(STDERR_FILENO) != 0;
-  const bool show_progress = (j.a.progress || tty) && audio_s > 30.0 && !j.several_inputs;
-  auto progress = [&](double done_s) {
-    if (!show_progress) return;
-    const double wall = seconds_since(t0);
-    std::fprintf(stderr, tty ? "\rvrun: %5.1f%% of %.1f s, RTFx %.1f " : "vrun: %5.1f%% of %.1f s, RTFx %.1f\n",
-                 100.0 * std::min(1.0, done_s / audio_s), audio_s, wall > 0 ? done_s / wall : 0.0);
-    std::fflush(stderr);
-  };
-  auto t = speech::transcribe_in_chunks(r, speech, j.o, j.a.batch_size, progress);
-  if (show_progress && tty) std::fputc('\n', stderr);
+  FileProgress progress(j, audio_s, t0);
+  auto t = speech::transcribe_in_chunks(r, speech, j.o, j.a.batch_size, [&progress](double done_s) { progress(done_s); });
+  progress.end();
   if (!t.is_ok()) return finish(j, in, nullptr, in.path + ": " + t.status().message(), audio_s, seconds_since(t0), "");
   std::fprintf(stderr, "vrun: %s: %zu chunks of up to 30 s, %d at a time\n", in.path.c_str(), speech::chunk_speech(speech).size(),
                j.a.batch_size);
@@ -184,26 +202,15 @@ void transcribe_file(Job& j, speech::Recognizer& r, const job::Input& in) {
     audio->samples = speech.samples;
   }
   const double audio_s = static_cast<double>(audio->samples.size()) / 16000.0;
-  const bool tty = isatty(STDERR_FILENO) != 0;
-  const bool show_progress = (a.progress || tty) && audio_s > 30.0 && !j.several_inputs;
-  bool progress_shown = false;
-  auto progress = [&](double done_s) {
-    if (!show_progress) return;
-    const double wall = seconds_since(t0);
-    // On a terminal one line rewritten in place; elsewhere (--progress into a file) a line each.
-    std::fprintf(stderr, tty ? "\rvrun: %5.1f%% of %.1f s, RTFx %.1f " : "vrun: %5.1f%% of %.1f s, RTFx %.1f\n",
-                 100.0 * std::min(1.0, done_s / audio_s), audio_s, wall > 0 ? done_s / wall : 0.0);
-    std::fflush(stderr);
-    progress_shown = true;
-  };
+  FileProgress progress(j, audio_s, t0);
   auto transcript = r.transcribe(audio->samples, j.o, [&](const transcript::Segment& s) {
-    if (progress_shown && tty) std::fputs("\r\033[K", stderr);  // the segment takes the progress line's place
+    progress.clear();  // the segment takes the progress line's place
     transcript::Segment mapped = s;
     if (j.vad) speech::map_to_original(&mapped, speech.map);
     print_segment(a, mapped, &printed);
     flush_printed();
-  }, progress);
-  if (progress_shown && tty) std::fputc('\n', stderr);
+  }, [&progress](double done_s) { progress(done_s); });
+  progress.end();
   if (!transcript.is_ok()) return finish(j, in, nullptr, in.path + ": " + transcript.status().message(), audio_s, seconds_since(t0), "");
   if (j.vad) speech::map_to_original(&*transcript, speech.map);
   finish(j, in, &*transcript, "", audio_s, seconds_since(t0), printed);

@@ -16,6 +16,16 @@ from conftest import CLIPS, DATA, SMOLLM2, WHISPER, cli_error, cli_generate, run
 FORMATS = ["txt", "srt", "vtt", "tsv", "json"]
 
 
+def write_wav16(path, x):
+    """16-kHz mono 16-bit WAV of float samples; returns the path."""
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(16000)
+        w.writeframes((np.clip(x, -1, 1) * 32767).astype("<i2").tobytes())
+    return path
+
+
 def cli_files(cli, tmp_path, clip, *extra):
     out = tmp_path / "cli"
     run_cli(cli, "transcribe", "-m", WHISPER, "--backend", "cpu", "-o", ",".join(FORMATS), "--output-dir", str(out), *extra, clip)
@@ -107,12 +117,7 @@ def test_vad_chunks_side_by_side_equal_cli(cli, tmp_path):
     a, b = vrun.load_audio(os.path.join(vad, "librivox_0870.wav")), vrun.load_audio(os.path.join(vad, "librivox_0930.wav"))
     pause = np.zeros(3 * 16000, np.float32)
     x = np.concatenate([a, pause, b, pause] * 3 + [a, pause, b])
-    wav = tmp_path / "pauses.wav"
-    with wave.open(str(wav), "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(16000)
-        w.writeframes((np.clip(x, -1, 1) * 32767).astype("<i2").tobytes())
+    wav = write_wav16(tmp_path / "pauses.wav", x)
     model = os.path.join(vad, "silero_vad_16k_op15.onnx")
     want = cli_files(cli, tmp_path, str(wav), "--vad", "--vad-model", model, "--batch-size", "3")
     m = vrun.SpeechModel(WHISPER, backend="cpu", batch_size=3)
@@ -129,12 +134,7 @@ def test_vad_equals_cli(cli, whisper, tmp_path):
     vad = os.path.join(DATA, "vad")
     first, second = vrun.load_audio(os.path.join(vad, "librivox_0870.wav")), vrun.load_audio(os.path.join(vad, "librivox_0930.wav"))
     x = np.concatenate([first, np.zeros(60 * 16000, np.float32), second])
-    wav = tmp_path / "long_pause.wav"
-    with wave.open(str(wav), "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(16000)
-        w.writeframes((np.clip(x, -1, 1) * 32767).astype("<i2").tobytes())
+    wav = write_wav16(tmp_path / "long_pause.wav", x)
     model = os.path.join(vad, "silero_vad_16k_op15.onnx")
     want = cli_files(cli, tmp_path, str(wav), "--vad", "--vad-model", model)
     t = whisper.transcribe(str(wav), vad=True, vad_model=model)
