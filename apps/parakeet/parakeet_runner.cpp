@@ -126,9 +126,14 @@ bool ParakeetRunner::long_fits(int64_t E) const {
   if (long_refused_ || E > info_.max_long_frames || info_.config.local_window > 0) return false;
   const Executor::ArenaInfo arena = executor_->arena("encode_long");
   if (arena.allocated) return true;
-  // Its arena, with a tenth to spare, in the memory free where it runs (unknown: try it).
+  // Its arena, with a tenth to spare, in the memory free where it runs (unknown: try it), beside
+  // the arenas of encode and the batched methods where they are not allocated yet: the other
+  // files of a job still need those, and must not find the memory taken.
+  uint64_t need = static_cast<uint64_t>(arena.bytes);
+  for (const char* other : {"encode", "encode_batch"})
+    if (const Executor::ArenaInfo a = executor_->arena(other); !a.allocated) need += static_cast<uint64_t>(a.bytes);
   const uint64_t free = executor_->free_memory_bytes();
-  return free == 0 || static_cast<uint64_t>(arena.bytes) * 11 / 10 <= free;
+  return free == 0 || need * 11 / 10 <= free;
 }
 
 std::vector<ParakeetRunner::ChunkPlan> ParakeetRunner::plan_chunks(int64_t valid, int64_t E, int64_t M, const TranscribeOptions& o) const {

@@ -125,7 +125,8 @@ class ParakeetRunner {
   // or why the program has no such method.
   Result<std::string> encode_method(const TranscribeOptions& o, int64_t E) const;
   // Whether E frames go through encode_long in one call: within its bound, and its scratch
-  // arena (allocated on first use) fits the memory free where the program runs.
+  // arena (allocated on first use), with those of encode and the batched methods not yet
+  // allocated, fits the memory free where the program runs.
   bool long_fits(int64_t E) const;
   // decode() of a stream of E encoder frames through `method` (chunked past its bound).
   Result<Decoded> decode_stream(const preprocess::NemoMelSpectrogram::Stream& stream, int64_t E, const std::string& method,
