@@ -64,7 +64,7 @@ CommandRegistrar reg("export",
                        sub.add_option("--long-frames", a->long_frames,
                                       "Parakeet: encoder frames (80 ms each) that full attention takes in one call for a "
                                       "file longer than 160 s, when the device has the memory free for it (default 7500, "
-                                      "ten minutes: about 6 GB of scratch for the 0.6B model; longer files, or too little "
+                                      "ten minutes: about 4 GB of scratch for the 0.6B model; longer files, or too little "
                                       "memory, go in overlapping chunks; 0: always chunks)")
                            ->check(CLI::Range(int64_t{0}, int64_t{100000}));
                        sub.add_option("--batch-size", a->batch_size,

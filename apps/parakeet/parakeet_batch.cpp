@@ -148,6 +148,11 @@ Status ParakeetRunner::prepare_group(BatchJobs& b, size_t g, GroupInput* in) con
   return Status::ok();
 }
 
+void ParakeetRunner::add_features_time(const BatchJobs& b, const GroupInput& in, std::vector<Transcript>* out) {
+  const size_t j0 = static_cast<size_t>(b.groups[in.group].first);
+  for (size_t k = 0; k < in.features_s.size(); ++k) (*out)[b.jobs[j0 + k].file].stats.features_s += in.features_s[k];
+}
+
 Status ParakeetRunner::run_group(BatchJobs& b, const GroupInput& in) {
   const ParakeetConfig& c = info_.config;
   const int64_t nb = b.groups[in.group].jobs;
@@ -213,7 +218,7 @@ Result<std::vector<Decoded>> ParakeetRunner::decode_batched(const std::vector<st
       if (b.group_of[job] != b.group) {
         GroupInput in;
         VRUN_RETURN_IF_ERROR(prepare_group(b, b.group_of[job], &in));
-        for (size_t k = 0; k < in.features_s.size(); ++k) (*out)[b.jobs[static_cast<size_t>(b.groups[in.group].first) + k].file].stats.features_s += in.features_s[k];
+        add_features_time(b, in, out);
         auto t1 = Clock::now();
         VRUN_RETURN_IF_ERROR(run_group(b, in));
         stats.stats.encode_s += seconds_since(t1);
@@ -269,11 +274,8 @@ Result<std::vector<Decoded>> ParakeetRunner::decode_lanes(BatchJobs& b, const Tr
     // The encoder call's time shared by the group's jobs; each job's features as they took (on
     // the other thread for every group after the first, beside the device's work).
     const double encode_share = seconds_since(t0) / static_cast<double>(j1 - j0);
-    for (int64_t j = j0; j < j1; ++j) {
-      Transcript& t = (*out)[b.jobs[static_cast<size_t>(j)].file];
-      t.stats.encode_s += encode_share;
-      t.stats.features_s += cur.features_s[static_cast<size_t>(j - j0)];
-    }
+    for (int64_t j = j0; j < j1; ++j) (*out)[b.jobs[static_cast<size_t>(j)].file].stats.encode_s += encode_share;
+    add_features_time(b, cur, out);
     for (;;) {
       lanes.clear();
       control.clear();

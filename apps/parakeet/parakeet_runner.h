@@ -153,6 +153,8 @@ class ParakeetRunner {
   Status prepare_group(BatchJobs& b, size_t g, GroupInput* in) const;
   // The group through its batched encode method (the rows then held in b).
   Status run_group(BatchJobs& b, const GroupInput& in);
+  // Each job's feature seconds of a prepared group, to its file's stats.
+  static void add_features_time(const BatchJobs& b, const GroupInput& in, std::vector<Transcript>* out);
   // TDT: the groups' frames walked by greedy_batch, the files of a group in its lanes.
   Result<std::vector<Decoded>> decode_lanes(BatchJobs& b, const TranscribeOptions& o, std::vector<Transcript>* out);
   // One greedy call's emitted rows for frames [t, end) (t, symbols: where the call started),

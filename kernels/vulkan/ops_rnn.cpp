@@ -79,11 +79,15 @@ Status record_lstm(Recorder& rec, const std::vector<DeviceView>& in, const std::
 // With several lanes each lane's grid gets its share of the multiprocessors (one workgroup
 // when there are more lanes than multiprocessors: a grid of one needs no barrier, so nothing has
 // to be resident side by side). VRUN_TDT_GROUPS sets the count per lane (tests, experiments).
+// A count a knob sets (1-4096), or 0 when it is unset or out of range.
+long knob_count(Knob k) {
+  const char* e = knob_value(k);
+  const long v = e ? std::strtol(e, nullptr, 10) : 0;
+  return v >= 1 && v <= 4096 ? v : 0;
+}
+
 uint32_t tdt_groups(const Context& ctx, int64_t widest, int64_t lanes) {
-  if (const char* e = knob_value(Knob::VRUN_TDT_GROUPS)) {
-    const long v = std::strtol(e, nullptr, 10);
-    if (v >= 1 && v <= 4096) return static_cast<uint32_t>(v);
-  }
+  if (const long v = knob_count(Knob::VRUN_TDT_GROUPS)) return static_cast<uint32_t>(v);
   const DeviceInfo& d = ctx.info();
   if (d.type == "cpu" || d.multiprocessors == 0) return 1;
   const int64_t subgroups = 256 / std::max<uint32_t>(d.subgroup_size, 1);
@@ -110,10 +114,7 @@ Status record_tdt_greedy(Recorder& rec, const std::vector<DeviceView>& in, const
   // VRUN_TDT_LANES) go in further dispatches, their bindings' offsets moved to their first lane.
   const int64_t per_lane = 4 + 8 * static_cast<int64_t>(G) + L * P, n_state = 2 * L * P + J, cap = a.i("capacity");
   int64_t most = Recorder::kCounterWords / per_lane;
-  if (const char* e = knob_value(Knob::VRUN_TDT_LANES)) {
-    const long v = std::strtol(e, nullptr, 10);
-    if (v >= 1 && v <= 4096) most = std::min<int64_t>(most, v);
-  }
+  if (const long v = knob_count(Knob::VRUN_TDT_LANES)) most = std::min<int64_t>(most, v);
   if (most < 1)
     return err(ErrorCode::kUnsupported, "vulkan tdt_greedy: ", per_lane, " counters a lane (layers ", L, " x pred_hidden ", P, "), at most ",
                Recorder::kCounterWords);

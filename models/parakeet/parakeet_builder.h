@@ -107,6 +107,8 @@ struct ParakeetBuilder {
     return attrs;
   }
   bool pin_ = false;
+  // tdt_greedy over the enc_proj state and the packed decoder: emitted, state_out.
+  std::vector<Val> greedy_op(MethodBuilder& g, Val control, Val state, int64_t capacity);
   void greedy_method(MethodBuilder& g);
   void greedy_batch_method(MethodBuilder& g);
 

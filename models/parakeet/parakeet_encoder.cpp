@@ -1,7 +1,7 @@
-// The Parakeet encode methods: encode, and encode_batch (several (stream, chunk) jobs at once,
-// padded to the longest), encode_long (full attention over more frames) and encode_local. Subsampling, then the conformer layers (feed-forward,
-// relative-position attention, convolution module, feed-forward), then the CTC logits or the
-// joint's encoder projection.
+// The Parakeet encode methods: encode, encode_batch (several (stream, chunk) jobs at once,
+// padded to the longest), encode_long (full attention over more frames) and encode_local.
+// Subsampling, then the conformer layers (feed-forward, relative-position attention, convolution
+// module, feed-forward), then the CTC logits or the joint's encoder projection.
 #include <cmath>
 
 #include "models/parakeet/parakeet_builder.h"

@@ -40,12 +40,15 @@ Status ParakeetBuilder::check_settings() const {
 
 // The whole greedy loop over the frames of one chunk: control (t, symbols, end, row offset,
 // fresh) in, the emitted tokens out, the prediction network's state kept in decoder_state.
+std::vector<Val> ParakeetBuilder::greedy_op(MethodBuilder& g, Val control, Val state, int64_t capacity) {
+  return g.op_n(OpKind::tdt_greedy, {g.state(enc_state), control, state, g.constant(dec_weights), g.constant(dec_vectors)},
+                {{"layers", PL}, {"pred_hidden", P}, {"joint_hidden", J}, {"vocab", V1}, {"max_symbols", c.max_symbols},
+                 {"durations", c.durations}, {"capacity", capacity}},
+                "tdt_greedy");
+}
+
 void ParakeetBuilder::greedy_method(MethodBuilder& g) {
-  Val control = g.input("control", DType::i32, {5});
-  std::vector<Val> o = g.op_n(OpKind::tdt_greedy, {g.state(enc_state), control, g.state(dec_state), g.constant(dec_weights), g.constant(dec_vectors)},
-                              {{"layers", PL}, {"pred_hidden", P}, {"joint_hidden", J}, {"vocab", V1}, {"max_symbols", c.max_symbols},
-                               {"durations", c.durations}, {"capacity", kGreedyCapacity}},
-                              "tdt_greedy");
+  std::vector<Val> o = greedy_op(g, g.input("control", DType::i32, {5}), g.state(dec_state), kGreedyCapacity);
   if (o.size() == 2) {
     g.output(o[0], "emitted");
     g.op(OpKind::slice_update, {g.state(dec_state), o[1]}, {{"axis", 0}, {"start", 0}}, "decoder_state");
@@ -59,10 +62,7 @@ void ParakeetBuilder::greedy_batch_method(MethodBuilder& g) {
   const SymExpr B = g.symbol("lanes", 1, kMaxBatchJobs);
   Val control = g.input("control", DType::i32, {B, 5});
   Val state = g.input("state", DType::f32, {B, 2 * PL * P + J});
-  std::vector<Val> o = g.op_n(OpKind::tdt_greedy, {g.state(enc_state), control, state, g.constant(dec_weights), g.constant(dec_vectors)},
-                              {{"layers", PL}, {"pred_hidden", P}, {"joint_hidden", J}, {"vocab", V1}, {"max_symbols", c.max_symbols},
-                               {"durations", c.durations}, {"capacity", kGreedyBatchCapacity}},
-                              "tdt_greedy");
+  std::vector<Val> o = greedy_op(g, control, state, kGreedyBatchCapacity);
   if (o.size() == 2) {
     g.output(o[0], "emitted");
     g.output(o[1], "state_out");

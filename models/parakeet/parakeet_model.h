@@ -67,7 +67,7 @@ struct BuildSettings {
   // Full attention over longer audio in one call: an encode_long method of up to this many
   // encoder frames (7500: ten minutes), W_pos applied to its positions in every call (a table of
   // 2 max_long_frames - 1 rows; none projected when built). Its scratch arena grows with the
-  // square of the frames (about 6 GB at 7500 for the 0.6B model), allocated on first use; the
+  // frames (3.93 GB at 7500 for the 0.6B model), allocated on first use; the
   // runner takes it for a file over max_encoder_frames when the device has that memory free,
   // else encodes the file in chunks. At most max_encoder_frames (e.g. 0) builds none.
   int64_t max_long_frames = 7500;
