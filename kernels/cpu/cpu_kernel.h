@@ -57,6 +57,7 @@ void register_cpu_reduce(CpuKernelTable& t);
 void register_cpu_norm(CpuKernelTable& t);
 void register_cpu_linalg(CpuKernelTable& t);  // linear, bmm
 void register_cpu_attention(CpuKernelTable& t);  // sdpa, rope
+void register_cpu_decode_block(CpuKernelTable& t);  // decode_block: the attention kernels composed
 void register_cpu_conv(CpuKernelTable& t);
 void register_cpu_data(CpuKernelTable& t);  // copy, concat, pad, embedding, slice_update, glu
 void register_cpu_rnn(CpuKernelTable& t);

@@ -10,6 +10,7 @@ const CpuKernelTable& cpu_kernels() {
     register_cpu_norm(t);
     register_cpu_linalg(t);
     register_cpu_attention(t);
+    register_cpu_decode_block(t);
     register_cpu_conv(t);
     register_cpu_data(t);
     register_cpu_rnn(t);

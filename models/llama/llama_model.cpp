@@ -62,6 +62,7 @@ class LlamaBuilder {
   Val normed(MethodBuilder& g, Val x, int norm, int w, int b, const std::string& name);
   std::pair<Val, Val> project_qkv(MethodBuilder& g, Val x, const LayerW& w, const std::string& p);
   Val attention(MethodBuilder& g, Val x, int64_t l, const Positions& at_pos);
+  Val decode_layer(MethodBuilder& g, Val x, int64_t l, const Positions& at_pos);
   Val feed_forward(MethodBuilder& g, Val x, int64_t l);
 
   const LlamaConfig& c_;
@@ -240,6 +241,22 @@ Val LlamaBuilder::attention(MethodBuilder& g, Val x, int64_t l, const Positions&
   return x;
 }
 
+// Layer l of a decode step (one token, the position on the device) with a stacked gate-up
+// projection: the Q, K and V projection, the cache write, then one decode_block node for the
+// rest (attention, output projection, feed-forward), which a GPU runs as one dispatch.
+Val LlamaBuilder::decode_layer(MethodBuilder& g, Val x, int64_t l, const Positions& at_pos) {
+  const LlamaConfig& c = c_;
+  const LayerW& w = layers_[l];
+  const std::string p = "blk." + std::to_string(l) + ".";
+  const std::string mode = rope_mode_name(c.rope_mode);
+  auto [q, kv] = project_qkv(g, x, w, p);
+  Val kvc = g.op(OpKind::slice_update, {g.state(kv_cache_[l]), g.op(OpKind::permute, {kv}, {{"perm", {0, 2, 1, 3}}}), at_pos.at, at_pos.inv},
+                 {{"axis", 2}, {"start", 0}, {"rope_mode", mode}, {"rope_heads", c.kv_heads}}, p + "cache_kv");
+  return g.op(OpKind::decode_block,
+              {x, q, kvc, at_pos.at, at_pos.inv, g.constant(w.o), g.constant(w.ffn_norm), g.constant(w.gate_up), g.constant(w.down)},
+              {{"heads", c.heads}, {"kv_heads", c.kv_heads}, {"eps", c.rms_eps}, {"rope_mode", mode}}, p + "block");
+}
+
 // The feed-forward of layer l, the residual x added by the down projection.
 Val LlamaBuilder::feed_forward(MethodBuilder& g, Val x, int64_t l) {
   const LayerW& w = layers_[l];
@@ -269,7 +286,8 @@ void LlamaBuilder::add_method(const std::string& method) {
   Val inv = g.constant(freq_);
   Val x = g.op(OpKind::embedding, {g.constant(embed_), tokens}, {}, "token_embd");
   const Positions at_pos{seq, pos, at, inv, device_pos};
-  for (int64_t l = 0; l < c_.layers; ++l) x = feed_forward(g, attention(g, x, l, at_pos), l);
+  for (int64_t l = 0; l < c_.layers; ++l)
+    x = device_pos && layers_[l].gate_up >= 0 ? decode_layer(g, x, l, at_pos) : feed_forward(g, attention(g, x, l, at_pos), l);
   if (!all_positions && !device_pos) x = g.op(OpKind::slice, {x}, {{"axis", 1}, {"start", seq - 1}, {"end", seq}});
   g.output(normed(g, x, out_norm_, out_w_, -1, "output"), "logits");
 }

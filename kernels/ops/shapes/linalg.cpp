@@ -1,4 +1,4 @@
-// Shape functions of the linalg (linear, bmm) and attention (sdpa, rope) families.
+// Shape functions of the linalg (linear, bmm) and attention (sdpa, rope, decode_block) families.
 #include <initializer_list>
 #include <utility>
 
@@ -226,6 +226,49 @@ Status infer_rope(const std::vector<const TensorDesc*>& in, const Attrs& attrs, 
   return Status::ok();
 }
 
+// decode_block (ops.def): every input's shape follows from x's D, the heads and the cache.
+Status infer_decode_block(const std::vector<const TensorDesc*>& in, const Attrs& attrs, std::vector<TensorDesc>* out) {
+  const TensorDesc *x, *q, *cache, *pos, *inv, *wo, *g, *wgu, *wd;
+  VRUN_RETURN_IF_ERROR(need(in, "decode_block",
+                            {{"x", &x}, {"q", &q}, {"cache", &cache}, {"pos", &pos}, {"inv_freq", &inv}, {"wo", &wo},
+                             {"ffn_norm", &g}, {"w_gate_up", &wgu}, {"w_down", &wd}}));
+  const int64_t H = attrs.i("heads"), KV = attrs.i("kv_heads");
+  if (H < 1 || KV < 1 || H % KV != 0)
+    return err(ErrorCode::kInvalidArgument, "decode_block: heads ", H, " must be a positive multiple of kv_heads ", KV);
+  if (x->dtype != DType::f32 || x->shape.rank != 3 || x->shape[0] != 1 || x->shape[1] != 1)
+    return err(ErrorCode::kInvalidArgument, "decode_block: x must be f32 [1, 1, D], got ", dtype_name(x->dtype), " ", x->shape.str());
+  const int64_t D = x->shape[2];
+  if (!is_activation(cache->dtype) || cache->shape.rank != 4 || cache->shape[0] != 1 || cache->shape[1] != 2 * KV)
+    return err(ErrorCode::kInvalidArgument, "decode_block: cache must be float [1, ", 2 * KV, ", C, hd], got ", dtype_name(cache->dtype), " ",
+               cache->shape.str());
+  const int64_t hd = cache->shape[3];
+  if (q->dtype != DType::f32 || q->shape != Shape{1, 1, H, hd})
+    return err(ErrorCode::kInvalidArgument, "decode_block: q must be f32 [1, 1, ", H, ", ", hd, "], got ", dtype_name(q->dtype), " ", q->shape.str());
+  if (!pos) return err(ErrorCode::kInvalidArgument, "decode_block: missing input pos");
+  VRUN_RETURN_IF_ERROR(check_device_scalar(pos, "decode_block", "pos"));
+  VRUN_RETURN_IF_ERROR(check_rope_frequencies("decode_block", "rope_mode", attrs, *inv, hd));
+  VRUN_RETURN_IF_ERROR(need_activation("decode_block", "ffn_norm", *g));
+  if (g->shape.rank != 1 || g->shape[0] != D)
+    return err(ErrorCode::kInvalidArgument, "decode_block: ffn_norm must be [", D, "], got ", g->shape.str());
+  const int64_t F = wd->shape.rank == 2 ? wd->shape[1] : -1;
+  const struct {
+    const char* name;
+    const TensorDesc* w;
+    int64_t n, k;
+  } ws[3] = {{"wo", wo, D, H * hd}, {"w_gate_up", wgu, 2 * F, D}, {"w_down", wd, D, F}};
+  for (const auto& w : ws) {
+    if (!is_activation(w.w->dtype) && !is_quantized(w.w->dtype))
+      return err(ErrorCode::kInvalidArgument, "decode_block: ", w.name, " dtype must be f32/f16/bf16/q8_0/q4_0/q4_1, got ",
+                 dtype_name(w.w->dtype));
+    if (w.w->shape.rank != 2 || w.w->shape[0] != w.n || w.w->shape[1] != w.k || w.k < 1)
+      return err(ErrorCode::kInvalidArgument, "decode_block: ", w.name, " must be [", w.n, ", ", w.k, "], got ", w.w->shape.str());
+    if (is_quantized(w.w->dtype) && w.k % kQuantBlock != 0)
+      return err(ErrorCode::kInvalidArgument, "decode_block: ", dtype_name(w.w->dtype), " ", w.name, " needs K % 32 == 0, got ", w.k);
+  }
+  out->push_back(*x);
+  return Status::ok();
+}
+
 }  // namespace
 
 Status infer_shapes_linalg(OpKind op, const std::vector<const TensorDesc*>& in, const Attrs& attrs,
@@ -235,6 +278,7 @@ Status infer_shapes_linalg(OpKind op, const std::vector<const TensorDesc*>& in, 
     case OpKind::bmm: return infer_bmm(in, attrs, out);
     case OpKind::sdpa: return infer_sdpa(in, attrs, out);
     case OpKind::rope: return infer_rope(in, attrs, out);
+    case OpKind::decode_block: return infer_decode_block(in, attrs, out);
     default: return err(ErrorCode::kInternal, "infer_shapes_linalg: op ", op_name(op), " is not linalg/attention");
   }
 }

@@ -1,0 +1,418 @@
+#version 450
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+// decode_block (ops.def) in one dispatch: the rest of a decoder block at one position, after its
+// Q, K and V projections and the cache write. A decode step is bound by its dependent dispatches (each pays a
+// drain and a start on the GPU, ~4 us, against ~1 us of weights for a small q4_0 projection), so
+// the four stages here meet at grid barriers instead (an arrival counter, as tdt_greedy.comp's):
+//   A  attention: a work item is a query head and a split of the keys 0 .. pos; it rotates the
+//      query, runs an online softmax over its keys (a subgroup a key at a time, lanes splitting
+//      the head dim) and writes its partial result (sum, max, weighted values) to scratch;
+//   B  every workgroup merges the partials of all heads into shared memory, then the output
+//      projection's rows: x1 = x + a wo^T (scratch);
+//   C  every workgroup stages x1 normalised (RMS, times ffn_norm), then the gate-up projection a
+//      unit at a time (its up and gate rows together): h = up * silu(gate) (scratch);
+//   D  every workgroup stages h, then the down projection's rows: y = x1 + h w_down^T.
+// The host launches no more workgroups than the device keeps resident at once (one per
+// multiprocessor); a barrier that waits too long gives up and the output becomes NaN instead of a
+// hang. Rows go to subgroups RG at a time, spread over the whole grid; a lane loads its chunks of
+// all RG rows (U chunks each for float weights) before using any. Staged vectors sit in shared
+// memory as f32, 16-byte slots permuted within each 32-element block (quantised blocks read by
+// consecutive lanes then fall in different banks).
+// Bindings: 0 y, 1 x, 2 q (f32), 3 cache (DT_C), 4 pos (i32), 5 inv_freq (f32), 6 wo, 7 ffn_norm,
+// 8 w_gate_up, 9 w_down, 10 scratch (f32), 11 counters (u32, arrival and done, left at zero).
+#include "common.glsl"
+
+layout(local_size_x_id = 8) in;
+layout(constant_id = 8) const uint WG = 256;
+layout(constant_id = 0) const uint DT_WO = DT_F16;
+layout(constant_id = 1) const uint DT_WGU = DT_F16;
+layout(constant_id = 2) const uint DT_WD = DT_F16;
+layout(constant_id = 3) const uint DT_C = DT_F16;
+layout(constant_id = 4) const uint DT_G = DT_F32;
+// rope mode: 1 half (pairs i, i + hd / 2), 0 interleaved (pairs 2i, 2i + 1).
+layout(constant_id = 5) const uint HALF = 1;
+// Floats of the largest staged vector (D, F, heads x hd), a multiple of 32.
+layout(constant_id = 6) const uint MAXV = 8192;
+// Float weights: 16-byte chunks a lane has in flight per row.
+layout(constant_id = 7) const uint U = 4;
+
+const uint RG = 2;
+const uint MAX_SG = 64;   // subgroups a workgroup can have (WG 1024 in subgroups of 16)
+const uint MAX_HD = 256;
+const uint SPIN_LIMIT = 1u << 22;
+const float NEG_BIG = -1e30;
+
+layout(set = 0, binding = 5, std430) readonly buffer InvF { float invf[]; };
+layout(set = 0, binding = 6, std430) readonly buffer WoU4 { uvec4 wo4[]; };
+layout(set = 0, binding = 6, std430) readonly buffer WoU32 { uint wo32[]; };
+layout(set = 0, binding = 6, std430) readonly buffer WoU16 { uint16_t wo16[]; };
+BINDING(7)
+layout(set = 0, binding = 8, std430) readonly buffer WguU4 { uvec4 wgu4[]; };
+layout(set = 0, binding = 8, std430) readonly buffer WguU32 { uint wgu32[]; };
+layout(set = 0, binding = 8, std430) readonly buffer WguU16 { uint16_t wgu16[]; };
+layout(set = 0, binding = 9, std430) readonly buffer WdU4 { uvec4 wd4[]; };
+layout(set = 0, binding = 9, std430) readonly buffer WdU32 { uint wd32[]; };
+layout(set = 0, binding = 9, std430) readonly buffer WdU16 { uint16_t wd16[]; };
+layout(set = 0, binding = 10, std430) coherent buffer Scratch { float sc[]; };
+layout(set = 0, binding = 11, std430) coherent buffer CountersU { uint cu[]; };
+layout(set = 0, binding = 11, std430) coherent volatile buffer CountersV { uint cv[]; };
+
+layout(push_constant) uniform Push {
+  uint off_y, off_x, off_q, off_c, off_pos, off_inv;
+  uint off_wo, off_g, off_wgu, off_wd, off_s, off_cnt;  // weights: elements, bytes when quantised
+  uint H, KV, D, F, C, S;                               // S: key splits a head
+  float eps;
+  uint HD;
+} pc;
+
+shared vec4 sh4[MAXV / 4u];
+shared float s_m[MAX_SG], s_l[MAX_SG];
+shared float s_red[MAX_SG];
+shared bool s_fail;
+
+uint G, wg, lid, sg, nsg, lane, SGS;
+uint PART, X1, HB;  // scratch regions (floats from off_s)
+
+uint swz(uint s4) { return s4 ^ ((s4 >> 3) & 7u); }
+float shf(uint i) { return sh4[swz(i >> 2)][i & 3u]; }
+void set_shf(uint i, float v) { sh4[swz(i >> 2)][i & 3u] = v; }
+
+// ---- grid barrier: the epoch-th waits for epoch * G arrivals (the counter only grows).
+uint epoch = 0u;
+void grid_sync() {
+  memoryBarrierBuffer();
+  barrier();
+  if (G == 1u) return;
+  ++epoch;
+  if (lid == 0u) {
+    const uint target = epoch * G;
+    if (atomicAdd(cu[pc.off_cnt], 1u) + 1u != target) {
+      uint spins = 0u;
+      while (cv[pc.off_cnt] < target) {
+        if (++spins > SPIN_LIMIT) {
+          s_fail = true;
+          break;
+        }
+      }
+    }
+    memoryBarrierBuffer();
+  }
+  barrier();
+}
+
+float wg_sum(float v) {
+  const float s = subgroupAdd(v);
+  if (subgroupElect()) s_red[sg] = s;
+  barrier();
+  float r = 0.0;
+  for (uint p = 0; p < nsg; ++p) r += s_red[p];
+  barrier();
+  return r;
+}
+
+// ---- weights: which 0 wo (binding 6), 1 w_gate_up (8), 2 w_down (9).
+uint wdt(uint which) { return which == 0u ? DT_WO : which == 1u ? DT_WGU : DT_WD; }
+uvec4 ld4(uint which, uint i) { return which == 0u ? wo4[i] : which == 1u ? wgu4[i] : wd4[i]; }
+uint ld32(uint which, uint i) { return which == 0u ? wo32[i] : which == 1u ? wgu32[i] : wd32[i]; }
+uint ld16(uint which, uint i) { return uint(which == 0u ? wo16[i] : which == 1u ? wgu16[i] : wd16[i]); }
+
+float f16lo(uint u) { return unpackHalf2x16(u).x; }
+float dot8h(uvec4 w, vec4 a, vec4 b) {
+  return dot(vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)), a) + dot(vec4(unpackHalf2x16(w.z), unpackHalf2x16(w.w)), b);
+}
+vec2 bf2(uint u) { return vec2(uintBitsToFloat(u << 16), uintBitsToFloat(u & 0xffff0000u)); }
+float dot8b(uvec4 w, vec4 a, vec4 b) { return dot(vec4(bf2(w.x), bf2(w.y)), a) + dot(vec4(bf2(w.z), bf2(w.w)), b); }
+// 1 + (4-bit field of q at bit s) / 16: the bits placed in a float's mantissa (exact).
+float nib(uint q, uint s) { return uintBitsToFloat((((q >> s) & 15u) << 19) | 0x3F800000u); }
+uint fun16(uint lo, uint hi) { return (lo >> 16) | (hi << 16); }
+
+uint rr[RG];
+float acc[RG];
+
+// Staged x[32 b + 4 c .. + 4).
+vec4 xq(uint b, uint c) { return sh4[swz(b * 8u + c)]; }
+
+// acc[r] = this lane's share of W[rr[r]] . staged x[0 .. K), W at element (or byte) offset off.
+void dot_rows(uint which, uint off, uint K) {
+  const uint dt = wdt(which);
+  [[unroll]] for (uint r = 0; r < RG; ++r) acc[r] = 0.0;
+  if ((dt == DT_F16 || dt == DT_BF16) && (K & 7u) == 0u && (off & 7u) == 0u) {
+    const uint n8 = K >> 3;
+    for (uint c0 = lane; c0 < n8; c0 += SGS * U) {
+      uvec4 w[RG][U];
+      [[unroll]] for (uint r = 0; r < RG; ++r)
+        [[unroll]] for (uint u = 0; u < U; ++u) {
+          const uint c = min(c0 + u * SGS, n8 - 1u);
+          w[r][u] = ld4(which, (off + rr[r] * K) / 8u + c);
+        }
+      [[unroll]] for (uint u = 0; u < U; ++u) {
+        const uint c = c0 + u * SGS;
+        if (c < n8) {
+          const vec4 a = sh4[swz(2u * c)], b = sh4[swz(2u * c + 1u)];
+          [[unroll]] for (uint r = 0; r < RG; ++r) acc[r] += dt == DT_F16 ? dot8h(w[r][u], a, b) : dot8b(w[r][u], a, b);
+        }
+      }
+    }
+  } else if (dt == DT_F32 && (K & 3u) == 0u && (off & 3u) == 0u) {
+    const uint n4 = K >> 2;
+    for (uint c0 = lane; c0 < n4; c0 += SGS * U) {
+      uvec4 w[RG][U];
+      [[unroll]] for (uint r = 0; r < RG; ++r)
+        [[unroll]] for (uint u = 0; u < U; ++u) w[r][u] = ld4(which, (off + rr[r] * K) / 4u + min(c0 + u * SGS, n4 - 1u));
+      [[unroll]] for (uint u = 0; u < U; ++u) {
+        const uint c = c0 + u * SGS;
+        if (c < n4) {
+          const vec4 a = sh4[swz(c)];
+          [[unroll]] for (uint r = 0; r < RG; ++r) acc[r] += dot(uintBitsToFloat(w[r][u]), a);
+        }
+      }
+    }
+  } else if (dt == DT_Q4_0) {
+    const uint nb = K >> 5;
+    for (uint b = lane; b < nb; b += SGS) {
+      uint w[RG][5];
+      [[unroll]] for (uint r = 0; r < RG; ++r) {
+        const uint a = off + (rr[r] * nb + b) * 18u;
+        [[unroll]] for (uint j = 0; j < 5u; ++j) w[r][j] = ld32(which, (a >> 2) + j);
+      }
+      vec4 xv[8];
+      vec4 xs = vec4(0.0);
+      [[unroll]] for (uint c = 0; c < 8u; ++c) {
+        xv[c] = xq(b, c);
+        xs += xv[c];
+      }
+      const float xsum = (xs.x + xs.y) + (xs.z + xs.w);
+      [[unroll]] for (uint r = 0; r < RG; ++r) {
+        const bool mid = ((off + (rr[r] * nb + b) * 18u) & 2u) != 0u;
+        const uint d = mid ? (w[r][0] >> 16) : (w[r][0] & 0xffffu);
+        float s0 = 0.0, s1 = 0.0;
+        [[unroll]] for (uint j = 0; j < 4u; ++j) {
+          const uint q = mid ? w[r][j + 1u] : fun16(w[r][j], w[r][j + 1u]);
+          s0 += nib(q, 0u) * xv[j].x + nib(q, 8u) * xv[j].y + nib(q, 16u) * xv[j].z + nib(q, 24u) * xv[j].w;
+          s1 += nib(q, 4u) * xv[4u + j].x + nib(q, 12u) * xv[4u + j].y + nib(q, 20u) * xv[4u + j].z + nib(q, 28u) * xv[4u + j].w;
+        }
+        // sum (1 + q / 16) x = s, q4_0 values (q - 8) d: sum (q - 8) x = 16 s - 24 sum x.
+        acc[r] += f16lo(d) * (16.0 * (s0 + s1) - 24.0 * xsum);
+      }
+    }
+  } else if (dt == DT_Q4_1) {
+    const uint nb = K >> 5;
+    for (uint b = lane; b < nb; b += SGS) {
+      uint w[RG][5];
+      [[unroll]] for (uint r = 0; r < RG; ++r) {
+        const uint a = off + (rr[r] * nb + b) * 20u;
+        if ((a & 3u) == 0u) {
+          [[unroll]] for (uint j = 0; j < 5u; ++j) w[r][j] = ld32(which, (a >> 2) + j);
+        } else {
+          [[unroll]] for (uint j = 0; j < 5u; ++j) w[r][j] = ld16(which, (a >> 1) + 2u * j) | (ld16(which, (a >> 1) + 2u * j + 1u) << 16);
+        }
+      }
+      vec4 xv[8];
+      vec4 xs = vec4(0.0);
+      [[unroll]] for (uint c = 0; c < 8u; ++c) {
+        xv[c] = xq(b, c);
+        xs += xv[c];
+      }
+      const float xsum = (xs.x + xs.y) + (xs.z + xs.w);
+      [[unroll]] for (uint r = 0; r < RG; ++r) {
+        float s0 = 0.0, s1 = 0.0;
+        [[unroll]] for (uint j = 0; j < 4u; ++j) {
+          const uint q = w[r][j + 1u];
+          s0 += nib(q, 0u) * xv[j].x + nib(q, 8u) * xv[j].y + nib(q, 16u) * xv[j].z + nib(q, 24u) * xv[j].w;
+          s1 += nib(q, 4u) * xv[4u + j].x + nib(q, 12u) * xv[4u + j].y + nib(q, 20u) * xv[4u + j].z + nib(q, 28u) * xv[4u + j].w;
+        }
+        // values d q + m: sum = d (16 s - 16 sum x) + m sum x.
+        const vec2 dm = unpackHalf2x16(w[r][0]);
+        acc[r] += dm.x * (16.0 * (s0 + s1) - 16.0 * xsum) + dm.y * xsum;
+      }
+    }
+  } else if (dt == DT_Q8_0) {
+    const uint nb = K >> 5;
+    for (uint b = lane; b < nb; b += SGS) {
+      [[unroll]] for (uint r = 0; r < RG; ++r) {
+        const uint h = (off + (rr[r] * nb + b) * 34u) >> 1;
+        float s = 0.0;
+        [[unroll]] for (uint j = 0; j < 16u; ++j) {
+          const uint q = ld16(which, h + 1u + j);
+          s += float(int(q << 24) >> 24) * shf(32u * b + 2u * j) + float(int(q << 16) >> 24) * shf(32u * b + 2u * j + 1u);
+        }
+        acc[r] += f16lo(ld16(which, h)) * s;
+      }
+    }
+  } else {
+    // Float rows not aligned for vector loads: an element at a time.
+    for (uint k = lane; k < K; k += SGS) {
+      [[unroll]] for (uint r = 0; r < RG; ++r) {
+        const uint i = off + rr[r] * K + k;
+        const float w = dt == DT_F32 ? uintBitsToFloat(ld32(which, i)) : dt == DT_F16 ? f16lo(ld16(which, i)) : uintBitsToFloat(ld16(which, i) << 16);
+        acc[r] += w * shf(k);
+      }
+    }
+  }
+  [[unroll]] for (uint r = 0; r < RG; ++r) acc[r] = subgroupAdd(acc[r]);
+}
+
+float cache_at(uint i) { return load3(DT_C, pc.off_c + i); }
+
+// ---- A: attention partials of (head, split) items.
+void attention(uint pos) {
+  const uint HD = pc.HD, L = min(pos + 1u, pc.C), S = pc.S;
+  const uint chunk = (L + S - 1u) / S;
+  const float scale = inversesqrt(float(HD));
+  const uint per_kv = pc.H / pc.KV;
+  for (uint item = wg; item < pc.H * S; item += G) {
+    const uint h = item / S, s = item % S;
+    const uint k0 = min(s * chunk, L), k1 = min(k0 + chunk, L);
+    // The rotated query, scaled, at floats [0, HD) of shared memory; each subgroup's weighted
+    // values at [HD (1 + sg), HD (2 + sg)).
+    for (uint i = lid; i < HD; i += WG) {
+      const uint qo = pc.off_q + h * HD;
+      const float v = b2_f32[qo + i];
+      const uint half_ = HD / 2u;
+      float partner, sgn;
+      uint f;
+      if (HALF == 1u) {
+        const bool lo = i < half_;
+        f = lo ? i : i - half_;
+        partner = b2_f32[qo + (lo ? i + half_ : i - half_)];
+        sgn = lo ? -1.0 : 1.0;
+      } else {
+        f = i / 2u;
+        const bool even = (i & 1u) == 0u;
+        partner = b2_f32[qo + (even ? i + 1u : i - 1u)];
+        sgn = even ? -1.0 : 1.0;
+      }
+      const float ang = float(pos) * invf[pc.off_inv + f];
+      set_shf(i, (v * cos(ang) + sgn * partner * sin(ang)) * scale);
+    }
+    for (uint i = lid; i < HD * nsg; i += WG) set_shf(HD + i, 0.0);
+    barrier();
+    const uint kh = h / per_kv;
+    const uint kb = kh * pc.C * HD, vb = (pc.KV + kh) * pc.C * HD;
+    float m = NEG_BIG, l = 0.0;
+    for (uint k = k0 + sg; k < k1; k += nsg) {
+      float part = 0.0;
+      for (uint i = lane; i < HD; i += SGS) part += shf(i) * cache_at(kb + k * HD + i);
+      const float sc_ = subgroupAdd(part);
+      const float mn = max(m, sc_);
+      const float corr = exp(m - mn), p = exp(sc_ - mn);
+      l = l * corr + p;
+      for (uint i = lane; i < HD; i += SGS) {
+        const uint o = HD * (1u + sg) + i;
+        set_shf(o, shf(o) * corr + p * cache_at(vb + k * HD + i));
+      }
+      m = mn;
+    }
+    if (subgroupElect()) {
+      s_m[sg] = m;
+      s_l[sg] = l;
+    }
+    barrier();
+    float M = NEG_BIG;
+    for (uint p = 0; p < nsg; ++p) M = max(M, s_m[p]);
+    const uint po = pc.off_s + PART + item * (HD + 2u);
+    for (uint i = lid; i < HD; i += WG) {
+      float a = 0.0;
+      for (uint p = 0; p < nsg; ++p) a += shf(HD * (1u + p) + i) * exp(s_m[p] - M);
+      sc[po + i] = a;
+    }
+    if (lid == 0u) {
+      float lsum = 0.0;
+      for (uint p = 0; p < nsg; ++p) lsum += s_l[p] * exp(s_m[p] - M);
+      sc[po + HD] = M;
+      sc[po + HD + 1u] = lsum;
+    }
+    barrier();
+  }
+}
+
+// Rows [0, N) of a projection in groups of RG over every subgroup of the grid; emit(n, dot) for
+// each row. Written as a macro over the epilogue.
+#define FOR_ROWS(N, WHICH, OFF, K, EMIT)                                              \
+  {                                                                                   \
+    const uint ngroups = ((N) + RG - 1u) / RG;                                        \
+    for (uint grp = wg * nsg + sg; grp < ngroups; grp += G * nsg) {                   \
+      [[unroll]] for (uint r = 0; r < RG; ++r) rr[r] = min(grp * RG + r, (N) - 1u);   \
+      dot_rows(WHICH, OFF, K);                                                        \
+      if (lane == 0u) {                                                               \
+        [[unroll]] for (uint r = 0; r < RG; ++r) {                                    \
+          const uint n = grp * RG + r;                                                \
+          if (n < (N)) { EMIT }                                                       \
+        }                                                                             \
+      }                                                                               \
+    }                                                                                 \
+  }
+
+void main() {
+  G = gl_NumWorkGroups.x;
+  wg = gl_WorkGroupID.x;
+  lid = gl_LocalInvocationID.x;
+  sg = gl_SubgroupID;
+  nsg = gl_NumSubgroups;
+  lane = gl_SubgroupInvocationID;
+  SGS = gl_SubgroupSize;
+  const uint HD = pc.HD, H = pc.H, D = pc.D, F = pc.F;
+  PART = 0u;
+  X1 = H * pc.S * (HD + 2u);
+  HB = X1 + D;
+  if (lid == 0u) s_fail = false;
+  barrier();
+  const uint pos = uint(max(b4_i32[pc.off_pos], 0));
+
+  attention(pos);
+  grid_sync();
+
+  // B: the heads' outputs merged from their splits, staged; x1 = x + a wo^T.
+  for (uint i = lid; i < H * HD; i += WG) {
+    const uint h = i / HD, d = i % HD;
+    const uint p0 = pc.off_s + PART + h * pc.S * (HD + 2u);
+    float M = NEG_BIG;
+    for (uint s = 0; s < pc.S; ++s) M = max(M, sc[p0 + s * (HD + 2u) + HD]);
+    float num = 0.0, den = 0.0;
+    for (uint s = 0; s < pc.S; ++s) {
+      const uint o = p0 + s * (HD + 2u);
+      const float e = exp(sc[o + HD] - M);
+      num += sc[o + d] * e;
+      den += sc[o + HD + 1u] * e;
+    }
+    set_shf(i, num / den);
+  }
+  barrier();
+  FOR_ROWS(D, 0u, pc.off_wo, H * HD, { sc[pc.off_s + X1 + n] = b1_f32[pc.off_x + n] + acc[r]; })
+  grid_sync();
+
+  // C: x1 normalised and staged; h = up * silu(gate), a unit's two rows in one group.
+  float q = 0.0;
+  for (uint i = lid; i < D; i += WG) {
+    const float v = sc[pc.off_s + X1 + i];
+    set_shf(i, v);
+    q += v * v;
+  }
+  const float rstd = inversesqrt(wg_sum(q) / float(D) + pc.eps);
+  for (uint i = lid; i < D; i += WG) set_shf(i, shf(i) * rstd * load7(DT_G, pc.off_g + i));
+  barrier();
+  for (uint u = wg * nsg + sg; u < F; u += G * nsg) {
+    rr[0] = u;
+    rr[1] = F + u;
+    dot_rows(1u, pc.off_wgu, D);
+    if (lane == 0u) sc[pc.off_s + HB + u] = acc[0] * silu(acc[1]);
+  }
+  grid_sync();
+
+  // D: h staged; y = x1 + h w_down^T.
+  for (uint i = lid; i < F; i += WG) set_shf(i, sc[pc.off_s + HB + i]);
+  barrier();
+  const bool failed = s_fail;
+  FOR_ROWS(D, 2u, pc.off_wd, F, { b0_f32[pc.off_y + n] = failed ? uintBitsToFloat(0x7fc00000u) : sc[pc.off_s + X1 + n] + acc[r]; })
+
+  // The last workgroup out leaves the counters at zero for the next user.
+  if (G > 1u) {
+    barrier();
+    if (lid == 0u && atomicAdd(cu[pc.off_cnt + 1u], 1u) == G - 1u) {
+      atomicExchange(cu[pc.off_cnt], 0u);
+      atomicExchange(cu[pc.off_cnt + 1u], 0u);
+    }
+  }
+}
