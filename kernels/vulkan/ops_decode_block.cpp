@@ -52,11 +52,18 @@ Dims dims_of(const std::vector<DeviceView>& in, const Attrs& a) {
   return {a.i("heads"), a.i("kv_heads"), in[0].shape[2], in[8].shape[1], in[2].shape[2], in[2].shape[3]};
 }
 
-// Floats of shared memory the kernel stages: the longest vector, and attention's query plus one
-// head of weighted values per subgroup; rounded up to 1,024.
-int64_t staged_floats(const Dims& d, uint32_t invocations, uint32_t subgroup) {
-  const int64_t subgroups = invocations / std::max<uint32_t>(subgroup, 1);
-  const int64_t need = std::max({d.D, d.F, d.H * d.hd, d.hd * (1 + subgroups)});
+// Keys of one attention item at most: a head's keys are split into chunks no longer (and into
+// enough chunks for the grid, at most 16, when the cache is shorter).
+constexpr int64_t kMaxChunk = 2048;
+int64_t key_splits(const Dims& d, uint32_t groups) {
+  return std::max(std::clamp<int64_t>(groups / d.H, 1, 16), (d.C + kMaxChunk - 1) / kMaxChunk);
+}
+
+// Floats of shared memory the kernel stages: the longest vector, and attention's query, a
+// chunk's scores and the subgroups' value partials; rounded up to 1,024.
+int64_t staged_floats(const Dims& d, uint32_t invocations, uint32_t subgroup, int64_t splits) {
+  const int64_t chunk = (d.C + splits - 1) / splits;
+  const int64_t need = std::max({d.D, d.F, d.H * d.hd, d.hd + (chunk + 3) / 4 * 4 + invocations / subgroup * d.hd});
   return (need + 1023) / 1024 * 1024;
 }
 
@@ -111,17 +118,20 @@ Status record_decode_block(Recorder& rec, const std::vector<DeviceView>& in, con
   const Context& ctx = rec.context();
   const Grid grid = block_grid(ctx, is_quantized(in[5].dtype) && is_quantized(in[7].dtype) && is_quantized(in[8].dtype));
   const Dims d = dims_of(in, a);
-  const int64_t staged = grid.groups ? staged_floats(d, grid.invocations, ctx.info().subgroup_size) : 0;
+  const int64_t S = key_splits(d, grid.groups);
+  const uint32_t sgs = std::max<uint32_t>(ctx.info().subgroup_size, 1);
+  const int64_t staged = grid.groups ? staged_floats(d, grid.invocations, sgs, S) : 0;
   const int64_t shared_bytes = staged * 4 + 1024;
-  if (!grid.groups || d.hd > kMaxHeadDim || d.hd % 2 != 0 || shared_bytes > ctx.limits().maxComputeSharedMemorySize ||
+  // The head dim: a power of two from 8, its 8-element chunks within a subgroup (the values'
+  // partial sums meet by shuffles).
+  const bool hd_fits = d.hd >= 8 && d.hd <= kMaxHeadDim && (d.hd & (d.hd - 1)) == 0 && d.hd / 8 <= sgs;
+  if (!grid.groups || !hd_fits || d.hd > grid.invocations || shared_bytes > ctx.limits().maxComputeSharedMemorySize ||
       grid.invocations > ctx.limits().maxComputeWorkGroupInvocations || grid.invocations / std::max<uint32_t>(ctx.info().subgroup_size, 1) > 64)
     return record_unfused(rec, in, y, a);
 
   VRUN_ASSIGN_OR_RETURN(DeviceView q, rec.dense_view(in[1]));
   VRUN_ASSIGN_OR_RETURN(DeviceView cache, rec.dense_view(in[2]));
   const uint32_t G = grid.groups;
-  // Key splits a head: enough items for the grid, at most 16.
-  const int64_t S = std::clamp<int64_t>(G / d.H, 1, 16);
   VRUN_ASSIGN_OR_RETURN(DeviceView scratch, rec.scratch(DType::f32, Shape{d.H * S * (d.hd + 2) + d.D + d.F}));
   VRUN_ASSIGN_OR_RETURN(DeviceView counters, rec.counters(2));
   const DeviceView none;
@@ -140,7 +150,10 @@ Status record_decode_block(Recorder& rec, const std::vector<DeviceView>& in, con
                                      a.s("rope_mode") == "half" ? 1 : 0,
                                      static_cast<int32_t>(staged),
                                      4,
-                                     static_cast<int32_t>(grid.invocations)};
+                                     static_cast<int32_t>(grid.invocations),
+                                     static_cast<int32_t>(knob_count(Knob::VRUN_DECODE_SKIP)),
+                                     static_cast<int32_t>(d.hd),
+                                     knob_value(Knob::VRUN_DECODE_STREAM) && std::string(knob_value(Knob::VRUN_DECODE_STREAM)) == "0" ? 0 : 1};
   return rec.dispatch("decode_block", spec, bindings, pw.w, pw.bytes(), G, 1, 1);
 }
 

@@ -79,12 +79,6 @@ Status record_lstm(Recorder& rec, const std::vector<DeviceView>& in, const std::
 // With several lanes each lane's grid gets its share of the multiprocessors (one workgroup
 // when there are more lanes than multiprocessors: a grid of one needs no barrier, so nothing has
 // to be resident side by side). VRUN_TDT_GROUPS sets the count per lane (tests, experiments).
-// A count a knob sets (1-4096), or 0 when it is unset or out of range.
-long knob_count(Knob k) {
-  const char* e = knob_value(k);
-  const long v = e ? std::strtol(e, nullptr, 10) : 0;
-  return v >= 1 && v <= 4096 ? v : 0;
-}
 
 uint32_t tdt_groups(const Context& ctx, int64_t widest, int64_t lanes) {
   if (const long v = knob_count(Knob::VRUN_TDT_GROUPS)) return static_cast<uint32_t>(v);

@@ -21,6 +21,12 @@ bool knob_on(Knob k) {
   return v && *v && std::string_view(v) != "0";
 }
 
+long knob_count(Knob k) {
+  const char* e = knob_value(k);
+  const long v = e ? std::strtol(e, nullptr, 10) : 0;
+  return v >= 1 && v <= 4096 ? v : 0;
+}
+
 std::string cache_dir() {
   if (const char* c = knob_value(Knob::VRUN_CACHE); c && *c) return c;
   if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/vrun";

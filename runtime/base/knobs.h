@@ -17,6 +17,8 @@ enum class Knob {
 const char* knob_value(Knob k);
 // Set to anything but empty or "0".
 bool knob_on(Knob k);
+// A count a knob sets (1-4096), or 0 when it is unset or out of range.
+long knob_count(Knob k);
 
 // vrun's cache folder: VRUN_CACHE, else ~/.cache/vrun ("" when neither is known).
 std::string cache_dir();

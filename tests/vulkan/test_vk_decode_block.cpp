@@ -1,7 +1,7 @@
 // decode_block on the GPU (its one-dispatch kernel, and the unfused kernels with
 // VRUN_DECODE_BLOCK=0) and on the CPU, against a float64 implementation of the op's definition
 // on the same stored inputs: every weight dtype, both rope modes, grouped-query heads, one key
-// and hundreds, head dims of 32 and 64, rows too short for vector loads.
+// and thousands (split), head dims of 32 and 64, rows too short for vector loads.
 #include <cstdlib>
 #include <string>
 
@@ -106,7 +106,10 @@ std::string name_of(const BlockCase& c) {
 }
 
 struct KnobGuard {
-  ~KnobGuard() { unsetenv("VRUN_DECODE_BLOCK"); }
+  ~KnobGuard() {
+    unsetenv("VRUN_DECODE_BLOCK");
+    unsetenv("VRUN_DECODE_STREAM");
+  }
 };
 
 TEST_F(VkDecodeBlock, MatchesFloat64OnEveryPath) {
@@ -117,16 +120,21 @@ TEST_F(VkDecodeBlock, MatchesFloat64OnEveryPath) {
       {6, 3, 32, 96, 64, 300, 250, DType::q4_0, DType::q4_1, DType::q8_0, DType::f32, true},
       {2, 1, 32, 64, 128, 24, 23, DType::bf16, DType::f32, DType::q4_1, DType::f16, true},
       {3, 3, 32, 100, 40, 16, 9, DType::f32, DType::f16, DType::bf16, DType::f16, false},
+      // A cache longer than one item's 2,048 keys: several splits of a head, merged.
+      {2, 1, 64, 64, 32, 5000, 4500, DType::q4_0, DType::q4_0, DType::q8_0, DType::f16, false},
   };
   KnobGuard guard;
   // "": the kernel as the device gets it; "1x64": one small workgroup (subgroups take several
-  // rows and keys each); "0": the unfused kernels.
+  // rows and keys each), each row's weights requested as it is computed (VRUN_DECODE_STREAM=0);
+  // "0": the unfused kernels.
   for (const char* knob : {"", "1x64", "0"}) {
     for (const BlockCase& c : cases) {
       const std::string what = name_of(c) + " VRUN_DECODE_BLOCK=" + knob;
       SCOPED_TRACE(what);
       if (*knob) setenv("VRUN_DECODE_BLOCK", knob, 1);
       else unsetenv("VRUN_DECODE_BLOCK");
+      if (std::string(knob) == "1x64") setenv("VRUN_DECODE_STREAM", "0", 1);
+      else unsetenv("VRUN_DECODE_STREAM");
       BlockInputs in = make_inputs(c, rng);
       const auto want = reference(c, in);
       double mag = 0;

@@ -2,6 +2,7 @@
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
 // decode_block (ops.def) in one dispatch: the rest of a decoder block at one position, after its
 // Q, K and V projections and the cache write. A decode step is bound by its dependent dispatches (each pays a
 // drain and a start on the GPU, ~4 us, against ~1 us of weights for a small q4_0 projection), so
@@ -33,10 +34,17 @@ layout(constant_id = 3) const uint DT_C = DT_F16;
 layout(constant_id = 4) const uint DT_G = DT_F32;
 // rope mode: 1 half (pairs i, i + hd / 2), 0 interleaved (pairs 2i, 2i + 1).
 layout(constant_id = 5) const uint HALF = 1;
-// Floats of the largest staged vector (D, F, heads x hd), a multiple of 32.
+// Floats of the largest staged vector (D, F, heads x hd, attention's query, scores and value
+// partials), a multiple of 32.
 layout(constant_id = 6) const uint MAXV = 8192;
 // Float weights: 16-byte chunks a lane has in flight per row.
 layout(constant_id = 7) const uint U = 4;
+
+// The head dim (8 to 256, a multiple of 8).
+layout(constant_id = 10) const uint HDC = 64;
+// Timing only (VRUN_DECODE_SKIP): stages left out, bit 0 A, 1 B's rows, 2 C's rows, 3 D's rows
+// (the results are then wrong; the barriers and staging stay).
+layout(constant_id = 9) const uint SKIP = 0;
 
 const uint RG = 2;
 const uint MAX_SG = 64;   // subgroups a workgroup can have (WG 1024 in subgroups of 16)
@@ -68,7 +76,6 @@ layout(push_constant) uniform Push {
 } pc;
 
 shared vec4 sh4[MAXV / 4u];
-shared float s_m[MAX_SG], s_l[MAX_SG];
 shared float s_red[MAX_SG];
 shared bool s_fail;
 
@@ -171,30 +178,35 @@ void dot_rows(uint which, uint off, uint K) {
     }
   } else if (dt == DT_Q4_0) {
     const uint nb = K >> 5;
-    for (uint b = lane; b < nb; b += SGS) {
-      uint w[RG][5];
-      [[unroll]] for (uint r = 0; r < RG; ++r) {
-        const uint a = off + (rr[r] * nb + b) * 18u;
-        [[unroll]] for (uint j = 0; j < 5u; ++j) w[r][j] = ld32(which, (a >> 2) + j);
-      }
-      vec4 xv[8];
-      vec4 xs = vec4(0.0);
-      [[unroll]] for (uint c = 0; c < 8u; ++c) {
-        xv[c] = xq(b, c);
-        xs += xv[c];
-      }
-      const float xsum = (xs.x + xs.y) + (xs.z + xs.w);
-      [[unroll]] for (uint r = 0; r < RG; ++r) {
-        const bool mid = ((off + (rr[r] * nb + b) * 18u) & 2u) != 0u;
-        const uint d = mid ? (w[r][0] >> 16) : (w[r][0] & 0xffffu);
-        float s0 = 0.0, s1 = 0.0;
-        [[unroll]] for (uint j = 0; j < 4u; ++j) {
-          const uint q = mid ? w[r][j + 1u] : fun16(w[r][j], w[r][j + 1u]);
-          s0 += nib(q, 0u) * xv[j].x + nib(q, 8u) * xv[j].y + nib(q, 16u) * xv[j].z + nib(q, 24u) * xv[j].w;
-          s1 += nib(q, 4u) * xv[4u + j].x + nib(q, 12u) * xv[4u + j].y + nib(q, 20u) * xv[4u + j].z + nib(q, 28u) * xv[4u + j].w;
+    for (uint b0 = lane; b0 < nb; b0 += 2u * SGS) {
+      uint w[RG][2][5];
+      [[unroll]] for (uint r = 0; r < RG; ++r)
+        [[unroll]] for (uint e = 0; e < 2u; ++e) {
+          const uint a = off + (rr[r] * nb + min(b0 + e * SGS, nb - 1u)) * 18u;
+          [[unroll]] for (uint j = 0; j < 5u; ++j) w[r][e][j] = ld32(which, (a >> 2) + j);
         }
-        // sum (1 + q / 16) x = s, q4_0 values (q - 8) d: sum (q - 8) x = 16 s - 24 sum x.
-        acc[r] += f16lo(d) * (16.0 * (s0 + s1) - 24.0 * xsum);
+      [[unroll]] for (uint e = 0; e < 2u; ++e) {
+        const uint b = b0 + e * SGS;
+        if (b >= nb) break;
+        vec4 xv[8];
+        vec4 xs = vec4(0.0);
+        [[unroll]] for (uint c = 0; c < 8u; ++c) {
+          xv[c] = xq(b, c);
+          xs += xv[c];
+        }
+        const float xsum = (xs.x + xs.y) + (xs.z + xs.w);
+        [[unroll]] for (uint r = 0; r < RG; ++r) {
+          const bool mid = ((off + (rr[r] * nb + b) * 18u) & 2u) != 0u;
+          const uint d = mid ? (w[r][e][0] >> 16) : (w[r][e][0] & 0xffffu);
+          float s0 = 0.0, s1 = 0.0;
+          [[unroll]] for (uint j = 0; j < 4u; ++j) {
+            const uint q = mid ? w[r][e][j + 1u] : fun16(w[r][e][j], w[r][e][j + 1u]);
+            s0 += nib(q, 0u) * xv[j].x + nib(q, 8u) * xv[j].y + nib(q, 16u) * xv[j].z + nib(q, 24u) * xv[j].w;
+            s1 += nib(q, 4u) * xv[4u + j].x + nib(q, 12u) * xv[4u + j].y + nib(q, 20u) * xv[4u + j].z + nib(q, 28u) * xv[4u + j].w;
+          }
+          // sum (1 + q / 16) x = s, q4_0 values (q - 8) d: sum (q - 8) x = 16 s - 24 sum x.
+          acc[r] += f16lo(d) * (16.0 * (s0 + s1) - 24.0 * xsum);
+        }
       }
     }
   } else if (dt == DT_Q4_1) {
@@ -256,17 +268,48 @@ void dot_rows(uint which, uint off, uint K) {
 
 float cache_at(uint i) { return load3(DT_C, pc.off_c + i); }
 
-// ---- A: attention partials of (head, split) items.
+// ---- A: attention partials of (head, split) items. Keys go to invocations side by side (a key's
+// whole dot product each, its row read in 16-byte loads), then the values by dimension, the
+// invocations of a dimension splitting the keys: no chain of dependent loads per key.
+layout(set = 0, binding = 3, std430) readonly buffer CacheU4 { uvec4 c4[]; };
+// Whether the cache's rows take 16-byte loads (f16, rows and start 8 elements aligned).
+bool cache_vec() { return DT_C == DT_F16 && (HDC & 7u) == 0u && (pc.off_c & 7u) == 0u; }
+vec4 lo4(uvec4 w) { return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
+vec4 hi4(uvec4 w) { return vec4(unpackHalf2x16(w.z), unpackHalf2x16(w.w)); }
+// The staged query . the key row at `at`, its loads all issued before any is used.
+float key_dot(uint at) {
+  float s = 0.0;
+  if (cache_vec()) {
+    uvec4 w[HDC / 8u];
+    [[unroll]] for (uint c = 0; c < HDC / 8u; ++c) w[c] = c4[(pc.off_c + at) / 8u + c];
+    [[unroll]] for (uint c = 0; c < HDC / 8u; ++c) s += dot(lo4(w[c]), sh4[swz(2u * c)]) + dot(hi4(w[c]), sh4[swz(2u * c + 1u)]);
+    return s;
+  }
+  [[unroll]] for (uint i = 0; i < HDC; ++i) s += shf(i) * cache_at(at + i);
+  return s;
+}
+
+float wg_max(float v) {
+  const float s = subgroupMax(v);
+  if (subgroupElect()) s_red[sg] = s;
+  barrier();
+  float r = NEG_BIG;
+  for (uint p = 0; p < nsg; ++p) r = max(r, s_red[p]);
+  barrier();
+  return r;
+}
+
 void attention(uint pos) {
   const uint HD = pc.HD, L = min(pos + 1u, pc.C), S = pc.S;
   const uint chunk = (L + S - 1u) / S;
   const float scale = inversesqrt(float(HD));
   const uint per_kv = pc.H / pc.KV;
+  // Shared floats: the query [0, HD), the chunk's scores [HD, HD + chunk) (the host keeps the
+  // chunk within MAXV - HD - 2 WG), the value partials after them.
+  const uint SCO = HD, VP = HD + ((chunk + 3u) & ~3u);
   for (uint item = wg; item < pc.H * S; item += G) {
     const uint h = item / S, s = item % S;
-    const uint k0 = min(s * chunk, L), k1 = min(k0 + chunk, L);
-    // The rotated query, scaled, at floats [0, HD) of shared memory; each subgroup's weighted
-    // values at [HD (1 + sg), HD (2 + sg)).
+    const uint k0 = min(s * chunk, L), k1 = min(k0 + chunk, L), n = k1 - k0;
     for (uint i = lid; i < HD; i += WG) {
       const uint qo = pc.off_q + h * HD;
       const float v = b2_f32[qo + i];
@@ -287,41 +330,56 @@ void attention(uint pos) {
       const float ang = float(pos) * invf[pc.off_inv + f];
       set_shf(i, (v * cos(ang) + sgn * partner * sin(ang)) * scale);
     }
-    for (uint i = lid; i < HD * nsg; i += WG) set_shf(HD + i, 0.0);
     barrier();
     const uint kh = h / per_kv;
     const uint kb = kh * pc.C * HD, vb = (pc.KV + kh) * pc.C * HD;
-    float m = NEG_BIG, l = 0.0;
-    for (uint k = k0 + sg; k < k1; k += nsg) {
-      float part = 0.0;
-      for (uint i = lane; i < HD; i += SGS) part += shf(i) * cache_at(kb + k * HD + i);
-      const float sc_ = subgroupAdd(part);
-      const float mn = max(m, sc_);
-      const float corr = exp(m - mn), p = exp(sc_ - mn);
-      l = l * corr + p;
-      for (uint i = lane; i < HD; i += SGS) {
-        const uint o = HD * (1u + sg) + i;
-        set_shf(o, shf(o) * corr + p * cache_at(vb + k * HD + i));
+    float m = NEG_BIG;
+    for (uint k = lid; k < n; k += WG) {
+      const float v = key_dot(kb + (k0 + k) * HD);
+      set_shf(SCO + k, v);
+      m = max(m, v);
+    }
+    const float M = wg_max(m);
+    float l = 0.0;
+    for (uint k = lid; k < n; k += WG) {
+      const float p = exp(shf(SCO + k) - M);
+      set_shf(SCO + k, p);
+      l += p;
+    }
+    const float lsum = wg_sum(l);  // its barriers order the p writes before the reads below
+    // Values: invocation t takes 8 dimensions (16-byte loads) of keys t / (HD / 8), + WG / (HD / 8),
+    // ...; the lanes of a subgroup holding the same dimensions add up with shuffles, then the
+    // subgroups through shared memory.
+    const uint dpl = 8u, per_key = HDC / dpl, groups = WG / per_key, dc = lid % per_key, gi = lid / per_key;
+    float a[8];
+    [[unroll]] for (uint j = 0; j < 8u; ++j) a[j] = 0.0;
+    if (cache_vec()) {
+      for (uint k = gi; k < n; k += groups) {
+        const uvec4 w = c4[(pc.off_c + vb + (k0 + k) * HDC) / 8u + dc];
+        const float p = shf(SCO + k);
+        const vec4 l4 = lo4(w), h4 = hi4(w);
+        a[0] += p * l4.x; a[1] += p * l4.y; a[2] += p * l4.z; a[3] += p * l4.w;
+        a[4] += p * h4.x; a[5] += p * h4.y; a[6] += p * h4.z; a[7] += p * h4.w;
       }
-      m = mn;
+    } else {
+      for (uint k = gi; k < n; k += groups) {
+        const float p = shf(SCO + k);
+        [[unroll]] for (uint j = 0; j < 8u; ++j) a[j] += p * cache_at(vb + (k0 + k) * HDC + dc * 8u + j);
+      }
     }
-    if (subgroupElect()) {
-      s_m[sg] = m;
-      s_l[sg] = l;
-    }
+    // Lanes per_key apart hold the same dimensions (per_key divides the subgroup size).
+    for (uint m = per_key; m < SGS; m *= 2u)
+      [[unroll]] for (uint j = 0; j < 8u; ++j) a[j] += subgroupShuffleXor(a[j], m);
+    if (lane < per_key) [[unroll]] for (uint j = 0; j < 8u; ++j) set_shf(VP + sg * HDC + dc * 8u + j, a[j]);
     barrier();
-    float M = NEG_BIG;
-    for (uint p = 0; p < nsg; ++p) M = max(M, s_m[p]);
     const uint po = pc.off_s + PART + item * (HD + 2u);
     for (uint i = lid; i < HD; i += WG) {
-      float a = 0.0;
-      for (uint p = 0; p < nsg; ++p) a += shf(HD * (1u + p) + i) * exp(s_m[p] - M);
-      sc[po + i] = a;
+      float t = 0.0;
+      for (uint g = 0; g < nsg; ++g) t += shf(VP + g * HD + i);
+      sc[po + i] = t;
     }
     if (lid == 0u) {
-      float lsum = 0.0;
-      for (uint p = 0; p < nsg; ++p) lsum += s_l[p] * exp(s_m[p] - M);
-      sc[po + HD] = M;
+      sc[po + HD] = n > 0u ? M : NEG_BIG;
       sc[po + HD + 1u] = lsum;
     }
     barrier();
@@ -345,6 +403,156 @@ void attention(uint pos) {
     }                                                                                 \
   }
 
+// ---- Streamed rows (STREAM = 1; f16, bf16 and f32 rows that take 16-byte loads, q4_0, q4_1): a
+// subgroup walks its row groups in steps (a step: each lane's UF 16-byte chunks or two blocks of
+// each row), requesting the next step's weights before it computes on the current one, and a
+// stage's first step before the grid barrier that precedes the stage (the weights do not depend
+// on what the barrier waits for). Stages: 0 the output projection (rows 2g, 2g + 1), 1 gate-up
+// (rows g and F + g: a unit), 2 down (rows 2g, 2g + 1).
+layout(constant_id = 11) const uint STREAM = 1;
+const uint UF = 2;
+uvec4 fw[RG][UF], fwn[RG][UF];
+uint qw[RG][2][5], qwn[RG][2][5];
+uint rc[RG];
+uint s_g, s_c;  // the step requested: its group, its first chunk
+
+bool streams(uint which, uint off, uint K) {
+  const uint dt = wdt(which);
+  if (STREAM == 0u) return false;
+  if (dt == DT_F16 || dt == DT_BF16) return (K & 7u) == 0u && (off & 7u) == 0u;
+  if (dt == DT_F32) return (K & 3u) == 0u && (off & 3u) == 0u;
+  return dt == DT_Q4_0 || (dt == DT_Q4_1 && (off & 3u) == 0u);
+}
+bool is_float(uint dt) { return dt == DT_F16 || dt == DT_BF16 || dt == DT_F32; }
+// A row's chunks (16-byte float chunks, or blocks) and the chunks of one step over the subgroup.
+uint chunks_of(uint which, uint K) {
+  const uint dt = wdt(which);
+  return dt == DT_F32 ? K >> 2 : is_float(dt) ? K >> 3 : K >> 5;
+}
+uint per_step(uint which) { return is_float(wdt(which)) ? UF * SGS : 2u * SGS; }
+
+void rows_of(uint st, uint g, uint N) {
+  if (st == 1u) {
+    rr[0] = g;
+    rr[1] = pc.F + g;
+  } else {
+    rr[0] = min(2u * g, N - 1u);
+    rr[1] = min(2u * g + 1u, N - 1u);
+  }
+}
+
+// Requests rows rr's chunks c0 + lane (+ SGS ...) into fwn / qwn.
+void load_step(uint which, uint off, uint K, uint c0) {
+  const uint dt = wdt(which), n = chunks_of(which, K);
+  if (is_float(dt)) {
+    const uint per = dt == DT_F32 ? 4u : 8u;
+    [[unroll]] for (uint r = 0; r < RG; ++r)
+      [[unroll]] for (uint u = 0; u < UF; ++u) fwn[r][u] = ld4(which, (off + rr[r] * K) / per + min(c0 + lane + u * SGS, n - 1u));
+  } else {
+    const uint bs = dt == DT_Q4_0 ? 18u : 20u;
+    [[unroll]] for (uint r = 0; r < RG; ++r)
+      [[unroll]] for (uint e = 0; e < 2u; ++e) {
+        const uint a = off + (rr[r] * n + min(c0 + lane + e * SGS, n - 1u)) * bs;
+        [[unroll]] for (uint j = 0; j < 5u; ++j) qwn[r][e][j] = ld32(which, (a >> 2) + j);
+      }
+  }
+}
+
+// acc += rows rc's chunks c0 + lane (+ SGS ...) from fw / qw against the staged x.
+void use_step(uint which, uint off, uint K, uint c0) {
+  const uint dt = wdt(which), n = chunks_of(which, K);
+  if (is_float(dt)) {
+    [[unroll]] for (uint u = 0; u < UF; ++u) {
+      const uint c = c0 + lane + u * SGS;
+      if (c < n) {
+        if (dt == DT_F32) {
+          const vec4 a = sh4[swz(c)];
+          [[unroll]] for (uint r = 0; r < RG; ++r) acc[r] += dot(uintBitsToFloat(fw[r][u]), a);
+        } else {
+          const vec4 a = sh4[swz(2u * c)], b = sh4[swz(2u * c + 1u)];
+          [[unroll]] for (uint r = 0; r < RG; ++r) acc[r] += dt == DT_F16 ? dot8h(fw[r][u], a, b) : dot8b(fw[r][u], a, b);
+        }
+      }
+    }
+    return;
+  }
+  [[unroll]] for (uint e = 0; e < 2u; ++e) {
+    const uint b = c0 + lane + e * SGS;
+    if (b < n) {
+      vec4 xv[8];
+      vec4 xs = vec4(0.0);
+      [[unroll]] for (uint c = 0; c < 8u; ++c) {
+        xv[c] = xq(b, c);
+        xs += xv[c];
+      }
+      const float xsum = (xs.x + xs.y) + (xs.z + xs.w);
+      [[unroll]] for (uint r = 0; r < RG; ++r) {
+        const bool mid = dt == DT_Q4_0 && ((off + (rc[r] * n + b) * 18u) & 2u) != 0u;
+        float s0 = 0.0, s1 = 0.0;
+        [[unroll]] for (uint j = 0; j < 4u; ++j) {
+          const uint q = dt == DT_Q4_1 || mid ? qw[r][e][j + 1u] : fun16(qw[r][e][j], qw[r][e][j + 1u]);
+          s0 += nib(q, 0u) * xv[j].x + nib(q, 8u) * xv[j].y + nib(q, 16u) * xv[j].z + nib(q, 24u) * xv[j].w;
+          s1 += nib(q, 4u) * xv[4u + j].x + nib(q, 12u) * xv[4u + j].y + nib(q, 20u) * xv[4u + j].z + nib(q, 28u) * xv[4u + j].w;
+        }
+        if (dt == DT_Q4_0) {
+          const uint d = mid ? (qw[r][e][0] >> 16) : (qw[r][e][0] & 0xffffu);
+          acc[r] += f16lo(d) * (16.0 * (s0 + s1) - 24.0 * xsum);
+        } else {
+          const vec2 dm = unpackHalf2x16(qw[r][e][0]);
+          acc[r] += dm.x * (16.0 * (s0 + s1) - 16.0 * xsum) + dm.y * xsum;
+        }
+      }
+    }
+  }
+}
+
+// The stage's first step, requested (before the barrier ahead of the stage).
+void stream_begin(uint st, uint which, uint off, uint K, uint ngroups, uint N) {
+  s_g = wg * nsg + sg;
+  s_c = 0u;
+  if (!streams(which, off, K) || s_g >= ngroups) return;
+  rows_of(st, s_g, N);
+  load_step(which, off, K, 0u);
+}
+
+void emit(uint st, uint g, uint N) {
+  if (st == 1u) {
+    sc[pc.off_s + HB + g] = acc[0] * silu(acc[1]);
+    return;
+  }
+  [[unroll]] for (uint r = 0; r < RG; ++r) {
+    const uint n = 2u * g + r;
+    if (n >= N) break;
+    if (st == 0u) sc[pc.off_s + X1 + n] = b1_f32[pc.off_x + n] + acc[r];
+    else b0_f32[pc.off_y + n] = s_fail ? uintBitsToFloat(0x7fc00000u) : sc[pc.off_s + X1 + n] + acc[r];
+  }
+}
+
+void stream_run(uint st, uint which, uint off, uint K, uint ngroups, uint N) {
+  const uint n = chunks_of(which, K), ps = per_step(which), stride = G * nsg;
+  while (s_g < ngroups) {
+    const uint g = s_g, c0 = s_c;
+    rc = rr;
+    fw = fwn;
+    qw = qwn;
+    if (c0 == 0u) [[unroll]] for (uint r = 0; r < RG; ++r) acc[r] = 0.0;
+    s_c += ps;
+    if (s_c >= n) {
+      s_c = 0u;
+      s_g += stride;
+    }
+    if (s_g < ngroups) {
+      if (s_c == 0u) rows_of(st, s_g, N);
+      load_step(which, off, K, s_c);
+    }
+    use_step(which, off, K, c0);
+    if (c0 + ps >= n) {
+      [[unroll]] for (uint r = 0; r < RG; ++r) acc[r] = subgroupAdd(acc[r]);
+      if (lane == 0u) emit(st, g, N);
+    }
+  }
+}
+
 void main() {
   G = gl_NumWorkGroups.x;
   wg = gl_WorkGroupID.x;
@@ -361,7 +569,10 @@ void main() {
   barrier();
   const uint pos = uint(max(b4_i32[pc.off_pos], 0));
 
-  attention(pos);
+  if ((SKIP & 1u) == 0u) attention(pos);
+  const uint DG = (D + 1u) / 2u;
+  const bool so = (SKIP & 2u) == 0u && streams(0u, pc.off_wo, H * HD);
+  if (so) stream_begin(0u, 0u, pc.off_wo, H * HD, DG, D);
   grid_sync();
 
   // B: the heads' outputs merged from their splits, staged; x1 = x + a wo^T.
@@ -380,7 +591,10 @@ void main() {
     set_shf(i, num / den);
   }
   barrier();
-  FOR_ROWS(D, 0u, pc.off_wo, H * HD, { sc[pc.off_s + X1 + n] = b1_f32[pc.off_x + n] + acc[r]; })
+  if (so) stream_run(0u, 0u, pc.off_wo, H * HD, DG, D);
+  else if ((SKIP & 2u) == 0u) FOR_ROWS(D, 0u, pc.off_wo, H * HD, { sc[pc.off_s + X1 + n] = b1_f32[pc.off_x + n] + acc[r]; })
+  const bool su = (SKIP & 4u) == 0u && streams(1u, pc.off_wgu, D);
+  if (su) stream_begin(1u, 1u, pc.off_wgu, D, F, 2u * F);
   grid_sync();
 
   // C: x1 normalised and staged; h = up * silu(gate), a unit's two rows in one group.
@@ -393,19 +607,23 @@ void main() {
   const float rstd = inversesqrt(wg_sum(q) / float(D) + pc.eps);
   for (uint i = lid; i < D; i += WG) set_shf(i, shf(i) * rstd * load7(DT_G, pc.off_g + i));
   barrier();
-  for (uint u = wg * nsg + sg; u < F; u += G * nsg) {
+  if (su) stream_run(1u, 1u, pc.off_wgu, D, F, 2u * F);
+  for (uint u = wg * nsg + sg; u < F && (SKIP & 4u) == 0u && !su; u += G * nsg) {
     rr[0] = u;
     rr[1] = F + u;
     dot_rows(1u, pc.off_wgu, D);
     if (lane == 0u) sc[pc.off_s + HB + u] = acc[0] * silu(acc[1]);
   }
+  const bool sd = (SKIP & 8u) == 0u && streams(2u, pc.off_wd, F);
+  if (sd) stream_begin(2u, 2u, pc.off_wd, F, DG, D);
   grid_sync();
 
   // D: h staged; y = x1 + h w_down^T.
   for (uint i = lid; i < F; i += WG) set_shf(i, sc[pc.off_s + HB + i]);
   barrier();
   const bool failed = s_fail;
-  FOR_ROWS(D, 2u, pc.off_wd, F, { b0_f32[pc.off_y + n] = failed ? uintBitsToFloat(0x7fc00000u) : sc[pc.off_s + X1 + n] + acc[r]; })
+  if (sd) stream_run(2u, 2u, pc.off_wd, F, DG, D);
+  else if ((SKIP & 8u) == 0u) FOR_ROWS(D, 2u, pc.off_wd, F, { b0_f32[pc.off_y + n] = failed ? uintBitsToFloat(0x7fc00000u) : sc[pc.off_s + X1 + n] + acc[r]; })
 
   // The last workgroup out leaves the counters at zero for the next user.
   if (G > 1u) {
