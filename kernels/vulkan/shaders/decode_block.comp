@@ -4,12 +4,14 @@
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 // decode_block (ops.def) in one dispatch: the rest of a decoder block at one position, after its
-// Q, K and V projections and the cache write. A decode step is bound by its dependent dispatches (each pays a
-// drain and a start on the GPU, ~4 us, against ~1 us of weights for a small q4_0 projection), so
-// the four stages here meet at grid barriers instead (an arrival counter, as tdt_greedy.comp's):
-//   A  attention: a work item is a query head and a split of the keys 0 .. pos; it rotates the
-//      query, runs an online softmax over its keys (a subgroup a key at a time, lanes splitting
-//      the head dim) and writes its partial result (sum, max, weighted values) to scratch;
+// Q, K and V projections and the cache write. A decode step is bound by its dependent dispatches
+// (each pays a drain and a start on the GPU, ~4 us, against ~1 us of weights for a small q4_0
+// projection), so the four stages here meet at grid barriers instead (an arrival counter, as
+// tdt_greedy.comp's):
+//   A  attention: a work item is a query head and a split of the keys 0 .. pos (at most 2,048
+//      keys); it rotates the query, scores its keys side by side (an invocation a key), takes
+//      their softmax, sums the values (an invocation 8 dimensions of some keys) and writes its
+//      partial result (weighted values, max, sum) to scratch;
 //   B  every workgroup merges the partials of all heads into shared memory, then the output
 //      projection's rows: x1 = x + a wo^T (scratch);
 //   C  every workgroup stages x1 normalised (RMS, times ffn_norm), then the gate-up projection a
@@ -17,10 +19,11 @@
 //   D  every workgroup stages h, then the down projection's rows: y = x1 + h w_down^T.
 // The host launches no more workgroups than the device keeps resident at once (one per
 // multiprocessor); a barrier that waits too long gives up and the output becomes NaN instead of a
-// hang. Rows go to subgroups RG at a time, spread over the whole grid; a lane loads its chunks of
-// all RG rows (U chunks each for float weights) before using any. Staged vectors sit in shared
-// memory as f32, 16-byte slots permuted within each 32-element block (quantised blocks read by
-// consecutive lanes then fall in different banks).
+// hang. Rows go to subgroups RG at a time, spread over the whole grid; a lane requests its chunks
+// of all RG rows before using any, and (streamed rows, below) the next step's before computing
+// on the current one, a stage's first ones before the barrier ahead of it. Staged vectors sit in
+// shared memory as f32, 16-byte slots permuted within each 32-element block (quantised blocks
+// read by consecutive lanes then fall in different banks).
 // Bindings: 0 y, 1 x, 2 q (f32), 3 cache (DT_C), 4 pos (i32), 5 inv_freq (f32), 6 wo, 7 ffn_norm,
 // 8 w_gate_up, 9 w_down, 10 scratch (f32), 11 counters (u32, arrival and done, left at zero).
 #include "common.glsl"
