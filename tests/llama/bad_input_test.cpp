@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "apps/llama/llama_runner.h"
 #include "models/llama/hf_llama.h"
@@ -123,6 +124,46 @@ TEST(BadInput, EmptyPromptIsAnError) {
   auto f = (*r)->feed(std::vector<int32_t>{5, 400});
   ASSERT_FALSE(f.is_ok());
   EXPECT_NE(f.status().message().find("token id 400"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace vrun::llama
+
+namespace vrun::llama {
+namespace {
+
+// A checkpoint whose final norm holds NaN loads (its shapes are right), but its logits are NaN:
+// feeding it is an error naming the position, not token 0 sampled for ever.
+TEST(LlamaBadInput, NanLogitsAreAnError) {
+  const std::string dir = copy_tiny("tiny_nan");
+  const std::string st = dir + "/model.safetensors";
+  std::fstream f(st, std::ios::in | std::ios::out | std::ios::binary);
+  ASSERT_TRUE(f.good());
+  uint64_t n = 0;
+  f.read(reinterpret_cast<char*>(&n), 8);
+  std::string header(n, '\0');
+  f.read(header.data(), static_cast<std::streamsize>(n));
+  // "model.norm.weight": {"dtype": "F32", ..., "data_offsets": [begin, end]}
+  const size_t at = header.find("\"model.norm.weight\"");
+  ASSERT_NE(at, std::string::npos);
+  const size_t offs = header.find("data_offsets", at);
+  ASSERT_NE(offs, std::string::npos);
+  const uint64_t begin = std::stoull(header.substr(header.find('[', offs) + 1));
+  ASSERT_NE(header.find("\"F32\"", at), std::string::npos);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  f.seekp(static_cast<std::streamoff>(8 + n + begin));
+  f.write(reinterpret_cast<const char*>(&nan), sizeof nan);
+  f.close();
+  LoadOptions o;
+  o.backend = BackendKind::kCpu;
+  o.context = 32;
+  auto r = LlamaRunner::load(dir, o);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  const std::vector<int32_t> prompt = {5, 6, 7};
+  auto logits = (*r)->feed(prompt);
+  ASSERT_FALSE(logits.is_ok());
+  EXPECT_NE(logits.status().to_string().find("logits at position 2 are NaN"), std::string::npos) << logits.status().to_string();
+  fs::remove_all(dir);
 }
 
 }  // namespace
