@@ -50,13 +50,14 @@ Status decode_block_kernel(const KernelCall& call) {
   VRUN_RETURN_IF_ERROR(run(OpKind::rope, {qin, inv, pos}, TensorView::dense(q.data(), DType::f32, qs), ra,
                            call.pool));
 
-  // Attention of the queries [1, H, 1, hd] over the cache's keys and values (cut at pos).
-  const int64_t hs = C * hd;
+  // Attention of the queries [1, H, 1, hd] over the cache's keys and values (cut at pos); the
+  // cache may be a view (one slot's rows of a larger cache: heads further apart).
+  const int64_t hs = cache.strides[1], ps = cache.strides[2], es = cache.strides[3];
   const size_t esz = static_cast<size_t>(dtype_elem_size(cache.dtype));
   TensorView qh = view_of(q.data(), DType::f32, {1, H, 1, hd}, {H * hd, hd, hd, 1});
-  TensorView keys = view_of(cache.data, cache.dtype, {1, KV, C, hd}, {2 * KV * hs, hs, hd, 1});
+  TensorView keys = view_of(cache.data, cache.dtype, {1, KV, C, hd}, {2 * KV * hs, hs, ps, es});
   TensorView vals = view_of(static_cast<uint8_t*>(cache.data) + static_cast<size_t>(KV * hs) * esz, cache.dtype, {1, KV, C, hd},
-                            {2 * KV * hs, hs, hd, 1});
+                            {2 * KV * hs, hs, ps, es});
   Attrs sa(OpKind::sdpa);
   sa.set_i("causal", 1);
   VRUN_RETURN_IF_ERROR(run(OpKind::sdpa, {qh, keys, vals, TensorView{}, pos}, TensorView::dense(att.data(), DType::f32, Shape{1, H, 1, hd}), sa,

@@ -67,17 +67,27 @@ int64_t staged_floats(const Dims& d, uint32_t invocations, uint32_t subgroup, in
   return (need + 1023) / 1024 * 1024;
 }
 
+// The cache as the kernels read it: its positions' rows dense and hd apart, its heads any
+// distance apart (one slot's rows of a batched cache); else a dense copy.
+Result<DeviceView> cache_view(Recorder& rec, const DeviceView& c) {
+  DeviceView v = c;
+  for (int i = 0; i < 4; ++i)
+    if (v.shape[i] == 1) v.strides[i] = i == 0 ? 0 : v.strides[i];
+  if (v.strides[3] == 1 && v.strides[2] == v.shape[3] && v.strides[1] >= v.shape[2] * v.shape[3]) return v;
+  return rec.dense_view(c);
+}
+
 Status record_unfused(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, const Attrs& a) {
   const Dims d = dims_of(in, a);
   const DeviceView &x = in[0], &pos = in[3], &inv = in[4];
   VRUN_ASSIGN_OR_RETURN(DeviceView qin, rec.dense_view(in[1]));
-  VRUN_ASSIGN_OR_RETURN(DeviceView cache, rec.dense_view(in[2]));
+  VRUN_ASSIGN_OR_RETURN(DeviceView cache, cache_view(rec, in[2]));
   VRUN_ASSIGN_OR_RETURN(DeviceView q, rec.scratch(DType::f32, qin.shape));
   Attrs ra(OpKind::rope);
   ra.set_s("mode", a.s("rope_mode"));
   VRUN_RETURN_IF_ERROR(record_attention(rec, OpKind::rope, {qin, inv, pos}, {q}, ra));
 
-  const int64_t hs = d.C * d.hd;
+  const int64_t hs = cache.strides[1];
   DeviceView keys = cache, vals = cache;
   keys.shape = vals.shape = Shape{1, d.KV, d.C, d.hd};
   for (DeviceView* v : {&keys, &vals}) {
@@ -130,7 +140,7 @@ Status record_decode_block(Recorder& rec, const std::vector<DeviceView>& in, con
     return record_unfused(rec, in, y, a);
 
   VRUN_ASSIGN_OR_RETURN(DeviceView q, rec.dense_view(in[1]));
-  VRUN_ASSIGN_OR_RETURN(DeviceView cache, rec.dense_view(in[2]));
+  VRUN_ASSIGN_OR_RETURN(DeviceView cache, cache_view(rec, in[2]));
   const uint32_t G = grid.groups;
   VRUN_ASSIGN_OR_RETURN(DeviceView scratch, rec.scratch(DType::f32, Shape{d.H * S * (d.hd + 2) + d.D + d.F}));
   VRUN_ASSIGN_OR_RETURN(DeviceView counters, rec.counters(2));
@@ -142,6 +152,7 @@ Status record_decode_block(Recorder& rec, const std::vector<DeviceView>& in, con
   for (uint32_t o : offs) pw.u(o);
   pw.u(static_cast<uint32_t>(d.H)).u(static_cast<uint32_t>(d.KV)).u(static_cast<uint32_t>(d.D)).u(static_cast<uint32_t>(d.F));
   pw.u(static_cast<uint32_t>(d.C)).u(static_cast<uint32_t>(S)).f(static_cast<float>(a.f("eps"))).u(static_cast<uint32_t>(d.hd));
+  pw.u(static_cast<uint32_t>(cache.strides[1]));
   const std::vector<int32_t> spec = {dt_code(in[5].dtype),
                                      dt_code(in[7].dtype),
                                      dt_code(in[8].dtype),

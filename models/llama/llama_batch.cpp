@@ -66,6 +66,20 @@ Status add_llama_batch_methods(ProgramBuilder& pb, const LlamaConfig& c, const B
                    {{"axis", 2}});
       }
       Val state = g.state(cache[l]);
+      if (rows == 1 && w.gate_up >= 0) {
+        // One row, slot 0 (whose rows start the cache): the nodes of the single-stream decode
+        // step, so a GPU runs the same one-dispatch decode_block kernel as `vrun generate`. The
+        // keys rotate as the cache write puts them at positions[0].
+        Val kv = g.op(OpKind::slice, {qkv}, {{"axis", 2}, {"start", c.heads}, {"end", all_heads}});
+        state = g.op(OpKind::slice_update, {state, g.op(OpKind::permute, {kv}, to_heads), positions, inv},
+                     {{"axis", 2}, {"start", 0}, {"rope_mode", mode}, {"rope_heads", c.kv_heads}}, p + "cache_kv");
+        Val q = g.op(OpKind::slice, {qkv}, {{"axis", 2}, {"start", 0}, {"end", c.heads}});
+        Val slot0 = g.op(OpKind::slice, {state}, {{"axis", 2}, {"start", 0}, {"end", ctx}});
+        x = g.op(OpKind::decode_block,
+                 {x, q, slot0, positions, inv, g.constant(w.o), g.constant(w.ffn_norm), g.constant(w.gate_up), g.constant(w.down)},
+                 {{"heads", c.heads}, {"kv_heads", c.kv_heads}, {"eps", c.rms_eps}, {"rope_mode", mode}}, p + "block");
+        continue;
+      }
       Val att;
       if (prefill) {
         // One sequence: rotate its queries and keys at its position (the cache write cannot rotate

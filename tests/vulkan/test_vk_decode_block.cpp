@@ -16,6 +16,7 @@ struct BlockCase {
   int64_t H, KV, hd, D, F, C, pos;
   DType wo, wgu, wd, cache;
   bool interleaved;
+  int64_t slots = 1;  // > 1: the cache is slot 1's rows of a batched cache of that many slots
 };
 
 struct BlockInputs {
@@ -27,7 +28,11 @@ BlockInputs make_inputs(const BlockCase& c, std::mt19937& rng) {
   BlockInputs in;
   in.x = random_tensor(DType::f32, Shape{1, 1, c.D}, rng, -2, 2);
   in.q = random_tensor(DType::f32, Shape{1, 1, c.H, c.hd}, rng, -2, 2);
-  in.cache = random_tensor(c.cache, Shape{1, 2 * c.KV, c.C, c.hd}, rng, -2, 2);
+  in.cache = random_tensor(c.cache, Shape{1, 2 * c.KV, c.slots * c.C, c.hd}, rng, -2, 2);
+  if (c.slots > 1) {
+    in.cache.view.shape = Shape{1, 2 * c.KV, c.C, c.hd};
+    in.cache.view.data = static_cast<uint8_t*>(in.cache.view.data) + c.C * c.hd * dtype_elem_size(c.cache);
+  }
   in.pos = vector_tensor(std::vector<int32_t>{static_cast<int32_t>(c.pos)});
   in.inv = vector_tensor(rope_frequencies(c.hd));
   in.wo = random_tensor(c.wo, Shape{c.D, c.H * c.hd}, rng, -0.2, 0.2);
@@ -102,7 +107,8 @@ std::vector<double> reference(const BlockCase& c, const BlockInputs& in) {
 std::string name_of(const BlockCase& c) {
   return "H " + std::to_string(c.H) + "/" + std::to_string(c.KV) + " hd " + std::to_string(c.hd) + " D " + std::to_string(c.D) + " F " +
          std::to_string(c.F) + " pos " + std::to_string(c.pos) + "/" + std::to_string(c.C) + " wo " + dtype_name(c.wo) + " wgu " +
-         dtype_name(c.wgu) + " wd " + dtype_name(c.wd) + " cache " + dtype_name(c.cache) + (c.interleaved ? " interleaved" : " half");
+         dtype_name(c.wgu) + " wd " + dtype_name(c.wd) + " cache " + dtype_name(c.cache) + (c.interleaved ? " interleaved" : " half") +
+         (c.slots > 1 ? " slot 1 of " + std::to_string(c.slots) : "");
 }
 
 struct KnobGuard {
@@ -122,6 +128,8 @@ TEST_F(VkDecodeBlock, MatchesFloat64OnEveryPath) {
       {3, 3, 32, 100, 40, 16, 9, DType::f32, DType::f16, DType::bf16, DType::f16, false},
       // A cache longer than one item's 2,048 keys: several splits of a head, merged.
       {2, 1, 64, 64, 32, 5000, 4500, DType::q4_0, DType::q4_0, DType::q8_0, DType::f16, false},
+      // One slot's rows of a batched cache (decode_batch_1): heads 3 C hd apart.
+      {4, 2, 32, 64, 64, 50, 30, DType::q4_0, DType::q4_0, DType::q4_0, DType::f16, false, 3},
   };
   KnobGuard guard;
   // "": the kernel as the device gets it; "1x64": one small workgroup (subgroups take several

@@ -76,6 +76,7 @@ layout(push_constant) uniform Push {
   uint H, KV, D, F, C, S;                               // S: key splits a head
   float eps;
   uint HD;
+  uint c_hs;  // cache elements between heads (C HD, or more for one slot of a batched cache)
 } pc;
 
 shared vec4 sh4[MAXV / 4u];
@@ -335,7 +336,7 @@ void attention(uint pos) {
     }
     barrier();
     const uint kh = h / per_kv;
-    const uint kb = kh * pc.C * HD, vb = (pc.KV + kh) * pc.C * HD;
+    const uint kb = kh * pc.c_hs, vb = (pc.KV + kh) * pc.c_hs;
     float m = NEG_BIG;
     for (uint k = lid; k < n; k += WG) {
       const float v = key_dot(kb + (k0 + k) * HD);
