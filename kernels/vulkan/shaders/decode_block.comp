@@ -145,6 +145,34 @@ float acc[RG];
 // Staged x[32 b + 4 c .. + 4).
 vec4 xq(uint b, uint c) { return sh4[swz(b * 8u + c)]; }
 
+// Staged x of block b (8 slots) and its sum.
+float stage_block(uint b, out vec4 xv[8]) {
+  vec4 xs = vec4(0.0);
+  [[unroll]] for (uint c = 0; c < 8u; ++c) {
+    xv[c] = xq(b, c);
+    xs += xv[c];
+  }
+  return (xs.x + xs.y) + (xs.z + xs.w);
+}
+
+// A q4_0 or q4_1 block . staged x: w holds its words (q4_0: the five 32-bit words covering its
+// 18 bytes, mid when it starts 2 bytes into the first; q4_1: its five words, 4-byte aligned).
+float q4_block_dot(uint dt, uint w[5], bool mid, vec4 xv[8], float xsum) {
+  float s0 = 0.0, s1 = 0.0;
+  [[unroll]] for (uint j = 0; j < 4u; ++j) {
+    const uint q = dt == DT_Q4_1 || mid ? w[j + 1u] : fun16(w[j], w[j + 1u]);
+    s0 += nib(q, 0u) * xv[j].x + nib(q, 8u) * xv[j].y + nib(q, 16u) * xv[j].z + nib(q, 24u) * xv[j].w;
+    s1 += nib(q, 4u) * xv[4u + j].x + nib(q, 12u) * xv[4u + j].y + nib(q, 20u) * xv[4u + j].z + nib(q, 28u) * xv[4u + j].w;
+  }
+  if (dt == DT_Q4_0) {
+    // sum (1 + q / 16) x = s, q4_0 values (q - 8) d: sum (q - 8) x = 16 s - 24 sum x.
+    return f16lo(mid ? (w[0] >> 16) : (w[0] & 0xffffu)) * (16.0 * (s0 + s1) - 24.0 * xsum);
+  }
+  // q4_1 values d q + m: sum = d (16 s - 16 sum x) + m sum x.
+  const vec2 dm = unpackHalf2x16(w[0]);
+  return dm.x * (16.0 * (s0 + s1) - 16.0 * xsum) + dm.y * xsum;
+}
+
 // acc[r] = this lane's share of W[rr[r]] . staged x[0 .. K), W at element (or byte) offset off.
 void dot_rows(uint which, uint off, uint K) {
   const uint dt = wdt(which);
@@ -193,24 +221,9 @@ void dot_rows(uint which, uint off, uint K) {
         const uint b = b0 + e * SGS;
         if (b >= nb) break;
         vec4 xv[8];
-        vec4 xs = vec4(0.0);
-        [[unroll]] for (uint c = 0; c < 8u; ++c) {
-          xv[c] = xq(b, c);
-          xs += xv[c];
-        }
-        const float xsum = (xs.x + xs.y) + (xs.z + xs.w);
-        [[unroll]] for (uint r = 0; r < RG; ++r) {
-          const bool mid = ((off + (rr[r] * nb + b) * 18u) & 2u) != 0u;
-          const uint d = mid ? (w[r][e][0] >> 16) : (w[r][e][0] & 0xffffu);
-          float s0 = 0.0, s1 = 0.0;
-          [[unroll]] for (uint j = 0; j < 4u; ++j) {
-            const uint q = mid ? w[r][e][j + 1u] : fun16(w[r][e][j], w[r][e][j + 1u]);
-            s0 += nib(q, 0u) * xv[j].x + nib(q, 8u) * xv[j].y + nib(q, 16u) * xv[j].z + nib(q, 24u) * xv[j].w;
-            s1 += nib(q, 4u) * xv[4u + j].x + nib(q, 12u) * xv[4u + j].y + nib(q, 20u) * xv[4u + j].z + nib(q, 28u) * xv[4u + j].w;
-          }
-          // sum (1 + q / 16) x = s, q4_0 values (q - 8) d: sum (q - 8) x = 16 s - 24 sum x.
-          acc[r] += f16lo(d) * (16.0 * (s0 + s1) - 24.0 * xsum);
-        }
+        const float xsum = stage_block(b, xv);
+        [[unroll]] for (uint r = 0; r < RG; ++r)
+          acc[r] += q4_block_dot(DT_Q4_0, w[r][e], ((off + (rr[r] * nb + b) * 18u) & 2u) != 0u, xv, xsum);
       }
     }
   } else if (dt == DT_Q4_1) {
@@ -226,23 +239,8 @@ void dot_rows(uint which, uint off, uint K) {
         }
       }
       vec4 xv[8];
-      vec4 xs = vec4(0.0);
-      [[unroll]] for (uint c = 0; c < 8u; ++c) {
-        xv[c] = xq(b, c);
-        xs += xv[c];
-      }
-      const float xsum = (xs.x + xs.y) + (xs.z + xs.w);
-      [[unroll]] for (uint r = 0; r < RG; ++r) {
-        float s0 = 0.0, s1 = 0.0;
-        [[unroll]] for (uint j = 0; j < 4u; ++j) {
-          const uint q = w[r][j + 1u];
-          s0 += nib(q, 0u) * xv[j].x + nib(q, 8u) * xv[j].y + nib(q, 16u) * xv[j].z + nib(q, 24u) * xv[j].w;
-          s1 += nib(q, 4u) * xv[4u + j].x + nib(q, 12u) * xv[4u + j].y + nib(q, 20u) * xv[4u + j].z + nib(q, 28u) * xv[4u + j].w;
-        }
-        // values d q + m: sum = d (16 s - 16 sum x) + m sum x.
-        const vec2 dm = unpackHalf2x16(w[r][0]);
-        acc[r] += dm.x * (16.0 * (s0 + s1) - 16.0 * xsum) + dm.y * xsum;
-      }
+      const float xsum = stage_block(b, xv);
+      [[unroll]] for (uint r = 0; r < RG; ++r) acc[r] += q4_block_dot(DT_Q4_1, w[r], false, xv, xsum);
     }
   } else if (dt == DT_Q8_0) {
     const uint nb = K >> 5;
@@ -484,28 +482,9 @@ void use_step(uint which, uint off, uint K, uint c0) {
     const uint b = c0 + lane + e * SGS;
     if (b < n) {
       vec4 xv[8];
-      vec4 xs = vec4(0.0);
-      [[unroll]] for (uint c = 0; c < 8u; ++c) {
-        xv[c] = xq(b, c);
-        xs += xv[c];
-      }
-      const float xsum = (xs.x + xs.y) + (xs.z + xs.w);
-      [[unroll]] for (uint r = 0; r < RG; ++r) {
-        const bool mid = dt == DT_Q4_0 && ((off + (rc[r] * n + b) * 18u) & 2u) != 0u;
-        float s0 = 0.0, s1 = 0.0;
-        [[unroll]] for (uint j = 0; j < 4u; ++j) {
-          const uint q = dt == DT_Q4_1 || mid ? qw[r][e][j + 1u] : fun16(qw[r][e][j], qw[r][e][j + 1u]);
-          s0 += nib(q, 0u) * xv[j].x + nib(q, 8u) * xv[j].y + nib(q, 16u) * xv[j].z + nib(q, 24u) * xv[j].w;
-          s1 += nib(q, 4u) * xv[4u + j].x + nib(q, 12u) * xv[4u + j].y + nib(q, 20u) * xv[4u + j].z + nib(q, 28u) * xv[4u + j].w;
-        }
-        if (dt == DT_Q4_0) {
-          const uint d = mid ? (qw[r][e][0] >> 16) : (qw[r][e][0] & 0xffffu);
-          acc[r] += f16lo(d) * (16.0 * (s0 + s1) - 24.0 * xsum);
-        } else {
-          const vec2 dm = unpackHalf2x16(qw[r][e][0]);
-          acc[r] += dm.x * (16.0 * (s0 + s1) - 16.0 * xsum) + dm.y * xsum;
-        }
-      }
+      const float xsum = stage_block(b, xv);
+      [[unroll]] for (uint r = 0; r < RG; ++r)
+        acc[r] += q4_block_dot(dt, qw[r][e], dt == DT_Q4_0 && ((off + (rc[r] * n + b) * 18u) & 2u) != 0u, xv, xsum);
     }
   }
 }
