@@ -70,10 +70,7 @@ int64_t staged_floats(const Dims& d, uint32_t invocations, uint32_t subgroup, in
 // The cache as the kernels read it: its positions' rows dense and hd apart, its heads any
 // distance apart (one slot's rows of a batched cache); else a dense copy.
 Result<DeviceView> cache_view(Recorder& rec, const DeviceView& c) {
-  DeviceView v = c;
-  for (int i = 0; i < 4; ++i)
-    if (v.shape[i] == 1) v.strides[i] = i == 0 ? 0 : v.strides[i];
-  if (v.strides[3] == 1 && v.strides[2] == v.shape[3] && v.strides[1] >= v.shape[2] * v.shape[3]) return v;
+  if (c.strides[3] == 1 && c.strides[2] == c.shape[3] && c.strides[1] >= c.shape[2] * c.shape[3]) return c;
   return rec.dense_view(c);
 }
 
@@ -136,7 +133,7 @@ Status record_decode_block(Recorder& rec, const std::vector<DeviceView>& in, con
   // partial sums meet by shuffles).
   const bool hd_fits = d.hd >= 8 && d.hd <= kMaxHeadDim && (d.hd & (d.hd - 1)) == 0 && d.hd / 8 <= sgs;
   if (!grid.groups || !hd_fits || d.hd > grid.invocations || shared_bytes > ctx.limits().maxComputeSharedMemorySize ||
-      grid.invocations > ctx.limits().maxComputeWorkGroupInvocations || grid.invocations / std::max<uint32_t>(ctx.info().subgroup_size, 1) > 64)
+      grid.invocations > ctx.limits().maxComputeWorkGroupInvocations || grid.invocations / sgs > 64)
     return record_unfused(rec, in, y, a);
 
   VRUN_ASSIGN_OR_RETURN(DeviceView q, rec.dense_view(in[1]));
@@ -151,8 +148,7 @@ Status record_decode_block(Recorder& rec, const std::vector<DeviceView>& in, con
   PushWords pw;
   for (uint32_t o : offs) pw.u(o);
   pw.u(static_cast<uint32_t>(d.H)).u(static_cast<uint32_t>(d.KV)).u(static_cast<uint32_t>(d.D)).u(static_cast<uint32_t>(d.F));
-  pw.u(static_cast<uint32_t>(d.C)).u(static_cast<uint32_t>(S)).f(static_cast<float>(a.f("eps"))).u(static_cast<uint32_t>(d.hd));
-  pw.u(static_cast<uint32_t>(cache.strides[1]));
+  pw.u(static_cast<uint32_t>(d.C)).u(static_cast<uint32_t>(S)).f(static_cast<float>(a.f("eps"))).u(static_cast<uint32_t>(cache.strides[1]));
   const std::vector<int32_t> spec = {dt_code(in[5].dtype),
                                      dt_code(in[7].dtype),
                                      dt_code(in[8].dtype),
