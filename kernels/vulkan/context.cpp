@@ -52,6 +52,9 @@ VkResult Context::queue_submit(const VkSubmitInfo& si, VkFence fence) {
     return e && *e ? std::strtoull(e, nullptr, 10) : 0ull;
   }();
   if (fail_at > 0 && ++submits_ == fail_at) {
+    // A lost device runs nothing more: let the pieces already submitted finish first, so
+    // that nothing still reads memory the caller frees once it sees the loss.
+    vkQueueWaitIdle(queue_);
     mark_lost();
     return VK_ERROR_DEVICE_LOST;
   }
