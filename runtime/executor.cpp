@@ -533,7 +533,7 @@ Status Executor::run_node(MethodPlan& plan, size_t index, const std::vector<int6
   if (out_desc.size() != node.outputs.size()) return err(ErrorCode::kInternal, "shape inference gave ", out_desc.size(), " outputs");
   for (size_t o = 0; o < out_desc.size(); ++o) {
     const ValueDef& def = m.values[node.outputs[o]];
-    if (node.op == OpKind::slice_update) {
+    if (o == 0 && op_schema(node.op).writes_input0()) {
       out[o] = in[0];
     } else {
       const int64_t bytes = dtype_bytes(out_desc[o].dtype, out_desc[o].shape.numel());
@@ -563,17 +563,17 @@ Status Executor::run_node(MethodPlan& plan, size_t index, const std::vector<int6
     for (size_t o = 0; o < out.size(); ++o) {
       const int r = plan.root[node.outputs[o]];
       out_roots.push_back(r);
-      if (node.op != OpKind::slice_update) plan.storage[r] = {static_cast<uint8_t*>(out[o].data), out[o].dense_bytes()};
+      if (o != 0 || !op_schema(node.op).writes_input0()) plan.storage[r] = {static_cast<uint8_t*>(out[o].data), out[o].dense_bytes()};
     }
     call.in_roots = in_roots;
     call.out_roots = out_roots;
     call.storage = plan.storage;
     // The node's inputs must be current in host memory wherever another device last wrote them
-    // (slice_update writes into the state in place: the rest of the state must be current too).
+    // (slice_update and decode_layer write into the state in place: the rest of it must be current too).
     for (const auto& d : devices_) {
       if (d.get() == where) continue;
       VRUN_RETURN_IF_ERROR(d->sync_to_host(m, in_roots, plan.storage));
-      if (node.op == OpKind::slice_update) VRUN_RETURN_IF_ERROR(d->sync_to_host(m, out_roots, plan.storage));
+      if (op_schema(node.op).writes_input0()) VRUN_RETURN_IF_ERROR(d->sync_to_host(m, out_roots, plan.storage));
     }
     if (where != host_.get()) return where->run(call);
   }

@@ -139,15 +139,25 @@ Status verify_method(const Program& p, const MethodDef& m) {
       return bad(w, no, " outputs, expected ", sch.outputs.size());
     if (node.op == OpKind::split && static_cast<size_t>(no) != node.attrs.values.ints("sizes").size())
       return bad(w, no, " outputs for ", node.attrs.values.ints("sizes").size(), " sizes");
-    for (int id : node.outputs) {
+    for (size_t o = 0; o < node.outputs.size(); ++o) {
+      const int id = node.outputs[o];
       if (id < 0 || id >= nv) return bad(w, "output refers to value ", id, " of ", nv);
       if (m.values[id].kind != ValueKind::kIntermediate) return bad(w, "output value ", id, " is not an intermediate");
       if (producer[id] >= 0) return bad(w, "value ", id, " is produced twice");
       producer[id] = static_cast<int>(n);
       const ValueDef& out = m.values[id];
-      const bool is_alias = sch.is_view() || node.op == OpKind::slice_update;
+      const bool is_alias = sch.is_view() || (o == 0 && sch.writes_input0());
       if (is_alias != (out.view_base >= 0))
         return bad(w, "output value ", id, is_alias ? " must be a view" : " must own storage");
+    }
+    if (sch.writes_input0()) {
+      // What the op writes in place is its input 0's storage: output 0 views the same root.
+      auto root = [&](int v) {
+        for (int steps = 0; v >= 0 && m.values[v].view_base >= 0 && steps <= nv; ++steps) v = m.values[v].view_base;
+        return v;
+      };
+      if (node.inputs.empty() || node.inputs[0] < 0 || root(node.outputs[0]) != root(node.inputs[0]))
+        return bad(w, "output 0 must view the storage of input 0, which the op writes in place");
     }
     for (int k = 0; k < node.attrs.values.size(); ++k) {
       if (!node.attrs.values.at(k).set)

@@ -16,7 +16,7 @@ struct KernelCall {
   OpKind op;
   const TensorView* in = nullptr;  // in[k].present() is false for an absent optional input
   int n_in = 0;
-  TensorView* out = nullptr;  // dense, shaped; may alias in[0] only for slice_update
+  TensorView* out = nullptr;  // dense, shaped; out[0] is in[0] for ops that write it in place (slice_update, decode_layer)
   int n_out = 0;
   const Attrs* attrs = nullptr;
   ThreadPool* pool = nullptr;

@@ -1,5 +1,5 @@
-// decode_block (ops.def) on the CPU: the rope, sdpa and linear kernels in the order the unfused
-// graph runs them (rope of the queries, attention over the cache, the output projection with its
+// decode_block and decode_layer (ops.def) on the CPU: the rope, sdpa, linear and slice_update
+// kernels in the order the unfused graph runs them (rope of the queries, attention over the cache, the output projection with its
 // residual, the normalised gate-up projection, the gated down projection with its residual), so
 // a program built with the node computes exactly what one built without it does.
 #include <cstdint>
@@ -79,8 +79,43 @@ Status decode_block_kernel(const KernelCall& call) {
   return run(OpKind::linear, {TensorView::dense(u.data(), DType::f32, Shape{1, 1, 2 * F}), wd, TensorView{}, x1v}, call.out[0], lg, call.pool);
 }
 
+// decode_layer: the normalised QKV projection and the cache write (linear and slice_update, as
+// the graph without the node runs them), then decode_block over the written cache.
+Status decode_layer_kernel(const KernelCall& call) {
+  const Attrs& a = call.attr();
+  const TensorView &cache = call.out[0], &x = call.in[1], &pos = call.in[4], &inv = call.in[5];
+  const int64_t H = a.i("heads"), KV = a.i("kv_heads"), hd = cache.shape[3], N = (H + 2 * KV) * hd;
+  if (cache.data != call.in[0].data) return err(ErrorCode::kInternal, "decode_layer: the cache is not written in place");
+  std::vector<float> qkv(static_cast<size_t>(N));
+  Attrs ln(OpKind::linear);
+  ln.set_s("norm", "rms");
+  ln.set_f("eps", a.f("eps"));
+  VRUN_RETURN_IF_ERROR(run(OpKind::linear, {x, call.in[3], TensorView{}, TensorView{}, call.in[2]},
+                           TensorView::dense(qkv.data(), DType::f32, Shape{1, 1, N}), ln, call.pool));
+  // Keys and values [1, 2 kv_heads, 1, hd] (a permuted view of the projection's rows).
+  TensorView kv = view_of(qkv.data() + H * hd, DType::f32, {1, 2 * KV, 1, hd}, {N, hd, N, 1});
+  Attrs su(OpKind::slice_update);
+  su.set_i("axis", 2);
+  su.set_i("start", 0);
+  su.set_s("rope_mode", a.s("rope_mode"));
+  su.set_i("rope_heads", KV);
+  VRUN_RETURN_IF_ERROR(run(OpKind::slice_update, {cache, kv, pos, inv}, cache, su, call.pool));
+  KernelCall block = call;
+  const TensorView q = view_of(qkv.data(), DType::f32, {1, 1, H, hd}, {N, N, hd, 1});
+  const TensorView in[9] = {x, q, cache, pos, inv, call.in[6], call.in[7], call.in[8], call.in[9]};
+  block.op = OpKind::decode_block;
+  block.in = in;
+  block.n_in = 9;
+  block.out = &call.out[1];
+  block.n_out = 1;
+  return decode_block_kernel(block);
+}
+
 }  // namespace
 
-void register_cpu_decode_block(CpuKernelTable& t) { t.set(OpKind::decode_block, decode_block_kernel); }
+void register_cpu_decode_block(CpuKernelTable& t) {
+  t.set(OpKind::decode_block, decode_block_kernel);
+  t.set(OpKind::decode_layer, decode_layer_kernel);
+}
 
 }  // namespace vrun

@@ -58,6 +58,9 @@ struct OpSchema {
   const AttrSpec* attr(std::string_view name) const;
   int attr_index(std::string_view name) const;  // -1 when absent
   bool is_view() const { return family == OpFamily::view; }
+  // Output 0 is input 0 itself, written in place (slice_update's state, decode_layer's cache): it
+  // aliases input 0's storage, and the node is kept though nothing reads it.
+  bool writes_input0() const { return kind == OpKind::slice_update || kind == OpKind::decode_layer; }
 };
 
 const OpSchema& op_schema(OpKind kind);

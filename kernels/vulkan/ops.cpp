@@ -87,8 +87,9 @@ Status Recorder::record_op(OpKind op, const std::vector<DeviceView>& inputs, con
   if (!supports(ctx_, op, ptrs, attrs))
     return err(ErrorCode::kUnsupported, "vulkan: no kernel for ", op_name(op), " with input dtype ",
                inputs.empty() ? "(none)" : dtype_name(inputs[0].dtype), " on ", ctx_.info().name);
+  // Outputs are dense, but for the input an op writes in place (any view of it).
   for (size_t k = 0; k < outputs.size(); ++k)
-    if (!outputs[k].present() || !outputs[k].is_contiguous())
+    if (!outputs[k].present() || (!outputs[k].is_contiguous() && !(k == 0 && op_schema(op).writes_input0())))
       return err(ErrorCode::kInvalidArgument, "vulkan: ", op_name(op), " output ", k, " must be a dense device tensor");
   const RecordFn record_fn = family_kernels(op_schema(op).family).record;
   if (!record_fn) return err(ErrorCode::kUnsupported, "vulkan: ", op_name(op), " has no kernel");

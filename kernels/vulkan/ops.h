@@ -52,6 +52,7 @@ Status record_attention(Recorder&, OpKind, const std::vector<DeviceView>&, const
 Status record_sdpa(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, const Attrs& attrs);
 // decode_block (ops_decode_block.cpp): in as ops.def lists them; y its output.
 Status record_decode_block(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, const Attrs& attrs);
+Status record_decode_layer(Recorder& rec, const std::vector<DeviceView>& in, const std::vector<DeviceView>& out, const Attrs& attrs);
 Status record_norm(Recorder&, OpKind, const std::vector<DeviceView>&, const std::vector<DeviceView>&, const Attrs&);
 // The reduce family (ops_reduce.cpp): reduce_sum/mean/max/min; softmax, log_softmax and
 // argmax passed on to the norm family's code.

@@ -105,9 +105,9 @@ bool supports_attention(const Context&, OpKind op, const std::vector<const Tenso
     if (!attrs.ints("window").empty() && (in(4) || !sdpa_window_fits(attrs.ints("window")))) return false;
     return !m || is_act(m->dtype) || m->dtype == DType::bool_ || m->dtype == DType::u8;
   }
-  // decode_block: its kernel, or the rope, sdpa and linear kernels it stands for, take any shape
-  // the op's shape function accepts.
-  if (op == OpKind::decode_block) return true;
+  // decode_block, decode_layer: their kernel, or the kernels they stand for, take any shape the
+  // op's shape function accepts.
+  if (op == OpKind::decode_block || op == OpKind::decode_layer) return true;
   if (op == OpKind::rope) {
     const TensorDesc* f = in(1);
     return f && is_act(x->dtype) && is_act(f->dtype) &&
@@ -121,6 +121,7 @@ Status record_attention(Recorder& rec, OpKind op, const std::vector<DeviceView>&
   if (op == OpKind::sdpa) return record_sdpa(rec, in, out[0], attrs);
   if (op == OpKind::rope) return record_rope(rec, in, out[0], attrs);
   if (op == OpKind::decode_block) return record_decode_block(rec, in, out[0], attrs);
+  if (op == OpKind::decode_layer) return record_decode_layer(rec, in, out, attrs);
   return err(ErrorCode::kUnsupported, "vulkan: no kernel for ", op_name(op));
 }
 

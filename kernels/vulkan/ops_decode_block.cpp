@@ -1,7 +1,7 @@
-// decode_block: one dispatch of decode_block.comp (a grid that meets at barriers, one workgroup
-// per multiprocessor) where the device says how many it keeps resident and the shapes fit its
-// shared memory; elsewhere the rope, sdpa and linear kernels the op stands for, in the order the
-// unfused graph runs them.
+// decode_block and decode_layer: one dispatch of decode_block.comp (a grid that meets at
+// barriers, one workgroup per multiprocessor) where the device says how many it keeps resident
+// and the shapes fit its shared memory; elsewhere the rope, sdpa, linear and cache-write kernels
+// the op stands for, in the order the unfused graph runs them.
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -119,12 +119,14 @@ Status record_unfused(Recorder& rec, const std::vector<DeviceView>& in, const De
   return record_linalg(rec, OpKind::linear, {u, in[8], DeviceView{}, x1}, {y}, lg);
 }
 
-}  // namespace
-
-Status record_decode_block(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, const Attrs& a) {
+// The kernel for decode_block (wq null) or decode_layer (wq: w_qkv, an: attn_norm; q unused): false
+// in *ran when the grid or the shapes do not fit it (nothing recorded).
+Status record_kernel(Recorder& rec, const Dims& d, const DeviceView& y, const DeviceView& x, const DeviceView* q,
+                     const DeviceView& cache, const DeviceView* wq, const DeviceView* an, const std::vector<DeviceView>& rest,
+                     const Attrs& a, bool* ran) {
+  *ran = false;
   const Context& ctx = rec.context();
   const Grid grid = block_grid(ctx);
-  const Dims d = dims_of(in, a);
   const int64_t S = key_splits(d, grid.groups);
   const uint32_t sgs = std::max<uint32_t>(ctx.info().subgroup_size, 1);
   const int64_t staged = grid.groups ? staged_floats(d, grid.invocations, sgs, S) : 0;
@@ -134,34 +136,117 @@ Status record_decode_block(Recorder& rec, const std::vector<DeviceView>& in, con
   const bool hd_fits = d.hd >= 8 && d.hd <= kMaxHeadDim && (d.hd & (d.hd - 1)) == 0 && d.hd / 8 <= sgs;
   if (!grid.groups || !hd_fits || d.hd > grid.invocations || shared_bytes > ctx.limits().maxComputeSharedMemorySize ||
       grid.invocations > ctx.limits().maxComputeWorkGroupInvocations || grid.invocations / sgs > 64)
-    return record_unfused(rec, in, y, a);
-
-  VRUN_ASSIGN_OR_RETURN(DeviceView q, rec.dense_view(in[1]));
-  VRUN_ASSIGN_OR_RETURN(DeviceView cache, cache_view(rec, in[2]));
+    return Status::ok();
+  const DeviceView &pos = rest[0], &inv = rest[1], &wo = rest[2], &g = rest[3], &wgu = rest[4], &wd = rest[5];
   const uint32_t G = grid.groups;
-  VRUN_ASSIGN_OR_RETURN(DeviceView scratch, rec.scratch(DType::f32, Shape{d.H * S * (d.hd + 2) + d.D + d.F}));
+  const int64_t nq = wq ? (d.H + 2 * d.KV) * d.hd : 0;
+  VRUN_ASSIGN_OR_RETURN(DeviceView scratch, rec.scratch(DType::f32, Shape{d.H * S * (d.hd + 2) + d.D + d.F + nq}));
   VRUN_ASSIGN_OR_RETURN(DeviceView counters, rec.counters(2));
   const DeviceView none;
-  std::vector<Binding> bindings = {{&y, true},     {&in[0], false}, {&q, false},     {&cache, false},   {&in[3], false},   {&in[4], false},
-                                   {&in[5], false}, {&in[6], false}, {&in[7], false}, {&in[8], false}, {&scratch, true}, {&counters, true}};
+  std::vector<Binding> bindings = {{&y, true},     {&x, false},    {wq ? wq : q, false}, {&cache, wq != nullptr}, {&pos, false},
+                                   {&inv, false},  {&wo, false},   {&g, false},          {&wgu, false},           {&wd, false},
+                                   {&scratch, true}, {&counters, true}, {an ? an : &none, false}};
   VRUN_ASSIGN_OR_RETURN(auto offs, rec.binding_offsets(bindings));
   PushWords pw;
   for (uint32_t o : offs) pw.u(o);
   pw.u(static_cast<uint32_t>(d.H)).u(static_cast<uint32_t>(d.KV)).u(static_cast<uint32_t>(d.D)).u(static_cast<uint32_t>(d.F));
   pw.u(static_cast<uint32_t>(d.C)).u(static_cast<uint32_t>(S)).f(static_cast<float>(a.f("eps"))).u(static_cast<uint32_t>(cache.strides[1]));
-  const std::vector<int32_t> spec = {dt_code(in[5].dtype),
-                                     dt_code(in[7].dtype),
-                                     dt_code(in[8].dtype),
+  const char* stream = knob_value(Knob::VRUN_DECODE_STREAM);
+  const std::vector<int32_t> spec = {dt_code(wo.dtype),
+                                     dt_code(wgu.dtype),
+                                     dt_code(wd.dtype),
                                      dt_code(cache.dtype),
-                                     dt_code(in[6].dtype),
+                                     dt_code(g.dtype),
                                      a.s("rope_mode") == "half" ? 1 : 0,
                                      static_cast<int32_t>(staged),
                                      4,
                                      static_cast<int32_t>(grid.invocations),
                                      static_cast<int32_t>(knob_count(Knob::VRUN_DECODE_SKIP)),
                                      static_cast<int32_t>(d.hd),
-                                     knob_value(Knob::VRUN_DECODE_STREAM) && std::string(knob_value(Knob::VRUN_DECODE_STREAM)) == "0" ? 0 : 1};
+                                     stream && std::string(stream) == "0" ? 0 : 1,
+                                     wq ? 1 : 0,
+                                     wq ? dt_code(wq->dtype) : dt_code(DType::f16),
+                                     an ? dt_code(an->dtype) : dt_code(DType::f32)};
+  *ran = true;
   return rec.dispatch("decode_block", spec, bindings, pw.w, pw.bytes(), G, 1, 1);
+}
+
+// decode_layer's QKV projection and cache write as their own kernels (the normalised linear, then
+// the rotating cache write), leaving the queries in q [1, 1, heads, hd].
+Status record_qkv_parts(Recorder& rec, const Dims& d, const std::vector<DeviceView>& in, const DeviceView& cache,
+                        const Attrs& a, DeviceView* q) {
+  const int64_t N = (d.H + 2 * d.KV) * d.hd;
+  VRUN_ASSIGN_OR_RETURN(DeviceView qkv, rec.scratch(DType::f32, Shape{1, 1, N}));
+  Attrs ln(OpKind::linear);
+  ln.set_s("norm", "rms");
+  ln.set_f("eps", a.f("eps"));
+  const DeviceView none;
+  VRUN_RETURN_IF_ERROR(record_linalg(rec, OpKind::linear, {in[1], in[3], none, none, in[2]}, {qkv}, ln));
+  *q = qkv;
+  q->shape = Shape{1, 1, d.H, d.hd};
+  q->strides = contiguous_strides(q->shape);
+  // The keys and values: [1, 1, 2 kv_heads, hd] rows after the queries' (seen as [1, 2 kv_heads,
+  // 1, hd]: one position).
+  DeviceView kv = qkv;
+  kv.offset += static_cast<uint64_t>(d.H * d.hd) * 4;
+  kv.shape = Shape{1, 2 * d.KV, 1, d.hd};
+  kv.strides = contiguous_strides(kv.shape);
+  const DeviceView &pos = in[4], &inv = in[5];
+  if (cache.is_contiguous()) {
+    Attrs su(OpKind::slice_update);
+    su.set_i("axis", 2);
+    su.set_i("start", 0);
+    su.set_s("rope_mode", a.s("rope_mode"));
+    su.set_i("rope_heads", d.KV);
+    return record_data(rec, OpKind::slice_update, {cache, kv, pos, inv}, {cache}, su);
+  }
+  // A cache whose heads lie further apart (one slot of a batched cache): the keys rotated into
+  // the scratch, then keys and values copied to pos.
+  DeviceView rows = kv;
+  rows.shape = Shape{1, 1, 2 * d.KV, d.hd};
+  rows.strides = contiguous_strides(rows.shape);
+  VRUN_ASSIGN_OR_RETURN(DeviceView rot, rec.scratch(DType::f32, rows.shape));
+  Attrs ra(OpKind::rope);
+  ra.set_s("mode", a.s("rope_mode"));
+  ra.set_i("heads", d.KV);
+  VRUN_RETURN_IF_ERROR(record_attention(rec, OpKind::rope, {rows, inv, pos}, {rot}, ra));
+  rot.shape = kv.shape;
+  rot.strides = kv.strides;
+  DeviceView window = cache;
+  window.shape = Shape{1, 2 * d.KV, 1, d.hd};
+  VRUN_ASSIGN_OR_RETURN(DeviceView index, rec.dense_view(pos));
+  return record_copy_at(rec, window, rot, index, cache.strides[2], d.C - 1);
+}
+
+}  // namespace
+
+Status record_decode_block(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, const Attrs& a) {
+  const Dims d = dims_of(in, a);
+  VRUN_ASSIGN_OR_RETURN(DeviceView q, rec.dense_view(in[1]));
+  VRUN_ASSIGN_OR_RETURN(DeviceView cache, cache_view(rec, in[2]));
+  bool ran = false;
+  VRUN_RETURN_IF_ERROR(record_kernel(rec, d, y, in[0], &q, cache, nullptr, nullptr, {in.begin() + 3, in.end()}, a, &ran));
+  return ran ? Status::ok() : record_unfused(rec, in, y, a);
+}
+
+// decode_layer (inputs cache, x, attn_norm, w_qkv, pos, inv_freq, wo, ffn_norm, w_gate_up, w_down;
+// outputs the cache, written in place, and y): the kernel with its QKV stage where the cache's
+// positions are dense rows (the kernel writes it where it lies) and VRUN_DECODE_LAYER is not 0;
+// else the QKV projection and the cache write as kernels of their own, then decode_block.
+Status record_decode_layer(Recorder& rec, const std::vector<DeviceView>& in, const std::vector<DeviceView>& out, const Attrs& a) {
+  const DeviceView& cache = out[0];
+  const Dims d{a.i("heads"), a.i("kv_heads"), in[1].shape[2], in[9].shape[1], cache.shape[2], cache.shape[3]};
+  const char* e = knob_value(Knob::VRUN_DECODE_LAYER);
+  const bool fused_on = !(e && std::string(e) == "0");
+  const bool rows_dense = cache.strides[3] == 1 && cache.strides[2] == cache.shape[3] && cache.strides[1] >= cache.shape[2] * cache.shape[3];
+  if (fused_on && rows_dense) {
+    bool ran = false;
+    VRUN_RETURN_IF_ERROR(record_kernel(rec, d, out[1], in[1], nullptr, cache, &in[3], &in[2], {in.begin() + 4, in.end()}, a, &ran));
+    if (ran) return Status::ok();
+  }
+  DeviceView q;
+  VRUN_RETURN_IF_ERROR(record_qkv_parts(rec, d, in, cache, a, &q));
+  return record_decode_block(rec, {in[1], q, cache, in[4], in[5], in[6], in[7], in[8], in[9]}, out[1], a);
 }
 
 }  // namespace vrun::vulkan

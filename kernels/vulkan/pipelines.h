@@ -36,7 +36,7 @@ namespace vrun::vulkan {
 
 class Context;
 
-constexpr int kNumBindings = 12;
+constexpr int kNumBindings = 13;
 constexpr uint32_t kPushConstantBytes = 128;
 
 class PipelineCache {

@@ -242,13 +242,21 @@ Val LlamaBuilder::attention(MethodBuilder& g, Val x, int64_t l, const Positions&
 }
 
 // Layer l of a decode step (one token, the position on the device) with a stacked gate-up
-// projection: the Q, K and V projection, the cache write, then one decode_block node for the
-// rest (attention, output projection, feed-forward), which a GPU runs as one dispatch.
+// projection: one decode_layer node (the QKV projection, the cache write, attention, the output
+// projection and the feed-forward: a GPU runs it as one dispatch) where the QKV projection is
+// stacked without biases; else the QKV projection, the cache write and one decode_block node.
 Val LlamaBuilder::decode_layer(MethodBuilder& g, Val x, int64_t l, const Positions& at_pos) {
   const LlamaConfig& c = c_;
   const LayerW& w = layers_[l];
   const std::string p = "blk." + std::to_string(l) + ".";
   const std::string mode = rope_mode_name(c.rope_mode);
+  if (w.qkv >= 0 && w.qkv_b < 0) {
+    // The whole layer: its cache written in place (output 0), y the block's output.
+    return g.op_n(OpKind::decode_layer,
+                  {g.state(kv_cache_[l]), x, g.constant(w.attn_norm), g.constant(w.qkv), at_pos.at, at_pos.inv, g.constant(w.o),
+                   g.constant(w.ffn_norm), g.constant(w.gate_up), g.constant(w.down)},
+                  {{"heads", c.heads}, {"kv_heads", c.kv_heads}, {"eps", c.rms_eps}, {"rope_mode", mode}}, p + "layer")[1];
+  }
   auto [q, kv] = project_qkv(g, x, w, p);
   Val kvc = g.op(OpKind::slice_update, {g.state(kv_cache_[l]), g.op(OpKind::permute, {kv}, {{"perm", {0, 2, 1, 3}}}), at_pos.at, at_pos.inv},
                  {{"axis", 2}, {"start", 0}, {"rope_mode", mode}, {"rope_heads", c.kv_heads}}, p + "cache_kv");

@@ -122,7 +122,7 @@ Result<std::vector<int>> add_node(BuilderState& p, BMethod& m, NodeDef node) {
       std::vector<TensorDesc> out_descs;
       s = infer_shapes(node.op, ptrs, attrs, &out_descs);
       for (const auto& d : out_descs) outs[b].push_back(TensorView::dense(nullptr, d.dtype, d.shape));
-      if (s.is_ok() && node.op == OpKind::slice_update) outs[b][0] = m.values[node.inputs[0]].at[b];
+      if (s.is_ok() && op_schema(node.op).writes_input0()) outs[b][0] = m.values[node.inputs[0]].at[b];
     }
     if (!s.is_ok()) {
       if (b == 0) return node_error(m, node, s);
@@ -138,7 +138,7 @@ Result<std::vector<int>> add_node(BuilderState& p, BMethod& m, NodeDef node) {
     const int id = new_value(m, outs[0][o].dtype, ValueKind::kIntermediate, name);
     BValue& v = m.values[id];
     v.producer = static_cast<int>(m.nodes.size());
-    const bool alias = is_view || node.op == OpKind::slice_update;
+    const bool alias = is_view || (o == 0 && op_schema(node.op).writes_input0());
     v.alias = alias;
     if (alias) v.root = m.values[node.inputs[0]].root;
     for (int b = 0; b < nb; ++b) {

@@ -19,7 +19,7 @@ struct BValue {
   std::vector<TensorView> at;   // per binding: shape, strides and a synthetic address
   int producer = -1;            // node index
   int root = -1;                // the value whose storage this one occupies (itself when it owns)
-  bool alias = false;           // a view, or slice_update's output (aliases its state)
+  bool alias = false;           // a view, or the output an op writes in place (aliases its state)
 };
 
 struct BNode {

@@ -1,5 +1,5 @@
 // Graph passes on the builder's representation. Each keeps the node order (a valid schedule:
-// state reads stay on the right side of the slice_update writes they follow).
+// state reads stay on the right side of the in-place writes (slice_update, decode_layer) they follow).
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -107,7 +107,7 @@ void eliminate_dead_code(BMethod& m) {
   for (int i = static_cast<int>(m.nodes.size()) - 1; i >= 0; --i) {
     BNode& n = m.nodes[i];
     if (n.dead) continue;
-    bool needed = n.def.op == OpKind::slice_update;  // writes state: always kept
+    bool needed = op_schema(n.def.op).writes_input0();  // writes state: always kept
     for (int id : n.def.outputs) needed = needed || live[id];
     if (!needed) {
       n.dead = true;
@@ -122,7 +122,7 @@ void eliminate_common_subexpressions(BMethod& m) {
   std::map<std::string, int> seen;  // key -> node index
   for (size_t i = 0; i < m.nodes.size(); ++i) {
     BNode& n = m.nodes[i];
-    if (n.dead || n.def.op == OpKind::slice_update || reads_state(m, n)) continue;
+    if (n.dead || op_schema(n.def.op).writes_input0() || reads_state(m, n)) continue;
     const std::string key = node_key(n);
     auto it = seen.find(key);
     if (it == seen.end()) {
@@ -202,7 +202,7 @@ void refresh_views(BMethod& m) {
   for (BNode& n : m.nodes) {
     if (n.dead) continue;
     const bool view = op_schema(n.def.op).is_view();
-    if (!view && n.def.op != OpKind::slice_update) continue;
+    if (!view && !op_schema(n.def.op).writes_input0()) continue;
     const BValue& x = m.values[n.def.inputs[0]];
     for (int b = 0; b < m.num_bindings(); ++b) {
       if (!m.binding_ok[b]) continue;
@@ -214,7 +214,11 @@ void refresh_views(BMethod& m) {
       }
       for (size_t o = 0; o < outs.size() && o < n.def.outputs.size(); ++o) m.values[n.def.outputs[o]].at[b] = outs[o];
     }
-    for (int id : n.def.outputs) m.values[id].root = x.root;
+    if (view) {
+      for (int id : n.def.outputs) m.values[id].root = x.root;
+    } else {
+      m.values[n.def.outputs[0]].root = x.root;  // only output 0 is the state written in place
+    }
   }
 }
 

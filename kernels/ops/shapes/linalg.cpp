@@ -1,4 +1,4 @@
-// Shape functions of the linalg (linear, bmm) and attention (sdpa, rope, decode_block) families.
+// Shape functions of the linalg (linear, bmm) and attention (sdpa, rope, decode_block, decode_layer) families.
 #include <initializer_list>
 #include <utility>
 
@@ -227,29 +227,30 @@ Status infer_rope(const std::vector<const TensorDesc*>& in, const Attrs& attrs, 
 }
 
 // decode_block (ops.def): every input's shape follows from x's D, the heads and the cache.
-Status infer_decode_block(const std::vector<const TensorDesc*>& in, const Attrs& attrs, std::vector<TensorDesc>* out) {
+Status infer_decode_block(const std::vector<const TensorDesc*>& in, const Attrs& attrs, std::vector<TensorDesc>* out,
+                          const char* op = "decode_block") {
   const TensorDesc *x, *q, *cache, *pos, *inv, *wo, *g, *wgu, *wd;
-  VRUN_RETURN_IF_ERROR(need(in, "decode_block",
+  VRUN_RETURN_IF_ERROR(need(in, op,
                             {{"x", &x}, {"q", &q}, {"cache", &cache}, {"pos", &pos}, {"inv_freq", &inv}, {"wo", &wo},
                              {"ffn_norm", &g}, {"w_gate_up", &wgu}, {"w_down", &wd}}));
   const int64_t H = attrs.i("heads"), KV = attrs.i("kv_heads");
   if (H < 1 || KV < 1 || H % KV != 0)
-    return err(ErrorCode::kInvalidArgument, "decode_block: heads ", H, " must be a positive multiple of kv_heads ", KV);
+    return err(ErrorCode::kInvalidArgument, op, ": heads ", H, " must be a positive multiple of kv_heads ", KV);
   if (x->dtype != DType::f32 || x->shape.rank != 3 || x->shape[0] != 1 || x->shape[1] != 1)
-    return err(ErrorCode::kInvalidArgument, "decode_block: x must be f32 [1, 1, D], got ", dtype_name(x->dtype), " ", x->shape.str());
+    return err(ErrorCode::kInvalidArgument, op, ": x must be f32 [1, 1, D], got ", dtype_name(x->dtype), " ", x->shape.str());
   const int64_t D = x->shape[2];
   if (!is_activation(cache->dtype) || cache->shape.rank != 4 || cache->shape[0] != 1 || cache->shape[1] != 2 * KV)
-    return err(ErrorCode::kInvalidArgument, "decode_block: cache must be float [1, ", 2 * KV, ", C, hd], got ", dtype_name(cache->dtype), " ",
+    return err(ErrorCode::kInvalidArgument, op, ": cache must be float [1, ", 2 * KV, ", C, hd], got ", dtype_name(cache->dtype), " ",
                cache->shape.str());
   const int64_t hd = cache->shape[3];
   if (q->dtype != DType::f32 || q->shape != Shape{1, 1, H, hd})
-    return err(ErrorCode::kInvalidArgument, "decode_block: q must be f32 [1, 1, ", H, ", ", hd, "], got ", dtype_name(q->dtype), " ", q->shape.str());
-  if (!pos) return err(ErrorCode::kInvalidArgument, "decode_block: missing input pos");
-  VRUN_RETURN_IF_ERROR(check_device_scalar(pos, "decode_block", "pos"));
-  VRUN_RETURN_IF_ERROR(check_rope_frequencies("decode_block", "rope_mode", attrs, *inv, hd));
-  VRUN_RETURN_IF_ERROR(need_activation("decode_block", "ffn_norm", *g));
+    return err(ErrorCode::kInvalidArgument, op, ": q must be f32 [1, 1, ", H, ", ", hd, "], got ", dtype_name(q->dtype), " ", q->shape.str());
+  if (!pos) return err(ErrorCode::kInvalidArgument, op, ": missing input pos");
+  VRUN_RETURN_IF_ERROR(check_device_scalar(pos, op, "pos"));
+  VRUN_RETURN_IF_ERROR(check_rope_frequencies(op, "rope_mode", attrs, *inv, hd));
+  VRUN_RETURN_IF_ERROR(need_activation(op, "ffn_norm", *g));
   if (g->shape.rank != 1 || g->shape[0] != D)
-    return err(ErrorCode::kInvalidArgument, "decode_block: ffn_norm must be [", D, "], got ", g->shape.str());
+    return err(ErrorCode::kInvalidArgument, op, ": ffn_norm must be [", D, "], got ", g->shape.str());
   const int64_t F = wd->shape.rank == 2 ? wd->shape[1] : -1;
   const struct {
     const char* name;
@@ -258,14 +259,46 @@ Status infer_decode_block(const std::vector<const TensorDesc*>& in, const Attrs&
   } ws[3] = {{"wo", wo, D, H * hd}, {"w_gate_up", wgu, 2 * F, D}, {"w_down", wd, D, F}};
   for (const auto& w : ws) {
     if (!is_activation(w.w->dtype) && !is_quantized(w.w->dtype))
-      return err(ErrorCode::kInvalidArgument, "decode_block: ", w.name, " dtype must be f32/f16/bf16/q8_0/q4_0/q4_1, got ",
+      return err(ErrorCode::kInvalidArgument, op, ": ", w.name, " dtype must be f32/f16/bf16/q8_0/q4_0/q4_1, got ",
                  dtype_name(w.w->dtype));
     if (w.w->shape.rank != 2 || w.w->shape[0] != w.n || w.w->shape[1] != w.k || w.k < 1)
-      return err(ErrorCode::kInvalidArgument, "decode_block: ", w.name, " must be [", w.n, ", ", w.k, "], got ", w.w->shape.str());
+      return err(ErrorCode::kInvalidArgument, op, ": ", w.name, " must be [", w.n, ", ", w.k, "], got ", w.w->shape.str());
     if (is_quantized(w.w->dtype) && w.k % kQuantBlock != 0)
-      return err(ErrorCode::kInvalidArgument, "decode_block: ", dtype_name(w.w->dtype), " ", w.name, " needs K % 32 == 0, got ", w.k);
+      return err(ErrorCode::kInvalidArgument, op, ": ", dtype_name(w.w->dtype), " ", w.name, " needs K % 32 == 0, got ", w.k);
   }
   out->push_back(*x);
+  return Status::ok();
+}
+
+// decode_layer (ops.def): decode_block's inputs after the cache written in place, with the
+// normalised QKV projection's in place of q; outputs the cache and y.
+Status infer_decode_layer(const std::vector<const TensorDesc*>& in, const Attrs& attrs, std::vector<TensorDesc>* out) {
+  const TensorDesc *cache, *x, *an, *wqkv;
+  VRUN_RETURN_IF_ERROR(need(in, "decode_layer", {{"cache", &cache}, {"x", &x}, {"attn_norm", &an}, {"w_qkv", &wqkv}}));
+  const int64_t H = attrs.i("heads"), KV = attrs.i("kv_heads");
+  if (x->dtype != DType::f32 || x->shape.rank != 3 || x->shape[0] != 1 || x->shape[1] != 1)
+    return err(ErrorCode::kInvalidArgument, "decode_layer: x must be f32 [1, 1, D], got ", dtype_name(x->dtype), " ", x->shape.str());
+  const int64_t D = x->shape[2];
+  if (!is_activation(cache->dtype) || cache->shape.rank != 4)
+    return err(ErrorCode::kInvalidArgument, "decode_layer: cache must be float [1, 2 kv_heads, C, hd], got ", dtype_name(cache->dtype), " ",
+               cache->shape.str());
+  const int64_t hd = cache->shape[3];
+  VRUN_RETURN_IF_ERROR(need_activation("decode_layer", "attn_norm", *an));
+  if (an->shape.rank != 1 || an->shape[0] != D)
+    return err(ErrorCode::kInvalidArgument, "decode_layer: attn_norm must be [", D, "], got ", an->shape.str());
+  if (!is_activation(wqkv->dtype) && !is_quantized(wqkv->dtype))
+    return err(ErrorCode::kInvalidArgument, "decode_layer: w_qkv dtype must be f32/f16/bf16/q8_0/q4_0/q4_1, got ", dtype_name(wqkv->dtype));
+  if (H < 1 || KV < 1 || wqkv->shape.rank != 2 || wqkv->shape[0] != (H + 2 * KV) * hd || wqkv->shape[1] != D)
+    return err(ErrorCode::kInvalidArgument, "decode_layer: w_qkv must be [", (H + 2 * KV) * hd, ", ", D, "], got ", wqkv->shape.str());
+  if (is_quantized(wqkv->dtype) && D % kQuantBlock != 0)
+    return err(ErrorCode::kInvalidArgument, "decode_layer: ", dtype_name(wqkv->dtype), " w_qkv needs K % 32 == 0, got ", D);
+  const TensorDesc q{DType::f32, Shape{1, 1, H, hd}};
+  const std::vector<const TensorDesc*> block = {x, &q, cache, input_at(in, 4), input_at(in, 5), input_at(in, 6), input_at(in, 7),
+                                                input_at(in, 8), input_at(in, 9)};
+  std::vector<TensorDesc> y;
+  VRUN_RETURN_IF_ERROR(infer_decode_block(block, attrs, &y, "decode_layer"));
+  out->push_back(*cache);
+  out->push_back(y[0]);
   return Status::ok();
 }
 
@@ -279,6 +312,7 @@ Status infer_shapes_linalg(OpKind op, const std::vector<const TensorDesc*>& in, 
     case OpKind::sdpa: return infer_sdpa(in, attrs, out);
     case OpKind::rope: return infer_rope(in, attrs, out);
     case OpKind::decode_block: return infer_decode_block(in, attrs, out);
+    case OpKind::decode_layer: return infer_decode_layer(in, attrs, out);
     default: return err(ErrorCode::kInternal, "infer_shapes_linalg: op ", op_name(op), " is not linalg/attention");
   }
 }

@@ -1,7 +1,7 @@
-// Shared declarations of every vrun compute kernel. All kernels use one pipeline layout: twelve
+// Shared declarations of every vrun compute kernel. All kernels use one pipeline layout: thirteen
 // storage buffers in set 0 (each declared under several element types, since a binding's dtype
 // is a specialisation constant) and 128 bytes of push constants. Bindings 0-4 are declared here;
-// the few kernels that take 5 to 11 declare them with BINDING(5) etc.
+// the few kernels that take 5 to 12 declare them with BINDING(5) etc.
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_8bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int16 : require

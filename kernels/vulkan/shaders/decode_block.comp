@@ -4,10 +4,14 @@
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 // decode_block (ops.def) in one dispatch: the rest of a decoder block at one position, after its
-// Q, K and V projections and the cache write. A decode step is bound by its dependent dispatches
-// (each pays a drain and a start on the GPU, ~4 us, against ~1 us of weights for a small q4_0
-// projection), so the four stages here meet at grid barriers instead (an arrival counter, as
-// tdt_greedy.comp's):
+// Q, K and V projections and the cache write; with QKV = 1, decode_layer: the whole block, those
+// included. A decode step is bound by its dependent dispatches (each pays a drain and a start on
+// the GPU, ~4 us, against ~1 us of weights for a small q4_0 projection), so the stages here meet
+// at grid barriers instead (an arrival counter, as tdt_greedy.comp's):
+//   0  (QKV = 1) every workgroup stages x normalised (RMS, times attn_norm), then the QKV
+//      projection's rows (scratch); after the barrier the grid writes the keys (rotated) and the
+//      values at pos into the cache, and attention takes that position's key and value from the
+//      scratch (as the cache holds them: rounded to its dtype), not from the cache;
 //   A  attention: a work item is a query head and a split of the keys 0 .. pos (at most 2,048
 //      keys); it rotates the query, scores its keys side by side (an invocation a key), takes
 //      their softmax, sums the values (an invocation 8 dimensions of some keys) and writes its
@@ -24,8 +28,9 @@
 // on the current one, a stage's first ones before the barrier ahead of it. Staged vectors sit in
 // shared memory as f32, 16-byte slots permuted within each 32-element block (quantised blocks
 // read by consecutive lanes then fall in different banks).
-// Bindings: 0 y, 1 x, 2 q (f32), 3 cache (DT_C), 4 pos (i32), 5 inv_freq (f32), 6 wo, 7 ffn_norm,
-// 8 w_gate_up, 9 w_down, 10 scratch (f32), 11 counters (u32, arrival and done, left at zero).
+// Bindings: 0 y, 1 x, 2 q (f32; QKV = 1: w_qkv), 3 cache (DT_C; written when QKV = 1), 4 pos (i32),
+// 5 inv_freq (f32), 6 wo, 7 ffn_norm, 8 w_gate_up, 9 w_down, 10 scratch (f32), 11 counters (u32,
+// arrival and done, left at zero), 12 attn_norm (QKV = 1).
 #include "common.glsl"
 
 layout(local_size_x_id = 8) in;
@@ -45,9 +50,13 @@ layout(constant_id = 7) const uint U = 4;
 
 // The head dim (8 to 256, a multiple of 8).
 layout(constant_id = 10) const uint HDC = 64;
-// Timing only (VRUN_DECODE_SKIP): stages left out, bit 0 A, 1 B's rows, 2 C's rows, 3 D's rows
-// (the results are then wrong; the barriers and staging stay).
+// Timing only (VRUN_DECODE_SKIP): stages left out, bit 0 A, 1 B's rows, 2 C's rows, 3 D's rows,
+// 4 stage 0's rows (the results are then wrong; the barriers and staging stay).
 layout(constant_id = 9) const uint SKIP = 0;
+// 1: decode_layer (stage 0 and the cache write); DT_WQ: w_qkv's dtype, DT_AN: attn_norm's.
+layout(constant_id = 12) const uint QKV = 0;
+layout(constant_id = 13) const uint DT_WQ = DT_F16;
+layout(constant_id = 14) const uint DT_AN = DT_F32;
 
 const uint RG = 2;
 const uint MAX_SG = 64;   // subgroups a workgroup can have (WG 1024 in subgroups of 16)
@@ -65,6 +74,10 @@ layout(set = 0, binding = 8, std430) readonly buffer WguU16 { uint16_t wgu16[]; 
 layout(set = 0, binding = 9, std430) readonly buffer WdU4 { uvec4 wd4[]; };
 layout(set = 0, binding = 9, std430) readonly buffer WdU32 { uint wd32[]; };
 layout(set = 0, binding = 9, std430) readonly buffer WdU16 { uint16_t wd16[]; };
+layout(set = 0, binding = 2, std430) readonly buffer WqU4 { uvec4 wq4[]; };
+layout(set = 0, binding = 2, std430) readonly buffer WqU32 { uint wq32[]; };
+layout(set = 0, binding = 2, std430) readonly buffer WqU16 { uint16_t wq16[]; };
+BINDING(12)
 layout(set = 0, binding = 10, std430) coherent buffer Scratch { float sc[]; };
 layout(set = 0, binding = 11, std430) coherent buffer CountersU { uint cu[]; };
 layout(set = 0, binding = 11, std430) coherent volatile buffer CountersV { uint cv[]; };
@@ -72,6 +85,7 @@ layout(set = 0, binding = 11, std430) coherent volatile buffer CountersV { uint 
 layout(push_constant) uniform Push {
   uint off_y, off_x, off_q, off_c, off_pos, off_inv;
   uint off_wo, off_g, off_wgu, off_wd, off_s, off_cnt;  // weights: elements, bytes when quantised
+  uint off_an;
   uint H, KV, D, F, C, S;                               // S: key splits a head
   float eps;
   uint c_hs;  // cache elements between heads (C HD, or more for one slot of a batched cache)
@@ -82,7 +96,7 @@ shared float s_red[MAX_SG];
 shared bool s_fail;
 
 uint G, wg, lid, sg, nsg, lane, SGS;
-uint PART, X1, HB;  // scratch regions (floats from off_s)
+uint PART, X1, HB, QS;  // scratch regions (floats from off_s); QS: the QKV projection's rows
 
 uint swz(uint s4) { return s4 ^ ((s4 >> 3) & 7u); }
 float shf(uint i) { return sh4[swz(i >> 2)][i & 3u]; }
@@ -124,6 +138,7 @@ float wg_sum(float v) {
 #include "decode_block_rows.glsl"
 
 float cache_at(uint i) { return load3(DT_C, pc.off_c + i); }
+const uint HD_HALF = HDC / 2u;
 
 // ---- A: attention partials of (head, split) items. Keys go to invocations side by side (a key's
 // whole dot product each, its row read in 16-byte loads), then the values by dimension, the
@@ -143,6 +158,44 @@ float key_dot(uint at) {
     return s;
   }
   [[unroll]] for (uint i = 0; i < HDC; ++i) s += shf(i) * cache_at(at + i);
+  return s;
+}
+
+// Element i of the head at q (f32 [HD], in binding 2), rotated at pos.
+float rotated_q(uint q, uint i, uint pos) {
+  const uint half_ = HD_HALF;
+  const bool first = HALF == 1u ? i < half_ : (i & 1u) == 0u;
+  const uint partner = HALF == 1u ? (first ? i + half_ : i - half_) : (first ? i + 1u : i - 1u);
+  const float ang = float(pos) * invf[pc.off_inv + (HALF == 1u ? (first ? i : i - half_) : i / 2u)];
+  return b2_f32[q + i] * cos(ang) + (first ? -1.0 : 1.0) * b2_f32[q + partner] * sin(ang);
+}
+
+// A value as the cache holds it (rounded to its dtype).
+float as_cached(float v) {
+  if (DT_C == DT_F16) return float(float16_t(v));
+  if (DT_C == DT_BF16) {
+    uint u = floatBitsToUint(v);
+    u = isnan(v) ? (u | 0x400000u) : u + 0x7fffu + ((u >> 16) & 1u);
+    return uintBitsToFloat(u & 0xffff0000u);
+  }
+  return v;
+}
+
+// Element i of the head at scratch float h, rotated at pos; `cached`: as the cache holds it.
+float rotated(uint h, uint i, uint pos, bool cached) {
+  const uint half_ = HD_HALF;
+  const bool first = HALF == 1u ? i < half_ : (i & 1u) == 0u;
+  const uint partner = HALF == 1u ? (first ? i + half_ : i - half_) : (first ? i + 1u : i - 1u);
+  const float ang = float(pos) * invf[pc.off_inv + (HALF == 1u ? (first ? i : i - half_) : i / 2u)];
+  const float r = sc[h + i] * cos(ang) + (first ? -1.0 : 1.0) * sc[h + partner] * sin(ang);
+  return cached ? as_cached(r) : r;
+}
+
+// The staged query . the key at pos (its rows in the scratch at k, rotated and rounded as the
+// cache write stores them).
+float current_key_dot(uint k, uint pos) {
+  float s = 0.0;
+  for (uint i = 0; i < HDC; ++i) s += shf(i) * rotated(k, i, pos, true);
   return s;
 }
 
@@ -167,32 +220,17 @@ void attention(uint pos) {
   for (uint item = wg; item < pc.H * S; item += G) {
     const uint h = item / S, s = item % S;
     const uint k0 = min(s * chunk, L), k1 = min(k0 + chunk, L), n = k1 - k0;
-    for (uint i = lid; i < HD; i += WG) {
-      const uint qo = pc.off_q + h * HD;
-      const float v = b2_f32[qo + i];
-      const uint half_ = HD / 2u;
-      float partner, sgn;
-      uint f;
-      if (HALF == 1u) {
-        const bool lo = i < half_;
-        f = lo ? i : i - half_;
-        partner = b2_f32[qo + (lo ? i + half_ : i - half_)];
-        sgn = lo ? -1.0 : 1.0;
-      } else {
-        f = i / 2u;
-        const bool even = (i & 1u) == 0u;
-        partner = b2_f32[qo + (even ? i + 1u : i - 1u)];
-        sgn = even ? -1.0 : 1.0;
-      }
-      const float ang = float(pos) * invf[pc.off_inv + f];
-      set_shf(i, (v * cos(ang) + sgn * partner * sin(ang)) * scale);
-    }
+    for (uint i = lid; i < HD; i += WG) set_shf(i, QKV == 1u ? rotated(pc.off_s + QS + h * HD, i, pos, false) * scale
+                                                             : rotated_q(pc.off_q + h * HD, i, pos) * scale);
     barrier();
     const uint kh = h / per_kv;
     const uint kb = kh * pc.c_hs, vb = (pc.KV + kh) * pc.c_hs;
+    // With QKV = 1 the key at pos comes from the scratch (the last of the last split's keys).
+    const bool cur = QKV == 1u && k1 == pos + 1u && n > 0u;
+    const uint ck = pc.off_s + QS + (pc.H + kh) * HD, cv_ = pc.off_s + QS + (pc.H + pc.KV + kh) * HD;
     float m = NEG_BIG;
     for (uint k = lid; k < n; k += WG) {
-      const float v = key_dot(kb + (k0 + k) * HD);
+      const float v = cur && k == n - 1u ? current_key_dot(ck, pos) : key_dot(kb + (k0 + k) * HD);
       set_shf(SCO + k, v);
       m = max(m, v);
     }
@@ -210,8 +248,9 @@ void attention(uint pos) {
     const uint dpl = 8u, per_key = HDC / dpl, groups = WG / per_key, dc = lid % per_key, gi = lid / per_key;
     float a[8];
     [[unroll]] for (uint j = 0; j < 8u; ++j) a[j] = 0.0;
+    const uint nc = cur ? n - 1u : n;  // keys read from the cache
     if (cache_vec()) {
-      for (uint k = gi; k < n; k += groups) {
+      for (uint k = gi; k < nc; k += groups) {
         const uvec4 w = c4[(pc.off_c + vb + (k0 + k) * HDC) / 8u + dc];
         const float p = shf(SCO + k);
         const vec4 l4 = lo4(w), h4 = hi4(w);
@@ -219,10 +258,14 @@ void attention(uint pos) {
         a[4] += p * h4.x; a[5] += p * h4.y; a[6] += p * h4.z; a[7] += p * h4.w;
       }
     } else {
-      for (uint k = gi; k < n; k += groups) {
+      for (uint k = gi; k < nc; k += groups) {
         const float p = shf(SCO + k);
         [[unroll]] for (uint j = 0; j < 8u; ++j) a[j] += p * cache_at(vb + (k0 + k) * HDC + dc * 8u + j);
       }
+    }
+    if (cur && gi == (n - 1u) % groups) {
+      const float p = shf(SCO + n - 1u);
+      [[unroll]] for (uint j = 0; j < 8u; ++j) a[j] += p * as_cached(sc[cv_ + dc * 8u + j]);
     }
     // Lanes per_key apart hold the same dimensions (per_key divides the subgroup size).
     for (uint m = per_key; m < SGS; m *= 2u)
@@ -255,9 +298,38 @@ void main() {
   PART = 0u;
   X1 = H * pc.S * (HD + 2u);
   HB = X1 + D;
+  QS = HB + F;
   if (lid == 0u) s_fail = false;
   barrier();
   const uint pos = uint(max(b4_i32[pc.off_pos], 0));
+
+  if (QKV == 1u) {
+    // 0: x normalised and staged; q, k, v = x w_qkv^T (scratch).
+    const uint NQ = (H + 2u * pc.KV) * HD, QG = (NQ + 1u) / 2u;
+    const bool sq = (SKIP & 16u) == 0u && streams(3u, pc.off_q, D);
+    if (sq) stream_begin(3u, 3u, pc.off_q, D, QG, NQ);
+    float ss = 0.0;
+    for (uint i = lid; i < D; i += WG) {
+      const float v = b1_f32[pc.off_x + i];
+      set_shf(i, v);
+      ss += v * v;
+    }
+    const float rs = inversesqrt(wg_sum(ss) / float(D) + pc.eps);
+    for (uint i = lid; i < D; i += WG) set_shf(i, shf(i) * rs * load12(DT_AN, pc.off_an + i));
+    barrier();
+    if (sq) stream_run(3u, 3u, pc.off_q, D, QG, NQ);
+    else if ((SKIP & 16u) == 0u) FOR_ROWS(NQ, 3u, pc.off_q, D, { sc[pc.off_s + QS + n] = acc[r]; })
+    grid_sync();
+    // The keys (rotated) and values at pos into the cache, over the whole grid; nothing in this
+    // dispatch reads them from there.
+    if (pos < pc.C) {
+      for (uint t = wg * WG + lid; t < 2u * pc.KV * HD; t += G * WG) {
+        const uint hh = t / HD, i = t % HD;
+        const float v = hh < pc.KV ? rotated(pc.off_s + QS + (H + hh) * HD, i, pos, false) : sc[pc.off_s + QS + H * HD + t];
+        store3(DT_C, pc.off_c + hh * pc.c_hs + pos * HD + i, v);
+      }
+    }
+  }
 
   if ((SKIP & 1u) == 0u) attention(pos);
   const uint DG = (D + 1u) / 2u;

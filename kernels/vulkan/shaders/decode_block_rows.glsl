@@ -3,11 +3,11 @@
 // (a group of rows at a time) and streamed (the next step requested before the current one is
 // used, a stage's first step before the barrier ahead of it), and the stages' epilogues.
 
-// ---- weights: which 0 wo (binding 6), 1 w_gate_up (8), 2 w_down (9).
-uint wdt(uint which) { return which == 0u ? DT_WO : which == 1u ? DT_WGU : DT_WD; }
-uvec4 ld4(uint which, uint i) { return which == 0u ? wo4[i] : which == 1u ? wgu4[i] : wd4[i]; }
-uint ld32(uint which, uint i) { return which == 0u ? wo32[i] : which == 1u ? wgu32[i] : wd32[i]; }
-uint ld16(uint which, uint i) { return uint(which == 0u ? wo16[i] : which == 1u ? wgu16[i] : wd16[i]); }
+// ---- weights: which 0 wo (binding 6), 1 w_gate_up (8), 2 w_down (9), 3 w_qkv (2).
+uint wdt(uint which) { return which == 0u ? DT_WO : which == 1u ? DT_WGU : which == 2u ? DT_WD : DT_WQ; }
+uvec4 ld4(uint which, uint i) { return which == 0u ? wo4[i] : which == 1u ? wgu4[i] : which == 2u ? wd4[i] : wq4[i]; }
+uint ld32(uint which, uint i) { return which == 0u ? wo32[i] : which == 1u ? wgu32[i] : which == 2u ? wd32[i] : wq32[i]; }
+uint ld16(uint which, uint i) { return uint(which == 0u ? wo16[i] : which == 1u ? wgu16[i] : which == 2u ? wd16[i] : wq16[i]); }
 
 float f16lo(uint u) { return unpackHalf2x16(u).x; }
 float dot8h(uvec4 w, vec4 a, vec4 b) {
@@ -170,7 +170,7 @@ void dot_rows(uint which, uint off, uint K) {
 // each row), requesting the next step's weights before it computes on the current one, and a
 // stage's first step before the grid barrier that precedes the stage (the weights do not depend
 // on what the barrier waits for). Stages: 0 the output projection (rows 2g, 2g + 1), 1 gate-up
-// (rows g and F + g: a unit), 2 down (rows 2g, 2g + 1).
+// (rows g and F + g: a unit), 2 down (rows 2g, 2g + 1), 3 QKV (rows 2g, 2g + 1).
 layout(constant_id = 11) const uint STREAM = 1;
 const uint UF = 2;
 uvec4 fw[RG][UF], fwn[RG][UF];
@@ -266,7 +266,8 @@ void emit(uint st, uint g, uint N) {
   [[unroll]] for (uint r = 0; r < RG; ++r) {
     const uint n = 2u * g + r;
     if (n >= N) break;
-    if (st == 0u) sc[pc.off_s + X1 + n] = b1_f32[pc.off_x + n] + acc[r];
+    if (st == 3u) sc[pc.off_s + QS + n] = acc[r];
+    else if (st == 0u) sc[pc.off_s + X1 + n] = b1_f32[pc.off_x + n] + acc[r];
     else b0_f32[pc.off_y + n] = s_fail ? uintBitsToFloat(0x7fc00000u) : sc[pc.off_s + X1 + n] + acc[r];
   }
 }
