@@ -59,11 +59,12 @@ int64_t key_splits(const Dims& d, uint32_t groups) {
   return std::max(std::clamp<int64_t>(groups / d.H, 1, 16), (d.C + kMaxChunk - 1) / kMaxChunk);
 }
 
-// Floats of shared memory the kernel stages: the longest vector, and attention's query, a
-// chunk's scores and the subgroups' value partials; rounded up to 1,024.
+// Floats of shared memory the kernel stages: the longest vector, and attention's query (and the
+// key at pos, for decode_layer), a chunk's scores and the subgroups' value partials; rounded up
+// to 1,024.
 int64_t staged_floats(const Dims& d, uint32_t invocations, uint32_t subgroup, int64_t splits) {
   const int64_t chunk = (d.C + splits - 1) / splits;
-  const int64_t need = std::max({d.D, d.F, d.H * d.hd, d.hd + (chunk + 3) / 4 * 4 + invocations / subgroup * d.hd});
+  const int64_t need = std::max({d.D, d.F, d.H * d.hd, 2 * d.hd + (chunk + 3) / 4 * 4 + invocations / subgroup * d.hd});
   return (need + 1023) / 1024 * 1024;
 }
 

@@ -191,11 +191,11 @@ float rotated(uint h, uint i, uint pos, bool cached) {
   return cached ? as_cached(r) : r;
 }
 
-// The staged query . the key at pos (its rows in the scratch at k, rotated and rounded as the
-// cache write stores them).
-float current_key_dot(uint k, uint pos) {
+// The staged query . the key at pos, staged after it (rotated and rounded as the cache write
+// stores it).
+float current_key_dot() {
   float s = 0.0;
-  for (uint i = 0; i < HDC; ++i) s += shf(i) * rotated(k, i, pos, true);
+  [[unroll]] for (uint i = 0; i < HDC; ++i) s += shf(i) * shf(HDC + i);
   return s;
 }
 
@@ -214,23 +214,27 @@ void attention(uint pos) {
   const uint chunk = (L + S - 1u) / S;
   const float scale = inversesqrt(float(HD));
   const uint per_kv = pc.H / pc.KV;
-  // Shared floats: the query [0, HD), the chunk's scores [HD, HD + chunk) (the host keeps the
-  // chunk within MAXV - HD - 2 WG), the value partials after them.
-  const uint SCO = HD, VP = HD + ((chunk + 3u) & ~3u);
+  // Shared floats: the query [0, HD), with QKV = 1 the key at pos [HD, 2 HD), the chunk's scores
+  // [SCO, SCO + chunk) (the host keeps the chunk within MAXV - 2 HD - 2 WG), the value partials
+  // after them.
+  const uint SCO = QKV == 1u ? 2u * HD : HD, VP = SCO + ((chunk + 3u) & ~3u);
   for (uint item = wg; item < pc.H * S; item += G) {
     const uint h = item / S, s = item % S;
     const uint k0 = min(s * chunk, L), k1 = min(k0 + chunk, L), n = k1 - k0;
-    for (uint i = lid; i < HD; i += WG) set_shf(i, QKV == 1u ? rotated(pc.off_s + QS + h * HD, i, pos, false) * scale
-                                                             : rotated_q(pc.off_q + h * HD, i, pos) * scale);
-    barrier();
     const uint kh = h / per_kv;
     const uint kb = kh * pc.c_hs, vb = (pc.KV + kh) * pc.c_hs;
-    // With QKV = 1 the key at pos comes from the scratch (the last of the last split's keys).
+    // With QKV = 1 the key and value at pos come from the scratch (the last of the last split's
+    // keys): other workgroups write them into the cache in this dispatch.
     const bool cur = QKV == 1u && k1 == pos + 1u && n > 0u;
-    const uint ck = pc.off_s + QS + (pc.H + kh) * HD, cv_ = pc.off_s + QS + (pc.H + pc.KV + kh) * HD;
+    const uint cv_ = pc.off_s + QS + (pc.H + pc.KV + kh) * HD;
+    for (uint i = lid; i < HD; i += WG) {
+      set_shf(i, QKV == 1u ? rotated(pc.off_s + QS + h * HD, i, pos, false) * scale : rotated_q(pc.off_q + h * HD, i, pos) * scale);
+      if (cur) set_shf(HD + i, rotated(pc.off_s + QS + (pc.H + kh) * HD, i, pos, true));
+    }
+    barrier();
     float m = NEG_BIG;
     for (uint k = lid; k < n; k += WG) {
-      const float v = cur && k == n - 1u ? current_key_dot(ck, pos) : key_dot(kb + (k0 + k) * HD);
+      const float v = cur && k == n - 1u ? current_key_dot() : key_dot(kb + (k0 + k) * HD);
       set_shf(SCO + k, v);
       m = max(m, v);
     }
