@@ -116,10 +116,11 @@ Result<std::vector<float>> LlamaRunner::feed(std::span<const int32_t> tokens) {
     if (at + n == tokens.size()) logits.assign(outs[0].ptr<float>(), outs[0].ptr<float>() + config_.vocab);
   }
   // NaN logits would sample token 0 for ever: say so instead. On a GPU the one-dispatch decode
-  // kernel writes NaN when its workgroups could not all run at once (a GPU busy with other work).
+  // kernel (VRUN_DECODE_BLOCK) writes NaN when its workgroups could not all run at once (a GPU
+  // busy with other work).
   if (std::isnan(logits[0]))
     return err(ErrorCode::kInternal, "the model's logits at position ", n_past_ - 1,
-               " are NaN (on a GPU shared with other work, VRUN_DECODE_BLOCK=0 decodes without the kernel that needs every "
+               " are NaN (with VRUN_DECODE_BLOCK set on a GPU shared with other work, unset it: its kernel needs every "
                "multiprocessor at once)");
   return logits;
 }

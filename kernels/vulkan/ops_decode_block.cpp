@@ -21,27 +21,33 @@ struct Grid {
   uint32_t groups = 0, invocations = 0;  // 0 groups: the unfused kernels
 };
 
-// VRUN_DECODE_BLOCK: 0 off, G or GxWG forced; unset: one workgroup per multiprocessor (512
-// invocations) where the device reports them (an H200, Llama-1B shape, 128 tokens after 512:
+// VRUN_DECODE_BLOCK: unset or 0, the unfused kernels; "on": one workgroup per multiprocessor
+// (512 invocations) where the device reports them (an H200, Llama-1B shape, 128 tokens after 512:
 // q4_0 812 tok/s against 716 unfused, f16 717 against 667; 256 invocations were slower, 1,024
 // no faster), one of 256 on a CPU implementation (lavapipe runs a dispatch's workgroups one after
-// another on a thread, so only one can wait at a barrier), and the unfused kernels elsewhere
-// (a device that does not say how many workgroups it keeps resident).
+// another on a thread, so only one can wait at a barrier), and the unfused kernels elsewhere (a
+// device that does not say how many workgroups it keeps resident); G or GxWG: that grid.
+// Off unless asked for: the kernel's sums run in another order than the batched decode step's
+// kernels (the matvec and rows kernels, sdpa), so with it a sequence's logits differ in the last
+// bits between `vrun generate` and a server's steps of several rows, and its greedy text can
+// differ at a near tie; the unfused kernels give every row the single-stream bits
+// (LlamaBatch.BatchedRowsHaveTheSingleStreamBits).
 Grid block_grid(const Context& ctx) {
   const char* e = knob_value(Knob::VRUN_DECODE_BLOCK);
-  if (e && std::string(e) == "0") return {};
+  if (!e || !*e || std::string(e) == "0") return {};
   const DeviceInfo& d = ctx.info();
   if ((d.subgroup_ops & (kSubgroupBasic | kSubgroupArithmetic)) != (kSubgroupBasic | kSubgroupArithmetic)) return {};
-  long g = 0, w = 0;
-  if (e && *e) {
-    const int n = std::sscanf(e, "%ldx%ld", &g, &w);
-    if (n >= 1 && g >= 1 && g <= 4096 && (n == 1 || w == 64 || w == 128 || w == 256 || w == 512 || w == 1024))
-      return {static_cast<uint32_t>(g), static_cast<uint32_t>(n == 2 ? w : 256)};
-    std::fprintf(stderr, "vrun: VRUN_DECODE_BLOCK=%s is not 0, G or GxWG (WG 64-1024, a power of two); ignored\n", e);
+  if (std::string(e) == "on") {
+    if (d.type == "cpu") return {1, 256};
+    if (d.multiprocessors == 0) return {};
+    return {d.multiprocessors, 512};
   }
-  if (d.type == "cpu") return {1, 256};
-  if (d.multiprocessors == 0) return {};
-  return {d.multiprocessors, 512};
+  long g = 0, w = 0;
+  const int n = std::sscanf(e, "%ldx%ld", &g, &w);
+  if (n >= 1 && g >= 1 && g <= 4096 && (n == 1 || w == 64 || w == 128 || w == 256 || w == 512 || w == 1024))
+    return {static_cast<uint32_t>(g), static_cast<uint32_t>(n == 2 ? w : 256)};
+  std::fprintf(stderr, "vrun: VRUN_DECODE_BLOCK=%s is not 0, on, G or GxWG (WG 64-1024, a power of two); the unfused kernels run\n", e);
+  return {};
 }
 
 struct Dims {

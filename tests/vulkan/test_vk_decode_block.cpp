@@ -1,5 +1,5 @@
-// decode_block and decode_layer on the GPU (the one-dispatch kernel, with and without its QKV
-// stage, and the unfused kernels with VRUN_DECODE_BLOCK=0) and on the CPU, against a float64
+// decode_block and decode_layer on the GPU (the one-dispatch kernel that VRUN_DECODE_BLOCK turns
+// on, with and without its QKV stage, and the unfused kernels of the default) and on the CPU, against a float64
 // implementation of the ops' definitions on the same stored inputs: every weight dtype, both rope
 // modes, grouped-query heads, one key and thousands (split), head dims of 32 and 64, rows too
 // short for vector loads, and (decode_layer) the cache row it writes in place.
@@ -134,10 +134,10 @@ TEST_F(VkDecodeBlock, MatchesFloat64OnEveryPath) {
       {4, 2, 32, 64, 64, 50, 30, DType::q4_0, DType::q4_0, DType::q4_0, DType::f16, false, 3},
   };
   KnobGuard guard;
-  // "": the kernel as the device gets it; "1x64": one small workgroup (subgroups take several
+  // "on": the kernel as the device gets it; "1x64": one small workgroup (subgroups take several
   // rows and keys each), each row's weights requested as it is computed (VRUN_DECODE_STREAM=0);
-  // "0": the unfused kernels.
-  for (const char* knob : {"", "1x64", "0"}) {
+  // "": the unfused kernels (the default).
+  for (const char* knob : {"on", "1x64", ""}) {
     for (const BlockCase& c : cases) {
       const std::string what = name_of(c) + " VRUN_DECODE_BLOCK=" + knob;
       SCOPED_TRACE(what);
@@ -154,7 +154,7 @@ TEST_F(VkDecodeBlock, MatchesFloat64OnEveryPath) {
       // f32 arithmetic over sums of a few hundred products; the unfused kernels may feed halves
       // to tensor cores nowhere here (one row).
       expect_close(to_doubles(gpu[0].view), want, 2e-5 * (1 + mag), 2e-4, what.c_str());
-      if (*knob) continue;
+      if (std::string(knob) != "on") continue;
       RunResult cpu = run_cpu(OpKind::decode_block, {in.x.view, in.q.view, in.cache.view, in.pos.view, in.inv.view, in.wo.view, in.g.view,
                                                      in.wgu.view, in.wd.view},
                               in.attrs);
@@ -270,10 +270,10 @@ TEST_F(VkDecodeBlock, LayerMatchesFloat64AndWritesTheCacheOnEveryPath) {
       {{4, 2, 32, 64, 64, 50, 30, DType::q4_0, DType::q4_0, DType::q4_0, DType::f16, false, 3}, DType::q4_0},
   };
   KnobGuard guard;
-  // "": the kernel with its QKV stage; "1x64": the same as one small workgroup without streaming;
-  // "layer0": the QKV projection and the cache write as kernels of their own, then the
-  // decode_block kernel; "0": every part unfused.
-  for (const char* knob : {"", "1x64", "layer0", "0"}) {
+  // "on": the kernel with its QKV stage; "1x64": the same as one small workgroup without
+  // streaming; "layer0": the QKV projection and the cache write as kernels of their own, then the
+  // decode_block kernel; "": every part unfused (the default).
+  for (const char* knob : {"on", "1x64", "layer0", ""}) {
     for (const LayerCase& lc : cases) {
       const BlockCase& c = lc.c;
       const std::string what = name_of(c) + " wqkv " + dtype_name(lc.wq) + " knob " + knob;
@@ -281,7 +281,7 @@ TEST_F(VkDecodeBlock, LayerMatchesFloat64AndWritesTheCacheOnEveryPath) {
       const std::string k = knob;
       if (k == "layer0") setenv("VRUN_DECODE_LAYER", "0", 1);
       else unsetenv("VRUN_DECODE_LAYER");
-      if (k == "1x64" || k == "0") setenv("VRUN_DECODE_BLOCK", knob, 1);
+      if (k == "on" || k == "1x64" || k == "layer0") setenv("VRUN_DECODE_BLOCK", k == "1x64" ? "1x64" : "on", 1);
       else unsetenv("VRUN_DECODE_BLOCK");
       if (k == "1x64") setenv("VRUN_DECODE_STREAM", "0", 1);
       else unsetenv("VRUN_DECODE_STREAM");
@@ -312,7 +312,7 @@ TEST_F(VkDecodeBlock, LayerMatchesFloat64AndWritesTheCacheOnEveryPath) {
       HostTensor got_cache = deep_copy(b.cache);
       ASSERT_TRUE(vulkan::download(ctx(), dev[0].buffer.ref(), 0, got_cache.storage->data(), got_cache.storage->size()).is_ok());
       expect_close(whole_cache(c, got_cache), want_cache, 1e-5, cache_rtol, (what + " cache").c_str());
-      if (!k.empty()) continue;
+      if (k != "on") continue;
 
       // The CPU, in place on a copy of the cache.
       HostTensor cpu_cache = deep_copy(b.cache);
