@@ -96,10 +96,13 @@ void linear_quant(const float* x, int64_t m, int64_t k, const TensorView& w, int
     linear_quant_int(x, m, k, w, n, y, pool, epi);
 }
 
+// one_row (linear's decode): every row through the dot-product path at any row count, so that
+// each row is what it is alone (GEMM sums in another order); each W row is read once for all
+// rows (it stays in L1 across them).
 void linear_float(const float* x, int64_t m, int64_t k, const TensorView& w, int64_t n, float* y, ThreadPool* pool,
-                  const GemmBlockFn* epi) {
+                  const GemmBlockFn* epi, bool one_row) {
   const int64_t wes = dtype_elem_size(w.dtype);
-  if (m <= kGemvRows) {
+  if (m <= kGemvRows || one_row) {
     pool->parallel_for(n, 64, [&](int64_t j0, int64_t j1) {
       for (int64_t j = j0; j < j1; ++j) {
         const void* wr = static_cast<const uint8_t*>(w.data) + j * k * wes;
@@ -246,7 +249,7 @@ Status linear_kernel(const KernelCall& call) {
   } else if (is_quantized(w.dtype)) {
     linear_quant(xf, m, k, w, n, yf, call.pool, epi, call.attr().i("decode") != 0);
   } else {
-    linear_float(xf, m, k, w, n, yf, call.pool, epi);
+    linear_float(xf, m, k, w, n, yf, call.pool, epi, call.attr().i("decode") != 0);
   }
   if (y.dtype != DType::f32) {
     for (int64_t i = 0; i < m; ++i)

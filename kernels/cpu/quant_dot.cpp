@@ -273,15 +273,25 @@ void tile_dispatch(const void* w, int64_t ws, int nw, const BlockQ8Act* x, int64
     return;
   }
   if constexpr (std::is_same_v<B, BlockQ4_1>) {
-    if (isa == Isa::kVnni && nx == 1) {
-      // The activation scales and sums as arrays, for eight-block vector loads.
+    if (isa == Isa::kVnni) {
+      // Every activation row through the one-row kernel, so that a row's sums are those of the
+      // row alone (a batched decode step's rows must be: the rows kernels sum in another order),
+      // 16 weight rows at a time so that they stay in L1 across the activation rows. The
+      // activation scales and sums as arrays, for eight-block vector loads.
       thread_local std::vector<float> scales;
-      scales.resize(static_cast<size_t>(2 * nb));
-      for (int64_t b = 0; b < nb; ++b) {
-        scales[b] = x[b].d;
-        scales[nb + b] = x[b].s;
-      }
-      row1_q4_1_vnni(w, ws, nw, x, scales.data(), scales.data() + nb, nb, out, with_offsets);
+      scales.resize(static_cast<size_t>(2 * nb * nx));
+      for (int i = 0; i < nx; ++i)
+        for (int64_t b = 0; b < nb; ++b) {
+          scales[2 * nb * i + b] = x[xs * i + b].d;
+          scales[2 * nb * i + nb + b] = x[xs * i + b].s;
+        }
+      constexpr int kStrip = 16;
+      for (int j0 = 0; j0 < nw; j0 += kStrip)
+        for (int i = 0; i < nx; ++i) {
+          const float* sc = scales.data() + 2 * nb * i;
+          row1_q4_1_vnni(static_cast<const uint8_t*>(w) + j0 * ws, ws, std::min(kStrip, nw - j0), x + xs * i, sc, sc + nb, nb,
+                         out + i * ldo + j0, with_offsets);
+        }
       return;
     }
   }

@@ -168,6 +168,39 @@ TEST(Linear, ScalarAndVectorPathsAgree) {
   }
 }
 
+// A batched decode step's rows (linear's decode = 1) each have the bits of the row alone, at any
+// row count and on every vector path the CPU has: a served sequence's logits must be those of
+// the sequence alone (the VNNI one-row q4_1 kernel once summed in another order than its
+// many-row kernels).
+TEST(Linear, DecodeRowsHaveTheBitsOfEachRowAlone) {
+  std::mt19937 rng(8);
+  ThreadPool pool(1);
+  Attrs decode(OpKind::linear);
+  decode.set_i("decode", 1);
+  for (int cap = 0; cap < 3; ++cap) {  // 0 the best the CPU has, 1 AVX2, 2 scalar
+    quant_dot_force_scalar(false);  // the detected vector unit
+    if (cap == 1) quant_dot_force_avx2(true);
+    if (cap == 2) quant_dot_force_scalar(true);
+    for (DType wt : {DType::q4_1, DType::q4_0, DType::q8_0, DType::f16, DType::f32}) {
+      HostTensor w = random_tensor(wt, Shape{37, 576}, rng);
+      for (int64_t m : {2, 5, 9, 17}) {
+        HostTensor x = random_tensor(DType::f32, Shape{m, 576}, rng, -2, 2);
+        RunResult all = run_cpu(OpKind::linear, {x.view, w.view}, decode, &pool);
+        ASSERT_TRUE(all.status.is_ok()) << all.status.to_string();
+        for (int64_t i = 0; i < m; ++i) {
+          HostTensor row = make_tensor(DType::f32, Shape{1, 576});
+          std::memcpy(row.view.data, static_cast<const float*>(x.view.data) + i * 576, 576 * sizeof(float));
+          RunResult one = run_cpu(OpKind::linear, {row.view, w.view}, Attrs(OpKind::linear), &pool);
+          ASSERT_TRUE(one.status.is_ok());
+          EXPECT_EQ(std::memcmp(static_cast<const float*>(all.outputs[0].view.data) + i * 37, one.outputs[0].view.data, 37 * sizeof(float)), 0)
+              << dtype_name(wt) << " row " << i << " of " << m << ", " << quant_dot_isa();
+        }
+      }
+    }
+  }
+  quant_dot_force_scalar(false);
+}
+
 TEST(Linear, ActivationBlocksReconstructTheirInput) {
   // Each block: x ~= d * (128 * hi + lo) within half a step, s = the block's sum, and the vector
   // and portable quantisers give the same quants.

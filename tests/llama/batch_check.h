@@ -1,17 +1,22 @@
 // The continuous-batching check shared by the tiny-model and SmolLM2 tests: prompts of different
 // lengths join a BatchSession at different steps (more of them than slots, so slots are reused),
 // some end early by max_tokens, one is cancelled; every greedy sequence must give the tokens and
-// stop reason that LlamaRunner::generate gives for it alone on the same runner.
+// stop reason that LlamaRunner::generate gives for it alone on the same runner; and the bits
+// under that: a batched step's row against the single-stream decode step (check_batched_rows_bits).
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "apps/llama/batch_session.h"
+#include "models/llama/hf_llama.h"
+#include "models/llama/llama_model.h"
+#include "runtime/executor.h"
 
 namespace vrun::llama::test {
 
@@ -93,6 +98,71 @@ inline int check_batch_matches_generate(LlamaRunner& runner, const std::vector<B
   for (size_t k = 0; k < cases.size(); ++k) EXPECT_TRUE(done[k]) << "sequence " << k << " never finished";
   EXPECT_EQ(b.free_slots(), b.slots());
   return shared_steps;
+}
+
+// The guarantee under the greedy comparisons, bit for bit: a sequence's logits from the batched
+// decode step (its row among others, 1, 2 or 4 rows) are the single-stream decode step's after the
+// same prompt, on each backend given (skipped where it cannot load) with its default kernels.
+// Kernels that sum a row in another order than the batched step's (VRUN_DECODE_BLOCK's
+// one-dispatch kernel; once the CPU's VNNI one-row q4_1 kernel) break it.
+inline void check_batched_rows_bits(const std::string& path, const std::vector<BackendKind>& backends) {
+  auto m = import_llama_checkpoint(path);
+  ASSERT_TRUE(m.is_ok()) << m.status().message();
+  BuildSettings s;
+  s.context = 128;
+  s.chunk = 16;
+  s.batch_slots = 4;
+  s.batch_context = 96;
+  auto prog = build_llama_program(m->config, m->weights, s, m->metadata);
+  ASSERT_TRUE(prog.is_ok()) << prog.status().message();
+  const int64_t V = m->config.vocab;
+  const std::vector<int32_t> prompt = {5, 6, 7, 8, 9, 10, 11};
+  const auto n = static_cast<int64_t>(prompt.size());
+  for (BackendKind backend : backends) {
+    ExecutorOptions eo;
+    eo.backend = backend;
+    eo.threads = 1;
+    auto ex = Executor::create(*prog, eo);
+    if (!ex.is_ok()) continue;  // no Vulkan device
+    Executor& e = **ex;
+    // Three decode steps after the prompt; the last step's logits. rows 0: the single-stream
+    // methods (forward, decode); else prefill_slot into slot 0 and decode_batch_<rows>, the
+    // other rows decoding token 0 in their own slots.
+    auto run = [&](int64_t rows) {
+      e.reset_state();
+      std::vector<float> out;
+      std::vector<int32_t> p = prompt;
+      const bool single = rows == 0;
+      auto pre = single ? e.run("forward", {TensorView::dense(p.data(), DType::i32, {1, n})}, {{"pos", 0}})
+                        : e.run("prefill_slot", {TensorView::dense(p.data(), DType::i32, {1, n})}, {{"pos", 0}, {"slot", 0}});
+      EXPECT_TRUE(pre.is_ok()) << pre.status().message();
+      for (int32_t step = 0; step < 3 && pre.is_ok(); ++step) {
+        const int64_t r = single ? 1 : rows;
+        std::vector<int32_t> tok(static_cast<size_t>(r), 0), pos(static_cast<size_t>(r), 0), cache_rows(static_cast<size_t>(r), 0);
+        tok[0] = 20 + step;
+        pos[0] = static_cast<int32_t>(n + step);
+        for (int64_t b = 0; b < r; ++b) cache_rows[b] = static_cast<int32_t>(b * 96) + pos[b];
+        auto o = single ? e.run("decode", {TensorView::dense(tok.data(), DType::i32, {1, 1}), TensorView::dense(pos.data(), DType::i32, {1})})
+                        : e.run("decode_batch_" + std::to_string(rows),
+                                {TensorView::dense(tok.data(), DType::i32, {1, r}), TensorView::dense(pos.data(), DType::i32, {r}),
+                                 TensorView::dense(cache_rows.data(), DType::i32, {r})});
+        EXPECT_TRUE(o.is_ok()) << o.status().message();
+        if (!o.is_ok()) break;
+        out.assign((*o)[0].ptr<float>(), (*o)[0].ptr<float>() + V);
+      }
+      return out;
+    };
+    const std::vector<float> alone = run(0);
+    ASSERT_EQ(alone.size(), static_cast<size_t>(V));
+    for (int64_t rows : {1, 2, 4}) {
+      const std::vector<float> got = run(rows);
+      ASSERT_EQ(got.size(), alone.size());
+      int differ = 0;
+      for (int64_t i = 0; i < V; ++i) differ += std::memcmp(&got[i], &alone[i], sizeof(float)) != 0;
+      EXPECT_EQ(differ, 0) << backend_kind_name(backend) << ": " << differ << " of " << V << " logits of row 0 of decode_batch_" << rows
+                           << " differ from the single-stream decode's";
+    }
+  }
 }
 
 }  // namespace vrun::llama::test

@@ -91,5 +91,17 @@ TEST(LlamaBatchSmolLM2, GreedyEqualsGenerateAloneCpuEightSlots) { run(BackendKin
 // dequantise-and-sgemm but for the decode rows' one-row products (linear's decode).
 TEST(LlamaBatchSmolLM2, GreedyEqualsGenerateAloneCpuSixteenRows) { run(BackendKind::kCpu, 16, 3); }
 
+// Bit for bit on the CPU (q4_1 weights: the one-row VNNI kernel and the batched rows), and on a
+// GPU where there is one.
+TEST(LlamaBatchSmolLM2, BatchedRowsHaveTheSingleStreamBits) {
+  const std::string path = model_path();
+  if (path.empty()) {
+    GTEST_SKIP() << "SmolLM2-135M-Instruct.Q4_1.gguf not found (set VRUN_SMOLLM2_GGUF)";
+  }
+  std::vector<BackendKind> backends = {BackendKind::kCpu};
+  if (has_gpu()) backends.push_back(BackendKind::kVulkan);
+  test::check_batched_rows_bits(path, backends);
+}
+
 }  // namespace
 }  // namespace vrun::llama

@@ -3,12 +3,8 @@
 // single-stream decode; slots free at once and are reused.
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <random>
 
-#include "models/llama/hf_llama.h"
-#include "models/llama/llama_model.h"
-#include "runtime/executor.h"
 #include "tests/llama/batch_check.h"
 
 namespace vrun::llama {
@@ -68,68 +64,9 @@ TEST(LlamaBatch, GreedyEqualsGenerateAloneVulkan) {
   EXPECT_GT(r->replayed_calls(), before + 20);
 }
 
-// The guarantee under the greedy tests, bit for bit: a sequence's logits from the batched decode
-// step (its row among others, any row count) are the single-stream decode step's, after the same
-// prompt, on every backend with its default kernels. Kernels that sum a row in another order than
-// the batched step's (VRUN_DECODE_BLOCK's one-dispatch kernel) break it.
+// The guarantee under the greedy tests, bit for bit (batch_check.h), on the CPU and Vulkan.
 TEST(LlamaBatch, BatchedRowsHaveTheSingleStreamBits) {
-  auto m = import_llama_checkpoint(kTiny);
-  ASSERT_TRUE(m.is_ok()) << m.status().message();
-  BuildSettings s;
-  s.context = 128;
-  s.chunk = 16;
-  s.batch_slots = 4;
-  s.batch_context = 96;
-  auto prog = build_llama_program(m->config, m->weights, s, m->metadata);
-  ASSERT_TRUE(prog.is_ok()) << prog.status().message();
-  const int64_t V = m->config.vocab;
-  const std::vector<int32_t> prompt = {5, 6, 7, 8, 9, 10, 11};
-  const auto n = static_cast<int64_t>(prompt.size());
-  for (BackendKind backend : {BackendKind::kCpu, BackendKind::kVulkan}) {
-    ExecutorOptions eo;
-    eo.backend = backend;
-    eo.threads = 1;
-    auto ex = Executor::create(*prog, eo);
-    if (!ex.is_ok()) continue;  // no Vulkan device
-    Executor& e = **ex;
-    // Three decode steps after the prompt; the last step's logits. rows 0: the single-stream
-    // methods (forward, decode); else prefill_slot into slot 0 and decode_batch_<rows>, the
-    // other rows decoding token 0 in their own slots.
-    auto run = [&](int64_t rows) {
-      e.reset_state();
-      std::vector<float> out;
-      std::vector<int32_t> p = prompt;
-      const bool single = rows == 0;
-      auto pre = single ? e.run("forward", {TensorView::dense(p.data(), DType::i32, {1, n})}, {{"pos", 0}})
-                        : e.run("prefill_slot", {TensorView::dense(p.data(), DType::i32, {1, n})}, {{"pos", 0}, {"slot", 0}});
-      EXPECT_TRUE(pre.is_ok()) << pre.status().message();
-      for (int32_t step = 0; step < 3 && pre.is_ok(); ++step) {
-        const int64_t r = single ? 1 : rows;
-        std::vector<int32_t> tok(static_cast<size_t>(r), 0), pos(static_cast<size_t>(r), 0), cache_rows(static_cast<size_t>(r), 0);
-        tok[0] = 20 + step;
-        pos[0] = static_cast<int32_t>(n + step);
-        for (int64_t b = 0; b < r; ++b) cache_rows[b] = static_cast<int32_t>(b * 96) + pos[b];
-        auto o = single ? e.run("decode", {TensorView::dense(tok.data(), DType::i32, {1, 1}), TensorView::dense(pos.data(), DType::i32, {1})})
-                        : e.run("decode_batch_" + std::to_string(rows),
-                                {TensorView::dense(tok.data(), DType::i32, {1, r}), TensorView::dense(pos.data(), DType::i32, {r}),
-                                 TensorView::dense(cache_rows.data(), DType::i32, {r})});
-        EXPECT_TRUE(o.is_ok()) << o.status().message();
-        if (!o.is_ok()) break;
-        out.assign((*o)[0].ptr<float>(), (*o)[0].ptr<float>() + V);
-      }
-      return out;
-    };
-    const std::vector<float> alone = run(0);
-    ASSERT_EQ(alone.size(), static_cast<size_t>(V));
-    for (int64_t rows : {1, 2, 4}) {
-      const std::vector<float> got = run(rows);
-      ASSERT_EQ(got.size(), alone.size());
-      int differ = 0;
-      for (int64_t i = 0; i < V; ++i) differ += std::memcmp(&got[i], &alone[i], sizeof(float)) != 0;
-      EXPECT_EQ(differ, 0) << backend_kind_name(backend) << ": " << differ << " of " << V << " logits of row 0 of decode_batch_" << rows
-                           << " differ from the single-stream decode's";
-    }
-  }
+  test::check_batched_rows_bits(kTiny, {BackendKind::kCpu, BackendKind::kVulkan});
 }
 
 // The server's warm-up at load runs every batched method into free slots first.
