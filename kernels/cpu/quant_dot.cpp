@@ -193,46 +193,59 @@ VRUN_VNNI void rows_vnni(const void* w, int64_t ws, int nw, const BlockQ8Act* x,
 #undef DOT2
 }
 
-// The integer sum of one q4_1 block times one activation block, as 8 lanes.
-VRUN_VNNI inline __m256i q4_1_dot_vnni(const BlockQ4_1& wb, const BlockQ8Act& xb) {
-  const __m256i uw = Unpack<BlockQ4_1>::load(wb);
+// The integer sum of one q4_1 block (unpacked) times one activation block, as 8 lanes.
+VRUN_VNNI inline __m256i q4_1_dot_vnni(__m256i uw, const BlockQ8Act& xb) {
   const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs));
   const __m256i ql = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.ql));
   return _mm256_dpbusd_epi32(_mm256_slli_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), uw, qh), 7), uw, ql);
 }
 
-// One q4_1 weight row against one activation row (decode), eight blocks per step: their
-// integer sums are reduced to one vector of eight block sums, then scaled by eight (d, m) pairs
-// (one gather: q4_1 blocks are 20 bytes, so no gathered word crosses a cache line) times eight
-// activation scales in one multiply-add. Per block, the scalar scale, broadcast and conversion of
-// the per-block path cost about as much as the dot product itself.
-VRUN_VNNI void row1_q4_1_vnni(const void* w, int64_t ws, int nw, const BlockQ8Act* x, const float* xd,
-                              const float* xsum, int64_t nb, float* out, bool with_offsets) {
+// q4_1 weight rows against NX activation rows (decode; a batched step's rows), eight blocks per
+// step: their integer sums are reduced to one vector of eight block sums, then scaled by eight
+// (d, m) pairs (one gather: q4_1 blocks are 20 bytes, so no gathered word crosses a cache line)
+// times eight activation scales in one multiply-add. Per block, the scalar scale, broadcast and
+// conversion of the per-block path cost about as much as the dot product itself. Each activation
+// row is summed exactly as it is alone (NX = 1): the weight blocks and their scales are loaded
+// once for all NX rows. xd and xsum: row i's scales and block sums at i * 2 nb and i * 2 nb + nb.
+template <int NX>
+VRUN_VNNI void rows_q4_1_vnni(const void* w, int64_t ws, int nw, const BlockQ8Act* x, int64_t xs, const float* scales,
+                              int64_t nb, float* out, int64_t ldo, bool with_offsets) {
   constexpr int s = static_cast<int>(sizeof(BlockQ4_1));
   const __m256i heads_at = _mm256_setr_epi32(0, s, 2 * s, 3 * s, 4 * s, 5 * s, 6 * s, 7 * s);
   for (int j = 0; j < nw; ++j) {
     const BlockQ4_1* wr = wrow<BlockQ4_1>(w, ws, j);
-    __m256 acc = _mm256_setzero_ps(), off = _mm256_setzero_ps();
+    __m256 acc[NX], off[NX];
+    for (int i = 0; i < NX; ++i) acc[i] = off[i] = _mm256_setzero_ps();
     int64_t b = 0;
     for (; b + 8 <= nb; b += 8) {
-      __m256i v[8];
-      for (int u = 0; u < 8; ++u) v[u] = q4_1_dot_vnni(wr[b + u], x[b + u]);
-      const __m256i t0 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
-      const __m256i t1 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
-      const __m256i sums =
-          _mm256_add_epi32(_mm256_permute2x128_si256(t0, t1, 0x20), _mm256_permute2x128_si256(t0, t1, 0x31));
+      __m256i uw[8];
+      for (int u = 0; u < 8; ++u) uw[u] = Unpack<BlockQ4_1>::load(wr[b + u]);
       const __m256i heads = _mm256_i32gather_epi32(reinterpret_cast<const int*>(wr + b), heads_at, 1);
       const __m256 dw = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(heads));
       const __m256 m = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(heads, 16)));
-      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_mul_ps(dw, _mm256_loadu_ps(xd + b)), acc);
-      off = _mm256_fmadd_ps(m, _mm256_loadu_ps(xsum + b), off);
+      for (int i = 0; i < NX; ++i) {
+        const BlockQ8Act* xi = x + xs * i;
+        const float* xd = scales + 2 * nb * i;
+        __m256i v[8];
+        for (int u = 0; u < 8; ++u) v[u] = q4_1_dot_vnni(uw[u], xi[b + u]);
+        const __m256i t0 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+        const __m256i t1 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+        const __m256i sums =
+            _mm256_add_epi32(_mm256_permute2x128_si256(t0, t1, 0x20), _mm256_permute2x128_si256(t0, t1, 0x31));
+        acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_mul_ps(dw, _mm256_loadu_ps(xd + b)), acc[i]);
+        off[i] = _mm256_fmadd_ps(m, _mm256_loadu_ps(xd + nb + b), off[i]);
+      }
     }
-    float tail = 0;
-    for (; b < nb; ++b) {
-      tail += f16_scalar(wr[b].d) * xd[b] * cpu::hsum8(_mm256_cvtepi32_ps(q4_1_dot_vnni(wr[b], x[b])));
-      if (with_offsets) tail += f16_scalar(wr[b].m) * xsum[b];
+    for (int i = 0; i < NX; ++i) {
+      const BlockQ8Act* xi = x + xs * i;
+      const float* xd = scales + 2 * nb * i;
+      float tail = 0;
+      for (int64_t t = b; t < nb; ++t) {
+        tail += f16_scalar(wr[t].d) * xd[t] * cpu::hsum8(_mm256_cvtepi32_ps(q4_1_dot_vnni(Unpack<BlockQ4_1>::load(wr[t]), xi[t])));
+        if (with_offsets) tail += f16_scalar(wr[t].m) * xd[nb + t];
+      }
+      out[i * ldo + j] = cpu::hsum8(with_offsets ? _mm256_add_ps(acc[i], off[i]) : acc[i]) + tail;
     }
-    out[j] = cpu::hsum8(with_offsets ? _mm256_add_ps(acc, off) : acc) + tail;
   }
 }
 
@@ -274,10 +287,8 @@ void tile_dispatch(const void* w, int64_t ws, int nw, const BlockQ8Act* x, int64
   }
   if constexpr (std::is_same_v<B, BlockQ4_1>) {
     if (isa == Isa::kVnni) {
-      // Every activation row through the one-row kernel, so that a row's sums are those of the
-      // row alone (a batched decode step's rows must be: the rows kernels sum in another order),
-      // 16 weight rows at a time so that they stay in L1 across the activation rows. The
-      // activation scales and sums as arrays, for eight-block vector loads.
+      // The activation scales and sums as arrays, for eight-block vector loads; up to four rows
+      // at a time, each summed as it is alone.
       thread_local std::vector<float> scales;
       scales.resize(static_cast<size_t>(2 * nb * nx));
       for (int i = 0; i < nx; ++i)
@@ -285,13 +296,12 @@ void tile_dispatch(const void* w, int64_t ws, int nw, const BlockQ8Act* x, int64
           scales[2 * nb * i + b] = x[xs * i + b].d;
           scales[2 * nb * i + nb + b] = x[xs * i + b].s;
         }
-      constexpr int kStrip = 16;
-      for (int j0 = 0; j0 < nw; j0 += kStrip)
-        for (int i = 0; i < nx; ++i) {
-          const float* sc = scales.data() + 2 * nb * i;
-          row1_q4_1_vnni(static_cast<const uint8_t*>(w) + j0 * ws, ws, std::min(kStrip, nw - j0), x + xs * i, sc, sc + nb, nb,
-                         out + i * ldo + j0, with_offsets);
-        }
+      using Fn = void (*)(const void*, int64_t, int, const BlockQ8Act*, int64_t, const float*, int64_t, float*, int64_t, bool);
+      static constexpr Fn by_rows[4] = {&rows_q4_1_vnni<1>, &rows_q4_1_vnni<2>, &rows_q4_1_vnni<3>, &rows_q4_1_vnni<4>};
+      for (int i0 = 0; i0 < nx; i0 += 4) {
+        const int tx = std::min(4, nx - i0);
+        by_rows[tx - 1](w, ws, nw, x + xs * i0, xs, scales.data() + 2 * nb * i0, nb, out + i0 * ldo, ldo, with_offsets);
+      }
       return;
     }
   }
