@@ -30,8 +30,9 @@ struct Grid {
 // Off unless asked for: the kernel's sums run in another order than the batched decode step's
 // kernels (the matvec and rows kernels, sdpa), so with it a sequence's logits differ in the last
 // bits between `vrun generate` and a server's steps of several rows, and its greedy text can
-// differ at a near tie; the unfused kernels give every row the single-stream bits
-// (LlamaBatch.BatchedRowsHaveTheSingleStreamBits).
+// differ at a near tie; with the unfused kernels a batched step's rows keep the single-stream
+// bits up to 4 rows of float, q4_1 and q8_0 weights (docs/serving.md;
+// LlamaBatch.BatchedRowsHaveTheSingleStreamBits).
 Grid block_grid(const Context& ctx) {
   const char* e = knob_value(Knob::VRUN_DECODE_BLOCK);
   if (!e || !*e || std::string(e) == "0") return {};
