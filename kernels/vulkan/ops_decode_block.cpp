@@ -31,7 +31,7 @@ struct Grid {
 // kernels (the matvec and rows kernels, sdpa), so with it a sequence's logits differ in the last
 // bits between `vrun generate` and a server's steps of several rows, and its greedy text can
 // differ at a near tie; with the unfused kernels a batched step's rows keep the single-stream
-// bits up to 4 rows of float, q4_1 and q8_0 weights (docs/serving.md;
+// bits up to 8 rows of float, q4_1 and q8_0 weights (docs/serving.md;
 // LlamaBatch.BatchedRowsHaveTheSingleStreamBits).
 Grid block_grid(const Context& ctx) {
   const char* e = knob_value(Knob::VRUN_DECODE_BLOCK);

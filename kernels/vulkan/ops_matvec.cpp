@@ -17,8 +17,10 @@ namespace {
 
 // The kernel keeps one accumulator per row of x in registers (its MR constant).
 constexpr int64_t kMaxRows = 8;
-// Rows of x and K a norm is folded into the kernel for (matvec_norm_fits).
-constexpr int64_t kMaxNormRows = 4, kMaxNormK = 7168;
+// Rows of x and K a norm is folded into the kernel for (matvec_norm_fits): a layer norm's two
+// extra accumulator rows (g and beta) keep it to 4 rows; an RMS norm takes the matvec's 8, so a
+// batched decode step of up to 8 rows normalises each row as one row alone is normalised.
+constexpr int64_t kMaxLayerNormRows = 4, kMaxRmsNormRows = 8, kMaxNormK = 7168;
 
 std::atomic<bool> g_force_shared_reduce{false};
 
@@ -90,11 +92,10 @@ bool matvec_rows(const DeviceView& x, const DeviceView& w, bool glu) {
   return M >= 1 && M <= kMaxRows;
 }
 
-bool matvec_norm_fits(const DeviceView& x, const DeviceView& w) {
+bool matvec_norm_fits(const DeviceView& x, const DeviceView& w, bool rms) {
   const int64_t K = w.shape.rank == 2 ? w.shape[1] : 0;
-  // Up to kMaxNormRows rows (a layer norm adds two more rows' accumulators); the q4_0 kernel
-  // normalises its staged x, which it stages up to kMaxNormK.
-  return matvec_rows(x, w) && x.numel() <= kMaxNormRows * K && K <= kMaxNormK;
+  // The q4_0 kernel normalises its staged x, which it stages up to kMaxNormK.
+  return matvec_rows(x, w) && x.numel() <= (rms ? kMaxRmsNormRows : kMaxLayerNormRows) * K && K <= kMaxNormK;
 }
 
 Status record_matvec_linear(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y,
@@ -126,8 +127,9 @@ Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, co
   if (glu && norm) return err(ErrorCode::kInvalidArgument, "vulkan: matvec takes glu or a norm, not both");
   if (M < 1 || M > kMaxRows)
     return err(ErrorCode::kInternal, "vulkan: matvec takes 1..", kMaxRows, " rows of x, got ", M);
-  if (norm && (M > kMaxNormRows || K > kMaxNormK || !norm->weight))
-    return err(ErrorCode::kInternal, "vulkan: matvec norm over ", M, "x", K, " rows (at most ", kMaxNormRows, "x", kMaxNormK,
+  const int64_t max_norm_rows = norm && norm->rms ? kMaxRmsNormRows : kMaxLayerNormRows;
+  if (norm && (M > max_norm_rows || K > kMaxNormK || !norm->weight))
+    return err(ErrorCode::kInternal, "vulkan: matvec norm over ", M, "x", K, " rows (at most ", max_norm_rows, "x", kMaxNormK,
                ", with a weight)");
   if (is_quantized(w.dtype) && K % 32)
     return err(ErrorCode::kInvalidArgument, "vulkan: linear weight ", dtype_name(w.dtype), " needs K % 32 == 0, got K ",

@@ -119,9 +119,9 @@ TEST_F(VkMatvec, ResidualInPlace) {
     }
 }
 
-// linear's norm prologue (layer with and without its bias, rms): up to 4 rows are normalised
-// inside the matvec kernels (both reductions, the scalar path at K = 100; q4_0 with one row in
-// its own kernel), 8 and 9 rows through a normalised scratch copy (matvec, tiled matmul);
+// linear's norm prologue (layer with and without its bias, rms): up to 4 rows (8 with rms) are
+// normalised inside the matvec kernels (both reductions, the scalar path at K = 100; q4_0 with
+// one row in its own kernel), more through a normalised scratch copy (matvec, tiled matmul);
 // against float64 normalisation and products.
 TEST_F(VkMatvec, NormPrologue) {
   std::mt19937 rng(25);
