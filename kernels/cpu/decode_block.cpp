@@ -1,7 +1,8 @@
 // decode_block and decode_layer (ops.def) on the CPU: the rope, sdpa, linear and slice_update
-// kernels in the order the unfused graph runs them (rope of the queries, attention over the cache, the output projection with its
-// residual, the normalised gate-up projection, the gated down projection with its residual), so
-// a program built with the node computes exactly what one built without it does.
+// kernels in the order the unfused graph runs them (decode_layer's normalised QKV projection and
+// cache write, then rope of the queries, attention over the cache, the output projection with
+// its residual, the normalised gate-up projection, the gated down projection with its residual),
+// so a program built with the node computes exactly what one built without it does.
 #include <cstdint>
 #include <vector>
 

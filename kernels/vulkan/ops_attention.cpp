@@ -18,6 +18,7 @@ struct RopeDispatch {
   int64_t seq_inner = 1, rd = 0, pos = 0;
   int64_t H = 1, heads = 0, heads_inner = 1;  // the head axis: extent, rows rotated (0: all), stride
   int64_t cap = 0, max_off = 0;
+  int64_t outer_stride = 0;  // cap > 0: elements between the state's rows before the seq axis
   int seq_axis = 0;
   bool interleaved = false;
 };
@@ -34,7 +35,7 @@ Status dispatch_rope(Recorder& rec, const DeviceView& y, const DeviceView& x, co
   VRUN_ASSIGN_OR_RETURN(auto offs, rec.binding_offsets(bindings));
   PushWords pw;
   pw.u(n).u(x.shape[x.shape.rank - 1]).u(x.shape[p.seq_axis]).u(p.seq_inner).u(p.rd).u(p.pos);
-  pw.u(offs[0]).u(offs[1]).u(offs[2]).u(p.H).u(p.heads).u(offs[3]).u(p.heads_inner).u(p.cap).u(p.max_off);
+  pw.u(offs[0]).u(offs[1]).u(offs[2]).u(p.H).u(p.heads).u(offs[3]).u(p.heads_inner).u(p.cap).u(p.max_off).u(p.outer_stride);
   uint32_t gx, gy;
   rec.grid_1d((static_cast<uint64_t>(n) + 255) / 256, &gx, &gy);
   return rec.dispatch("rope",
@@ -76,11 +77,19 @@ Status record_rope_into(Recorder& rec, const DeviceView& state, const DeviceView
                         const DeviceView* offset, int axis, int64_t start, bool interleaved, int64_t heads) {
   VRUN_ASSIGN_OR_RETURN(DeviceView x, rec.dense_view(src));
   VRUN_ASSIGN_OR_RETURN(DeviceView f, rec.dense_view(inv_freq));
-  if (!state.is_contiguous())
-    return err(ErrorCode::kInvalidArgument, "vulkan: slice_update rotating into a strided state ", state.shape.str());
   const int r = x.shape.rank;
   RopeDispatch p;
   for (int i = axis + 1; i < r; ++i) p.seq_inner *= x.shape[i];
+  // The state's rows from the seq axis on are dense; the rows before it may lie further apart
+  // (one slot's rows of a batched cache), as long as they collapse to one stride.
+  bool dense_rows = state.strides[axis] == p.seq_inner && state.shape.rank == r;
+  for (int i = axis + 1; i < r && dense_rows; ++i) dense_rows = state.strides[i] == (i + 1 < r ? state.strides[i + 1] * state.shape[i + 1] : 1);
+  for (int i = 0; i + 1 < axis && dense_rows; ++i)
+    dense_rows = state.shape[i] == 1 || state.strides[i] == state.strides[i + 1] * state.shape[i + 1];
+  if (!dense_rows)
+    return err(ErrorCode::kInvalidArgument, "vulkan: slice_update rotating into a state ", state.shape.str(),
+               " whose rows are not dense from the seq axis on");
+  p.outer_stride = axis > 0 ? state.strides[axis - 1] : 0;
   for (int i = 2; i < r; ++i) p.heads_inner *= x.shape[i];  // the head axis is dim 1
   p.seq_axis = axis;
   p.rd = x.shape[r - 1];

@@ -199,31 +199,12 @@ Status record_qkv_parts(Recorder& rec, const Dims& d, const std::vector<DeviceVi
   kv.offset += static_cast<uint64_t>(d.H * d.hd) * 4;
   kv.shape = Shape{1, 2 * d.KV, 1, d.hd};
   kv.strides = contiguous_strides(kv.shape);
-  const DeviceView &pos = in[4], &inv = in[5];
-  if (cache.is_contiguous()) {
-    Attrs su(OpKind::slice_update);
-    su.set_i("axis", 2);
-    su.set_i("start", 0);
-    su.set_s("rope_mode", a.s("rope_mode"));
-    su.set_i("rope_heads", d.KV);
-    return record_data(rec, OpKind::slice_update, {cache, kv, pos, inv}, {cache}, su);
-  }
-  // A cache whose heads lie further apart (one slot of a batched cache): the keys rotated into
-  // the scratch, then keys and values copied to pos.
-  DeviceView rows = kv;
-  rows.shape = Shape{1, 1, 2 * d.KV, d.hd};
-  rows.strides = contiguous_strides(rows.shape);
-  VRUN_ASSIGN_OR_RETURN(DeviceView rot, rec.scratch(DType::f32, rows.shape));
-  Attrs ra(OpKind::rope);
-  ra.set_s("mode", a.s("rope_mode"));
-  ra.set_i("heads", d.KV);
-  VRUN_RETURN_IF_ERROR(record_attention(rec, OpKind::rope, {rows, inv, pos}, {rot}, ra));
-  rot.shape = kv.shape;
-  rot.strides = kv.strides;
-  DeviceView window = cache;
-  window.shape = Shape{1, 2 * d.KV, 1, d.hd};
-  VRUN_ASSIGN_OR_RETURN(DeviceView index, rec.dense_view(pos));
-  return record_copy_at(rec, window, rot, index, cache.strides[2], d.C - 1);
+  Attrs su(OpKind::slice_update);
+  su.set_i("axis", 2);
+  su.set_i("start", 0);
+  su.set_s("rope_mode", a.s("rope_mode"));
+  su.set_i("rope_heads", d.KV);
+  return record_data(rec, OpKind::slice_update, {cache, kv, in[4], in[5]}, {cache}, su);
 }
 
 }  // namespace

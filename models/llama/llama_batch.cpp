@@ -53,6 +53,17 @@ Status add_llama_batch_methods(ProgramBuilder& pb, const LlamaConfig& c, const B
     for (int64_t l = 0; l < c.layers; ++l) {
       const BatchLayerIds& w = ids.layers[l];
       const std::string p = "blk." + std::to_string(l) + ".";
+      if (rows == 1 && w.gate_up >= 0 && w.qkv >= 0 && w.qkv_b < 0) {
+        // One row, slot 0 (whose rows start the cache): the single-stream decode step's node, so
+        // a GPU runs the same one-dispatch kernel as `vrun generate`. It writes slot 0's cache rows
+        // in place at positions[0].
+        Val slot0 = g.op(OpKind::slice, {g.state(cache[l])}, {{"axis", 2}, {"start", 0}, {"end", ctx}});
+        x = g.op_n(OpKind::decode_layer,
+                   {slot0, x, g.constant(w.attn_norm), g.constant(w.qkv), positions, inv, g.constant(w.o), g.constant(w.ffn_norm),
+                    g.constant(w.gate_up), g.constant(w.down)},
+                   {{"heads", c.heads}, {"kv_heads", c.kv_heads}, {"eps", c.rms_eps}, {"rope_mode", mode}}, p + "layer")[1];
+        continue;
+      }
       // q, k and v heads side by side: [1, seq, heads + 2 kv_heads, hd].
       Val qkv;
       if (w.qkv >= 0) {
@@ -66,17 +77,6 @@ Status add_llama_batch_methods(ProgramBuilder& pb, const LlamaConfig& c, const B
                    {{"axis", 2}});
       }
       Val state = g.state(cache[l]);
-      if (rows == 1 && w.gate_up >= 0 && w.qkv >= 0 && w.qkv_b < 0) {
-        // One row, slot 0 (whose rows start the cache): the single-stream decode step's node, so
-        // a GPU runs the same one-dispatch kernel as `vrun generate`. It writes slot 0's cache rows
-        // in place at positions[0].
-        Val slot0 = g.op(OpKind::slice, {state}, {{"axis", 2}, {"start", 0}, {"end", ctx}});
-        x = g.op_n(OpKind::decode_layer,
-                   {slot0, x, g.constant(w.attn_norm), g.constant(w.qkv), positions, inv, g.constant(w.o), g.constant(w.ffn_norm),
-                    g.constant(w.gate_up), g.constant(w.down)},
-                   {{"heads", c.heads}, {"kv_heads", c.kv_heads}, {"eps", c.rms_eps}, {"rope_mode", mode}}, p + "layer")[1];
-        continue;
-      }
       if (rows == 1 && w.gate_up >= 0) {
         // One row, slot 0 (whose rows start the cache): the nodes of the single-stream decode
         // step, so a GPU runs the same one-dispatch decode_block kernel as `vrun generate`. The

@@ -5,7 +5,8 @@
 // Rows whose index along the head axis (H rows, heads_inner elements apart) is `heads` or more
 // (when heads > 0) pass through.
 // OUT_AT = 1 (slice_update rotating what it writes): y is a state with cap rows along the seq
-// axis and x's extents elsewhere; x's row s goes to row pos + s there, and rotates at that
+// axis and x's extents elsewhere, its rows before the seq axis outer_stride elements apart (cap
+// rows' worth when it is dense); x's row s goes to row pos + s there, and rotates at that
 // position. The device offset is clamped to max_off so the rows stay inside the state.
 #include "common.glsl"
 
@@ -24,6 +25,7 @@ layout(push_constant) uniform Push {
   uint off_o;
   uint heads_inner;  // elements between consecutive rows of the head axis
   uint cap, max_off;  // OUT_AT: the state's rows along the seq axis; the largest offset
+  uint outer_stride;  // OUT_AT: elements between the state's rows before the seq axis
 } pc;
 
 void main() {
@@ -63,7 +65,7 @@ void main() {
   uint yo = idx;
   if (OUT_AT == 1) {
     uint outer = idx / (pc.S * pc.seq_inner);
-    yo = (outer * pc.cap + pos + s) * pc.seq_inner + idx % pc.seq_inner;
+    yo = outer * pc.outer_stride + (pos + s) * pc.seq_inner + idx % pc.seq_inner;
   }
   store0(DT_Y, pc.off_y + yo, y);
 }
