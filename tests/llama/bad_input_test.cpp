@@ -35,6 +35,16 @@ std::string copy_tiny(const std::string& name) {
 }
 
 // Loading `path` fails with a message that holds each of `parts`; the message.
+// The JSON header of the safetensors file f is open on (for reading and writing), read past its
+// 8-byte length; f is left at the data.
+std::string read_safetensors_header(std::fstream& f) {
+  uint64_t n = 0;
+  f.read(reinterpret_cast<char*>(&n), 8);
+  std::string header(n, '\0');
+  f.read(header.data(), static_cast<std::streamsize>(n));
+  return header;
+}
+
 std::string expect_load_error(const std::string& path, std::initializer_list<std::string> parts) {
   const std::string e = load_error(path);
   for (const auto& part : parts) EXPECT_NE(e.find(part), std::string::npos) << e;
@@ -88,10 +98,7 @@ TEST(BadInput, SafetensorsHeaderLyingAboutOffsets) {
   const std::string dir = copy_tiny("tiny_lying");
   // Rewrite the header in place with one end offset moved far past the data (same header length).
   std::fstream f(dir + "/model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
-  uint64_t n = 0;
-  f.read(reinterpret_cast<char*>(&n), 8);
-  std::string header(n, '\0');
-  f.read(header.data(), static_cast<std::streamsize>(n));
+  std::string header = read_safetensors_header(f);
   const size_t key = header.find("\"model.norm.weight\"");
   ASSERT_NE(key, std::string::npos);
   const size_t open = header.find("\"data_offsets\":[", key) + 16;
@@ -126,12 +133,6 @@ TEST(BadInput, EmptyPromptIsAnError) {
   EXPECT_NE(f.status().message().find("token id 400"), std::string::npos);
 }
 
-}  // namespace
-}  // namespace vrun::llama
-
-namespace vrun::llama {
-namespace {
-
 // A checkpoint whose final norm holds NaN loads (its shapes are right), but its logits are NaN:
 // feeding it is an error naming the position, not token 0 sampled for ever.
 TEST(LlamaBadInput, NanLogitsAreAnError) {
@@ -139,10 +140,7 @@ TEST(LlamaBadInput, NanLogitsAreAnError) {
   const std::string st = dir + "/model.safetensors";
   std::fstream f(st, std::ios::in | std::ios::out | std::ios::binary);
   ASSERT_TRUE(f.good());
-  uint64_t n = 0;
-  f.read(reinterpret_cast<char*>(&n), 8);
-  std::string header(n, '\0');
-  f.read(header.data(), static_cast<std::streamsize>(n));
+  const std::string header = read_safetensors_header(f);
   // "model.norm.weight": {"dtype": "F32", ..., "data_offsets": [begin, end]}
   const size_t at = header.find("\"model.norm.weight\"");
   ASSERT_NE(at, std::string::npos);
@@ -151,7 +149,7 @@ TEST(LlamaBadInput, NanLogitsAreAnError) {
   const uint64_t begin = std::stoull(header.substr(header.find('[', offs) + 1));
   ASSERT_NE(header.find("\"F32\"", at), std::string::npos);
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  f.seekp(static_cast<std::streamoff>(8 + n + begin));
+  f.seekp(static_cast<std::streamoff>(8 + header.size() + begin));
   f.write(reinterpret_cast<const char*>(&nan), sizeof nan);
   f.close();
   LoadOptions o;
