@@ -2,6 +2,7 @@
 
 #include "models/common/json_guard.h"
 
+#include <cmath>
 #include <sstream>
 
 namespace vrun::parakeet {
@@ -91,8 +92,11 @@ class Reader {
       return 0;
     }
     if (j->is_number_integer()) return j->get<int64_t>();
-    if (j->is_number_float() && j->get<double>() == static_cast<double>(static_cast<int64_t>(j->get<double>())))
-      return static_cast<int64_t>(j->get<double>());
+    // A whole float within int64's range (converting one outside it is undefined).
+    if (j->is_number_float()) {
+      const double v = j->get<double>();
+      if (v >= -0x1p63 && v < 0x1p63 && v == std::trunc(v)) return static_cast<int64_t>(v);
+    }
     fail(ErrorCode::kInvalidArgument, "'", key, "' is ", j->dump(), ", not an integer");
     return 0;
   }
