@@ -76,7 +76,9 @@ class Backend {
   // The method-call protocol above; the host backend needs none of it. host_arena holds
   // arena_bytes (at least the method's arena_size); methods that share an arena
   // (kSharedArenasMeta) are begun with the same host_arena, and a device keeps one copy for them.
-  virtual Status begin(const MethodDef&, uint8_t* /*host_arena*/, int64_t /*arena_bytes*/, std::span<const int64_t> /*symbols*/) {
+  // fetch: the outputs the call brings back (Executor::run's bits); finish gets only their roots.
+  virtual Status begin(const MethodDef&, uint8_t* /*host_arena*/, int64_t /*arena_bytes*/, std::span<const int64_t> /*symbols*/,
+                       uint64_t /*fetch*/) {
     return Status::ok();
   }
   virtual Status sync_to_host(const MethodDef&, std::span<const int> /*roots*/, std::span<const ValueStorage>) {

@@ -347,13 +347,13 @@ std::string Executor::device_description() const {
 }
 
 Result<std::vector<TensorView>> Executor::run(const std::string& name, const std::vector<TensorView>& inputs,
-                                              const std::map<std::string, int64_t>& given) {
+                                              const std::map<std::string, int64_t>& given, uint64_t fetch) {
   MethodPlan* plan = nullptr;
   for (auto& p : plans_)
     if (p->method->name == name) plan = p.get();
   if (plan) {
     const auto t0 = std::chrono::steady_clock::now();
-    auto r = run_plan(*plan, inputs, given);
+    auto r = run_plan(*plan, inputs, given, fetch);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     plan->calls++;
     plan->seconds += s;
@@ -366,7 +366,7 @@ Result<std::vector<TensorView>> Executor::run(const std::string& name, const std
 }
 
 Result<std::vector<TensorView>> Executor::run_plan(MethodPlan& plan, const std::vector<TensorView>& inputs,
-                                                   const std::map<std::string, int64_t>& given) {
+                                                   const std::map<std::string, int64_t>& given, uint64_t fetch) {
   const MethodDef& m = *plan.method;
   const std::string mw = "method '" + m.name + "'";
   if (inputs.size() != m.inputs.size())
@@ -451,7 +451,7 @@ Result<std::vector<TensorView>> Executor::run_plan(MethodPlan& plan, const std::
       if (def.kind == ValueKind::kIntermediate) continue;
       plan.storage[v] = {static_cast<uint8_t*>(plan.values[v].data), plan.values[v].dense_bytes()};
     }
-    for (const auto& d : devices_) VRUN_RETURN_IF_ERROR(d->begin(m, arena.data.get(), arena.bytes, sym));
+    for (const auto& d : devices_) VRUN_RETURN_IF_ERROR(d->begin(m, arena.data.get(), arena.bytes, sym, fetch));
   }
   // A call one device backend replays from a recording (the only device in the call).
   const bool skippable = devices_.size() == 1 && devices_.front()->walk_skippable();
@@ -485,13 +485,15 @@ Result<std::vector<TensorView>> Executor::run_plan(MethodPlan& plan, const std::
       if (cacheable) plan.walk_outputs[sym] = std::move(w);
     }
   }
+  auto fetched = [&](size_t i) { return i >= 64 || ((fetch >> i) & 1u) != 0; };
   if (!devices_.empty()) {
     std::vector<int> roots;
-    for (int id : m.outputs) roots.push_back(plan.root[id]);
+    for (size_t i = 0; i < m.outputs.size(); ++i)
+      if (fetched(i)) roots.push_back(plan.root[m.outputs[i]]);
     for (const auto& d : devices_) VRUN_RETURN_IF_ERROR(d->finish(m, roots, plan.storage).with_context(mw));
   }
   std::vector<TensorView> outs;
-  for (int id : m.outputs) outs.push_back(plan.values[id]);
+  for (size_t i = 0; i < m.outputs.size(); ++i) outs.push_back(fetched(i) ? plan.values[m.outputs[i]] : TensorView{});
   return outs;
 }
 

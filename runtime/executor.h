@@ -44,9 +44,12 @@ class Executor {
   // Runs `method`. inputs follow the method's input order and may be strided views. symbols
   // gives values for symbols no input shape binds. The returned views stay valid until the next
   // run of the same method, or of a method sharing its arena (kSharedArenasMeta): they point
-  // into its arena, an input, a constant or a state.
+  // into its arena, an input, a constant or a state. fetch: a bit per output (bit i, output i;
+  // outputs past the 64th always count): the outputs left out are not brought back from a device
+  // and come back as absent views (a language model's logits when only its greedy token is read).
   Result<std::vector<TensorView>> run(const std::string& method, const std::vector<TensorView>& inputs,
-                                      const std::map<std::string, int64_t>& symbols = {});
+                                      const std::map<std::string, int64_t>& symbols = {}, uint64_t fetch = kFetchAll);
+  static constexpr uint64_t kFetchAll = ~uint64_t{0};
 
   // Zeroes every state buffer (a new conversation, a new audio file).
   void reset_state();
@@ -84,7 +87,7 @@ class Executor {
   Status share_arenas();
   void print_op_stats(const MethodPlan& plan) const;
   Result<std::vector<TensorView>> run_plan(MethodPlan& plan, const std::vector<TensorView>& inputs,
-                                           const std::map<std::string, int64_t>& given);
+                                           const std::map<std::string, int64_t>& given, uint64_t fetch);
 
   std::shared_ptr<const Program> program_;
   std::unique_ptr<ThreadPool> pool_;

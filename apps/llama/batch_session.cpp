@@ -47,6 +47,13 @@ Result<std::unique_ptr<BatchSession>> BatchSession::create(LlamaRunner& runner, 
     if (!p.method("decode_batch_" + std::to_string(b)))
       return err(ErrorCode::kInvalidProgram, p.source, ": no method decode_batch_", b, " for vrun.batch_rows");
   if (s->rows_.back() < slots->i) return err(ErrorCode::kInvalidProgram, p.source, ": batch rows do not cover ", slots->i, " slots");
+  // Programs exported before the greedy output existed have the logits only.
+  auto has_next = [&](const std::string& name) {
+    const MethodDef* m = p.method(name);
+    return m->outputs.size() > kNext && m->values[m->outputs[kNext]].name == "next";
+  };
+  s->has_next_ = has_next("prefill_slot");
+  for (int64_t b : s->rows_) s->has_next_ = s->has_next_ && has_next("decode_batch_" + std::to_string(b));
   s->slot_seq_.assign(static_cast<size_t>(slots->i), -1);
   const int64_t most = std::min(runner.chunk_, s->slot_context_);
   s->min_rows_ = options.min_rows;
@@ -112,7 +119,7 @@ std::vector<BatchFinished> BatchSession::take_finished() {
 }
 
 Result<std::vector<TensorView>> BatchSession::run_decode(std::vector<int32_t>& tokens, std::vector<int32_t>& positions,
-                                                         std::vector<int32_t>& cache_rows) {
+                                                         std::vector<int32_t>& cache_rows, uint64_t fetch) {
   const auto rows = static_cast<int64_t>(tokens.size());
   const std::string method = "decode_batch_" + std::to_string(rows);
   std::vector<TensorView> inputs{TensorView::dense(tokens.data(), DType::i32, {1, rows}),
@@ -121,7 +128,7 @@ Result<std::vector<TensorView>> BatchSession::run_decode(std::vector<int32_t>& t
   Executor& ex = *runner_.executor_;
   if (ex.program().method(method)->inputs.size() > 2)
     inputs.push_back(TensorView::dense(cache_rows.data(), DType::i32, {rows}));
-  return ex.run(method, inputs);
+  return ex.run(method, inputs, {}, fetch);
 }
 
 Result<int> BatchSession::warm_up() {
@@ -141,7 +148,7 @@ Result<int> BatchSession::warm_up() {
     std::vector<int32_t> tokens(static_cast<size_t>(rows), 0), positions(static_cast<size_t>(rows), 0);
     std::vector<int32_t> cache_rows(static_cast<size_t>(rows), 0);
     for (int64_t b = 0; b < rows; ++b) cache_rows[b] = static_cast<int32_t>(b * slot_context_);
-    VRUN_RETURN_IF_ERROR(run_decode(tokens, positions, cache_rows).status());
+    VRUN_RETURN_IF_ERROR(run_decode(tokens, positions, cache_rows, fetch_greedy()).status());
     ++calls;
   }
   return calls;
@@ -197,16 +204,20 @@ Status BatchSession::step() {
     const int64_t n = std::min<int64_t>(chunk_, static_cast<int64_t>(s.prompt.size() - s.prefilled));
     if (n > budget) break;
     const auto t0 = Clock::now();
+    const bool last = s.prefilled + static_cast<size_t>(n) == s.prompt.size();
+    const bool greedy = has_next_ && s.sampler.greedy();
+    const uint64_t fetch = !last ? 0 : greedy ? fetch_greedy() : Executor::kFetchAll;
     VRUN_ASSIGN_OR_RETURN(auto outs, ex.run("prefill_slot",
                                             {TensorView::dense(s.prompt.data() + s.prefilled, DType::i32, {1, n})},
-                                            {{"pos", s.n_past}, {"slot", s.slot}}));
+                                            {{"pos", s.n_past}, {"slot", s.slot}}, fetch));
     budget -= n;
     s.prefilled += static_cast<size_t>(n);
     s.n_past += n;
     s.st.prefill_s += seconds_between(t0, Clock::now());
-    if (s.prefilled == s.prompt.size()) {
-      const float* lg = outs[0].ptr<float>();
-      if (!advance(s, std::span<const float>(lg, static_cast<size_t>(vocab)))) finish(id, "");
+    if (last) {
+      const bool more = greedy ? advance_with(s, at_limit(s) ? -1 : *outs[kNext].ptr<int32_t>())
+                               : advance(s, std::span<const float>(outs[0].ptr<float>(), static_cast<size_t>(vocab)));
+      if (!more) finish(id, "");
     }
   }
   // One decode step for every sequence with a token to decode.
@@ -241,19 +252,27 @@ Status BatchSession::step() {
   for (int64_t b = 0; b < rows; ++b)  // rows without a sequence: their slot's next free position
     if (slot_seq_[static_cast<size_t>(b)] < 0) cache_rows[b] = static_cast<int32_t>(b * slot_context_);
   last_rows_ = rows;
+  // Greedy rows take the model's greedy tokens; the logits come back only for rows that sample.
+  bool all_greedy = has_next_;
+  for (const Seq* s : row_seq) all_greedy = all_greedy && (!s || s->sampler.greedy());
   const auto t0 = Clock::now();
-  VRUN_ASSIGN_OR_RETURN(auto outs, run_decode(tokens, positions, cache_rows));
+  VRUN_ASSIGN_OR_RETURN(auto outs, run_decode(tokens, positions, cache_rows, all_greedy ? fetch_greedy() : Executor::kFetchAll));
   const auto t1 = Clock::now();
-  const float* lg = outs[0].ptr<float>();
+  const float* lg = all_greedy ? nullptr : outs[0].ptr<float>();
+  const int32_t* ids = has_next_ ? outs[kNext].ptr<int32_t>() : nullptr;
   // Each row's token from its own sampler (on several threads for wide steps: a row of a
   // 49,152-token vocabulary takes tens of microseconds), then the sequences advanced in order.
   std::vector<int32_t> next(static_cast<size_t>(rows), -1);
   auto sample_rows = [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b)
       if (Seq* s = row_seq[b]; s && !at_limit(*s))
-        next[b] = s->sampler.sample(std::span<const float>(lg + b * vocab, static_cast<size_t>(vocab)), s->history);
+        next[b] = ids && s->sampler.greedy()
+                      ? ids[b]
+                      : s->sampler.sample(std::span<const float>(lg + b * vocab, static_cast<size_t>(vocab)), s->history);
   };
-  if (last_batch_ >= 8) {
+  if (all_greedy) {
+    sample_rows(0, rows);
+  } else if (last_batch_ >= 8) {
     if (!sample_pool_) sample_pool_ = std::make_unique<ThreadPool>(std::min(8, ThreadPool::default_size()));
     sample_pool_->parallel_for(rows, 4, sample_rows);
   } else {

@@ -88,12 +88,18 @@ class BatchSession {
   // Whether the sequence has generated its max_tokens (advance ends it without sampling).
   static bool at_limit(const Seq& s);
   void finish(int id, const std::string& reason);
-  // One decode_batch_B call, B = tokens.size() (one entry per row in each vector).
+  // One decode_batch_B call, B = tokens.size() (one entry per row in each vector); fetch as
+  // Executor::run's.
   Result<std::vector<TensorView>> run_decode(std::vector<int32_t>& tokens, std::vector<int32_t>& positions,
-                                             std::vector<int32_t>& cache_rows);
+                                             std::vector<int32_t>& cache_rows, uint64_t fetch);
 
   LlamaRunner& runner_;
   int64_t slot_context_ = 0, chunk_ = 0, last_rows_ = 0, min_rows_ = 0;
+  // Whether the batched methods output each row's greedy token (output kNext, after the logits).
+  static constexpr size_t kNext = 1;
+  bool has_next_ = false;
+  // Executor::run's fetch for a call whose rows are all greedy: the tokens alone.
+  uint64_t fetch_greedy() const { return has_next_ ? uint64_t{1} << kNext : Executor::kFetchAll; }
   std::vector<int64_t> rows_;     // decode_batch_B methods, ascending
   std::vector<int> slot_seq_;     // per slot: the sequence id, -1 when free
   std::map<int, std::unique_ptr<Seq>> seqs_;

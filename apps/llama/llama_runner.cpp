@@ -75,6 +75,12 @@ Result<std::unique_ptr<LlamaRunner>> LlamaRunner::load(const std::string& path, 
   VRUN_ASSIGN_OR_RETURN(r->executor_, Executor::create(r->program_, eo));
   // Programs exported before the decode method existed run their single tokens through forward.
   r->has_decode_ = r->program_->method("decode") != nullptr;
+  // Programs exported before the greedy output existed have the logits only.
+  auto has_next = [&](const char* name) {
+    const MethodDef* m = r->program_->method(name);
+    return m && m->outputs.size() > kNextOutput && m->values[m->outputs[kNextOutput]].name == "next";
+  };
+  r->has_next_ = has_next("forward") && (!r->has_decode_ || has_next("decode"));
   return r;
 }
 
@@ -92,37 +98,51 @@ void LlamaRunner::reset() {
 }
 
 Result<std::vector<float>> LlamaRunner::feed(std::span<const int32_t> tokens) {
+  VRUN_ASSIGN_OR_RETURN(Fed fed, feed_tokens(tokens, true));
+  return std::move(fed.logits);
+}
+
+Result<LlamaRunner::Fed> LlamaRunner::feed_tokens(std::span<const int32_t> tokens, bool want_logits) {
   if (tokens.empty()) return err(ErrorCode::kInvalidArgument, "nothing to feed");
   if (n_past_ + static_cast<int64_t>(tokens.size()) > context_)
     return err(ErrorCode::kInvalidArgument, n_past_, " tokens in the cache + ", tokens.size(), " new exceed the ",
                context_, "-token context");
   for (int32_t t : tokens)
     if (t < 0 || t >= config_.vocab) return err(ErrorCode::kInvalidArgument, "token id ", t, " outside the vocabulary of ", config_.vocab);
-  std::vector<float> logits;
+  want_logits = want_logits || !has_next_;
+  Fed fed;
   for (size_t at = 0; at < tokens.size(); at += static_cast<size_t>(chunk_)) {
     const size_t n = std::min(tokens.size() - at, static_cast<size_t>(chunk_));
+    const bool last = at + n == tokens.size();
+    // Only the last chunk's outputs are read; on a GPU the others stay there.
+    const uint64_t fetch = !last ? 0 : want_logits ? Executor::kFetchAll : uint64_t{1} << kNextOutput;
     std::vector<int32_t> piece(tokens.begin() + static_cast<std::ptrdiff_t>(at), tokens.begin() + static_cast<std::ptrdiff_t>(at + n));
     std::vector<TensorView> outs;
     if (n == 1 && has_decode_) {
       // One token: the method whose position is an input, replayed on a GPU without recording.
       int32_t pos = static_cast<int32_t>(n_past_);
       VRUN_ASSIGN_OR_RETURN(outs, executor_->run("decode", {TensorView::dense(piece.data(), DType::i32, {1, 1}),
-                                                            TensorView::dense(&pos, DType::i32, {1})}));
+                                                            TensorView::dense(&pos, DType::i32, {1})}, {}, fetch));
     } else {
       VRUN_ASSIGN_OR_RETURN(outs, executor_->run("forward", {TensorView::dense(piece.data(), DType::i32, {1, static_cast<int64_t>(n)})},
-                                                 {{"pos", n_past_}}));
+                                                 {{"pos", n_past_}}, fetch));
     }
     n_past_ += static_cast<int64_t>(n);
-    if (at + n == tokens.size()) logits.assign(outs[0].ptr<float>(), outs[0].ptr<float>() + config_.vocab);
+    if (!last) continue;
+    if (want_logits) fed.logits.assign(outs[0].ptr<float>(), outs[0].ptr<float>() + config_.vocab);
+    if (has_next_) fed.greedy = *outs[kNextOutput].ptr<int32_t>();
   }
+  if (!want_logits) return fed;
+  const std::vector<float>& logits = fed.logits;
   // NaN logits would sample token 0 for ever: say so instead. On a GPU the one-dispatch decode
   // kernel (VRUN_DECODE_BLOCK) writes NaN when its workgroups could not all run at once (a GPU
-  // busy with other work).
+  // busy with other work). (Where only the greedy token is read, NaN logits give the first NaN's
+  // index, argmax's rule.)
   if (std::isnan(logits[0]))
     return err(ErrorCode::kInternal, "the model's logits at position ", n_past_ - 1,
                " are NaN (with VRUN_DECODE_BLOCK set on a GPU shared with other work, unset it: its kernel needs every "
                "multiprocessor at once)");
-  return logits;
+  return fed;
 }
 
 Result<GenerateStats> LlamaRunner::generate(std::span<const int32_t> prompt, const GenerateOptions& o,
@@ -131,10 +151,13 @@ Result<GenerateStats> LlamaRunner::generate(std::span<const int32_t> prompt, con
   st.prompt_tokens = static_cast<int>(prompt.size());
   if (prompt.empty()) return err(ErrorCode::kInvalidArgument, "the prompt is empty (nothing to continue from)");
   const auto t0 = Clock::now();
-  VRUN_ASSIGN_OR_RETURN(std::vector<float> logits, feed(prompt));
+  Sampler sampler(o.sampling);
+  // Greedy decoding reads the model's greedy token only: one id instead of the logits (a GPU's
+  // download and the host's pass over them, about a tenth of a small model's step).
+  const bool want_logits = !sampler.greedy();
+  VRUN_ASSIGN_OR_RETURN(Fed fed, feed_tokens(prompt, want_logits));
   st.prefill_s = seconds_since(t0);
   std::vector<int32_t> history(prompt.begin(), prompt.end());
-  Sampler sampler(o.sampling);
   tok::StreamingDecoder decoder(*tokenizer_, /*skip_special=*/true);
   const auto& sp = tokenizer_->special_ids();
   StopText text(o.stop, &on_text);
@@ -144,7 +167,7 @@ Result<GenerateStats> LlamaRunner::generate(std::span<const int32_t> prompt, con
       st.stop_reason = "length";
       break;
     }
-    const int32_t next = sampler.sample(logits, history);
+    const int32_t next = fed.logits.empty() ? fed.greedy : sampler.sample(fed.logits, history);
     if (st.generated_tokens == 0) st.time_to_first_token_s = seconds_since(t0);
     ++st.generated_tokens;
     if (!o.ignore_eos && (next == sp.eos || next == sp.eot)) {
@@ -160,7 +183,7 @@ Result<GenerateStats> LlamaRunner::generate(std::span<const int32_t> prompt, con
       break;
     }
     // Every emitted token enters the cache, so a chat can continue from exactly this text.
-    VRUN_ASSIGN_OR_RETURN(logits, feed(std::span<const int32_t>(&next, 1)));
+    VRUN_ASSIGN_OR_RETURN(fed, feed_tokens(std::span<const int32_t>(&next, 1), want_logits));
   }
   if (st.stop_reason != "stop" && st.stop_reason != "callback") {
     text.push(decoder.finish());

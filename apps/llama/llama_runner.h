@@ -74,6 +74,15 @@ class LlamaRunner {
   void reset();
   // Appends tokens to the cache; returns the logits after the last one (vocab floats).
   Result<std::vector<float>> feed(std::span<const int32_t> tokens);
+  // What feeding leaves: the logits after the last token (when asked for, or when the program
+  // has no greedy output) and the model's greedy token (-1 where the program has none).
+  struct Fed {
+    std::vector<float> logits;
+    int32_t greedy = -1;
+  };
+  Result<Fed> feed_tokens(std::span<const int32_t> tokens, bool want_logits);
+  // Whether the program's forward and decode methods output the greedy token ("next").
+  bool has_greedy_output() const { return has_next_; }
   // Feeds the prompt, then samples up to max_tokens. on_text receives text as it completes
   // (never a split UTF-8 character); returning false stops generation.
   Result<GenerateStats> generate(std::span<const int32_t> prompt, const GenerateOptions& options,
@@ -86,12 +95,14 @@ class LlamaRunner {
  private:
   friend class BatchSession;
   LlamaRunner() = default;
+  static constexpr size_t kNextOutput = 1;  // the greedy token's output (after the logits)
   std::shared_ptr<Program> program_;
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<tok::Tokenizer> tokenizer_;
   LlamaConfig config_;
   int64_t context_ = 0, chunk_ = 0, n_past_ = 0;
   bool has_decode_ = false;
+  bool has_next_ = false;
   bool add_bos_ = false;
 };
 

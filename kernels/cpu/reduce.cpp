@@ -163,6 +163,45 @@ AxisRows axis_rows(const TensorView& x, int ax, const Shape& y_keep) {
   return r;
 }
 
+// The first maximum wins; nan counts as the maximum (torch.argmax). A dense f32 row (a language
+// model's logits, the greedy token) takes the largest value over eight independent lanes, then
+// the first index holding it or the first NaN: the one-lane loop waits on every comparison.
+template <typename T>
+int64_t argmax_row(const T* p, int64_t n, int64_t stride) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (stride == 1 && n >= 64) {
+      float lane[8];
+      bool nan = false;
+      for (float& l : lane) l = p[0];
+      int64_t j = 0;
+      for (; j + 8 <= n; j += 8)
+        for (int k = 0; k < 8; ++k) {
+          nan |= p[j + k] != p[j + k];
+          lane[k] = p[j + k] > lane[k] ? p[j + k] : lane[k];
+        }
+      float m = lane[0];
+      for (int k = 1; k < 8; ++k) m = lane[k] > m ? lane[k] : m;
+      for (; j < n; ++j) {
+        nan |= p[j] != p[j];
+        m = p[j] > m ? p[j] : m;
+      }
+      for (j = 0; j < n; ++j)
+        if (nan ? p[j] != p[j] : p[j] == m) return j;
+      return 0;
+    }
+  }
+  float best = to_float(p[0]);
+  int64_t best_i = 0;
+  for (int64_t j = 1; j < n && best == best; ++j) {
+    const float v = to_float(p[j * stride]);
+    if (v > best || v != v) {
+      best = v;
+      best_i = j;
+    }
+  }
+  return best_i;
+}
+
 template <typename T>
 void argmax_rows(const KernelCall& c, int ax) {
   const TensorView& x = c.in[0];
@@ -176,17 +215,7 @@ void argmax_rows(const KernelCall& c, int ax) {
       [&](const int64_t* off, int64_t cnt) {
         for (int64_t i = 0; i < cnt; ++i) {
           const T* p = xp + off[1] + i * xs;
-          float best = to_float(p[0]);
-          int64_t best_i = 0;
-          // The first maximum wins; nan counts as the maximum (torch.argmax).
-          for (int64_t j = 1; j < r.n && best == best; ++j) {
-            const float v = to_float(p[j * r.x_stride]);
-            if (v > best || v != v) {
-              best = v;
-              best_i = j;
-            }
-          }
-          yp[off[0] + i * ys] = static_cast<int32_t>(best_i);
+          yp[off[0] + i * ys] = static_cast<int32_t>(argmax_row(p, r.n, r.x_stride));
         }
       },
       r.n);

@@ -55,8 +55,41 @@ Status record_axis_reduce(Recorder& rec, OpKind op, const std::vector<DeviceView
   pw.u(rows).u(C).u(inner).u(offs[0]).u(offs[1]);
   uint32_t gx, gy;
   rec.grid_1d(static_cast<uint64_t>(rows), &gx, &gy);
-  const int32_t mode = op == OpKind::softmax ? 0 : op == OpKind::log_softmax ? 1 : 2;
+  const int32_t mode = op == OpKind::softmax ? 0 : 1;
   return rec.dispatch("softmax", {mode, dt_code(x.dtype), dt_code(y.dtype)}, bindings, pw.w, pw.bytes(), gx, gy, 1);
+}
+
+// argmax.comp: a row of C values in P spans of at least 2,048 (8 per invocation), so one
+// language-model row of logits spreads over tens of workgroups, then the spans' winners merged.
+Status record_argmax(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, const Attrs& attrs) {
+  VRUN_ASSIGN_OR_RETURN(DeviceView x, rec.dense_view(in[0]));
+  const int r = x.shape.rank;
+  const int axis = normalize_axis(attrs.i("axis"), r == 0 ? 1 : r);
+  if (axis < 0) return err(ErrorCode::kInvalidArgument, "vulkan: argmax axis ", attrs.i("axis"), " out of range");
+  int64_t outer = 1, inner = 1;
+  for (int i = 0; i < axis; ++i) outer *= x.shape[i];
+  for (int i = axis + 1; i < r; ++i) inner *= x.shape[i];
+  const int64_t C = r ? x.shape[axis] : 1;
+  const int64_t rows = outer * inner;
+  if (rows == 0 || C == 0) return Status::ok();
+  constexpr int64_t kMinSpan = 2048, kMaxParts = 256;
+  const int64_t parts = std::min(kMaxParts, std::max<int64_t>(1, C / kMinSpan));
+  const int64_t span = (C + parts - 1) / parts;
+  DeviceView partials;
+  if (parts > 1) {
+    VRUN_ASSIGN_OR_RETURN(partials, rec.scratch(DType::i32, Shape{rows * parts * 2}));
+  }
+  std::vector<Binding> bindings = {{&y, true}, {&x, false}, {&partials, true}};
+  VRUN_ASSIGN_OR_RETURN(auto offs, rec.binding_offsets(bindings));
+  PushWords pw;
+  pw.u(rows).u(C).u(inner).u(parts).u(span).u(offs[0]).u(offs[1]);
+  uint32_t gx, gy;
+  rec.grid_1d(static_cast<uint64_t>(rows * parts), &gx, &gy);
+  VRUN_RETURN_IF_ERROR(rec.dispatch("argmax", {dt_code(x.dtype), 0}, bindings, pw.w, pw.bytes(), gx, gy, 1));
+  if (parts == 1) return Status::ok();
+  bindings = {{&y, true}, {&x, false}, {&partials, false}};
+  rec.grid_1d(static_cast<uint64_t>(rows), &gx, &gy);
+  return rec.dispatch("argmax", {dt_code(x.dtype), 1}, bindings, pw.w, pw.bytes(), gx, gy, 1);
 }
 
 }  // namespace
@@ -80,8 +113,8 @@ Status record_norm(Recorder& rec, OpKind op, const std::vector<DeviceView>& in, 
     case OpKind::rms_norm:
     case OpKind::layer_norm: return record_row_norm(rec, op, in, out[0], attrs);
     case OpKind::softmax:
-    case OpKind::log_softmax:
-    case OpKind::argmax: return record_axis_reduce(rec, op, in, out[0], attrs);
+    case OpKind::log_softmax: return record_axis_reduce(rec, op, in, out[0], attrs);
+    case OpKind::argmax: return record_argmax(rec, in, out[0], attrs);
     default: return err(ErrorCode::kUnsupported, "vulkan: no kernel for ", op_name(op));
   }
 }

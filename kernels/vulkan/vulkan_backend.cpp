@@ -157,9 +157,10 @@ class VulkanBackend final : public Backend {
            std::all_of(node.outputs.begin(), node.outputs.end(), fits);
   }
 
-  Status begin(const MethodDef& m, uint8_t* host_arena, int64_t arena_bytes, std::span<const int64_t> sym) override {
+  Status begin(const MethodDef& m, uint8_t* host_arena, int64_t arena_bytes, std::span<const int64_t> sym,
+               uint64_t fetch) override {
     MethodState& ms = methods_[&m];
-    choose_replay(m, std::vector<int64_t>(sym.begin(), sym.end()));
+    choose_replay(m, std::vector<int64_t>(sym.begin(), sym.end()), fetch);
     if (!ms.arena && host_arena && arena_bytes > 0) {
       // Methods sharing a host arena share its device copy too (the executor sized it).
       vulkan::Buffer& shared = arenas_[host_arena];
@@ -284,16 +285,19 @@ class VulkanBackend final : public Backend {
   void states_reset() override { state_fresh_.assign(state_fresh_.size(), kHost | kZero); }
 
   // ---- replay of repeated calls
-  // A call is decided by its method, its symbol values and which states are current on the
-  // device; inputs and outputs go through staging that a replay refills. The first time a call
+  // A call is decided by its method, its symbol values, the outputs it brings back and which
+  // states are current on the device; inputs and outputs go through staging that a replay refills. The first time a call
   // is seen it is recorded as usual, the second time captured, from then on replayed: a decode
   // step of a model whose positions come round again (each Whisper window, every Parakeet
   // decode call) then costs one submit instead of a recording.
   struct CallKey {
     const MethodDef* m;
     std::vector<int64_t> sym;
+    uint64_t fetch;
     std::vector<uint8_t> states;
-    bool operator<(const CallKey& o) const { return std::tie(m, sym, states) < std::tie(o.m, o.sym, o.states); }
+    bool operator<(const CallKey& o) const {
+      return std::tie(m, sym, fetch, states) < std::tie(o.m, o.sym, o.fetch, o.states);
+    }
   };
   struct CallEntry {
     int seen = 0;
@@ -308,7 +312,7 @@ class VulkanBackend final : public Backend {
   enum Mode { kNormal, kCapture, kReplay };
   static constexpr size_t kMaxCaptures = 512, kMaxKeys = 16384;
 
-  void choose_replay(const MethodDef& m, const std::vector<int64_t>& sym) {
+  void choose_replay(const MethodDef& m, const std::vector<int64_t>& sym, uint64_t fetch) {
     if (call_) forget(*call_);  // the previous call failed part way
     rec_->reset_call_mode();
     call_ = nullptr;
@@ -319,7 +323,7 @@ class VulkanBackend final : public Backend {
       for (auto it = calls_.begin(); it != calls_.end();) it = it->second.cap ? std::next(it) : calls_.erase(it);
       if (calls_.size() >= kMaxKeys) return;
     }
-    CallEntry& e = calls_[CallKey{&m, sym, state_fresh_}];
+    CallEntry& e = calls_[CallKey{&m, sym, fetch, state_fresh_}];
     e.used = ++clock_;
     e.seen++;
     call_ = &e;

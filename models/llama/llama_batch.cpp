@@ -138,7 +138,9 @@ Status add_llama_batch_methods(ProgramBuilder& pb, const LlamaConfig& c, const B
       }
     }
     if (prefill) x = g.op(OpKind::slice, {x}, {{"axis", 1}, {"start", seq - 1}, {"end", seq}});
-    g.output(normed(x, ids.out_norm, ids.out_w, -1, "output"), "logits");
+    const Val logits = normed(x, ids.out_norm, ids.out_w, -1, "output");
+    g.output(logits, "logits");
+    g.output(g.op(OpKind::argmax, {logits}, {{"axis", -1}}), "next");  // each row's greedy token
   };
   build("prefill_slot", 0);
   const std::vector<int64_t> rows = models::batch_rows_for(slots);

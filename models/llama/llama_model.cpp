@@ -297,7 +297,11 @@ void LlamaBuilder::add_method(const std::string& method) {
   for (int64_t l = 0; l < c_.layers; ++l)
     x = device_pos && layers_[l].gate_up >= 0 ? decode_layer(g, x, l, at_pos) : feed_forward(g, attention(g, x, l, at_pos), l);
   if (!all_positions && !device_pos) x = g.op(OpKind::slice, {x}, {{"axis", 1}, {"start", seq - 1}, {"end", seq}});
-  g.output(normed(g, x, out_norm_, out_w_, -1, "output"), "logits");
+  const Val logits = normed(g, x, out_norm_, out_w_, -1, "output");
+  g.output(logits, "logits");
+  // The greedy token (the first largest logit), so a caller that needs only it reads one id
+  // instead of the vocabulary's logits back from a device (Executor::run's fetch).
+  if (!all_positions) g.output(g.op(OpKind::argmax, {logits}, {{"axis", -1}}), "next");
 }
 
 void LlamaBuilder::set_meta(const std::map<std::string, MetaValue>& extra) {

@@ -162,6 +162,8 @@ TEST(Argmax, FirstMaximumWinsAcrossAxesAndLayouts) {
     }
   ThreadPool pool(3);
   check_argmax(DType::f32, Shape{2000, 129}, -1, false, Layout::kDense, rng, &pool);
+  // Dense f32 rows of 64 and more take the eight-lane path (a language model's logits).
+  for (int64_t n : {64, 65, 71, 4096, 49157}) check_argmax(DType::f32, Shape{3, n}, -1, false, Layout::kDense, rng);
 }
 
 TEST(Argmax, NanCountsAsMaximum) {
@@ -171,6 +173,18 @@ TEST(Argmax, NanCountsAsMaximum) {
   RunResult r = run_cpu(OpKind::argmax, {x.view}, Attrs(OpKind::argmax));
   ASSERT_TRUE(r.status.is_ok());
   EXPECT_EQ(r.outputs[0].view.ptr<int32_t>()[0], 1);
+  // The same on the eight-lane path: the first NaN anywhere in a row, 0 for a row of NaNs.
+  HostTensor y = make_tensor(DType::f32, Shape{3, 100});
+  float* p = y.view.ptr<float>();
+  for (int i = 0; i < 300; ++i) p[i] = static_cast<float>(i % 100);
+  p[37] = p[90] = std::numeric_limits<float>::quiet_NaN();
+  p[100] = std::numeric_limits<float>::quiet_NaN();
+  for (int i = 200; i < 300; ++i) p[i] = std::numeric_limits<float>::quiet_NaN();
+  r = run_cpu(OpKind::argmax, {y.view}, Attrs(OpKind::argmax));
+  ASSERT_TRUE(r.status.is_ok());
+  EXPECT_EQ(r.outputs[0].view.ptr<int32_t>()[0], 37);
+  EXPECT_EQ(r.outputs[0].view.ptr<int32_t>()[1], 0);
+  EXPECT_EQ(r.outputs[0].view.ptr<int32_t>()[2], 0);
 }
 
 // ---- softmax / log_softmax

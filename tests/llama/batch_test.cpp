@@ -47,6 +47,44 @@ TEST(LlamaBatch, ProgramHasBatchedMethods) {
   EXPECT_NE(r->program().method("decode"), nullptr);
 }
 
+// The programs' greedy output ("next", an argmax on the backend that runs the output head) is the
+// host sampler's argmax of the logits at every step, whether the logits are read back with it or
+// not (on a GPU the two ways are separate recordings, alternated here).
+void check_greedy_output(LlamaRunner& r) {
+  ASSERT_TRUE(r.has_greedy_output());
+  r.reset();
+  const std::vector<int32_t> prompt = {5, 77, 300, 12, 9, 41, 250, 3, 18, 60, 7, 101, 44, 2, 90, 33, 17, 8};
+  std::vector<int32_t> with_logits, without;
+  auto fed = r.feed_tokens(prompt, true);
+  ASSERT_TRUE(fed.is_ok()) << fed.status().to_string();
+  for (int i = 0; i < 24; ++i) {
+    if (i % 2 == 0) ASSERT_EQ(fed->greedy, argmax(fed->logits)) << "step " << i;
+    if (i % 2 == 1) ASSERT_TRUE(fed->logits.empty()) << "step " << i;
+    with_logits.push_back(fed->greedy);
+    fed = r.feed_tokens(std::span<const int32_t>(&with_logits.back(), 1), i % 2 == 1);
+    ASSERT_TRUE(fed.is_ok()) << fed.status().to_string();
+  }
+  r.reset();
+  fed = r.feed_tokens(prompt, false);
+  ASSERT_TRUE(fed.is_ok());
+  while (without.size() < with_logits.size()) {
+    EXPECT_TRUE(fed->logits.empty());
+    without.push_back(fed->greedy);
+    fed = r.feed_tokens(std::span<const int32_t>(&without.back(), 1), false);
+    ASSERT_TRUE(fed.is_ok());
+  }
+  EXPECT_EQ(without, with_logits);
+}
+
+TEST(LlamaBatch, GreedyOutputIsTheArgmaxOfTheLogits) {
+  auto r = load(BackendKind::kCpu, 4);
+  ASSERT_TRUE(r);
+  check_greedy_output(*r);
+  auto v = load(BackendKind::kVulkan, 4);
+  if (!v) GTEST_SKIP() << "no Vulkan device";
+  check_greedy_output(*v);
+}
+
 TEST(LlamaBatch, GreedyEqualsGenerateAloneCpu) {
   auto r = load(BackendKind::kCpu, 4);
   ASSERT_TRUE(r);

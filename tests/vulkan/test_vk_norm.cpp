@@ -1,5 +1,6 @@
 // rms_norm, layer_norm, softmax, log_softmax and argmax against float64 math.
 #include <cmath>
+#include <limits>
 
 #include "tests/vulkan/vk_test_util.h"
 
@@ -97,6 +98,49 @@ TEST_F(VkNorm, SoftmaxLogSoftmaxArgmaxAnyAxis) {
         }
       }
     }
+  }
+}
+
+// Long rows are split over workgroups and merged (argmax.comp's two stages): each row's index as
+// the CPU kernel's (torch.argmax's rule), ties common (values rounded), NaN rows included, along
+// the last axis (a language model's logits) and a middle one.
+TEST_F(VkNorm, ArgmaxLongRowsAsTheCpu) {
+  std::mt19937 rng(32);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  struct Case {
+    DType dt;
+    Shape shape;
+    int axis;
+  };
+  for (const Case& c : {Case{DType::f32, Shape{1, 128256}, -1}, Case{DType::f32, Shape{5, 49152}, -1},
+                        Case{DType::f16, Shape{3, 4097}, -1}, Case{DType::f32, Shape{2, 2047}, 1},
+                        Case{DType::f32, Shape{2, 6000, 3}, 1}, Case{DType::bf16, Shape{2, 530000}, -1}}) {
+    const std::string what = std::string(dtype_name(c.dt)) + " " + c.shape.str() + " axis " + std::to_string(c.axis);
+    SCOPED_TRACE(what);
+    std::uniform_int_distribution<int> value(-10, 10);  // 21 values: many ties
+    const int64_t n = c.shape.numel();
+    std::vector<float> p(static_cast<size_t>(n));
+    for (float& v : p) v = static_cast<float>(value(rng));
+    // Row 0's last element the unique maximum; in rows after the first, NaNs (one early, one
+    // late, or a row of them).
+    p[n / c.shape[0] - 1] = 3e4f;
+    if (c.shape[0] > 1) {
+      const int64_t row = n / c.shape[0];
+      p[row + row / 3] = nan;
+      p[row + row - 2] = nan;
+      if (c.shape[0] > 2)
+        for (int64_t i = 2 * row; i < 3 * row; ++i) p[i] = nan;
+    }
+    HostTensor xt = make_tensor(c.dt, c.shape);
+    size_t k = 0;
+    for_each_index(c.shape, [&](const int64_t* i) { store_double(xt.view, i, p[k++]); });
+    Attrs a(OpKind::argmax);
+    a.set_i("axis", c.axis);
+    RunResult cpu = run_cpu(OpKind::argmax, {xt.view}, a);
+    ASSERT_TRUE(cpu.status.is_ok()) << cpu.status.to_string();
+    auto out = run_gpu(OpKind::argmax, {&xt}, a);
+    ASSERT_EQ(out[0].view.dtype, DType::i32);
+    expect_close(to_doubles(out[0].view), to_doubles(cpu.outputs[0].view), 0, 0, what.c_str());
   }
 }
 

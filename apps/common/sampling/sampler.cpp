@@ -32,10 +32,10 @@ Sampler::Sampler(const SamplingOptions& options) : o_(options) {
 }
 
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> recent) {
-  const bool penalty = o_.repeat_penalty != 1.0f && o_.repeat_last_n != 0;
+  const bool penalty = this->penalty();
   // Greedy: the first of the largest logits (after the penalty), without the candidate list (a
   // batched step samples every row of a 49,152-token vocabulary on one thread).
-  if (o_.temperature <= 0.f && !penalty) return argmax(logits);
+  if (greedy()) return argmax(logits);
   cand_.resize(logits.size());
   for (size_t i = 0; i < logits.size(); ++i) cand_[i] = {logits[i], static_cast<int32_t>(i)};
   if (penalty) {

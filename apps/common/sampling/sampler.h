@@ -24,9 +24,14 @@ class Sampler {
   explicit Sampler(const SamplingOptions& options);
   // Picks a token id from logits; `recent` are the tokens seen so far (for the penalty).
   int32_t sample(std::span<const float> logits, std::span<const int32_t> recent);
+  // Whether sample() is argmax(logits) alone (temperature 0, no repetition penalty): then the
+  // model's own greedy token (an argmax on the device) is the sample, and the logits need not be
+  // read back.
+  bool greedy() const { return o_.temperature <= 0.f && !penalty(); }
   uint64_t seed() const { return seed_; }
 
  private:
+  bool penalty() const { return o_.repeat_penalty != 1.0f && o_.repeat_last_n != 0; }
   SamplingOptions o_;
   uint64_t seed_;
   std::mt19937_64 rng_;

@@ -1,10 +1,10 @@
 #version 450
-// softmax, log_softmax and argmax along one axis of a dense tensor seen as [outer, C, inner];
+// softmax and log_softmax along one axis of a dense tensor seen as [outer, C, inner];
 // one workgroup per (outer, inner) row. Bindings: 0 y, 1 x.
 #include "common.glsl"
 
 layout(local_size_x = 128) in;
-layout(constant_id = 0) const uint MODE = 0;  // 0 softmax, 1 log_softmax, 2 argmax
+layout(constant_id = 0) const uint MODE = 0;  // 0 softmax, 1 log_softmax
 layout(constant_id = 1) const uint DT_X = 0;
 layout(constant_id = 2) const uint DT_Y = 0;
 
@@ -15,7 +15,6 @@ layout(push_constant) uniform Push {
 
 const uint WG = 128;
 shared float red[WG];
-shared uint redi[WG];
 
 void main() {
   uint row = flat_group();
@@ -24,30 +23,14 @@ void main() {
   uint o = row / pc.inner, in_ = row % pc.inner;
   uint xo = pc.off_x + o * pc.C * pc.inner + in_;
   uint yo = pc.off_y + o * pc.C * pc.inner + in_;
-  if (MODE == 2) yo = pc.off_y + row;
 
   float m = -1.0 / 0.0;
-  uint mi = 0xffffffffu;
-  for (uint c = t; c < pc.C; c += WG) {
-    float v = load1(DT_X, xo + c * pc.inner);
-    if (v > m || mi == 0xffffffffu) { m = v; mi = c; }
-  }
+  for (uint c = t; c < pc.C; c += WG) m = max(m, load1(DT_X, xo + c * pc.inner));
   red[t] = m;
-  redi[t] = mi;
   barrier();
   for (uint s = WG / 2; s > 0; s >>= 1) {
-    if (t < s) {
-      float a = red[t], b = red[t + s];
-      uint ia = redi[t], ib = redi[t + s];
-      // First maximum wins ties; unset slots (index ~0) lose.
-      bool take_b = ib != 0xffffffffu && (ia == 0xffffffffu || b > a || (b == a && ib < ia));
-      if (take_b) { red[t] = b; redi[t] = ib; }
-    }
+    if (t < s) red[t] = max(red[t], red[t + s]);
     barrier();
-  }
-  if (MODE == 2) {
-    if (t == 0) store0(DT_Y, yo, float(redi[0]));
-    return;
   }
   float mx = red[0];
   barrier();
