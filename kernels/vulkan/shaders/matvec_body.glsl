@@ -75,8 +75,11 @@ layout(constant_id = 16) const uint U = 2;
 // Rows of x the dot products run over: x's MR, then (layer norm) g and beta.
 const uint MX = MR + (NORM == 1u ? 2u : 0u);
 const uint NACC = RS * MX;
-// Accumulators: the dot products, then (norm) each row's sum of x and sum of x^2.
-const uint NS = NORM != 0u ? 2u * MR : 0u;
+// Accumulators: the dot products, then each row's sum of x (layer norm) and sum of x^2 (norm; at
+// SQ). An RMS norm keeps no sum of x: eight rows of x with it run at two rows of W a workgroup,
+// and eight fewer accumulators leave more registers (and shared memory) to the dot products.
+const uint NS = NORM == 1u ? 2u * MR : NORM == 2u ? MR : 0u;
+const uint SQ = NACC + (NORM == 1u ? MR : 0u);
 const uint NA = NACC + NS;
 shared float red[NA * WG];
 
@@ -144,8 +147,8 @@ void load_xr8(uint m, uint k, out float v[8]) {
     float g[8];
     load_param8(MR, k, g);
     [[unroll]] for (uint j = 0; j < 8u; ++j) {
-      acc[NACC + m] += v[j];
-      acc[NACC + MR + m] += v[j] * v[j];
+      if (NORM == 1u) acc[NACC + m] += v[j];
+      acc[SQ + m] += v[j] * v[j];
       v[j] *= g[j];
     }
   }
@@ -155,8 +158,8 @@ float load_xr1(uint m, uint k) {
   if (NORM != 0u && m >= MR) return load_param1(m, k);
   const float v = load_xrow1(m, k);
   if (NORM == 0u) return v;
-  acc[NACC + m] += v;
-  acc[NACC + MR + m] += v * v;
+  if (NORM == 1u) acc[NACC + m] += v;
+  acc[SQ + m] += v * v;
   return v * load_param1(MR, k);
 }
 
@@ -364,8 +367,8 @@ void main() {
     if (NORM != 0u) {
       float s1 = 0.0, s2 = 0.0;
       for (uint p = 0; p < parts; ++p) {
-        s1 += red[(NACC + m) * WG + p];
-        s2 += red[(NACC + MR + m) * WG + p];
+        if (NORM == 1u) s1 += red[(NACC + m) * WG + p];
+        s2 += red[(SQ + m) * WG + p];
       }
       const float inv_k = 1.0 / float(pc.K);
       if (NORM == 2u) {
