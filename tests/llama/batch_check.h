@@ -105,18 +105,22 @@ inline int check_batch_matches_generate(LlamaRunner& runner, const std::vector<B
 // same prompt, on each backend given (skipped where it cannot load) with its default kernels.
 // Kernels that sum a row in another order than the batched step's (VRUN_DECODE_BLOCK's
 // one-dispatch kernel; once the CPU's VNNI one-row q4_1 kernel) break it.
-inline void check_batched_rows_bits(const std::string& path, const std::vector<BackendKind>& backends) {
+// context and slot_context: the single-stream and the slots' KV capacities; prompt: its length
+// (past a GPU's attention key chunks, 64 keys and more, the chunks' boundaries must agree).
+inline void check_batched_rows_bits(const std::string& path, const std::vector<BackendKind>& backends,
+                                    int64_t context = 128, int64_t slot_context = 96, int64_t prompt_len = 7) {
   auto m = import_llama_checkpoint(path);
   ASSERT_TRUE(m.is_ok()) << m.status().message();
   BuildSettings s;
-  s.context = 128;
+  s.context = context;
   s.chunk = 16;
   s.batch_slots = 16;
-  s.batch_context = 96;
+  s.batch_context = slot_context;
   auto prog = build_llama_program(m->config, m->weights, s, m->metadata);
   ASSERT_TRUE(prog.is_ok()) << prog.status().message();
   const int64_t V = m->config.vocab;
-  const std::vector<int32_t> prompt = {5, 6, 7, 8, 9, 10, 11};
+  std::vector<int32_t> prompt(static_cast<size_t>(prompt_len));
+  for (int64_t i = 0; i < prompt_len; ++i) prompt[i] = static_cast<int32_t>(5 + (i * 37) % (V - 5));
   const auto n = static_cast<int64_t>(prompt.size());
   for (BackendKind backend : backends) {
     ExecutorOptions eo;
@@ -133,15 +137,19 @@ inline void check_batched_rows_bits(const std::string& path, const std::vector<B
       std::vector<float> out;
       std::vector<int32_t> p = prompt;
       const bool single = rows == 0;
-      auto pre = single ? e.run("forward", {TensorView::dense(p.data(), DType::i32, {1, n})}, {{"pos", 0}})
-                        : e.run("prefill_slot", {TensorView::dense(p.data(), DType::i32, {1, n})}, {{"pos", 0}, {"slot", 0}});
+      Result<std::vector<TensorView>> pre = std::vector<TensorView>{};
+      for (int64_t at = 0; at < n && pre.is_ok(); at += s.chunk) {  // in chunks, as the runners feed
+        const int64_t len = std::min<int64_t>(s.chunk, n - at);
+        pre = single ? e.run("forward", {TensorView::dense(p.data() + at, DType::i32, {1, len})}, {{"pos", at}})
+                     : e.run("prefill_slot", {TensorView::dense(p.data() + at, DType::i32, {1, len})}, {{"pos", at}, {"slot", 0}});
+      }
       EXPECT_TRUE(pre.is_ok()) << pre.status().message();
       for (int32_t step = 0; step < 3 && pre.is_ok(); ++step) {
         const int64_t r = single ? 1 : rows;
         std::vector<int32_t> tok(static_cast<size_t>(r), 0), pos(static_cast<size_t>(r), 0), cache_rows(static_cast<size_t>(r), 0);
         tok[0] = 20 + step;
         pos[0] = static_cast<int32_t>(n + step);
-        for (int64_t b = 0; b < r; ++b) cache_rows[b] = static_cast<int32_t>(b * 96) + pos[b];
+        for (int64_t b = 0; b < r; ++b) cache_rows[b] = static_cast<int32_t>(b * slot_context) + pos[b];
         auto o = single ? e.run("decode", {TensorView::dense(tok.data(), DType::i32, {1, 1}), TensorView::dense(pos.data(), DType::i32, {1})})
                         : e.run("decode_batch_" + std::to_string(rows),
                                 {TensorView::dense(tok.data(), DType::i32, {1, r}), TensorView::dense(pos.data(), DType::i32, {r}),
