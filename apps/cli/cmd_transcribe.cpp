@@ -226,6 +226,7 @@ int run_transcribe(const TranscribeArgs& a) {
   auto recognizers = load_workers(a, kind, o, *specs);
   if (!recognizers.is_ok()) return fail("transcribe", recognizers.status().message());
   j.note_chunks = !recognizers->empty() && (*recognizers)[0]->family() == "parakeet" && a.decoding.attention == "full";
+  if (!recognizers->empty()) j.alone_above_s = (*recognizers)[0]->alone_above_s();
   if (j.several_inputs) {
     double total = 0;
     for (const auto& in : j.queue) total += job::estimate_s(in);

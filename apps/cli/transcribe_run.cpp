@@ -31,9 +31,11 @@ std::vector<job::Input> Job::take(size_t n) {
   double taken = 0;
   while (got.size() < n && next < queue.size()) {
     const double s = job::estimate_s(queue[next]);
-    if (share > 0 && !got.empty() && taken + s > share) break;
+    const bool alone = alone_above_s > 0 && s > alone_above_s;
+    if (!got.empty() && (alone || (share > 0 && taken + s > share))) break;
     taken += s;
     got.push_back(queue[next++]);
+    if (alone) break;
   }
   return got;
 }

@@ -74,6 +74,13 @@ class ParakeetRunner {
     for (const BatchShape& b : info_.batch_shapes) most = std::max(most, b.jobs);
     return static_cast<int>(most);
   }
+  // Files longer than this (seconds) go alone even in transcribe_batch: encode_long attends over
+  // them whole, one file a call (0: none do; the program has no batched methods or no
+  // encode_long, or its attention is local).
+  double alone_above_s() const {
+    if (info_.batch_shapes.empty() || info_.max_long_frames <= info_.max_encoder_frames || info_.config.local_window > 0) return 0;
+    return static_cast<double>(info_.max_encoder_frames * info_.config.subsampling_factor) * info_.config.window_stride;
+  }
   // Batched calls made so far, by method (encode_batch, encode_batch_500, ..., greedy_batch).
   const std::map<std::string, int64_t>& batched_calls() const { return batched_calls_; }
   const preprocess::NemoMelConfig& mel_config() const { return mel_->config(); }

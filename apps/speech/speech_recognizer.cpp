@@ -81,6 +81,7 @@ class ParakeetRecognizer final : public Recognizer {
   }
   int batch() const override { return runner_->max_batch(); }
   int default_batch() const override { return runner_->on_gpu() ? runner_->max_batch() : 1; }
+  double alone_above_s() const override { return runner_->alone_above_s(); }
 
  private:
   static parakeet::TranscribeOptions parakeet_options(const Options& o) {

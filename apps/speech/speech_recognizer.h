@@ -55,6 +55,10 @@ class Recognizer {
   // Inputs a caller that was not told how many should pass transcribe_many at once: Parakeet on
   // a GPU, batch(); else 1 (on a CPU the matrix products already use every core for one input).
   virtual int default_batch() const { return 1; }
+  // Inputs longer than this many seconds are transcribed alone even within transcribe_many (0:
+  // none are): a job hands them to its workers one at a time, so that one worker does not hold a
+  // share of them while another device idles.
+  virtual double alone_above_s() const { return 0; }
 };
 
 // The family is found once (models::detect); a .vrp is loaded once.
