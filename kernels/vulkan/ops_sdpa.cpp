@@ -354,10 +354,7 @@ SdpaCall::DecodePlan SdpaCall::plan_decode() const {
   // A workgroup streams its keys through one compute unit: chunks of at least 64 keys, enough of
   // them for about 256 workgroups (a decode step of Llama-1B has 8 KV heads; Whisper's 6).
   const int64_t base = row_blocks * Hkv * B;
-  // Chunks sized from one batch entry where the keys end at a device-held position, as the row
-  // kernel's (record_rows): a batched decode step's rows sum as the single-stream step's.
-  const int64_t sized = dyn_len ? row_blocks * Hkv : base;
-  const int64_t want = std::clamp<int64_t>((256 + sized - 1) / sized, 1, (Lk + 63) / 64);
+  const int64_t want = std::clamp<int64_t>((256 + base - 1) / base, 1, (Lk + 63) / 64);
   const int64_t kchunk = ((Lk + want - 1) / want + 15) / 16 * 16;
   const int64_t nsplit = (Lk + kchunk - 1) / kchunk;
   const bool fits = decode_kernel && group_rows <= 8 && dmax <= 128 && dpl <= 64 && nsplit <= 256 && decode_subgroups(ctx) &&
@@ -424,12 +421,7 @@ Status SdpaCall::record_rows() {
     span = std::min(Lk, width + (across_heads ? Lq : std::min(rmax, Lq)) - 1);
   }
   const RowSplit forced_split = forced_row_split();
-  // The key chunks are sized from one batch entry's workgroups where the keys end at a
-  // device-held position (a decode step): a batched step's rows (B sequences) then attend in the
-  // chunks of the single-stream step and add up the same partial sums, so each row has that
-  // step's bits (chunks past a row's position hold no keys and add nothing). More batch entries
-  // only mean more, mostly empty, chunk workgroups.
-  const int64_t base_groups = row_blocks * Hkv * (dyn_len ? 1 : B);
+  const int64_t base_groups = row_blocks * Hkv * B;
   const int64_t kch = forced_split.kch ? forced_split.kch : dmax == 256 ? 128 : 256;
   // Shared bytes: K tile (rows padded by a vec4), Q rows, scores, reductions.
   auto row_kernel_smem = [&](int64_t rows) {
