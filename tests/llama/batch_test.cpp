@@ -108,9 +108,9 @@ TEST(LlamaBatch, GreedyEqualsGenerateAloneVulkan) {
 // The guarantee under the greedy tests, bit for bit (batch_check.h), on the CPU and Vulkan.
 TEST(LlamaBatch, BatchedRowsHaveTheSingleStreamBits) {
   test::check_batched_rows_bits(kTiny, {BackendKind::kCpu, BackendKind::kVulkan});
-  // Long caches and a prompt fed in chunks past 128 positions. (On an NVIDIA GPU the attention's
-  // row kernel sizes its key chunks from the batch and the capacity, so there long caches do not
-  // keep the bits: docs/serving.md. Lavapipe runs the generic attention kernel.)
+  // Long caches and a prompt fed in chunks past 128 positions: the GPU attention's key chunks,
+  // sized from the capacity and the batch, differ between the single stream and the batched
+  // rows (docs/serving.md).
   test::check_batched_rows_bits(kTiny, {BackendKind::kCpu, BackendKind::kVulkan}, 2048, 2048, 150);
 }
 
