@@ -2,8 +2,10 @@
 // BatchSession against single-stream LlamaRunner::generate, same model, same run.
 //
 //   bench_llm_batch MODEL [--backend cpu|vulkan|auto] [--streams 1,4,8,16] [--tokens 64]
-//                         [--threads 0] [--min-rows 0]
+//                         [--threads 0] [--min-rows 0] [--ctx 512]
 //
+// --ctx: the KV positions of each slot and of the single-stream cache (`vrun serve` gives a slot
+// 4,096 by default; attention's work on a GPU is planned for the capacity, so it can matter).
 // Every stream decodes --tokens tokens (EOS ignored); prefill is not timed. The decode rate of N
 // streams is the tokens they produce in the steps where all N decode, over those steps' time.
 // Every stream has the same prompt at temperature 0: each row also says how many streams' tokens
@@ -41,13 +43,13 @@ double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock:
 int main(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "--help")) {
     std::fprintf(stderr, "usage: bench_llm_batch MODEL [--backend cpu|vulkan|auto] [--streams 1,4,8,16] [--tokens 64] "
-                         "[--threads 0] [--min-rows 0]\n");
+                         "[--threads 0] [--min-rows 0] [--ctx 512]\n");
     return 2;
   }
   std::string model = argv[1], backend = "cpu";
   std::vector<int64_t> streams = {1, 4, 8, 16};
   int tokens = 64, threads = 0;
-  int64_t min_rows = 0;
+  int64_t min_rows = 0, ctx = 512;
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--backend") backend = v;
@@ -55,6 +57,7 @@ int main(int argc, char** argv) {
     else if (k == "--tokens") tokens = std::atoi(v.c_str());
     else if (k == "--threads") threads = std::atoi(v.c_str());
     else if (k == "--min-rows") min_rows = std::atoll(v.c_str());
+    else if (k == "--ctx") ctx = std::atoll(v.c_str());
     else {
       std::fprintf(stderr, "bench_llm_batch: unknown option %s\n", k.c_str());
       return 2;
@@ -65,9 +68,13 @@ int main(int argc, char** argv) {
   LoadOptions lo;
   lo.backend = backend == "vulkan" ? BackendKind::kVulkan : backend == "auto" ? BackendKind::kAuto : BackendKind::kCpu;
   lo.threads = threads;
-  lo.context = 512;
+  if (ctx < 64) {
+    std::fprintf(stderr, "bench_llm_batch: --ctx %lld: at least 64 positions\n", static_cast<long long>(ctx));
+    return 2;
+  }
+  lo.context = ctx;
   lo.batch_slots = std::max(most, min_rows);
-  lo.batch_context = 512;
+  lo.batch_context = ctx;
   auto loaded = LlamaRunner::load(model, lo);
   if (!loaded.is_ok()) {
     std::fprintf(stderr, "bench_llm_batch: %s\n", loaded.status().message().c_str());
