@@ -153,7 +153,7 @@ Status record_linear(Recorder& rec, const std::vector<DeviceView>& in_, const De
     return err(ErrorCode::kInvalidArgument, "vulkan: linear with norm = ", norm, " needs norm_weight");
   const bool has_nb = !rms && in.size() > 5 && in[5].present();
   const float eps = static_cast<float>(attrs.f("eps"));
-  if (!rr.pinned && matvec_norm_fits(in[0], in[1], rms)) {
+  if (!rr.pinned && matvec_norm_fits(rec.context(), in[0], in[1], rms)) {
     DeviceView g, b;
     VRUN_ASSIGN_OR_RETURN(g, rec.dense_view(in[4]));
     if (has_nb) {

@@ -40,9 +40,9 @@ bool matvec_rows(const DeviceView& x, const DeviceView& w, bool glu = false);
 // collapse (what Recorder::rows_view guarantees).
 int64_t row_stride(const DeviceView& v);
 
-// Whether the matvec kernel can normalise x's rows itself (rms: an RMS norm, else a layer norm;
-// they fit its accumulators and shared memory).
-bool matvec_norm_fits(const DeviceView& x, const DeviceView& w, bool rms);
+// Whether the matvec kernel normalises x's rows itself (rms: an RMS norm, else a layer norm;
+// they fit its accumulators and shared memory; ctx: whether one q4_0 row has a kernel of its own).
+bool matvec_norm_fits(const Context& ctx, const DeviceView& x, const DeviceView& w, bool rms);
 
 // The linear op (inputs x, weight, bias?, residual? as ops.def has them) for matvec_rows shapes:
 // bias and residual both added in the kernel's epilogue; norm (nullptr: none), glu and act as
