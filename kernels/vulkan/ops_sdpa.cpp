@@ -17,6 +17,12 @@ namespace vrun::vulkan {
 
 namespace {
 
+// Batch entries of a decode (keys up to device-held positions) whose attention takes the key
+// chunks of a single entry, so that each row's sums are the single-stream step's: the matvec
+// kernel's rows (kernels/vulkan/ops_matvec.cpp), beyond which a batched step's projections sum
+// in another order anyway.
+constexpr int64_t kExactDecodeBatch = 8;
+
 // The tiled prefill kernel reduces across the four invocations of a query row with subgroup
 // shuffles; devices without them (or with odd subgroups) take the row kernel.
 bool has_subgroup_shuffle(const Context& ctx) {
@@ -354,7 +360,9 @@ SdpaCall::DecodePlan SdpaCall::plan_decode() const {
   // A workgroup streams its keys through one compute unit: chunks of at least 64 keys, enough of
   // them for about 256 workgroups (a decode step of Llama-1B has 8 KV heads; Whisper's 6).
   const int64_t base = row_blocks * Hkv * B;
-  const int64_t want = std::clamp<int64_t>((256 + base - 1) / base, 1, (Lk + 63) / 64);
+  // Chunks sized as for one entry in a decode of up to kExactDecodeBatch entries (record_rows).
+  const int64_t sized = dyn_len && B <= kExactDecodeBatch ? row_blocks * Hkv : base;
+  const int64_t want = std::clamp<int64_t>((256 + sized - 1) / sized, 1, (Lk + 63) / 64);
   const int64_t kchunk = ((Lk + want - 1) / want + 15) / 16 * 16;
   const int64_t nsplit = (Lk + kchunk - 1) / kchunk;
   const bool fits = decode_kernel && group_rows <= 8 && dmax <= 128 && dpl <= 64 && nsplit <= 256 && decode_subgroups(ctx) &&
@@ -421,7 +429,12 @@ Status SdpaCall::record_rows() {
     span = std::min(Lk, width + (across_heads ? Lq : std::min(rmax, Lq)) - 1);
   }
   const RowSplit forced_split = forced_row_split();
-  const int64_t base_groups = row_blocks * Hkv * B;
+  // Where the keys end at a device-held position (decode), up to kExactDecodeBatch batch entries
+  // take the key chunks of one entry: the chunks (sized on the device from the length and `want`)
+  // are then the single-stream step's, and each row adds up its attention as that step does
+  // (a batched decode step of that many rows keeps the single stream's bits; its projections do
+  // too, up to the matvec's 8 rows). Larger batches size them for all their entries.
+  const int64_t base_groups = row_blocks * Hkv * (dyn_len && B <= kExactDecodeBatch ? 1 : B);
   const int64_t kch = forced_split.kch ? forced_split.kch : dmax == 256 ? 128 : 256;
   // Shared bytes: K tile (rows padded by a vec4), Q rows, scores, reductions.
   auto row_kernel_smem = [&](int64_t rows) {

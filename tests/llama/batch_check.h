@@ -108,12 +108,13 @@ inline int check_batch_matches_generate(LlamaRunner& runner, const std::vector<B
 // context and slot_context: the single-stream and the slots' KV capacities; prompt: its length
 // (past a GPU's attention key chunks, 64 keys and more, the chunks' boundaries must agree).
 inline void check_batched_rows_bits(const std::string& path, const std::vector<BackendKind>& backends,
-                                    int64_t context = 128, int64_t slot_context = 96, int64_t prompt_len = 7) {
+                                    int64_t context = 128, int64_t slot_context = 96, int64_t prompt_len = 7,
+                                    int64_t chunk = 16) {
   auto m = import_llama_checkpoint(path);
   ASSERT_TRUE(m.is_ok()) << m.status().message();
   BuildSettings s;
   s.context = context;
-  s.chunk = 16;
+  s.chunk = chunk;
   s.batch_slots = 16;
   s.batch_context = slot_context;
   auto prog = build_llama_program(m->config, m->weights, s, m->metadata);

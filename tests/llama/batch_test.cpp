@@ -108,10 +108,10 @@ TEST(LlamaBatch, GreedyEqualsGenerateAloneVulkan) {
 // The guarantee under the greedy tests, bit for bit (batch_check.h), on the CPU and Vulkan.
 TEST(LlamaBatch, BatchedRowsHaveTheSingleStreamBits) {
   test::check_batched_rows_bits(kTiny, {BackendKind::kCpu, BackendKind::kVulkan});
-  // Long caches and a prompt fed in chunks past 128 positions: the GPU attention's key chunks,
-  // sized from the capacity and the batch, differ between the single stream and the batched
-  // rows (docs/serving.md).
-  test::check_batched_rows_bits(kTiny, {BackendKind::kCpu, BackendKind::kVulkan}, 2048, 2048, 150);
+  // Long caches, 1,100 positions: the GPU attention splits the keys into chunks sized on the
+  // device from the length and the batch (decode_batch_8 differed in 260 of 320 logits when 8
+  // entries took chunks of their own).
+  test::check_batched_rows_bits(kTiny, {BackendKind::kCpu, BackendKind::kVulkan}, 2048, 2048, 1100, 128);
 }
 
 // The server's warm-up at load runs every batched method into free slots first.
