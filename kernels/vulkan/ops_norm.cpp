@@ -37,17 +37,31 @@ Status record_row_norm(Recorder& rec, OpKind op, const std::vector<DeviceView>& 
                       pw.w, pw.bytes(), gx, gy, 1);
 }
 
-Status record_axis_reduce(Recorder& rec, OpKind op, const std::vector<DeviceView>& in, const DeviceView& y,
-                          const Attrs& attrs) {
-  VRUN_ASSIGN_OR_RETURN(DeviceView x, rec.dense_view(in[0]));
-  const int r = x.shape.rank;
+// A dense tensor seen as [outer, C, inner] around `attrs`' axis: rows = outer * inner rows of C.
+struct AxisRows {
+  DeviceView x;
+  int64_t rows = 0, C = 0, inner = 1;
+};
+
+Result<AxisRows> axis_rows(Recorder& rec, OpKind op, const DeviceView& in, const Attrs& attrs) {
+  AxisRows a;
+  VRUN_ASSIGN_OR_RETURN(a.x, rec.dense_view(in));
+  const int r = a.x.shape.rank;
   const int axis = normalize_axis(attrs.i("axis"), r == 0 ? 1 : r);
   if (axis < 0) return err(ErrorCode::kInvalidArgument, "vulkan: ", op_name(op), " axis ", attrs.i("axis"), " out of range");
-  int64_t outer = 1, inner = 1;
-  for (int i = 0; i < axis; ++i) outer *= x.shape[i];
-  for (int i = axis + 1; i < r; ++i) inner *= x.shape[i];
-  const int64_t C = r ? x.shape[axis] : 1;
-  const int64_t rows = outer * inner;
+  int64_t outer = 1;
+  for (int i = 0; i < axis; ++i) outer *= a.x.shape[i];
+  for (int i = axis + 1; i < r; ++i) a.inner *= a.x.shape[i];
+  a.C = r ? a.x.shape[axis] : 1;
+  a.rows = outer * a.inner;
+  return a;
+}
+
+Status record_axis_reduce(Recorder& rec, OpKind op, const std::vector<DeviceView>& in, const DeviceView& y,
+                          const Attrs& attrs) {
+  VRUN_ASSIGN_OR_RETURN(const AxisRows a, axis_rows(rec, op, in[0], attrs));
+  const DeviceView& x = a.x;
+  const int64_t rows = a.rows, C = a.C, inner = a.inner;
   if (rows == 0 || C == 0) return Status::ok();
   std::vector<Binding> bindings = {{&y, true}, {&x, false}};
   VRUN_ASSIGN_OR_RETURN(auto offs, rec.binding_offsets(bindings));
@@ -62,15 +76,9 @@ Status record_axis_reduce(Recorder& rec, OpKind op, const std::vector<DeviceView
 // argmax.comp: a row of C values in P spans of at least 2,048 (8 per invocation), so one
 // language-model row of logits spreads over tens of workgroups, then the spans' winners merged.
 Status record_argmax(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, const Attrs& attrs) {
-  VRUN_ASSIGN_OR_RETURN(DeviceView x, rec.dense_view(in[0]));
-  const int r = x.shape.rank;
-  const int axis = normalize_axis(attrs.i("axis"), r == 0 ? 1 : r);
-  if (axis < 0) return err(ErrorCode::kInvalidArgument, "vulkan: argmax axis ", attrs.i("axis"), " out of range");
-  int64_t outer = 1, inner = 1;
-  for (int i = 0; i < axis; ++i) outer *= x.shape[i];
-  for (int i = axis + 1; i < r; ++i) inner *= x.shape[i];
-  const int64_t C = r ? x.shape[axis] : 1;
-  const int64_t rows = outer * inner;
+  VRUN_ASSIGN_OR_RETURN(const AxisRows a, axis_rows(rec, OpKind::argmax, in[0], attrs));
+  const DeviceView& x = a.x;
+  const int64_t rows = a.rows, C = a.C, inner = a.inner;
   if (rows == 0 || C == 0) return Status::ok();
   constexpr int64_t kMinSpan = 2048, kMaxParts = 256;
   const int64_t parts = std::min(kMaxParts, std::max<int64_t>(1, C / kMinSpan));
