@@ -105,11 +105,12 @@ inline int check_batch_matches_generate(LlamaRunner& runner, const std::vector<B
 // same prompt, on each backend given (skipped where it cannot load) with its default kernels.
 // Kernels that sum a row in another order than the batched step's (VRUN_DECODE_BLOCK's
 // one-dispatch kernel; once the CPU's VNNI one-row q4_1 kernel) break it.
-// context and slot_context: the single-stream and the slots' KV capacities; prompt: its length
-// (past a GPU's attention key chunks, 64 keys and more, the chunks' boundaries must agree).
+// context and slot_context: the single-stream and the slots' KV capacities; prompt_len: the
+// prompt's length (past a GPU attention's first key chunks, 64 keys and more, the chunks must
+// agree), fed `chunk` tokens at a time; threads: the CPU's.
 inline void check_batched_rows_bits(const std::string& path, const std::vector<BackendKind>& backends,
                                     int64_t context = 128, int64_t slot_context = 96, int64_t prompt_len = 7,
-                                    int64_t chunk = 16) {
+                                    int64_t chunk = 16, int threads = 1) {
   auto m = import_llama_checkpoint(path);
   ASSERT_TRUE(m.is_ok()) << m.status().message();
   BuildSettings s;
@@ -126,7 +127,7 @@ inline void check_batched_rows_bits(const std::string& path, const std::vector<B
   for (BackendKind backend : backends) {
     ExecutorOptions eo;
     eo.backend = backend;
-    eo.threads = 1;
+    eo.threads = threads;
     auto ex = Executor::create(*prog, eo);
     if (!ex.is_ok()) continue;  // no Vulkan device
     Executor& e = **ex;

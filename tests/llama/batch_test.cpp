@@ -108,10 +108,10 @@ TEST(LlamaBatch, GreedyEqualsGenerateAloneVulkan) {
 // The guarantee under the greedy tests, bit for bit (batch_check.h), on the CPU and Vulkan.
 TEST(LlamaBatch, BatchedRowsHaveTheSingleStreamBits) {
   test::check_batched_rows_bits(kTiny, {BackendKind::kCpu, BackendKind::kVulkan});
-  // Long caches, 1,100 positions: the GPU attention splits the keys into chunks sized on the
-  // device from the length and the batch (decode_batch_8 differed in 260 of 320 logits when 8
-  // entries took chunks of their own).
-  test::check_batched_rows_bits(kTiny, {BackendKind::kCpu, BackendKind::kVulkan}, 2048, 2048, 1100, 128);
+  // Long caches, 1,100 positions, the CPU on 3 threads: the GPU attention splits the keys into
+  // chunks sized on the device from the length and the batch (decode_batch_8 differed in 292 of
+  // 320 logits when 8 entries took chunks of their own).
+  test::check_batched_rows_bits(kTiny, {BackendKind::kCpu, BackendKind::kVulkan}, 2048, 2048, 1100, 128, 3);
 }
 
 // The server's warm-up at load runs every batched method into free slots first.
