@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <limits>
@@ -147,6 +148,25 @@ TEST(FuzzRegression, ProgramReshapeElementCountOverflow) {
   const std::string refusal = vrun::fuzz::run_token_methods(**ex, **p);
   EXPECT_NE(refusal.find("reshape"), std::string::npos) << refusal;
   EXPECT_NE(refusal.find("overflows"), std::string::npos) << refusal;
+}
+
+// A program whose symbol bounds plan a 20 GiB scratch arena: under the fuzzer's memory limit the
+// allocation stopped the run. With VRUN_MAX_ARENA_MB (as the fuzz target sets it) the call is
+// refused as out of memory, naming the arena.
+TEST(FuzzRegression, ProgramArenaOverTheCeiling) {
+  const std::string input = bytes_of(kDir + "/program_loader/arena_of_20_gib.vrp");
+  auto p = vrun::load_program_from_memory(reinterpret_cast<const uint8_t*>(input.data()), input.size(), "arena.vrp");
+  ASSERT_TRUE(p.is_ok()) << p.status().message();
+  auto ex = vrun::Executor::create(*p, {vrun::BackendKind::kCpu, 1});
+  ASSERT_TRUE(ex.is_ok()) << ex.status().message();
+  const char* before = std::getenv("VRUN_MAX_ARENA_MB");
+  const std::string saved = before ? before : "";
+  setenv("VRUN_MAX_ARENA_MB", "256", 1);
+  const std::string refusal = vrun::fuzz::run_token_methods(**ex, **p);
+  if (before) setenv("VRUN_MAX_ARENA_MB", saved.c_str(), 1);
+  else unsetenv("VRUN_MAX_ARENA_MB");
+  EXPECT_NE(refusal.find("scratch arena of"), std::string::npos) << refusal;
+  EXPECT_NE(refusal.find("VRUN_MAX_ARENA_MB"), std::string::npos) << refusal;
 }
 
 // A CTranslate2 scalar of 3.8e22 read as an integer (a head count): the float-to-integer
