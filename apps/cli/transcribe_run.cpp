@@ -1,6 +1,8 @@
 #if VRUN_WHISPER && VRUN_PREPROCESS
 #include "apps/cli/transcribe_run.h"
 
+#include "apps/cli/job_groups.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,20 +25,11 @@ std::vector<job::Input> Job::take(size_t n) {
   std::lock_guard<std::mutex> lock(queue_mu);
   std::vector<job::Input> got;
   if (g_stop_signal || fatal) return got;
-  double share = 0;  // seconds; 0: no limit
-  if (workers > 1 && n > 1) {
-    for (size_t k = next; k < queue.size(); ++k) share += job::estimate_s(queue[k]);
-    share /= static_cast<double>(workers);
-  }
-  double taken = 0;
-  while (got.size() < n && next < queue.size()) {
-    const double s = job::estimate_s(queue[next]);
-    const bool alone = alone_above_s > 0 && s > alone_above_s;
-    if (!got.empty() && (alone || (share > 0 && taken + s > share))) break;
-    taken += s;
-    got.push_back(queue[next++]);
-    if (alone) break;
-  }
+  std::vector<double> queued_s;
+  for (size_t k = next; k < queue.size(); ++k) queued_s.push_back(job::estimate_s(queue[k]));
+  const size_t count = group_size(queued_s, n, workers, alone_above_s);
+  got.assign(queue.begin() + static_cast<std::ptrdiff_t>(next), queue.begin() + static_cast<std::ptrdiff_t>(next + count));
+  next += count;
   return got;
 }
 

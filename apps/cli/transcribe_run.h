@@ -71,11 +71,10 @@ struct Job {
 
   // Files longer than this go to a worker one at a time (Recognizer::alone_above_s; 0: none).
   double alone_above_s = 0;
-  // The next `n` files of the queue (fewer at its end, none once the job stops). With several
-  // workers, a worker takes no more than its share of the audio still queued (the remaining
-  // seconds over the workers, at least one file), so that a group of a whole folder does not
-  // leave the other devices idle: the groups shrink towards the end of the queue. A file the
-  // model transcribes alone (over alone_above_s) is a group of its own: a share of them taken at
+  // The next `n` files of the queue (fewer at its end, none once the job stops), as many as
+  // group_size (apps/cli/job_groups.h) allows: with several workers at most a worker's share of
+  // the audio still queued, so the groups shrink towards the end of the queue; a file the model
+  // transcribes alone (over alone_above_s) a group of its own, since a share of them taken at
   // once would run one after another on one device while the queue empties into the others.
   std::vector<job::Input> take(size_t n);
 };
