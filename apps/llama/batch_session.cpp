@@ -47,13 +47,8 @@ Result<std::unique_ptr<BatchSession>> BatchSession::create(LlamaRunner& runner, 
     if (!p.method("decode_batch_" + std::to_string(b)))
       return err(ErrorCode::kInvalidProgram, p.source, ": no method decode_batch_", b, " for vrun.batch_rows");
   if (s->rows_.back() < slots->i) return err(ErrorCode::kInvalidProgram, p.source, ": batch rows do not cover ", slots->i, " slots");
-  // Programs exported before the greedy output existed have the logits only.
-  auto has_next = [&](const std::string& name) {
-    const MethodDef* m = p.method(name);
-    return m->outputs.size() > kNext && m->values[m->outputs[kNext]].name == "next";
-  };
-  s->has_next_ = has_next("prefill_slot");
-  for (int64_t b : s->rows_) s->has_next_ = s->has_next_ && has_next("decode_batch_" + std::to_string(b));
+  s->has_next_ = has_greedy_output(p, "prefill_slot");
+  for (int64_t b : s->rows_) s->has_next_ = s->has_next_ && has_greedy_output(p, "decode_batch_" + std::to_string(b));
   s->slot_seq_.assign(static_cast<size_t>(slots->i), -1);
   const int64_t most = std::min(runner.chunk_, s->slot_context_);
   s->min_rows_ = options.min_rows;
@@ -215,7 +210,7 @@ Status BatchSession::step() {
     s.n_past += n;
     s.st.prefill_s += seconds_between(t0, Clock::now());
     if (last) {
-      const bool more = greedy ? advance_with(s, at_limit(s) ? -1 : *outs[kNext].ptr<int32_t>())
+      const bool more = greedy ? advance_with(s, at_limit(s) ? -1 : *outs[kGreedyOutput].ptr<int32_t>())
                                : advance(s, std::span<const float>(outs[0].ptr<float>(), static_cast<size_t>(vocab)));
       if (!more) finish(id, "");
     }
@@ -259,7 +254,7 @@ Status BatchSession::step() {
   VRUN_ASSIGN_OR_RETURN(auto outs, run_decode(tokens, positions, cache_rows, all_greedy ? fetch_greedy() : Executor::kFetchAll));
   const auto t1 = Clock::now();
   const float* lg = all_greedy ? nullptr : outs[0].ptr<float>();
-  const int32_t* ids = has_next_ ? outs[kNext].ptr<int32_t>() : nullptr;
+  const int32_t* ids = has_next_ ? outs[kGreedyOutput].ptr<int32_t>() : nullptr;
   // Each row's token from its own sampler (on several threads for wide steps: a row of a
   // 49,152-token vocabulary takes tens of microseconds), then the sequences advanced in order.
   std::vector<int32_t> next(static_cast<size_t>(rows), -1);

@@ -95,11 +95,10 @@ class BatchSession {
 
   LlamaRunner& runner_;
   int64_t slot_context_ = 0, chunk_ = 0, last_rows_ = 0, min_rows_ = 0;
-  // Whether the batched methods output each row's greedy token (output kNext, after the logits).
-  static constexpr size_t kNext = 1;
+  // Whether the batched methods output each row's greedy token (has_greedy_output).
   bool has_next_ = false;
   // Executor::run's fetch for a call whose rows are all greedy: the tokens alone.
-  uint64_t fetch_greedy() const { return has_next_ ? uint64_t{1} << kNext : Executor::kFetchAll; }
+  uint64_t fetch_greedy() const { return has_next_ ? kFetchGreedy : Executor::kFetchAll; }
   std::vector<int64_t> rows_;     // decode_batch_B methods, ascending
   std::vector<int> slot_seq_;     // per slot: the sequence id, -1 when free
   std::map<int, std::unique_ptr<Seq>> seqs_;

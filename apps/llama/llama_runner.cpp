@@ -75,12 +75,8 @@ Result<std::unique_ptr<LlamaRunner>> LlamaRunner::load(const std::string& path, 
   VRUN_ASSIGN_OR_RETURN(r->executor_, Executor::create(r->program_, eo));
   // Programs exported before the decode method existed run their single tokens through forward.
   r->has_decode_ = r->program_->method("decode") != nullptr;
-  // Programs exported before the greedy output existed have the logits only.
-  auto has_next = [&](const char* name) {
-    const MethodDef* m = r->program_->method(name);
-    return m && m->outputs.size() > kNextOutput && m->values[m->outputs[kNextOutput]].name == "next";
-  };
-  r->has_next_ = has_next("forward") && (!r->has_decode_ || has_next("decode"));
+  const Program& p = *r->program_;
+  r->has_next_ = llama::has_greedy_output(p, "forward") && (!r->has_decode_ || llama::has_greedy_output(p, "decode"));
   return r;
 }
 
@@ -115,7 +111,7 @@ Result<LlamaRunner::Fed> LlamaRunner::feed_tokens(std::span<const int32_t> token
     const size_t n = std::min(tokens.size() - at, static_cast<size_t>(chunk_));
     const bool last = at + n == tokens.size();
     // Only the last chunk's outputs are read; on a GPU the others stay there.
-    const uint64_t fetch = !last ? 0 : want_logits ? Executor::kFetchAll : uint64_t{1} << kNextOutput;
+    const uint64_t fetch = !last ? 0 : want_logits ? Executor::kFetchAll : kFetchGreedy;
     std::vector<int32_t> piece(tokens.begin() + static_cast<std::ptrdiff_t>(at), tokens.begin() + static_cast<std::ptrdiff_t>(at + n));
     std::vector<TensorView> outs;
     if (n == 1 && has_decode_) {
@@ -130,7 +126,7 @@ Result<LlamaRunner::Fed> LlamaRunner::feed_tokens(std::span<const int32_t> token
     n_past_ += static_cast<int64_t>(n);
     if (!last) continue;
     if (want_logits) fed.logits.assign(outs[0].ptr<float>(), outs[0].ptr<float>() + config_.vocab);
-    if (has_next_) fed.greedy = *outs[kNextOutput].ptr<int32_t>();
+    if (has_next_) fed.greedy = *outs[kGreedyOutput].ptr<int32_t>();
   }
   if (!want_logits) return fed;
   const std::vector<float>& logits = fed.logits;

@@ -95,7 +95,6 @@ class LlamaRunner {
  private:
   friend class BatchSession;
   LlamaRunner() = default;
-  static constexpr size_t kNextOutput = 1;  // the greedy token's output (after the logits)
   std::shared_ptr<Program> program_;
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<tok::Tokenizer> tokenizer_;

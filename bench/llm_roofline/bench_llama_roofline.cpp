@@ -206,9 +206,9 @@ int main(int argc, char** argv) {
   // window is `decode` steps from position `prompt` on, timed from its second step (the first
   // may record what later steps replay); the best of three windows (one on the CPU) after the
   // warm-up.
-  // Each step reads back what greedy `vrun generate` reads: the greedy token (output 1).
+  // Each step reads back what greedy `vrun generate` reads: the greedy token.
   int32_t tok = 1, pos = prompt;
-  const uint64_t fetch = (*prog)->method(step_method)->outputs.size() > 1 ? uint64_t{2} : Executor::kFetchAll;
+  const uint64_t fetch = llama::has_greedy_output(**prog, step_method) ? llama::kFetchGreedy : Executor::kFetchAll;
   auto step = [&] {
     if (step_method == "forward") return (*ex)->run("forward", {TensorView::dense(&tok, DType::i32, {1, 1})}, {{"pos", pos}}, fetch);
     return (*ex)->run("decode", {TensorView::dense(&tok, DType::i32, {1, 1}), TensorView::dense(&pos, DType::i32, {1})}, {}, fetch);

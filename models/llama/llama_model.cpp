@@ -342,6 +342,11 @@ Result<std::shared_ptr<Program>> build_llama_program(const LlamaConfig& c, const
   return b.finish();
 }
 
+bool has_greedy_output(const Program& p, const std::string& method) {
+  const MethodDef* m = p.method(method);
+  return m && m->outputs.size() > kGreedyOutput && m->values[m->outputs[kGreedyOutput]].name == "next";
+}
+
 Result<LlamaConfig> config_from_program(const Program& p) {
   LlamaConfig c;
   auto i = [&](const char* key, int64_t* out) -> Status {

@@ -59,4 +59,12 @@ Result<std::shared_ptr<Program>> build_llama_program(const LlamaConfig& config, 
 // Reads llama.* keys back from a program (for .vrp files).
 Result<LlamaConfig> config_from_program(const Program& p);
 
+// The methods that end in logits of one position (forward, decode, prefill_slot, decode_batch_N)
+// also output each row's greedy token, argmax(logits) ("next"), as output kGreedyOutput: a caller
+// that samples greedily reads that id instead of the logits (Executor::run's fetch).
+constexpr size_t kGreedyOutput = 1;
+constexpr uint64_t kFetchGreedy = uint64_t{1} << kGreedyOutput;
+// Whether `method` has that output (programs exported before it existed have the logits only).
+bool has_greedy_output(const Program& p, const std::string& method);
+
 }  // namespace vrun::llama
