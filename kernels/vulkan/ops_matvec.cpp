@@ -15,12 +15,10 @@ namespace vrun::vulkan {
 
 namespace {
 
-// The kernel keeps one accumulator per row of x in registers (its MR constant).
-constexpr int64_t kMaxRows = 8;
 // Rows of x and K a norm is folded into the kernel for (matvec_norm_fits): a layer norm's two
 // extra accumulator rows (g and beta) keep it to 4 rows; an RMS norm takes the matvec's 8, so a
 // batched decode step of up to 8 rows normalises each row as one row alone is normalised.
-constexpr int64_t kMaxLayerNormRows = 4, kMaxRmsNormRows = 8, kMaxNormK = 7168;
+constexpr int64_t kMaxLayerNormRows = 4, kMaxRmsNormRows = kMatvecMaxRows, kMaxNormK = 7168;
 
 std::atomic<bool> g_force_shared_reduce{false};
 
@@ -78,6 +76,10 @@ bool has_subgroup_arithmetic(const Context& ctx) {
 
 bool is_float16ish(DType t) { return t == DType::f16 || t == DType::bf16; }
 
+// Whether the kernels reduce through subgroup arithmetic (matvec.comp), else through shared
+// memory (matvec_shared.comp); the q4_0 one-row kernel needs the former.
+bool subgroup_reduce(const Context& ctx) { return !g_force_shared_reduce && has_subgroup_arithmetic(ctx); }
+
 }  // namespace
 
 int64_t row_stride(const DeviceView& v) {
@@ -89,7 +91,7 @@ int64_t row_stride(const DeviceView& v) {
 bool matvec_rows(const DeviceView& x, const DeviceView& w, bool glu) {
   const int64_t K = w.shape.rank == 2 ? w.shape[1] : 0;
   const int64_t M = K ? x.numel() / (glu ? 2 * K : K) : 0;
-  return M >= 1 && M <= kMaxRows;
+  return M >= 1 && M <= kMatvecMaxRows;
 }
 
 bool matvec_norm_fits(const Context& ctx, const DeviceView& x, const DeviceView& w, bool rms) {
@@ -98,7 +100,7 @@ bool matvec_norm_fits(const Context& ctx, const DeviceView& x, const DeviceView&
   // which only holds where one row takes this kernel too: one q4_0 row has a kernel of its own
   // (another order: such rows are not the single row's bits anyway), and there the fold's two
   // accumulators a row cost an 8-row Llama-1B step 5.6 ms against 4.8 (H200).
-  const bool own_q4_0_row = w.dtype == DType::q4_0 && !g_force_shared_reduce && has_subgroup_arithmetic(ctx);
+  const bool own_q4_0_row = w.dtype == DType::q4_0 && subgroup_reduce(ctx);
   const int64_t most = rms && !own_q4_0_row ? kMaxRmsNormRows : kMaxLayerNormRows;
   // The q4_0 kernel normalises its staged x, which it stages up to kMaxNormK.
   return matvec_rows(x, w) && x.numel() <= most * K && K <= kMaxNormK;
@@ -131,8 +133,8 @@ Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, co
                      const DeviceView* residual, int64_t residual_row_stride, const MatvecNorm* norm, bool glu,
                      int act) {
   if (glu && norm) return err(ErrorCode::kInvalidArgument, "vulkan: matvec takes glu or a norm, not both");
-  if (M < 1 || M > kMaxRows)
-    return err(ErrorCode::kInternal, "vulkan: matvec takes 1..", kMaxRows, " rows of x, got ", M);
+  if (M < 1 || M > kMatvecMaxRows)
+    return err(ErrorCode::kInternal, "vulkan: matvec takes 1..", kMatvecMaxRows, " rows of x, got ", M);
   const int64_t max_norm_rows = norm && norm->rms ? kMaxRmsNormRows : kMaxLayerNormRows;
   if (norm && (M > max_norm_rows || K > kMaxNormK || !norm->weight))
     return err(ErrorCode::kInternal, "vulkan: matvec norm over ", M, "x", K, " rows (at most ", max_norm_rows, "x", kMaxNormK,
@@ -155,7 +157,7 @@ Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, co
   const bool xvec = (x.dtype == DType::f32 || is_float16ish(x.dtype)) && offs[1] % xv == 0 &&
                     (M == 1 || x_row_stride % xv == 0) && (!glu || K % xv == 0);
   const bool a4 = w.dtype == DType::q4_1 && offs[2] % 4 == 0;
-  const bool subgroups = !g_force_shared_reduce && has_subgroup_arithmetic(rec.context());
+  const bool subgroups = subgroup_reduce(rec.context());
 
   const Q4Tuning* q4t = g_q4_tuning.load();
   if (!q4t) q4t = q4_override();

@@ -11,6 +11,10 @@
 
 namespace vrun::vulkan {
 
+// The most rows of x the matvec kernel takes (one accumulator each in registers, its MR); a
+// batched decode step of up to this many rows sums each row as one row alone is summed.
+constexpr int64_t kMatvecMaxRows = 8;
+
 // y[m, n] = sum_k x[m, k] w[n, k] (+ bias[n]) (+ residual[m, n]) for 1 <= M <= 8 rows of x,
 // whose last dim is dense and whose rows are x_row_stride elements apart. w is [N, K] in any
 // weight dtype (block-quantised ones as stored), bias nullptr or [N] dense, residual nullptr or

@@ -11,6 +11,7 @@
 #include "runtime/base/knobs.h"
 #include "kernels/vulkan/context.h"
 #include "kernels/vulkan/ops.h"
+#include "kernels/vulkan/ops_matvec.h"
 #include "kernels/vulkan/pipelines.h"
 
 namespace vrun::vulkan {
@@ -19,9 +20,8 @@ namespace {
 
 // Batch entries of a decode (keys up to device-held positions) whose attention takes the key
 // chunks of a single entry, so that each row's sums are the single-stream step's: the matvec
-// kernel's rows (kernels/vulkan/ops_matvec.cpp), beyond which a batched step's projections sum
-// in another order anyway.
-constexpr int64_t kExactDecodeBatch = 8;
+// kernel's rows, beyond which a batched step's projections sum in another order anyway.
+constexpr int64_t kExactDecodeBatch = kMatvecMaxRows;
 
 // The tiled prefill kernel reduces across the four invocations of a query row with subgroup
 // shuffles; devices without them (or with odd subgroups) take the row kernel.

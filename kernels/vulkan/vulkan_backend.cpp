@@ -286,10 +286,10 @@ class VulkanBackend final : public Backend {
 
   // ---- replay of repeated calls
   // A call is decided by its method, its symbol values, the outputs it brings back and which
-  // states are current on the device; inputs and outputs go through staging that a replay refills. The first time a call
-  // is seen it is recorded as usual, the second time captured, from then on replayed: a decode
-  // step of a model whose positions come round again (each Whisper window, every Parakeet
-  // decode call) then costs one submit instead of a recording.
+  // states are current on the device; inputs and outputs go through staging that a replay
+  // refills. The first time a call is seen it is recorded as usual, the second time captured,
+  // from then on replayed: a decode step of a model whose positions come round again (each
+  // Whisper window, every Parakeet decode call) then costs one submit instead of a recording.
   struct CallKey {
     const MethodDef* m;
     std::vector<int64_t> sym;
