@@ -73,6 +73,7 @@ int main(int argc, char** argv) {
   double tensor_roof = 0;
   bool sweep = false, decode_shapes = false, q4_tune = false, attention_shapes = false, tiles = false, quant_tiles = false,
        mma_peak = false, peer_shapes = false, gauge_only = false;
+  std::string rows_list;
   GaugeOptions gauge_opts;
   gauge_opts.sweep = false;
   std::string sdpa_tiles, sdpa_rows;
@@ -92,6 +93,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--decode-shapes")) decode_shapes = true;
     else if (!std::strcmp(argv[i], "--q4-tune")) decode_shapes = q4_tune = true;
     else if (!std::strcmp(argv[i], "--attention-shapes")) attention_shapes = true;
+    else if (!std::strcmp(argv[i], "--rows-shapes") && i + 1 < argc) rows_list = argv[++i];
     else if (!std::strcmp(argv[i], "--tiles")) tiles = true;
     else if (!std::strcmp(argv[i], "--quant-tiles")) tiles = quant_tiles = true;
     else if (!std::strcmp(argv[i], "--tile-list") && i + 1 < argc) tile_list = argv[++i];
@@ -106,7 +108,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--gauge-sweep")) gauge_opts.sweep = true;
     else if (!std::strcmp(argv[i], "--torch-copy") && i + 1 < argc) gauge_opts.torch_copy_gbs = std::atof(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: vrun_bench_vulkan [--small] [--reps N] [--device I] [--tensor-roof TFLOPS] [--sweep] [--decode-shapes] [--q4-tune] [--attention-shapes] [--tiles | --quant-tiles [--tile-w q4_0,...] [--tile-list T1,T2,...] [--tile-shapes NAME,...] [--tile-m M]] [--mma-peak] [--peer-shapes] [--gauge] [--gauge-sweep] [--torch-copy GBS] [--sdpa-tiles BR,BC,NT,CLAMP:...] [--sdpa-rows WANT,KBYTES,KCH[,PRE]:...]\n");
+      std::fprintf(stderr, "usage: vrun_bench_vulkan [--small] [--reps N] [--device I] [--tensor-roof TFLOPS] [--sweep] [--decode-shapes] [--q4-tune] [--rows-shapes M,...] [--attention-shapes] [--tiles | --quant-tiles [--tile-w q4_0,...] [--tile-list T1,T2,...] [--tile-shapes NAME,...] [--tile-m M]] [--mma-peak] [--peer-shapes] [--gauge] [--gauge-sweep] [--torch-copy GBS] [--sdpa-tiles BR,BC,NT,CLAMP:...] [--sdpa-rows WANT,KBYTES,KCH[,PRE]:...]\n");
       return 2;
     }
   }
@@ -189,6 +191,41 @@ int main(int argc, char** argv) {
           row(name, std::to_string(Nd) + "x" + std::to_string(Kd) + (sh[2] ? " glu" : ""), t, bytes / 1e9, "GB/s", bw);
         }
         vulkan::set_q4_0_tuning_for_bench(nullptr);
+      }
+    }
+    return 0;
+  }
+
+  if (!rows_list.empty()) {
+    // The projections of a Llama-3.2-1B batched decode step of M rows (linear's decode attribute:
+    // the rows kernel past 8 rows), for each K split the kernel can be forced to and its own rule
+    // ("rule"), in TFLOP/s. (Two 32-element blocks a step, halving the barriers, were slower at
+    // every shape: gate-up 0.21 against 0.14 ms at 32 rows.)
+    const int64_t shapes[][2] = {{3072, 2048}, {2048, 2048}, {16384, 2048}, {2048, 8192}, {128256, 2048}};
+    for (size_t at = 0; at < rows_list.size();) {
+      size_t comma = rows_list.find(',', at);
+      if (comma == std::string::npos) comma = rows_list.size();
+      const int64_t M = std::atoll(rows_list.substr(at, comma - at).c_str());
+      at = comma + 1;
+      if (M < 1) continue;
+      for (DType wdt : {DType::q4_0, DType::f16}) {
+        for (const auto& sh : shapes) {
+          const int64_t Nd = sh[0] / S, Kd = sh[1];
+          DevTensor x = make(ctx, DType::f32, Shape{M, Kd}), w = make(ctx, wdt, Shape{Nd, Kd});
+          Attrs lin(OpKind::linear);
+          lin.set_i("decode", 1);
+          for (int split : {0, 2, 4, 8, 16}) {
+            if ((Kd / 32) % std::max(split, 1) != 0) continue;
+            vulkan::set_matmul_rows_split_for_bench(split);
+            const double t = run_op(ctx, reps, OpKind::linear, {&x, &w, nullptr}, lin, true, true);
+            char name[64], shape[64];
+            std::snprintf(name, sizeof name, "rows %s M%lld %s", dtype_name(wdt), static_cast<long long>(M),
+                          split ? ("s" + std::to_string(split)).c_str() : "rule");
+            std::snprintf(shape, sizeof shape, "%lldx%lld", static_cast<long long>(Nd), static_cast<long long>(Kd));
+            row(name, shape, t, 2.0 * M * Nd * Kd / 1e12, "TFLOP/s", 0);
+          }
+          vulkan::set_matmul_rows_split_for_bench(0);
+        }
       }
     }
     return 0;

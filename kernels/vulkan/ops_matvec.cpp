@@ -233,8 +233,11 @@ int matmul_rows_knob() {
 }
 
 constexpr int64_t kRowsBN = 64;
+int g_rows_split = 0;
 
 }  // namespace
+
+void set_matmul_rows_split_for_bench(int split) { g_rows_split = split; }
 
 bool matmul_rows_fits(Recorder& rec, const DeviceView& x, const DeviceView& w) {
   if (matmul_rows_knob() == 0 || w.shape.rank != 2) return false;
@@ -261,15 +264,19 @@ Status record_matmul_rows(Recorder& rec, const DeviceView& x, const DeviceView& 
   // 5.6 ms against 5.1 on the matvec kernel, which keeps steps of up to 8.
   const int64_t tm = M <= 16 ? 2 : 4, bm = 8 * tm;
   const int64_t gx = (N + kRowsBN - 1) / kRowsBN, gy = (M + bm - 1) / bm, blocks = K / 32;
-  // K split: doubled, up to 4 parts, while the projection's columns of tiles alone are fewer
-  // than 1024 workgroups (a large GPU holds 8 and more of these a multiprocessor and needs them to
-  // hide its latencies) and each part keeps 4 blocks or more. A 32-row q4_0 step of Llama-1B on
-  // an H200 (bench_llm_batch, VRUN_MATMUL_ROWS): 1,952 tok/s unsplit, 2,386 in 2, 2,994-3,614 in
-  // 4, 3,209 in 8, 2,751-3,275 in 16. From N and K only: the rows of a step get the same sums
-  // whatever their number.
+  // K split: 8 parts (4 where the projection's columns of tiles alone are 1024 workgroups or
+  // more), fewer where a part would keep under 4 blocks. Llama-1B's projections at 32 rows on an
+  // H200 (vrun_bench_vulkan --rows-shapes 16,32: every split of each shape), q4_0 / f16 ms: QKV
+  // 3072x2048 0.039 / 0.052 in 4 parts, 0.033 / 0.039 in 8; 2048x2048 0.029 / 0.038 against
+  // 0.026 / 0.031; down 2048x8192 0.096 / 0.132 against 0.074 / 0.098 (16 and 32 no faster);
+  // gate-up 16384x2048 0.13-0.14 / 0.17-0.18 in 1 to 8; the output head 128256x2048 1.031 unsplit
+  // against 0.932 in 4 or 8. From N and K only: the rows of a step get the same sums whatever
+  // their number.
   int64_t split = 1;
-  while (split < 4 && gx * split < 1024 && blocks % (split * 2) == 0 && blocks / (split * 2) >= 4) split *= 2;
+  const int64_t most = gx >= 1024 ? 4 : 8;
+  while (split < most && blocks % (split * 2) == 0 && blocks / (split * 2) >= 4) split *= 2;
   if (const int f = matmul_rows_knob(); f > 0 && blocks % f == 0) split = f;
+  if (g_rows_split > 0 && blocks % g_rows_split == 0) split = g_rows_split;
   std::vector<Binding> bindings = {{&y, true}, {&x, false}, {&w, false}, {bias, false}, {residual, false}};
   DeviceView part, cnt;
   if (split > 1) {

@@ -80,4 +80,8 @@ struct Q4Tuning {
 };
 void set_q4_0_tuning_for_bench(const Q4Tuning* t);
 
+// Benchmarks force the rows kernel's K split with this (a power of two up to 32; 0: the built-in
+// rule, or the VRUN_MATMUL_ROWS knob).
+void set_matmul_rows_split_for_bench(int split);
+
 }  // namespace vrun::vulkan

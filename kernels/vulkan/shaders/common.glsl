@@ -87,6 +87,18 @@ float erf_approx(float x) {
   return s * y;
 }
 // silu(v) = v * sigmoid(v), as the matvec kernels gate x for linear's glu = silu.
+// cos and sin of an angle of any size (rotary embeddings at long positions take thousands of
+// radians): reduced to [-pi, pi] first by 2 pi in three parts (6.28125 has 8 significant bits;
+// each fma rounds once), as a GPU's cos and sin are accurate only there (an H200's were off by
+// up to 1e-4 at 250 and 4,500 radians, the CPU's std::cos not).
+vec2 cos_sin(float a) {
+  const float k = roundEven(a * 0.15915494309189535);
+  float r = fma(-k, 6.28125, a);
+  r = fma(-k, 1.9353071693331003e-3, r);
+  r = fma(-k, 1.0253131677018246e-11, r);
+  return vec2(cos(r), sin(r));
+}
+
 float silu(float v) { return v / (1.0 + exp(-v)); }
 vec4 silu4(vec4 v) { return v / (1.0 + exp(-v)); }
 // gelu with the exact (erf) form, torch's default.

@@ -167,12 +167,27 @@ float rotated_q(uint q, uint i, uint pos) {
   const bool first = HALF == 1u ? i < half_ : (i & 1u) == 0u;
   const uint partner = HALF == 1u ? (first ? i + half_ : i - half_) : (first ? i + 1u : i - 1u);
   const float ang = float(pos) * invf[pc.off_inv + (HALF == 1u ? (first ? i : i - half_) : i / 2u)];
-  return b2_f32[q + i] * cos(ang) + (first ? -1.0 : 1.0) * b2_f32[q + partner] * sin(ang);
+  const vec2 cs = cos_sin(ang);
+  return b2_f32[q + i] * cs.x + (first ? -1.0 : 1.0) * b2_f32[q + partner] * cs.y;
+}
+
+// v rounded to the nearest half (ties to even), in integer arithmetic: a compiler may drop a
+// float -> half -> float conversion pair, and attention must use the value the cache stores.
+float round_half(float v) {
+  const uint u = floatBitsToUint(v), a = u & 0x7fffffffu, sign = u & 0x80000000u;
+  if (a >= 0x7f800000u) return v;
+  if (a >= 0x38800000u) {  // a normal half: 10 of the 23 mantissa bits kept
+    uint r = (a + 0xfffu + ((a >> 13) & 1u)) & ~0x1fffu;
+    if (r >= 0x47800000u) r = 0x7f800000u;  // past the largest half (65504): infinity
+    return uintBitsToFloat(sign | r);
+  }
+  // A subnormal half: a multiple of 2^-24 (the scalings by powers of two are exact).
+  return uintBitsToFloat(sign | floatBitsToUint(roundEven(uintBitsToFloat(a) * 16777216.0) * (1.0 / 16777216.0)));
 }
 
 // A value as the cache holds it (rounded to its dtype).
 float as_cached(float v) {
-  if (DT_C == DT_F16) return float(float16_t(v));
+  if (DT_C == DT_F16) return round_half(v);
   if (DT_C == DT_BF16) {
     uint u = floatBitsToUint(v);
     u = isnan(v) ? (u | 0x400000u) : u + 0x7fffu + ((u >> 16) & 1u);
@@ -187,7 +202,10 @@ float rotated(uint h, uint i, uint pos, bool cached) {
   const bool first = HALF == 1u ? i < half_ : (i & 1u) == 0u;
   const uint partner = HALF == 1u ? (first ? i + half_ : i - half_) : (first ? i + 1u : i - 1u);
   const float ang = float(pos) * invf[pc.off_inv + (HALF == 1u ? (first ? i : i - half_) : i / 2u)];
-  const float r = sc[h + i] * cos(ang) + (first ? -1.0 : 1.0) * sc[h + partner] * sin(ang);
+  // precise: the cache write and attention's copy of the key round the same sum (no contraction
+  // into a fused multiply-add at one call and not the other).
+  const vec2 cs = cos_sin(ang);
+  precise const float r = sc[h + i] * cs.x + (first ? -1.0 : 1.0) * sc[h + partner] * cs.y;
   return cached ? as_cached(r) : r;
 }
 
@@ -330,7 +348,7 @@ void main() {
       for (uint t = wg * WG + lid; t < 2u * pc.KV * HD; t += G * WG) {
         const uint hh = t / HD, i = t % HD;
         const float v = hh < pc.KV ? rotated(pc.off_s + QS + (H + hh) * HD, i, pos, false) : sc[pc.off_s + QS + H * HD + t];
-        store3(DT_C, pc.off_c + hh * pc.c_hs + pos * HD + i, v);
+        store3(DT_C, pc.off_c + hh * pc.c_hs + pos * HD + i, as_cached(v));  // stored exactly
       }
     }
   }

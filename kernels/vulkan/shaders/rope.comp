@@ -60,7 +60,8 @@ void main() {
       sgn = lo ? -1.0 : 1.0;
     }
     float ang = float(pos + row) * load2(DT_F, pc.off_f + f);
-    y = x * cos(ang) + sgn * partner * sin(ang);
+    const vec2 cs = cos_sin(ang);
+    y = x * cs.x + sgn * partner * cs.y;
   }
   uint yo = idx;
   if (OUT_AT == 1) {
