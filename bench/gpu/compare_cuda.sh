@@ -69,6 +69,12 @@ if [ -n "$bundle" ]; then
   done
 fi
 bin=$(realpath "$bin")
+# vrun's programs checked before the peer's build (minutes) starts.
+need=(vrun vrun_bench_vulkan)
+[ "$roofline_bench" = 1 ] && need+=(bench_llama_roofline)
+for p in "${need[@]}"; do
+  [ -x "$bin/$p" ] || { echo "compare_cuda.sh: $bin/$p is missing (--bin or --bundle must hold ${need[*]})" >&2; exit 1; }
+done
 t0=$(date +%s)
 stamp() { echo "[$(($(date +%s) - t0)) s] $*"; }
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader || true

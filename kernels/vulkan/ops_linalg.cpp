@@ -76,7 +76,8 @@ Status record_linear_plain(Recorder& rec, const std::vector<DeviceView>& in, con
                            RowRule rr = {}) {
   const bool res = in.size() > 3 && in[3].present();
   if (!res && act == 0) return record_linear_core(rec, in, y, nullptr, 0, rr);
-  if (!rr.pinned && matvec_rows(in[0], in[1])) return record_matvec_linear(rec, in, y, nullptr, false, act);
+  if (!rr.pinned && matvec_rows(in[0], in[1]) && !(rr.one_row && q4_0_decode_rows_kernel(rec, in[0], in[1])))
+    return record_matvec_linear(rec, in, y, nullptr, false, act);
   const bool bias = in.size() > 2 && in[2].present();
   return record_linear_core(rec, {in[0], in[1], bias ? in[2] : DeviceView{}}, y, res ? &in[3] : nullptr, act, rr);
 }
@@ -97,7 +98,8 @@ bool halve_x_on() {
 // the gated rows in a scratch tensor first (the glu op's math; rows_scratch_dtype).
 Status record_linear_glu(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, int act, RowRule rr) {
   const int64_t K = in[1].shape[1];
-  if (!rr.pinned && matvec_rows(in[0], in[1], true)) return record_matvec_linear(rec, in, y, nullptr, true, act);
+  if (!rr.pinned && matvec_rows(in[0], in[1], true) && !(rr.one_row && q4_0_decode_rows_kernel(rec, in[0], in[1], true)))
+    return record_matvec_linear(rec, in, y, nullptr, true, act);
   const DeviceView& x = in[0];
   const int last = x.shape.rank - 1;
   Shape hs = x.shape;
@@ -230,7 +232,7 @@ Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, cons
   };
   // Decode shapes: record_matvec binds and computes its offsets itself.
   const int64_t Ms = rr.pinned ? kPinnedRows : M;  // the rows the kernel is chosen for
-  if (M <= kMatvecMaxRows && !rr.pinned) {
+  if (M <= kMatvecMaxRows && !rr.pinned && !(rr.one_row && q4_0_decode_rows_kernel(rec, x, w))) {
     VRUN_ASSIGN_OR_RETURN(DeviceView p, plain_target());
     VRUN_RETURN_IF_ERROR(record_matvec(rec, x, w, bias, p, M, N, K, row_stride(x)));
     return after ? finish(p) : Status::ok();

@@ -76,11 +76,11 @@ bool has_subgroup_arithmetic(const Context& ctx) {
 
 bool is_float16ish(DType t) { return t == DType::f16 || t == DType::bf16; }
 
-// Whether the kernels reduce through subgroup arithmetic (matvec.comp), else through shared
-// memory (matvec_shared.comp); the q4_0 one-row kernel needs the former.
-bool subgroup_reduce(const Context& ctx) { return !g_force_shared_reduce && has_subgroup_arithmetic(ctx); }
 
 }  // namespace
+
+// The matvec.comp kernels where the device has subgroup arithmetic, else matvec_shared.comp.
+bool subgroup_reduce(const Context& ctx) { return !g_force_shared_reduce && has_subgroup_arithmetic(ctx); }
 
 int64_t row_stride(const DeviceView& v) {
   for (int i = v.shape.rank - 2; i >= 0; --i)
@@ -92,6 +92,13 @@ bool matvec_rows(const DeviceView& x, const DeviceView& w, bool glu) {
   const int64_t K = w.shape.rank == 2 ? w.shape[1] : 0;
   const int64_t M = K ? x.numel() / (glu ? 2 * K : K) : 0;
   return M >= 1 && M <= kMatvecMaxRows;
+}
+
+bool q4_0_decode_rows_kernel(Recorder& rec, const DeviceView& x, const DeviceView& w, bool glu) {
+  const int64_t K = w.shape.rank == 2 ? w.shape[1] : 0;
+  const int64_t M = K ? x.numel() / (glu ? 2 * K : K) : 0;
+  return w.dtype == DType::q4_0 && M > 4 && M <= kMatvecMaxRows && subgroup_reduce(rec.context()) &&
+         matmul_rows_fits(rec, x, w);
 }
 
 bool matvec_norm_fits(const Context& ctx, const DeviceView& x, const DeviceView& w, bool rms) {

@@ -40,6 +40,17 @@ Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, co
 // elements with glu).
 bool matvec_rows(const DeviceView& x, const DeviceView& w, bool glu = false);
 
+// Whether a batched decode step's rows of q4_0 W (5 to 8 of them) go to the rows kernel rather
+// than the matvec kernels: where one q4_0 row has a kernel of its own, several rows do not have
+// its bits on either, and the rows kernel's 16-row tile is the faster (H200, Llama-1B q4_0,
+// bench_llm_batch --min-rows 16: 4.9 ms a step at 6 and 8 streams against 5.25-5.35 through the
+// matvec; at 2 and 4 rows the matvec's 2.6-4.0 and 3.7 ms are ahead).
+bool q4_0_decode_rows_kernel(Recorder& rec, const DeviceView& x, const DeviceView& w, bool glu = false);
+
+// Whether the matvec kernels reduce through subgroup arithmetic (else shared memory); one q4_0
+// row has a kernel of its own only then.
+bool subgroup_reduce(const Context& ctx);
+
 // Stride between consecutive rows of a view whose last dim is dense and whose leading dims
 // collapse (what Recorder::rows_view guarantees).
 int64_t row_stride(const DeviceView& v);

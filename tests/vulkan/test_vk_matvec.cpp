@@ -232,13 +232,15 @@ TEST_F(VkMatvec, DecodeRowsKernel) {
     int64_t M, N, K;
     ResidualLayout layout;
   };
-  // Tiles of 16 rows (9, 12, 16) and 32 (32 and more).
+  // Tiles of 16 rows (9, 12, 16; q4_0's 6 where one q4_0 row has a kernel of its own) and 32 (32
+  // and more).
   const std::vector<Case> cases = {{9, 37, 96, ResidualLayout::kPadded},
                                    {32, 130, 256, ResidualLayout::kBroadcast},
                                    {70, 130, 1024, ResidualLayout::kDense},
                                    {40, 64, 256, ResidualLayout::kHalf},
                                    {12, 70, 256, ResidualLayout::kDense},
-                                   {16, 130, 256, ResidualLayout::kPadded}};
+                                   {16, 130, 256, ResidualLayout::kPadded},
+                                   {6, 70, 256, ResidualLayout::kDense}};
   for (DType wdt : {DType::q4_0, DType::q8_0, DType::q4_1, DType::f16, DType::bf16, DType::f32})
     for (size_t ci = 0; ci < cases.size(); ++ci) {
       const Case& c = cases[ci];
@@ -284,7 +286,7 @@ TEST_F(VkMatvec, DecodeRowsKernel) {
       }
     }
   // Row independence: 9 and 16 rows alone (tiles of 16 rows) against the same rows among 70
-  // (tiles of 32), split or not.
+  // (tiles of 32), split or not; 6 q4_0 rows too where they take the rows kernel.
   unsetenv("VRUN_MATMUL_ROWS");
   for (int64_t K : {int64_t{96}, int64_t{1024}}) {
     HostTensor x = random_tensor(DType::f32, Shape{70, K}, rng);
@@ -292,7 +294,8 @@ TEST_F(VkMatvec, DecodeRowsKernel) {
     Attrs a(OpKind::linear);
     a.set_i("decode", 1);
     auto all = run_gpu(OpKind::linear, {&x, &w, nullptr}, a);
-    for (int64_t m : {int64_t{9}, int64_t{16}}) {
+    for (int64_t m : {int64_t{6}, int64_t{9}, int64_t{16}}) {
+      if (m == 6 && !vulkan::subgroup_reduce(ctx())) continue;
       HostTensor xm = x;
       xm.view.shape = Shape{m, K};
       auto few = run_gpu(OpKind::linear, {&xm, &w, nullptr}, a);
