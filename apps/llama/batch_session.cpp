@@ -210,6 +210,7 @@ Status BatchSession::step() {
     s.n_past += n;
     s.st.prefill_s += seconds_between(t0, Clock::now());
     if (last) {
+      if (greedy && *outs[kGreedyOutput].ptr<int32_t>() < 0) return nan_logits(s.n_past - 1);
       const bool more = greedy ? advance_with(s, at_limit(s) ? -1 : *outs[kGreedyOutput].ptr<int32_t>())
                                : advance(s, std::span<const float>(outs[0].ptr<float>(), static_cast<size_t>(vocab)));
       if (!more) finish(id, "");
@@ -255,6 +256,8 @@ Status BatchSession::step() {
   const auto t1 = Clock::now();
   const float* lg = all_greedy ? nullptr : outs[0].ptr<float>();
   const int32_t* ids = has_next_ ? outs[kGreedyOutput].ptr<int32_t>() : nullptr;
+  for (int64_t b = 0; b < rows && ids; ++b)
+    if (row_seq[b] && ids[b] < 0) return nan_logits(row_seq[b]->n_past);
   // Each row's token from its own sampler (on several threads for wide steps: a row of a
   // 49,152-token vocabulary takes tens of microseconds), then the sequences advanced in order.
   std::vector<int32_t> next(static_cast<size_t>(rows), -1);

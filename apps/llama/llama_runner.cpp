@@ -128,17 +128,18 @@ Result<LlamaRunner::Fed> LlamaRunner::feed_tokens(std::span<const int32_t> token
     if (want_logits) fed.logits.assign(outs[0].ptr<float>(), outs[0].ptr<float>() + config_.vocab);
     if (has_next_) fed.greedy = *outs[kGreedyOutput].ptr<int32_t>();
   }
-  if (!want_logits) return fed;
-  const std::vector<float>& logits = fed.logits;
-  // NaN logits would sample token 0 for ever: say so instead. On a GPU the one-dispatch decode
-  // kernel (VRUN_DECODE_BLOCK) writes NaN when its workgroups could not all run at once (a GPU
-  // busy with other work). (Where only the greedy token is read, NaN logits give the first NaN's
-  // index, argmax's rule.)
-  if (std::isnan(logits[0]))
-    return err(ErrorCode::kInternal, "the model's logits at position ", n_past_ - 1,
-               " are NaN (with VRUN_DECODE_BLOCK set on a GPU shared with other work, unset it: its kernel needs every "
-               "multiprocessor at once)");
+  // NaN logits would sample token 0 for ever: say so instead. The greedy token is -1 where its
+  // row holds a NaN (argmax's nan_flag); the logits are checked at their first value.
+  if ((has_next_ && fed.greedy < 0) || (want_logits && std::isnan(fed.logits[0]))) return nan_logits(n_past_ - 1);
   return fed;
+}
+
+Status nan_logits(int64_t position) {
+  // On a GPU the one-dispatch decode kernel (VRUN_DECODE_BLOCK) writes NaN when its workgroups
+  // could not all run at once (a GPU busy with other work).
+  return err(ErrorCode::kInternal, "the model's logits at position ", position,
+             " are NaN (with VRUN_DECODE_BLOCK set on a GPU shared with other work, unset it: its kernel needs every "
+             "multiprocessor at once)");
 }
 
 Result<GenerateStats> LlamaRunner::generate(std::span<const int32_t> prompt, const GenerateOptions& o,

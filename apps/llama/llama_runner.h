@@ -108,4 +108,8 @@ class LlamaRunner {
 // Peak resident memory of this process in bytes.
 int64_t peak_rss_bytes();
 
+// The error for NaN logits at a position (a broken model or kernel; greedy decoding would repeat
+// one token for ever).
+Status nan_logits(int64_t position);
+
 }  // namespace vrun::llama

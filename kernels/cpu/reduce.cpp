@@ -163,11 +163,12 @@ AxisRows axis_rows(const TensorView& x, int ax, const Shape& y_keep) {
   return r;
 }
 
-// The first maximum wins; nan counts as the maximum (torch.argmax). A dense f32 row (a language
-// model's logits, the greedy token) takes the largest value over eight independent lanes, then
-// the first index holding it or the first NaN: the one-lane loop waits on every comparison.
+// The first maximum wins; nan counts as the maximum (torch.argmax), or with nan_flag a row
+// holding a NaN gives -1. A dense f32 row (a language model's logits, the greedy token) takes the
+// largest value over eight independent lanes, then the first index holding it or the first NaN:
+// the one-lane loop waits on every comparison.
 template <typename T>
-int64_t argmax_row(const T* p, int64_t n, int64_t stride) {
+int64_t argmax_row(const T* p, int64_t n, int64_t stride, bool nan_flag) {
   if constexpr (std::is_same_v<T, float>) {
     if (stride == 1 && n >= 64) {
       float lane[8];
@@ -185,6 +186,7 @@ int64_t argmax_row(const T* p, int64_t n, int64_t stride) {
         nan |= p[j] != p[j];
         m = p[j] > m ? p[j] : m;
       }
+      if (nan && nan_flag) return -1;
       for (j = 0; j < n; ++j)
         if (nan ? p[j] != p[j] : p[j] == m) return j;
       return 0;
@@ -199,7 +201,7 @@ int64_t argmax_row(const T* p, int64_t n, int64_t stride) {
       best_i = j;
     }
   }
-  return best_i;
+  return nan_flag && best != best ? -1 : best_i;
 }
 
 template <typename T>
@@ -210,12 +212,13 @@ void argmax_rows(const KernelCall& c, int ax) {
   const int64_t ys = oit.inner_stride(0), xs = oit.inner_stride(1);
   int32_t* yp = static_cast<int32_t*>(c.out[0].data);
   const T* xp = static_cast<const T*>(x.data);
+  const bool nan_flag = c.attr().i("nan_flag") != 0;
   oit.parallel(
       c.pool,
       [&](const int64_t* off, int64_t cnt) {
         for (int64_t i = 0; i < cnt; ++i) {
           const T* p = xp + off[1] + i * xs;
-          yp[off[0] + i * ys] = static_cast<int32_t>(argmax_row(p, r.n, r.x_stride));
+          yp[off[0] + i * ys] = static_cast<int32_t>(argmax_row(p, r.n, r.x_stride, nan_flag));
         }
       },
       r.n);

@@ -93,11 +93,12 @@ Status record_argmax(Recorder& rec, const std::vector<DeviceView>& in, const Dev
   pw.u(rows).u(C).u(inner).u(parts).u(span).u(offs[0]).u(offs[1]);
   uint32_t gx, gy;
   rec.grid_1d(static_cast<uint64_t>(rows * parts), &gx, &gy);
-  VRUN_RETURN_IF_ERROR(rec.dispatch("argmax", {dt_code(x.dtype), 0}, bindings, pw.w, pw.bytes(), gx, gy, 1));
+  const int32_t nan_flag = attrs.i("nan_flag") != 0 ? 1 : 0;
+  VRUN_RETURN_IF_ERROR(rec.dispatch("argmax", {dt_code(x.dtype), 0, nan_flag}, bindings, pw.w, pw.bytes(), gx, gy, 1));
   if (parts == 1) return Status::ok();
   bindings = {{&y, true}, {&x, false}, {&partials, false}};
   rec.grid_1d(static_cast<uint64_t>(rows), &gx, &gy);
-  return rec.dispatch("argmax", {dt_code(x.dtype), 1}, bindings, pw.w, pw.bytes(), gx, gy, 1);
+  return rec.dispatch("argmax", {dt_code(x.dtype), 1, nan_flag}, bindings, pw.w, pw.bytes(), gx, gy, 1);
 }
 
 }  // namespace

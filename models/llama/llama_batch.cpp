@@ -140,7 +140,7 @@ Status add_llama_batch_methods(ProgramBuilder& pb, const LlamaConfig& c, const B
     if (prefill) x = g.op(OpKind::slice, {x}, {{"axis", 1}, {"start", seq - 1}, {"end", seq}});
     const Val logits = normed(x, ids.out_norm, ids.out_w, -1, "output");
     g.output(logits, "logits");
-    g.output(g.op(OpKind::argmax, {logits}, {{"axis", -1}}), "next");  // each row's greedy token
+    g.output(g.op(OpKind::argmax, {logits}, {{"axis", -1}, {"nan_flag", 1}}), "next");  // each row's greedy token
   };
   build("prefill_slot", 0);
   const std::vector<int64_t> rows = models::batch_rows_for(slots);

@@ -301,7 +301,7 @@ void LlamaBuilder::add_method(const std::string& method) {
   g.output(logits, "logits");
   // The greedy token (the first largest logit), so a caller that needs only it reads one id
   // instead of the vocabulary's logits back from a device (Executor::run's fetch).
-  if (!all_positions) g.output(g.op(OpKind::argmax, {logits}, {{"axis", -1}}), "next");
+  if (!all_positions) g.output(g.op(OpKind::argmax, {logits}, {{"axis", -1}, {"nan_flag", 1}}), "next");
 }
 
 void LlamaBuilder::set_meta(const std::map<std::string, MetaValue>& extra) {

@@ -185,6 +185,27 @@ TEST(Argmax, NanCountsAsMaximum) {
   EXPECT_EQ(r.outputs[0].view.ptr<int32_t>()[0], 37);
   EXPECT_EQ(r.outputs[0].view.ptr<int32_t>()[1], 0);
   EXPECT_EQ(r.outputs[0].view.ptr<int32_t>()[2], 0);
+  // nan_flag: -1 for every row holding a NaN, on both paths; other rows as before.
+  Attrs flag(OpKind::argmax);
+  flag.set_i("nan_flag", 1);
+  r = run_cpu(OpKind::argmax, {y.view}, flag);
+  ASSERT_TRUE(r.status.is_ok());
+  for (int row = 0; row < 3; ++row) EXPECT_EQ(r.outputs[0].view.ptr<int32_t>()[row], -1) << "row " << row;
+  r = run_cpu(OpKind::argmax, {x.view}, flag);
+  ASSERT_TRUE(r.status.is_ok());
+  EXPECT_EQ(r.outputs[0].view.ptr<int32_t>()[0], -1);
+  p[37] = p[90] = 1000.f;
+  r = run_cpu(OpKind::argmax, {y.view}, flag);
+  ASSERT_TRUE(r.status.is_ok());
+  EXPECT_EQ(r.outputs[0].view.ptr<int32_t>()[0], 37);
+  EXPECT_EQ(r.outputs[0].view.ptr<int32_t>()[1], -1);
+  const float w[] = {1.f, 5.f, 2.f, 5.f};
+  std::copy(w, w + 4, x.view.ptr<float>());
+  r = run_cpu(OpKind::argmax, {x.view}, flag);
+  ASSERT_TRUE(r.status.is_ok());
+  EXPECT_EQ(r.outputs[0].view.ptr<int32_t>()[0], 1);
+  flag.set_i("nan_flag", 2);
+  EXPECT_FALSE(run_cpu(OpKind::argmax, {x.view}, flag).status.is_ok());
 }
 
 // ---- softmax / log_softmax

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <limits>
 
+#include "apps/llama/batch_session.h"
 #include "apps/llama/llama_runner.h"
 #include "models/llama/hf_llama.h"
 
@@ -161,6 +162,24 @@ TEST(LlamaBadInput, NanLogitsAreAnError) {
   auto logits = (*r)->feed(prompt);
   ASSERT_FALSE(logits.is_ok());
   EXPECT_NE(logits.status().to_string().find("logits at position 2 are NaN"), std::string::npos) << logits.status().to_string();
+  // Greedy decoding reads the device's greedy token alone (argmax with nan_flag: -1 for a row
+  // holding a NaN): the same error, alone and in a batched session.
+  GenerateOptions g;
+  g.sampling.temperature = 0;
+  g.max_tokens = 4;
+  o.batch_slots = 2;
+  o.batch_context = 32;
+  auto fresh = LlamaRunner::load(dir, o);
+  ASSERT_TRUE(fresh.is_ok()) << fresh.status().to_string();
+  auto gen = (*fresh)->generate(prompt, g, [](const std::string&) { return true; });
+  ASSERT_FALSE(gen.is_ok());
+  EXPECT_NE(gen.status().to_string().find("logits at position 2 are NaN"), std::string::npos) << gen.status().to_string();
+  auto session = BatchSession::create(**fresh);
+  ASSERT_TRUE(session.is_ok()) << session.status().to_string();
+  ASSERT_TRUE((*session)->add(prompt, g, [](const std::string&) { return true; }).is_ok());
+  const Status stepped = (*session)->step();
+  ASSERT_FALSE(stepped.is_ok());
+  EXPECT_NE(stepped.to_string().find("logits at position 2 are NaN"), std::string::npos) << stepped.to_string();
   fs::remove_all(dir);
 }
 

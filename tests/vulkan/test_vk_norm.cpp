@@ -134,13 +134,15 @@ TEST_F(VkNorm, ArgmaxLongRowsAsTheCpu) {
     HostTensor xt = make_tensor(c.dt, c.shape);
     size_t k = 0;
     for_each_index(c.shape, [&](const int64_t* i) { store_double(xt.view, i, p[k++]); });
-    Attrs a(OpKind::argmax);
-    a.set_i("axis", c.axis);
-    RunResult cpu = run_cpu(OpKind::argmax, {xt.view}, a);
-    ASSERT_TRUE(cpu.status.is_ok()) << cpu.status.to_string();
-    auto out = run_gpu(OpKind::argmax, {&xt}, a);
-    ASSERT_EQ(out[0].view.dtype, DType::i32);
-    expect_close(to_doubles(out[0].view), to_doubles(cpu.outputs[0].view), 0, 0, what.c_str());
+    for (int flag : {0, 1}) {  // nan_flag: -1 for the rows holding a NaN
+      Attrs a(OpKind::argmax);
+      a.set_i("axis", c.axis).set_i("nan_flag", flag);
+      RunResult cpu = run_cpu(OpKind::argmax, {xt.view}, a);
+      ASSERT_TRUE(cpu.status.is_ok()) << cpu.status.to_string();
+      auto out = run_gpu(OpKind::argmax, {&xt}, a);
+      ASSERT_EQ(out[0].view.dtype, DType::i32);
+      expect_close(to_doubles(out[0].view), to_doubles(cpu.outputs[0].view), 0, 0, (what + " nan_flag " + std::to_string(flag)).c_str());
+    }
   }
 }
 

@@ -41,6 +41,8 @@ Status infer_shapes_reduce(OpKind op, const std::vector<const TensorDesc*>& in, 
       const int ax = normalize_axis(axis, rank);
       if (ax < 0) return err(ErrorCode::kInvalidArgument, name, ": axis ", axis, " out of range for x ", x.shape.str());
       VRUN_RETURN_IF_ERROR(check_keepdim(name, attrs.i("keepdim")));
+      if (attrs.i("nan_flag") != 0 && attrs.i("nan_flag") != 1)
+        return err(ErrorCode::kInvalidArgument, name, ": nan_flag must be 0 or 1, got ", attrs.i("nan_flag"));
       if (x.shape[ax] == 0)
         return err(ErrorCode::kInvalidArgument, name, ": axis ", axis, " of x ", x.shape.str(), " is empty");
       Shape s;

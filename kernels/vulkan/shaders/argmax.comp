@@ -4,13 +4,15 @@
 // kernel and torch.argmax: the first maximum wins, a NaN counts as the maximum (the first NaN).
 // A long row (a language model's logits: 128,256 values) is split over P workgroups, each
 // reducing a contiguous span to (value, index) in the partials buffer; a second dispatch (STAGE
-// 1) reduces each row's P partials in order. With P = 1 stage 0 writes y itself.
+// 1) reduces each row's P partials in order. With P = 1 stage 0 writes y itself. NAN_FLAG: a row
+// whose winner is a NaN gives -1 instead (argmax's nan_flag).
 // Bindings: 0 y (i32), 1 x, 2 partials (2 words a part: the value's bits, the index).
 #include "common.glsl"
 
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint DT_X = 0;
 layout(constant_id = 1) const uint STAGE = 0;
+layout(constant_id = 2) const uint NAN_FLAG = 0;
 
 layout(push_constant) uniform Push {
   uint rows, C, inner, P, span;
@@ -80,6 +82,6 @@ void main() {
     b2_u32[2u * g] = floatBitsToUint(red[0]);
     b2_u32[2u * g + 1u] = redi[0];
   } else {
-    b0_i32[pc.off_y + row] = int(redi[0]);
+    b0_i32[pc.off_y + row] = NAN_FLAG == 1u && isnan(red[0]) ? -1 : int(redi[0]);
   }
 }
