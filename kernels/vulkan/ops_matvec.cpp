@@ -241,10 +241,14 @@ int matmul_rows_knob() {
 
 constexpr int64_t kRowsBN = 64;
 int g_rows_split = 0;
+bool g_rows_db = false;
 
 }  // namespace
 
-void set_matmul_rows_split_for_bench(int split) { g_rows_split = split; }
+void set_matmul_rows_for_bench(int split, bool double_buffer) {
+  g_rows_split = split;
+  g_rows_db = double_buffer;
+}
 
 bool matmul_rows_fits(Recorder& rec, const DeviceView& x, const DeviceView& w) {
   if (matmul_rows_knob() == 0 || w.shape.rank != 2) return false;
@@ -299,7 +303,8 @@ Status record_matmul_rows(Recorder& rec, const DeviceView& x, const DeviceView& 
   pw.u(offs[0]).u(offs[1]).u(offs[2]).u(offs[3]).u(offs[4]).u(offs[5]).u(offs[6]);
   return rec.dispatch("matmul_rows",
                       {dt_code(x.dtype), dt_code(w.dtype), dt_code(y.dtype), bias ? dt_code(*bias) : 255,
-                       residual ? dt_code(*residual) : 255, act, static_cast<int32_t>(split), static_cast<int32_t>(tm)},
+                       residual ? dt_code(*residual) : 255, act, static_cast<int32_t>(split), static_cast<int32_t>(tm),
+                       g_rows_db ? 1 : 0},
                       bindings, pw.w, pw.bytes(), static_cast<uint32_t>(gx), static_cast<uint32_t>(gy),
                       static_cast<uint32_t>(split));
 }

@@ -91,8 +91,9 @@ struct Q4Tuning {
 };
 void set_q4_0_tuning_for_bench(const Q4Tuning* t);
 
-// Benchmarks force the rows kernel's K split with this (a power of two up to 32; 0: the built-in
-// rule, or the VRUN_MATMUL_ROWS knob).
-void set_matmul_rows_split_for_bench(int split);
+// Benchmarks force the rows kernel's K split (a power of two up to 32; 0: the built-in rule, or
+// the VRUN_MATMUL_ROWS knob) and its tiles (double_buffer: two sets, one barrier a step; the same
+// sums) with this.
+void set_matmul_rows_for_bench(int split, bool double_buffer);
 
 }  // namespace vrun::vulkan

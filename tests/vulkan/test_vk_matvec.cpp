@@ -226,6 +226,7 @@ TEST_F(VkMatvec, DecodeRowsKernel) {
   struct Unset {
     ~Unset() {
       unsetenv("VRUN_MATMUL_ROWS");
+      vulkan::set_matmul_rows_for_bench(0, false);
     }
   } unset;
   struct Case {
@@ -303,6 +304,17 @@ TEST_F(VkMatvec, DecodeRowsKernel) {
       EXPECT_EQ(std::memcmp(all[0].view.data, few[0].view.data, static_cast<size_t>(m) * 300 * sizeof(float)), 0)
           << "K " << K << ", " << m << " rows";
     }
+    // Two sets of tiles (one barrier a step): the same sums, at 70 rows and at 9.
+    vulkan::set_matmul_rows_for_bench(0, true);
+    auto db = run_gpu(OpKind::linear, {&x, &w, nullptr}, a);
+    HostTensor x9 = x;
+    x9.view.shape = Shape{9, K};
+    auto db9 = run_gpu(OpKind::linear, {&x9, &w, nullptr}, a);
+    vulkan::set_matmul_rows_for_bench(0, false);
+    EXPECT_EQ(std::memcmp(all[0].view.data, db[0].view.data, static_cast<size_t>(70) * 300 * sizeof(float)), 0)
+        << "K " << K << ", two sets of tiles";
+    EXPECT_EQ(std::memcmp(all[0].view.data, db9[0].view.data, static_cast<size_t>(9) * 300 * sizeof(float)), 0)
+        << "K " << K << ", 9 rows, two sets of tiles";
   }
   // The SwiGLU gate and an rms norm over 12 rows: passes first, then the rows kernel.
   const int64_t K = 256, N = 70, M = 12;

@@ -27,6 +27,9 @@ layout(constant_id = 6) const uint SPLIT = 1;
 // Rows of x an invocation computes (4 or 2): tiles of 32 or 16 rows (steps of 16 rows or fewer
 // do not pay for 32).
 layout(constant_id = 7) const uint TM = 4;
+// 1: two sets of tiles, a step's stores into the set the step before did not read, one barrier a
+// step instead of two; each output's sum runs over k in the same order either way.
+layout(constant_id = 8) const uint DB = 0;
 
 layout(set = 0, binding = 5, std430) coherent buffer BufPart { float part[]; };
 layout(set = 0, binding = 6, std430) coherent buffer BufCnt { uint cnt[]; };
@@ -45,8 +48,8 @@ const uint XE = BM / 4u, TPR = BK / XE;
 // Shared tiles K-major, a row of vec4s padded by one so that the transposing stores spread
 // over the banks.
 const uint XR = BM / 4u + 1u, WR = BN / 4u + 1u;
-shared vec4 xs[BK * XR];
-shared vec4 ws[BK * WR];
+shared vec4 xs[(DB + 1u) * BK * XR];
+shared vec4 ws[(DB + 1u) * BK * WR];
 
 // One block step's loads, held in registers until the tiles are free: XE elements of x (row
 // t / TPR, elements XE (t % TPR) ..) and 16 of W (row t / 2, half t % 2 of the block).
@@ -103,12 +106,13 @@ uint w_k(const uint e) {
   return 16u * (gl_LocalInvocationID.x % 2u) + e;
 }
 
-void store_step() {
+// Into tile set s (0 unless DB).
+void store_step(const uint s) {
   const uint t = gl_LocalInvocationID.x;
-  const uint xm = t / TPR, xk = XE * (t % TPR);
-  [[unroll]] for (uint e = 0; e < XE; ++e) xs[(xk + e) * XR + xm / 4u][xm % 4u] = xr[e];
+  const uint xm = t / TPR, xk = XE * (t % TPR), xo = s * BK * XR, wo = s * BK * WR;
+  [[unroll]] for (uint e = 0; e < XE; ++e) xs[xo + (xk + e) * XR + xm / 4u][xm % 4u] = xr[e];
   const uint wn = t / 2u;
-  [[unroll]] for (uint e = 0; e < 16u; ++e) ws[w_k(e) * WR + wn / 4u][wn % 4u] = wr[e];
+  [[unroll]] for (uint e = 0; e < 16u; ++e) ws[wo + w_k(e) * WR + wn / 4u][wn % 4u] = wr[e];
 }
 
 shared bool split_last;
@@ -125,18 +129,25 @@ void main() {
   [[unroll]] for (uint i = 0; i < TM; ++i) acc[i] = vec4(0.0);
 
   load_step(m0, n0, kb0 * BK);
+  if (DB == 1u) {
+    store_step(0u);
+    barrier();
+  }
   for (uint kb = kb0; kb < kb1; ++kb) {
-    barrier();
-    store_step();
-    barrier();
+    const uint s = DB == 1u ? (kb - kb0) & 1u : 0u, xo = s * BK * XR, wo = s * BK * WR;
+    if (DB == 0u) {
+      barrier();
+      store_step(0u);
+      barrier();
+    }
     if (kb + 1u < kb1) load_step(m0, n0, (kb + 1u) * BK);
     // Unrolled 8 steps at a time (whole: no faster on an H200, and four times the code for a
     // CPU implementation of Vulkan to compile).
     for (uint k8 = 0; k8 < BK; k8 += 8u)
     [[unroll]] for (uint k = k8; k < k8 + 8u; ++k) {
       // This invocation's TM rows: a whole vec4 of the row, or half of one.
-      const vec4 a = xs[k * XR + (TM * tm) / 4u];
-      const vec4 w = ws[k * WR + tn];
+      const vec4 a = xs[xo + k * XR + (TM * tm) / 4u];
+      const vec4 w = ws[wo + k * WR + tn];
       if (TM == 4u) {
         acc[0] += a.x * w;
         acc[1] += a.y * w;
@@ -147,6 +158,12 @@ void main() {
         acc[0] += h.x * w;
         acc[1] += h.y * w;
       }
+    }
+    // DB: the next step's tiles into the other set (last read by the step before, which every
+    // invocation finished before the barrier that ended it).
+    if (DB == 1u && kb + 1u < kb1) {
+      store_step(s ^ 1u);
+      barrier();
     }
   }
 
