@@ -191,6 +191,7 @@ Status BatchSession::step() {
   // Prefill chunks up to one chunk's worth of tokens, in the order the sequences were added: a
   // sequence's chunks are those generate would feed, so its numbers are the same.
   int64_t budget = chunk_;
+  last_prefill_s_ = 0;
   for (auto it = seqs_.begin(); it != seqs_.end() && budget > 0;) {
     const int id = it->first;
     Seq& s = *it->second;
@@ -208,7 +209,9 @@ Status BatchSession::step() {
     budget -= n;
     s.prefilled += static_cast<size_t>(n);
     s.n_past += n;
-    s.st.prefill_s += seconds_between(t0, Clock::now());
+    const double took = seconds_between(t0, Clock::now());
+    s.st.prefill_s += took;
+    last_prefill_s_ += took;
     if (last) {
       if (greedy && *outs[kGreedyOutput].ptr<int32_t>() < 0) return nan_logits(s.n_past - 1);
       const bool more = greedy ? advance_with(s, at_limit(s) ? -1 : *outs[kGreedyOutput].ptr<int32_t>())

@@ -72,6 +72,8 @@ class BatchSession {
   int64_t last_rows() const { return last_rows_; }
   // Sequences the last step decoded a token for (0: the step only prefilled).
   int last_batch() const { return last_batch_; }
+  // Seconds the last step() spent on prompt chunks (prefill_slot calls) before its decode.
+  double last_prefill_seconds() const { return last_prefill_s_; }
   // Seconds spent in decode_batch calls and in sampling their rows since the session began
   // (benchmarks split a step's time with these).
   double decode_call_seconds() const { return decode_call_s_; }
@@ -105,6 +107,7 @@ class BatchSession {
   std::vector<BatchFinished> finished_;
   int next_id_ = 1;
   int last_batch_ = 0;
+  double last_prefill_s_ = 0;
   double decode_call_s_ = 0, sample_s_ = 0;
   // Samples the rows of wide steps in parallel (made at the first such step).
   std::unique_ptr<ThreadPool> sample_pool_;

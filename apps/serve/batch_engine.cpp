@@ -79,7 +79,8 @@ void BatchTextEngine::run(JobQueue& queue) {
     if (session_->idle()) continue;
     const auto t0 = std::chrono::steady_clock::now();
     const Status st = session_->step();
-    metrics_.step_time(model_, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    metrics_.step_time(model_, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                       session_->last_prefill_seconds());
     if (!st.is_ok()) {
       fail_all(st, queue);
       continue;

@@ -87,9 +87,11 @@ void Metrics::batch(const std::string& name, int size) {
   model(name).batch.observe(size);
 }
 
-void Metrics::step_time(const std::string& name, double seconds) {
+void Metrics::step_time(const std::string& name, double seconds, double prefill_seconds) {
   std::lock_guard<std::mutex> lock(mu_);
-  model(name).step.observe(seconds);
+  PerModel& m = model(name);
+  m.step.observe(seconds);
+  m.step_prefill_s += prefill_seconds;
 }
 
 void Metrics::queue_depth(const std::string& name, int64_t depth, int64_t waiting) {
@@ -150,6 +152,10 @@ std::string Metrics::render() const {
             "Wall time of one step of a batching text model's worker: its prefill chunks and one decode.");
   for (const auto& [name, m] : models_)
     if (m.step.count() > 0) m.step.render(out, "vrun_step_seconds", label("model", name));
+  type_line(out, "vrun_step_prefill_seconds_total", "counter",
+            "Of vrun_step_seconds, the time in prompt chunks (the rest: decode steps), by batching text model.");
+  for (const auto& [name, m] : models_)
+    if (m.step.count() > 0) out += "vrun_step_prefill_seconds_total{" + label("model", name) + "} " + number(m.step_prefill_s) + "\n";
   type_line(out, "vrun_time_to_first_token_seconds", "histogram",
             "Time from a text request's arrival to its first token.");
   for (const auto& [name, m] : models_)

@@ -35,8 +35,9 @@ class Metrics {
   void time_to_first_token(const std::string& model, double seconds);
   // Requests advanced together by one step of a model's worker (a decode step of the text engine).
   void batch(const std::string& model, int size);
-  // The wall time of one step of a batching text model's worker (its prefill chunks and decode).
-  void step_time(const std::string& model, double seconds);
+  // The wall time of one step of a batching text model's worker (its prefill chunks and decode),
+  // and of that the prompt chunks'.
+  void step_time(const std::string& model, double seconds, double prefill_seconds);
   // Requests queued or running, and of those the ones still waiting for the worker.
   void queue_depth(const std::string& model, int64_t depth, int64_t waiting);
   // KV-cache slots of one engine (device) of a batching text model: busy (a request in it) and
@@ -48,7 +49,7 @@ class Metrics {
   struct PerModel {
     int64_t prompt_tokens = 0, completion_tokens = 0, queue_depth = 0, waiting = 0;
     std::map<int, std::pair<int64_t, int64_t>> slots;  // per engine: busy, total (empty: not a batching model)
-    double audio_s = 0;
+    double audio_s = 0, step_prefill_s = 0;
     Histogram ttft{{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}};
     Histogram batch{{1, 2, 4, 8, 16, 32, 64}};
     Histogram step{{0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2}};  // rendered once observed (batching text models)

@@ -86,7 +86,8 @@ def start(cmd, port):
 
 
 def step_totals(port):
-    """vrun's step histogram and batch sizes from /metrics: (steps, seconds, rows decoded); None elsewhere."""
+    """vrun's step histogram, its prompt chunks' share and the batch sizes from /metrics: (steps, seconds,
+    rows decoded, seconds in prompt chunks); None elsewhere."""
     try:
         with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5) as r:
             text = r.read().decode()
@@ -96,7 +97,8 @@ def step_totals(port):
         return sum(float(v) for v in re.findall(pattern + r'\{model="bench"\} ([0-9.e+-]+)', text))
     if "vrun_step_seconds_count" not in text:
         return None
-    return total("vrun_step_seconds_count"), total("vrun_step_seconds_sum"), total("vrun_batch_size_sum")
+    return (total("vrun_step_seconds_count"), total("vrun_step_seconds_sum"), total("vrun_batch_size_sum"),
+            total("vrun_step_prefill_seconds_total"))
 
 
 def run_levels(name, port, levels, tokens, rounds):
@@ -117,10 +119,11 @@ def run_levels(name, port, levels, tokens, rounds):
             ttft = [r[0] for r in res]
             steps = ""
             if before and after and after[0] > before[0]:
-                count, secs, decoded = (a - b for a, b in zip(after, before))
-                # The worker's own view: time in steps over the level's wall time, and the rate of its steps.
-                steps = "%.0f steps, %.2f ms a step, %.1f rows a step, %.0f%% of the wall time in steps" % (
-                    count, 1e3 * secs / count, decoded / count, 100 * secs / wall)
+                count, secs, decoded, prefill = (a - b for a, b in zip(after, before))
+                # The worker's own view: time in steps over the level's wall time, and the rate of its steps
+                # (a step: the prompt chunks of requests that joined, then one decode of every running one).
+                steps = "%.0f steps, %.2f ms a step (%.2f decoding, the rest prompts), %.1f rows a step, %.0f%% of the wall time in steps" % (
+                    count, 1e3 * secs / count, 1e3 * (secs - prefill) / count, decoded / count, 100 * secs / wall)
             rows.append("| %s%s | %d | %d | %.1f | %.1f | %.2f | %.2f | %s |" % (
                 name, " (round %d)" % (k + 1) if rounds > 1 else "", n, total, total / wall, total / wall / n,
                 percentile(ttft, 50), percentile(ttft, 99), steps))

@@ -126,10 +126,13 @@ def case_api(vrun):
               "metrics count requests by endpoint and status")
         for name in ("vrun_completion_tokens_total", "vrun_prompt_tokens_total", "vrun_audio_seconds_total",
                      "vrun_time_to_first_token_seconds_count", "vrun_request_duration_seconds_count", "vrun_batch_size_count",
-                     "vrun_queue_depth"):
+                     "vrun_queue_depth", "vrun_step_seconds_count", "vrun_step_prefill_seconds_total"):
             check(re.search(name + r"\{[^}]*\} [0-9.e+]+", metrics) is not None, "metrics has " + name)
         tokens = float(re.search(r'vrun_completion_tokens_total\{model="smollm2"\} (\S+)', metrics).group(1))
         check(tokens > 100, "completion tokens counted (%g)" % tokens)
+        step_s = float(re.search(r'vrun_step_seconds_sum\{model="smollm2"\} (\S+)', metrics).group(1))
+        prompt_s = float(re.search(r'vrun_step_prefill_seconds_total\{model="smollm2"\} (\S+)', metrics).group(1))
+        check(0 < prompt_s < step_s, "steps' prompt chunks timed: %.3f of %.3f s" % (prompt_s, step_s))
         check(s.stop() == 0, "SIGTERM: exit 0")
         check(any(re.match(r"vrun serve: POST /v1/chat/completions 200 [0-9.]+ ms$", l) for l in s.lines), "access log lines")
         check(not any("capital of France" in l for l in s.lines), "nothing from request bodies in the log")
