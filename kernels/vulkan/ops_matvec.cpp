@@ -76,7 +76,6 @@ bool has_subgroup_arithmetic(const Context& ctx) {
 
 bool is_float16ish(DType t) { return t == DType::f16 || t == DType::bf16; }
 
-
 }  // namespace
 
 // The matvec.comp kernels where the device has subgroup arithmetic, else matvec_shared.comp.
@@ -272,7 +271,8 @@ Status record_matmul_rows(Recorder& rec, const DeviceView& x, const DeviceView& 
   // Tiles of 16 or 32 rows of x (an invocation's 2 or 4): 16 for steps of up to 16 rows (each row
   // summed in the same order whatever the tile). A 16-row q4_0 step of Llama-1B on an H200: 5.5
   // ms a decode call against 6.3 on 32-row tiles. 8 rows (tiles of 8, an invocation's one) took
-  // 5.6 ms against 5.1 on the matvec kernel, which keeps steps of up to 8.
+  // 5.6 ms against 5.1 on the matvec kernel, which keeps steps of up to 8 (of q4_0 up to 4:
+  // q4_0_decode_rows_kernel).
   const int64_t tm = M <= 16 ? 2 : 4, bm = 8 * tm;
   const int64_t gx = (N + kRowsBN - 1) / kRowsBN, gy = (M + bm - 1) / bm, blocks = K / 32;
   // K split: 8 parts (4 where the projection's columns of tiles alone are 1024 workgroups or
