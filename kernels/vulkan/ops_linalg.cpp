@@ -40,18 +40,9 @@ Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, cons
 Status record_matvec_passes(Recorder& rec, const DeviceView& x, const DeviceView& w, const DeviceView* bias,
                             const DeviceView& y, int64_t M, int64_t N, int64_t K) {
   const int64_t xs = row_stride(x), ys = row_stride(y);
-  auto rows = [](const DeviceView& v, int64_t r0, int64_t m, int64_t cols, int64_t stride) {
-    DeviceView c = v;
-    c.offset += static_cast<uint64_t>(r0 * stride * dtype_elem_size(v.dtype));
-    c.shape = Shape{m, cols};
-    c.strides = Strides{};
-    c.strides[0] = stride;
-    c.strides[1] = 1;
-    return c;
-  };
   for (int64_t r0 = 0; r0 < M; r0 += kMatvecMaxRows) {
     const int64_t m = std::min(kMatvecMaxRows, M - r0);
-    VRUN_RETURN_IF_ERROR(record_matvec(rec, rows(x, r0, m, K, xs), w, bias, rows(y, r0, m, N, ys), m, N, K, xs));
+    VRUN_RETURN_IF_ERROR(record_matvec(rec, row_range(x, r0, m, K, xs), w, bias, row_range(y, r0, m, N, ys), m, N, K, xs));
   }
   return Status::ok();
 }
@@ -76,7 +67,8 @@ Status record_linear_plain(Recorder& rec, const std::vector<DeviceView>& in, con
                            RowRule rr = {}) {
   const bool res = in.size() > 3 && in[3].present();
   if (!res && act == 0) return record_linear_core(rec, in, y, nullptr, 0, rr);
-  if (!rr.pinned && matvec_rows(in[0], in[1]) && !(rr.one_row && q4_0_decode_rows_kernel(rec, in[0], in[1])))
+  if (!rr.pinned && (matvec_rows(in[0], in[1]) || (rr.one_row && exact_decode_rows())) &&
+      !(rr.one_row && q4_0_decode_rows_kernel(rec, in[0], in[1])))
     return record_matvec_linear(rec, in, y, nullptr, false, act);
   const bool bias = in.size() > 2 && in[2].present();
   return record_linear_core(rec, {in[0], in[1], bias ? in[2] : DeviceView{}}, y, res ? &in[3] : nullptr, act, rr);
@@ -98,7 +90,8 @@ bool halve_x_on() {
 // the gated rows in a scratch tensor first (the glu op's math; rows_scratch_dtype).
 Status record_linear_glu(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, int act, RowRule rr) {
   const int64_t K = in[1].shape[1];
-  if (!rr.pinned && matvec_rows(in[0], in[1], true) && !(rr.one_row && q4_0_decode_rows_kernel(rec, in[0], in[1], true)))
+  if (!rr.pinned && (matvec_rows(in[0], in[1], true) || (rr.one_row && exact_decode_rows())) &&
+      !(rr.one_row && q4_0_decode_rows_kernel(rec, in[0], in[1], true)))
     return record_matvec_linear(rec, in, y, nullptr, true, act);
   const DeviceView& x = in[0];
   const int last = x.shape.rank - 1;
@@ -155,7 +148,7 @@ Status record_linear(Recorder& rec, const std::vector<DeviceView>& in_, const De
     return err(ErrorCode::kInvalidArgument, "vulkan: linear with norm = ", norm, " needs norm_weight");
   const bool has_nb = !rms && in.size() > 5 && in[5].present();
   const float eps = static_cast<float>(attrs.f("eps"));
-  if (!rr.pinned && matvec_norm_fits(rec.context(), in[0], in[1], rms)) {
+  if (!rr.pinned && matvec_norm_fits(rec.context(), in[0], in[1], rms, rr.one_row && exact_decode_rows())) {
     DeviceView g, b;
     VRUN_ASSIGN_OR_RETURN(g, rec.dense_view(in[4]));
     if (has_nb) {

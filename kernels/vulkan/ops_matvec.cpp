@@ -93,6 +93,21 @@ bool matvec_rows(const DeviceView& x, const DeviceView& w, bool glu) {
   return M >= 1 && M <= kMatvecMaxRows;
 }
 
+bool exact_decode_rows() {
+  const char* e = knob_value(Knob::VRUN_MATMUL_ROWS);
+  return e && std::string(e) == "exact";
+}
+
+DeviceView row_range(const DeviceView& v, int64_t r0, int64_t m, int64_t cols, int64_t stride) {
+  DeviceView c = v;
+  c.offset += static_cast<uint64_t>(r0 * stride * dtype_elem_size(v.dtype));
+  c.shape = Shape{m, cols};
+  c.strides = Strides{};
+  c.strides[0] = stride;
+  c.strides[1] = 1;
+  return c;
+}
+
 bool q4_0_decode_rows_kernel(Recorder& rec, const DeviceView& x, const DeviceView& w, bool glu) {
   const int64_t K = w.shape.rank == 2 ? w.shape[1] : 0;
   const int64_t M = K ? x.numel() / (glu ? 2 * K : K) : 0;
@@ -100,7 +115,7 @@ bool q4_0_decode_rows_kernel(Recorder& rec, const DeviceView& x, const DeviceVie
          matmul_rows_fits(rec, x, w);
 }
 
-bool matvec_norm_fits(const Context& ctx, const DeviceView& x, const DeviceView& w, bool rms) {
+bool matvec_norm_fits(const Context& ctx, const DeviceView& x, const DeviceView& w, bool rms, bool passes) {
   const int64_t K = w.shape.rank == 2 ? w.shape[1] : 0;
   // 5-8 rows with an RMS norm fold it in so that each row is normalised as one row alone is,
   // which only holds where one row takes this kernel too: one q4_0 row has a kernel of its own
@@ -109,7 +124,7 @@ bool matvec_norm_fits(const Context& ctx, const DeviceView& x, const DeviceView&
   const bool own_q4_0_row = w.dtype == DType::q4_0 && subgroup_reduce(ctx);
   const int64_t most = rms && !own_q4_0_row ? kMaxRmsNormRows : kMaxLayerNormRows;
   // The q4_0 kernel normalises its staged x, which it stages up to kMaxNormK.
-  return matvec_rows(x, w) && x.numel() <= most * K && K <= kMaxNormK;
+  return (passes || (matvec_rows(x, w) && x.numel() <= most * K)) && K <= kMaxNormK;
 }
 
 Status record_matvec_linear(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y,
@@ -127,8 +142,23 @@ Status record_matvec_linear(Recorder& rec, const std::vector<DeviceView>& in, co
   const int64_t K = w.shape[1], N = w.shape[0];
   const int64_t M = K ? x.numel() / (glu ? 2 * K : K) : 0;
   if (N == 0) return Status::ok();
-  return record_matvec(rec, x, w, has_bias ? &b : nullptr, y, M, N, K, row_stride(x), has_res ? &r : nullptr,
-                       has_res ? row_stride(r) : 0, norm, glu, act);
+  // More rows than one call takes (exact_decode_rows): passes, each row computed as alone.
+  const int64_t pass = norm ? (norm->rms ? kMaxRmsNormRows : kMaxLayerNormRows) : kMatvecMaxRows;
+  const int64_t xs = row_stride(x), rs = has_res ? row_stride(r) : 0;
+  if (M <= pass)
+    return record_matvec(rec, x, w, has_bias ? &b : nullptr, y, M, N, K, xs, has_res ? &r : nullptr, rs, norm, glu, act);
+  // y as the linear's output: dense rows of N.
+  const DeviceView yr = row_range(y, 0, M, N, N);
+  const int64_t ys = N;
+  for (int64_t r0 = 0; r0 < M; r0 += pass) {
+    const int64_t m = std::min(pass, M - r0);
+    const DeviceView xp = row_range(x, r0, m, glu ? 2 * K : K, xs);
+    const DeviceView yp = row_range(yr, r0, m, N, ys);
+    const DeviceView rp = has_res ? row_range(r, r0, m, N, rs) : r;
+    VRUN_RETURN_IF_ERROR(record_matvec(rec, xp, w, has_bias ? &b : nullptr, yp, m, N, K, xs, has_res ? &rp : nullptr, rs,
+                                       norm, glu, act));
+  }
+  return Status::ok();
 }
 
 void set_matvec_shared_reduce_for_testing(bool on) { g_force_shared_reduce = on; }
@@ -224,18 +254,17 @@ Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, co
 
 namespace {
 
-// VRUN_MATMUL_ROWS: -1 unset, 0 off, else the forced K split.
+// VRUN_MATMUL_ROWS: -1 unset, 0 off ("0", or "exact": exact_decode_rows), else the forced K split.
 int matmul_rows_knob() {
-  static const int v = [] {
-    const char* e = knob_value(Knob::VRUN_MATMUL_ROWS);
-    if (!e || !*e) return -1;
-    const int n = std::atoi(e);
-    if (std::string(e) == "0") return 0;
-    if (n >= 1 && n <= 16 && (n & (n - 1)) == 0) return n;
-    std::fprintf(stderr, "vrun: VRUN_MATMUL_ROWS=%s is not 0 or a K split of 1, 2, 4, 8 or 16; ignored\n", e);
-    return -1;
-  }();
-  return v;
+  const char* e = knob_value(Knob::VRUN_MATMUL_ROWS);
+  if (!e || !*e) return -1;
+  const int n = std::atoi(e);
+  if (std::string(e) == "0" || std::string(e) == "exact") return 0;
+  if (n >= 1 && n <= 16 && (n & (n - 1)) == 0) return n;
+  static bool told = false;
+  if (!told) std::fprintf(stderr, "vrun: VRUN_MATMUL_ROWS=%s is not 0, exact or a K split of 1, 2, 4, 8 or 16; ignored\n", e);
+  told = true;
+  return -1;
 }
 
 constexpr int64_t kRowsBN = 64;

@@ -40,6 +40,15 @@ Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, co
 // elements with glu).
 bool matvec_rows(const DeviceView& x, const DeviceView& w, bool glu = false);
 
+// VRUN_MATMUL_ROWS=exact: a batched decode step's rows of any count go through the matvec
+// kernels in passes of up to 8 (norm and gate folded in each pass as for one row) and batched
+// attention takes one entry's key chunks at any batch, so every row sums as the single stream's
+// does (float, q4_1 and q8_0 weights); slower from 9 rows on than the rows kernel.
+bool exact_decode_rows();
+
+// Rows v[r0 .. r0 + m) of a view whose rows are `stride` elements apart, `cols` wide.
+DeviceView row_range(const DeviceView& v, int64_t r0, int64_t m, int64_t cols, int64_t stride);
+
 // Whether a batched decode step's rows of q4_0 W (5 to 8 of them) go to the rows kernel rather
 // than the matvec kernels: where one q4_0 row has a kernel of its own, several rows do not have
 // its bits on either, and the rows kernel's 16-row tile is the faster (H200, Llama-1B q4_0,
@@ -56,8 +65,9 @@ bool subgroup_reduce(const Context& ctx);
 int64_t row_stride(const DeviceView& v);
 
 // Whether the matvec kernel normalises x's rows itself (rms: an RMS norm, else a layer norm;
-// they fit its accumulators and shared memory; ctx: whether one q4_0 row has a kernel of its own).
-bool matvec_norm_fits(const Context& ctx, const DeviceView& x, const DeviceView& w, bool rms);
+// they fit its accumulators and shared memory; ctx: whether one q4_0 row has a kernel of its own);
+// passes: any number of rows, in passes (exact_decode_rows).
+bool matvec_norm_fits(const Context& ctx, const DeviceView& x, const DeviceView& w, bool rms, bool passes = false);
 
 // The linear op (inputs x, weight, bias?, residual? as ops.def has them) for matvec_rows shapes:
 // bias and residual both added in the kernel's epilogue; norm (nullptr: none), glu and act as

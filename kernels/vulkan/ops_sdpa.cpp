@@ -20,7 +20,8 @@ namespace {
 
 // Batch entries of a decode (keys up to device-held positions) whose attention takes the key
 // chunks of a single entry, so that each row's sums are the single-stream step's: the matvec
-// kernel's rows, beyond which a batched step's projections sum in another order anyway.
+// kernel's rows, beyond which a batched step's projections sum in another order anyway (at any
+// batch with VRUN_MATMUL_ROWS=exact).
 constexpr int64_t kExactDecodeBatch = kMatvecMaxRows;
 
 // The tiled prefill kernel reduces across the four invocations of a query row with subgroup
@@ -361,7 +362,7 @@ SdpaCall::DecodePlan SdpaCall::plan_decode() const {
   // them for about 256 workgroups (a decode step of Llama-1B has 8 KV heads; Whisper's 6).
   const int64_t base = row_blocks * Hkv * B;
   // Chunks sized as for one entry in a decode of up to kExactDecodeBatch entries (record_rows).
-  const int64_t sized = dyn_len && B <= kExactDecodeBatch ? row_blocks * Hkv : base;
+  const int64_t sized = dyn_len && (B <= kExactDecodeBatch || exact_decode_rows()) ? row_blocks * Hkv : base;
   const int64_t want = std::clamp<int64_t>((256 + sized - 1) / sized, 1, (Lk + 63) / 64);
   const int64_t kchunk = ((Lk + want - 1) / want + 15) / 16 * 16;
   const int64_t nsplit = (Lk + kchunk - 1) / kchunk;
@@ -434,7 +435,7 @@ Status SdpaCall::record_rows() {
   // are then the single-stream step's, and each row adds up its attention as that step does
   // (a batched decode step of that many rows keeps the single stream's bits; its projections do
   // too, up to the matvec's 8 rows). Larger batches size them for all their entries.
-  const int64_t base_groups = row_blocks * Hkv * (dyn_len && B <= kExactDecodeBatch ? 1 : B);
+  const int64_t base_groups = row_blocks * Hkv * (dyn_len && (B <= kExactDecodeBatch || exact_decode_rows()) ? 1 : B);
   const int64_t kch = forced_split.kch ? forced_split.kch : dmax == 256 ? 128 : 256;
   // Shared bytes: K tile (rows padded by a vec4), Q rows, scores, reductions.
   auto row_kernel_smem = [&](int64_t rows) {

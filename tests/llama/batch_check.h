@@ -110,7 +110,7 @@ inline int check_batch_matches_generate(LlamaRunner& runner, const std::vector<B
 // agree), fed `chunk` tokens at a time; threads: the CPU's.
 inline void check_batched_rows_bits(const std::string& path, const std::vector<BackendKind>& backends,
                                     int64_t context = 128, int64_t slot_context = 96, int64_t prompt_len = 7,
-                                    int64_t chunk = 16, int threads = 1) {
+                                    int64_t chunk = 16, int threads = 1, bool exact_rows = false) {
   auto m = import_llama_checkpoint(path);
   ASSERT_TRUE(m.is_ok()) << m.status().message();
   BuildSettings s;
@@ -166,9 +166,10 @@ inline void check_batched_rows_bits(const std::string& path, const std::vector<B
     ASSERT_EQ(alone.size(), static_cast<size_t>(V));
     // The GPU's batched rows have the single-stream bits only up to the matvec's 8 rows of float,
     // q4_1 and q8_0 weights (docs/serving.md): its rows kernel (9 rows and more) and its one-row
-    // q4_0 kernel sum in orders of their own.
+    // q4_0 kernel sum in orders of their own. exact_rows: the caller set VRUN_MATMUL_ROWS=exact
+    // (matvec passes for any count): every count.
     for (int64_t rows : {1, 2, 4, 8, 16}) {
-      if (backend != BackendKind::kCpu && rows > 8) continue;
+      if (backend != BackendKind::kCpu && rows > 8 && !exact_rows) continue;
       if (!e.program().method("decode_batch_" + std::to_string(rows))) continue;
       const std::vector<float> got = run(rows);
       ASSERT_EQ(got.size(), alone.size());

@@ -114,6 +114,16 @@ TEST(LlamaBatch, BatchedRowsHaveTheSingleStreamBits) {
   test::check_batched_rows_bits(kTiny, {BackendKind::kCpu, BackendKind::kVulkan}, 2048, 2048, 1100, 128, 3);
 }
 
+// VRUN_MATMUL_ROWS=exact: a GPU step of 16 rows too, short and long caches.
+TEST(LlamaBatch, ExactRowsKnobKeepsTheBitsAtSixteenRows) {
+  setenv("VRUN_MATMUL_ROWS", "exact", 1);
+  struct Unset {
+    ~Unset() { unsetenv("VRUN_MATMUL_ROWS"); }
+  } unset;
+  test::check_batched_rows_bits(kTiny, {BackendKind::kVulkan}, 128, 96, 7, 16, 1, /*exact_rows=*/true);
+  test::check_batched_rows_bits(kTiny, {BackendKind::kVulkan}, 2048, 2048, 1100, 128, 1, /*exact_rows=*/true);
+}
+
 // The server's warm-up at load runs every batched method into free slots first.
 TEST(LlamaBatch, GreedyEqualsGenerateAloneAfterWarmUp) {
   for (BackendKind backend : {BackendKind::kCpu, BackendKind::kVulkan}) {
