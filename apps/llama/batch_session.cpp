@@ -213,8 +213,9 @@ Status BatchSession::step() {
     s.st.prefill_s += took;
     last_prefill_s_ += took;
     if (last) {
-      if (greedy && *outs[kGreedyOutput].ptr<int32_t>() < 0) return nan_logits(s.n_past - 1);
-      const bool more = greedy ? advance_with(s, at_limit(s) ? -1 : *outs[kGreedyOutput].ptr<int32_t>())
+      const int32_t token = greedy ? *outs[kGreedyOutput].ptr<int32_t>() : 0;
+      if (token < 0) return nan_logits(s.n_past - 1);
+      const bool more = greedy ? advance_with(s, at_limit(s) ? -1 : token)
                                : advance(s, std::span<const float>(outs[0].ptr<float>(), static_cast<size_t>(vocab)));
       if (!more) finish(id, "");
     }

@@ -36,17 +36,6 @@ constexpr int64_t kPinnedRows = 4096;
 Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y,
                           const DeviceView* res = nullptr, int act = 0, RowRule rr = {});
 
-// x W^T (+ bias) into y for M rows, kMatvecMaxRows rows a matvec pass.
-Status record_matvec_passes(Recorder& rec, const DeviceView& x, const DeviceView& w, const DeviceView* bias,
-                            const DeviceView& y, int64_t M, int64_t N, int64_t K) {
-  const int64_t xs = row_stride(x), ys = row_stride(y);
-  for (int64_t r0 = 0; r0 < M; r0 += kMatvecMaxRows) {
-    const int64_t m = std::min(kMatvecMaxRows, M - r0);
-    VRUN_RETURN_IF_ERROR(record_matvec(rec, row_range(x, r0, m, K, xs), w, bias, row_range(y, r0, m, N, ys), m, N, K, xs));
-  }
-  return Status::ok();
-}
-
 int act_code(const std::string& act) { return act == "gelu" ? 1 : act == "silu" ? 2 : 0; }
 
 // Whether the tensor-core linear takes these operands, alignment aside: f16 x, or f32 x rounded

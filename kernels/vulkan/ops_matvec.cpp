@@ -142,21 +142,21 @@ Status record_matvec_linear(Recorder& rec, const std::vector<DeviceView>& in, co
   const int64_t K = w.shape[1], N = w.shape[0];
   const int64_t M = K ? x.numel() / (glu ? 2 * K : K) : 0;
   if (N == 0) return Status::ok();
-  // More rows than one call takes (exact_decode_rows): passes, each row computed as alone.
+  return record_matvec_passes(rec, x, w, has_bias ? &b : nullptr, y, M, N, K, has_res ? &r : nullptr, norm, glu, act);
+}
+
+Status record_matvec_passes(Recorder& rec, const DeviceView& x, const DeviceView& w, const DeviceView* bias,
+                            const DeviceView& y, int64_t M, int64_t N, int64_t K, const DeviceView* residual,
+                            const MatvecNorm* norm, bool glu, int act) {
   const int64_t pass = norm ? (norm->rms ? kMaxRmsNormRows : kMaxLayerNormRows) : kMatvecMaxRows;
-  const int64_t xs = row_stride(x), rs = has_res ? row_stride(r) : 0;
-  if (M <= pass)
-    return record_matvec(rec, x, w, has_bias ? &b : nullptr, y, M, N, K, xs, has_res ? &r : nullptr, rs, norm, glu, act);
-  // y as the linear's output: dense rows of N.
-  const DeviceView yr = row_range(y, 0, M, N, N);
-  const int64_t ys = N;
+  const int64_t xs = row_stride(x), rs = residual ? row_stride(*residual) : 0;
+  if (M <= pass) return record_matvec(rec, x, w, bias, y, M, N, K, xs, residual, rs, norm, glu, act);
+  const int64_t ys = row_stride(y);
   for (int64_t r0 = 0; r0 < M; r0 += pass) {
     const int64_t m = std::min(pass, M - r0);
-    const DeviceView xp = row_range(x, r0, m, glu ? 2 * K : K, xs);
-    const DeviceView yp = row_range(yr, r0, m, N, ys);
-    const DeviceView rp = has_res ? row_range(r, r0, m, N, rs) : r;
-    VRUN_RETURN_IF_ERROR(record_matvec(rec, xp, w, has_bias ? &b : nullptr, yp, m, N, K, xs, has_res ? &rp : nullptr, rs,
-                                       norm, glu, act));
+    const DeviceView rp = residual ? row_range(*residual, r0, m, N, rs) : DeviceView{};
+    VRUN_RETURN_IF_ERROR(record_matvec(rec, row_range(x, r0, m, glu ? 2 * K : K, xs), w, bias, row_range(y, r0, m, N, ys),
+                                       m, N, K, xs, residual ? &rp : nullptr, rs, norm, glu, act));
   }
   return Status::ok();
 }

@@ -69,6 +69,12 @@ int64_t row_stride(const DeviceView& v);
 // passes: any number of rows, in passes (exact_decode_rows).
 bool matvec_norm_fits(const Context& ctx, const DeviceView& x, const DeviceView& w, bool rms, bool passes = false);
 
+// record_matvec over M rows of any count: passes of as many rows as one call takes (8, 4 with a
+// layer norm), each row computed as alone.
+Status record_matvec_passes(Recorder& rec, const DeviceView& x, const DeviceView& w, const DeviceView* bias,
+                            const DeviceView& y, int64_t M, int64_t N, int64_t K, const DeviceView* residual = nullptr,
+                            const MatvecNorm* norm = nullptr, bool glu = false, int act = 0);
+
 // The linear op (inputs x, weight, bias?, residual? as ops.def has them) for matvec_rows shapes:
 // bias and residual both added in the kernel's epilogue; norm (nullptr: none), glu and act as
 // record_matvec.
