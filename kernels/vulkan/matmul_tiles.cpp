@@ -199,12 +199,21 @@ const Cm2Tile* cm2_wa_tile(const Context& ctx, int64_t M, int64_t K, int64_t N, 
 // every split (`vrun_bench_vulkan --quant-tiles`, 512 x 2048 x 2048: 157 TFLOP/s whole, 116 in
 // two). Tiles wider than 128 x 64 (the 128 x 256 ones of 512 x 2048 x 8192, whose partial sums
 // would be four times the size) were not measured split and keep whole K.
+// A short prefill chunk (fewer than 64 rows of x: one tile of rows, mostly empty) has as few tiles
+// as W has tiles of rows, and each workgroup walked all of K: the projection took about as long
+// for 16 rows as for 512 would per tile. There K is split into the most ranges, up to 8, whose
+// workgroups still fit the multiprocessors once (and the rule above where it gives more). One
+// H200, `vrun_bench_vulkan --quant-tiles --tile-w f16,q4_0 --tile-m 47 --tile-list split:1,...`
+// (VRUN_MM_QROWS=9), Llama-1B's projections, us at 1 / 2 / 4 / 8 ranges: f16 W (128 x 64 tiles)
+// qkv 42 / 27 / 30 / 34, o 43 / 27 / 20 / 27, down 162 / 86 / 49 / 63, up 55 / 72 / 83 / 112;
+// q4_0 (W-as-A 128 x 64) qkv 58 / 37 / 24 / 25, o 59 / 36 / 24 / 22, up 59 / 51 (2, the rule
+// above) / -; 16 rows gave the same times. This rule picks 2, 4, 4, 1 and 4, 8, 2.
 // VRUN_MM_SPLITK=N asks for N ranges wherever K allows (the most up to N that it does, each at
 // least four K steps), 0 or 1 keeps K whole.
 // (A grid of more tiles than the recorder has counters, or whose partial sums would pass 256 MiB,
 // is never split.)
-constexpr int64_t kMaxSplitTiles = 1 << 16, kMaxSplitPartials = int64_t{1} << 26;
-int cm2_split(const Context& ctx, const Cm2Tile& t, int64_t tiles, int64_t K, bool quant) {
+constexpr int64_t kMaxSplitTiles = 1 << 16, kMaxSplitPartials = int64_t{1} << 26, kShortChunkRows = 64;
+int cm2_split(const Context& ctx, const Cm2Tile& t, int64_t tiles, int64_t K, bool quant, int64_t M) {
   auto takes = [&](int s, int64_t steps) {
     return K % (int64_t{s} * t.bk) == 0 && K / s >= steps * t.bk && tiles * s * t.bm * t.bn <= kMaxSplitPartials;
   };
@@ -215,7 +224,11 @@ int cm2_split(const Context& ctx, const Cm2Tile& t, int64_t tiles, int64_t K, bo
     return 1;
   }
   const int64_t sms = ctx.info().multiprocessors;
-  return quant && t.bm * t.bn <= 128 * 64 && sms > 0 && tiles < sms && takes(2, 32) ? 2 : 1;
+  const int wide = quant && t.bm * t.bn <= 128 * 64 && sms > 0 && tiles < sms && takes(2, 32) ? 2 : 1;
+  int chunk = 1;
+  if (M < kShortChunkRows && sms > 0)
+    while (chunk < 8 && tiles * chunk * 2 <= sms && takes(chunk * 2, 4)) chunk *= 2;
+  return std::max(wide, chunk);
 }
 
 // Block-quantised W expanded to f16 scratch first (dequant.comp), the projection then on the f16
@@ -249,22 +262,27 @@ bool dequant_first(const Context& ctx, int64_t M, int64_t K, int64_t N, DType x,
   return !(four_bit && cm2_wa_tile(ctx, M, K, N, x, w) == &kCm2Wide);
 }
 
-// Block-quantised W on the tensor cores from fewer rows is faster but not the single-stream
-// result: the tensor cores round x to halves where a decode step's matvec (one row) keeps f32, so
-// a batched step's rows differ from the same sequence decoded alone by that rounding, and greedy
-// tokens part. Llama-1B shape, random q4_0 weights, one H200, `bench_llm_batch --streams
-// 16,32,64 --tokens 128`, every stream the same prompt: from 9 rows (VRUN_MM_QROWS=9) 1,941 /
-// 2,892 / 3,854 tok/s with 0 of 16 / 32 / 64 streams' tokens equal to generate's; matvec passes
-// up to 63 rows 1,704 / 1,784 / 3,729 with 16 / 32 / 0 of them equal (64 rows are on the tensor
-// cores then). So the default keeps 64, and a batched decode step's linears (their decode
-// attribute) stay in f32 at any row count (matvec passes then, the rows kernel since): 64 of 64
-// streams equal.
-int64_t quant_tensor_rows() {
+// A batched decode step's rows never come here (linear's decode keeps them in f32, each row as one
+// alone: with x rounded to halves for the tensor cores, 0 of 16 to 64 streams kept generate's
+// tokens; docs/performance.md). What is left is a prefill chunk's rows, which generate and the
+// batched session's prefill_slot both send here at the same count, so the threshold only trades
+// speed: below it the rows kernel's f32 products, from it the tensor cores'. One H200, Llama-1B
+// shape, `bench_llama_roofline --prompt P` prefill tok/s. Rows kernel from 9 to 63 rows against
+// the tensor cores from 9 (VRUN_MM_QROWS=9), before cm2_split's short-chunk rule: q4_0 16 / 32 /
+// 47 / 63 tokens 3,733 / 5,871 / 4,812 / 6,240 against 2,513 / 4,867 / 7,089 / 9,343; f16 2,796 /
+// 4,790 / 3,827 / 5,176 against 2,139 / 4,235 / 6,061 / 8,068 (one call). With that rule, another
+// call: 47 tokens q4_0 8,519 against 4,809 on the rows kernel, f16 9,373 against 3,855; 16 tokens
+// q4_0 3,066, f16 3,355 (the rows kernel's 3,733 and 2,796 were from the first call). So with the
+// workgroup-scope kernels (VK_NV_cooperative_matrix2) float W goes to the tensor cores past the
+// matvec kernels' 8 rows and block-quantised W past one 32-row tile of the rows kernel; elsewhere
+// from 64 rows (the subgroup-scope kernel was not measured on fewer).
+int64_t tensor_core_rows(const Context& ctx, bool quant) {
   if (const char* e = knob_value(Knob::VRUN_MM_QROWS); e && *e) {
     const int64_t rows = std::atoll(e);
-    return rows > 0 ? rows : 64;
+    if (rows > 0) return rows;
   }
-  return 64;
+  if (!ctx.coopmat2().on) return 64;
+  return quant ? 33 : 9;
 }
 
 }  // namespace vrun::vulkan

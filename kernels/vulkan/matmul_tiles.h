@@ -65,16 +65,17 @@ const Cm2Tile* cm2_tile(const Context& ctx, int64_t M, int64_t K, int64_t N, DTy
 const Cm2Tile* cm2_wa_tile(const Context& ctx, int64_t M, int64_t K, int64_t N, DType x, DType w);
 
 // The K ranges each of a workgroup-scope grid's `tiles` tiles is split into (1: whole K).
-int cm2_split(const Context& ctx, const Cm2Tile& t, int64_t tiles, int64_t K, bool quant);
+int cm2_split(const Context& ctx, const Cm2Tile& t, int64_t tiles, int64_t K, bool quant, int64_t M);
 
 // Whether block-quantised W [N, K] is expanded to f16 first (dequant.comp) for M rows of x, the
 // projection then running on the f16 kernels.
 bool dequant_first(const Context& ctx, int64_t M, int64_t K, int64_t N, DType x, DType w);
 
-// The fewest rows of x that send a projection of block-quantised W to the tensor cores rather
-// than to the f32 kernels (the rows kernel, matvec up to 8 rows): 64, where a batched decode
-// step's rows keep the single-stream result (matmul_tiles.cpp says why). VRUN_MM_QROWS=ROWS
-// lowers it for prefill chunks; a batched decode step's rows (linear's decode) stay in f32.
-int64_t quant_tensor_rows();
+// The fewest rows of x (a prefill chunk's tokens) that send a projection of W (block-quantised:
+// quant) to the tensor cores rather than to the f32 kernels (the rows kernel; matvec up to 8
+// rows): VRUN_MM_QROWS, else with the workgroup-scope kernels 9 for float W and 33 for
+// block-quantised, and 64 without them (matmul_tiles.cpp says why). A batched decode step's rows
+// (linear's decode) stay in f32 at any count.
+int64_t tensor_core_rows(const Context& ctx, bool quant);
 
 }  // namespace vrun::vulkan

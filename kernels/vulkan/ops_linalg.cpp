@@ -40,13 +40,12 @@ int act_code(const std::string& act) { return act == "gelu" ? 1 : act == "silu" 
 
 // Whether the tensor-core linear takes these operands, alignment aside: f16 x, or f32 x rounded
 // to halves unless exact f32 is asked for; f16 W, or block-quantised W expanded to halves as its
-// tiles load (whole blocks: K % 32 == 0); a tile of rows (M >= 64; block-quantised W from
-// quant_tensor_rows, 64 unless VRUN_MM_QROWS lowers it) and K % 8 == 0.
+// tiles load (whole blocks: K % 32 == 0); enough rows (tensor_core_rows) and K % 8 == 0.
 bool coop_linear_operands(const Context& ctx, DType x, DType w, int64_t M, int64_t K) {
   const bool x_ok = x == DType::f16 || (x == DType::f32 && !ctx.exact_f32());
   const bool quant = w == DType::q8_0 || w == DType::q4_0 || w == DType::q4_1;
   const bool w_ok = w == DType::f16 || (quant && K % 32 == 0);
-  return !coopmat_kernel(ctx, "matmul_coopmat").empty() && x_ok && w_ok && M >= (quant ? quant_tensor_rows() : 64) &&
+  return !coopmat_kernel(ctx, "matmul_coopmat").empty() && x_ok && w_ok && M >= tensor_core_rows(ctx, quant) &&
          K % 8 == 0;
 }
 
@@ -291,7 +290,7 @@ Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, cons
       first_byte(y) < first_byte(r) + static_cast<uint64_t>(((M - 1) * row_stride(r) + N) * dtype_elem_size(r.dtype));
   auto dispatch_cm2 = [&](std::string_view kernel, const Cm2Tile& t, int32_t w_dt, int64_t gx, int64_t gy,
                           int64_t m_rows) -> Status {
-    const int split = rr.pinned ? 1 : cm2_split(ctx, t, gx * gy, K, is_quantized(w.dtype));
+    const int split = rr.pinned ? 1 : cm2_split(ctx, t, gx * gy, K, is_quantized(w.dtype), M);
     const std::vector<int32_t> spec = {dt_code(y.dtype), bias_dt, dt_code(x.dtype), res ? dt_code(r) : 255, act, t.bm,
                                        t.bn, t.bk, 4, t.threads, w_dt, split};
     if (split > 1) {

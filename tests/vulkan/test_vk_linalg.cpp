@@ -53,11 +53,11 @@ TEST_F(VkLinalg, LinearEveryWeightDtypeBothPaths) {
         ASSERT_EQ(out[0].view.shape, (Shape{M, N}));
         const std::string what = std::string("linear w=") + dtype_name(wdt) + " x=" + dtype_name(xdt) + " M=" +
                                  std::to_string(M);
-        // With cooperative matrices, enough rows (vulkan::quant_tensor_rows: 64 unless
-        // VRUN_MM_QROWS says fewer) and whole blocks put quantised W (expanded to halves) and an
+        // With cooperative matrices, enough rows (vulkan::tensor_core_rows, or
+        // VRUN_MM_QROWS) and whole blocks put quantised W (expanded to halves) and an
         // f32 x (rounded to f16) on the tensor cores.
         const bool rounded = ctx().coopmat() != vulkan::Context::CoopMat::kNone && !ctx().exact_f32() &&
-                             M >= vulkan::quant_tensor_rows() && is_quantized(wdt) && K % 32 == 0;
+                             M >= vulkan::tensor_core_rows(ctx(), is_quantized(wdt)) && is_quantized(wdt) && K % 32 == 0;
         expect_close(to_doubles(out[0].view), linear_ref(x, w, with_bias ? &b : nullptr, M, N, K),
                      (rounded ? 6e-4 : 1e-5) * std::sqrt(static_cast<double>(K)),
                      rounded ? 4e-3 : rtol_for(xdt) + 1e-5, what.c_str());
@@ -348,11 +348,10 @@ TEST_F(VkLinalg, LinearWorkgroupScopeWeightsAsA) {
   setenv("VRUN_MM_QROWS", "9", 1);    // and from 9 rows of x (a batched decode step's, below)
   std::mt19937 rng(23);
   const int64_t N = 300;
-  // 200 rows: a prefill's; 24: a batched decode step's (block-quantised W only: quant_tensor_rows).
+  // 200 rows: a prefill's; 24: a batched decode step's (block-quantised W only).
   for (int64_t M : {200, 24})
   for (int64_t K : {96, 1056}) {
     for (DType wdt : {DType::q8_0, DType::q4_0, DType::q4_1, DType::f16}) {
-      if (M < 64 && wdt == DType::f16) continue;
       if (wdt == DType::f16) setenv("VRUN_MM_CM2_WA", "1", 1);
       HostTensor wall = random_tensor(wdt, Shape{N + 1, K}, rng);
       HostTensor w = weight_rows(wall, 1, N);
