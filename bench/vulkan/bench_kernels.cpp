@@ -199,9 +199,9 @@ int main(int argc, char** argv) {
   if (!rows_list.empty()) {
     // The projections of a Llama-3.2-1B batched decode step of M rows (linear's decode attribute:
     // the rows kernel past 8 rows), for each K split the kernel can be forced to and its own rule
-    // ("rule"), with one set of tiles and with two ("db": one barrier a step), in TFLOP/s. (Two
-    // 32-element blocks a step, halving the barriers, were slower at every shape: gate-up 0.21
-    // against 0.14 ms at 32 rows.)
+    // ("rule"), in TFLOP/s; f16 W also with one load an element ("sw") instead of 16-byte loads.
+    // (Two 32-element blocks a step, halving the barriers, were slower at every shape: gate-up
+    // 0.21 against 0.14 ms at 32 rows; so were two sets of tiles with one barrier a step.)
     const int64_t shapes[][2] = {{3072, 2048}, {2048, 2048}, {16384, 2048}, {2048, 8192}, {128256, 2048}};
     for (size_t at = 0; at < rows_list.size();) {
       size_t comma = rows_list.find(',', at);
@@ -215,13 +215,13 @@ int main(int argc, char** argv) {
           DevTensor x = make(ctx, DType::f32, Shape{M, Kd}), w = make(ctx, wdt, Shape{Nd, Kd});
           Attrs lin(OpKind::linear);
           lin.set_i("decode", 1);
-          for (int db : {0, 1})
+          for (int sw : {0, 1})
           for (int split : {0, 2, 4, 8, 16}) {
-            if ((Kd / 32) % std::max(split, 1) != 0) continue;
-            vulkan::set_matmul_rows_for_bench(split, db == 1);
+            if ((Kd / 32) % std::max(split, 1) != 0 || (sw && is_quantized(wdt))) continue;
+            vulkan::set_matmul_rows_for_bench(split, sw == 1);
             const double t = run_op(ctx, reps, OpKind::linear, {&x, &w, nullptr}, lin, true, true);
             char name[64], shape[64];
-            std::snprintf(name, sizeof name, "rows %s M%lld %s%s", dtype_name(wdt), static_cast<long long>(M), db ? "db " : "",
+            std::snprintf(name, sizeof name, "rows %s M%lld %s%s", dtype_name(wdt), static_cast<long long>(M), sw ? "sw " : "",
                           split ? ("s" + std::to_string(split)).c_str() : "rule");
             std::snprintf(shape, sizeof shape, "%lldx%lld", static_cast<long long>(Nd), static_cast<long long>(Kd));
             row(name, shape, t, 2.0 * M * Nd * Kd / 1e12, "TFLOP/s", 0);

@@ -304,17 +304,35 @@ TEST_F(VkMatvec, DecodeRowsKernel) {
       EXPECT_EQ(std::memcmp(all[0].view.data, few[0].view.data, static_cast<size_t>(m) * 300 * sizeof(float)), 0)
           << "K " << K << ", " << m << " rows";
     }
-    // Two sets of tiles (one barrier a step): the same sums, at 70 rows and at 9.
-    vulkan::set_matmul_rows_for_bench(0, true);
-    auto db = run_gpu(OpKind::linear, {&x, &w, nullptr}, a);
+  }
+  // Float W: 16-byte loads (the default where rows are aligned) and one load an element give the
+  // same bits, at 70 rows and at 9.
+  for (DType wdt : {DType::f32, DType::f16, DType::bf16}) {
+    const int64_t K = 256;
+    HostTensor x = random_tensor(DType::f32, Shape{70, K}, rng);
+    HostTensor w = random_tensor(wdt, Shape{300, K}, rng);
+    Attrs a(OpKind::linear);
+    a.set_i("decode", 1);
     HostTensor x9 = x;
     x9.view.shape = Shape{9, K};
-    auto db9 = run_gpu(OpKind::linear, {&x9, &w, nullptr}, a);
+    auto vec = run_gpu(OpKind::linear, {&x, &w, nullptr}, a), vec9 = run_gpu(OpKind::linear, {&x9, &w, nullptr}, a);
+    vulkan::set_matmul_rows_for_bench(0, true);
+    auto one = run_gpu(OpKind::linear, {&x, &w, nullptr}, a), one9 = run_gpu(OpKind::linear, {&x9, &w, nullptr}, a);
     vulkan::set_matmul_rows_for_bench(0, false);
-    EXPECT_EQ(std::memcmp(all[0].view.data, db[0].view.data, static_cast<size_t>(70) * 300 * sizeof(float)), 0)
-        << "K " << K << ", two sets of tiles";
-    EXPECT_EQ(std::memcmp(all[0].view.data, db9[0].view.data, static_cast<size_t>(9) * 300 * sizeof(float)), 0)
-        << "K " << K << ", 9 rows, two sets of tiles";
+    EXPECT_EQ(std::memcmp(vec[0].view.data, one[0].view.data, static_cast<size_t>(70) * 300 * sizeof(float)), 0)
+        << dtype_name(wdt) << " W, 70 rows";
+    EXPECT_EQ(std::memcmp(vec9[0].view.data, one9[0].view.data, static_cast<size_t>(9) * 300 * sizeof(float)), 0)
+        << dtype_name(wdt) << " W, 9 rows";
+    // And both are the float64 products, to the kernel's f32 rounding.
+    const auto xv = to_doubles(x.view), wv = to_doubles(w.view), got = to_doubles(vec[0].view);
+    double worst = 0;
+    for (int64_t m = 0; m < 70; ++m)
+      for (int64_t n = 0; n < 300; ++n) {
+        double ref = 0;
+        for (int64_t k = 0; k < K; ++k) ref += xv[static_cast<size_t>(m * K + k)] * wv[static_cast<size_t>(n * K + k)];
+        worst = std::max(worst, std::abs(got[static_cast<size_t>(m * 300 + n)] - ref));
+      }
+    EXPECT_LT(worst, 1e-4) << dtype_name(wdt) << " W";
   }
   // The SwiGLU gate and an rms norm over 12 rows: passes first, then the rows kernel.
   const int64_t K = 256, N = 70, M = 12;

@@ -27,9 +27,10 @@ layout(constant_id = 6) const uint SPLIT = 1;
 // Rows of x an invocation computes (4 or 2): tiles of 32 or 16 rows (steps of 16 rows or fewer
 // do not pay for 32).
 layout(constant_id = 7) const uint TM = 4;
-// 1: two sets of tiles, a step's stores into the set the step before did not read, one barrier a
-// step instead of two; each output's sum runs over k in the same order either way.
-layout(constant_id = 8) const uint DB = 0;
+// 1: float W whose rows start 16 bytes aligned (binding offset): a step's 16 elements of a row
+// in 16-byte loads (two of halves, four of floats) rather than one load an element; the same
+// values either way.
+layout(constant_id = 8) const uint WVEC = 0;
 
 layout(set = 0, binding = 5, std430) coherent buffer BufPart { float part[]; };
 layout(set = 0, binding = 6, std430) coherent buffer BufCnt { uint cnt[]; };
@@ -48,8 +49,9 @@ const uint XE = BM / 4u, TPR = BK / XE;
 // Shared tiles K-major, a row of vec4s padded by one so that the transposing stores spread
 // over the banks.
 const uint XR = BM / 4u + 1u, WR = BN / 4u + 1u;
-shared vec4 xs[(DB + 1u) * BK * XR];
-shared vec4 ws[(DB + 1u) * BK * WR];
+shared vec4 xs[BK * XR];
+shared vec4 ws[BK * WR];
+layout(set = 0, binding = 2, std430) readonly buffer WU4 { uvec4 wu4[]; };
 
 // One block step's loads, held in registers until the tiles are free: XE elements of x (row
 // t / TPR, elements XE (t % TPR) ..) and 16 of W (row t / 2, half t % 2 of the block).
@@ -95,6 +97,24 @@ void load_step(const uint m0, const uint n0, const uint k0) {
         wr[8u + 2u * j + 1u] = float(q >> 12) * d + mn;
       }
     }
+  } else if (WVEC == 1u) {
+    const uint e0 = pc.off_w + wn * pc.K + k0 + 16u * h;
+    if (DT_W == DT_F32) {
+      [[unroll]] for (uint v = 0; v < 4u; ++v) {
+        const uvec4 q = wu4[e0 / 4u + v];
+        [[unroll]] for (uint j = 0; j < 4u; ++j) wr[4u * v + j] = uintBitsToFloat(q[j]);
+      }
+    } else {
+      [[unroll]] for (uint v = 0; v < 2u; ++v) {
+        const uvec4 q = wu4[e0 / 8u + v];
+        [[unroll]] for (uint j = 0; j < 4u; ++j) {
+          const vec2 f = DT_W == DT_F16 ? unpackHalf2x16(q[j])
+                                        : vec2(uintBitsToFloat(q[j] << 16), uintBitsToFloat(q[j] & 0xffff0000u));
+          wr[8u * v + 2u * j] = f.x;
+          wr[8u * v + 2u * j + 1u] = f.y;
+        }
+      }
+    }
   } else {
     [[unroll]] for (uint e = 0; e < 16u; ++e) wr[e] = load2(DT_W, pc.off_w + wn * pc.K + k0 + 16u * h + e);
   }
@@ -106,13 +126,12 @@ uint w_k(const uint e) {
   return 16u * (gl_LocalInvocationID.x % 2u) + e;
 }
 
-// Into tile set s (0 unless DB).
-void store_step(const uint s) {
+void store_step() {
   const uint t = gl_LocalInvocationID.x;
-  const uint xm = t / TPR, xk = XE * (t % TPR), xo = s * BK * XR, wo = s * BK * WR;
-  [[unroll]] for (uint e = 0; e < XE; ++e) xs[xo + (xk + e) * XR + xm / 4u][xm % 4u] = xr[e];
+  const uint xm = t / TPR, xk = XE * (t % TPR);
+  [[unroll]] for (uint e = 0; e < XE; ++e) xs[(xk + e) * XR + xm / 4u][xm % 4u] = xr[e];
   const uint wn = t / 2u;
-  [[unroll]] for (uint e = 0; e < 16u; ++e) ws[wo + w_k(e) * WR + wn / 4u][wn % 4u] = wr[e];
+  [[unroll]] for (uint e = 0; e < 16u; ++e) ws[w_k(e) * WR + wn / 4u][wn % 4u] = wr[e];
 }
 
 shared bool split_last;
@@ -129,25 +148,18 @@ void main() {
   [[unroll]] for (uint i = 0; i < TM; ++i) acc[i] = vec4(0.0);
 
   load_step(m0, n0, kb0 * BK);
-  if (DB == 1u) {
-    store_step(0u);
-    barrier();
-  }
   for (uint kb = kb0; kb < kb1; ++kb) {
-    const uint s = DB == 1u ? (kb - kb0) & 1u : 0u, xo = s * BK * XR, wo = s * BK * WR;
-    if (DB == 0u) {
-      barrier();
-      store_step(0u);
-      barrier();
-    }
+    barrier();
+    store_step();
+    barrier();
     if (kb + 1u < kb1) load_step(m0, n0, (kb + 1u) * BK);
     // Unrolled 8 steps at a time (whole: no faster on an H200, and four times the code for a
     // CPU implementation of Vulkan to compile).
     for (uint k8 = 0; k8 < BK; k8 += 8u)
     [[unroll]] for (uint k = k8; k < k8 + 8u; ++k) {
       // This invocation's TM rows: a whole vec4 of the row, or half of one.
-      const vec4 a = xs[xo + k * XR + (TM * tm) / 4u];
-      const vec4 w = ws[wo + k * WR + tn];
+      const vec4 a = xs[k * XR + (TM * tm) / 4u];
+      const vec4 w = ws[k * WR + tn];
       if (TM == 4u) {
         acc[0] += a.x * w;
         acc[1] += a.y * w;
@@ -158,12 +170,6 @@ void main() {
         acc[0] += h.x * w;
         acc[1] += h.y * w;
       }
-    }
-    // DB: the next step's tiles into the other set (last read by the step before, which every
-    // invocation finished before the barrier that ended it).
-    if (DB == 1u && kb + 1u < kb1) {
-      store_step(s ^ 1u);
-      barrier();
     }
   }
 
