@@ -199,7 +199,8 @@ int main(int argc, char** argv) {
   if (!rows_list.empty()) {
     // The projections of a Llama-3.2-1B batched decode step of M rows (linear's decode attribute:
     // the rows kernel past 8 rows), for each K split the kernel can be forced to and its own rule
-    // ("rule"), in TFLOP/s; f16 W also with one load an element ("sw") instead of 16-byte loads.
+    // ("rule"), in TFLOP/s; also with W and x loaded an element at a time ("sw") instead of 16
+    // bytes at a time (q4_0 W: x only).
     // (Two 32-element blocks a step, halving the barriers, were slower at every shape: gate-up
     // 0.21 against 0.14 ms at 32 rows; so were two sets of tiles with one barrier a step.)
     const int64_t shapes[][2] = {{3072, 2048}, {2048, 2048}, {16384, 2048}, {2048, 8192}, {128256, 2048}};
@@ -217,7 +218,7 @@ int main(int argc, char** argv) {
           lin.set_i("decode", 1);
           for (int sw : {0, 1})
           for (int split : {0, 2, 4, 8, 16}) {
-            if ((Kd / 32) % std::max(split, 1) != 0 || (sw && is_quantized(wdt))) continue;
+            if ((Kd / 32) % std::max(split, 1) != 0) continue;
             vulkan::set_matmul_rows_for_bench(split, sw == 1);
             const double t = run_op(ctx, reps, OpKind::linear, {&x, &w, nullptr}, lin, true, true);
             char name[64], shape[64];

@@ -269,13 +269,13 @@ int matmul_rows_knob() {
 
 constexpr int64_t kRowsBN = 64;
 int g_rows_split = 0;
-bool g_rows_scalar_w = false;
+bool g_rows_scalar = false;
 
 }  // namespace
 
-void set_matmul_rows_for_bench(int split, bool scalar_w) {
+void set_matmul_rows_for_bench(int split, bool scalar_loads) {
   g_rows_split = split;
-  g_rows_scalar_w = scalar_w;
+  g_rows_scalar = scalar_loads;
 }
 
 bool matmul_rows_fits(Recorder& rec, const DeviceView& x, const DeviceView& w) {
@@ -327,15 +327,16 @@ Status record_matmul_rows(Recorder& rec, const DeviceView& x, const DeviceView& 
   }
   VRUN_ASSIGN_OR_RETURN(auto offs, rec.binding_offsets(bindings));
   offs.resize(7, 0);
-  // Float W rows 16 bytes aligned (K is a multiple of 32): 16-byte loads.
-  const bool wvec = !is_quantized(w.dtype) && !g_rows_scalar_w && offs[2] % (w.dtype == DType::f32 ? 4 : 8) == 0;
+  // Float W rows 16 bytes aligned (K is a multiple of 32), f32 x rows so: 16-byte loads.
+  const bool wvec = !is_quantized(w.dtype) && !g_rows_scalar && offs[2] % (w.dtype == DType::f32 ? 4 : 8) == 0;
+  const bool xvec = x.dtype == DType::f32 && !g_rows_scalar && offs[1] % 4 == 0 && x_row_stride % 4 == 0;
   PushWords pw;
   pw.u(M).u(N).u(K).u(x_row_stride).u(y_row_stride).u(residual_row_stride);
   pw.u(offs[0]).u(offs[1]).u(offs[2]).u(offs[3]).u(offs[4]).u(offs[5]).u(offs[6]);
   return rec.dispatch("matmul_rows",
                       {dt_code(x.dtype), dt_code(w.dtype), dt_code(y.dtype), bias ? dt_code(*bias) : 255,
                        residual ? dt_code(*residual) : 255, act, static_cast<int32_t>(split), static_cast<int32_t>(tm),
-                       wvec ? 1 : 0},
+                       wvec ? 1 : 0, xvec ? 1 : 0},
                       bindings, pw.w, pw.bytes(), static_cast<uint32_t>(gx), static_cast<uint32_t>(gy),
                       static_cast<uint32_t>(split));
 }

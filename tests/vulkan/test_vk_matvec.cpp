@@ -305,9 +305,9 @@ TEST_F(VkMatvec, DecodeRowsKernel) {
           << "K " << K << ", " << m << " rows";
     }
   }
-  // Float W: 16-byte loads (the default where rows are aligned) and one load an element give the
-  // same bits, at 70 rows and at 9.
-  for (DType wdt : {DType::f32, DType::f16, DType::bf16}) {
+  // 16-byte loads of float W and f32 x (the default where rows are aligned) and one load an
+  // element give the same bits, at 70 rows and at 9.
+  for (DType wdt : {DType::f32, DType::f16, DType::bf16, DType::q4_0}) {
     const int64_t K = 256;
     HostTensor x = random_tensor(DType::f32, Shape{70, K}, rng);
     HostTensor w = random_tensor(wdt, Shape{300, K}, rng);
@@ -324,15 +324,14 @@ TEST_F(VkMatvec, DecodeRowsKernel) {
     EXPECT_EQ(std::memcmp(vec9[0].view.data, one9[0].view.data, static_cast<size_t>(9) * 300 * sizeof(float)), 0)
         << dtype_name(wdt) << " W, 9 rows";
     // And both are the float64 products, to the kernel's f32 rounding.
-    const auto xv = to_doubles(x.view), wv = to_doubles(w.view), got = to_doubles(vec[0].view);
-    double worst = 0;
+    const auto xv = to_doubles(x.view), wv = to_doubles(w.view);
+    std::vector<double> want(static_cast<size_t>(70 * 300), 0.0);
     for (int64_t m = 0; m < 70; ++m)
-      for (int64_t n = 0; n < 300; ++n) {
-        double ref = 0;
-        for (int64_t k = 0; k < K; ++k) ref += xv[static_cast<size_t>(m * K + k)] * wv[static_cast<size_t>(n * K + k)];
-        worst = std::max(worst, std::abs(got[static_cast<size_t>(m * 300 + n)] - ref));
-      }
-    EXPECT_LT(worst, 1e-4) << dtype_name(wdt) << " W";
+      for (int64_t n = 0; n < 300; ++n)
+        for (int64_t k = 0; k < K; ++k)
+          want[static_cast<size_t>(m * 300 + n)] += xv[static_cast<size_t>(m * K + k)] * wv[static_cast<size_t>(n * K + k)];
+    expect_close(to_doubles(vec[0].view), want, 1e-5 * std::sqrt(static_cast<double>(K)), 1e-4,
+                 (std::string(dtype_name(wdt)) + " W, 16-byte loads").c_str());
   }
   // The SwiGLU gate and an rms norm over 12 rows: passes first, then the rows kernel.
   const int64_t K = 256, N = 70, M = 12;

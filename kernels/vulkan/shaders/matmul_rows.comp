@@ -31,6 +31,8 @@ layout(constant_id = 7) const uint TM = 4;
 // in 16-byte loads (two of halves, four of floats) rather than one load an element; the same
 // values either way.
 layout(constant_id = 8) const uint WVEC = 0;
+// 1: f32 x whose rows start 16 bytes aligned: an invocation's XE elements of a row in 16-byte loads.
+layout(constant_id = 9) const uint XVEC = 0;
 
 layout(set = 0, binding = 5, std430) coherent buffer BufPart { float part[]; };
 layout(set = 0, binding = 6, std430) coherent buffer BufCnt { uint cnt[]; };
@@ -52,6 +54,7 @@ const uint XR = BM / 4u + 1u, WR = BN / 4u + 1u;
 shared vec4 xs[BK * XR];
 shared vec4 ws[BK * WR];
 layout(set = 0, binding = 2, std430) readonly buffer WU4 { uvec4 wu4[]; };
+layout(set = 0, binding = 1, std430) readonly buffer XF4 { vec4 xf4[]; };
 
 // One block step's loads, held in registers until the tiles are free: XE elements of x (row
 // t / TPR, elements XE (t % TPR) ..) and 16 of W (row t / 2, half t % 2 of the block).
@@ -63,7 +66,14 @@ uint block_bytes() { return DT_W == DT_Q8_0 ? 34u : DT_W == DT_Q4_0 ? 18u : 20u;
 void load_step(const uint m0, const uint n0, const uint k0) {
   const uint t = gl_LocalInvocationID.x;
   const uint xm = m0 + t / TPR, xk = k0 + XE * (t % TPR);
-  [[unroll]] for (uint e = 0; e < XE; ++e) xr[e] = xm < pc.M ? load1(DT_X, pc.off_x + xm * pc.x_sm + xk + e) : 0.0;
+  if (XVEC == 1u) {
+    [[unroll]] for (uint v = 0; v < XE / 4u; ++v) {
+      const vec4 q = xm < pc.M ? xf4[(pc.off_x + xm * pc.x_sm + xk) / 4u + v] : vec4(0.0);
+      [[unroll]] for (uint j = 0; j < 4u; ++j) xr[4u * v + j] = q[j];
+    }
+  } else {
+    [[unroll]] for (uint e = 0; e < XE; ++e) xr[e] = xm < pc.M ? load1(DT_X, pc.off_x + xm * pc.x_sm + xk + e) : 0.0;
+  }
   const uint wn = min(n0 + t / 2u, pc.N - 1u), h = t % 2u;
   if (is_quant(DT_W)) {
     // The byte of row wn's block k0 / 32, and its scale (every block starts with it).
