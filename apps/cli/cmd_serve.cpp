@@ -32,7 +32,10 @@ Each model answers to its file or folder name and to its --alias (given in the o
 Each model has one worker taking requests in arrival order (one per device with --devices), at
 most --max-concurrent queued or running; more get 429. A text model decodes up to --parallel requests together (continuous
 batching: a request joins at the next step, its prompt prefilled between decode steps, and leaves
-when it ends or its client goes); the rest wait in the queue. Speech requests queued together
+when it ends or its client goes); the rest wait in the queue. A slot keeps its last prompt's whole
+512-token chunks, and a request that begins with them (a chat's next turn) is prefilled from the
+first chunk it does not share (usage.prompt_tokens_details.cached_tokens; "cache_prompt": false
+in a request turns that off). Speech requests queued together
 (up to 4) share batched calls: Parakeet's encoder, and on a GPU Whisper's encoder and decode steps
 (on the CPU Whisper requests run one at a time). At temperature
 0 a response is the text `vrun generate --temp 0` / `vrun transcribe` print for the same input. SIGTERM or Ctrl-C: new

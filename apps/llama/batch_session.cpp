@@ -50,6 +50,8 @@ Result<std::unique_ptr<BatchSession>> BatchSession::create(LlamaRunner& runner, 
   s->has_next_ = has_greedy_output(p, "prefill_slot");
   for (int64_t b : s->rows_) s->has_next_ = s->has_next_ && has_greedy_output(p, "decode_batch_" + std::to_string(b));
   s->slot_seq_.assign(static_cast<size_t>(slots->i), -1);
+  s->slot_chunks_.assign(static_cast<size_t>(slots->i), {});
+  s->reuse_prompts_ = options.reuse_prompts;
   const int64_t most = std::min(runner.chunk_, s->slot_context_);
   s->min_rows_ = options.min_rows;
   s->chunk_ = options.prefill_chunk > 0 ? std::min(options.prefill_chunk, most) : most;
@@ -70,17 +72,38 @@ Result<int> BatchSession::add(std::vector<int32_t> prompt, const GenerateOptions
   const int64_t vocab = runner_.config().vocab;
   for (int32_t t : prompt)
     if (t < 0 || t >= vocab) return err(ErrorCode::kInvalidArgument, "token id ", t, " outside the vocabulary of ", vocab);
-  auto free = std::find(slot_seq_.begin(), slot_seq_.end(), -1);
-  if (free == slot_seq_.end()) return err(ErrorCode::kOutOfMemory, "all ", slot_seq_.size(), " batch slots are busy");
+  // The free slot with the most whole chunks of this prompt (one token at least left to prefill,
+  // whose logits come from the last chunk), else the lowest free one.
+  int slot = -1;
+  size_t reuse = 0;
+  for (size_t b = 0; b < slot_seq_.size(); ++b) {
+    if (slot_seq_[b] != -1) continue;
+    if (slot < 0) slot = static_cast<int>(b);
+    if (!reuse_prompts_ || !options.cache_prompt) break;
+    const std::vector<int32_t>& kept = slot_chunks_[b];
+    const size_t most = std::min(kept.size(), prompt.size() - 1);
+    const size_t same = static_cast<size_t>(std::mismatch(kept.begin(), kept.begin() + static_cast<std::ptrdiff_t>(most),
+                                                          prompt.begin()).first - kept.begin());
+    const size_t whole = same / static_cast<size_t>(chunk_) * static_cast<size_t>(chunk_);
+    if (whole > reuse) {
+      reuse = whole;
+      slot = static_cast<int>(b);
+    }
+  }
+  if (slot < 0) return err(ErrorCode::kOutOfMemory, "all ", slot_seq_.size(), " batch slots are busy");
+  slot_chunks_[static_cast<size_t>(slot)].resize(reuse);  // the new sequence writes past them
   auto s = std::make_unique<Seq>(options, runner_.tokenizer());
   s->id = next_id_++;
-  s->slot = static_cast<int>(free - slot_seq_.begin());
+  s->slot = slot;
+  s->prefilled = reuse;
+  s->n_past = static_cast<int64_t>(reuse);
+  s->st.cached_prompt_tokens = static_cast<int>(reuse);
   s->history = prompt;
   s->prompt = std::move(prompt);
   s->on_text = on_text ? std::move(on_text) : TextCallback([](const std::string&) { return true; });
   s->st.prompt_tokens = static_cast<int>(s->prompt.size());
   s->added = Clock::now();
-  *free = s->id;
+  slot_seq_[static_cast<size_t>(slot)] = s->id;
   const int id = s->id;
   seqs_[id] = std::move(s);
   return id;
@@ -97,6 +120,11 @@ void BatchSession::finish(int id, const std::string& reason) {
   }
   if (s.st.generated_tokens > 0) s.st.decode_s = seconds_between(s.first_sample, Clock::now());
   slot_seq_[static_cast<size_t>(s.slot)] = -1;
+  // The whole chunks it prefilled stay for the next sequence in the slot, short of the slot's
+  // last position (where rows without a sequence write).
+  const size_t kept = std::min(s.prefilled, static_cast<size_t>(slot_context_ - 1)) / static_cast<size_t>(chunk_) *
+                      static_cast<size_t>(chunk_);
+  slot_chunks_[static_cast<size_t>(s.slot)].assign(s.prompt.begin(), s.prompt.begin() + static_cast<std::ptrdiff_t>(kept));
   finished_.push_back({id, std::move(s.st)});
   seqs_.erase(it);
 }
@@ -130,9 +158,10 @@ Result<int> BatchSession::warm_up() {
   if (!idle()) return err(ErrorCode::kInvalidArgument, "warm_up() with sequences running");
   Executor& ex = *runner_.executor_;
   int calls = 0;
-  // Prompt lengths that take different kernels (one row, a few rows, tiles), and a whole chunk.
+  // Prompt lengths that take different kernels (one row, a few rows, the rows kernel or a short
+  // chunk's split tensor-core tiles, whole tiles), and a whole chunk.
   std::vector<int32_t> prompt(static_cast<size_t>(chunk_), 0);
-  for (int64_t n : {int64_t{1}, int64_t{8}, int64_t{32}, int64_t{128}, chunk_}) {
+  for (int64_t n : {int64_t{1}, int64_t{8}, int64_t{32}, int64_t{48}, int64_t{128}, chunk_}) {
     if (n > chunk_ || n > slot_context_) continue;
     VRUN_RETURN_IF_ERROR(ex.run("prefill_slot", {TensorView::dense(prompt.data(), DType::i32, {1, n})},
                                 {{"pos", 0}, {"slot", 0}})
@@ -146,6 +175,7 @@ Result<int> BatchSession::warm_up() {
     VRUN_RETURN_IF_ERROR(run_decode(tokens, positions, cache_rows, fetch_greedy()).status());
     ++calls;
   }
+  for (auto& kept : slot_chunks_) kept.clear();  // written over above
   return calls;
 }
 
@@ -249,8 +279,8 @@ Status BatchSession::step() {
       ++last_batch_;
     }
   }
-  for (int64_t b = 0; b < rows; ++b)  // rows without a sequence: their slot's next free position
-    if (slot_seq_[static_cast<size_t>(b)] < 0) cache_rows[b] = static_cast<int32_t>(b * slot_context_);
+  for (int64_t b = 0; b < rows; ++b)  // rows without a sequence: their slot's last position
+    if (slot_seq_[static_cast<size_t>(b)] < 0) cache_rows[b] = static_cast<int32_t>((b + 1) * slot_context_ - 1);
   last_rows_ = rows;
   // Greedy rows take the model's greedy tokens; the logits come back only for rows that sample.
   bool all_greedy = has_next_;

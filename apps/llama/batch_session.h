@@ -30,7 +30,9 @@ struct BatchOptions {
   int64_t prefill_chunk = 0;
   // Decode with at least this many rows (the smallest decode_batch_B with B >= it): what the
   // extra rows of a larger method cost can be measured with it. 0: as few as cover the busy slots.
-  int64_t min_rows = 0;
+  int64_t min_rows = 0;  // Keep each slot's whole prefilled chunks after its sequence ends, and start a new sequence
+  // whose prompt begins with them in that slot past them (see add()).
+  bool reuse_prompts = true;
 };
 
 struct BatchFinished {
@@ -46,8 +48,14 @@ class BatchSession {
   static Result<std::unique_ptr<BatchSession>> create(LlamaRunner& runner, const BatchOptions& options = {});
   ~BatchSession();
 
-  // A new sequence in the lowest free slot, prefilled over the next steps; returns its id. Fails
-  // when no slot is free or the prompt does not fit a slot.
+  // A new sequence, prefilled over the next steps; returns its id. Fails when no slot is free or
+  // the prompt does not fit a slot. It takes the free slot whose last sequence's prompt shares the
+  // most whole chunks with this one (prefill chunks start at multiples of the chunk, as in
+  // generate), and is prefilled from the first chunk it does not share: those keys and values are
+  // what its own chunks would compute, bit for bit (the same tokens, positions and chunk), so its
+  // tokens stay generate's. A chat's next turn skips the history's whole chunks this way. Else the
+  // lowest free slot. (Rows of a decode step without a sequence write at their slot's last
+  // position, which no kept chunk covers.)
   Result<int> add(std::vector<int32_t> prompt, const GenerateOptions& options, TextCallback on_text);
   // Ends a sequence now and frees its slot; it is reported by take_finished().
   Status cancel(int id);
@@ -103,6 +111,9 @@ class BatchSession {
   uint64_t fetch_greedy() const { return has_next_ ? kFetchGreedy : Executor::kFetchAll; }
   std::vector<int64_t> rows_;     // decode_batch_B methods, ascending
   std::vector<int> slot_seq_;     // per slot: the sequence id, -1 when free
+  // per slot: the prompt tokens of the whole chunks its last sequence prefilled there (reusable)
+  std::vector<std::vector<int32_t>> slot_chunks_;
+  bool reuse_prompts_ = true;
   std::map<int, std::unique_ptr<Seq>> seqs_;
   std::vector<BatchFinished> finished_;
   int next_id_ = 1;

@@ -34,10 +34,16 @@ struct GenerateOptions {
   SamplingOptions sampling;
   std::vector<std::string> stop;  // generation ends before any of these strings
   bool ignore_eos = false;
+  // A batched session may start the prompt past whole chunks an earlier sequence in the slot
+  // prefilled (the same keys and values; BatchSession::add); false computes them all again.
+  bool cache_prompt = true;
 };
 
 struct GenerateStats {
   int prompt_tokens = 0;
+  // Of prompt_tokens, those whose keys and values an earlier sequence in the same batch slot had
+  // prefilled, in the same chunks, and that were not computed again (BatchSession).
+  int cached_prompt_tokens = 0;
   int generated_tokens = 0;
   double time_to_first_token_s = 0, prefill_s = 0, decode_s = 0;
   std::string stop_reason;  // "eos", "stop", "length", "context", "callback"

@@ -44,6 +44,7 @@ struct GenerationFields {
   std::optional<int64_t> seed;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  bool cache_prompt = true;    // llama-server's field: false prefills the whole prompt again
 };
 
 struct ChatRequest {

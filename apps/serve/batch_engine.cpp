@@ -47,7 +47,7 @@ void BatchTextEngine::collect(JobQueue& queue) {
     auto it = running_.find(f.id);
     if (it == running_.end()) continue;
     auto& job = static_cast<TextJob&>(*it->second);
-    metrics_.tokens(model_, f.stats.prompt_tokens, f.stats.generated_tokens);
+    metrics_.tokens(model_, f.stats.prompt_tokens, f.stats.generated_tokens, f.stats.cached_prompt_tokens);
     job.on_done(std::move(f.stats));
     running_.erase(it);
   }

@@ -66,10 +66,11 @@ void Metrics::request_done(const std::string& endpoint, int status, double secon
   it->second.observe(seconds);
 }
 
-void Metrics::tokens(const std::string& name, int64_t prompt, int64_t completion) {
+void Metrics::tokens(const std::string& name, int64_t prompt, int64_t completion, int64_t cached) {
   std::lock_guard<std::mutex> lock(mu_);
   model(name).prompt_tokens += prompt;
   model(name).completion_tokens += completion;
+  model(name).cached_prompt_tokens += cached;
 }
 
 void Metrics::audio(const std::string& name, double seconds) {
@@ -119,6 +120,10 @@ std::string Metrics::render() const {
   type_line(out, "vrun_prompt_tokens_total", "counter", "Prompt tokens read, by model.");
   for (const auto& [name, m] : models_)
     out += "vrun_prompt_tokens_total{" + label("model", name) + "} " + std::to_string(m.prompt_tokens) + "\n";
+  type_line(out, "vrun_prompt_tokens_cached_total", "counter",
+            "Prompt tokens whose keys and values a batch slot kept from an earlier request, by model.");
+  for (const auto& [name, m] : models_)
+    out += "vrun_prompt_tokens_cached_total{" + label("model", name) + "} " + std::to_string(m.cached_prompt_tokens) + "\n";
   type_line(out, "vrun_completion_tokens_total", "counter", "Tokens generated, by model.");
   for (const auto& [name, m] : models_)
     out += "vrun_completion_tokens_total{" + label("model", name) + "} " +

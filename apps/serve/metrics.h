@@ -30,7 +30,8 @@ class Histogram {
 class Metrics {
  public:
   void request_done(const std::string& endpoint, int status, double seconds);
-  void tokens(const std::string& model, int64_t prompt, int64_t completion);
+  // cached: of the prompt tokens, those a batch slot kept from an earlier request (not computed).
+  void tokens(const std::string& model, int64_t prompt, int64_t completion, int64_t cached = 0);
   void audio(const std::string& model, double seconds);
   void time_to_first_token(const std::string& model, double seconds);
   // Requests advanced together by one step of a model's worker (a decode step of the text engine).
@@ -47,7 +48,7 @@ class Metrics {
 
  private:
   struct PerModel {
-    int64_t prompt_tokens = 0, completion_tokens = 0, queue_depth = 0, waiting = 0;
+    int64_t prompt_tokens = 0, completion_tokens = 0, cached_prompt_tokens = 0, queue_depth = 0, waiting = 0;
     std::map<int, std::pair<int64_t, int64_t>> slots;  // per engine: busy, total (empty: not a batching model)
     double audio_s = 0, step_prefill_s = 0;
     Histogram ttft{{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}};

@@ -107,6 +107,7 @@ void read_generation(FieldReader& r, GenerationFields& g) {
   r.integer("n", n, 1, 128);
   if (n && *n != 1) r.fail("only n = 1 is supported", "n");
   r.boolean("stream", g.stream);
+  r.boolean("cache_prompt", g.cache_prompt);
   if (const json* so = r.find("stream_options")) {
     if (!so->is_object()) return r.fail("'stream_options' must be an object", "stream_options");
     auto it = so->find("include_usage");

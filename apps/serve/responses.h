@@ -14,6 +14,7 @@ namespace vrun::serve {
 
 struct Usage {
   int64_t prompt_tokens = 0, completion_tokens = 0;
+  int64_t cached_tokens = 0;  // of prompt_tokens, those not computed again (prompt_tokens_details)
 };
 
 // What identifies one completion across its chunks.

@@ -90,6 +90,7 @@ Parsed<Prepared> prepare(ServerContext& ctx, const GenerationFields& gen, bool c
         bad_request("'max_tokens' is above this server's limit of " + std::to_string(limit), "max_tokens"));
   p.options.max_tokens = gen.max_tokens ? static_cast<int>(*gen.max_tokens) : limit;
   p.options.stop = gen.stop;
+  p.options.cache_prompt = gen.cache_prompt;
   // OpenAI's sampling: temperature and nucleus only (no top-k, min-p or repetition penalty).
   p.options.sampling.temperature = static_cast<float>(gen.temperature);
   p.options.sampling.top_p = static_cast<float>(gen.top_p);
@@ -104,7 +105,7 @@ Parsed<Prepared> prepare(ServerContext& ctx, const GenerationFields& gen, bool c
 
 std::string final_body(const Prepared& p, const CompletionId& id, const std::string& text,
                        const llama::GenerateStats& st) {
-  const Usage u{static_cast<int64_t>(p.prompt.size()), st.generated_tokens};
+  const Usage u{static_cast<int64_t>(p.prompt.size()), st.generated_tokens, st.cached_prompt_tokens};
   const std::string finish = finish_reason(st.stop_reason);
   return p.chat ? chat_completion_body(id, text, finish, u) : completion_body(id, text, finish, u);
 }
@@ -150,7 +151,7 @@ void respond_stream(ServerContext& ctx, const Prepared& p, const CompletionId& i
       const std::string finish = finish_reason(st->stop_reason);
       ch->push(sse(chat ? chat_chunk_body(id, std::nullopt, false, finish)
                         : completion_chunk_body(id, "", finish)));
-      if (usage) ch->push(sse(usage_chunk_body(id, chat, Usage{prompt_tokens, st->generated_tokens})));
+      if (usage) ch->push(sse(usage_chunk_body(id, chat, Usage{prompt_tokens, st->generated_tokens, st->cached_prompt_tokens})));
     }
     ch->push("data: [DONE]\n\n", true);
   };

@@ -36,9 +36,11 @@ inline GenerateOptions greedy(int max_tokens) {
 // Runs the cases through a session on `runner` and compares with generate. Returns the number of
 // decode steps that ran more than one sequence. warm_up: the session's warm_up() runs first (what
 // it writes into the slots must not reach any sequence).
-// most_rows (when given): the most rows a decode step of the session ran.
+// most_rows (when given): the most rows a decode step of the session ran. cached (when given):
+// each case's prompt tokens that its slot had kept (GenerateStats::cached_prompt_tokens).
 inline int check_batch_matches_generate(LlamaRunner& runner, const std::vector<BatchCase>& cases,
-                                        const BatchOptions& options = {}, bool warm_up = false, int64_t* most_rows = nullptr) {
+                                        const BatchOptions& options = {}, bool warm_up = false, int64_t* most_rows = nullptr,
+                                        std::vector<int>* cached = nullptr) {
   std::vector<GenerateStats> alone;
   std::vector<std::string> alone_text;
   for (const BatchCase& c : cases) {
@@ -66,6 +68,7 @@ inline int check_batch_matches_generate(LlamaRunner& runner, const std::vector<B
   std::map<int, size_t> case_of;  // sequence id -> case
   std::vector<std::string> text(cases.size());
   std::vector<bool> done(cases.size(), false);
+  if (cached) cached->assign(cases.size(), -1);
   size_t next = 0;
   int shared_steps = 0;
   for (int step = 0; step < 10000; ++step) {
@@ -89,6 +92,7 @@ inline int check_batch_matches_generate(LlamaRunner& runner, const std::vector<B
     for (BatchFinished& f : b.take_finished()) {
       const size_t k = case_of.at(f.id);
       done[k] = true;
+      if (cached) (*cached)[k] = f.stats.cached_prompt_tokens;
       EXPECT_EQ(f.stats.tokens, alone[k].tokens) << "sequence " << k << " (prompt of " << cases[k].prompt.size() << " tokens)";
       EXPECT_EQ(f.stats.stop_reason, alone[k].stop_reason) << "sequence " << k;
       EXPECT_EQ(f.stats.generated_tokens, alone[k].generated_tokens) << "sequence " << k;

@@ -124,6 +124,37 @@ TEST(LlamaBatch, ExactRowsKnobKeepsTheBitsAtSixteenRows) {
   test::check_batched_rows_bits(kTiny, {BackendKind::kVulkan}, 2048, 2048, 1100, 128, 1, /*exact_rows=*/true);
 }
 
+// A slot keeps the whole prompt chunks its sequence prefilled, and a later sequence whose prompt
+// starts with them skips them, with generate's tokens still: while a second slot decodes (its
+// steps run the free slot's row too, which must not write over the kept chunks), a prompt that
+// shares 35 tokens with the slot's last one (chunks of 16) starts at 32; one that is exactly two
+// kept chunks starts at 16 (its last token's logits need a chunk of their own); without
+// cache_prompt, at 0.
+TEST(LlamaBatch, KeptPromptChunksSkipPrefillWithGeneratesTokens) {
+  for (BackendKind backend : {BackendKind::kCpu, BackendKind::kVulkan}) {
+    auto r = load(backend, 2);
+    if (!r) continue;  // no Vulkan device
+    std::mt19937 rng(11);
+    std::uniform_int_distribution<int32_t> id(3, static_cast<int32_t>(r->config().vocab - 1));
+    auto random = [&](int n) {
+      std::vector<int32_t> p(static_cast<size_t>(n));
+      for (auto& t : p) t = id(rng);
+      return p;
+    };
+    const std::vector<int32_t> a = random(40);
+    std::vector<int32_t> b(a.begin(), a.begin() + 35), d(a.begin(), a.begin() + 32);
+    for (int32_t t : random(10)) b.push_back(t);
+    std::vector<test::BatchCase> cases = {{a, 3, 0}, {random(7), 60, 0}, {b, 8, 12}, {d, 5, 30}};
+    std::vector<int> cached;
+    EXPECT_GT(test::check_batch_matches_generate(*r, cases, {}, false, nullptr, &cached), 5);
+    EXPECT_EQ(cached, (std::vector<int>{0, 0, 32, 16})) << backend_kind_name(backend);
+    BatchOptions no_reuse;
+    no_reuse.reuse_prompts = false;
+    test::check_batch_matches_generate(*r, cases, no_reuse, false, nullptr, &cached);
+    EXPECT_EQ(cached, (std::vector<int>{0, 0, 0, 0})) << backend_kind_name(backend);
+  }
+}
+
 // The server's warm-up at load runs every batched method into free slots first.
 TEST(LlamaBatch, GreedyEqualsGenerateAloneAfterWarmUp) {
   for (BackendKind backend : {BackendKind::kCpu, BackendKind::kVulkan}) {

@@ -63,6 +63,27 @@ def check(cond, what):
     print("ok:", what.splitlines()[0][:150], flush=True)
 
 
+GENESIS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "llama", "kjv_genesis_1-12.txt")
+
+
+def check_kept_prompt(vrun, c):
+    """A long prompt sent again starts past the whole 512-token chunks its slot kept (usage's
+    prompt_tokens_details.cached_tokens) with the same text as the CLI's; cache_prompt: false
+    (llama-server's field) prefills it all again."""
+    with open(GENESIS) as f:
+        prompt = " ".join(f.read().split()[:450]) + "\nWho is named first?"
+    want = cli_generate(vrun, prompt, 12)
+    first, again = chat(c, prompt, 12), chat(c, prompt, 12)
+    n = first.usage.prompt_tokens
+    check(n > 513 and first.choices[0].message.content == want, "a %d-token prompt equals the CLI: %r" % (n, want))
+    check(first.usage.prompt_tokens_details.cached_tokens == 0, "its first time nothing is cached")
+    check(again.choices[0].message.content == want and again.usage.prompt_tokens_details.cached_tokens == (n - 1) // 512 * 512,
+          "sent again: the same text, %d of its tokens kept" % again.usage.prompt_tokens_details.cached_tokens)
+    fresh = chat(c, prompt, 12, extra_body={"cache_prompt": False})
+    check(fresh.choices[0].message.content == want and fresh.usage.prompt_tokens_details.cached_tokens == 0,
+          "cache_prompt false: the same text, nothing kept")
+
+
 def case_api(vrun):
     with Server(vrun) as s:
         c = client(s)
@@ -121,14 +142,18 @@ def case_api(vrun):
             raise AssertionError("an English-only model accepted a translation")
         except openai.BadRequestError as e:
             check("English-only" in e.message, "translation with an English-only model: 400 %s" % e.message)
+        check_kept_prompt(vrun, c)
         metrics = requests.get(s.url + "/metrics").text
         check(re.search(r'vrun_requests_total\{endpoint="/v1/chat/completions",status="200"\} \d+', metrics) is not None,
               "metrics count requests by endpoint and status")
         for name in ("vrun_completion_tokens_total", "vrun_prompt_tokens_total", "vrun_audio_seconds_total",
                      "vrun_time_to_first_token_seconds_count", "vrun_request_duration_seconds_count", "vrun_batch_size_count",
-                     "vrun_queue_depth", "vrun_step_seconds_count", "vrun_step_prefill_seconds_total"):
+                     "vrun_queue_depth", "vrun_step_seconds_count", "vrun_step_prefill_seconds_total",
+                     "vrun_prompt_tokens_cached_total"):
             check(re.search(name + r"\{[^}]*\} [0-9.e+]+", metrics) is not None, "metrics has " + name)
         tokens = float(re.search(r'vrun_completion_tokens_total\{model="smollm2"\} (\S+)', metrics).group(1))
+        kept = float(re.search(r'vrun_prompt_tokens_cached_total\{model="smollm2"\} (\S+)', metrics).group(1))
+        check(kept >= 512, "kept prompt tokens counted (%g)" % kept)
         check(tokens > 100, "completion tokens counted (%g)" % tokens)
         step_s = float(re.search(r'vrun_step_seconds_sum\{model="smollm2"\} (\S+)', metrics).group(1))
         prompt_s = float(re.search(r'vrun_step_prefill_seconds_total\{model="smollm2"\} (\S+)', metrics).group(1))
