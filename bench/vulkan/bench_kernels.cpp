@@ -199,8 +199,9 @@ int main(int argc, char** argv) {
   if (!rows_list.empty()) {
     // The projections of a Llama-3.2-1B batched decode step of M rows (linear's decode attribute:
     // the rows kernel past 8 rows), for each K split the kernel can be forced to and its own rule
-    // ("rule"), in TFLOP/s; also with W and x loaded an element at a time ("sw") instead of 16
-    // bytes at a time (q4_0 W: x only).
+    // ("rule"), in TFLOP/s; also in tiles of 128 columns ("t8": eight columns an invocation) and,
+    // at the rule's split, with W and x loaded an element at a time ("sw") instead of 16 bytes at a
+    // time (q4_0 W: x only).
     // (Two 32-element blocks a step, halving the barriers, were slower at every shape: gate-up
     // 0.21 against 0.14 ms at 32 rows; so were two sets of tiles with one barrier a step.)
     const int64_t shapes[][2] = {{3072, 2048}, {2048, 2048}, {16384, 2048}, {2048, 8192}, {128256, 2048}};
@@ -216,13 +217,13 @@ int main(int argc, char** argv) {
           DevTensor x = make(ctx, DType::f32, Shape{M, Kd}), w = make(ctx, wdt, Shape{Nd, Kd});
           Attrs lin(OpKind::linear);
           lin.set_i("decode", 1);
-          for (int sw : {0, 1})
+          for (int variant : {0, 1, 2})  // 0: as by default, 1: "t8", 2: "sw"
           for (int split : {0, 2, 4, 8, 16}) {
-            if ((Kd / 32) % std::max(split, 1) != 0) continue;
-            vulkan::set_matmul_rows_for_bench(split, sw == 1);
+            if ((Kd / 32) % std::max(split, 1) != 0 || (variant == 2 && split != 0)) continue;
+            vulkan::set_matmul_rows_for_bench(split, variant == 2, variant == 1 ? 8 : 4);
             const double t = run_op(ctx, reps, OpKind::linear, {&x, &w, nullptr}, lin, true, true);
             char name[64], shape[64];
-            std::snprintf(name, sizeof name, "rows %s M%lld %s%s", dtype_name(wdt), static_cast<long long>(M), sw ? "sw " : "",
+            std::snprintf(name, sizeof name, "rows %s M%lld %s%s", dtype_name(wdt), static_cast<long long>(M), variant == 1 ? "t8 " : variant == 2 ? "sw " : "",
                           split ? ("s" + std::to_string(split)).c_str() : "rule");
             std::snprintf(shape, sizeof shape, "%lldx%lld", static_cast<long long>(Nd), static_cast<long long>(Kd));
             row(name, shape, t, 2.0 * M * Nd * Kd / 1e12, "TFLOP/s", 0);

@@ -268,14 +268,15 @@ int matmul_rows_knob() {
 }
 
 constexpr int64_t kRowsBN = 64;
-int g_rows_split = 0;
+int g_rows_split = 0, g_rows_tn = 4;
 bool g_rows_scalar = false;
 
 }  // namespace
 
-void set_matmul_rows_for_bench(int split, bool scalar_loads) {
+void set_matmul_rows_for_bench(int split, bool scalar_loads, int columns) {
   g_rows_split = split;
   g_rows_scalar = scalar_loads;
+  g_rows_tn = columns == 8 ? 8 : 4;
 }
 
 bool matmul_rows_fits(Recorder& rec, const DeviceView& x, const DeviceView& w) {
@@ -302,8 +303,8 @@ Status record_matmul_rows(Recorder& rec, const DeviceView& x, const DeviceView& 
   // ms a decode call against 6.3 on 32-row tiles. 8 rows (tiles of 8, an invocation's one) took
   // 5.6 ms against 5.1 on the matvec kernel, which keeps steps of up to 8 (of q4_0 up to 4:
   // q4_0_decode_rows_kernel).
-  const int64_t tm = M <= 16 ? 2 : 4, bm = 8 * tm;
-  const int64_t gx = (N + kRowsBN - 1) / kRowsBN, gy = (M + bm - 1) / bm, blocks = K / 32;
+  const int64_t tm = M <= 16 ? 2 : 4, bm = 8 * tm, tn = g_rows_tn, bn = 16 * tn;
+  const int64_t gx = (N + bn - 1) / bn, gy = (M + bm - 1) / bm, blocks = K / 32;
   // K split: 8 parts (4 where the projection's columns of tiles alone are 1024 workgroups or
   // more), fewer where a part would keep under 4 blocks. Llama-1B's projections at 32 rows on an
   // H200 (vrun_bench_vulkan --rows-shapes 16,32: every split of each shape), q4_0 / f16 ms: QKV
@@ -313,14 +314,14 @@ Status record_matmul_rows(Recorder& rec, const DeviceView& x, const DeviceView& 
   // against 0.932 in 4 or 8. From N and K only: the rows of a step get the same sums whatever
   // their number.
   int64_t split = 1;
-  const int64_t most = gx >= 1024 ? 4 : 8;
+  const int64_t most = (N + kRowsBN - 1) / kRowsBN >= 1024 ? 4 : 8;
   while (split < most && blocks % (split * 2) == 0 && blocks / (split * 2) >= 4) split *= 2;
   if (const int f = matmul_rows_knob(); f > 0 && blocks % f == 0) split = f;
   if (g_rows_split > 0 && blocks % g_rows_split == 0) split = g_rows_split;
   std::vector<Binding> bindings = {{&y, true}, {&x, false}, {&w, false}, {bias, false}, {residual, false}};
   DeviceView part, cnt;
   if (split > 1) {
-    VRUN_ASSIGN_OR_RETURN(part, rec.scratch(DType::f32, Shape{gx * gy * split * bm * kRowsBN}));
+    VRUN_ASSIGN_OR_RETURN(part, rec.scratch(DType::f32, Shape{gx * gy * split * bm * bn}));
     VRUN_ASSIGN_OR_RETURN(cnt, rec.counters(gx * gy));
     bindings.push_back({&part, true});
     bindings.push_back({&cnt, true});
@@ -336,7 +337,7 @@ Status record_matmul_rows(Recorder& rec, const DeviceView& x, const DeviceView& 
   return rec.dispatch("matmul_rows",
                       {dt_code(x.dtype), dt_code(w.dtype), dt_code(y.dtype), bias ? dt_code(*bias) : 255,
                        residual ? dt_code(*residual) : 255, act, static_cast<int32_t>(split), static_cast<int32_t>(tm),
-                       wvec ? 1 : 0, xvec ? 1 : 0},
+                       wvec ? 1 : 0, xvec ? 1 : 0, static_cast<int32_t>(tn)},
                       bindings, pw.w, pw.bytes(), static_cast<uint32_t>(gx), static_cast<uint32_t>(gy),
                       static_cast<uint32_t>(split));
 }

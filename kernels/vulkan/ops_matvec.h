@@ -108,8 +108,9 @@ struct Q4Tuning {
 void set_q4_0_tuning_for_bench(const Q4Tuning* t);
 
 // Benchmarks force the rows kernel's K split (a power of two up to 32; 0: the built-in rule, or
-// the VRUN_MATMUL_ROWS knob) and its loads of float W and f32 x (scalar_loads: one load an
-// element instead of 16-byte loads; the same values) with this.
-void set_matmul_rows_for_bench(int split, bool scalar_loads);
+// the VRUN_MATMUL_ROWS knob), its loads of float W and f32 x (scalar_loads: one load an element
+// instead of 16-byte loads) and the columns of W an invocation computes (4, the default, or 8:
+// tiles of 128 columns) with this; each changes the speed, not the values.
+void set_matmul_rows_for_bench(int split, bool scalar_loads, int columns = 4);
 
 }  // namespace vrun::vulkan

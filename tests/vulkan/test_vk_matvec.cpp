@@ -306,8 +306,9 @@ TEST_F(VkMatvec, DecodeRowsKernel) {
     }
   }
   // 16-byte loads of float W and f32 x (the default where rows are aligned) and one load an
-  // element give the same bits, at 70 rows and at 9.
-  for (DType wdt : {DType::f32, DType::f16, DType::bf16, DType::q4_0}) {
+  // element give the same bits, at 70 rows and at 9; so do tiles of 128 columns (eight an
+  // invocation; N = 300 ends in a partial one) against the default 64.
+  for (DType wdt : {DType::f32, DType::f16, DType::bf16, DType::q4_0, DType::q8_0, DType::q4_1}) {
     const int64_t K = 256;
     HostTensor x = random_tensor(DType::f32, Shape{70, K}, rng);
     HostTensor w = random_tensor(wdt, Shape{300, K}, rng);
@@ -318,7 +319,13 @@ TEST_F(VkMatvec, DecodeRowsKernel) {
     auto vec = run_gpu(OpKind::linear, {&x, &w, nullptr}, a), vec9 = run_gpu(OpKind::linear, {&x9, &w, nullptr}, a);
     vulkan::set_matmul_rows_for_bench(0, true);
     auto one = run_gpu(OpKind::linear, {&x, &w, nullptr}, a), one9 = run_gpu(OpKind::linear, {&x9, &w, nullptr}, a);
+    vulkan::set_matmul_rows_for_bench(0, false, 8);
+    auto wide = run_gpu(OpKind::linear, {&x, &w, nullptr}, a), wide9 = run_gpu(OpKind::linear, {&x9, &w, nullptr}, a);
     vulkan::set_matmul_rows_for_bench(0, false);
+    EXPECT_EQ(std::memcmp(vec[0].view.data, wide[0].view.data, static_cast<size_t>(70) * 300 * sizeof(float)), 0)
+        << dtype_name(wdt) << " W, 70 rows, 128-column tiles";
+    EXPECT_EQ(std::memcmp(vec9[0].view.data, wide9[0].view.data, static_cast<size_t>(9) * 300 * sizeof(float)), 0)
+        << dtype_name(wdt) << " W, 9 rows, 128-column tiles";
     EXPECT_EQ(std::memcmp(vec[0].view.data, one[0].view.data, static_cast<size_t>(70) * 300 * sizeof(float)), 0)
         << dtype_name(wdt) << " W, 70 rows";
     EXPECT_EQ(std::memcmp(vec9[0].view.data, one9[0].view.data, static_cast<size_t>(9) * 300 * sizeof(float)), 0)

@@ -9,7 +9,7 @@
 // W is read once for up to BM rows of x (the matvec kernels read it once per 8 rows, and re-read
 // x for every pair of W rows): a workgroup owns BM x BN outputs, walks its K range one 32-element
 // block at a time through shared memory (the next block's loads issued before the current one is
-// used), and each invocation keeps TM x 4 of them in registers, reading x and W from shared
+// used), and each invocation keeps TM x TN of them in registers, reading x and W from shared
 // memory four elements at a time. Projections too narrow to fill the device split K over SPLIT
 // workgroups whose partial sums the last of them adds up in the order of their K ranges (as
 // matmul_cm2_common.glsl does), so the result does not depend on which finished last.
@@ -33,6 +33,10 @@ layout(constant_id = 7) const uint TM = 4;
 layout(constant_id = 8) const uint WVEC = 0;
 // 1: f32 x whose rows start 16 bytes aligned: an invocation's XE elements of a row in 16-byte loads.
 layout(constant_id = 9) const uint XVEC = 0;
+// Columns of W an invocation computes (4 or 8): tiles of 64 or 128 columns. With 8, an invocation
+// loads and computes two columns of the 64-column layout, 64 apart; each output's sum runs over k
+// in the same order either way.
+layout(constant_id = 10) const uint TN = 4;
 
 layout(set = 0, binding = 5, std430) coherent buffer BufPart { float part[]; };
 layout(set = 0, binding = 6, std430) coherent buffer BufCnt { uint cnt[]; };
@@ -45,7 +49,7 @@ layout(push_constant) uniform Push {
 } pc;
 
 // 128 invocations as 8 x 16 groups of TM x 4 outputs: 8 TM rows of x by 64 rows of W.
-const uint BM = 8u * TM, BN = 64u, BK = 32u;
+const uint BM = 8u * TM, BN = 16u * TN, BK = 32u, NC = TN / 4u;
 // Elements of x an invocation loads a step, and invocations a row of the tile takes.
 const uint XE = BM / 4u, TPR = BK / XE;
 // Shared tiles K-major, a row of vec4s padded by one so that the transposing stores spread
@@ -57,9 +61,10 @@ layout(set = 0, binding = 2, std430) readonly buffer WU4 { uvec4 wu4[]; };
 layout(set = 0, binding = 1, std430) readonly buffer XF4 { vec4 xf4[]; };
 
 // One block step's loads, held in registers until the tiles are free: XE elements of x (row
-// t / TPR, elements XE (t % TPR) ..) and 16 of W (row t / 2, half t % 2 of the block).
+// t / TPR, elements XE (t % TPR) ..) and 16 of W for each of the NC rows t / 2 + 64 c (half t % 2
+// of the block).
 float xr[XE];
-float wr[16];
+float wr[NC][16];
 
 uint block_bytes() { return DT_W == DT_Q8_0 ? 34u : DT_W == DT_Q4_0 ? 18u : 20u; }
 
@@ -74,59 +79,61 @@ void load_step(const uint m0, const uint n0, const uint k0) {
   } else {
     [[unroll]] for (uint e = 0; e < XE; ++e) xr[e] = xm < pc.M ? load1(DT_X, pc.off_x + xm * pc.x_sm + xk + e) : 0.0;
   }
-  const uint wn = min(n0 + t / 2u, pc.N - 1u), h = t % 2u;
-  if (is_quant(DT_W)) {
-    // The byte of row wn's block k0 / 32, and its scale (every block starts with it).
-    const uint b = pc.off_w + (wn * (pc.K / 32u) + k0 / 32u) * block_bytes();
-    const float d = unpackHalf2x16(uint(b2_u16[b >> 1])).x;
-    if (DT_W == DT_Q4_0) {
-      // Byte j of the quants holds element j (low nibble) and j + 16 (high): half h takes bytes
-      // 8h .. 8h + 8, elements 8h .. and 16 + 8h ..
-      [[unroll]] for (uint j = 0; j < 4u; ++j) {
-        const uint q = uint(b2_u16[(b >> 1) + 1u + 4u * h + j]);
-        wr[2u * j] = (float(q & 15u) - 8.0) * d;
-        wr[2u * j + 1u] = (float((q >> 8) & 15u) - 8.0) * d;
-        wr[8u + 2u * j] = (float((q >> 4) & 15u) - 8.0) * d;
-        wr[8u + 2u * j + 1u] = (float(q >> 12) - 8.0) * d;
-      }
-    } else if (DT_W == DT_Q8_0) {
-      // Half h: quant bytes 16h .. 16h + 16, two to a 16-bit load.
-      [[unroll]] for (uint j = 0; j < 8u; ++j) {
-        const uint q = uint(b2_u16[(b >> 1) + 1u + 8u * h + j]);
-        wr[2u * j] = float(int(q << 24) >> 24) * d;
-        wr[2u * j + 1u] = float(int(q << 16) >> 24) * d;
-      }
-    } else {
-      // q4_1: d and m, then the quants laid out as q4_0's.
-      const float mn = unpackHalf2x16(uint(b2_u16[(b >> 1) + 1u])).x;
-      [[unroll]] for (uint j = 0; j < 4u; ++j) {
-        const uint q = uint(b2_u16[(b >> 1) + 2u + 4u * h + j]);
-        wr[2u * j] = float(q & 15u) * d + mn;
-        wr[2u * j + 1u] = float((q >> 8) & 15u) * d + mn;
-        wr[8u + 2u * j] = float((q >> 4) & 15u) * d + mn;
-        wr[8u + 2u * j + 1u] = float(q >> 12) * d + mn;
-      }
-    }
-  } else if (WVEC == 1u) {
-    const uint e0 = pc.off_w + wn * pc.K + k0 + 16u * h;
-    if (DT_W == DT_F32) {
-      [[unroll]] for (uint v = 0; v < 4u; ++v) {
-        const uvec4 q = wu4[e0 / 4u + v];
-        [[unroll]] for (uint j = 0; j < 4u; ++j) wr[4u * v + j] = uintBitsToFloat(q[j]);
-      }
-    } else {
-      [[unroll]] for (uint v = 0; v < 2u; ++v) {
-        const uvec4 q = wu4[e0 / 8u + v];
+  [[unroll]] for (uint c = 0; c < NC; ++c) {
+    const uint wn = min(n0 + 64u * c + t / 2u, pc.N - 1u), h = t % 2u;
+    if (is_quant(DT_W)) {
+      // The byte of row wn's block k0 / 32, and its scale (every block starts with it).
+      const uint b = pc.off_w + (wn * (pc.K / 32u) + k0 / 32u) * block_bytes();
+      const float d = unpackHalf2x16(uint(b2_u16[b >> 1])).x;
+      if (DT_W == DT_Q4_0) {
+        // Byte j of the quants holds element j (low nibble) and j + 16 (high): half h takes bytes
+        // 8h .. 8h + 8, elements 8h .. and 16 + 8h ..
         [[unroll]] for (uint j = 0; j < 4u; ++j) {
-          const vec2 f = DT_W == DT_F16 ? unpackHalf2x16(q[j])
-                                        : vec2(uintBitsToFloat(q[j] << 16), uintBitsToFloat(q[j] & 0xffff0000u));
-          wr[8u * v + 2u * j] = f.x;
-          wr[8u * v + 2u * j + 1u] = f.y;
+          const uint q = uint(b2_u16[(b >> 1) + 1u + 4u * h + j]);
+          wr[c][2u * j] = (float(q & 15u) - 8.0) * d;
+          wr[c][2u * j + 1u] = (float((q >> 8) & 15u) - 8.0) * d;
+          wr[c][8u + 2u * j] = (float((q >> 4) & 15u) - 8.0) * d;
+          wr[c][8u + 2u * j + 1u] = (float(q >> 12) - 8.0) * d;
+        }
+      } else if (DT_W == DT_Q8_0) {
+        // Half h: quant bytes 16h .. 16h + 16, two to a 16-bit load.
+        [[unroll]] for (uint j = 0; j < 8u; ++j) {
+          const uint q = uint(b2_u16[(b >> 1) + 1u + 8u * h + j]);
+          wr[c][2u * j] = float(int(q << 24) >> 24) * d;
+          wr[c][2u * j + 1u] = float(int(q << 16) >> 24) * d;
+        }
+      } else {
+        // q4_1: d and m, then the quants laid out as q4_0's.
+        const float mn = unpackHalf2x16(uint(b2_u16[(b >> 1) + 1u])).x;
+        [[unroll]] for (uint j = 0; j < 4u; ++j) {
+          const uint q = uint(b2_u16[(b >> 1) + 2u + 4u * h + j]);
+          wr[c][2u * j] = float(q & 15u) * d + mn;
+          wr[c][2u * j + 1u] = float((q >> 8) & 15u) * d + mn;
+          wr[c][8u + 2u * j] = float((q >> 4) & 15u) * d + mn;
+          wr[c][8u + 2u * j + 1u] = float(q >> 12) * d + mn;
         }
       }
+    } else if (WVEC == 1u) {
+      const uint e0 = pc.off_w + wn * pc.K + k0 + 16u * h;
+      if (DT_W == DT_F32) {
+        [[unroll]] for (uint v = 0; v < 4u; ++v) {
+          const uvec4 q = wu4[e0 / 4u + v];
+          [[unroll]] for (uint j = 0; j < 4u; ++j) wr[c][4u * v + j] = uintBitsToFloat(q[j]);
+        }
+      } else {
+        [[unroll]] for (uint v = 0; v < 2u; ++v) {
+          const uvec4 q = wu4[e0 / 8u + v];
+          [[unroll]] for (uint j = 0; j < 4u; ++j) {
+            const vec2 f = DT_W == DT_F16 ? unpackHalf2x16(q[j])
+                                          : vec2(uintBitsToFloat(q[j] << 16), uintBitsToFloat(q[j] & 0xffff0000u));
+            wr[c][8u * v + 2u * j] = f.x;
+            wr[c][8u * v + 2u * j + 1u] = f.y;
+          }
+        }
+      }
+    } else {
+      [[unroll]] for (uint e = 0; e < 16u; ++e) wr[c][e] = load2(DT_W, pc.off_w + wn * pc.K + k0 + 16u * h + e);
     }
-  } else {
-    [[unroll]] for (uint e = 0; e < 16u; ++e) wr[e] = load2(DT_W, pc.off_w + wn * pc.K + k0 + 16u * h + e);
   }
 }
 
@@ -140,8 +147,10 @@ void store_step() {
   const uint t = gl_LocalInvocationID.x;
   const uint xm = t / TPR, xk = XE * (t % TPR);
   [[unroll]] for (uint e = 0; e < XE; ++e) xs[(xk + e) * XR + xm / 4u][xm % 4u] = xr[e];
-  const uint wn = t / 2u;
-  [[unroll]] for (uint e = 0; e < 16u; ++e) ws[w_k(e) * WR + wn / 4u][wn % 4u] = wr[e];
+  [[unroll]] for (uint c = 0; c < NC; ++c) {
+    const uint wn = 64u * c + t / 2u;
+    [[unroll]] for (uint e = 0; e < 16u; ++e) ws[w_k(e) * WR + wn / 4u][wn % 4u] = wr[c][e];
+  }
 }
 
 shared bool split_last;
@@ -154,8 +163,9 @@ void main() {
   const uint kb0 = SPLIT > 1u ? gl_WorkGroupID.z * (nblk / SPLIT) : 0u;
   const uint kb1 = SPLIT > 1u ? kb0 + nblk / SPLIT : nblk;
 
-  vec4 acc[TM];
-  [[unroll]] for (uint i = 0; i < TM; ++i) acc[i] = vec4(0.0);
+  vec4 acc[TM][NC];
+  [[unroll]] for (uint i = 0; i < TM; ++i)
+    [[unroll]] for (uint c = 0; c < NC; ++c) acc[i][c] = vec4(0.0);
 
   load_step(m0, n0, kb0 * BK);
   for (uint kb = kb0; kb < kb1; ++kb) {
@@ -169,16 +179,18 @@ void main() {
     [[unroll]] for (uint k = k8; k < k8 + 8u; ++k) {
       // This invocation's TM rows: a whole vec4 of the row, or half of one.
       const vec4 a = xs[k * XR + (TM * tm) / 4u];
-      const vec4 w = ws[k * WR + tn];
-      if (TM == 4u) {
-        acc[0] += a.x * w;
-        acc[1] += a.y * w;
-        acc[2 % TM] += a.z * w;
-        acc[3 % TM] += a.w * w;
-      } else {
-        const vec2 h = (tm % 2u) == 0u ? a.xy : a.zw;
-        acc[0] += h.x * w;
-        acc[1] += h.y * w;
+      [[unroll]] for (uint c = 0; c < NC; ++c) {
+        const vec4 w = ws[k * WR + 16u * c + tn];
+        if (TM == 4u) {
+          acc[0][c] += a.x * w;
+          acc[1][c] += a.y * w;
+          acc[2 % TM][c] += a.z * w;
+          acc[3 % TM][c] += a.w * w;
+        } else {
+          const vec2 h = (tm % 2u) == 0u ? a.xy : a.zw;
+          acc[0][c] += h.x * w;
+          acc[1][c] += h.y * w;
+        }
       }
     }
   }
@@ -187,8 +199,9 @@ void main() {
     const uint tile = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
     const uint base = pc.off_part + tile * SPLIT * BM * BN;
     [[unroll]] for (uint i = 0; i < TM; ++i)
-      [[unroll]] for (uint j = 0; j < 4u; ++j)
-        part[base + gl_WorkGroupID.z * BM * BN + (TM * tm + i) * BN + 4u * tn + j] = acc[i][j];
+      [[unroll]] for (uint c = 0; c < NC; ++c)
+        [[unroll]] for (uint j = 0; j < 4u; ++j)
+          part[base + gl_WorkGroupID.z * BM * BN + (TM * tm + i) * BN + 64u * c + 4u * tn + j] = acc[i][c][j];
     memoryBarrierBuffer();
     barrier();
     if (t == 0u) split_last = atomicAdd(cnt[pc.off_cnt + tile], 1u) == SPLIT - 1u;
@@ -196,21 +209,23 @@ void main() {
     if (!split_last) return;
     memoryBarrierBuffer();
     [[unroll]] for (uint i = 0; i < TM; ++i)
-      [[unroll]] for (uint j = 0; j < 4u; ++j) {
-        float s = 0.0;
-        for (uint z = 0; z < SPLIT; ++z) s += part[base + z * BM * BN + (TM * tm + i) * BN + 4u * tn + j];
-        acc[i][j] = s;
-      }
+      [[unroll]] for (uint c = 0; c < NC; ++c)
+        [[unroll]] for (uint j = 0; j < 4u; ++j) {
+          float s = 0.0;
+          for (uint z = 0; z < SPLIT; ++z) s += part[base + z * BM * BN + (TM * tm + i) * BN + 64u * c + 4u * tn + j];
+          acc[i][c][j] = s;
+        }
     if (t == 0u) cnt[pc.off_cnt + tile] = 0u;
   }
 
   [[unroll]] for (uint i = 0; i < TM; ++i) {
     const uint m = m0 + TM * tm + i;
     if (m >= pc.M) continue;
+    [[unroll]] for (uint c = 0; c < NC; ++c)
     [[unroll]] for (uint j = 0; j < 4u; ++j) {
-      const uint n = n0 + 4u * tn + j;
+      const uint n = n0 + 64u * c + 4u * tn + j;
       if (n >= pc.N) continue;
-      float v = acc[i][j];
+      float v = acc[i][c][j];
       if (DT_BIAS != DT_NONE) v += load3(DT_BIAS, pc.off_b + n);
       v = apply_act(ACT, v);
       if (DT_RES != DT_NONE) v += load4(DT_RES, pc.off_r + m * pc.res_sm + n);
