@@ -303,7 +303,9 @@ Status record_matmul_rows(Recorder& rec, const DeviceView& x, const DeviceView& 
   // ms a decode call against 6.3 on 32-row tiles. 8 rows (tiles of 8, an invocation's one) took
   // 5.6 ms against 5.1 on the matvec kernel, which keeps steps of up to 8 (of q4_0 up to 4:
   // q4_0_decode_rows_kernel).
-  const int64_t tm = M <= 16 ? 2 : 4, bm = 8 * tm, tn = g_rows_tn, bn = 16 * tn;
+  const char* cols = knob_value(Knob::VRUN_MATMUL_ROWS_COLS);
+  const int64_t tm = M <= 16 ? 2 : 4, bm = 8 * tm, tn = g_rows_tn == 8 || (cols && std::string(cols) == "8") ? 8 : 4,
+                bn = 16 * tn;
   const int64_t gx = (N + bn - 1) / bn, gy = (M + bm - 1) / bm, blocks = K / 32;
   // K split: 8 parts (4 where the projection's columns of tiles alone are 1024 workgroups or
   // more), fewer where a part would keep under 4 blocks. Llama-1B's projections at 32 rows on an
