@@ -73,12 +73,27 @@ Result<int> BatchSession::add(std::vector<int32_t> prompt, const GenerateOptions
   for (int32_t t : prompt)
     if (t < 0 || t >= vocab) return err(ErrorCode::kInvalidArgument, "token id ", t, " outside the vocabulary of ", vocab);
   // The free slot with the most whole chunks of this prompt (one token at least left to prefill,
-  // whose logits come from the last chunk), else the lowest free one.
+  // whose logits come from the last chunk). Else a free slot among the rows the decode steps run
+  // already (the highest busy slot's method), the one keeping the fewest chunks, so that others'
+  // kept chunks stay for their next turns; else the lowest free slot.
+  int highest = -1;
+  for (size_t b = 0; b < slot_seq_.size(); ++b)
+    if (slot_seq_[b] != -1) highest = static_cast<int>(b);
+  int64_t covered = 0;
+  for (int64_t b : rows_)
+    if (b > highest) {
+      covered = highest < 0 ? 0 : b;
+      break;
+    }
   int slot = -1;
+  for (size_t b = 0; b < slot_seq_.size(); ++b) {
+    if (slot_seq_[b] != -1) continue;
+    if (slot < 0 || (static_cast<int64_t>(b) < covered && slot_chunks_[b].size() < slot_chunks_[static_cast<size_t>(slot)].size()))
+      slot = static_cast<int>(b);
+  }
   size_t reuse = 0;
   for (size_t b = 0; b < slot_seq_.size(); ++b) {
     if (slot_seq_[b] != -1) continue;
-    if (slot < 0) slot = static_cast<int>(b);
     if (!reuse_prompts_ || !options.cache_prompt) break;
     const std::vector<int32_t>& kept = slot_chunks_[b];
     const size_t most = std::min(kept.size(), prompt.size() - 1);

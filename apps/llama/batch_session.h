@@ -53,9 +53,10 @@ class BatchSession {
   // most whole chunks with this one (prefill chunks start at multiples of the chunk, as in
   // generate), and is prefilled from the first chunk it does not share: those keys and values are
   // what its own chunks would compute, bit for bit (the same tokens, positions and chunk), so its
-  // tokens stay generate's. A chat's next turn skips the history's whole chunks this way. Else the
-  // lowest free slot. (Rows of a decode step without a sequence write at their slot's last
-  // position, which no kept chunk covers.)
+  // tokens stay generate's. A chat's next turn skips the history's whole chunks this way. Else a
+  // free slot within the rows the decode steps already run, the one keeping the fewest chunks
+  // (the others' stay for their next turns), else the lowest free slot. (Rows of a decode step
+  // without a sequence write at their slot's last position, which no kept chunk covers.)
   Result<int> add(std::vector<int32_t> prompt, const GenerateOptions& options, TextCallback on_text);
   // Ends a sequence now and frees its slot; it is reported by take_finished().
   Status cancel(int id);

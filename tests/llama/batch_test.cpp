@@ -152,6 +152,14 @@ TEST(LlamaBatch, KeptPromptChunksSkipPrefillWithGeneratesTokens) {
     no_reuse.reuse_prompts = false;
     test::check_batch_matches_generate(*r, cases, no_reuse, false, nullptr, &cached);
     EXPECT_EQ(cached, (std::vector<int>{0, 0, 0, 0})) << backend_kind_name(backend);
+    // Four slots, two busy: a request with nothing kept for it takes the free slot that keeps
+    // nothing (slot 3, within the rows the steps run anyway) rather than slot 0, whose chunks the
+    // next request then finds.
+    auto r4 = load(backend, 4);
+    ASSERT_TRUE(r4);
+    cases = {{a, 3, 0}, {random(7), 60, 0}, {random(5), 60, 0}, {random(7), 10, 12}, {b, 8, 14}};
+    test::check_batch_matches_generate(*r4, cases, {}, false, nullptr, &cached);
+    EXPECT_EQ(cached, (std::vector<int>{0, 0, 0, 0, 32})) << backend_kind_name(backend);
   }
 }
 
