@@ -40,8 +40,8 @@ def one_stream(client, tokens):
     prompt = PROMPT % next(_serial)
     t0 = time.time()
     first, chunks, usage = None, 0, None
-    # ignore_eos (and cache_prompt): llama-server's fields, which vrun ignores; the table shows
-    # the tokens each server generated.
+    # ignore_eos: llama-server's field, which vrun ignores (the table shows the tokens each server
+    # generated); cache_prompt (--no-prompt-cache) both servers read.
     for chunk in client.chat.completions.create(model="bench", messages=[{"role": "user", "content": prompt}], temperature=0,
                                                 max_tokens=tokens, stream=True, stream_options={"include_usage": True},
                                                 extra_body=EXTRA):
@@ -144,7 +144,7 @@ def main():
     ap.add_argument("--backend", default="auto", help="vrun's --backend")
     ap.add_argument("--threads", type=int, default=0, help="CPU threads of both (0: each server's default)")
     ap.add_argument("--no-prompt-cache", action="store_true",
-                    help="send cache_prompt: false (llama-server then prefills every prompt whole, as vrun does)")
+                    help="send cache_prompt: false (both servers then prefill every prompt whole)")
     ap.add_argument("--vrun-args", default="", help="more vrun serve options")
     ap.add_argument("--llama-args", default="", help="more llama-server options (GPU: '-ngl 99')")
     a = ap.parse_args()
