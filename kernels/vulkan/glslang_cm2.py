@@ -46,7 +46,7 @@ class CompileRequest(ctypes.Structure):  # glslang_CompileRequest_1_2 of slang-g
 SLANG_STAGE_COMPUTE = 6
 ACTION_COMPILE_GLSL_TO_SPIRV = 0
 OPTIMIZATION_DEFAULT = 1
-INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$')
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*(//.*)?$')
 INCLUDE_EXTENSION = re.compile(r"^\s*#\s*extension\s+GL_GOOGLE_include_directive\b")
 
 
