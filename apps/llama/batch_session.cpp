@@ -79,12 +79,7 @@ Result<int> BatchSession::add(std::vector<int32_t> prompt, const GenerateOptions
   int highest = -1;
   for (size_t b = 0; b < slot_seq_.size(); ++b)
     if (slot_seq_[b] != -1) highest = static_cast<int>(b);
-  int64_t covered = 0;
-  for (int64_t b : rows_)
-    if (b > highest) {
-      covered = highest < 0 ? 0 : b;
-      break;
-    }
+  const int64_t covered = highest < 0 ? 0 : step_rows(highest);
   int slot = -1;
   for (size_t b = 0; b < slot_seq_.size(); ++b) {
     if (slot_seq_[b] != -1) continue;
@@ -92,9 +87,8 @@ Result<int> BatchSession::add(std::vector<int32_t> prompt, const GenerateOptions
       slot = static_cast<int>(b);
   }
   size_t reuse = 0;
-  for (size_t b = 0; b < slot_seq_.size(); ++b) {
+  for (size_t b = 0; b < slot_seq_.size() && reuse_prompts_ && options.cache_prompt; ++b) {
     if (slot_seq_[b] != -1) continue;
-    if (!reuse_prompts_ || !options.cache_prompt) break;
     const std::vector<int32_t>& kept = slot_chunks_[b];
     const size_t most = std::min(kept.size(), prompt.size() - 1);
     const size_t same = static_cast<size_t>(std::mismatch(kept.begin(), kept.begin() + static_cast<std::ptrdiff_t>(most),
@@ -194,6 +188,12 @@ Result<int> BatchSession::warm_up() {
   return calls;
 }
 
+int64_t BatchSession::step_rows(int highest) const {
+  for (int64_t b : rows_)
+    if (b > highest && b >= min_rows_) return b;
+  return rows_.back();
+}
+
 bool BatchSession::at_limit(const Seq& s) {
   return s.options.max_tokens >= 0 && s.st.generated_tokens >= s.options.max_tokens;
 }
@@ -271,12 +271,7 @@ Status BatchSession::step() {
     if (sp->next >= 0) highest = std::max(highest, sp->slot);
   last_batch_ = 0;
   if (highest < 0) return Status::ok();
-  int64_t rows = rows_.back();
-  for (int64_t b : rows_)
-    if (b > highest && b >= min_rows_) {
-      rows = b;
-      break;
-    }
+  const int64_t rows = step_rows(highest);
   // A row without a decoding sequence writes at its slot's next position, which the slot's next
   // write overwrites anyway (a prefilling slot's next chunk, a free slot's first).
   std::vector<int32_t> tokens(static_cast<size_t>(rows), 0), positions(static_cast<size_t>(rows), 0);

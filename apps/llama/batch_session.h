@@ -30,7 +30,8 @@ struct BatchOptions {
   int64_t prefill_chunk = 0;
   // Decode with at least this many rows (the smallest decode_batch_B with B >= it): what the
   // extra rows of a larger method cost can be measured with it. 0: as few as cover the busy slots.
-  int64_t min_rows = 0;  // Keep each slot's whole prefilled chunks after its sequence ends, and start a new sequence
+  int64_t min_rows = 0;
+  // Keep each slot's whole prefilled chunks after its sequence ends, and start a new sequence
   // whose prompt begins with them in that slot past them (see add()).
   bool reuse_prompts = true;
 };
@@ -96,6 +97,9 @@ class BatchSession {
   bool advance(Seq& s, std::span<const float> logits);
   // The same with the token already sampled (-1 where the sequence had reached its max_tokens).
   bool advance_with(Seq& s, int32_t next);
+  // The rows of the decode_batch method a step runs while `highest` is the highest slot with a
+  // sequence decoding (at least min_rows).
+  int64_t step_rows(int highest) const;
   // Whether the sequence has generated its max_tokens (advance ends it without sampling).
   static bool at_limit(const Seq& s);
   void finish(int id, const std::string& reason);

@@ -49,15 +49,21 @@ bool coop_linear_operands(const Context& ctx, DType x, DType w, int64_t M, int64
          K % 8 == 0;
 }
 
+// Whether x's rows go to the matvec kernels: up to 8 of them (glu: of 2K elements each), or a
+// batched decode step's rows of any count with VRUN_MATMUL_ROWS=exact; not a step's q4_0 rows
+// that the rows kernel takes (q4_0_decode_rows_kernel).
+bool rows_on_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, RowRule rr, bool glu) {
+  return !rr.pinned && (matvec_rows(x, w, glu) || (rr.one_row && exact_decode_rows())) &&
+         !(rr.one_row && q4_0_decode_rows_kernel(rec, x, w, glu));
+}
+
 // The residual and act: decode rows apply them in the matvec's epilogue (act after the bias,
 // then the residual), other shapes in record_linear_core.
 Status record_linear_plain(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, int act = 0,
                            RowRule rr = {}) {
   const bool res = in.size() > 3 && in[3].present();
   if (!res && act == 0) return record_linear_core(rec, in, y, nullptr, 0, rr);
-  if (!rr.pinned && (matvec_rows(in[0], in[1]) || (rr.one_row && exact_decode_rows())) &&
-      !(rr.one_row && q4_0_decode_rows_kernel(rec, in[0], in[1])))
-    return record_matvec_linear(rec, in, y, nullptr, false, act);
+  if (rows_on_matvec(rec, in[0], in[1], rr, false)) return record_matvec_linear(rec, in, y, nullptr, false, act);
   const bool bias = in.size() > 2 && in[2].present();
   return record_linear_core(rec, {in[0], in[1], bias ? in[2] : DeviceView{}}, y, res ? &in[3] : nullptr, act, rr);
 }
@@ -78,9 +84,7 @@ bool halve_x_on() {
 // the gated rows in a scratch tensor first (the glu op's math; rows_scratch_dtype).
 Status record_linear_glu(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, int act, RowRule rr) {
   const int64_t K = in[1].shape[1];
-  if (!rr.pinned && (matvec_rows(in[0], in[1], true) || (rr.one_row && exact_decode_rows())) &&
-      !(rr.one_row && q4_0_decode_rows_kernel(rec, in[0], in[1], true)))
-    return record_matvec_linear(rec, in, y, nullptr, true, act);
+  if (rows_on_matvec(rec, in[0], in[1], rr, true)) return record_matvec_linear(rec, in, y, nullptr, true, act);
   const DeviceView& x = in[0];
   const int last = x.shape.rank - 1;
   Shape hs = x.shape;
