@@ -56,6 +56,7 @@
 #include "bench/vulkan/gauge.h"
 #include "bench/vulkan/harness.h"
 #include "kernels/vulkan/context.h"
+#include "kernels/vulkan/matmul_tiles.h"
 #include "kernels/vulkan/memory.h"
 #include "kernels/vulkan/ops.h"
 #include "kernels/vulkan/ops_matvec.h"
@@ -197,14 +198,22 @@ int main(int argc, char** argv) {
   }
 
   if (!rows_list.empty()) {
-    // The projections of a Llama-3.2-1B batched decode step of M rows (linear's decode attribute:
-    // the rows kernel past 8 rows), for each K split the kernel can be forced to and its own rule
-    // ("rule"), in TFLOP/s; also in tiles of 128 columns ("t8": eight columns an invocation) and,
-    // at the rule's split, with W and x loaded an element at a time ("sw") instead of 16 bytes at a
-    // time (q4_0 W: x only).
-    // (Two 32-element blocks a step, halving the barriers, were slower at every shape: gate-up
-    // 0.21 against 0.14 ms at 32 rows; so were two sets of tiles with one barrier a step.)
+    // The projections of a Llama-3.2-1B batched decode step of M rows (linear's decode attribute),
+    // in TFLOP/s: on the rows kernel (VRUN_MM_EXACT_ROWS=0) at each K split it can be forced to
+    // and its own rule ("rule"), then on the tensor cores' exact mode where the device has it
+    // ("exact"), at its rule and with each tile and K split forced (VRUN_MM_CM2, VRUN_MM_SPLITK).
+    // (Rows-kernel variants measured and dropped: two 32-element blocks a step, 0.21 against 0.14
+    // ms for gate-up at 32 rows; tiles of 128 columns and one load an element, no faster on an H200:
+    // docs/performance.md.)
     const int64_t shapes[][2] = {{3072, 2048}, {2048, 2048}, {16384, 2048}, {2048, 8192}, {128256, 2048}};
+    const char* exact_tiles[] = {"", "128x32x32x128", "64x32x32x128", "256x32x32x256"};
+    struct Env {
+      ~Env() {
+        unsetenv("VRUN_MM_EXACT_ROWS");
+        unsetenv("VRUN_MM_CM2");
+        unsetenv("VRUN_MM_SPLITK");
+      }
+    } env;
     for (size_t at = 0; at < rows_list.size();) {
       size_t comma = rows_list.find(',', at);
       if (comma == std::string::npos) comma = rows_list.size();
@@ -217,18 +226,37 @@ int main(int argc, char** argv) {
           DevTensor x = make(ctx, DType::f32, Shape{M, Kd}), w = make(ctx, wdt, Shape{Nd, Kd});
           Attrs lin(OpKind::linear);
           lin.set_i("decode", 1);
-          for (int variant : {0, 1, 2})  // 0: as by default, 1: "t8", 2: "sw"
+          char shape[64];
+          std::snprintf(shape, sizeof shape, "%lldx%lld", static_cast<long long>(Nd), static_cast<long long>(Kd));
+          setenv("VRUN_MM_EXACT_ROWS", "0", 1);
           for (int split : {0, 2, 4, 8, 16}) {
-            if ((Kd / 32) % std::max(split, 1) != 0 || (variant == 2 && split != 0)) continue;
-            vulkan::set_matmul_rows_for_bench(split, variant == 2, variant == 1 ? 8 : 4);
+            if ((Kd / 32) % std::max(split, 1) != 0) continue;
+            vulkan::set_matmul_rows_for_bench(split, false);
             const double t = run_op(ctx, reps, OpKind::linear, {&x, &w, nullptr}, lin, true, true);
-            char name[64], shape[64];
-            std::snprintf(name, sizeof name, "rows %s M%lld %s%s", dtype_name(wdt), static_cast<long long>(M), variant == 1 ? "t8 " : variant == 2 ? "sw " : "",
+            char name[64];
+            std::snprintf(name, sizeof name, "rows %s M%lld %s", dtype_name(wdt), static_cast<long long>(M),
                           split ? ("s" + std::to_string(split)).c_str() : "rule");
-            std::snprintf(shape, sizeof shape, "%lldx%lld", static_cast<long long>(Nd), static_cast<long long>(Kd));
             row(name, shape, t, 2.0 * M * Nd * Kd / 1e12, "TFLOP/s", 0);
           }
           vulkan::set_matmul_rows_for_bench(0, false);
+          setenv("VRUN_MM_EXACT_ROWS", "1", 1);
+          // (Block-quantised W takes the exact mode on wide projections only: exact_wide_enough.)
+          if (!vulkan::cm2_exact_tile(ctx, M, wdt) || (is_quantized(wdt) && !vulkan::exact_wide_enough(Nd))) continue;
+          for (const char* tile : exact_tiles)
+            for (int split : {0, 1, 2, 4, 8}) {
+              if (*tile && std::string(tile) != "128x32x32x128" && split != 0) continue;
+              if (*tile) setenv("VRUN_MM_CM2", tile, 1);
+              else unsetenv("VRUN_MM_CM2");
+              if (split) setenv("VRUN_MM_SPLITK", std::to_string(split).c_str(), 1);
+              else unsetenv("VRUN_MM_SPLITK");
+              const double t = run_op(ctx, reps, OpKind::linear, {&x, &w, nullptr}, lin, true, true);
+              char name[96];
+              std::snprintf(name, sizeof name, "exact %s M%lld %s %s", dtype_name(wdt), static_cast<long long>(M),
+                            *tile ? tile : "tile", split ? ("s" + std::to_string(split)).c_str() : "rule");
+              row(name, shape, t, 2.0 * M * Nd * Kd / 1e12, "TFLOP/s", 0);
+            }
+          unsetenv("VRUN_MM_CM2");
+          unsetenv("VRUN_MM_SPLITK");
         }
       }
     }

@@ -189,6 +189,50 @@ const Cm2Tile* cm2_wa_tile(const Context& ctx, int64_t M, int64_t K, int64_t N, 
   return square();
 }
 
+// A batched decode step keeps each row's f32 sums (linear's decode: rounding x to halves made 0 of
+// 16 to 64 streams keep their single-stream tokens), so it took the rows kernel (f32 FMA, 10-18
+// TFLOP/s on an H200) and, up to 8 rows, the matvec kernels: at 32 rows of a q4_0 Llama-1B those
+// were about 5 of the step's 6.2 ms, the output head alone 0.8-0.93. The W-as-A kernel's exact mode
+// computes the same f32 sums on the tensor cores from halves (x = hi + lo, W likewise). Its tile
+// covers the step's rows in one tile of 16, 32 or 64 (128 of W's rows, K steps of 32), K split
+// by cm2_split's short-chunk rule. One H200, `vrun_bench_vulkan --rows-shapes 16,32` (ms, rows
+// kernel / exact mode at 16 and 32 rows, Llama-1B's q4_0 projections): qkv 3072x2048 0.023 /
+// 0.039 and 0.028 / 0.040; o 2048x2048 0.019 / 0.026 and 0.024 / 0.026; down 2048x8192 - and
+// 0.063 / 0.076; gate-up 16384x2048 0.098 / 0.086 and 0.117 / 0.079; the output head
+// 128256x2048 0.800 / 0.58 at 32. Every projection in it, `bench_llm_batch` tok/s at 9 / 16 / 32
+// / 64 streams: q4_0 1,382-1,636 / 2,442-2,921 / 5,406-5,473 / 7,384-7,504 against the rows
+// kernel's 1,870-1,886 / 3,329-3,348 / 5,121-5,195 / 5,640-5,688; f16 2,040-2,053 / 3,626-3,645 /
+// 5,854-5,874 / 7,777-7,795 against 1,901-1,909 / 3,274-3,377 / 4,928-4,984 / 5,523-5,552. Its
+// W loads run a decode function per element, twice (hi and lo), so block-quantised W takes it
+// only on wide projections (exact_wide_enough: N of 8192 or more, gate-up and the head); halves
+// everywhere. (A subgroup-scope kernel that split x and W into shared memory itself, with the rows
+// kernel's loads, measured no faster than the rows kernel: 0.121 against 0.117 ms for gate-up at
+// 32 rows, 0.861 against 0.800 for the head.)
+const Cm2Tile* cm2_exact_tile(const Context& ctx, int64_t M, DType w) {
+  static constexpr Cm2Tile k16{128, 16, 32, 128}, k32{128, 32, 32, 128};
+  if (!ctx.coopmat2().on || ctx.exact_f32() || (is_quantized(w) && !ctx.coopmat2().block_loads) ||
+      !PipelineCache::has_kernel("matmul_wa_cm2"))
+    return nullptr;
+  const Cm2Env env = cm2_env(ctx);
+  if (env.off) return nullptr;
+  if (env.forced) return env.forced->bk % kQuantBlock == 0 ? env.forced : nullptr;
+  if (M <= 16 && k16.fits(ctx)) return &k16;
+  if (M <= 32 && k32.fits(ctx)) return &k32;
+  return kCm2NarrowK32.fits(ctx) ? &kCm2NarrowK32 : nullptr;
+}
+
+// From how many rows: halves from 9 (every step past the matvec kernels); block-quantised W from
+// 17, where the rule above only sends gate-up and the head, from this H200 call (`bench_llm_batch`
+// tok/s, the rule against VRUN_MM_EXACT_ROWS=0, q4_0): 9 streams 1,791-1,808 against 1,878, 16
+// 3,172-3,197 against 3,272, 32 5,463-5,529 against 5,118, 64 6,861-6,868 against 5,666.
+int64_t exact_tensor_rows(bool quant) {
+  if (const char* e = knob_value(Knob::VRUN_MM_EXACT_ROWS); e && *e) return std::max<int64_t>(0, std::atoll(e));
+  return quant ? 17 : 9;
+}
+
+constexpr int64_t kExactBlocksN = 8192;
+bool exact_wide_enough(int64_t n) { return n >= kExactBlocksN; }
+
 // K ranges for a workgroup-scope tile of `tiles` workgroups (matmul_cm2_common.glsl's
 // SPLIT_MERGE): block-quantised W whose tiles leave multiprocessors idle (Llama-1B's o and down
 // projections at 512 rows: 128 tiles of 128 x 64 on an H100's 132) splits each tile's K in two,
@@ -262,9 +306,10 @@ bool dequant_first(const Context& ctx, int64_t M, int64_t K, int64_t N, DType x,
   return !(four_bit && cm2_wa_tile(ctx, M, K, N, x, w) == &kCm2Wide);
 }
 
-// A batched decode step's rows never come here (linear's decode keeps them in f32, each row as one
-// alone: with x rounded to halves for the tensor cores, 0 of 16 to 64 streams kept generate's
-// tokens; docs/performance.md). What is left is a prefill chunk's rows, which generate and the
+// A batched decode step's rows never come here (linear's decode keeps their f32 sums: with x
+// rounded to halves for the tensor cores, 0 of 16 to 64 streams kept generate's tokens;
+// docs/performance.md; the tensor cores take them only in the exact mode, exact_tensor_rows).
+// What is left is a prefill chunk's rows, which generate and the
 // batched session's prefill_slot both send here at the same count, so the threshold only trades
 // speed: below it the rows kernel's f32 products, from it the tensor cores'. One H200, Llama-1B
 // shape, `bench_llama_roofline --prompt P` prefill tok/s. Rows kernel from 9 to 63 rows against

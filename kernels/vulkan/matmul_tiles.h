@@ -64,6 +64,19 @@ const Cm2Tile* cm2_tile(const Context& ctx, int64_t M, int64_t K, int64_t N, DTy
 // another kernel runs the projection.
 const Cm2Tile* cm2_wa_tile(const Context& ctx, int64_t M, int64_t K, int64_t N, DType x, DType w);
 
+// The W-as-A kernel's tile for a batched decode step's M rows in its exact mode (EXACT in
+// matmul_wa_cm2.comp: x and W split into halves, f32 sums), or null where the device or the
+// switches of the workgroup-scope kernels leave it off (the step's rows then take the rows kernel).
+const Cm2Tile* cm2_exact_tile(const Context& ctx, int64_t M, DType w);
+
+// The fewest rows of a batched decode step that take that exact mode: VRUN_MM_EXACT_ROWS, else 9
+// for W of halves and 17 for block-quantised W (quant; matmul_tiles.cpp says why); 0 for never.
+int64_t exact_tensor_rows(bool quant);
+
+// Whether block-quantised W of n rows takes the exact mode (W of halves always does): the wide
+// projections, where it beats the rows kernel (matmul_tiles.cpp).
+bool exact_wide_enough(int64_t n);
+
 // The K ranges each of a workgroup-scope grid's `tiles` tiles is split into (1: whole K).
 int cm2_split(const Context& ctx, const Cm2Tile& t, int64_t tiles, int64_t K, bool quant, int64_t M);
 

@@ -49,12 +49,28 @@ bool coop_linear_operands(const Context& ctx, DType x, DType w, int64_t M, int64
          K % 8 == 0;
 }
 
+// Whether a batched decode step's rows (linear's decode) take the tensor cores' exact mode
+// (matmul_tiles.cpp, cm2_exact_tile): f32 rows of x (glu: of 2K elements each), at least
+// exact_tensor_rows() of them, W of halves, or of q8_0, q4_0 or q4_1 blocks at least
+// kExactBlocksN rows long (exact_wide_enough); never with VRUN_MATMUL_ROWS=exact (the single
+// stream's bits). From W's shape and the step's rows past the threshold only, so that a row's
+// values do not depend on how many rows share the step.
+bool exact_on_tensor_cores(Recorder& rec, const DeviceView& x, const DeviceView& w, RowRule rr, bool glu) {
+  if (!rr.one_row || exact_decode_rows() || x.dtype != DType::f32 || w.shape.rank != 2) return false;
+  const int64_t K = w.shape[1], rows = exact_tensor_rows(is_quantized(w.dtype));
+  const int64_t M = K ? x.numel() / (glu ? 2 * K : K) : 0;
+  const DType wd = w.dtype;
+  const bool w_ok = wd == DType::f16 || ((wd == DType::q8_0 || wd == DType::q4_0 || wd == DType::q4_1) &&
+                                         exact_wide_enough(w.shape[0]));
+  return rows > 0 && M >= rows && w_ok && K % kQuantBlock == 0 && cm2_exact_tile(rec.context(), M, wd) != nullptr;
+}
+
 // Whether x's rows go to the matvec kernels: up to 8 of them (glu: of 2K elements each), or a
 // batched decode step's rows of any count with VRUN_MATMUL_ROWS=exact; not a step's q4_0 rows
-// that the rows kernel takes (q4_0_decode_rows_kernel).
+// that the rows kernel takes (q4_0_decode_rows_kernel), nor those of the tensor cores' exact mode.
 bool rows_on_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, RowRule rr, bool glu) {
   return !rr.pinned && (matvec_rows(x, w, glu) || (rr.one_row && exact_decode_rows())) &&
-         !(rr.one_row && q4_0_decode_rows_kernel(rec, x, w, glu));
+         !(rr.one_row && q4_0_decode_rows_kernel(rec, x, w, glu)) && !exact_on_tensor_cores(rec, x, w, rr, glu);
 }
 
 // The residual and act: decode rows apply them in the matvec's epilogue (act after the bias,
@@ -140,7 +156,8 @@ Status record_linear(Recorder& rec, const std::vector<DeviceView>& in_, const De
     return err(ErrorCode::kInvalidArgument, "vulkan: linear with norm = ", norm, " needs norm_weight");
   const bool has_nb = !rms && in.size() > 5 && in[5].present();
   const float eps = static_cast<float>(attrs.f("eps"));
-  if (!rr.pinned && matvec_norm_fits(rec.context(), in[0], in[1], rms, rr.one_row && exact_decode_rows())) {
+  if (!rr.pinned && matvec_norm_fits(rec.context(), in[0], in[1], rms, rr.one_row && exact_decode_rows()) &&
+      !exact_on_tensor_cores(rec, in[0], in[1], rr, false)) {
     DeviceView g, b;
     VRUN_ASSIGN_OR_RETURN(g, rec.dense_view(in[4]));
     if (has_nb) {
@@ -190,6 +207,34 @@ Status record_rows_kernel(Recorder& rec, const DeviceView& x, const DeviceView& 
                             res ? row_stride(r) : 0, act);
 }
 
+// The operands of prefill rows (Ms: the rows the kernel is chosen for) made ready for the
+// tensor cores: W and x replaced by the f16 copies described below where those pay.
+Status prepare_prefill_operands(Recorder& rec, DeviceView& x, DeviceView& w, int64_t Ms) {
+  Context& ctx = rec.context();
+  const int64_t K = x.shape[x.shape.rank - 1], N = w.shape[0];
+  // Block-quantised W on prefill rows: expanded to f16 scratch first where that pays, then the f16
+  // kernels (matmul_tiles.cpp, dequant_first). A device without room for the halves keeps the
+  // fused kernels: the expansion is only a speed-up.
+  if (w.is_contiguous() && dequant_first(ctx, Ms, K, N, x.dtype, w.dtype) &&
+      (!ctx.coopmat2().on || coop_linear_operands(ctx, x.dtype, DType::f16, Ms, K))) {
+    if (Result<DeviceView> wh = rec.scratch(DType::f16, Shape{N, K}); wh.is_ok()) {
+      VRUN_ASSIGN_OR_RETURN(const bool expanded, record_dequant(rec, w, *wh));
+      if (expanded) w = *wh;
+    }
+  }
+  // f32 rows that the workgroup-scope kernels would round to halves as they load are rounded
+  // once, into an f16 copy, first, for f16 W: the projection then runs on the f16-x kernels (W as
+  // the A matrix on wide projections), which read half the bytes a tile. Block-quantised W stays
+  // on f32 x (its kernel measured no gain from the extra pass). VRUN_MM_HALVE_X=0 keeps f32 x.
+  if (x.dtype == DType::f32 && w.dtype == DType::f16 && ctx.coopmat2().on && K % 8 == 0 &&
+      coop_linear_operands(ctx, x.dtype, w.dtype, Ms, K) && halve_x_on()) {
+    VRUN_ASSIGN_OR_RETURN(DeviceView xh, rec.scratch(DType::f16, x.shape));
+    VRUN_RETURN_IF_ERROR(rec.record_copy(x, xh));
+    x = xh;
+  }
+  return Status::ok();
+}
+
 Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, const DeviceView& y, const DeviceView* res, int act,
                           RowRule rr) {
   VRUN_ASSIGN_OR_RETURN(DeviceView x, rec.rows_view(in[0], 1));
@@ -217,7 +262,8 @@ Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, cons
   };
   // Decode shapes: record_matvec binds and computes its offsets itself.
   const int64_t Ms = rr.pinned ? kPinnedRows : M;  // the rows the kernel is chosen for
-  if (M <= kMatvecMaxRows && !rr.pinned && !(rr.one_row && q4_0_decode_rows_kernel(rec, x, w))) {
+  const bool exact = exact_on_tensor_cores(rec, x, w, rr, false);
+  if (M <= kMatvecMaxRows && !rr.pinned && !exact && !(rr.one_row && q4_0_decode_rows_kernel(rec, x, w))) {
     VRUN_ASSIGN_OR_RETURN(DeviceView p, plain_target());
     VRUN_RETURN_IF_ERROR(record_matvec(rec, x, w, bias, p, M, N, K, row_stride(x)));
     return after ? finish(p) : Status::ok();
@@ -228,32 +274,17 @@ Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, cons
   // read once per 32 rows; a 32-row q4_0 Llama-1B step took 16.7 ms on an H200 as 8-row matvec
   // passes, the fallback), not the subgroup-scope tiled matmul (too few workgroups for so few
   // rows); VRUN_MM_QROWS sends block-quantised W to the W-as-A kernel from fewer rows.
-  if (rr.one_row || (!rr.pinned && M <= kMatvecChunkRows && !coop_linear_operands(ctx, x.dtype, w.dtype, M, K))) {
+  // (The tensor cores' exact mode takes a step's rows where it can: exact_on_tensor_cores; then
+  // the rows kernel only where W's offsets do not allow it.)
+  auto rows_kernels = [&]() -> Status {
     if (matmul_rows_fits(rec, x, w)) return record_rows_kernel(rec, x, w, bias, y, res, act, M, N, K);
     VRUN_ASSIGN_OR_RETURN(DeviceView p, plain_target());
     VRUN_RETURN_IF_ERROR(record_matvec_passes(rec, x, w, bias, p, M, N, K));
     return after ? finish(p) : Status::ok();
-  }
-  // Block-quantised W on prefill rows: expanded to f16 scratch first where that pays, then the f16
-  // kernels (matmul_tiles.cpp, dequant_first). A device without room for the halves keeps the
-  // fused kernels: the expansion is only a speed-up.
-  if (w.is_contiguous() && dequant_first(ctx, Ms, K, N, x.dtype, w.dtype) &&
-      (!ctx.coopmat2().on || coop_linear_operands(ctx, x.dtype, DType::f16, Ms, K))) {
-    if (Result<DeviceView> wh = rec.scratch(DType::f16, Shape{N, K}); wh.is_ok()) {
-      VRUN_ASSIGN_OR_RETURN(const bool expanded, record_dequant(rec, w, *wh));
-      if (expanded) w = *wh;
-    }
-  }
-  // f32 rows that the workgroup-scope kernels would round to halves as they load are rounded
-  // once, into an f16 copy, first, for f16 W: the projection then runs on the f16-x kernels (W as
-  // the A matrix on wide projections), which read half the bytes a tile. Block-quantised W stays
-  // on f32 x (its kernel measured no gain from the extra pass). VRUN_MM_HALVE_X=0 keeps f32 x.
-  if (x.dtype == DType::f32 && w.dtype == DType::f16 && ctx.coopmat2().on && K % 8 == 0 &&
-      coop_linear_operands(ctx, x.dtype, w.dtype, Ms, K) && halve_x_on()) {
-    VRUN_ASSIGN_OR_RETURN(DeviceView xh, rec.scratch(DType::f16, x.shape));
-    VRUN_RETURN_IF_ERROR(rec.record_copy(x, xh));
-    x = xh;
-  }
+  };
+  if (!exact && (rr.one_row || (!rr.pinned && M <= kMatvecChunkRows && !coop_linear_operands(ctx, x.dtype, w.dtype, M, K))))
+    return rows_kernels();
+  if (!exact) VRUN_RETURN_IF_ERROR(prepare_prefill_operands(rec, x, w, Ms));
   DeviceView r;
   if (res) {
     VRUN_ASSIGN_OR_RETURN(r, rec.rows_view(*res, 1));
@@ -292,11 +323,16 @@ Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, cons
   const bool y_reads_itself =
       res && r.buffer.buffer == y.buffer.buffer && first_byte(r) < first_byte(y) + y.dense_bytes() &&
       first_byte(y) < first_byte(r) + static_cast<uint64_t>(((M - 1) * row_stride(r) + N) * dtype_elem_size(r.dtype));
+  // The W-as-A kernel's exact mode (specialisation constant 12) for a decode step's rows: its K
+  // ranges chosen from W's tiles alone, as for one tile of rows, so that a row's sums do not depend
+  // on how many rows the step has.
   auto dispatch_cm2 = [&](std::string_view kernel, const Cm2Tile& t, int32_t w_dt, int64_t gx, int64_t gy,
-                          int64_t m_rows) -> Status {
-    const int split = rr.pinned ? 1 : cm2_split(ctx, t, gx * gy, K, is_quantized(w.dtype), M);
-    const std::vector<int32_t> spec = {dt_code(y.dtype), bias_dt, dt_code(x.dtype), res ? dt_code(r) : 255, act, t.bm,
-                                       t.bn, t.bk, 4, t.threads, w_dt, split};
+                          int64_t m_rows, bool exact_mode = false) -> Status {
+    const bool quant = is_quantized(w.dtype);
+    const int split = rr.pinned ? 1 : exact_mode ? cm2_split(ctx, t, gx, K, quant, 1) : cm2_split(ctx, t, gx * gy, K, quant, M);
+    std::vector<int32_t> spec = {dt_code(y.dtype), bias_dt, dt_code(x.dtype), res ? dt_code(r) : 255, act, t.bm,
+                                 t.bn, t.bk, 4, t.threads, w_dt, split};
+    if (exact_mode) spec.push_back(1);
     if (split > 1) {
       DeviceView part, cnt;
       VRUN_ASSIGN_OR_RETURN(part, rec.scratch(DType::f32, Shape{gx * gy * split * t.bm * t.bn}));
@@ -312,6 +348,15 @@ Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, cons
                         static_cast<uint32_t>(split));
   };
   const bool wa_operands = is_quantized(w.dtype) ? offs[2] % dtype_bytes(w.dtype, kQuantBlock) == 0 : w.dtype == DType::f16;
+  if (exact) {
+    // 16-byte loads: x's rows and W (of halves) 8-element aligned, blocks whole in their binding.
+    const bool aligned = wa_operands && (w.dtype != DType::f16 || offs[2] % 8 == 0) && row_stride(x) % 8 == 0 &&
+                         offs[1] % 8 == 0 && (y.dtype == DType::f32 || y.dtype == DType::f16);
+    const Cm2Tile* ct = cm2_exact_tile(ctx, M, w.dtype);
+    if (!aligned || !ct) return rows_kernels();
+    return dispatch_cm2("matmul_wa_cm2", *ct, dt_code(w.dtype), (N + ct->bm - 1) / ct->bm, (M + ct->bn - 1) / ct->bn,
+                        ct->bn, true);
+  }
   if (coop_ok && wa_operands && (y.dtype == DType::f32 || y.dtype == DType::f16)) {
     if (const Cm2Tile* ct = cm2_wa_tile(ctx, Ms, K, N, x.dtype, w.dtype))
       return dispatch_cm2("matmul_wa_cm2", *ct, dt_code(w.dtype), (N + ct->bm - 1) / ct->bm, (M + ct->bn - 1) / ct->bn,

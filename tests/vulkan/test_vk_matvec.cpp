@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/vulkan/matmul_tiles.h"
 #include "kernels/vulkan/ops_matvec.h"
 #include "tests/vulkan/vk_test_util.h"
 
@@ -221,14 +222,18 @@ TEST_F(VkMatvec, Q4ShapesPrefetchAndGate) {
 // 4, and 8 forced through VRUN_MATMUL_ROWS); bias, silu and a padded, broadcast or f16
 // residual; f32 and f16 y; f16 x. Then the claim the serving path rests on: a row's values do not
 // depend on how many rows share the step (the first 9 of 70 rows, bit for bit).
+// (The tensor cores' exact mode, which takes such rows where the device has it, is kept off here:
+// DecodeRowsOnTensorCores tests it.)
 TEST_F(VkMatvec, DecodeRowsKernel) {
   std::mt19937 rng(26);
   struct Unset {
     ~Unset() {
       unsetenv("VRUN_MATMUL_ROWS");
+      unsetenv("VRUN_MM_EXACT_ROWS");
       vulkan::set_matmul_rows_for_bench(0, false);
     }
   } unset;
+  setenv("VRUN_MM_EXACT_ROWS", "0", 1);
   struct Case {
     int64_t M, N, K;
     ResidualLayout layout;
@@ -367,6 +372,70 @@ TEST_F(VkMatvec, DecodeRowsKernel) {
   rms.set_i("decode", 1).set_s("norm", "rms").set_f("eps", 1e-5);
   auto outn = run_gpu(OpKind::linear, {&x, &w, nullptr, nullptr, &g}, rms);
   expect_close(to_doubles(outn[0].view), want_n, 2e-5 * std::sqrt(static_cast<double>(K)), 1e-4, "rows kernel after the norm");
+}
+
+// A batched decode step's rows on the tensor cores' exact mode (matmul_wa_cm2.comp, EXACT: x and
+// W split into two halves each), where the device has it: against float64 products to f32's
+// rounding, as the rows kernel is held, for every W it takes (halves, and q4_0, q8_0, q4_1 on wide
+// projections: N of 8192 or more); 9 to 70 rows (tiles of 16, 32 and 64 rows, and two of 64); N
+// ending in a partial tile of 128; K whole and split; bias, silu and residual in the epilogue; x
+// over six decades (its low halves matter). Then the serving path's claim: a row's values do not
+// depend on how many rows share the step. Every W from 9 rows (VRUN_MM_EXACT_ROWS=9: block-quantised
+// W would start at 17).
+TEST_F(VkMatvec, DecodeRowsOnTensorCores) {
+  if (!vulkan::cm2_exact_tile(ctx(), 32, DType::q4_0)) GTEST_SKIP() << "no workgroup-scope tensor-core kernels here";
+  ASSERT_TRUE(vulkan::exact_wide_enough(8262));
+  struct Unset {
+    ~Unset() { unsetenv("VRUN_MM_EXACT_ROWS"); }
+  } unset;
+  setenv("VRUN_MM_EXACT_ROWS", "9", 1);
+  std::mt19937 rng(27);
+  struct Case {
+    int64_t M, K;
+  };
+  const int64_t N = 8262;
+  const std::vector<Case> cases = {{9, 256}, {16, 96}, {32, 1024}, {40, 512}, {70, 256}};
+  std::uniform_real_distribution<double> decade(-3.0, 3.0);
+  for (DType wdt : {DType::q4_0, DType::q8_0, DType::q4_1, DType::f16})
+    for (const Case& c : cases) {
+      HostTensor x = random_tensor(DType::f32, Shape{1, c.M, c.K}, rng);
+      float* xp = static_cast<float*>(x.view.data);
+      for (int64_t i = 0; i < c.M * c.K; ++i) xp[i] *= static_cast<float>(std::pow(10.0, decade(rng)) / 30.0);
+      HostTensor w = random_tensor(wdt, Shape{N, c.K}, rng);
+      HostTensor b = random_tensor(DType::f32, Shape{N}, rng);
+      HostTensor r = random_tensor(DType::f32, Shape{1, c.M, N}, rng);
+      const auto rv = to_doubles(r.view);
+      const std::vector<double> lin = reference(x, w, &b, r, c.M, N, c.K);
+      std::vector<double> want(lin.size());
+      for (size_t i = 0; i < lin.size(); ++i) {
+        const double v = lin[i] - rv[i];
+        want[i] = v / (1 + std::exp(-v)) + rv[i];
+      }
+      const std::string what = std::string("exact w=") + dtype_name(wdt) + " M=" + std::to_string(c.M) +
+                               " K=" + std::to_string(c.K);
+      SCOPED_TRACE(what);
+      Attrs a(OpKind::linear);
+      a.set_i("decode", 1).set_s("act", "silu");
+      auto out = run_gpu(OpKind::linear, {&x, &w, &b, &r}, a);
+      expect_close(to_doubles(out[0].view), want, 1e-5 * std::sqrt(static_cast<double>(c.K)), 1e-5, what.c_str());
+    }
+  // Row independence: 9, 16, 33, 64 and 70 rows alone against the same rows among 128.
+  for (DType wdt : {DType::q4_0, DType::f16})
+    for (int64_t K : {int64_t{256}, int64_t{2048}}) {
+      HostTensor x = random_tensor(DType::f32, Shape{128, K}, rng);
+      HostTensor w = random_tensor(wdt, Shape{N, K}, rng);
+      Attrs a(OpKind::linear);
+      a.set_i("decode", 1);
+      auto all = run_gpu(OpKind::linear, {&x, &w, nullptr}, a);
+      for (int64_t m : {int64_t{9}, int64_t{16}, int64_t{33}, int64_t{64}, int64_t{70}}) {
+        HostTensor xm = x;
+        xm.view.shape = Shape{m, K};
+        auto few = run_gpu(OpKind::linear, {&xm, &w, nullptr}, a);
+        ASSERT_EQ(few[0].view.shape, (Shape{m, N}));
+        EXPECT_EQ(std::memcmp(all[0].view.data, few[0].view.data, static_cast<size_t>(m * N) * sizeof(float)), 0)
+            << dtype_name(wdt) << " W, K " << K << ", " << m << " rows";
+      }
+    }
 }
 
 }  // namespace

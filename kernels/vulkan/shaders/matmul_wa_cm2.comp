@@ -12,6 +12,14 @@
 // tile of x's rows moves inside M (SHIFT_LAST), as in matmul_cm2.comp. The host requires K % 8 == 0 (blocks: K % 32 == 0 and W's offset within its
 // binding a whole number of blocks), 8-element-aligned rows and offsets, and for blocks the
 // device's block loads with bufferDeviceAddress (Context::CoopMat2::block_loads).
+// EXACT = 1 (a batched decode step's rows, linear's decode): f32 x is not rounded to halves but
+// split into them, x = hi + lo / 2^11 with hi and lo halves (lo scaled up so that it stays a normal
+// half), and so is W expanded from blocks (d * q needs up to 15 bits where a half holds 11); W of
+// halves is exact as it is. The tensor cores then take hi W hi x into one f32 accumulator and hi W
+// lo x + lo W hi x into another, added as acc + lo / 2^11 once K is walked: each product is exact
+// in f32 and only lo W lo x (2^-22 of the sum's terms) is left out, so a row gets the f32 sums a
+// one-row kernel computes up to their order, as the rows kernel (matmul_rows.comp) does, at the
+// tensor cores' rate. |x| must stay below 65504 (the largest half).
 // Bindings: 0 y, 1 x, 2 W, 3 bias, 4 residual; 5, 6 for split K (matmul_cm2_common.glsl).
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_NV_cooperative_matrix2 : require
@@ -23,6 +31,8 @@
 #include "matmul_cm2_common.glsl"
 
 layout(constant_id = 10) const uint DT_W = DT_Q4_0;
+layout(constant_id = 12) const uint EXACT = 0;
+const float LO_SCALE = 2048.0;
 
 // The blocks as 16-bit words: the scale d (and q4_1's minimum m) as f16 bits, then the quants.
 struct BlockQ8_0 {
@@ -63,7 +73,28 @@ float16_t decode_q4_1(const in RefQ4_1 r, const in uint blk[2], const in uint at
   return float16_t(f16_bits(uint(r.b.d)) * float(nibble(uint(r.b.q[(j & 15u) >> 1]), j)) + f16_bits(uint(r.b.m)));
 }
 
+// EXACT's split of a float v: hi, v with its 13 lowest mantissa bits cleared (a half's 11
+// significant bits), and lo = (v - hi) * LO_SCALE, both halves (lo rounded to one). Bit masks
+// rather than conversions back and forth, which a compiler may treat as the identity.
+float hi_part(const float v) { return uintBitsToFloat(floatBitsToUint(v) & 0xFFFFE000u); }
+float lo_part(const float v) { return (v - hi_part(v)) * LO_SCALE; }
+float q8_0_f(const in RefQ8_0 r, const uint j) { return f16_bits(uint(r.b.d)) * float(int(uint(r.b.q[j >> 1]) << (24u - 8u * (j & 1u))) >> 24); }
+float q4_0_f(const in RefQ4_0 r, const uint j) { return f16_bits(uint(r.b.d)) * (float(nibble(uint(r.b.q[(j & 15u) >> 1]), j)) - 8.0); }
+float q4_1_f(const in RefQ4_1 r, const uint j) {
+  return f16_bits(uint(r.b.d)) * float(nibble(uint(r.b.q[(j & 15u) >> 1]), j)) + f16_bits(uint(r.b.m));
+}
+float16_t decode_q8_0_hi(const in RefQ8_0 r, const in uint blk[2], const in uint at[2]) { return float16_t(hi_part(q8_0_f(r, at[1]))); }
+float16_t decode_q8_0_lo(const in RefQ8_0 r, const in uint blk[2], const in uint at[2]) { return float16_t(lo_part(q8_0_f(r, at[1]))); }
+float16_t decode_q4_0_hi(const in RefQ4_0 r, const in uint blk[2], const in uint at[2]) { return float16_t(hi_part(q4_0_f(r, at[1]))); }
+float16_t decode_q4_0_lo(const in RefQ4_0 r, const in uint blk[2], const in uint at[2]) { return float16_t(lo_part(q4_0_f(r, at[1]))); }
+float16_t decode_q4_1_hi(const in RefQ4_1 r, const in uint blk[2], const in uint at[2]) { return float16_t(hi_part(q4_1_f(r, at[1]))); }
+float16_t decode_q4_1_lo(const in RefQ4_1 r, const in uint blk[2], const in uint at[2]) { return float16_t(lo_part(q4_1_f(r, at[1]))); }
+// coopMatPerElementNV callbacks: x's split, element by element.
+float x_hi(const in uint r, const in uint c, const in float e) { return hi_part(e); }
+float x_lo(const in uint r, const in uint c, const in float e) { return lo_part(e); }
+
 #define MAT_W coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA>
+#define MAT_XF coopmat<float, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB>
 #define MAT_X coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB>
 
 // bias, act, residual at tile element (r, c) of the y^T tile whose corner is (n0, m0).
@@ -71,9 +102,33 @@ float epilogue(const in uint r, const in uint c, const in float e, const in uint
   return epilogue_mn(m0 + c, n0 + r, e);
 }
 
-// One K step at k through layouts LW / LX: acc += W[n0 .., k ..] x[m0 .., k ..]^T.
+// One K step at k through layouts LW / LX: acc += W[n0 .., k ..] x[m0 .., k ..]^T (EXACT: the
+// split products, into acc and lo).
 #define STEP(LW, LX, k)                                                                                  \
-  {                                                                                                      \
+  if (EXACT != 0u) {                                                                                     \
+    MAT_W a, al;                                                                                         \
+    if (DT_W == DT_F16) {                                                                                \
+      coopMatLoadTensorNV(a, b2_f16, pc.off_b, sliceTensorLayoutNV(LW, n0, BM, k, BK));                   \
+    } else if (DT_W == DT_Q8_0) {                                                                        \
+      coopMatLoadTensorNV(a, w_q8_0, pc.off_b / 34u, sliceTensorLayoutNV(LW, n0, BM, k, BK), decode_q8_0_hi); \
+      coopMatLoadTensorNV(al, w_q8_0, pc.off_b / 34u, sliceTensorLayoutNV(LW, n0, BM, k, BK), decode_q8_0_lo); \
+    } else if (DT_W == DT_Q4_0) {                                                                        \
+      coopMatLoadTensorNV(a, w_q4_0, pc.off_b / 18u, sliceTensorLayoutNV(LW, n0, BM, k, BK), decode_q4_0_hi); \
+      coopMatLoadTensorNV(al, w_q4_0, pc.off_b / 18u, sliceTensorLayoutNV(LW, n0, BM, k, BK), decode_q4_0_lo); \
+    } else {                                                                                             \
+      coopMatLoadTensorNV(a, w_q4_1, pc.off_b / 20u, sliceTensorLayoutNV(LW, n0, BM, k, BK), decode_q4_1_hi); \
+      coopMatLoadTensorNV(al, w_q4_1, pc.off_b / 20u, sliceTensorLayoutNV(LW, n0, BM, k, BK), decode_q4_1_lo); \
+    }                                                                                                    \
+    MAT_XF bf, bhf, blf;                                                                                 \
+    coopMatLoadTensorNV(bf, b1_f32, pc.off_a, sliceTensorLayoutNV(LX, m0, BN, k, BK), transposed);        \
+    coopMatPerElementNV(bhf, bf, x_hi);                                                                  \
+    coopMatPerElementNV(blf, bf, x_lo);                                                                  \
+    const MAT_X b = MAT_X(bhf);                                                                          \
+    const MAT_X bl = MAT_X(blf);                                                                         \
+    acc = coopMatMulAdd(a, b, acc);                                                                      \
+    lo = coopMatMulAdd(a, bl, lo);                                                                       \
+    if (DT_W != DT_F16) lo = coopMatMulAdd(al, b, lo);                                                   \
+  } else {                                                                                               \
     MAT_W a;                                                                                             \
     if (DT_W == DT_F16)                                                                                  \
       coopMatLoadTensorNV(a, b2_f16, pc.off_b, sliceTensorLayoutNV(LW, n0, BM, k, BK));                   \
@@ -101,7 +156,7 @@ void main() {
   const uint K = pc.K, kbeg = k_begin(K), kend = k_end(K);
   const uint a_sm = pc.a_sm & ~7u, kb = K / 32u;  // x's rows 8-element aligned; W's in blocks
   tensorViewNV<2, false, 1, 0> transposed = createTensorViewNV(2, false, 1, 0);
-  ACC acc = ACC(0.0);
+  ACC acc = ACC(0.0), lo = ACC(0.0);
 
   // Layouts of W (blocks of 1 x 32 for block types) and of x, unclamped or clamped by type.
 #define W_LAYOUT(l)                                                     \
@@ -137,6 +192,7 @@ void main() {
     for (uint k = kbeg; k < kend; k += BK) STEP(lw, lx, k)
   }
 
+  if (EXACT != 0u) acc = acc + lo * (1.0 / LO_SCALE);
   SPLIT_MERGE(acc)
   if (DT_BIAS != DT_NONE || ACT != 0u || DT_RES != DT_NONE) coopMatPerElementNV(acc, acc, epilogue, n0, m0);
   tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> ly = y_layout();
