@@ -221,13 +221,16 @@ const Cm2Tile* cm2_exact_tile(const Context& ctx, int64_t M, DType w) {
   return kCm2NarrowK32.fits(ctx) ? &kCm2NarrowK32 : nullptr;
 }
 
-// From how many rows: halves from 9 (every step past the matvec kernels); block-quantised W from
-// 17, where the rule above only sends gate-up and the head, from this H200 call (`bench_llm_batch`
-// tok/s, the rule against VRUN_MM_EXACT_ROWS=0, q4_0): 9 streams 1,791-1,808 against 1,878, 16
-// 3,172-3,197 against 3,272, 32 5,463-5,529 against 5,118, 64 6,861-6,868 against 5,666.
+// From how many rows, one H200 (`bench_llm_batch` tok/s, Llama-1B): block-quantised W from 17,
+// where the rule above only sends gate-up and the head (the rule from 9 against
+// VRUN_MM_EXACT_ROWS=0, q4_0, one call: 9 streams 1,791-1,808 against 1,878, 16 3,172-3,197
+// against 3,272, 32 5,463-5,529 against 5,118, 64 6,861-6,868 against 5,666; from 5 rows, 5 / 6 /
+// 8 streams 1,068 / 1,284 / 1,715 against 1,068 / 1,272 / 1,704); halves from 5 rows, where the
+// matvec kernels' eight accumulators a weight row slow down (another call: 4 / 5 / 6 / 8 streams
+// 1,015 / 1,231 / 1,481 / 1,967 from 4 rows against 1,483 / 1,010 / 1,219 / 1,621 on them).
 int64_t exact_tensor_rows(bool quant) {
   if (const char* e = knob_value(Knob::VRUN_MM_EXACT_ROWS); e && *e) return std::max<int64_t>(0, std::atoll(e));
-  return quant ? 17 : 9;
+  return quant ? 17 : 5;
 }
 
 constexpr int64_t kExactBlocksN = 8192;
