@@ -201,7 +201,8 @@ int main(int argc, char** argv) {
     // The projections of a Llama-3.2-1B batched decode step of M rows (linear's decode attribute),
     // in TFLOP/s: on the rows kernel (VRUN_MM_EXACT_ROWS=0) at each K split it can be forced to
     // and its own rule ("rule"), then on the tensor cores' exact mode where the device has it
-    // ("exact"), at its rule and with each tile and K split forced (VRUN_MM_CM2, VRUN_MM_SPLITK).
+    // ("exact"; "exact-scaled": VRUN_MM_EXACT_Q=scale), at its rule and with each tile and K split
+    // forced (VRUN_MM_CM2, VRUN_MM_SPLITK).
     // (Rows-kernel variants measured and dropped: two 32-element blocks a step, 0.21 against 0.14
     // ms for gate-up at 32 rows; tiles of 128 columns and one load an element, no faster on an H200:
     // docs/performance.md.)
@@ -212,6 +213,8 @@ int main(int argc, char** argv) {
         unsetenv("VRUN_MM_EXACT_ROWS");
         unsetenv("VRUN_MM_CM2");
         unsetenv("VRUN_MM_SPLITK");
+        unsetenv("VRUN_MM_EXACT_Q");
+        unsetenv("VRUN_MM_EXACT_WIDE");
       }
     } env;
     for (size_t at = 0; at < rows_list.size();) {
@@ -240,23 +243,31 @@ int main(int argc, char** argv) {
           }
           vulkan::set_matmul_rows_for_bench(0, false);
           setenv("VRUN_MM_EXACT_ROWS", "1", 1);
-          // (Block-quantised W takes the exact mode on wide projections only: exact_wide_enough.)
-          if (!vulkan::cm2_exact_tile(ctx, M, wdt) || (is_quantized(wdt) && !vulkan::exact_wide_enough(Nd))) continue;
-          for (const char* tile : exact_tiles)
-            for (int split : {0, 1, 2, 4, 8}) {
-              if (*tile && std::string(tile) != "128x32x32x128" && split != 0) continue;
-              if (*tile) setenv("VRUN_MM_CM2", tile, 1);
-              else unsetenv("VRUN_MM_CM2");
-              if (split) setenv("VRUN_MM_SPLITK", std::to_string(split).c_str(), 1);
-              else unsetenv("VRUN_MM_SPLITK");
-              const double t = run_op(ctx, reps, OpKind::linear, {&x, &w, nullptr}, lin, true, true);
-              char name[96];
-              std::snprintf(name, sizeof name, "exact %s M%lld %s %s", dtype_name(wdt), static_cast<long long>(M),
-                            *tile ? tile : "tile", split ? ("s" + std::to_string(split)).c_str() : "rule");
-              row(name, shape, t, 2.0 * M * Nd * Kd / 1e12, "TFLOP/s", 0);
-            }
+          // Every shape, block-quantised W's narrow ones too (by default it takes only wide ones:
+          // VRUN_MM_EXACT_WIDE), in both forms for q4_0 ("scaled": VRUN_MM_EXACT_Q=scale).
+          if (!vulkan::cm2_exact_tile(ctx, M, wdt)) continue;
+          setenv("VRUN_MM_EXACT_WIDE", "1", 1);
+          for (const char* form : {"", "scale"})
+            for (const char* tile : exact_tiles)
+              for (int split : {0, 1, 2, 4, 8}) {
+                if (*form && (wdt != DType::q4_0 || *tile)) continue;
+                if (*tile && std::string(tile) != "128x32x32x128" && split != 0) continue;
+                setenv("VRUN_MM_EXACT_Q", form, 1);
+                if (*tile) setenv("VRUN_MM_CM2", tile, 1);
+                else unsetenv("VRUN_MM_CM2");
+                if (split) setenv("VRUN_MM_SPLITK", std::to_string(split).c_str(), 1);
+                else unsetenv("VRUN_MM_SPLITK");
+                const double t = run_op(ctx, reps, OpKind::linear, {&x, &w, nullptr}, lin, true, true);
+                char name[96];
+                std::snprintf(name, sizeof name, "exact%s %s M%lld %s %s", *form ? "-scaled" : "", dtype_name(wdt),
+                              static_cast<long long>(M), *tile ? tile : "tile",
+                              split ? ("s" + std::to_string(split)).c_str() : "rule");
+                row(name, shape, t, 2.0 * M * Nd * Kd / 1e12, "TFLOP/s", 0);
+              }
           unsetenv("VRUN_MM_CM2");
           unsetenv("VRUN_MM_SPLITK");
+          unsetenv("VRUN_MM_EXACT_Q");
+          unsetenv("VRUN_MM_EXACT_WIDE");
         }
       }
     }

@@ -234,7 +234,18 @@ int64_t exact_tensor_rows(bool quant) {
 }
 
 constexpr int64_t kExactBlocksN = 8192;
-bool exact_wide_enough(int64_t n) { return n >= kExactBlocksN; }
+bool exact_wide_enough(int64_t n) {
+  if (const char* e = knob_value(Knob::VRUN_MM_EXACT_WIDE); e && *e) return n >= std::atoll(e);
+  return n >= kExactBlocksN;
+}
+
+// EXACT = 2 (matmul_wa_cm2.comp: q4_0 and q8_0 W as integers, each block's sums scaled by its d)
+// with VRUN_MM_EXACT_Q=scale; not yet timed on a GPU, so not the default.
+int exact_mode(DType w) {
+  const char* e = knob_value(Knob::VRUN_MM_EXACT_Q);
+  const bool scale = e && std::string(e) == "scale";
+  return scale && (w == DType::q4_0 || w == DType::q8_0) ? 2 : 1;
+}
 
 // K ranges for a workgroup-scope tile of `tiles` workgroups (matmul_cm2_common.glsl's
 // SPLIT_MERGE): block-quantised W whose tiles leave multiprocessors idle (Llama-1B's o and down

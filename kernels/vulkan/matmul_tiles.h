@@ -75,7 +75,13 @@ int64_t exact_tensor_rows(bool quant);
 
 // Whether block-quantised W of n rows takes the exact mode (W of halves always does): the wide
 // projections, where it beats the rows kernel (matmul_tiles.cpp).
+// VRUN_MM_EXACT_WIDE=N moves that bound (default 8192).
 bool exact_wide_enough(int64_t n);
+
+// The exact mode's form for W (specialisation constant EXACT of matmul_wa_cm2.comp): 1, W split
+// into halves; 2 with VRUN_MM_EXACT_Q=scale for q4_0 and q8_0 W, its integers with each block's
+// sums scaled.
+int exact_mode(DType w);
 
 // The K ranges each of a workgroup-scope grid's `tiles` tiles is split into (1: whole K).
 int cm2_split(const Context& ctx, const Cm2Tile& t, int64_t tiles, int64_t K, bool quant, int64_t M);

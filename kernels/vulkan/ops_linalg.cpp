@@ -327,12 +327,12 @@ Status record_linear_core(Recorder& rec, const std::vector<DeviceView>& in, cons
   // ranges chosen from W's tiles alone, as for one tile of rows, so that a row's sums do not depend
   // on how many rows the step has.
   auto dispatch_cm2 = [&](std::string_view kernel, const Cm2Tile& t, int32_t w_dt, int64_t gx, int64_t gy,
-                          int64_t m_rows, bool exact_mode = false) -> Status {
+                          int64_t m_rows, bool exact_rows = false) -> Status {
     const bool quant = is_quantized(w.dtype);
-    const int split = rr.pinned ? 1 : exact_mode ? cm2_split(ctx, t, gx, K, quant, 1) : cm2_split(ctx, t, gx * gy, K, quant, M);
+    const int split = rr.pinned ? 1 : exact_rows ? cm2_split(ctx, t, gx, K, quant, 1) : cm2_split(ctx, t, gx * gy, K, quant, M);
     std::vector<int32_t> spec = {dt_code(y.dtype), bias_dt, dt_code(x.dtype), res ? dt_code(r) : 255, act, t.bm,
                                  t.bn, t.bk, 4, t.threads, w_dt, split};
-    if (exact_mode) spec.push_back(1);
+    if (exact_rows) spec.push_back(exact_mode(w.dtype));
     if (split > 1) {
       DeviceView part, cnt;
       VRUN_ASSIGN_OR_RETURN(part, rec.scratch(DType::f32, Shape{gx * gy * split * t.bm * t.bn}));

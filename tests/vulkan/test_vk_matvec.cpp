@@ -386,56 +386,67 @@ TEST_F(VkMatvec, DecodeRowsOnTensorCores) {
   if (!vulkan::cm2_exact_tile(ctx(), 32, DType::q4_0)) GTEST_SKIP() << "no workgroup-scope tensor-core kernels here";
   ASSERT_TRUE(vulkan::exact_wide_enough(8262));
   struct Unset {
-    ~Unset() { unsetenv("VRUN_MM_EXACT_ROWS"); }
+    ~Unset() {
+      unsetenv("VRUN_MM_EXACT_ROWS");
+      unsetenv("VRUN_MM_EXACT_Q");
+    }
   } unset;
   setenv("VRUN_MM_EXACT_ROWS", "5", 1);
-  std::mt19937 rng(27);
-  struct Case {
-    int64_t M, K;
-  };
-  const int64_t N = 8262;
-  const std::vector<Case> cases = {{6, 256}, {9, 256}, {16, 96}, {32, 1024}, {40, 512}, {70, 256}};
-  std::uniform_real_distribution<double> decade(-3.0, 3.0);
-  for (DType wdt : {DType::q4_0, DType::q8_0, DType::q4_1, DType::f16})
-    for (const Case& c : cases) {
-      HostTensor x = random_tensor(DType::f32, Shape{1, c.M, c.K}, rng);
-      float* xp = static_cast<float*>(x.view.data);
-      for (int64_t i = 0; i < c.M * c.K; ++i) xp[i] *= static_cast<float>(std::pow(10.0, decade(rng)) / 30.0);
-      HostTensor w = random_tensor(wdt, Shape{N, c.K}, rng);
-      HostTensor b = random_tensor(DType::f32, Shape{N}, rng);
-      HostTensor r = random_tensor(DType::f32, Shape{1, c.M, N}, rng);
-      const auto rv = to_doubles(r.view);
-      const std::vector<double> lin = reference(x, w, &b, r, c.M, N, c.K);
-      std::vector<double> want(lin.size());
-      for (size_t i = 0; i < lin.size(); ++i) {
-        const double v = lin[i] - rv[i];
-        want[i] = v / (1 + std::exp(-v)) + rv[i];
+  // Both forms for q4_0 and q8_0: W split into halves, and (VRUN_MM_EXACT_Q=scale) W's integers
+  // with each block's sums scaled.
+  for (const char* form : {"", "scale"}) {
+    setenv("VRUN_MM_EXACT_Q", form, 1);
+    SCOPED_TRACE(std::string("VRUN_MM_EXACT_Q=") + form);
+    std::mt19937 rng(27);
+    struct Case {
+      int64_t M, K;
+    };
+    const int64_t N = 8262;
+    const std::vector<Case> cases = {{6, 256}, {9, 256}, {16, 96}, {32, 1024}, {40, 512}, {70, 256}};
+    std::uniform_real_distribution<double> decade(-3.0, 3.0);
+    for (DType wdt : {DType::q4_0, DType::q8_0, DType::q4_1, DType::f16})
+      for (const Case& c : cases) {
+        if (*form && wdt != DType::q4_0 && wdt != DType::q8_0) continue;
+        HostTensor x = random_tensor(DType::f32, Shape{1, c.M, c.K}, rng);
+        float* xp = static_cast<float*>(x.view.data);
+        for (int64_t i = 0; i < c.M * c.K; ++i) xp[i] *= static_cast<float>(std::pow(10.0, decade(rng)) / 30.0);
+        HostTensor w = random_tensor(wdt, Shape{N, c.K}, rng);
+        HostTensor b = random_tensor(DType::f32, Shape{N}, rng);
+        HostTensor r = random_tensor(DType::f32, Shape{1, c.M, N}, rng);
+        const auto rv = to_doubles(r.view);
+        const std::vector<double> lin = reference(x, w, &b, r, c.M, N, c.K);
+        std::vector<double> want(lin.size());
+        for (size_t i = 0; i < lin.size(); ++i) {
+          const double v = lin[i] - rv[i];
+          want[i] = v / (1 + std::exp(-v)) + rv[i];
+        }
+        const std::string what = std::string("exact w=") + dtype_name(wdt) + " M=" + std::to_string(c.M) +
+                                 " K=" + std::to_string(c.K);
+        SCOPED_TRACE(what);
+        Attrs a(OpKind::linear);
+        a.set_i("decode", 1).set_s("act", "silu");
+        auto out = run_gpu(OpKind::linear, {&x, &w, &b, &r}, a);
+        expect_close(to_doubles(out[0].view), want, 1e-5 * std::sqrt(static_cast<double>(c.K)), 1e-5, what.c_str());
       }
-      const std::string what = std::string("exact w=") + dtype_name(wdt) + " M=" + std::to_string(c.M) +
-                               " K=" + std::to_string(c.K);
-      SCOPED_TRACE(what);
-      Attrs a(OpKind::linear);
-      a.set_i("decode", 1).set_s("act", "silu");
-      auto out = run_gpu(OpKind::linear, {&x, &w, &b, &r}, a);
-      expect_close(to_doubles(out[0].view), want, 1e-5 * std::sqrt(static_cast<double>(c.K)), 1e-5, what.c_str());
-    }
-  // Row independence: 6, 9, 16, 33, 64 and 70 rows alone against the same rows among 128.
-  for (DType wdt : {DType::q4_0, DType::f16})
-    for (int64_t K : {int64_t{256}, int64_t{2048}}) {
-      HostTensor x = random_tensor(DType::f32, Shape{128, K}, rng);
-      HostTensor w = random_tensor(wdt, Shape{N, K}, rng);
-      Attrs a(OpKind::linear);
-      a.set_i("decode", 1);
-      auto all = run_gpu(OpKind::linear, {&x, &w, nullptr}, a);
-      for (int64_t m : {int64_t{6}, int64_t{9}, int64_t{16}, int64_t{33}, int64_t{64}, int64_t{70}}) {
-        HostTensor xm = x;
-        xm.view.shape = Shape{m, K};
-        auto few = run_gpu(OpKind::linear, {&xm, &w, nullptr}, a);
-        ASSERT_EQ(few[0].view.shape, (Shape{m, N}));
-        EXPECT_EQ(std::memcmp(all[0].view.data, few[0].view.data, static_cast<size_t>(m * N) * sizeof(float)), 0)
-            << dtype_name(wdt) << " W, K " << K << ", " << m << " rows";
+    // Row independence: 6, 9, 16, 33, 64 and 70 rows alone against the same rows among 128.
+    for (DType wdt : {DType::q4_0, DType::f16})
+      for (int64_t K : {int64_t{256}, int64_t{2048}}) {
+        if (*form && wdt != DType::q4_0) continue;
+        HostTensor x = random_tensor(DType::f32, Shape{128, K}, rng);
+        HostTensor w = random_tensor(wdt, Shape{N, K}, rng);
+        Attrs a(OpKind::linear);
+        a.set_i("decode", 1);
+        auto all = run_gpu(OpKind::linear, {&x, &w, nullptr}, a);
+        for (int64_t m : {int64_t{6}, int64_t{9}, int64_t{16}, int64_t{33}, int64_t{64}, int64_t{70}}) {
+          HostTensor xm = x;
+          xm.view.shape = Shape{m, K};
+          auto few = run_gpu(OpKind::linear, {&xm, &w, nullptr}, a);
+          ASSERT_EQ(few[0].view.shape, (Shape{m, N}));
+          EXPECT_EQ(std::memcmp(all[0].view.data, few[0].view.data, static_cast<size_t>(m * N) * sizeof(float)), 0)
+              << dtype_name(wdt) << " W, K " << K << ", " << m << " rows";
+        }
       }
-    }
+  }
 }
 
 }  // namespace

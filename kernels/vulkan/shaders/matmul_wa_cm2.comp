@@ -20,6 +20,10 @@
 // in f32 and only lo W lo x (2^-22 of the sum's terms) is left out, so a row gets the f32 sums a
 // one-row kernel computes up to their order, as the rows kernel (matmul_rows.comp) does, at the
 // tensor cores' rate. |x| must stay below 65504 (the largest half).
+// EXACT = 2 (q4_0 and q8_0 W, K steps of one block): W loads as its integers q, exact halves, with
+// no lo part and one decode of the simplest kind; each step multiplies them by hi x and lo x into
+// accumulators of its own, t = (q hi x) + (q lo x) / 2^11, and adds t times the block's scale d to
+// the sum, as the one-row kernels scale each block's integer dot product.
 // Bindings: 0 y, 1 x, 2 W, 3 bias, 4 residual; 5, 6 for split K (matmul_cm2_common.glsl).
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_NV_cooperative_matrix2 : require
@@ -89,6 +93,21 @@ float16_t decode_q4_0_hi(const in RefQ4_0 r, const in uint blk[2], const in uint
 float16_t decode_q4_0_lo(const in RefQ4_0 r, const in uint blk[2], const in uint at[2]) { return float16_t(lo_part(q4_0_f(r, at[1]))); }
 float16_t decode_q4_1_hi(const in RefQ4_1 r, const in uint blk[2], const in uint at[2]) { return float16_t(hi_part(q4_1_f(r, at[1]))); }
 float16_t decode_q4_1_lo(const in RefQ4_1 r, const in uint blk[2], const in uint at[2]) { return float16_t(lo_part(q4_1_f(r, at[1]))); }
+// EXACT = 2: the integers of a block, and (a coopMatPerElementNV callback) a step's sums t times
+// the scale of W row n0 + r's block kb.
+float16_t decode_q8_0_q(const in RefQ8_0 r, const in uint blk[2], const in uint at[2]) {
+  const uint j = at[1];
+  return float16_t(float(int(uint(r.b.q[j >> 1]) << (24u - 8u * (j & 1u))) >> 24));
+}
+float16_t decode_q4_0_q(const in RefQ4_0 r, const in uint blk[2], const in uint at[2]) {
+  const uint j = at[1];
+  return float16_t(float(nibble(uint(r.b.q[(j & 15u) >> 1]), j)) - 8.0);
+}
+float block_scale(const in uint r, const in uint c, const in float e, const in uint n0, const in uint kb) {
+  const uint n = min(n0 + r, pc.N - 1u);
+  if (DT_W == DT_Q8_0) return e * f16_bits(uint(w_q8_0[pc.off_b / 34u + n * (pc.K / 32u) + kb].d));
+  return e * f16_bits(uint(w_q4_0[pc.off_b / 18u + n * (pc.K / 32u) + kb].d));
+}
 // coopMatPerElementNV callbacks: x's split, element by element.
 float x_hi(const in uint r, const in uint c, const in float e) { return hi_part(e); }
 float x_lo(const in uint r, const in uint c, const in float e) { return lo_part(e); }
@@ -105,7 +124,22 @@ float epilogue(const in uint r, const in uint c, const in float e, const in uint
 // One K step at k through layouts LW / LX: acc += W[n0 .., k ..] x[m0 .., k ..]^T (EXACT: the
 // split products, into acc and lo).
 #define STEP(LW, LX, k)                                                                                  \
-  if (EXACT != 0u) {                                                                                     \
+  if (EXACT == 2u) {                                                                                     \
+    MAT_W q;                                                                                             \
+    if (DT_W == DT_Q8_0)                                                                                 \
+      coopMatLoadTensorNV(q, w_q8_0, pc.off_b / 34u, sliceTensorLayoutNV(LW, n0, BM, k, BK), decode_q8_0_q); \
+    else                                                                                                 \
+      coopMatLoadTensorNV(q, w_q4_0, pc.off_b / 18u, sliceTensorLayoutNV(LW, n0, BM, k, BK), decode_q4_0_q); \
+    MAT_XF bf, bhf, blf;                                                                                 \
+    coopMatLoadTensorNV(bf, b1_f32, pc.off_a, sliceTensorLayoutNV(LX, m0, BN, k, BK), transposed);        \
+    coopMatPerElementNV(bhf, bf, x_hi);                                                                  \
+    coopMatPerElementNV(blf, bf, x_lo);                                                                  \
+    ACC t = coopMatMulAdd(q, MAT_X(bhf), ACC(0.0));                                                      \
+    const ACC tl = coopMatMulAdd(q, MAT_X(blf), ACC(0.0));                                               \
+    t = t + tl * (1.0 / LO_SCALE);                                                                       \
+    coopMatPerElementNV(t, t, block_scale, n0, (k) / 32u);                                               \
+    acc = acc + t;                                                                                       \
+  } else if (EXACT != 0u) {                                                                              \
     MAT_W a, al;                                                                                         \
     if (DT_W == DT_F16) {                                                                                \
       coopMatLoadTensorNV(a, b2_f16, pc.off_b, sliceTensorLayoutNV(LW, n0, BM, k, BK));                   \
@@ -192,7 +226,7 @@ void main() {
     for (uint k = kbeg; k < kend; k += BK) STEP(lw, lx, k)
   }
 
-  if (EXACT != 0u) acc = acc + lo * (1.0 / LO_SCALE);
+  if (EXACT == 1u) acc = acc + lo * (1.0 / LO_SCALE);
   SPLIT_MERGE(acc)
   if (DT_BIAS != DT_NONE || ACT != 0u || DT_RES != DT_NONE) coopMatPerElementNV(acc, acc, epilogue, n0, m0);
   tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> ly = y_layout();
