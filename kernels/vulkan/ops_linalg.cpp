@@ -54,7 +54,10 @@ bool coop_linear_operands(const Context& ctx, DType x, DType w, int64_t M, int64
 // exact_tensor_rows() of them, W of halves, or of q8_0, q4_0 or q4_1 blocks at least
 // kExactBlocksN rows long (exact_wide_enough); never with VRUN_MATMUL_ROWS=exact (the single
 // stream's bits). From W's shape and the step's rows past the threshold only, so that a row's
-// values do not depend on how many rows share the step.
+// values do not depend on how many rows share the step. Only where K and N are both at least
+// kExactMinDim, the shapes it was measured on (Llama-1B's); the speech decoders' narrower
+// projections (Whisper's 384-1280 wide) keep the rows and matvec kernels until measured.
+constexpr int64_t kExactMinDim = 2048;
 bool exact_on_tensor_cores(Recorder& rec, const DeviceView& x, const DeviceView& w, RowRule rr, bool glu) {
   if (!rr.one_row || exact_decode_rows() || x.dtype != DType::f32 || w.shape.rank != 2) return false;
   const int64_t K = w.shape[1], rows = exact_tensor_rows(is_quantized(w.dtype));
@@ -62,7 +65,8 @@ bool exact_on_tensor_cores(Recorder& rec, const DeviceView& x, const DeviceView&
   const DType wd = w.dtype;
   const bool w_ok = wd == DType::f16 || ((wd == DType::q8_0 || wd == DType::q4_0 || wd == DType::q4_1) &&
                                          exact_wide_enough(w.shape[0]));
-  return rows > 0 && M >= rows && w_ok && K % kQuantBlock == 0 && cm2_exact_tile(rec.context(), M, wd) != nullptr;
+  return rows > 0 && M >= rows && w_ok && K % kQuantBlock == 0 && K >= kExactMinDim && w.shape[0] >= kExactMinDim &&
+         cm2_exact_tile(rec.context(), M, wd) != nullptr;
 }
 
 // Whether x's rows go to the matvec kernels: up to 8 of them (glu: of 2K elements each), or a

@@ -375,23 +375,25 @@ TEST_F(VkMatvec, DecodeRowsKernel) {
 }
 
 // A batched decode step's rows on the tensor cores' exact mode (matmul_wa_cm2.comp, EXACT: x and
-// W split into two halves each), where the device has it: against float64 products to f32's
-// rounding, as the rows kernel is held, for every W it takes (halves, and q4_0, q8_0, q4_1 on wide
-// projections: N of 8192 or more); 6 to 70 rows (tiles of 16, 32 and 64 rows, and two of 64); N
-// ending in a partial tile of 128; K whole and split; bias, silu and residual in the epilogue; x
-// over six decades (its low halves matter). Then the serving path's claim: a row's values do not
-// depend on how many rows share the step. Every W from 5 rows (VRUN_MM_EXACT_ROWS=5: block-quantised
-// W would start at 17).
+// W split into two halves each; for q4_0 and q8_0 also W's integers with each block's sums
+// scaled), where the device has it: against float64 products to f32's rounding, as the rows kernel
+// is held, for every W it takes; 6 to 70 rows (tiles of 16, 32 and 64 rows, and two of 64); N
+// ending in a partial tile of 128; K of 64 to 128 blocks, split or not; bias, silu and residual in
+// the epilogue; x over six decades (its low halves matter). Then the serving path's claim: a row's
+// values do not depend on how many rows share the step. Every W from 5 rows and 2,048 rows of W
+// (VRUN_MM_EXACT_ROWS=5, VRUN_MM_EXACT_WIDE=2048: block-quantised W would start at 17 rows and
+// 8,192 of W).
 TEST_F(VkMatvec, DecodeRowsOnTensorCores) {
   if (!vulkan::cm2_exact_tile(ctx(), 32, DType::q4_0)) GTEST_SKIP() << "no workgroup-scope tensor-core kernels here";
-  ASSERT_TRUE(vulkan::exact_wide_enough(8262));
   struct Unset {
     ~Unset() {
       unsetenv("VRUN_MM_EXACT_ROWS");
       unsetenv("VRUN_MM_EXACT_Q");
+      unsetenv("VRUN_MM_EXACT_WIDE");
     }
   } unset;
   setenv("VRUN_MM_EXACT_ROWS", "5", 1);
+  setenv("VRUN_MM_EXACT_WIDE", "2048", 1);
   // Both forms for q4_0 and q8_0: W split into halves, and (VRUN_MM_EXACT_Q=scale) W's integers
   // with each block's sums scaled.
   for (const char* form : {"", "scale"}) {
@@ -401,8 +403,9 @@ TEST_F(VkMatvec, DecodeRowsOnTensorCores) {
     struct Case {
       int64_t M, K;
     };
-    const int64_t N = 8262;
-    const std::vector<Case> cases = {{6, 256}, {9, 256}, {16, 96}, {32, 1024}, {40, 512}, {70, 256}};
+    const int64_t N = 2118;
+    ASSERT_TRUE(vulkan::exact_wide_enough(N));
+    const std::vector<Case> cases = {{6, 2048}, {9, 2080}, {16, 2048}, {32, 4096}, {40, 2112}, {70, 2048}};
     std::uniform_real_distribution<double> decade(-3.0, 3.0);
     for (DType wdt : {DType::q4_0, DType::q8_0, DType::q4_1, DType::f16})
       for (const Case& c : cases) {
@@ -430,7 +433,7 @@ TEST_F(VkMatvec, DecodeRowsOnTensorCores) {
       }
     // Row independence: 6, 9, 16, 33, 64 and 70 rows alone against the same rows among 128.
     for (DType wdt : {DType::q4_0, DType::f16})
-      for (int64_t K : {int64_t{256}, int64_t{2048}}) {
+      for (int64_t K : {int64_t{2048}, int64_t{2080}}) {
         if (*form && wdt != DType::q4_0) continue;
         HostTensor x = random_tensor(DType::f32, Shape{128, K}, rng);
         HostTensor w = random_tensor(wdt, Shape{N, K}, rng);
