@@ -199,15 +199,15 @@ int main(int argc, char** argv) {
 
   if (!rows_list.empty()) {
     // The projections of a Llama-3.2-1B batched decode step of M rows (linear's decode attribute),
-    // in TFLOP/s: on the rows kernel (VRUN_MM_EXACT_ROWS=0) at each K split it can be forced to
-    // and its own rule ("rule"), then on the tensor cores' exact mode where the device has it
-    // ("exact"; "exact-scaled": VRUN_MM_EXACT_Q=scale), at its rule and with each tile and K split
-    // forced (VRUN_MM_CM2, VRUN_MM_SPLITK).
+    // in TFLOP/s: on the rows kernel (VRUN_MM_EXACT_ROWS=0) at its rule ("rule") and forced to 4
+    // and 8 K ranges, then on the tensor cores' exact mode where the device has it
+    // ("exact"; "exact-scaled": VRUN_MM_EXACT_Q=scale), at its rule and with each K split forced
+    // (VRUN_MM_SPLITK). (Its tiles: 128 x 32 measured best or even at 32 rows against 128 x 64,
+    // 64 x 32 and 256 x 32 on an H200; VRUN_MM_CM2 forces one.)
     // (Rows-kernel variants measured and dropped: two 32-element blocks a step, 0.21 against 0.14
     // ms for gate-up at 32 rows; tiles of 128 columns and one load an element, no faster on an H200:
     // docs/performance.md.)
     const int64_t shapes[][2] = {{3072, 2048}, {2048, 2048}, {16384, 2048}, {2048, 8192}, {128256, 2048}};
-    const char* exact_tiles[] = {"", "128x32x32x128", "64x32x32x128", "256x32x32x256"};
     struct Env {
       ~Env() {
         unsetenv("VRUN_MM_EXACT_ROWS");
@@ -232,7 +232,7 @@ int main(int argc, char** argv) {
           char shape[64];
           std::snprintf(shape, sizeof shape, "%lldx%lld", static_cast<long long>(Nd), static_cast<long long>(Kd));
           setenv("VRUN_MM_EXACT_ROWS", "0", 1);
-          for (int split : {0, 2, 4, 8, 16}) {
+          for (int split : {0, 4, 8}) {
             if ((Kd / 32) % std::max(split, 1) != 0) continue;
             vulkan::set_matmul_rows_for_bench(split, false);
             const double t = run_op(ctx, reps, OpKind::linear, {&x, &w, nullptr}, lin, true, true);
@@ -248,22 +248,18 @@ int main(int argc, char** argv) {
           if (!vulkan::cm2_exact_tile(ctx, M, wdt)) continue;
           setenv("VRUN_MM_EXACT_WIDE", "1", 1);
           for (const char* form : {"", "scale"})
-            for (const char* tile : exact_tiles)
-              for (int split : {0, 1, 2, 4, 8}) {
-                if (*form && (wdt != DType::q4_0 || *tile)) continue;
-                if (*tile && std::string(tile) != "128x32x32x128" && split != 0) continue;
-                setenv("VRUN_MM_EXACT_Q", form, 1);
-                if (*tile) setenv("VRUN_MM_CM2", tile, 1);
-                else unsetenv("VRUN_MM_CM2");
-                if (split) setenv("VRUN_MM_SPLITK", std::to_string(split).c_str(), 1);
-                else unsetenv("VRUN_MM_SPLITK");
-                const double t = run_op(ctx, reps, OpKind::linear, {&x, &w, nullptr}, lin, true, true);
-                char name[96];
-                std::snprintf(name, sizeof name, "exact%s %s M%lld %s %s", *form ? "-scaled" : "", dtype_name(wdt),
-                              static_cast<long long>(M), *tile ? tile : "tile",
-                              split ? ("s" + std::to_string(split)).c_str() : "rule");
-                row(name, shape, t, 2.0 * M * Nd * Kd / 1e12, "TFLOP/s", 0);
-              }
+            for (int split : {0, 2, 4, 8}) {
+              if (*form && wdt != DType::q4_0) continue;
+              if ((Kd / 32) % std::max(split, 1) != 0) continue;
+              setenv("VRUN_MM_EXACT_Q", form, 1);
+              if (split) setenv("VRUN_MM_SPLITK", std::to_string(split).c_str(), 1);
+              else unsetenv("VRUN_MM_SPLITK");
+              const double t = run_op(ctx, reps, OpKind::linear, {&x, &w, nullptr}, lin, true, true);
+              char name[96];
+              std::snprintf(name, sizeof name, "exact%s %s M%lld %s", *form ? "-scaled" : "", dtype_name(wdt),
+                            static_cast<long long>(M), split ? ("s" + std::to_string(split)).c_str() : "rule");
+              row(name, shape, t, 2.0 * M * Nd * Kd / 1e12, "TFLOP/s", 0);
+            }
           unsetenv("VRUN_MM_CM2");
           unsetenv("VRUN_MM_SPLITK");
           unsetenv("VRUN_MM_EXACT_Q");
