@@ -60,49 +60,40 @@ layout(buffer_reference, std430, buffer_reference_align = 2) buffer RefQ4_1 { Bl
 
 float f16_bits(const uint h) { return unpackHalf2x16(h).x; }
 
-// Element at[1] of the block (block coordinates unused: the block's address says it all).
-float16_t decode_q8_0(const in RefQ8_0 r, const in uint blk[2], const in uint at[2]) {
-  const uint j = at[1], w = uint(r.b.q[j >> 1]);
-  const int q = int(w << (24u - 8u * (j & 1u))) >> 24;
-  return float16_t(f16_bits(uint(r.b.d)) * float(q));
-}
+// Element j of a block: its integer q (q4_0: the nibble less 8; exact in a half) and its value
+// d q (+ m) in f32 (d q exact: d is a half and q has at most 8 bits; q4_1's + m rounded once, as
+// the one-row kernels round it).
 // The nibble of element j in a 4-bit block's 16-bit word: byte j % 16, the high half past 16.
 uint nibble(const uint w, const uint j) { return (w >> (8u * (j & 1u) + 4u * (j >> 4))) & 15u; }
-float16_t decode_q4_0(const in RefQ4_0 r, const in uint blk[2], const in uint at[2]) {
-  const uint j = at[1];
-  return float16_t(f16_bits(uint(r.b.d)) * (float(nibble(uint(r.b.q[(j & 15u) >> 1]), j)) - 8.0));
+float q8_0_int(const in RefQ8_0 r, const uint j) { return float(int(uint(r.b.q[j >> 1]) << (24u - 8u * (j & 1u))) >> 24); }
+float q4_0_int(const in RefQ4_0 r, const uint j) { return float(nibble(uint(r.b.q[(j & 15u) >> 1]), j)) - 8.0; }
+float q8_0_f(const in RefQ8_0 r, const uint j) { return f16_bits(uint(r.b.d)) * q8_0_int(r, j); }
+float q4_0_f(const in RefQ4_0 r, const uint j) { return f16_bits(uint(r.b.d)) * q4_0_int(r, j); }
+float q4_1_f(const in RefQ4_1 r, const uint j) {
+  return f16_bits(uint(r.b.d)) * float(nibble(uint(r.b.q[(j & 15u) >> 1]), j)) + f16_bits(uint(r.b.m));
 }
-float16_t decode_q4_1(const in RefQ4_1 r, const in uint blk[2], const in uint at[2]) {
-  const uint j = at[1];
-  return float16_t(f16_bits(uint(r.b.d)) * float(nibble(uint(r.b.q[(j & 15u) >> 1]), j)) + f16_bits(uint(r.b.m)));
-}
+
+// Decode functions: element at[1] of the block (block coordinates unused: the block's address
+// says it all) as a half, rounded; EXACT = 1: its hi and lo parts; EXACT = 2: its integer.
+float16_t decode_q8_0(const in RefQ8_0 r, const in uint blk[2], const in uint at[2]) { return float16_t(q8_0_f(r, at[1])); }
+float16_t decode_q4_0(const in RefQ4_0 r, const in uint blk[2], const in uint at[2]) { return float16_t(q4_0_f(r, at[1])); }
+float16_t decode_q4_1(const in RefQ4_1 r, const in uint blk[2], const in uint at[2]) { return float16_t(q4_1_f(r, at[1])); }
 
 // EXACT's split of a float v: hi, v with its 13 lowest mantissa bits cleared (a half's 11
 // significant bits), and lo = (v - hi) * LO_SCALE, both halves (lo rounded to one). Bit masks
 // rather than conversions back and forth, which a compiler may treat as the identity.
 float hi_part(const float v) { return uintBitsToFloat(floatBitsToUint(v) & 0xFFFFE000u); }
 float lo_part(const float v) { return (v - hi_part(v)) * LO_SCALE; }
-float q8_0_f(const in RefQ8_0 r, const uint j) { return f16_bits(uint(r.b.d)) * float(int(uint(r.b.q[j >> 1]) << (24u - 8u * (j & 1u))) >> 24); }
-float q4_0_f(const in RefQ4_0 r, const uint j) { return f16_bits(uint(r.b.d)) * (float(nibble(uint(r.b.q[(j & 15u) >> 1]), j)) - 8.0); }
-float q4_1_f(const in RefQ4_1 r, const uint j) {
-  return f16_bits(uint(r.b.d)) * float(nibble(uint(r.b.q[(j & 15u) >> 1]), j)) + f16_bits(uint(r.b.m));
-}
 float16_t decode_q8_0_hi(const in RefQ8_0 r, const in uint blk[2], const in uint at[2]) { return float16_t(hi_part(q8_0_f(r, at[1]))); }
 float16_t decode_q8_0_lo(const in RefQ8_0 r, const in uint blk[2], const in uint at[2]) { return float16_t(lo_part(q8_0_f(r, at[1]))); }
 float16_t decode_q4_0_hi(const in RefQ4_0 r, const in uint blk[2], const in uint at[2]) { return float16_t(hi_part(q4_0_f(r, at[1]))); }
 float16_t decode_q4_0_lo(const in RefQ4_0 r, const in uint blk[2], const in uint at[2]) { return float16_t(lo_part(q4_0_f(r, at[1]))); }
 float16_t decode_q4_1_hi(const in RefQ4_1 r, const in uint blk[2], const in uint at[2]) { return float16_t(hi_part(q4_1_f(r, at[1]))); }
 float16_t decode_q4_1_lo(const in RefQ4_1 r, const in uint blk[2], const in uint at[2]) { return float16_t(lo_part(q4_1_f(r, at[1]))); }
-// EXACT = 2: the integers of a block, and (a coopMatPerElementNV callback) a step's sums t times
-// the scale of W row n0 + r's block kb.
-float16_t decode_q8_0_q(const in RefQ8_0 r, const in uint blk[2], const in uint at[2]) {
-  const uint j = at[1];
-  return float16_t(float(int(uint(r.b.q[j >> 1]) << (24u - 8u * (j & 1u))) >> 24));
-}
-float16_t decode_q4_0_q(const in RefQ4_0 r, const in uint blk[2], const in uint at[2]) {
-  const uint j = at[1];
-  return float16_t(float(nibble(uint(r.b.q[(j & 15u) >> 1]), j)) - 8.0);
-}
+float16_t decode_q8_0_q(const in RefQ8_0 r, const in uint blk[2], const in uint at[2]) { return float16_t(q8_0_int(r, at[1])); }
+float16_t decode_q4_0_q(const in RefQ4_0 r, const in uint blk[2], const in uint at[2]) { return float16_t(q4_0_int(r, at[1])); }
+// EXACT = 2 (a coopMatPerElementNV callback): a step's sums t times the scale of W row n0 + r's
+// block kb.
 float block_scale(const in uint r, const in uint c, const in float e, const in uint n0, const in uint kb) {
   const uint n = min(n0 + r, pc.N - 1u);
   if (DT_W == DT_Q8_0) return e * f16_bits(uint(w_q8_0[pc.off_b / 34u + n * (pc.K / 32u) + kb].d));
@@ -121,6 +112,15 @@ float epilogue(const in uint r, const in uint c, const in float e, const in uint
   return epilogue_mn(m0 + c, n0 + r, e);
 }
 
+// EXACT: x's tile at k through layout LX, loaded in f32 and split into halves b (hi) and bl (lo).
+#define LOAD_X_SPLIT(LX, k)                                                                          \
+  MAT_XF bf, bhf, blf;                                                                               \
+  coopMatLoadTensorNV(bf, b1_f32, pc.off_a, sliceTensorLayoutNV(LX, m0, BN, k, BK), transposed);      \
+  coopMatPerElementNV(bhf, bf, x_hi);                                                                \
+  coopMatPerElementNV(blf, bf, x_lo);                                                                \
+  const MAT_X b = MAT_X(bhf);                                                                        \
+  const MAT_X bl = MAT_X(blf);
+
 // One K step at k through layouts LW / LX: acc += W[n0 .., k ..] x[m0 .., k ..]^T (EXACT: the
 // split products, into acc and lo).
 #define STEP(LW, LX, k)                                                                                  \
@@ -130,12 +130,9 @@ float epilogue(const in uint r, const in uint c, const in float e, const in uint
       coopMatLoadTensorNV(q, w_q8_0, pc.off_b / 34u, sliceTensorLayoutNV(LW, n0, BM, k, BK), decode_q8_0_q); \
     else                                                                                                 \
       coopMatLoadTensorNV(q, w_q4_0, pc.off_b / 18u, sliceTensorLayoutNV(LW, n0, BM, k, BK), decode_q4_0_q); \
-    MAT_XF bf, bhf, blf;                                                                                 \
-    coopMatLoadTensorNV(bf, b1_f32, pc.off_a, sliceTensorLayoutNV(LX, m0, BN, k, BK), transposed);        \
-    coopMatPerElementNV(bhf, bf, x_hi);                                                                  \
-    coopMatPerElementNV(blf, bf, x_lo);                                                                  \
-    ACC t = coopMatMulAdd(q, MAT_X(bhf), ACC(0.0));                                                      \
-    const ACC tl = coopMatMulAdd(q, MAT_X(blf), ACC(0.0));                                               \
+    LOAD_X_SPLIT(LX, k)                                                                                  \
+    ACC t = coopMatMulAdd(q, b, ACC(0.0));                                                               \
+    const ACC tl = coopMatMulAdd(q, bl, ACC(0.0));                                                       \
     t = t + tl * (1.0 / LO_SCALE);                                                                       \
     coopMatPerElementNV(t, t, block_scale, n0, (k) / 32u);                                               \
     acc = acc + t;                                                                                       \
@@ -153,12 +150,7 @@ float epilogue(const in uint r, const in uint c, const in float e, const in uint
       coopMatLoadTensorNV(a, w_q4_1, pc.off_b / 20u, sliceTensorLayoutNV(LW, n0, BM, k, BK), decode_q4_1_hi); \
       coopMatLoadTensorNV(al, w_q4_1, pc.off_b / 20u, sliceTensorLayoutNV(LW, n0, BM, k, BK), decode_q4_1_lo); \
     }                                                                                                    \
-    MAT_XF bf, bhf, blf;                                                                                 \
-    coopMatLoadTensorNV(bf, b1_f32, pc.off_a, sliceTensorLayoutNV(LX, m0, BN, k, BK), transposed);        \
-    coopMatPerElementNV(bhf, bf, x_hi);                                                                  \
-    coopMatPerElementNV(blf, bf, x_lo);                                                                  \
-    const MAT_X b = MAT_X(bhf);                                                                          \
-    const MAT_X bl = MAT_X(blf);                                                                         \
+    LOAD_X_SPLIT(LX, k)                                                                                  \
     acc = coopMatMulAdd(a, b, acc);                                                                      \
     lo = coopMatMulAdd(a, bl, lo);                                                                       \
     if (DT_W != DT_F16) lo = coopMatMulAdd(al, b, lo);                                                   \
