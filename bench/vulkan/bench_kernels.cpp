@@ -201,7 +201,8 @@ int main(int argc, char** argv) {
     // The projections of a Llama-3.2-1B batched decode step of M rows (linear's decode attribute),
     // in TFLOP/s: on the rows kernel (VRUN_MM_EXACT_ROWS=0) at its rule ("rule") and forced to 4
     // and 8 K ranges, then on the tensor cores' exact mode where the device has it
-    // ("exact"; "exact-scaled": VRUN_MM_EXACT_Q=scale), at its rule and with each K split forced
+    // ("exact-scaled", q4_0 W's integers with each block's sums scaled, the default; "exact": W split
+    // into halves, VRUN_MM_EXACT_Q=split, and f16 W), at its rule and with each K split forced
     // (VRUN_MM_SPLITK). (Its tiles: 128 x 32 measured best or even at 32 rows against 128 x 64,
     // 64 x 32 and 256 x 32 on an H200; VRUN_MM_CM2 forces one.)
     // (Rows-kernel variants measured and dropped: two 32-element blocks a step, 0.21 against 0.14
@@ -244,19 +245,19 @@ int main(int argc, char** argv) {
           vulkan::set_matmul_rows_for_bench(0, false);
           setenv("VRUN_MM_EXACT_ROWS", "1", 1);
           // Every shape, block-quantised W's narrow ones too (by default it takes only wide ones:
-          // VRUN_MM_EXACT_WIDE), in both forms for q4_0 ("scaled": VRUN_MM_EXACT_Q=scale).
+          // VRUN_MM_EXACT_WIDE), in both forms for q4_0 ("exact": VRUN_MM_EXACT_Q=split).
           if (!vulkan::cm2_exact_tile(ctx, M, wdt)) continue;
           setenv("VRUN_MM_EXACT_WIDE", "1", 1);
-          for (const char* form : {"", "scale"})
+          for (const char* form : {"split", ""})
             for (int split : {0, 2, 4, 8}) {
-              if (*form && wdt != DType::q4_0) continue;
+              if (!*form && wdt != DType::q4_0) continue;
               if ((Kd / 32) % std::max(split, 1) != 0) continue;
               setenv("VRUN_MM_EXACT_Q", form, 1);
               if (split) setenv("VRUN_MM_SPLITK", std::to_string(split).c_str(), 1);
               else unsetenv("VRUN_MM_SPLITK");
               const double t = run_op(ctx, reps, OpKind::linear, {&x, &w, nullptr}, lin, true, true);
               char name[96];
-              std::snprintf(name, sizeof name, "exact%s %s M%lld %s", *form ? "-scaled" : "", dtype_name(wdt),
+              std::snprintf(name, sizeof name, "exact%s %s M%lld %s", *form || wdt != DType::q4_0 ? "" : "-scaled", dtype_name(wdt),
                             static_cast<long long>(M), split ? ("s" + std::to_string(split)).c_str() : "rule");
               row(name, shape, t, 2.0 * M * Nd * Kd / 1e12, "TFLOP/s", 0);
             }

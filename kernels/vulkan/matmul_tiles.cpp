@@ -239,12 +239,16 @@ bool exact_wide_enough(int64_t n) {
   return n >= kExactBlocksN;
 }
 
-// EXACT = 2 (matmul_wa_cm2.comp: q4_0 and q8_0 W as integers, each block's sums scaled by its d)
-// with VRUN_MM_EXACT_Q=scale; not yet timed on a GPU, so not the default.
+// EXACT = 2 (matmul_wa_cm2.comp: q4_0 and q8_0 W as integers, exact in halves, each block's sums
+// scaled by its d; one decode an element where EXACT = 1 runs two) is the default for both;
+// VRUN_MM_EXACT_Q=split keeps them to the two halves of EXACT = 1. One H200, Llama-1B q4_0 at 32
+// rows (ms, rows kernel / split / scaled): gate-up 0.118 / 0.080 / 0.055, the head 0.802 / 0.585 /
+// 0.416; `bench_llm_batch --ctx 4096` tok/s at 32 / 64 streams 5,103 / 5,615 on the rows kernel,
+// 5,386 / 6,783 split, 6,296 / 7,214 scaled, every stream's tokens generate's.
 int exact_mode(DType w) {
   const char* e = knob_value(Knob::VRUN_MM_EXACT_Q);
-  const bool scale = e && std::string(e) == "scale";
-  return scale && (w == DType::q4_0 || w == DType::q8_0) ? 2 : 1;
+  const bool split = e && std::string(e) == "split";
+  return !split && (w == DType::q4_0 || w == DType::q8_0) ? 2 : 1;
 }
 
 // K ranges for a workgroup-scope tile of `tiles` workgroups (matmul_cm2_common.glsl's

@@ -78,9 +78,9 @@ int64_t exact_tensor_rows(bool quant);
 // VRUN_MM_EXACT_WIDE=N moves that bound (default 8192).
 bool exact_wide_enough(int64_t n);
 
-// The exact mode's form for W (specialisation constant EXACT of matmul_wa_cm2.comp): 1, W split
-// into halves; 2 with VRUN_MM_EXACT_Q=scale for q4_0 and q8_0 W, its integers with each block's
-// sums scaled.
+// The exact mode's form for W (specialisation constant EXACT of matmul_wa_cm2.comp): 2 for q4_0
+// and q8_0 W, its integers with each block's sums scaled; 1, W split into halves, for the others
+// and with VRUN_MM_EXACT_Q=split.
 int exact_mode(DType w);
 
 // The K ranges each of a workgroup-scope grid's `tiles` tiles is split into (1: whole K).
