@@ -221,16 +221,20 @@ const Cm2Tile* cm2_exact_tile(const Context& ctx, int64_t M, DType w) {
   return kCm2NarrowK32.fits(ctx) ? &kCm2NarrowK32 : nullptr;
 }
 
-// From how many rows, one H200 (`bench_llm_batch` tok/s, Llama-1B): block-quantised W from 17,
-// where the rule above only sends gate-up and the head (the rule from 9 against
-// VRUN_MM_EXACT_ROWS=0, q4_0, one call: 9 streams 1,791-1,808 against 1,878, 16 3,172-3,197
-// against 3,272, 32 5,463-5,529 against 5,118, 64 6,861-6,868 against 5,666; from 5 rows, 5 / 6 /
-// 8 streams 1,068 / 1,284 / 1,715 against 1,068 / 1,272 / 1,704); halves from 5 rows, where the
-// matvec kernels' eight accumulators a weight row slow down (another call: 4 / 5 / 6 / 8 streams
-// 1,015 / 1,231 / 1,481 / 1,967 from 4 rows against 1,483 / 1,010 / 1,219 / 1,621 on them).
-int64_t exact_tensor_rows(bool quant) {
+// From how many rows, one H200 (`bench_llm_batch` tok/s, Llama-1B): 5 for halves, and for q4_0
+// and q8_0 W in the scaled form (exact_mode 2), where the matvec kernels' eight accumulators a
+// weight row slow down: halves (one call) 4 / 5 / 6 / 8 streams 1,015 / 1,231 / 1,481 / 1,967 from
+// 4 rows against 1,483 / 1,010 / 1,219 / 1,621 on them; q4_0 from 5 against the former 17 (one
+// call) 5 / 8 / 9 / 12 / 16 streams 1,239 / 1,974 / 2,200 / 2,931 / 3,850 against 1,017 / 1,630 /
+// 1,848 / 2,503 / 3,325, q8_0 1,024 / 1,637 / 2,002 / 2,670 / 3,572 against 802 / 1,281 / 1,688 /
+// 2,225 / 3,018; from 3 rows only within noise at 3 and 4 (q4_0 834 / 1,123 against 820 / 1,096 on
+// the matvec kernels, q8_0 792 / 1,052 against 765-788 / 1,037-1,051). W split into halves (q4_1,
+// and q4_0 / q8_0 with VRUN_MM_EXACT_Q=split: two decodes an element) from 17, where the rule above
+// only sends gate-up and the head (q4_0 from 9 against VRUN_MM_EXACT_ROWS=0, one call: 9 streams
+// 1,791-1,808 against 1,878, 16 3,172-3,197 against 3,272, 32 5,463-5,529 against 5,118).
+int64_t exact_tensor_rows(DType w) {
   if (const char* e = knob_value(Knob::VRUN_MM_EXACT_ROWS); e && *e) return std::max<int64_t>(0, std::atoll(e));
-  return quant ? 17 : 5;
+  return is_quantized(w) && exact_mode(w) == 1 ? 17 : 5;
 }
 
 constexpr int64_t kExactBlocksN = 8192;

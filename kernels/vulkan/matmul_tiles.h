@@ -69,9 +69,10 @@ const Cm2Tile* cm2_wa_tile(const Context& ctx, int64_t M, int64_t K, int64_t N, 
 // switches of the workgroup-scope kernels leave it off (the step's rows then take the rows kernel).
 const Cm2Tile* cm2_exact_tile(const Context& ctx, int64_t M, DType w);
 
-// The fewest rows of a batched decode step that take that exact mode: VRUN_MM_EXACT_ROWS, else 5
-// for W of halves and 17 for block-quantised W (quant; matmul_tiles.cpp says why); 0 for never.
-int64_t exact_tensor_rows(bool quant);
+// The fewest rows of a batched decode step that take that exact mode for W of dtype w:
+// VRUN_MM_EXACT_ROWS, else 5 for halves and for q4_0 and q8_0 W as integers (exact_mode 2), 17 for
+// block-quantised W split into halves (matmul_tiles.cpp says why); 0 for never.
+int64_t exact_tensor_rows(DType w);
 
 // Whether block-quantised W of n rows takes the exact mode (W of halves always does): the wide
 // projections, where it beats the rows kernel (matmul_tiles.cpp).

@@ -60,7 +60,7 @@ bool coop_linear_operands(const Context& ctx, DType x, DType w, int64_t M, int64
 constexpr int64_t kExactMinDim = 2048;
 bool exact_on_tensor_cores(Recorder& rec, const DeviceView& x, const DeviceView& w, RowRule rr, bool glu) {
   if (!rr.one_row || exact_decode_rows() || x.dtype != DType::f32 || w.shape.rank != 2) return false;
-  const int64_t K = w.shape[1], rows = exact_tensor_rows(is_quantized(w.dtype));
+  const int64_t K = w.shape[1], rows = exact_tensor_rows(w.dtype);
   const int64_t M = K ? x.numel() / (glu ? 2 * K : K) : 0;
   const DType wd = w.dtype;
   const bool w_ok = wd == DType::f16 || ((wd == DType::q8_0 || wd == DType::q4_0 || wd == DType::q4_1) &&
