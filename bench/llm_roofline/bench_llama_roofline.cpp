@@ -12,7 +12,8 @@
 //
 // --gauge-sweep tunes the read kernel over every configuration (else a short list holding the
 // H100's and H200's winners); --torch-copy gives PyTorch's copy figure (GB/s, read + written)
-// instead of running bench/gpu/torch_copy.py, 0 leaves it out.
+// instead of running bench/gpu/torch_copy.py, 0 leaves it out. --decode 0 times the prefill alone
+// (with VRUN_VK_PROFILE=1, a profile of the prefill's kernels only).
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -109,7 +110,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (decode < 2 || prompt < 1) return std::fprintf(stderr, "--decode takes at least 2 steps and --prompt 1 token\n"), 2;
+  if ((decode != 0 && decode < 2) || prompt < 1)
+    return std::fprintf(stderr, "--decode takes 0 (prefill only) or at least 2 steps, --prompt at least 1 token\n"), 2;
   if (step_method != "decode" && step_method != "forward")
     return std::fprintf(stderr, "--step takes decode or forward, not %s\n", step_method.c_str()), 2;
   llama::LlamaConfig c;
@@ -201,6 +203,11 @@ int main(int argc, char** argv) {
   const double warm_s = gpu ? 3.0 : 0.5;
   const auto prefill_best = best_after_warm_up(run_prefill, gpu ? 5 : 2, warm_s);
   if (!prefill_best.is_ok()) return std::fprintf(stderr, "%s\n", prefill_best.status().to_string().c_str()), 1;
+  if (decode == 0) {  // prefill only: with VRUN_VK_PROFILE=1 the profile is the prefill's alone
+    std::printf("%s %s %s: prefill %d tokens %.1f tok/s (%.3f ms a call)\n", shape.c_str(), dtype_name_s.c_str(),
+                (*ex)->device_description().c_str(), prompt, prompt / *prefill_best, 1e3 * *prefill_best);
+    return 0;
+  }
   // Decode steps as the runner takes them: the decode method, its position an input (--step
   // forward: the chunk method at seq 1, its position a symbol, recorded anew every step). A
   // window is `decode` steps from position `prompt` on, timed from its second step (the first
