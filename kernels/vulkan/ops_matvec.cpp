@@ -19,6 +19,7 @@ namespace {
 // extra accumulator rows (g and beta) keep it to 4 rows; an RMS norm takes the matvec's 8, so a
 // batched decode step of up to 8 rows normalises each row as one row alone is normalised.
 constexpr int64_t kMaxLayerNormRows = 4, kMaxRmsNormRows = kMatvecMaxRows, kMaxNormK = 7168;
+constexpr int64_t kQ4MatvecRows = 4;  // rows of x the q4_0 kernel takes (MX, matvec_q4_0.comp)
 
 std::atomic<bool> g_force_shared_reduce{false};
 
@@ -66,6 +67,24 @@ const Q4Tuning* q4_override() {
     return t;
   }();
   return s.rows != 0 ? &s : nullptr;
+}
+
+// The q4_0 kernel's x staged in shared memory (its length, 0 for none) for one row: whenever it
+// fits there with its block sums and 1 KiB for the rest, always under a norm prologue (which
+// normalises the staged x).
+int64_t q4_0_staged(const Context& ctx, const Q4Tuning* q4t, int64_t K, bool norm) {
+  if (norm) return K;
+  const Q4Tuning t = q4t ? *q4t : Q4Tuning{};
+  const int64_t smem = ctx.limits().maxComputeSharedMemorySize;
+  return t.stage_x && K <= t.stage_max && K * 4 + K / 8 + 1024 <= smem ? K : 0;
+}
+
+// VRUN_Q4_MATVEC_ROWS=1: a batched decode step's 2-4 rows of q4_0 W on the one-row q4_0 kernel,
+// each row's sums its own (kQ4MatvecRows), instead of the generic matvec kernel. Not yet timed on
+// a GPU, so off by default.
+bool q4_0_rows_on() {
+  const char* e = knob_value(Knob::VRUN_Q4_MATVEC_ROWS);
+  return e && std::string(e) == "1";
 }
 
 // Whether compute shaders have subgroupAdd (the device's properties, read once with the context).
@@ -197,8 +216,13 @@ Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, co
 
   const Q4Tuning* q4t = g_q4_tuning.load();
   if (!q4t) q4t = q4_override();
-  // q4_0 with one row of x: its own kernel, unless a benchmark asks for the generic one.
-  if (subgroups && M == 1 && w.dtype == DType::q4_0 && !(q4t && q4t->rows < 0)) {
+  // q4_0 with one row of x: its own kernel, unless a benchmark asks for the generic one; 2-4 rows
+  // too with VRUN_Q4_MATVEC_ROWS=1, where every row's x fits in shared memory as one row's would
+  // (each row then has one row's bits; else they take the generic kernel).
+  const int64_t q4_xsn = q4_0_staged(rec.context(), q4t, K, norm != nullptr);
+  if (subgroups && w.dtype == DType::q4_0 && !(q4t && q4t->rows < 0) &&
+      (M == 1 || (M <= kQ4MatvecRows && q4_0_rows_on() &&
+                  (q4_xsn == 0 || M * (K * 4 + K / 8) + 1024 <= rec.context().limits().maxComputeSharedMemorySize)))) {
     // 16 rows per workgroup (one pass of its four subgroups), x staged in shared memory whenever
     // it fits there with its block sums (1 KiB left for the rest: with SwiGLU gated in the
     // kernel, an unstaged x is gated again by every subgroup), and lanes requesting their next
@@ -208,17 +232,15 @@ Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, co
     // that but 16-64 rows a workgroup (the earlier choice), 611.0 through the generic kernel.
     Q4Tuning t = q4t ? *q4t : Q4Tuning{};
     if (!q4t) t.rows = 16;
-    const int64_t smem = rec.context().limits().maxComputeSharedMemorySize;
-    int64_t xsn = t.stage_x && K <= t.stage_max && K * 4 + K / 8 + 1024 <= smem ? K : 0;
-    if (norm) xsn = K;  // the prologue normalises the staged x
     PushWords pw;
     pw.u(N).u(K).u(x_row_stride).u(offs[0]).u(offs[1]).u(offs[2]).u(offs[3]).u(t.rows).u(offs[4]).f(eps).u(offs[5]).u(offs[6]);
+    pw.u(residual_row_stride);
     uint32_t gx, gy;
     rec.grid_1d(static_cast<uint64_t>((N + t.rows - 1) / t.rows), &gx, &gy);
     return rec.dispatch("matvec_q4_0",
                         {dt_code(x.dtype), 0, dt_code(y.dtype), bias ? dt_code(*bias) : 255, 0, 0, 0, xvec ? 1 : 0, 0,
-                         t.invocations, static_cast<int32_t>(xsn), t.rows_per_pass, res_dt, norm_mode, g_dt, beta_dt, glu ? 1 : 0,
-                         act, t.prefetch},
+                         t.invocations, static_cast<int32_t>(q4_xsn), t.rows_per_pass, res_dt, norm_mode, g_dt, beta_dt,
+                         glu ? 1 : 0, act, t.prefetch, static_cast<int32_t>(M)},
                         bindings, pw.w, pw.bytes(), gx, gy, 1);
   }
 

@@ -44,5 +44,57 @@ TEST_F(VkDecodeRows, UpToEightRowsHaveTheBitsOfEachRowAlone) {
   }
 }
 
+// VRUN_Q4_MATVEC_ROWS=1: 2-4 rows of q4_0 W on the one-row q4_0 kernel, each row with the bits it
+// has alone, with the RMS norm prologue, with the SwiGLU gate and a residual; x staged in shared
+// memory (K 256 and 2,048) or, too long to stage even for one row, read from memory (K 8,192 on a
+// device of 32 KiB; no norm prologue there, which needs it staged). Rows whose staged x would not
+// all fit take the generic kernel, another order: not checked here.
+TEST_F(VkDecodeRows, Q4RowsOnTheOneRowKernelHaveItsBits) {
+  struct Unset {
+    ~Unset() {
+      unsetenv("VRUN_MM_EXACT_ROWS");
+      unsetenv("VRUN_Q4_MATVEC_ROWS");
+    }
+  } unset;
+  setenv("VRUN_MM_EXACT_ROWS", "0", 1);
+  setenv("VRUN_Q4_MATVEC_ROWS", "1", 1);
+  std::mt19937 rng(5);
+  const int64_t N = 72;
+  const int64_t smem = ctx().limits().maxComputeSharedMemorySize;
+  int checked = 0;
+  for (int64_t K : {int64_t{256}, int64_t{2048}, int64_t{8192}}) {
+    const bool staged = K * 4 + K / 8 + 1024 <= smem;
+    HostTensor w = random_tensor(DType::q4_0, Shape{N, K}, rng);
+    HostTensor g = random_tensor(DType::f32, Shape{K}, rng, 0.5, 1.5);
+    for (int mode : {0, 1, 2}) {  // plain, RMS norm, SwiGLU gate with a residual
+      const bool norm = mode == 1, glu = mode == 2;
+      if (norm && !staged) continue;
+      for (int64_t m : {2, 3, 4}) {
+        if (staged && m * (K * 4 + K / 8) + 1024 > smem) continue;
+        ++checked;
+        HostTensor x = random_tensor(DType::f32, Shape{1, m, glu ? 2 * K : K}, rng, -2, 2);
+        HostTensor res = random_tensor(DType::f32, Shape{1, m, N}, rng);
+        Attrs rows(OpKind::linear), one(OpKind::linear);
+        rows.set_i("decode", 1);
+        for (Attrs* a : {&rows, &one}) {
+          if (norm) a->set_s("norm", "rms").set_f("eps", 1e-5);
+          if (glu) a->set_s("glu", "silu");
+        }
+        auto all = run_gpu(OpKind::linear, {&x, &w, nullptr, glu ? &res : nullptr, norm ? &g : nullptr}, rows);
+        const int64_t xk = glu ? 2 * K : K;
+        for (int64_t i = 0; i < m; ++i) {
+          HostTensor row = make_tensor(DType::f32, Shape{1, 1, xk}), r1 = make_tensor(DType::f32, Shape{1, 1, N});
+          std::memcpy(row.view.data, static_cast<const float*>(x.view.data) + i * xk, xk * sizeof(float));
+          std::memcpy(r1.view.data, static_cast<const float*>(res.view.data) + i * N, N * sizeof(float));
+          auto alone = run_gpu(OpKind::linear, {&row, &w, nullptr, glu ? &r1 : nullptr, norm ? &g : nullptr}, one);
+          EXPECT_EQ(std::memcmp(static_cast<const float*>(all[0].view.data) + i * N, alone[0].view.data, N * sizeof(float)), 0)
+              << "K " << K << (norm ? " rms" : glu ? " glu" : "") << ": row " << i << " of " << m;
+        }
+      }
+    }
+  }
+  EXPECT_GE(checked, 14);  // every shape but 4 rows of 2,048 on a 32 KiB device
+}
+
 }  // namespace
 }  // namespace vrun::test

@@ -4,7 +4,9 @@
 #extension GL_KHR_shader_subgroup_arithmetic : require
 // linear for one row of x with q4_0 weights (GGUF layout, used in place), on devices with
 // subgroup arithmetic: y[n] = sum_k x[k] * W[n, k] + bias[n] + residual[n]. Bindings: 0 y, 1 x,
-// 2 weight, 3 bias, 4 residual.
+// 2 weight, 3 bias, 4 residual. MX rows of x (a batched decode step's, up to 4) take the same
+// steps as one row alone, each with its own x staged, statistics, sums and subgroup reductions,
+// the weight words loaded once for all of them: every row has the bits it has alone.
 //
 // Each workgroup owns pc.R rows of W; each subgroup takes RG of them at a time, its lanes split
 // the row's blocks (a lane reads a whole 18-byte block as five 32-bit words, so its scale once
@@ -43,6 +45,8 @@ BINDING(6)
 layout(constant_id = 16) const uint GLU = 0;
 // act on x W^T + bias, before the residual (1 gelu, 2 silu).
 layout(constant_id = 17) const uint ACT = 0;
+// Rows of x (1-4): row m at x_sm elements after row m - 1, its y N after, its residual r_sm after.
+layout(constant_id = 19) const uint MX = 1;
 
 layout(set = 0, binding = 1, std430) readonly buffer XF4 { vec4 xf4[]; };
 layout(set = 0, binding = 1, std430) readonly buffer XU2 { uvec2 xu2[]; };
@@ -56,6 +60,7 @@ layout(push_constant) uniform Push {
   uint off_r;                       // residual's first element
   float eps;
   uint off_g, off_beta;             // norm weight and bias, first elements
+  uint r_sm;                        // the residual's rows' stride (elements)
 } pc;
 
 // 1: a lane requests its next block's words before it computes on the current one (two blocks'
@@ -70,8 +75,8 @@ layout(constant_id = 11) const uint RG = 4;
 const uint XS = XSN > 0u ? 1u : 0u;
 // x as f32, 16 bytes a slot; within each 32-block the slots are permuted by the block's index so
 // that lanes reading consecutive blocks hit different banks.
-shared vec4 xs[XS == 1u ? XSN / 4u : 1u];
-shared float xsb[XS == 1u ? XSN / 32u : 1u];
+shared vec4 xs[XS == 1u ? MX * XSN / 4u : 1u];
+shared float xsb[XS == 1u ? MX * XSN / 32u : 1u];
 uint swz(uint s4) { return s4 ^ ((s4 >> 3) & 7u); }
 shared float nred[NORM != 0u ? WG : 1u];
 
@@ -112,10 +117,10 @@ vec4 xin4(uint xo, bool vec) {
   return a * silu4(g);
 }
 
-// x[32 b + 4 c .. + 4).
-vec4 xblk(uint b, uint c) {
-  if (XS == 1u) return xs[swz(b * 8u + c)];
-  return xin4(pc.off_x + b * 32u + 4u * c, true);
+// x[32 b + 4 c .. + 4) of row m (xm: its first element; xq: its first slot in xs).
+vec4 xblk(uint b, uint c, uint xm, uint xq) {
+  if (XS == 1u) return xs[xq + swz(b * 8u + c)];
+  return xin4(xm + b * 32u + 4u * c, true);
 }
 
 // 1 + (4-bit field of q at bit s) / 16, in [1, 2): the bits placed in a float's mantissa (exact;
@@ -153,42 +158,47 @@ void main() {
   }
 
   if (XS == 1u) {
-    for (uint s = t; s < (pc.K >> 2); s += WG) {
-      xs[swz(s)] = xin4(pc.off_x + 4u * s, false);
-    }
-    if (NORM != 0u) {
-      // Each invocation normalises the slots it staged: only the statistics cross invocations.
-      const float inv_k = 1.0 / float(pc.K);
-      float mean = 0.0, q = 0.0;
-      if (NORM == 1u) {
-        float s1 = 0.0;
-        for (uint s = t; s < (pc.K >> 2); s += WG) s1 += dot(xs[swz(s)], vec4(1.0));
-        mean = wg_sum(s1) * inv_k;
+    const uint q4 = pc.K >> 2;
+    [[unroll]] for (uint m = 0; m < MX; ++m) {
+      const uint xq = m * q4;
+      for (uint s = t; s < q4; s += WG) {
+        xs[xq + swz(s)] = xin4(pc.off_x + m * pc.x_sm + 4u * s, false);
       }
-      for (uint s = t; s < (pc.K >> 2); s += WG) {
-        const vec4 d = xs[swz(s)] - mean;
-        q += dot(d, d);
-      }
-      const float rstd = inversesqrt(wg_sum(q) * inv_k + pc.eps);
-      for (uint s = t; s < (pc.K >> 2); s += WG) {
-        vec4 v = (xs[swz(s)] - mean) * rstd * load5x4(pc.off_g + 4u * s);
-        if (DT_BETA != DT_NONE) v += load6x4(pc.off_beta + 4u * s);
-        xs[swz(s)] = v;
+      if (NORM != 0u) {
+        // Each invocation normalises the slots it staged: only the statistics cross invocations.
+        const float inv_k = 1.0 / float(pc.K);
+        float mean = 0.0, q = 0.0;
+        if (NORM == 1u) {
+          float s1 = 0.0;
+          for (uint s = t; s < q4; s += WG) s1 += dot(xs[xq + swz(s)], vec4(1.0));
+          mean = wg_sum(s1) * inv_k;
+        }
+        for (uint s = t; s < q4; s += WG) {
+          const vec4 d = xs[xq + swz(s)] - mean;
+          q += dot(d, d);
+        }
+        const float rstd = inversesqrt(wg_sum(q) * inv_k + pc.eps);
+        for (uint s = t; s < q4; s += WG) {
+          vec4 v = (xs[xq + swz(s)] - mean) * rstd * load5x4(pc.off_g + 4u * s);
+          if (DT_BETA != DT_NONE) v += load6x4(pc.off_beta + 4u * s);
+          xs[xq + swz(s)] = v;
+        }
       }
     }
     barrier();
-    for (uint b = t; b < nb; b += WG) {
+    for (uint i = t; i < MX * nb; i += WG) {
+      const uint m = i / nb, b = i - m * nb;
       vec4 a = vec4(0.0);
-      [[unroll]] for (uint c = 0; c < 8u; ++c) a += xs[b * 8u + c];
-      xsb[b] = (a.x + a.y) + (a.z + a.w);
+      [[unroll]] for (uint c = 0; c < 8u; ++c) a += xs[m * q4 + b * 8u + c];
+      xsb[i] = (a.x + a.y) + (a.z + a.w);
     }
     barrier();
   }
 
   for (uint rb = rb0; rb < rend; rb += gl_NumSubgroups * RG) {
-    float acc[RG];
+    float acc[MX][RG];
     [[unroll]] for (uint r = 0; r < RG; ++r) {
-      acc[r] = 0.0;
+      [[unroll]] for (uint m = 0; m < MX; ++m) acc[m][r] = 0.0;
       rows[r] = min(rb + r, pc.N - 1u);
     }
     for (uint b = lane; b < nb; b += S) {
@@ -201,48 +211,52 @@ void main() {
         load_blocks(b + S, nb);
         loaded = true;
       }
-      vec4 xv[8];
-      [[unroll]] for (uint c = 0; c < 8u; ++c) xv[c] = xblk(b, c);
-      float xsum;
-      if (XS == 1u) {
-        xsum = xsb[b];
-      } else {
-        vec4 a = vec4(0.0);
-        [[unroll]] for (uint c = 0; c < 8u; ++c) a += xv[c];
-        xsum = (a.x + a.y) + (a.z + a.w);
-      }
-      [[unroll]] for (uint r = 0; r < RG; ++r) {
-        // Block: f16 scale at byte 0, quants at byte 2; it starts at an even byte, so either at a
-        // word (quants straddle words) or 2 bytes in (quants are words 1..4).
-        const bool mid = ((pc.off_w + (rows[r] * nb + b) * 18u) & 2u) != 0u;
-        const uint d = mid ? (cur[r][0] >> 16) : (cur[r][0] & 0xffffu);
-        // Byte j holds element j in its low nibble and j + 16 in its high one.
-        float s0 = 0.0, s1 = 0.0;
-        [[unroll]] for (uint j = 0; j < 4u; ++j) {
-          const uint q = mid ? cur[r][j + 1u] : fun16(cur[r][j], cur[r][j + 1u]);
-          s0 += nib(q, 0u) * xv[j].x;
-          s0 += nib(q, 8u) * xv[j].y;
-          s0 += nib(q, 16u) * xv[j].z;
-          s0 += nib(q, 24u) * xv[j].w;
-          s1 += nib(q, 4u) * xv[4u + j].x;
-          s1 += nib(q, 12u) * xv[4u + j].y;
-          s1 += nib(q, 20u) * xv[4u + j].z;
-          s1 += nib(q, 28u) * xv[4u + j].w;
+      [[unroll]] for (uint m = 0; m < MX; ++m) {
+        const uint xm = pc.off_x + m * pc.x_sm, xq = m * (pc.K >> 2);
+        vec4 xv[8];
+        [[unroll]] for (uint c = 0; c < 8u; ++c) xv[c] = xblk(b, c, xm, xq);
+        float xsum;
+        if (XS == 1u) {
+          xsum = xsb[m * nb + b];
+        } else {
+          vec4 a = vec4(0.0);
+          [[unroll]] for (uint c = 0; c < 8u; ++c) a += xv[c];
+          xsum = (a.x + a.y) + (a.z + a.w);
         }
-        // sum (1 + q / 16) x = S, and q4_0 values are (q - 8) d: sum (q - 8) x = 16 S - 24 sum x.
-        acc[r] += unpackHalf2x16(d).x * (16.0 * (s0 + s1) - 24.0 * xsum);
+        [[unroll]] for (uint r = 0; r < RG; ++r) {
+          // Block: f16 scale at byte 0, quants at byte 2; it starts at an even byte, so either at a
+          // word (quants straddle words) or 2 bytes in (quants are words 1..4).
+          const bool mid = ((pc.off_w + (rows[r] * nb + b) * 18u) & 2u) != 0u;
+          const uint d = mid ? (cur[r][0] >> 16) : (cur[r][0] & 0xffffu);
+          // Byte j holds element j in its low nibble and j + 16 in its high one.
+          float s0 = 0.0, s1 = 0.0;
+          [[unroll]] for (uint j = 0; j < 4u; ++j) {
+            const uint q = mid ? cur[r][j + 1u] : fun16(cur[r][j], cur[r][j + 1u]);
+            s0 += nib(q, 0u) * xv[j].x;
+            s0 += nib(q, 8u) * xv[j].y;
+            s0 += nib(q, 16u) * xv[j].z;
+            s0 += nib(q, 24u) * xv[j].w;
+            s1 += nib(q, 4u) * xv[4u + j].x;
+            s1 += nib(q, 12u) * xv[4u + j].y;
+            s1 += nib(q, 20u) * xv[4u + j].z;
+            s1 += nib(q, 28u) * xv[4u + j].w;
+          }
+          // sum (1 + q / 16) x = S, and q4_0 values are (q - 8) d: sum (q - 8) x = 16 S - 24 sum x.
+          acc[m][r] += unpackHalf2x16(d).x * (16.0 * (s0 + s1) - 24.0 * xsum);
+        }
       }
     }
-    [[unroll]] for (uint r = 0; r < RG; ++r) {
-      const float s = subgroupAdd(acc[r]);
-      const uint n = rb + r;
-      if (lane == 0u && n < rend) {
-        const float bv = DT_BIAS != DT_NONE ? load3(DT_BIAS, pc.off_b + n) : 0.0;
-        float v = s + bv;
-        v = apply_act(ACT, v);
-        if (DT_RES != DT_NONE) v += load4(DT_RES, pc.off_r + n);
-        store0(DT_Y, pc.off_y + n, v);
+    [[unroll]] for (uint m = 0; m < MX; ++m)
+      [[unroll]] for (uint r = 0; r < RG; ++r) {
+        const float s = subgroupAdd(acc[m][r]);
+        const uint n = rb + r;
+        if (lane == 0u && n < rend) {
+          const float bv = DT_BIAS != DT_NONE ? load3(DT_BIAS, pc.off_b + n) : 0.0;
+          float v = s + bv;
+          v = apply_act(ACT, v);
+          if (DT_RES != DT_NONE) v += load4(DT_RES, pc.off_r + m * pc.r_sm + n);
+          store0(DT_Y, pc.off_y + m * pc.N + n, v);
+        }
       }
-    }
   }
 }
