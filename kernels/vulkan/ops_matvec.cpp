@@ -217,12 +217,11 @@ Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, co
   const Q4Tuning* q4t = g_q4_tuning.load();
   if (!q4t) q4t = q4_override();
   // q4_0 with one row of x: its own kernel, unless a benchmark asks for the generic one; 2-4 rows
-  // too with VRUN_Q4_MATVEC_ROWS=1, where every row's x fits in shared memory as one row's would
-  // (each row then has one row's bits; else they take the generic kernel).
-  const int64_t q4_xsn = q4_0_staged(rec.context(), q4t, K, norm != nullptr);
+  // too with VRUN_Q4_MATVEC_ROWS=1, staged as one row's x is: as many rows a dispatch as shared
+  // memory holds (Llama-1B's down projection, x of 8,192, one a dispatch), each row with one
+  // row's bits.
   if (subgroups && w.dtype == DType::q4_0 && !(q4t && q4t->rows < 0) &&
-      (M == 1 || (M <= kQ4MatvecRows && q4_0_rows_on() &&
-                  (q4_xsn == 0 || M * (K * 4 + K / 8) + 1024 <= rec.context().limits().maxComputeSharedMemorySize)))) {
+      (M == 1 || (M <= kQ4MatvecRows && q4_0_rows_on()))) {
     // 16 rows per workgroup (one pass of its four subgroups), x staged in shared memory whenever
     // it fits there with its block sums (1 KiB left for the rest: with SwiGLU gated in the
     // kernel, an unstaged x is gated again by every subgroup), and lanes requesting their next
@@ -232,16 +231,24 @@ Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, co
     // that but 16-64 rows a workgroup (the earlier choice), 611.0 through the generic kernel.
     Q4Tuning t = q4t ? *q4t : Q4Tuning{};
     if (!q4t) t.rows = 16;
-    PushWords pw;
-    pw.u(N).u(K).u(x_row_stride).u(offs[0]).u(offs[1]).u(offs[2]).u(offs[3]).u(t.rows).u(offs[4]).f(eps).u(offs[5]).u(offs[6]);
-    pw.u(residual_row_stride);
+    const int64_t xsn = q4_0_staged(rec.context(), q4t, K, norm != nullptr);
+    const int64_t fit = (rec.context().limits().maxComputeSharedMemorySize - 1024) / (K * 4 + K / 8);
+    const int64_t group = xsn == 0 ? M : std::clamp<int64_t>(fit, 1, M);
     uint32_t gx, gy;
     rec.grid_1d(static_cast<uint64_t>((N + t.rows - 1) / t.rows), &gx, &gy);
-    return rec.dispatch("matvec_q4_0",
-                        {dt_code(x.dtype), 0, dt_code(y.dtype), bias ? dt_code(*bias) : 255, 0, 0, 0, xvec ? 1 : 0, 0,
-                         t.invocations, static_cast<int32_t>(q4_xsn), t.rows_per_pass, res_dt, norm_mode, g_dt, beta_dt,
-                         glu ? 1 : 0, act, t.prefetch, static_cast<int32_t>(M)},
-                        bindings, pw.w, pw.bytes(), gx, gy, 1);
+    for (int64_t r0 = 0; r0 < M; r0 += group) {
+      const int64_t m = std::min(group, M - r0);
+      auto at = [r0](uint32_t off, int64_t stride) { return static_cast<uint32_t>(off + r0 * stride); };
+      PushWords pw;
+      pw.u(N).u(K).u(x_row_stride).u(at(offs[0], N)).u(at(offs[1], x_row_stride)).u(offs[2]).u(offs[3]).u(t.rows);
+      pw.u(at(offs[4], residual_row_stride)).f(eps).u(offs[5]).u(offs[6]).u(residual_row_stride);
+      VRUN_RETURN_IF_ERROR(rec.dispatch("matvec_q4_0",
+                                        {dt_code(x.dtype), 0, dt_code(y.dtype), bias ? dt_code(*bias) : 255, 0, 0, 0,
+                                         xvec ? 1 : 0, 0, t.invocations, static_cast<int32_t>(xsn), t.rows_per_pass, res_dt,
+                                         norm_mode, g_dt, beta_dt, glu ? 1 : 0, act, t.prefetch, static_cast<int32_t>(m)},
+                                        bindings, pw.w, pw.bytes(), gx, gy, 1));
+    }
+    return Status::ok();
   }
 
   // Rows of W per workgroup: more share each x load and keep more loads in flight per

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -112,10 +113,12 @@ inline int check_batch_matches_generate(LlamaRunner& runner, const std::vector<B
 // one-dispatch kernel; once the CPU's VNNI one-row q4_1 kernel) break it.
 // context and slot_context: the single-stream and the slots' KV capacities; prompt_len: the
 // prompt's length (past a GPU attention's first key chunks, 64 keys and more, the chunks must
-// agree), fed `chunk` tokens at a time; threads: the CPU's.
+// agree), fed `chunk` tokens at a time; threads: the CPU's; projections: the projection matrices
+// converted to that type first (convert_projections); gpu_rows: the most rows checked on a GPU.
 inline void check_batched_rows_bits(const std::string& path, const std::vector<BackendKind>& backends,
                                     int64_t context = 128, int64_t slot_context = 96, int64_t prompt_len = 7,
-                                    int64_t chunk = 16, int threads = 1, bool exact_rows = false) {
+                                    int64_t chunk = 16, int threads = 1, bool exact_rows = false,
+                                    std::optional<DType> projections = std::nullopt, int64_t gpu_rows = 8) {
   setenv("VRUN_MM_EXACT_ROWS", "0", 1);  // the tensor cores' exact mode off (see below)
   struct UnsetExact {
     ~UnsetExact() { unsetenv("VRUN_MM_EXACT_ROWS"); }
@@ -127,7 +130,13 @@ inline void check_batched_rows_bits(const std::string& path, const std::vector<B
   s.chunk = chunk;
   s.batch_slots = 16;
   s.batch_context = slot_context;
-  auto prog = build_llama_program(m->config, m->weights, s, m->metadata);
+  WeightSource weights = m->weights;
+  if (projections) {
+    auto converted = convert_projections(m->weights, m->config, *projections, nullptr);
+    ASSERT_TRUE(converted.is_ok()) << converted.status().message();
+    weights = *converted;
+  }
+  auto prog = build_llama_program(m->config, weights, s, m->metadata);
   ASSERT_TRUE(prog.is_ok()) << prog.status().message();
   const int64_t V = m->config.vocab;
   std::vector<int32_t> prompt(static_cast<size_t>(prompt_len));
@@ -180,7 +189,7 @@ inline void check_batched_rows_bits(const std::string& path, const std::vector<B
     // the greedy tests hold it to generate's tokens). exact_rows: the caller set
     // VRUN_MATMUL_ROWS=exact (matvec passes for any count): every count.
     for (int64_t rows : {1, 2, 4, 8, 16}) {
-      if (backend != BackendKind::kCpu && rows > 8 && !exact_rows) continue;
+      if (backend != BackendKind::kCpu && rows > gpu_rows && !exact_rows) continue;
       if (!e.program().method("decode_batch_" + std::to_string(rows))) continue;
       const std::vector<float> got = run(rows);
       ASSERT_EQ(got.size(), alone.size());
