@@ -105,9 +105,12 @@ TEST(LlamaBatch, GreedyEqualsGenerateAloneVulkan) {
   EXPECT_GT(r->replayed_calls(), before + 20);
 }
 
-// The guarantee under the greedy tests, bit for bit (batch_check.h), on the CPU and Vulkan.
+// The guarantee under the greedy tests, bit for bit (batch_check.h), on the CPU and Vulkan: the
+// checkpoint's f32 weights, and its projections as f16 and as q8_0 (up to 8 rows on a GPU).
 TEST(LlamaBatch, BatchedRowsHaveTheSingleStreamBits) {
   test::check_batched_rows_bits(kTiny, {BackendKind::kCpu, BackendKind::kVulkan});
+  for (DType dt : {DType::f16, DType::q8_0})
+    test::check_batched_rows_bits(kTiny, {BackendKind::kCpu, BackendKind::kVulkan}, 128, 96, 7, 16, 1, false, dt);
   // Long caches, 1,100 positions, the CPU on 3 threads: the GPU attention splits the keys into
   // chunks sized on the device from the length and the batch (decode_batch_8 differed in 292 of
   // 320 logits when 8 entries took chunks of their own).
