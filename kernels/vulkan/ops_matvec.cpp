@@ -19,7 +19,7 @@ namespace {
 // extra accumulator rows (g and beta) keep it to 4 rows; an RMS norm takes the matvec's 8, so a
 // batched decode step of up to 8 rows normalises each row as one row alone is normalised.
 constexpr int64_t kMaxLayerNormRows = 4, kMaxRmsNormRows = kMatvecMaxRows, kMaxNormK = 7168;
-constexpr int64_t kQ4MatvecRows = 4;  // rows of x the q4_0 kernel takes (MX, matvec_q4_0.comp)
+constexpr int64_t kQ4MatvecRows = 8;  // rows of x the q4_0 kernel takes (MX, matvec_q4_0.comp)
 
 std::atomic<bool> g_force_shared_reduce{false};
 
@@ -79,9 +79,9 @@ int64_t q4_0_staged(const Context& ctx, const Q4Tuning* q4t, int64_t K, bool nor
   return t.stage_x && K <= t.stage_max && K * 4 + K / 8 + 1024 <= smem ? K : 0;
 }
 
-// VRUN_Q4_MATVEC_ROWS=1: a batched decode step's 2-4 rows of q4_0 W on the one-row q4_0 kernel,
-// each row's sums its own (kQ4MatvecRows), instead of the generic matvec kernel. Not yet timed on
-// a GPU, so off by default.
+// VRUN_Q4_MATVEC_ROWS=1: a batched decode step's 2-8 rows of q4_0 W on the one-row q4_0 kernel,
+// each row's sums its own (kQ4MatvecRows), instead of the generic matvec kernel (2-4 rows) and
+// the rows kernel (5-8). Not yet timed on a GPU, so off by default.
 bool q4_0_rows_on() {
   const char* e = knob_value(Knob::VRUN_Q4_MATVEC_ROWS);
   return e && std::string(e) == "1";
@@ -131,7 +131,7 @@ bool q4_0_decode_rows_kernel(Recorder& rec, const DeviceView& x, const DeviceVie
   const int64_t K = w.shape.rank == 2 ? w.shape[1] : 0;
   const int64_t M = K ? x.numel() / (glu ? 2 * K : K) : 0;
   return w.dtype == DType::q4_0 && M > 4 && M <= kMatvecMaxRows && subgroup_reduce(rec.context()) &&
-         matmul_rows_fits(rec, x, w);
+         !q4_0_rows_on() && matmul_rows_fits(rec, x, w);
 }
 
 bool matvec_norm_fits(const Context& ctx, const DeviceView& x, const DeviceView& w, bool rms, bool passes) {
@@ -139,8 +139,9 @@ bool matvec_norm_fits(const Context& ctx, const DeviceView& x, const DeviceView&
   // 5-8 rows with an RMS norm fold it in so that each row is normalised as one row alone is,
   // which only holds where one row takes this kernel too: one q4_0 row has a kernel of its own
   // (another order: such rows are not the single row's bits anyway), and there the fold's two
-  // accumulators a row cost an 8-row Llama-1B step 5.6 ms against 4.8 (H200).
-  const bool own_q4_0_row = w.dtype == DType::q4_0 && subgroup_reduce(ctx);
+  // accumulators a row cost an 8-row Llama-1B step 5.6 ms against 4.8 (H200). With
+  // VRUN_Q4_MATVEC_ROWS=1 q4_0 rows take the one-row kernel, which normalises each as alone.
+  const bool own_q4_0_row = w.dtype == DType::q4_0 && subgroup_reduce(ctx) && !q4_0_rows_on();
   const int64_t most = rms && !own_q4_0_row ? kMaxRmsNormRows : kMaxLayerNormRows;
   // The q4_0 kernel normalises its staged x, which it stages up to kMaxNormK.
   return (passes || (matvec_rows(x, w) && x.numel() <= most * K)) && K <= kMaxNormK;
@@ -216,10 +217,10 @@ Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, co
 
   const Q4Tuning* q4t = g_q4_tuning.load();
   if (!q4t) q4t = q4_override();
-  // q4_0 with one row of x: its own kernel, unless a benchmark asks for the generic one; 2-4 rows
-  // too with VRUN_Q4_MATVEC_ROWS=1, staged as one row's x is: as many rows a dispatch as shared
-  // memory holds (Llama-1B's down projection, x of 8,192, one a dispatch), each row with one
-  // row's bits.
+  // q4_0 with one row of x: its own kernel, unless a benchmark asks for the generic one; 2-8 rows
+  // too with VRUN_Q4_MATVEC_ROWS=1, each with one row's bits: x staged where every row's fits in
+  // shared memory, else read from memory (the same sums); under a norm prologue, which needs it
+  // staged, as many rows a dispatch as fit.
   if (subgroups && w.dtype == DType::q4_0 && !(q4t && q4t->rows < 0) &&
       (M == 1 || (M <= kQ4MatvecRows && q4_0_rows_on()))) {
     // 16 rows per workgroup (one pass of its four subgroups), x staged in shared memory whenever
@@ -231,8 +232,9 @@ Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, co
     // that but 16-64 rows a workgroup (the earlier choice), 611.0 through the generic kernel.
     Q4Tuning t = q4t ? *q4t : Q4Tuning{};
     if (!q4t) t.rows = 16;
-    const int64_t xsn = q4_0_staged(rec.context(), q4t, K, norm != nullptr);
     const int64_t fit = (rec.context().limits().maxComputeSharedMemorySize - 1024) / (K * 4 + K / 8);
+    int64_t xsn = q4_0_staged(rec.context(), q4t, K, norm != nullptr);
+    if (!norm && fit < M) xsn = 0;
     const int64_t group = xsn == 0 ? M : std::clamp<int64_t>(fit, 1, M);
     uint32_t gx, gy;
     rec.grid_1d(static_cast<uint64_t>((N + t.rows - 1) / t.rows), &gx, &gy);

@@ -44,11 +44,11 @@ TEST_F(VkDecodeRows, UpToEightRowsHaveTheBitsOfEachRowAlone) {
   }
 }
 
-// VRUN_Q4_MATVEC_ROWS=1: 2-4 rows of q4_0 W on the one-row q4_0 kernel, each row with the bits it
+// VRUN_Q4_MATVEC_ROWS=1: 2-8 rows of q4_0 W on the one-row q4_0 kernel, each row with the bits it
 // has alone, with the RMS norm prologue, with the SwiGLU gate and a residual; x staged in shared
-// memory (K 256 and 2,048; on a device of 32 KiB, 4 rows of 2,048 in two dispatches) or too long
-// to stage even for one row there (K 8,192 on 32 KiB: read from memory; on 48 KiB staged, a
-// dispatch a row). The norm prologue takes K up to 7,168.
+// memory where every row's fits, else read from memory (K 256: staged; K 2,048: from 4 or 5 rows
+// read, or under the norm staged in dispatches of as many rows as fit; K 8,192: one row staged
+// alone on a 48 KiB device, read from memory with more). The norm prologue takes K up to 7,168.
 TEST_F(VkDecodeRows, Q4RowsOnTheOneRowKernelHaveItsBits) {
   struct Unset {
     ~Unset() {
@@ -66,7 +66,7 @@ TEST_F(VkDecodeRows, Q4RowsOnTheOneRowKernelHaveItsBits) {
     for (int mode : {0, 1, 2}) {  // plain, RMS norm, SwiGLU gate with a residual
       const bool norm = mode == 1, glu = mode == 2;
       if (norm && K > 7168) continue;
-      for (int64_t m : {2, 3, 4}) {
+      for (int64_t m : {2, 3, 4, 5, 8}) {
         HostTensor x = random_tensor(DType::f32, Shape{1, m, glu ? 2 * K : K}, rng, -2, 2);
         HostTensor res = random_tensor(DType::f32, Shape{1, m, N}, rng);
         Attrs rows(OpKind::linear), one(OpKind::linear);

@@ -4,9 +4,11 @@
 #extension GL_KHR_shader_subgroup_arithmetic : require
 // linear for one row of x with q4_0 weights (GGUF layout, used in place), on devices with
 // subgroup arithmetic: y[n] = sum_k x[k] * W[n, k] + bias[n] + residual[n]. Bindings: 0 y, 1 x,
-// 2 weight, 3 bias, 4 residual. MX rows of x (a batched decode step's, up to 4) take the same
-// steps as one row alone, each with its own x staged, statistics, sums and subgroup reductions,
-// the weight words loaded once for all of them: every row has the bits it has alone.
+// 2 weight, 3 bias, 4 residual. MX rows of x (a batched decode step's, up to 8) take the same
+// steps as one row alone, each with its own x, statistics, sums and subgroup reductions, the
+// weight words loaded once for all of them: every row has the bits it has alone. Staged or read
+// from memory, x gives the same sums (the block sums run over its slots in one order either way),
+// so staging is a matter of speed only.
 //
 // Each workgroup owns pc.R rows of W; each subgroup takes RG of them at a time, its lanes split
 // the row's blocks (a lane reads a whole 18-byte block as five 32-bit words, so its scale once
@@ -45,7 +47,7 @@ BINDING(6)
 layout(constant_id = 16) const uint GLU = 0;
 // act on x W^T + bias, before the residual (1 gelu, 2 silu).
 layout(constant_id = 17) const uint ACT = 0;
-// Rows of x (1-4): row m at x_sm elements after row m - 1, its y N after, its residual r_sm after.
+// Rows of x (1-8): row m at x_sm elements after row m - 1, its y N after, its residual r_sm after.
 layout(constant_id = 19) const uint MX = 1;
 
 layout(set = 0, binding = 1, std430) readonly buffer XF4 { vec4 xf4[]; };
@@ -189,7 +191,7 @@ void main() {
     for (uint i = t; i < MX * nb; i += WG) {
       const uint m = i / nb, b = i - m * nb;
       vec4 a = vec4(0.0);
-      [[unroll]] for (uint c = 0; c < 8u; ++c) a += xs[m * q4 + b * 8u + c];
+      [[unroll]] for (uint c = 0; c < 8u; ++c) a += xs[m * q4 + swz(b * 8u + c)];
       xsb[i] = (a.x + a.y) + (a.z + a.w);
     }
     barrier();
