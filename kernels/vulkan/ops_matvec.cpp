@@ -70,8 +70,8 @@ const Q4Tuning* q4_override() {
 }
 
 // The q4_0 kernel's x staged in shared memory (its length, 0 for none) for one row: whenever it
-// fits there with its block sums and 1 KiB for the rest, always under a norm prologue (which
-// normalises the staged x).
+// fits there with its block sums and 1 KiB for the rest, always under a norm prologue (whose
+// K, at most kMaxNormK, fits).
 int64_t q4_0_staged(const Context& ctx, const Q4Tuning* q4t, int64_t K, bool norm) {
   if (norm) return K;
   const Q4Tuning t = q4t ? *q4t : Q4Tuning{};
@@ -218,9 +218,7 @@ Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, co
   const Q4Tuning* q4t = g_q4_tuning.load();
   if (!q4t) q4t = q4_override();
   // q4_0 with one row of x: its own kernel, unless a benchmark asks for the generic one; 2-8 rows
-  // too with VRUN_Q4_MATVEC_ROWS=1, each with one row's bits: x staged where every row's fits in
-  // shared memory, else read from memory (the same sums); under a norm prologue, which needs it
-  // staged, as many rows a dispatch as fit.
+  // too with VRUN_Q4_MATVEC_ROWS=1, each with one row's bits.
   if (subgroups && w.dtype == DType::q4_0 && !(q4t && q4t->rows < 0) &&
       (M == 1 || (M <= kQ4MatvecRows && q4_0_rows_on()))) {
     // 16 rows per workgroup (one pass of its four subgroups), x staged in shared memory whenever
@@ -232,24 +230,19 @@ Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, co
     // that but 16-64 rows a workgroup (the earlier choice), 611.0 through the generic kernel.
     Q4Tuning t = q4t ? *q4t : Q4Tuning{};
     if (!q4t) t.rows = 16;
+    // Every row's x staged where it all fits, else each read from memory (the same sums).
     const int64_t fit = (rec.context().limits().maxComputeSharedMemorySize - 1024) / (K * 4 + K / 8);
-    int64_t xsn = q4_0_staged(rec.context(), q4t, K, norm != nullptr);
-    if (!norm && fit < M) xsn = 0;
-    const int64_t group = xsn == 0 ? M : std::clamp<int64_t>(fit, 1, M);
+    const int64_t xsn = fit >= M ? q4_0_staged(rec.context(), q4t, K, norm != nullptr) : 0;
+    PushWords pw;
+    pw.u(N).u(K).u(x_row_stride).u(offs[0]).u(offs[1]).u(offs[2]).u(offs[3]).u(t.rows).u(offs[4]).f(eps).u(offs[5]).u(offs[6]);
+    pw.u(residual_row_stride);
     uint32_t gx, gy;
     rec.grid_1d(static_cast<uint64_t>((N + t.rows - 1) / t.rows), &gx, &gy);
-    for (int64_t r0 = 0; r0 < M; r0 += group) {
-      const int64_t m = std::min(group, M - r0);
-      auto at = [r0](uint32_t off, int64_t stride) { return static_cast<uint32_t>(off + r0 * stride); };
-      PushWords pw;
-      pw.u(N).u(K).u(x_row_stride).u(at(offs[0], N)).u(at(offs[1], x_row_stride)).u(offs[2]).u(offs[3]).u(t.rows);
-      pw.u(at(offs[4], residual_row_stride)).f(eps).u(offs[5]).u(offs[6]).u(residual_row_stride);
-      VRUN_RETURN_IF_ERROR(rec.dispatch("matvec_q4_0",
-                                        {dt_code(x.dtype), 0, dt_code(y.dtype), bias ? dt_code(*bias) : 255, 0, 0, 0,
-                                         xvec ? 1 : 0, 0, t.invocations, static_cast<int32_t>(xsn), t.rows_per_pass, res_dt,
-                                         norm_mode, g_dt, beta_dt, glu ? 1 : 0, act, t.prefetch, static_cast<int32_t>(m)},
-                                        bindings, pw.w, pw.bytes(), gx, gy, 1));
-    }
+    VRUN_RETURN_IF_ERROR(rec.dispatch("matvec_q4_0",
+                                      {dt_code(x.dtype), 0, dt_code(y.dtype), bias ? dt_code(*bias) : 255, 0, 0, 0,
+                                       xvec ? 1 : 0, 0, t.invocations, static_cast<int32_t>(xsn), t.rows_per_pass, res_dt,
+                                       norm_mode, g_dt, beta_dt, glu ? 1 : 0, act, t.prefetch, static_cast<int32_t>(M)},
+                                      bindings, pw.w, pw.bytes(), gx, gy, 1));
     return Status::ok();
   }
 

@@ -46,9 +46,9 @@ TEST_F(VkDecodeRows, UpToEightRowsHaveTheBitsOfEachRowAlone) {
 
 // VRUN_Q4_MATVEC_ROWS=1: 2-8 rows of q4_0 W on the one-row q4_0 kernel, each row with the bits it
 // has alone, with the RMS norm prologue, with the SwiGLU gate and a residual; x staged in shared
-// memory where every row's fits, else read from memory (K 256: staged; K 2,048: from 4 or 5 rows
-// read, or under the norm staged in dispatches of as many rows as fit; K 8,192: one row staged
-// alone on a 48 KiB device, read from memory with more). The norm prologue takes K up to 7,168.
+// memory where every row's fits, else read from memory, the norm applied as it loads (K 256:
+// staged; K 2,048: read from 4 or 6 rows on, on devices of 32 or 48 KiB; K 8,192: one row staged
+// alone on a 48 KiB device, read with more). The norm prologue takes K up to 7,168.
 TEST_F(VkDecodeRows, Q4RowsOnTheOneRowKernelHaveItsBits) {
   struct Unset {
     ~Unset() {

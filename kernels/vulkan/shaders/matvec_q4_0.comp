@@ -35,8 +35,9 @@ layout(constant_id = 7) const uint XVEC = 0;
 // Floats of x kept in shared memory: K when that fits, else 0 (x is read from memory).
 layout(constant_id = 10) const uint XSN = 0;
 layout(constant_id = 12) const uint DT_RES = DT_NONE;
-// Norm prologue (linear's norm attribute, x staged): 0 none, 1 layer, 2 rms, applied to the staged
-// x with two-pass statistics as in matvec_body.glsl. Bindings 5 (norm weight), 6 (norm bias).
+// Norm prologue (linear's norm attribute): 0 none, 1 layer, 2 rms, with two-pass statistics as in
+// matvec_body.glsl, applied to x as it is staged or, unstaged, as it is loaded (the same values).
+// Bindings 5 (norm weight), 6 (norm bias).
 layout(constant_id = 13) const uint NORM = 0;
 layout(constant_id = 14) const uint DT_G = DT_NONE;
 layout(constant_id = 15) const uint DT_BETA = DT_NONE;
@@ -119,10 +120,46 @@ vec4 xin4(uint xo, bool vec) {
   return a * silu4(g);
 }
 
-// x[32 b + 4 c .. + 4) of row m (xm: its first element; xq: its first slot in xs).
-vec4 xblk(uint b, uint c, uint xm, uint xq) {
+// Row m's norm statistics (norm_stats) and its x normalised: (v - mean) * rstd * g (+ beta) for
+// the 4 elements from k.
+float nmean[MX], nrstd[MX];
+vec4 normed(vec4 v, uint m, uint k) {
+  v = (v - nmean[m]) * nrstd[m] * load5x4(pc.off_g + k);
+  if (DT_BETA != DT_NONE) v += load6x4(pc.off_beta + k);
+  return v;
+}
+
+// Slot s (elements 4 s .. + 4) of row m's x as the dot products take it before any norm: staged,
+// or read (and gated) from memory.
+vec4 xslot(uint m, uint s) {
+  if (XS == 1u) return xs[m * (pc.K >> 2) + swz(s)];
+  return xin4(pc.off_x + m * pc.x_sm + 4u * s, false);
+}
+
+// Two-pass statistics of row m over the slots each invocation stages (the same sums staged or
+// not); every invocation of the workgroup calls it.
+void norm_stats(uint m) {
+  const uint t = gl_LocalInvocationID.x, q4 = pc.K >> 2;
+  const float inv_k = 1.0 / float(pc.K);
+  float mean = 0.0, q = 0.0;
+  if (NORM == 1u) {
+    float s1 = 0.0;
+    for (uint s = t; s < q4; s += WG) s1 += dot(xslot(m, s), vec4(1.0));
+    mean = wg_sum(s1) * inv_k;
+  }
+  for (uint s = t; s < q4; s += WG) {
+    const vec4 d = xslot(m, s) - mean;
+    q += dot(d, d);
+  }
+  nmean[m] = mean;
+  nrstd[m] = inversesqrt(wg_sum(q) * inv_k + pc.eps);
+}
+
+// x[32 b + 4 c .. + 4) of row m (xm: its first element; xq: its first slot in xs), normalised.
+vec4 xblk(uint b, uint c, uint m, uint xm, uint xq) {
   if (XS == 1u) return xs[xq + swz(b * 8u + c)];
-  return xin4(xm + b * 32u + 4u * c, true);
+  const vec4 v = xin4(xm + b * 32u + 4u * c, true);
+  return NORM != 0u ? normed(v, m, b * 32u + 4u * c) : v;
 }
 
 // 1 + (4-bit field of q at bit s) / 16, in [1, 2): the bits placed in a float's mantissa (exact;
@@ -168,23 +205,8 @@ void main() {
       }
       if (NORM != 0u) {
         // Each invocation normalises the slots it staged: only the statistics cross invocations.
-        const float inv_k = 1.0 / float(pc.K);
-        float mean = 0.0, q = 0.0;
-        if (NORM == 1u) {
-          float s1 = 0.0;
-          for (uint s = t; s < q4; s += WG) s1 += dot(xs[xq + swz(s)], vec4(1.0));
-          mean = wg_sum(s1) * inv_k;
-        }
-        for (uint s = t; s < q4; s += WG) {
-          const vec4 d = xs[xq + swz(s)] - mean;
-          q += dot(d, d);
-        }
-        const float rstd = inversesqrt(wg_sum(q) * inv_k + pc.eps);
-        for (uint s = t; s < q4; s += WG) {
-          vec4 v = (xs[xq + swz(s)] - mean) * rstd * load5x4(pc.off_g + 4u * s);
-          if (DT_BETA != DT_NONE) v += load6x4(pc.off_beta + 4u * s);
-          xs[xq + swz(s)] = v;
-        }
+        norm_stats(m);
+        for (uint s = t; s < q4; s += WG) xs[xq + swz(s)] = normed(xs[xq + swz(s)], m, 4u * s);
       }
     }
     barrier();
@@ -195,6 +217,8 @@ void main() {
       xsb[i] = (a.x + a.y) + (a.z + a.w);
     }
     barrier();
+  } else if (NORM != 0u) {
+    [[unroll]] for (uint m = 0; m < MX; ++m) norm_stats(m);
   }
 
   for (uint rb = rb0; rb < rend; rb += gl_NumSubgroups * RG) {
@@ -216,7 +240,7 @@ void main() {
       [[unroll]] for (uint m = 0; m < MX; ++m) {
         const uint xm = pc.off_x + m * pc.x_sm, xq = m * (pc.K >> 2);
         vec4 xv[8];
-        [[unroll]] for (uint c = 0; c < 8u; ++c) xv[c] = xblk(b, c, xm, xq);
+        [[unroll]] for (uint c = 0; c < 8u; ++c) xv[c] = xblk(b, c, m, xm, xq);
         float xsum;
         if (XS == 1u) {
           xsum = xsb[m * nb + b];
