@@ -23,12 +23,6 @@ Tensor make(int32_t type, std::vector<int64_t> dims, std::vector<double> values)
   return t;
 }
 
-std::vector<int64_t> to_ints(const Tensor& t) {
-  std::vector<int64_t> v;
-  for (double d : t.values)
-    v.push_back(d >= 9.2e18 ? INT64_MAX : d <= -9.2e18 ? INT64_MIN : static_cast<int64_t>(d));
-  return v;
-}
 
 std::vector<int64_t> strides_of(const std::vector<int64_t>& dims) {
   std::vector<int64_t> s(dims.size(), 1);
@@ -207,7 +201,7 @@ Folded fold_shape(const Node& node, const Inputs& in, int64_t) {
 
 Folded fold_constant_of_shape(const Node& node, const Inputs& in, int64_t) {
   const Tensor* x = input(in, 0);
-  const auto dims = to_ints(*x);
+  const auto dims = ints_of(*x);
   int64_t n = 1;
   for (int64_t d : dims) {
     if (d < 0 || (d > 0 && n > (int64_t{1} << 31) / d))
@@ -228,7 +222,7 @@ Folded fold_squeeze(const Node& node, const Inputs& in, int64_t) {
   if (const Attribute* a = node.attr("axes"))
     axes = a->ints;
   else if (input(in, 1))
-    axes = to_ints(*input(in, 1));
+    axes = ints_of(*input(in, 1));
   Tensor t = *x;
   if (op == "Unsqueeze") {
     const size_t r = x->dims.size() + axes.size();
@@ -270,7 +264,7 @@ Folded fold_reshape(const Node& node, const Inputs& in, int64_t) {
     shape = {a, -1};
   } else {
     VRUN_ASSIGN_OR_RETURN(const Tensor* s, need(in, 1));
-    shape = to_ints(*s);
+    shape = ints_of(*s);
   }
   int64_t known = 1;
   int infer = -1;
@@ -333,7 +327,7 @@ Folded fold_gather(const Node& node, const Inputs& in, int64_t) {
   t.dims.insert(t.dims.end(), idx->dims.begin(), idx->dims.end());
   t.dims.insert(t.dims.end(), x->dims.begin() + ax + 1, x->dims.end());
   for (int64_t o = 0; o < outer; ++o)
-    for (int64_t j : to_ints(*idx)) {
+    for (int64_t j : ints_of(*idx)) {
       if (j < 0) j += n;
       if (j < 0 || j >= n) return bad("Gather: index out of range");
       for (int64_t k = 0; k < inner; ++k)
@@ -352,10 +346,10 @@ Folded fold_slice(const Node& node, const Inputs& in, int64_t opset) {
   } else {
     VRUN_ASSIGN_OR_RETURN(const Tensor* s, need(in, 1));
     VRUN_ASSIGN_OR_RETURN(const Tensor* e, need(in, 2));
-    starts = to_ints(*s);
-    ends = to_ints(*e);
-    if (input(in, 3)) axes = to_ints(*input(in, 3));
-    if (input(in, 4)) steps = to_ints(*input(in, 4));
+    starts = ints_of(*s);
+    ends = ints_of(*e);
+    if (input(in, 3)) axes = ints_of(*input(in, 3));
+    if (input(in, 4)) steps = ints_of(*input(in, 4));
   }
   if (axes.empty())
     for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
@@ -460,6 +454,17 @@ Result<std::vector<Tensor>> fold_node(const Node& node, const std::vector<const 
   if (auto it = unary_folds().find(op); it != unary_folds().end()) return fold_unary(node, x, it->second);
   if (auto it = kFolds.find(op); it != kFolds.end()) return it->second(node, in, opset);
   return err(ErrorCode::kUnsupported, "no import-time evaluation");
+}
+
+int64_t int_of(double d) {
+  return std::isnan(d) || d <= -9.2e18 ? INT64_MIN : d >= 9.2e18 ? INT64_MAX : static_cast<int64_t>(d);
+}
+
+std::vector<int64_t> ints_of(const Tensor& t) {
+  std::vector<int64_t> v;
+  v.reserve(t.values.size());
+  for (double d : t.values) v.push_back(int_of(d));
+  return v;
 }
 
 }  // namespace vrun::onnx

@@ -28,12 +28,12 @@ Val Importer::constant(const Tensor& t, DType dtype) {
         break;
       }
       case DType::i64: {
-        const int64_t x = static_cast<int64_t>(v);
+        const int64_t x = int_of(v);
         std::memcpy(&bytes[i * 8], &x, 8);
         break;
       }
       case DType::i32: {
-        const int32_t x = static_cast<int32_t>(v);
+        const int32_t x = static_cast<int32_t>(std::clamp<int64_t>(int_of(v), INT32_MIN, INT32_MAX));
         std::memcpy(&bytes[i * 4], &x, 4);
         break;
       }
@@ -170,6 +170,9 @@ Status Importer::run_node(const Node& n) {
   for (size_t k = 0; k < n.inputs.size(); ++k)
     if (!n.inputs[k].empty() && !env_.count(n.inputs[k]))
       return err(ErrorCode::kInvalidProgram, "input '", n.inputs[k], "' is not defined before it is used");
+  // Every ONNX operator has outputs (an optional one may be named ""); the mappings index them.
+  if (n.outputs.empty())
+    return err(ErrorCode::kInvalidProgram, n.op_type, " node '", n.name, "' has no output");
   if (n.op_type == "If") {
     const Value* c = in(n, 0);
     if (!c || !c->known || c->t.values.empty())

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "models/onnx/onnx_fold.h"
 #include "models/onnx/onnx_import.h"
 #include "models/onnx/onnx_ops.h"
 #include "runtime/graph/builder.h"
@@ -35,13 +36,6 @@ inline std::optional<DType> dtype_of(int32_t elem_type) {
     default:
       return std::nullopt;
   }
-}
-
-inline std::vector<int64_t> ints_of(const Tensor& t) {
-  std::vector<int64_t> v;
-  for (double d : t.values)
-    v.push_back(d >= 9.2e18 ? INT64_MAX : d <= -9.2e18 ? INT64_MIN : static_cast<int64_t>(d));
-  return v;
 }
 
 class Importer {
