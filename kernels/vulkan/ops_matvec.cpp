@@ -69,14 +69,12 @@ const Q4Tuning* q4_override() {
   return s.rows != 0 ? &s : nullptr;
 }
 
-// The q4_0 kernel's x staged in shared memory (its length, 0 for none) for one row: whenever it
-// fits there with its block sums and 1 KiB for the rest, always under a norm prologue (whose
-// K, at most kMaxNormK, fits).
-int64_t q4_0_staged(const Context& ctx, const Q4Tuning* q4t, int64_t K, bool norm) {
-  if (norm) return K;
-  const Q4Tuning t = q4t ? *q4t : Q4Tuning{};
-  const int64_t smem = ctx.limits().maxComputeSharedMemorySize;
-  return t.stage_x && K <= t.stage_max && K * 4 + K / 8 + 1024 <= smem ? K : 0;
+// The q4_0 kernel's x staged in shared memory (a row's length, 0 for none) for M rows: where every
+// row fits there with its block sums and 1 KiB for the rest, always then under a norm prologue
+// (one row of K up to kMaxNormK fits); else read from memory (the same sums).
+int64_t q4_0_staged(const Context& ctx, const Q4Tuning& t, int64_t K, int64_t M, bool norm) {
+  if (M * (K * 4 + K / 8) + 1024 > static_cast<int64_t>(ctx.limits().maxComputeSharedMemorySize)) return 0;
+  return norm || (t.stage_x && K <= t.stage_max) ? K : 0;
 }
 
 // VRUN_Q4_MATVEC_ROWS=1: a batched decode step's 2-8 rows of q4_0 W on the one-row q4_0 kernel,
@@ -230,20 +228,17 @@ Status record_matvec(Recorder& rec, const DeviceView& x, const DeviceView& w, co
     // that but 16-64 rows a workgroup (the earlier choice), 611.0 through the generic kernel.
     Q4Tuning t = q4t ? *q4t : Q4Tuning{};
     if (!q4t) t.rows = 16;
-    // Every row's x staged where it all fits, else each read from memory (the same sums).
-    const int64_t fit = (rec.context().limits().maxComputeSharedMemorySize - 1024) / (K * 4 + K / 8);
-    const int64_t xsn = fit >= M ? q4_0_staged(rec.context(), q4t, K, norm != nullptr) : 0;
+    const int64_t xsn = q4_0_staged(rec.context(), t, K, M, norm != nullptr);
     PushWords pw;
     pw.u(N).u(K).u(x_row_stride).u(offs[0]).u(offs[1]).u(offs[2]).u(offs[3]).u(t.rows).u(offs[4]).f(eps).u(offs[5]).u(offs[6]);
     pw.u(residual_row_stride);
     uint32_t gx, gy;
     rec.grid_1d(static_cast<uint64_t>((N + t.rows - 1) / t.rows), &gx, &gy);
-    VRUN_RETURN_IF_ERROR(rec.dispatch("matvec_q4_0",
-                                      {dt_code(x.dtype), 0, dt_code(y.dtype), bias ? dt_code(*bias) : 255, 0, 0, 0,
-                                       xvec ? 1 : 0, 0, t.invocations, static_cast<int32_t>(xsn), t.rows_per_pass, res_dt,
-                                       norm_mode, g_dt, beta_dt, glu ? 1 : 0, act, t.prefetch, static_cast<int32_t>(M)},
-                                      bindings, pw.w, pw.bytes(), gx, gy, 1));
-    return Status::ok();
+    return rec.dispatch("matvec_q4_0",
+                        {dt_code(x.dtype), 0, dt_code(y.dtype), bias ? dt_code(*bias) : 255, 0, 0, 0, xvec ? 1 : 0, 0,
+                         t.invocations, static_cast<int32_t>(xsn), t.rows_per_pass, res_dt, norm_mode, g_dt, beta_dt,
+                         glu ? 1 : 0, act, t.prefetch, static_cast<int32_t>(M)},
+                        bindings, pw.w, pw.bytes(), gx, gy, 1);
   }
 
   // Rows of W per workgroup: more share each x load and keep more loads in flight per

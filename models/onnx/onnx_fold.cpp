@@ -23,7 +23,6 @@ Tensor make(int32_t type, std::vector<int64_t> dims, std::vector<double> values)
   return t;
 }
 
-
 std::vector<int64_t> strides_of(const std::vector<int64_t>& dims) {
   std::vector<int64_t> s(dims.size(), 1);
   for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i) s[i] = s[i + 1] * dims[i + 1];
